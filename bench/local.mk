@@ -1,0 +1,1 @@
+# bench: (sources added by its issue)

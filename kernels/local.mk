@@ -1,0 +1,1 @@
+# kernels: (sources added by its issue)

@@ -1,0 +1,1 @@
+# src/backend: (sources added by its issue)

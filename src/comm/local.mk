@@ -1,0 +1,1 @@
+# src/comm: (sources added by its issue)

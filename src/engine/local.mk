@@ -1,0 +1,1 @@
+# src/engine: (sources added by its issue)

@@ -1,0 +1,59 @@
+/* config.h -- a model's config.json (HF Llama family: Llama 2/3/3.1, Mistral, Qwen2).
+ *
+ * Recognised: model_type llama | mistral | qwen2 (architectures[] as a fallback); vocab_size,
+ * hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads
+ * (absent/null -> num_attention_heads), head_dim (absent/null -> hidden/heads), rms_norm_eps,
+ * rope_theta, rope_scaling {rope_type|type: default|linear|llama3, factor, low_freq_factor,
+ * high_freq_factor, original_max_position_embeddings} or transformers v5 rope_parameters {...,
+ * rope_theta}, max_position_embeddings, tie_word_embeddings, attention_bias (Qwen2: q/k/v bias
+ * always), mlp_bias, hidden_act (silu only), bos_token_id, eos_token_id (int or list),
+ * sliding_window (Mistral; null -> 0), torch_dtype / dtype.
+ * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
+ * refused with a message naming the file and the key. */
+#ifndef SITS_MODEL_CONFIG_H
+#define SITS_MODEL_CONFIG_H
+
+#include <stddef.h>
+#include "util/status.h"
+
+#define SITS_MAX_EOS 8
+
+typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2 } sits_arch_t;
+typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3 } sits_rope_type_t;
+
+typedef struct {
+    sits_arch_t arch;
+    char model_type[32];
+    int vocab_size;
+    int hidden_size;          /* H */
+    int intermediate_size;    /* I */
+    int n_layers;
+    int n_heads;              /* nh */
+    int n_kv_heads;           /* nkv; nh % nkv == 0 */
+    int head_dim;             /* hd; even */
+    float rms_norm_eps;
+    double rope_theta;
+    sits_rope_type_t rope_type;
+    double rope_factor;       /* linear / llama3 */
+    double rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_max_pos;    /* llama3: original_max_position_embeddings */
+    int max_position_embeddings;
+    int tie_word_embeddings;
+    int qkv_bias;             /* q/k/v projections carry a bias (Qwen2, attention_bias) */
+    int o_bias;               /* o_proj bias (attention_bias true on Llama) */
+    int mlp_bias;
+    int sliding_window;       /* 0 = none */
+    int bos_token_id;         /* -1 when absent */
+    int eos_token_ids[SITS_MAX_EOS];
+    int n_eos;
+    char torch_dtype[16];     /* "bfloat16", ... or "" */
+} sits_model_config_t;
+
+/* Parse config.json text; `what` names the source in messages (a path). */
+sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg);
+/* Read and parse DIR/config.json. */
+sits_status_t sits_model_config_load(const char *model_dir, sits_model_config_t *cfg);
+/* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2]. */
+void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq);
+
+#endif

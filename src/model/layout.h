@@ -1,0 +1,46 @@
+/* layout.h -- which HF tensors a config needs, their names and full (unsharded) shapes.
+ *
+ * Shapes are [out, in] row-major as HF stores them:
+ *   model.embed_tokens.weight              [V, H]
+ *   model.layers.N.input_layernorm.weight  [H]         post_attention_layernorm.weight [H]
+ *   model.layers.N.self_attn.q_proj.weight [nh*hd, H]  (.bias [nh*hd] when qkv_bias)
+ *   model.layers.N.self_attn.k_proj.weight [nkv*hd, H] (.bias [nkv*hd] when qkv_bias)
+ *   model.layers.N.self_attn.v_proj.weight [nkv*hd, H] (.bias [nkv*hd] when qkv_bias)
+ *   model.layers.N.self_attn.o_proj.weight [H, nh*hd]  (.bias [H] when o_bias)
+ *   model.layers.N.mlp.gate_proj.weight    [I, H]      up_proj [I, H]   down_proj [H, I]
+ *                                          (.bias [I] / [I] / [H] when mlp_bias)
+ *   model.norm.weight                      [H]
+ *   lm_head.weight                         [V, H]      (absent when tie_word_embeddings)
+ * Tensors that are not needed (rotary_emb.inv_freq, extra keys) are ignored. */
+#ifndef SITS_MODEL_LAYOUT_H
+#define SITS_MODEL_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model/config.h"
+#include "model/safetensors.h"
+
+typedef enum {
+    SITS_W_EMBED, SITS_W_FINAL_NORM, SITS_W_LM_HEAD,                  /* global */
+    SITS_W_ATTN_NORM, SITS_W_Q, SITS_W_K, SITS_W_V, SITS_W_O,         /* per layer */
+    SITS_W_Q_BIAS, SITS_W_K_BIAS, SITS_W_V_BIAS, SITS_W_O_BIAS,
+    SITS_W_FFN_NORM, SITS_W_GATE, SITS_W_UP, SITS_W_DOWN,
+    SITS_W_GATE_BIAS, SITS_W_UP_BIAS, SITS_W_DOWN_BIAS,
+    SITS_W_KIND_COUNT
+} sits_wkind_t;
+
+/* 1 for the kinds that live in every layer. */
+int sits_wkind_per_layer(sits_wkind_t kind);
+/* Whether this config has the tensor at all (biases, untied lm_head). */
+int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind);
+/* HF name into buf (layer ignored for global kinds). */
+void sits_wkind_name(sits_wkind_t kind, int layer, char *buf, size_t len);
+/* Expected full shape; returns ndim (1 or 2). */
+int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t shape[2]);
+
+/* Every tensor the config needs is present with the expected shape and a float dtype
+ * (F32/F16/BF16; F8_E4M3 is refused as unsupported for now). Logs "<what>: tensor <name>: <reason>"
+ * for the first problem and returns SITS_ERR_FORMAT (SITS_ERR_NOT_FOUND for a missing tensor). */
+sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sits_st_t *st, const char *what);
+
+#endif

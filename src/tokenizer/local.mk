@@ -1,0 +1,1 @@
+# src/tokenizer: (sources added by its issue)

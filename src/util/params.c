@@ -1,0 +1,237 @@
+/* params.c -- the parameter table and its parser; see params.h. */
+#include "util/params.h"
+#include "util/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define OFF(f) offsetof(sits_config_t, f)
+
+const sits_param_t sits_params[] = {
+    { "model", "SITS_MODEL", SITS_PT_STR, "", NULL, OFF(model), "model directory: config.json, *.safetensors, tokenizer.json" },
+    { "load-format", "SITS_LOAD_FORMAT", SITS_PT_STR, "auto", NULL, OFF(load_format), "auto | safetensors | dummy (config.json only, random weights)" },
+    { "device", "SITS_DEVICE", SITS_PT_STR, "auto", NULL, OFF(device), "auto | cpu | cuda" },
+    { "max-model-len", "SITS_MAX_MODEL_LEN", SITS_PT_INT, "0", NULL, OFF(max_model_len), "context length limit; 0: the model's max_position_embeddings" },
+    { "prompt-ids", NULL, SITS_PT_STR, "", NULL, OFF(prompt_ids), "offline: comma-separated prompt token ids" },
+    { "prompt", NULL, SITS_PT_STR, "", NULL, OFF(prompt), "offline: prompt text (encoded with the model's tokenizer.json)" },
+    { "tokenize", NULL, SITS_PT_STR, "", NULL, OFF(tokenize), "print the token ids of this text and exit" },
+    { "detokenize", NULL, SITS_PT_STR, "", NULL, OFF(detokenize), "print the text of these comma-separated ids and exit" },
+    { "chat-template", "SITS_CHAT_TEMPLATE", SITS_PT_STR, "", NULL, OFF(chat_template), "chat template name (llama3, llama2, chatml); default: recognised from tokenizer_config.json" },
+    { "max-tokens", NULL, SITS_PT_INT, "16", NULL, OFF(max_tokens), "offline: tokens to generate" },
+    { "temperature", NULL, SITS_PT_FLOAT, "1.0", NULL, OFF(temperature), "sampling temperature; 0 = greedy" },
+    { "top-k", NULL, SITS_PT_INT, "0", NULL, OFF(top_k), "sample among the k most likely tokens; 0 or -1 = off" },
+    { "top-p", NULL, SITS_PT_FLOAT, "1.0", NULL, OFF(top_p), "nucleus sampling mass, (0, 1]" },
+    { "seed", "SITS_SEED", SITS_PT_INT, "-1", NULL, OFF(seed), "sampling seed; -1 = random" },
+    { "ignore-eos", NULL, SITS_PT_BOOL, "0", "1", OFF(ignore_eos), "offline: keep generating past end-of-sequence tokens" },
+    { "batch", NULL, SITS_PT_INT, "1", NULL, OFF(batch), "offline: decode this many copies of the prompt as one batch" },
+    { "tp", "SITS_TP", SITS_PT_INT, "0", NULL, OFF(tp), "tensor-parallel size; 0: world size / (pp x dp)" },
+    { "pp", "SITS_PP", SITS_PT_INT, "1", NULL, OFF(pp), "pipeline-parallel stages" },
+    { "dp", "SITS_DP", SITS_PT_INT, "1", NULL, OFF(dp), "data-parallel replicas" },
+    { "topology", NULL, SITS_PT_STR, "", "text", OFF(topology), "print the topology map (text or json) and exit" },
+    { "topology-xml", "SITS_TOPOLOGY_XML", SITS_PT_STR, "", NULL, OFF(topology_xml), "use this hwloc XML topology instead of discovering the machine" },
+    { "bind", "SITS_BIND", SITS_PT_BOOL, "1", "1", OFF(bind), "bind each rank to the cores and memory of its GPU / share of the node" },
+    { "threads", "SITS_THREADS", SITS_PT_INT, "0", NULL, OFF(threads), "CPU backend threads per rank; 0: the cores this rank may use" },
+    { "step-timeout", "SITS_STEP_TIMEOUT", SITS_PT_FLOAT, "60", NULL, OFF(step_timeout), "seconds a step or collective may take before the job aborts" },
+    { "block-size", "SITS_BLOCK_SIZE", SITS_PT_INT, "16", NULL, OFF(block_size), "KV cache block size in tokens" },
+    { "kv-cache-memory", "SITS_KV_CACHE_MEMORY", SITS_PT_SIZE, "0", NULL, OFF(kv_cache_memory), "bytes of KV cache per rank (e.g. 2G); 0: sized for the offline batch" },
+    { "log-level", "SITS_LOG_LEVEL", SITS_PT_STR, "warn", NULL, OFF(log_level), "error | warn | info | debug | trace" },
+};
+const size_t sits_params_count = sizeof sits_params / sizeof sits_params[0];
+
+sits_status_t sits_parse_size(const char *s, int64_t *bytes_p)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0) return SITS_ERR_INVALID;
+    while (*end == ' ') end++;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'B': end++; break;
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return SITS_ERR_INVALID;
+    }
+    if (mul > 1) {
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    }
+    if (*end) return SITS_ERR_INVALID;
+    *bytes_p = (int64_t)(v * mul);
+    return SITS_OK;
+}
+
+static sits_status_t set_value(sits_config_t *cfg, const sits_param_t *p, const char *val, char *err, size_t err_len)
+{
+    char *field = (char *)cfg + p->offset;
+    char *end;
+    switch (p->type) {
+    case SITS_PT_INT: {
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (end == val || *end || errno) goto bad;
+        *(int64_t *)field = v;
+        return SITS_OK;
+    }
+    case SITS_PT_FLOAT: {
+        errno = 0;
+        double v = strtod(val, &end);
+        if (end == val || *end || errno) goto bad;
+        *(double *)field = v;
+        return SITS_OK;
+    }
+    case SITS_PT_SIZE:
+        if (sits_parse_size(val, (int64_t *)field) != SITS_OK) goto bad;
+        return SITS_OK;
+    case SITS_PT_BOOL:
+        if (!strcmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") || !strcasecmp(val, "on"))
+            *(int *)field = 1;
+        else if (!strcmp(val, "0") || !strcasecmp(val, "false") || !strcasecmp(val, "no") || !strcasecmp(val, "off"))
+            *(int *)field = 0;
+        else goto bad;
+        return SITS_OK;
+    case SITS_PT_STR: {
+        char **sp = (char **)field;
+        free(*sp);
+        *sp = NULL;
+        if (*val) {
+            *sp = strdup(val);
+            if (!*sp) return SITS_ERR_NOMEM;
+        }
+        return SITS_OK;
+    }
+    }
+bad:
+    snprintf(err, err_len, "invalid value '%s' for --%s", val, p->name);
+    return SITS_ERR_INVALID;
+}
+
+static const sits_param_t *find_param(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sits_params_count; i++)
+        if (strlen(sits_params[i].name) == len && !strncmp(sits_params[i].name, name, len)) return &sits_params[i];
+    return NULL;
+}
+
+sits_status_t sits_config_parse(int argc, char **argv, sits_config_t *cfg, char *err, size_t err_len)
+{
+    sits_status_t st;
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < sits_params_count; i++)
+        SITS_CHECK_GOTO(set_value(cfg, &sits_params[i], sits_params[i].def, err, err_len), st, fail);
+    for (size_t i = 0; i < sits_params_count; i++) {
+        const char *ev = sits_params[i].env ? getenv(sits_params[i].env) : NULL;
+        if (ev && *ev) {
+            st = set_value(cfg, &sits_params[i], ev, err, err_len);
+            if (st != SITS_OK) {
+                size_t n = strlen(err);
+                snprintf(err + n, err_len - n, " (from %s)", sits_params[i].env);
+                goto fail;
+            }
+        }
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(err, err_len, "unexpected argument '%s' (flags start with --; see --help)", arg);
+            st = SITS_ERR_INVALID;
+            goto fail;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const sits_param_t *p = find_param(name, len);
+        int negate = 0;
+        if (!p && len > 3 && !strncmp(name, "no-", 3)) {
+            p = find_param(name + 3, len - 3);
+            negate = p && p->type == SITS_PT_BOOL;
+            if (!negate) p = NULL;
+        }
+        if (!p) {
+            snprintf(err, err_len, "unknown flag '--%.*s' (see --help)", (int)len, name);
+            st = SITS_ERR_INVALID;
+            goto fail;
+        }
+        const char *val;
+        if (negate) {
+            if (eq) { snprintf(err, err_len, "--%s takes no value", name); st = SITS_ERR_INVALID; goto fail; }
+            val = "0";
+        } else if (eq) {
+            val = eq + 1;
+        } else if (p->implicit) {
+            val = p->implicit;
+        } else if (a + 1 < argc) {
+            val = argv[++a];
+        } else {
+            snprintf(err, err_len, "--%s needs a value", p->name);
+            st = SITS_ERR_INVALID;
+            goto fail;
+        }
+        SITS_CHECK_GOTO(set_value(cfg, p, val, err, err_len), st, fail);
+    }
+    return SITS_OK;
+fail:
+    sits_config_free(cfg);
+    return st;
+}
+
+void sits_config_free(sits_config_t *cfg)
+{
+    for (size_t i = 0; i < sits_params_count; i++)
+        if (sits_params[i].type == SITS_PT_STR) {
+            char **sp = (char **)((char *)cfg + sits_params[i].offset);
+            free(*sp);
+            *sp = NULL;
+        }
+}
+
+static void format_value(const sits_config_t *cfg, const sits_param_t *p, char *buf, size_t len)
+{
+    const char *field = (const char *)cfg + p->offset;
+    switch (p->type) {
+    case SITS_PT_INT: case SITS_PT_SIZE: snprintf(buf, len, "%lld", (long long)*(const int64_t *)field); break;
+    case SITS_PT_FLOAT: snprintf(buf, len, "%g", *(const double *)field); break;
+    case SITS_PT_BOOL: snprintf(buf, len, "%d", *(const int *)field); break;
+    case SITS_PT_STR: snprintf(buf, len, "%s", *(char *const *)field ? *(char *const *)field : ""); break;
+    }
+}
+
+static int is_default(const sits_config_t *cfg, const sits_param_t *p)
+{
+    sits_config_t d;
+    char err[8], a[512], b[512];
+    memset(&d, 0, sizeof d);
+    if (set_value(&d, p, p->def, err, sizeof err) != SITS_OK) return 0;
+    format_value(cfg, p, a, sizeof a);
+    format_value(&d, p, b, sizeof b);
+    if (p->type == SITS_PT_STR) free(*(char **)((char *)&d + p->offset));
+    return !strcmp(a, b);
+}
+
+void sits_config_print(const sits_config_t *cfg, FILE *out)
+{
+    char val[512];
+    fprintf(out, "%-18s %-24s %-22s %s\n", "# flag", "value", "env", "help");
+    for (size_t i = 0; i < sits_params_count; i++) {
+        const sits_param_t *p = &sits_params[i];
+        format_value(cfg, p, val, sizeof val);
+        fprintf(out, "--%-16s %-24s %-22s %s%s\n", p->name, val[0] ? val : "\"\"", p->env ? p->env : "-", p->help,
+                is_default(cfg, p) ? "" : " [set]");
+    }
+}
+
+void sits_config_log_nondefaults(const sits_config_t *cfg)
+{
+    char val[512];
+    for (size_t i = 0; i < sits_params_count; i++) {
+        if (is_default(cfg, &sits_params[i])) continue;
+        format_value(cfg, &sits_params[i], val, sizeof val);
+        SITS_INFO(SITS_SUB_INIT, "config %s = %s", sits_params[i].name, val);
+    }
+}

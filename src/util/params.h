@@ -1,0 +1,78 @@
+/* params.h -- every tunable of sits-dist, declared once in a table (name, env var, default, help)
+ * and read once into an immutable sits_config_t: defaults < environment < command line.
+ * Non-defaults are logged at start; `sits-dist --print-config` dumps the table. */
+#ifndef SITS_UTIL_PARAMS_H
+#define SITS_UTIL_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "util/status.h"
+
+typedef enum {
+    SITS_PT_INT,    /* int64_t */
+    SITS_PT_FLOAT,  /* double */
+    SITS_PT_STR,    /* char * (owned by the config, NULL when empty) */
+    SITS_PT_BOOL,   /* int: --flag / --no-flag / --flag=0|1|true|false */
+    SITS_PT_SIZE    /* int64_t bytes: 123, 64K, 256M, 2G, 1.5GiB */
+} sits_param_type_t;
+
+typedef struct sits_config {
+    /* model and weights */
+    char *model;            /* model directory (config.json + safetensors) */
+    char *load_format;      /* auto | safetensors | dummy */
+    char *device;           /* auto | cpu | cuda */
+    int64_t max_model_len;  /* 0: the model's max_position_embeddings */
+    /* offline generation */
+    char *prompt_ids;       /* comma-separated token ids */
+    char *prompt;           /* text prompt (needs tokenizer.json) */
+    char *tokenize;         /* text to encode and print */
+    char *detokenize;       /* ids to decode and print */
+    char *chat_template;    /* override the template name */
+    int64_t max_tokens;
+    double temperature;
+    int64_t top_k;
+    double top_p;
+    int64_t seed;
+    int ignore_eos;
+    int64_t batch;          /* offline: copies of the prompt decoded together */
+    /* parallelism and placement */
+    int64_t tp, pp, dp;
+    char *topology;         /* NULL, "text" or "json": print the topology map and exit */
+    char *topology_xml;     /* load this hwloc XML instead of discovering (tests) */
+    int bind;               /* bind each rank to its cores / NUMA node */
+    int64_t threads;        /* CPU backend threads per rank; 0: cores of this rank */
+    double step_timeout;    /* seconds a collective may take before the job is aborted */
+    /* KV cache */
+    int64_t block_size;
+    int64_t kv_cache_memory;  /* bytes per rank for KV blocks; 0: enough for max_model_len x batch */
+    /* logging */
+    char *log_level;
+} sits_config_t;
+
+typedef struct {
+    const char *name;       /* flag without the leading "--" */
+    const char *env;        /* environment variable or NULL */
+    sits_param_type_t type;
+    const char *def;        /* default, as text ("" = unset) */
+    const char *implicit;   /* value used for "--name" without a value (optional-value flags), else NULL */
+    size_t offset;          /* offset in sits_config_t */
+    const char *help;
+} sits_param_t;
+
+extern const sits_param_t sits_params[];
+extern const size_t sits_params_count;
+
+/* Defaults, then the environment, then argv[1..argc). Unknown flags and bad values are errors
+ * (message written to err, up to err_len). Does not handle --help / --version / --print-config:
+ * the CLI does, before calling this. */
+sits_status_t sits_config_parse(int argc, char **argv, sits_config_t *cfg, char *err, size_t err_len);
+void sits_config_free(sits_config_t *cfg);
+/* One line per parameter: name, value, env var, help. */
+void sits_config_print(const sits_config_t *cfg, FILE *out);
+/* INFO-log every parameter that differs from its default. */
+void sits_config_log_nondefaults(const sits_config_t *cfg);
+/* "64K", "2G", "1.5GiB" -> bytes. */
+sits_status_t sits_parse_size(const char *s, int64_t *bytes_p);
+
+#endif
