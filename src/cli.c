@@ -1,3 +1,297 @@
-/* cli.c -- placeholder until the engine lands */
+/* cli.c -- the command-line modes of sits-dist:
+ *   --help, --version, --print-config     (no model needed)
+ *   --model DIR --prompt-ids 1,2,3 ...     offline generation, prints ids and tokens/s
+ * Every rank of the job runs this; rank 0 prints. Start-up failures on any rank are agreed on by
+ * all ranks (one all-reduce) so the whole job exits with that rank's reason instead of hanging. */
 #include "cli.h"
-int sits_cli_main(int argc, char **argv) { return 0; }
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "engine/generate.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/params.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { EXIT_USAGE = 2 };
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "sits-dist %s -- distributed tensor-parallel LLM inference\n\n"
+            "usage: mpirun -np N sits-dist --model DIR [flags]\n"
+            "       sits-dist --model DIR --prompt-ids 128000,791,... --max-tokens 32 --temperature 0\n"
+            "       sits-dist --print-config | --help | --version\n\n"
+            "flags (--name value or --name=value; booleans also --name / --no-name):\n",
+            PACKAGE_VERSION);
+    for (size_t i = 0; i < sits_params_count; i++) {
+        const sits_param_t *p = &sits_params[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", p->name, p->type == SITS_PT_BOOL ? "" : (p->implicit ? "[=V]" : " V"));
+        fprintf(out, "  %-24s %s", left, p->help);
+        if (p->def[0]) fprintf(out, " (default %s)", p->def);
+        if (p->env) fprintf(out, " [%s]", p->env);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "\nlogging: SITS_LOG_LEVEL, SITS_LOG_SUBSYS, SITS_LOG_FILE (see README.md)\n");
+}
+
+/* "1,2, 3" -> ids; SITS_ERR_INVALID with a message on anything else. */
+static sits_status_t parse_ids(const char *s, int32_t **ids_p, int *n_p)
+{
+    size_t cap = 16;
+    int n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return SITS_ERR_NOMEM;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',' && *end != ' ')) {
+            fprintf(stderr, "sits-dist: bad token id list '%s' (expected comma-separated non-negative integers)\n", s);
+            free(ids);
+            return SITS_ERR_INVALID;
+        }
+        if ((size_t)n == cap) {
+            int32_t *nids = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!nids) { free(ids); return SITS_ERR_NOMEM; }
+            ids = nids;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (n == 0) {
+        fprintf(stderr, "sits-dist: empty token id list\n");
+        free(ids);
+        return SITS_ERR_INVALID;
+    }
+    *ids_p = ids;
+    *n_p = n;
+    return SITS_OK;
+}
+
+/* Every rank contributes its status; returns the first failing rank's status (or OK) on all ranks. */
+static sits_status_t agree(sits_status_t mine, const char *what, double timeout_s)
+{
+    struct { int st; int rank; } in, outv;
+    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
+    in.st = (int)mine;
+    MPI_Request req;
+    if (MPI_Iallreduce(&in, &outv, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return SITS_ERR_MPI;
+    sits_status_t st = sits_comm_mpi_wait(&req, timeout_s, what, MPI_COMM_WORLD);
+    if (st != SITS_OK) return st;
+    if (outv.st != SITS_OK) {
+        if (in.rank == 0 || outv.rank == in.rank)
+            fprintf(stderr, "sits-dist: %s failed on rank %d: %s (see the log lines above)\n", what, outv.rank,
+                    sits_status_str((sits_status_t)outv.st));
+        return (sits_status_t)outv.st;
+    }
+    return SITS_OK;
+}
+
+static int local_size(void)
+{
+    MPI_Comm node;
+    int n = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+    }
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static sits_status_t make_backend(const sits_config_t *cfg, int local_n, sits_backend_t **be_p)
+{
+    const char *dev = cfg->device ? cfg->device : "auto";
+    int n_gpu = sits_backend_cuda_device_count();
+    if (!strcmp(dev, "cuda") || (!strcmp(dev, "auto") && n_gpu > 0)) {
+        int lrank = 0;
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &lrank);
+            MPI_Comm_free(&node);
+        }
+        sits_backend_params_t bp = { .device = n_gpu > 0 ? lrank % n_gpu : 0 };
+        return sits_backend_cuda_create(&bp, be_p);
+    }
+    if (strcmp(dev, "cpu") && strcmp(dev, "auto")) {
+        SITS_ERROR(SITS_SUB_INIT, "unknown --device '%s' (auto, cpu or cuda)", dev);
+        return SITS_ERR_INVALID;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = (int)cfg->threads;
+    if (threads <= 0) threads = cores > 0 ? (int)(cores / local_n) : 1;
+    if (threads < 1) threads = 1;
+    sits_backend_params_t bp = { .threads = threads };
+    return sits_backend_cpu_create(&bp, be_p);
+}
+
+static int run_offline(const sits_config_t *cfg, int rank, int world)
+{
+    int rc = 1;
+    sits_status_t st = SITS_OK;
+    sits_backend_t *be = NULL;
+    sits_comm_t *tp = NULL;
+    sits_runner_t *r = NULL;
+    int32_t *ids = NULL, **outs = NULL;
+    const int32_t **prompts = NULL;
+    int *plen = NULL, *olen = NULL, n_ids = 0;
+    sits_sample_params_t *sp = NULL;
+    int batch = (int)cfg->batch;
+
+    if (!cfg->prompt_ids) {
+        if (rank == 0) fprintf(stderr, "sits-dist: nothing to do: give --prompt-ids (the HTTP server is not built yet)\n");
+        return EXIT_USAGE;
+    }
+    if (cfg->max_tokens < 1 || batch < 1 || cfg->temperature < 0 || cfg->top_p <= 0 || cfg->top_p > 1) {
+        if (rank == 0)
+            fprintf(stderr, "sits-dist: need --max-tokens >= 1, --batch >= 1, --temperature >= 0, 0 < --top-p <= 1\n");
+        return EXIT_USAGE;
+    }
+    if (cfg->tp > 0 && cfg->tp != world) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --tp %lld but the job has %d ranks (pp/dp come later)\n", (long long)cfg->tp, world);
+        return EXIT_USAGE;
+    }
+    if (parse_ids(cfg->prompt_ids, &ids, &n_ids) != SITS_OK) return EXIT_USAGE;
+
+    int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
+    if (cfg->load_format && strcmp(cfg->load_format, "dummy") && strcmp(cfg->load_format, "auto") &&
+        strcmp(cfg->load_format, "safetensors")) {
+        if (rank == 0) fprintf(stderr, "sits-dist: unknown --load-format '%s'\n", cfg->load_format);
+        free(ids);
+        return EXIT_USAGE;
+    }
+    st = make_backend(cfg, local_size(), &be);
+    if (st == SITS_OK) st = sits_comm_mpi_create(MPI_COMM_WORLD, cfg->step_timeout, &tp);
+    if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
+
+    uint64_t seed = (uint64_t)cfg->seed;
+    if (cfg->seed < 0) {
+        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+        MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    }
+    sits_runner_params_t rp = {
+        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = seed, .max_seqs = batch,
+        .max_tokens = n_ids * batch, .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size,
+        .kv_bytes = cfg->kv_cache_memory,
+    };
+    double t0 = now_s();
+    st = sits_runner_create(&rp, be, tp, &r);
+    if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
+    if (rank == 0)
+        fprintf(stderr, "loaded %s (%d layers, hidden %d, vocab %d) on %d rank%s, %s backend, in %.2f s\n", cfg->model,
+                r->cfg.n_layers, r->cfg.hidden_size, r->cfg.vocab_size, world, world > 1 ? "s" : "", be->ops->name,
+                now_s() - t0);
+
+    prompts = calloc((size_t)batch, sizeof *prompts);
+    outs = calloc((size_t)batch, sizeof *outs);
+    plen = calloc((size_t)batch, sizeof *plen);
+    olen = calloc((size_t)batch, sizeof *olen);
+    sp = calloc((size_t)batch, sizeof *sp);
+    if (!prompts || !outs || !plen || !olen || !sp) { st = SITS_ERR_NOMEM; goto out; }
+    for (int i = 0; i < batch; i++) {
+        prompts[i] = ids;
+        plen[i] = n_ids;
+        outs[i] = malloc(sizeof(int32_t) * (size_t)cfg->max_tokens);
+        if (!outs[i]) { st = SITS_ERR_NOMEM; goto out; }
+        sp[i] = (sits_sample_params_t){ .temperature = (float)cfg->temperature, .top_k = (int)cfg->top_k,
+                                        .top_p = (float)cfg->top_p, .seed = seed + (uint64_t)i };
+    }
+    sits_gen_stats_t gs;
+    st = sits_generate(r, batch, prompts, plen, (int)cfg->max_tokens, sp, cfg->ignore_eos, outs, olen, NULL, NULL, &gs);
+    if (agree(st, "generation", cfg->step_timeout) != SITS_OK) goto out;
+    if (rank == 0) {
+        for (int i = 0; i < batch; i++) {
+            for (int j = 0; j < olen[i]; j++) printf("%s%d", j ? "," : "", outs[i][j]);
+            printf("\n");
+        }
+        fflush(stdout);
+        fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %d tokens in %d steps, %.1f ms (%.1f tok/s, %.2f ms/step)\n",
+                gs.n_prompt_tokens, gs.prefill_s * 1e3, gs.n_prompt_tokens / (gs.prefill_s > 0 ? gs.prefill_s : 1e-9),
+                gs.n_generated - batch, gs.decode_steps, gs.decode_s * 1e3,
+                (gs.n_generated - batch) / (gs.decode_s > 0 ? gs.decode_s : 1e-9),
+                gs.decode_steps ? gs.decode_s * 1e3 / gs.decode_steps : 0.0);
+    }
+    rc = 0;
+out:
+    for (int i = 0; outs && i < batch; i++) free(outs[i]);
+    free(outs);
+    free(prompts);
+    free(plen);
+    free(olen);
+    free(sp);
+    free(ids);
+    sits_runner_destroy(r);
+    sits_comm_destroy(tp);
+    sits_backend_destroy(be);
+    return rc;
+}
+
+int sits_cli_main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(stdout); return 0; }
+        if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }
+    }
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "sits-dist: MPI_Init_thread failed\n");
+        return 1;
+    }
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    sits_log_init(rank);
+
+    int print_config = 0, n_args = 0;
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) { MPI_Finalize(); return 1; }
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && !strcmp(argv[i], "--print-config")) { print_config = 1; continue; }
+        args[n_args++] = argv[i];
+    }
+    sits_config_t cfg;
+    char err[512];
+    int rc;
+    if (sits_config_parse(n_args, args, &cfg, err, sizeof err) != SITS_OK) {
+        if (rank == 0) fprintf(stderr, "sits-dist: %s\n", err);
+        free(args);
+        MPI_Finalize();
+        return EXIT_USAGE;
+    }
+    free(args);
+    if (cfg.log_level) {
+        static const char *const names[] = { "none", "error", "warn", "info", "debug", "trace" };
+        for (int i = 0; i < 6; i++) if (!strcasecmp(cfg.log_level, names[i])) sits_log_set_level((sits_log_level_t)i);
+    }
+    sits_config_log_nondefaults(&cfg);
+    if (print_config) {
+        if (rank == 0) sits_config_print(&cfg, stdout);
+        rc = 0;
+    } else if (!cfg.model) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
+        rc = EXIT_USAGE;
+    } else {
+        rc = run_offline(&cfg, rank, world);
+    }
+    sits_config_free(&cfg);
+    MPI_Finalize();
+    return rc;
+}

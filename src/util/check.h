@@ -5,6 +5,7 @@
 #define SITS_UTIL_CHECK_H
 
 #include <mpi.h>
+#include <stdio.h>
 #include "util/log.h"
 #include "util/status.h"
 
@@ -17,9 +18,5 @@
 #define SITS_MPI_CHECK_GOTO(call_, st_, label_) do { int e_ = (call_); if (e_ != MPI_SUCCESS) { \
     char b_[MPI_MAX_ERROR_STRING]; SITS_MPI_ERRSTR_(e_, b_); SITS_ERROR(SITS_SUB_COMM, "%s: %s", #call_, b_); \
     (st_) = SITS_ERR_MPI; goto label_; } } while (0)
-
-/* malloc-family result check. */
-#define SITS_ALLOC_CHECK_GOTO(ptr_, st_, label_) do { if (!(ptr_)) { \
-    SITS_ERROR(SITS_SUB_INIT, "out of memory allocating %s", #ptr_); (st_) = SITS_ERR_NOMEM; goto label_; } } while (0)
 
 #endif

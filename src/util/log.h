@@ -45,4 +45,8 @@ void sits_log_printf(sits_log_level_t level, uint32_t sub, const char *file, int
 #define SITS_DEBUG(sub_, ...) SITS_LOG_(SITS_LOG_DEBUG, sub_, __VA_ARGS__)
 #define SITS_TRACE(sub_, ...) SITS_LOG_(SITS_LOG_TRACE, sub_, __VA_ARGS__)
 
+/* malloc-family result check. */
+#define SITS_ALLOC_CHECK_GOTO(ptr_, st_, label_) do { if (!(ptr_)) { \
+    SITS_ERROR(SITS_SUB_INIT, "out of memory allocating %s", #ptr_); (st_) = SITS_ERR_NOMEM; goto label_; } } while (0)
+
 #endif

@@ -1,0 +1,100 @@
+/* backend.h -- the backend vtable: every op of the forward pass, on buffers the backend owns.
+ *
+ * The engine calls ops only through sits_backend_ops_t. Buffers are opaque device pointers
+ * (host memory for the cpu backend). Activations have dtype be->act_dtype (F32 on cpu, BF16 on
+ * cuda), weights be->weight_dtype; KV cache entries be->kv_dtype; index arrays are int32 on the
+ * device (uploaded by the engine once per step). All ops run in order on the backend's stream;
+ * `sync` waits for them. Shapes are row-major; "row stride" is in elements.
+ *
+ * Paged KV layout (per layer, one buffer each for K and V): [n_blocks, block_size, n_kv, head_dim].
+ * A token at position p of a sequence with block table bt lives in block bt[p / block_size],
+ * slot p % block_size; slot_mapping[t] = bt[p / bs] * bs + p % bs. */
+#ifndef SITS_BACKEND_BACKEND_H
+#define SITS_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "util/dtype.h"
+#include "util/status.h"
+
+typedef struct sits_backend sits_backend_t;
+
+/* Inputs of one attention call: token t (of n) belongs to sequence seq[t] at position pos[t] and
+ * attends to positions max(0, pos[t] - window + 1) .. pos[t] (window 0 = unlimited) of that sequence,
+ * read through block_tables[seq[t] * max_blocks + j]. K/V of this step's tokens are already written. */
+typedef struct {
+    int n_tokens;
+    const int32_t *seq;            /* [n_tokens] device */
+    const int32_t *pos;            /* [n_tokens] device */
+    const int32_t *block_tables;   /* [n_seqs, max_blocks] device */
+    int max_blocks;
+    int block_size;
+    int n_heads, n_kv_heads, head_dim;   /* this rank's heads */
+    int window;
+    float scale;                   /* 1/sqrt(head_dim) */
+} sits_attn_args_t;
+
+typedef struct sits_backend_ops {
+    const char *name;
+    void (*destroy)(sits_backend_t *be);
+    /* memory */
+    sits_status_t (*alloc)(sits_backend_t *be, size_t bytes, void **ptr_p);
+    void (*free)(sits_backend_t *be, void *ptr);
+    sits_status_t (*upload)(sits_backend_t *be, void *dst, const void *src_host, size_t bytes);
+    sits_status_t (*download)(sits_backend_t *be, void *dst_host, const void *src, size_t bytes);
+    sits_status_t (*memset0)(sits_backend_t *be, void *dst, size_t bytes);
+    /* Weights: rows [r0, r1) x cols [c0, c1) of a host tensor src [*, src_cols] of dtype src_dt
+     * (unaligned), converted to be->weight_dtype, stored row-major [r1-r0, c1-c0] at dst + dst_row0 rows. */
+    sits_status_t (*upload_weight)(sits_backend_t *be, void *dst, int64_t dst_row0, const void *src, sits_dtype_t src_dt,
+                                   int64_t src_cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+    /* out[n, dim] = table[tok - v_start] for v_start <= tok < v_start + v_count, else 0 (vocab-parallel). */
+    sits_status_t (*embed)(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
+                           int v_start, int v_count);
+    /* out[n, dim] = x / rms(x) * w */
+    sits_status_t (*rmsnorm)(sits_backend_t *be, void *out, const void *x, const void *w, int n, int dim, float eps);
+    /* residual[n, dim] += x; out = rmsnorm(residual) * w (the fused form used between sublayers). */
+    sits_status_t (*add_rmsnorm)(sits_backend_t *be, void *out, void *residual, const void *x, const void *w, int n, int dim,
+                                 float eps);
+    /* y[n, out] = x[n, in] . w[out, in]^T (+ bias[out]) */
+    sits_status_t (*matmul)(sits_backend_t *be, void *y, const void *x, const void *w, const void *bias, int n, int in, int out);
+    /* In place on x[n, row_stride]: rotate heads 0..n_rot_heads-1 (each head_dim wide, from column 0) at
+     * position pos[t] with the HF half-split (rotate_half) layout; inv_freq[head_dim/2] f32 device. */
+    sits_status_t (*rope)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                          const int32_t *pos, const float *inv_freq);
+    /* k_cache/v_cache[slot_mapping[t]] = k[t], v[t]; k = qkv + k_col, v = qkv + v_col in rows of row_stride;
+     * each [n_kv_heads * head_dim]. slot -1 = skip. */
+    sits_status_t (*kv_write)(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
+                              int k_col, int v_col, int kv_dim, const int32_t *slot_mapping);
+    /* out[n, n_heads*head_dim] = softmax(q k^T * scale) v over the paged cache; q = rows of qkv (row_stride). */
+    sits_status_t (*attention)(sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache,
+                               const void *v_cache, const sits_attn_args_t *args);
+    /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu [n, 2*dim] (gate then up). */
+    sits_status_t (*silu_mul)(sits_backend_t *be, void *out, const void *gu, int n, int dim);
+    /* out[i, :] = x[rows[i], :] for i < n_rows; rows device int32. */
+    sits_status_t (*gather_rows)(sits_backend_t *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
+    /* Activations [n] of act_dtype -> host fp32. */
+    sits_status_t (*download_f32)(sits_backend_t *be, float *dst_host, const void *src, size_t n);
+    sits_status_t (*sync)(sits_backend_t *be);
+} sits_backend_ops_t;
+
+struct sits_backend {
+    const sits_backend_ops_t *ops;
+    sits_dtype_t act_dtype, weight_dtype, kv_dtype;
+    int device;            /* GPU index, -1 on cpu */
+    void *impl;
+};
+
+typedef struct {
+    int threads;           /* cpu: worker threads (0 = all the cores this process may use) */
+    int device;            /* cuda: device index */
+} sits_backend_params_t;
+
+sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p);
+/* SITS_ERR_UNSUPPORTED when built without CUDA or no GPU is usable. */
+sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits_backend_t **be_p);
+/* Number of usable CUDA devices (0 without CUDA). */
+int sits_backend_cuda_device_count(void);
+
+static inline void sits_backend_destroy(sits_backend_t *be) { if (be) be->ops->destroy(be); }
+
+#endif

@@ -1,0 +1,249 @@
+/* cpu.c -- the reference backend: plain fp32 loops, threaded with OpenMP.
+ *
+ * Weights are converted to fp32 at upload; activations and the KV cache are fp32. Every op is
+ * written to be read: it is the definition the CUDA kernels are checked against (op parity tests).
+ * Shapes are documented in backend.h. */
+#include "backend/backend.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static void cpu_destroy(sits_backend_t *be) { free(be); }
+
+static sits_status_t cpu_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
+        SITS_ERROR(SITS_SUB_BACKEND, "cpu: cannot allocate %zu bytes", bytes);
+        return SITS_ERR_NOMEM;
+    }
+    *ptr_p = p;
+    return SITS_OK;
+}
+
+static void cpu_free(sits_backend_t *be, void *ptr) { free(ptr); }
+
+static sits_status_t cpu_copy(sits_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_memset0(sits_backend_t *be, void *dst, size_t bytes)
+{
+    memset(dst, 0, bytes);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_upload_weight(sits_backend_t *be, void *dst, int64_t dst_row0, const void *src, sits_dtype_t src_dt,
+                                       int64_t src_cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    size_t esz = sits_dtype_size(src_dt);
+    int64_t cols = c1 - c0;
+    float *out = (float *)dst + dst_row0 * cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const unsigned char *row = (const unsigned char *)src + ((size_t)r * (size_t)src_cols + (size_t)c0) * esz;
+        if (sits_convert_to_f32(src_dt, row, out + (r - r0) * cols, (size_t)cols) != 0) {
+            SITS_ERROR(SITS_SUB_BACKEND, "cpu: cannot convert weights of dtype %s", sits_dtype_name(src_dt));
+            return SITS_ERR_UNSUPPORTED;
+        }
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_embed(sits_backend_t *be, void *out_, const void *table_, const int32_t *tokens, int n, int dim,
+                               int v_start, int v_count)
+{
+    float *out = out_;
+    const float *table = table_;
+    for (int t = 0; t < n; t++) {
+        int local = tokens[t] - v_start;
+        if (local >= 0 && local < v_count) memcpy(out + (size_t)t * dim, table + (size_t)local * dim, sizeof(float) * dim);
+        else memset(out + (size_t)t * dim, 0, sizeof(float) * dim);
+    }
+    return SITS_OK;
+}
+
+static void rmsnorm_row(float *out, const float *x, const float *w, int dim, float eps)
+{
+    double ss = 0; /* fp64 sum: the reference should not be the source of error */
+    for (int i = 0; i < dim; i++) ss += (double)x[i] * x[i];
+    float inv = 1.0f / sqrtf((float)(ss / dim) + eps);
+    for (int i = 0; i < dim; i++) out[i] = w[i] * (x[i] * inv);
+}
+
+static sits_status_t cpu_rmsnorm(sits_backend_t *be, void *out, const void *x, const void *w, int n, int dim, float eps)
+{
+    for (int t = 0; t < n; t++)
+        rmsnorm_row((float *)out + (size_t)t * dim, (const float *)x + (size_t)t * dim, w, dim, eps);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_add_rmsnorm(sits_backend_t *be, void *out, void *residual_, const void *x_, const void *w, int n,
+                                     int dim, float eps)
+{
+    float *residual = residual_;
+    const float *x = x_;
+    for (size_t i = 0; i < (size_t)n * dim; i++) residual[i] += x[i];
+    return cpu_rmsnorm(be, out, residual, w, n, dim, eps);
+}
+
+static inline float dot_f32(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static sits_status_t cpu_matmul(sits_backend_t *be, void *y_, const void *x_, const void *w_, const void *bias_, int n, int in,
+                                int out)
+{
+    float *y = y_;
+    const float *x = x_, *w = w_, *bias = bias_;
+    /* Parallel over output features: each weight row is read once from memory and reused for all n tokens. */
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < out; o++) {
+        const float *wr = w + (size_t)o * in;
+        float b = bias ? bias[o] : 0.0f;
+        for (int t = 0; t < n; t++) y[(size_t)t * out + o] = dot_f32(x + (size_t)t * in, wr, in) + b;
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_stride, int n_rot_heads, int head_dim,
+                              const int32_t *pos, const float *inv_freq)
+{
+    float *x = x_;
+    int half = head_dim / 2;
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < half; i++) {
+            float theta = (float)pos[t] * inv_freq[i]; /* fp32 product, as HF computes it */
+            float c = cosf(theta), s = sinf(theta);
+            for (int h = 0; h < n_rot_heads; h++) {
+                float *v = x + (size_t)t * row_stride + (size_t)h * head_dim;
+                float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv_, int n, int row_stride,
+                                  int k_col, int v_col, int kv_dim, const int32_t *slot_mapping)
+{
+    const float *qkv = qkv_;
+    for (int t = 0; t < n; t++) {
+        int slot = slot_mapping[t];
+        if (slot < 0) continue;
+        memcpy((float *)k_cache + (size_t)slot * kv_dim, qkv + (size_t)t * row_stride + k_col, sizeof(float) * kv_dim);
+        memcpy((float *)v_cache + (size_t)slot * kv_dim, qkv + (size_t)t * row_stride + v_col, sizeof(float) * kv_dim);
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q_, int q_row_stride, const void *k_cache_,
+                                   const void *v_cache_, const sits_attn_args_t *a)
+{
+    float *out = out_;
+    const float *q = q_, *kc = k_cache_, *vc = v_cache_;
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, kv_dim = a->n_kv_heads * a->head_dim;
+    int work = a->n_tokens * a->n_heads;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int wi = 0; wi < work; wi++) {
+        int t = wi / a->n_heads, h = wi % a->n_heads, kvh = h / group;
+        const float *qh = q + (size_t)t * q_row_stride + (size_t)h * hd;
+        const int32_t *bt = a->block_tables + (size_t)a->seq[t] * a->max_blocks;
+        int p_end = a->pos[t];
+        int p_begin = a->window > 0 && p_end - a->window + 1 > 0 ? p_end - a->window + 1 : 0;
+        float acc[512]; /* head_dim <= 512 is checked at engine creation */
+        float m = -INFINITY, l = 0.0f;
+        for (int i = 0; i < hd; i++) acc[i] = 0.0f;
+        /* Online softmax (running max m, running sum l) over the sequence's cached positions. */
+        for (int p = p_begin; p <= p_end; p++) {
+            size_t slot = (size_t)bt[p / a->block_size] * a->block_size + (size_t)(p % a->block_size);
+            const float *k = kc + slot * kv_dim + (size_t)kvh * hd;
+            const float *v = vc + slot * kv_dim + (size_t)kvh * hd;
+            float s = dot_f32(qh, k, hd) * a->scale;
+            float m_new = s > m ? s : m;
+            float corr = expf(m - m_new), e = expf(s - m_new);
+            l = l * corr + e;
+            for (int i = 0; i < hd; i++) acc[i] = acc[i] * corr + e * v[i];
+            m = m_new;
+        }
+        float *o = out + (size_t)t * a->n_heads * hd + (size_t)h * hd;
+        for (int i = 0; i < hd; i++) o[i] = acc[i] / l;
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_silu_mul(sits_backend_t *be, void *out_, const void *gu_, int n, int dim)
+{
+    float *out = out_;
+    const float *gu = gu_;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++) {
+        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
+        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_gather_rows(sits_backend_t *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim)
+{
+    for (int i = 0; i < n_rows; i++)
+        memcpy((float *)out + (size_t)i * dim, (const float *)x + (size_t)rows[i] * dim, sizeof(float) * dim);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_download_f32(sits_backend_t *be, float *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n * sizeof(float));
+    return SITS_OK;
+}
+
+static sits_status_t cpu_sync(sits_backend_t *be) { return SITS_OK; }
+
+static const sits_backend_ops_t cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .memset0 = cpu_memset0,
+    .upload_weight = cpu_upload_weight,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .add_rmsnorm = cpu_add_rmsnorm,
+    .matmul = cpu_matmul,
+    .rope = cpu_rope,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+    .silu_mul = cpu_silu_mul,
+    .gather_rows = cpu_gather_rows,
+    .download_f32 = cpu_download_f32,
+    .sync = cpu_sync,
+};
+
+sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)
+{
+    sits_backend_t *be = calloc(1, sizeof *be);
+    if (!be) return SITS_ERR_NOMEM;
+    be->ops = &cpu_ops;
+    be->act_dtype = be->weight_dtype = be->kv_dtype = SITS_DT_F32;
+    be->device = -1;
+#ifdef _OPENMP
+    if (params && params->threads > 0) omp_set_num_threads(params->threads);
+    SITS_INFO(SITS_SUB_BACKEND, "cpu backend with %d threads", omp_get_max_threads());
+#endif
+    *be_p = be;
+    return SITS_OK;
+}

@@ -1,0 +1,47 @@
+/* comm.h -- the communicator vtable: collectives of one group of ranks (a TP group, a PP pair,
+ * the DP replicas), over host buffers (mpi) or device buffers (nccl).
+ *
+ * Every blocking call has a deadline (params step_timeout): if it passes, the communicator logs
+ * which rank and which op stalled and aborts the whole job (MPI_Abort) -- a job never hangs. */
+#ifndef SITS_COMM_COMM_H
+#define SITS_COMM_COMM_H
+
+#include <stddef.h>
+#include <mpi.h>
+#include "util/dtype.h"
+#include "util/status.h"
+
+typedef struct sits_comm sits_comm_t;
+
+typedef struct sits_comm_ops {
+    const char *name;
+    void (*destroy)(sits_comm_t *c);
+    /* buf[count] += over ranks, in place (F32, BF16, F16, I32). */
+    sits_status_t (*allreduce_sum)(sits_comm_t *c, void *buf, size_t count, sits_dtype_t dt);
+    /* recv[size * count] = concat over ranks of send[count]. */
+    sits_status_t (*allgather)(sits_comm_t *c, const void *send, void *recv, size_t bytes_per_rank);
+    /* gather to root: recv[size * bytes] valid on root only. */
+    sits_status_t (*gather)(sits_comm_t *c, const void *send, void *recv, size_t bytes_per_rank, int root);
+    sits_status_t (*bcast)(sits_comm_t *c, void *buf, size_t bytes, int root);
+    sits_status_t (*barrier)(sits_comm_t *c);
+} sits_comm_ops_t;
+
+struct sits_comm {
+    const sits_comm_ops_t *ops;
+    int rank, size;
+    MPI_Comm mpi;          /* the group as an MPI communicator (control messages, plans) */
+    double timeout_s;      /* deadline of one blocking call */
+    void *impl;
+};
+
+/* A host-buffer communicator over a duplicate of `group`. */
+sits_status_t sits_comm_mpi_create(MPI_Comm group, double timeout_s, sits_comm_t **comm_p);
+static inline void sits_comm_destroy(sits_comm_t *c) { if (c) c->ops->destroy(c); }
+
+/* Wait for an MPI request with the deadline; on expiry log `what` and MPI_Abort the world. */
+sits_status_t sits_comm_mpi_wait(MPI_Request *req, double timeout_s, const char *what, MPI_Comm comm);
+
+/* Fatal-fault path: log and abort every rank of the job (never returns). */
+void sits_comm_abort_job(int code, const char *why) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,62 @@
+/* generate.h -- the offline generation loop: load a model onto this rank (its TP shard), then
+ * prefill a set of prompts in one step and decode them together until each stops.
+ *
+ * Every rank of the TP group calls the same functions with the same arguments (they all see the
+ * same prompts and parameters); the sampler leaves every rank with the same tokens, so the loop
+ * stays in lockstep without a step-plan broadcast (the server's scheduler adds one). */
+#ifndef SITS_ENGINE_GENERATE_H
+#define SITS_ENGINE_GENERATE_H
+
+#include <stdint.h>
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "engine/engine.h"
+#include "engine/sample.h"
+#include "kv/blocks.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+typedef struct {
+    const char *model_dir;
+    int dummy;             /* random weights from config.json only */
+    uint64_t dummy_seed;
+    int max_seqs;          /* sequences decoded together */
+    int max_tokens;        /* tokens per step (>= prompt tokens of one prefill) */
+    int max_model_len;     /* positions per sequence; 0: max_position_embeddings */
+    int block_size;
+    int64_t kv_bytes;      /* 0: enough blocks for max_seqs x max_model_len */
+} sits_runner_params_t;
+
+typedef struct {
+    sits_model_config_t cfg;
+    sits_st_t *st;
+    sits_model_weights_t *w;
+    sits_engine_t *engine;
+    sits_kv_blocks_t *blocks;
+    sits_backend_t *be;
+    sits_comm_t *tp;
+    sits_engine_params_t ep;
+    int max_model_len;
+    double load_s;
+} sits_runner_t;
+
+sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_runner_t **r_p);
+void sits_runner_destroy(sits_runner_t *r);
+
+typedef struct {
+    int n_prompt_tokens, n_generated;
+    double prefill_s, decode_s;
+    int decode_steps;
+} sits_gen_stats_t;
+
+/* prompts[i] of prompt_len[i] ids; out[i] receives up to max_new ids (out_len[i] of them).
+ * Stops a sequence at an eos id of the config unless ignore_eos. params[i] per sequence (step is set here).
+ * all_logits_cb, when not NULL, is called after every step with this rank's logits of each sequence
+ * ([n_seqs, v_count], row i = sequence i's next-token logits) -- tests use it. */
+typedef void (*sits_logits_cb_t)(void *ctx, int step, const float *logits, int n_seqs, int v_start, int v_count);
+sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *prompts, const int *prompt_len, int max_new,
+                            const sits_sample_params_t *params, int ignore_eos, int32_t **out, int *out_len,
+                            sits_logits_cb_t cb, void *cb_ctx, sits_gen_stats_t *stats_p);
+
+#endif

@@ -1,0 +1,2 @@
+# src/kv: KV block allocation (the paged storage itself lives in the engine).
+libsits_a_SOURCES += src/kv/blocks.c src/kv/blocks.h

@@ -1,0 +1,62 @@
+/* weights.h -- this rank's shard of a model's weights, uploaded to a backend.
+ *
+ * Tensor parallelism over tp ranks (vLLM / HF tp_plan): q/k/v and gate/up are column-parallel
+ * (each rank holds a slice of output features), o and down are row-parallel (a slice of input
+ * features; partial sums are all-reduced by the engine). Embedding and lm_head are vocab-parallel:
+ * the vocabulary is padded to a multiple of 64, split into tp ranges of v_per_rank; rank r holds
+ * ids [v_start, v_start + v_count) (v_count may be smaller on the last ranks).
+ * GQA: with tp <= nkv each rank holds nkv/tp KV heads; with tp > nkv (tp % nkv == 0) each KV head
+ * is replicated on tp/nkv ranks. Biases of row-parallel layers are held by tp rank 0 only.
+ *
+ * Fused layouts (one GEMM each):
+ *   qkv  [(nh_loc + 2*nkv_loc) * hd, H]   rows: this rank's q heads, then k heads, then v heads
+ *   gu   [2 * I_loc, H]                   rows: gate slice, then up slice
+ *   o    [H, nh_loc * hd]                 down [H, I_loc]
+ * Weights are read straight from the mmapped safetensors (only this rank's slice is touched) or,
+ * with load format "dummy", generated (uniform in [-0.05, 0.05], norms 1). */
+#ifndef SITS_MODEL_WEIGHTS_H
+#define SITS_MODEL_WEIGHTS_H
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+
+typedef struct {
+    int tp_rank, tp_size;
+} sits_shard_t;
+
+/* Local sizes of one rank (pure arithmetic; also used by the engine and tests). */
+typedef struct {
+    int nh_loc, nkv_loc, kv_head0, q_head0;  /* heads held and the first global head index */
+    int i_loc;                               /* intermediate features held */
+    int qkv_dim;                             /* (nh_loc + 2*nkv_loc) * hd */
+    int v_pad, v_per_rank, v_start, v_count; /* vocab padding and this rank's range */
+} sits_shard_dims_t;
+
+/* Checks divisibility (nh % tp, nkv vs tp, I % tp) and fills dims; refuses with a message. */
+sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_shard_dims_t *dims_p);
+
+typedef struct {
+    void *attn_norm, *qkv, *qkv_bias, *o, *o_bias;
+    void *ffn_norm, *gu, *gu_bias, *down, *down_bias;
+} sits_layer_weights_t;
+
+typedef struct {
+    sits_model_config_t cfg;
+    sits_shard_t shard;
+    sits_shard_dims_t dims;
+    void *embed;          /* [v_count, H] */
+    void *final_norm;     /* [H] */
+    void *lm_head;        /* [v_count, H]; == embed when tied */
+    float *inv_freq;      /* [hd/2] f32 on the backend */
+    sits_layer_weights_t *layers;  /* [n_layers] */
+    size_t bytes;         /* weight bytes held by this rank */
+    sits_backend_t *be;
+} sits_model_weights_t;
+
+/* st == NULL: dummy weights (seeded by `seed`). */
+sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
+                                      const sits_shard_t *shard, unsigned long long seed, sits_model_weights_t **w_p);
+void sits_model_weights_destroy(sits_model_weights_t *w);
+
+#endif

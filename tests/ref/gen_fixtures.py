@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Generate tiny random-weight HF reference checkpoints for the sits-dist tests.
+
+Purpose: write tests/fixtures/models/<name>/ = config.json, generation_config.json,
+  model.safetensors (or 2 shards + model.safetensors.index.json) and reference.json
+  (expected fp32 logits and greedy tokens computed by HF transformers, eager attention).
+  The C implementation loads the same checkpoint, converts the stored weights to fp32
+  and must reproduce reference.json.  Format: tests/ref/README.md.
+
+Modes (nothing is written unless asked):
+  python3 tests/ref/gen_fixtures.py --write        (or SITS_REGEN=1 python3 tests/ref/gen_fixtures.py)
+      regenerate every fixture in place (deterministic: same bytes on the same versions).
+  python3 tests/ref/gen_fixtures.py --check
+      regenerate into a temporary directory and compare with the committed fixtures.
+  Either mode accepts model names to restrict the run, e.g. `--write llama3 qwen2`.
+
+Invariants enforced (the script asserts, and re-seeds the weights until they hold):
+  - weights are rounded to the stored dtype first; the reference is computed in float32
+    from the checkpoint as loaded back from disk;
+  - at every greedy step of every prompt, best - second-best logit >= GAP_MIN, and the
+    HF `generate` continuation equals a plain argmax over full-recompute float32 logits
+    (so the eos suppression of min_new_tokens never changes a decision);
+  - each model directory is <= MAX_DIR_BYTES.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+
+import safetensors
+import tokenizers
+import torch
+import transformers
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
+
+GAP_MIN = 1e-3
+MAX_DIR_BYTES = 2_000_000
+NEW_TOKENS = 16
+PROMPT_LENS = [1, 5, 12, 37]
+PROMPT_SEED = 1234
+MAX_RESEEDS = 50
+
+# Each model: HF classes, config kwargs, stored dtype, init stds, shard count, seed.
+MODELS = {
+    "llama3": dict(
+        cls=LlamaForCausalLM, cfg_cls=LlamaConfig, dtype=torch.bfloat16, shards=1, seed=1000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=250,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                  "original_max_position_embeddings": 64})),
+    "qwen2": dict(
+        cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, dtype=torch.float32, shards=1, seed=2000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=301,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 use_sliding_window=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "mistral_sharded": dict(
+        cls=MistralForCausalLM, cfg_cls=MistralConfig, dtype=torch.float16, shards=2, seed=3000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=192, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=1, vocab_size=256,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 sliding_window=None,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "llama_small": dict(
+        cls=LlamaForCausalLM, cfg_cls=LlamaConfig, dtype=torch.bfloat16, shards=1, seed=4000,
+        all_logits_prompt=2, linear_std=0.2, embed_std=0.5,
+        cfg=dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                 num_attention_heads=8, num_key_value_heads=4, vocab_size=512,
+                 max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+}
+
+COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)
+
+
+def versions():
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "safetensors": safetensors.__version__,
+            "tokenizers": tokenizers.__version__, "script": "tests/ref/gen_fixtures.py"}
+
+
+def make_prompts(vocab):
+    g = torch.Generator().manual_seed(PROMPT_SEED + vocab)
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in PROMPT_LENS]
+
+
+def reinit(model, spec, seed):
+    """Re-initialise every parameter with a fixed seed (HF's std 0.02 gives near-uniform logits)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if name.endswith("norm.weight"):
+                val = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+            elif name.endswith(".bias"):
+                val = 0.1 * torch.randn(p.shape, generator=g)
+            elif "embed_tokens" in name:
+                val = spec["embed_std"] * torch.randn(p.shape, generator=g)
+            elif name.endswith(".weight"):
+                val = spec["linear_std"] * torch.randn(p.shape, generator=g)
+            else:
+                raise AssertionError("unexpected parameter " + name)
+            p.copy_(val)
+
+
+def build_and_save(name, spec, seed, out_dir):
+    cfg = spec["cfg_cls"](**COMMON_CFG, **spec["cfg"])
+    cfg.pad_token_id = None
+    torch.manual_seed(seed)
+    model = spec["cls"](cfg).eval()
+    reinit(model, spec, seed)
+    if spec["cfg"]["tie_word_embeddings"]:
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    model = model.to(spec["dtype"])       # round to the stored dtype first
+    kw = {}
+    if spec["shards"] > 1:
+        total = sum(p.numel() * p.element_size() for p in model.parameters())
+        kw["max_shard_size"] = int(total * 0.6)
+    model.save_pretrained(out_dir, safe_serialization=True, **kw)
+    return model
+
+
+def fmt(x):
+    """float32 value -> shortest decimal with at most 9 significant digits (round-trips float32)."""
+    v = float("%.9g" % float(x))
+    assert math.isfinite(v)
+    return repr(v)
+
+
+def rows(mat):
+    return [row for row in mat.tolist()]
+
+
+def compute_reference(out_dir, spec, prompts):
+    """Load the saved checkpoint as float32 and compute logits / greedy tokens."""
+    model = spec["cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    eos = model.config.eos_token_id
+    last_logits, greedy, all_logits = [], [], None
+    min_gap = float("inf")
+    with torch.no_grad():
+        for pi, prompt in enumerate(prompts):
+            ids = torch.tensor([prompt], dtype=torch.long)
+            full = model(input_ids=ids).logits[0].float()              # [T, V]
+            last_logits.append(full[-1].clone())
+            if pi == spec["all_logits_prompt"]:
+                all_logits = full.clone()
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                 pad_token_id=eos, output_logits=True,
+                                 return_dict_in_generate=True)
+            cont = out.sequences[0, ids.shape[1]:].tolist()
+            assert len(cont) == NEW_TOKENS, (pi, cont)
+            # independent check: plain argmax over full recomputation, no logits processors
+            seq = list(prompt)
+            for step in range(NEW_TOKENS):
+                lg = model(input_ids=torch.tensor([seq])).logits[0, -1].float()
+                top2 = torch.topk(lg, 2)
+                gap = float(top2.values[0] - top2.values[1])
+                raw = out.logits[step][0].float()                       # cached-path raw logits
+                t2 = torch.topk(raw, 2)
+                gap = min(gap, float(t2.values[0] - t2.values[1]))
+                min_gap = min(min_gap, gap)
+                tok = int(top2.indices[0])
+                if tok != cont[step] or int(t2.indices[0]) != tok:
+                    return None, "prompt %d step %d: argmax %d != generate %d" % (
+                        pi, step, tok, cont[step])
+                if gap < GAP_MIN:
+                    return None, "prompt %d step %d: gap %.3g < %g" % (pi, step, gap, GAP_MIN)
+                seq.append(tok)
+            greedy.append(cont)
+    stats = {"min_greedy_gap": min_gap,
+             "max_abs_logit": max(float(t.abs().max()) for t in last_logits + [all_logits]),
+             "logit_std": sum(float(t.std()) for t in last_logits) / len(last_logits)}
+    return dict(last_logits=last_logits, greedy=greedy, all_logits=all_logits), stats
+
+
+def write_reference(path, name, seed, prompts, spec, ref):
+    gen = versions()
+    gen["weights_seed"] = seed
+    gen["prompt_seed"] = PROMPT_SEED
+    lines = ["{"]
+    lines.append('  "generator": %s,' % json.dumps(gen, sort_keys=True))
+    lines.append('  "model": %s,' % json.dumps(name))
+    lines.append('  "prompts": [')
+    lines.append(",\n".join("    " + json.dumps(p) for p in prompts))
+    lines.append("  ],")
+    lines.append('  "last_logits": [')
+    lines.append(",\n".join("    [" + ",".join(fmt(x) for x in r.tolist()) + "]"
+                            for r in ref["last_logits"]))
+    lines.append("  ],")
+    lines.append('  "greedy": [')
+    lines.append(",\n".join("    " + json.dumps(g) for g in ref["greedy"]))
+    lines.append("  ],")
+    lines.append('  "all_logits_prompt": %d,' % spec["all_logits_prompt"])
+    lines.append('  "all_logits": [')
+    lines.append(",\n".join("    [" + ",".join(fmt(x) for x in r) + "]"
+                            for r in ref["all_logits"].tolist()))
+    lines.append("  ]")
+    lines.append("}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    json.load(open(path))   # must parse
+
+
+def dir_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def generate_one(name, out_dir):
+    spec = MODELS[name]
+    prompts = make_prompts(spec["cfg"]["vocab_size"])
+    assert [len(p) for p in prompts] == PROMPT_LENS
+    for k in range(MAX_RESEEDS):
+        seed = spec["seed"] + k
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        os.makedirs(out_dir)
+        build_and_save(name, spec, seed, out_dir)
+        ref, info = compute_reference(out_dir, spec, prompts)
+        if ref is None:
+            print("%s: seed %d rejected (%s), re-seeding" % (name, seed, info), file=sys.stderr)
+            continue
+        break
+    else:
+        raise SystemExit("%s: no seed in %d tries gives clear greedy decisions" % (name, MAX_RESEEDS))
+    write_reference(os.path.join(out_dir, "reference.json"), name, seed, prompts, spec, ref)
+
+    files = sorted(os.listdir(out_dir))
+    st = [f for f in files if f.endswith(".safetensors")]
+    assert len(st) == spec["shards"], (name, st)
+    assert ("model.safetensors.index.json" in files) == (spec["shards"] > 1), files
+    assert "generation_config.json" in files, files
+    cfg = json.load(open(os.path.join(out_dir, "config.json")))
+    gcfg = json.load(open(os.path.join(out_dir, "generation_config.json")))
+    assert cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2, cfg
+    assert gcfg.get("bos_token_id") == 1 and gcfg.get("eos_token_id") == 2, gcfg
+    size = dir_bytes(out_dir)
+    assert size <= MAX_DIR_BYTES, "%s: %d bytes > %d" % (name, size, MAX_DIR_BYTES)
+    info["seed"] = seed
+    info["bytes"] = size
+    return info
+
+
+def compare_dirs(name, new_dir, old_dir, atol=1e-4, rtol=1e-4):
+    """--check: committed fixture vs freshly generated one."""
+    ok = True
+    if not os.path.isdir(old_dir):
+        print("%s: no committed fixture at %s" % (name, old_dir))
+        return False
+    for f in sorted(os.listdir(new_dir)):
+        if f == "reference.json":
+            continue
+        p_old = os.path.join(old_dir, f)
+        if not os.path.exists(p_old) or open(p_old, "rb").read() != open(
+                os.path.join(new_dir, f), "rb").read():
+            print("%s: %s differs" % (name, f))
+            ok = False
+    a = json.load(open(os.path.join(new_dir, "reference.json")))
+    b = json.load(open(os.path.join(old_dir, "reference.json")))
+    for key in ("prompts", "greedy", "all_logits_prompt"):
+        if a[key] != b[key]:
+            print("%s: reference %s differs" % (name, key))
+            ok = False
+    for key in ("last_logits", "all_logits"):
+        errs = [abs(x - y) - (atol + rtol * abs(y))
+                for ra, rb in zip(a[key], b[key]) for x, y in zip(ra, rb)]
+        shape_ok = [len(r) for r in a[key]] == [len(r) for r in b[key]]
+        worst = max(errs) if errs else 0.0
+        if not shape_ok or worst > 0:
+            print("%s: reference %s differs (excess error %.3g)" % (name, key, worst))
+            ok = False
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="regenerate fixtures in place")
+    ap.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare")
+    ap.add_argument("models", nargs="*", help="subset of: " + ", ".join(MODELS))
+    args = ap.parse_args()
+    write = args.write or os.environ.get("SITS_REGEN") == "1"
+    if not write and not args.check:
+        ap.print_help()
+        print("\nnothing done: pass --write (or set SITS_REGEN=1) to rewrite %s, or --check"
+              % FIXTURE_ROOT)
+        return 0
+    names = args.models or list(MODELS)
+    for n in names:
+        if n not in MODELS:
+            ap.error("unknown model " + n)
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+
+    all_ok = True
+    tmp_root = tempfile.mkdtemp(prefix="sits-fixtures-")
+    try:
+        for n in names:
+            stage = os.path.join(tmp_root, n)
+            info = generate_one(n, stage)
+            print("%-16s seed %d  %8d bytes  max|logit| %.3f  mean logit std %.3f  min greedy gap %.4f"
+                  % (n, info["seed"], info["bytes"], info["max_abs_logit"], info["logit_std"],
+                     info["min_greedy_gap"]))
+            dest = os.path.join(FIXTURE_ROOT, n)
+            if args.check:
+                ok = compare_dirs(n, stage, dest)
+                print("%s: %s" % (n, "matches committed fixture" if ok else "MISMATCH"))
+                all_ok &= ok
+            if write:
+                if os.path.isdir(dest):
+                    shutil.rmtree(dest)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copytree(stage, dest)
+                for f in sorted(os.listdir(dest)):
+                    print("  %s/%s %d" % (n, f, os.path.getsize(os.path.join(dest, f))))
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
