@@ -4,3 +4,12 @@ check_PROGRAMS += tests/integration/test_fixtures
 tests_integration_test_fixtures_SOURCES = tests/integration/test_fixtures.c
 TESTS += tests/integration/fixtures_tp1.sh
 EXTRA_DIST += tests/integration/fixtures_tp1.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_sample
+tests_unit_test_sample_SOURCES = tests/unit/test_sample.c
+tests_unit_test_sample_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_sample_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/unit/test_sample tests/integration/sample_tp3.sh
+endif
+EXTRA_DIST += tests/integration/sample_tp3.sh
