@@ -1,0 +1,478 @@
+/* config.c -- parse a HF config.json (Llama 2/3/3.1, Mistral, Qwen2) into sits_model_config_t and
+ * compute RoPE inverse frequencies with the configured scaling.
+ *
+ * Invariants of a parsed config: every size > 0, n_heads % n_kv_heads == 0, head_dim even,
+ * rope_type one of default/linear/llama3 with factor > 0 (and, for llama3, high_freq_factor >
+ * low_freq_factor > 0, orig_max_pos > 0), n_eos <= SITS_MAX_EOS. Biases follow what HF's modeling
+ * code builds for the architecture: Llama q/k/v/o bias = attention_bias, MLP bias = mlp_bias;
+ * Qwen2 q/k/v bias always, no o or MLP bias; Mistral no bias at all.
+ * Every refusal names the file and the key. */
+#include "model/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "util/log.h"
+
+/* Largest config.json we read (real ones are a few KiB). */
+#define CONFIG_MAX_BYTES (16u << 20)
+
+/* An optional integer key: absent or null -> def (or an error when required). */
+static sits_status_t get_int(const json_t *obj, const char *key, const char *what, const char *scope,
+                             int required, int def, int *out_p)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: missing required key", what, scope, key);
+            return SITS_ERR_FORMAT;
+        }
+        *out_p = def;
+        return SITS_OK;
+    }
+    json_int_t i;
+    if (json_is_integer(v)) {
+        i = json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+               fabs(json_real_value(v)) < 2147483648.0) {
+        i = (json_int_t)json_real_value(v); /* 8192.0 written by some exporters */
+    } else {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected an integer", what, scope, key);
+        return SITS_ERR_FORMAT;
+    }
+    if (i < -2147483647LL || i > 2147483647LL) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: %lld out of range", what, scope, key, (long long)i);
+        return SITS_ERR_FORMAT;
+    }
+    *out_p = (int)i;
+    return SITS_OK;
+}
+
+static sits_status_t get_num(const json_t *obj, const char *key, const char *what, const char *scope,
+                             int required, double def, double *out_p)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: missing required key", what, scope, key);
+            return SITS_ERR_FORMAT;
+        }
+        *out_p = def;
+        return SITS_OK;
+    }
+    if (!json_is_number(v)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a number", what, scope, key);
+        return SITS_ERR_FORMAT;
+    }
+    *out_p = json_number_value(v);
+    return SITS_OK;
+}
+
+static sits_status_t get_bool(const json_t *obj, const char *key, const char *what, int def, int *out_p)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) { *out_p = def; return SITS_OK; }
+    if (!json_is_boolean(v)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected true or false", what, key);
+        return SITS_ERR_FORMAT;
+    }
+    *out_p = json_is_true(v);
+    return SITS_OK;
+}
+
+/* Size keys must be > 0. */
+static sits_status_t check_positive(int v, const char *key, const char *what)
+{
+    if (v <= 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0 (got %d)", what, key, v);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
+static sits_status_t parse_arch(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    static const struct { const char *model_type, *architecture; sits_arch_t arch; } known[] = {
+        { "llama", "LlamaForCausalLM", SITS_ARCH_LLAMA },
+        { "mistral", "MistralForCausalLM", SITS_ARCH_MISTRAL },
+        { "qwen2", "Qwen2ForCausalLM", SITS_ARCH_QWEN2 },
+    };
+    const size_t n_known = sizeof known / sizeof known[0];
+    const json_t *mt = json_object_get(root, "model_type");
+    if (mt && !json_is_null(mt)) {
+        if (!json_is_string(mt)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: expected a string", what);
+            return SITS_ERR_FORMAT;
+        }
+        for (size_t i = 0; i < n_known; i++) {
+            if (!strcmp(json_string_value(mt), known[i].model_type)) {
+                cfg->arch = known[i].arch;
+                snprintf(cfg->model_type, sizeof cfg->model_type, "%s", known[i].model_type);
+                return SITS_OK;
+            }
+        }
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2)", what,
+                   json_string_value(mt));
+        return SITS_ERR_UNSUPPORTED;
+    }
+    /* No model_type: fall back to the first architectures[] entry. */
+    const json_t *archs = json_object_get(root, "architectures");
+    const json_t *a0 = json_is_array(archs) ? json_array_get(archs, 0) : NULL;
+    if (!json_is_string(a0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: missing, and no architectures[] to fall back on", what);
+        return SITS_ERR_FORMAT;
+    }
+    for (size_t i = 0; i < n_known; i++) {
+        if (!strcmp(json_string_value(a0), known[i].architecture)) {
+            cfg->arch = known[i].arch;
+            snprintf(cfg->model_type, sizeof cfg->model_type, "%s", known[i].model_type);
+            return SITS_OK;
+        }
+    }
+    SITS_ERROR(SITS_SUB_MODEL, "%s: architectures: \"%s\" is not supported (no model_type given)", what,
+               json_string_value(a0));
+    return SITS_ERR_UNSUPPORTED;
+}
+
+/* rope_theta, and rope_parameters (transformers v5) or rope_scaling (older) with rope_type or the
+ * legacy `type` key. */
+static sits_status_t parse_rope(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    const char *scope_key = "rope_parameters";
+    const json_t *rp = json_object_get(root, scope_key);
+    if (!rp || json_is_null(rp)) {
+        scope_key = "rope_scaling";
+        rp = json_object_get(root, scope_key);
+    }
+    SITS_CHECK(get_num(root, "rope_theta", what, "", 0, 10000.0, &cfg->rope_theta));
+    cfg->rope_type = SITS_ROPE_DEFAULT;
+    cfg->rope_factor = 1.0;
+    cfg->rope_low_freq_factor = 0.0;
+    cfg->rope_high_freq_factor = 0.0;
+    cfg->rope_orig_max_pos = 0;
+    if (rp && !json_is_null(rp)) {
+        char scope[40];
+        snprintf(scope, sizeof scope, "%s.", scope_key);
+        if (!json_is_object(rp)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected an object", what, scope_key);
+            return SITS_ERR_FORMAT;
+        }
+        /* v5 moves rope_theta inside rope_parameters. */
+        SITS_CHECK(get_num(rp, "rope_theta", what, scope, 0, cfg->rope_theta, &cfg->rope_theta));
+        const char *tkey = "rope_type";
+        const json_t *t = json_object_get(rp, tkey);
+        if (!t || json_is_null(t)) { tkey = "type"; t = json_object_get(rp, tkey); }
+        const char *type = "default";
+        if (t && !json_is_null(t)) {
+            if (!json_is_string(t)) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a string", what, scope, tkey);
+                return SITS_ERR_FORMAT;
+            }
+            type = json_string_value(t);
+        }
+        double prf;
+        SITS_CHECK(get_num(rp, "partial_rotary_factor", what, scope, 0, 1.0, &prf));
+        if (prf != 1.0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %spartial_rotary_factor: %g is not supported (1.0 only)", what, scope, prf);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        if (!strcmp(type, "default")) {
+            cfg->rope_type = SITS_ROPE_DEFAULT;
+        } else if (!strcmp(type, "linear")) {
+            cfg->rope_type = SITS_ROPE_LINEAR;
+            SITS_CHECK(get_num(rp, "factor", what, scope, 1, 0.0, &cfg->rope_factor));
+        } else if (!strcmp(type, "llama3")) {
+            cfg->rope_type = SITS_ROPE_LLAMA3;
+            SITS_CHECK(get_num(rp, "factor", what, scope, 1, 0.0, &cfg->rope_factor));
+            SITS_CHECK(get_num(rp, "low_freq_factor", what, scope, 1, 0.0, &cfg->rope_low_freq_factor));
+            SITS_CHECK(get_num(rp, "high_freq_factor", what, scope, 1, 0.0, &cfg->rope_high_freq_factor));
+            /* HF falls back to max_position_embeddings when absent. */
+            SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0,
+                               cfg->max_position_embeddings, &cfg->rope_orig_max_pos));
+            if (cfg->rope_low_freq_factor <= 0.0 || cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: %shigh_freq_factor/low_freq_factor: need high > low > 0 (got %g, %g)",
+                           what, scope, cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
+                return SITS_ERR_FORMAT;
+            }
+            if (cfg->rope_orig_max_pos <= 0) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: %soriginal_max_position_embeddings: must be > 0 (got %d)", what,
+                           scope, cfg->rope_orig_max_pos);
+                return SITS_ERR_FORMAT;
+            }
+        } else {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3)",
+                       what, scope, tkey, type);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        if (!(cfg->rope_factor > 0.0)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %sfactor: must be > 0 (got %g)", what, scope, cfg->rope_factor);
+            return SITS_ERR_FORMAT;
+        }
+    }
+    if (!(cfg->rope_theta > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: rope_theta: must be > 0 (got %g)", what, cfg->rope_theta);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
+static sits_status_t parse_eos(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    const json_t *v = json_object_get(root, "eos_token_id");
+    cfg->n_eos = 0;
+    if (!v || json_is_null(v)) return SITS_OK;
+    if (json_is_integer(v)) {
+        cfg->eos_token_ids[cfg->n_eos++] = (int)json_integer_value(v);
+        return SITS_OK;
+    }
+    if (!json_is_array(v)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: eos_token_id: expected an integer or a list of integers", what);
+        return SITS_ERR_FORMAT;
+    }
+    if (json_array_size(v) > SITS_MAX_EOS) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: eos_token_id: %zu ids, at most %d supported", what, json_array_size(v),
+                   SITS_MAX_EOS);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > 2147483647LL) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: eos_token_id[%zu]: expected a non-negative integer", what, i);
+            return SITS_ERR_FORMAT;
+        }
+        cfg->eos_token_ids[cfg->n_eos++] = (int)json_integer_value(e);
+    }
+    return SITS_OK;
+}
+
+static sits_status_t parse_root(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    SITS_CHECK(parse_arch(root, what, cfg));
+
+    SITS_CHECK(get_int(root, "vocab_size", what, "", 1, 0, &cfg->vocab_size));
+    SITS_CHECK(get_int(root, "hidden_size", what, "", 1, 0, &cfg->hidden_size));
+    SITS_CHECK(get_int(root, "intermediate_size", what, "", 1, 0, &cfg->intermediate_size));
+    SITS_CHECK(get_int(root, "num_hidden_layers", what, "", 1, 0, &cfg->n_layers));
+    SITS_CHECK(get_int(root, "num_attention_heads", what, "", 1, 0, &cfg->n_heads));
+    SITS_CHECK(check_positive(cfg->vocab_size, "vocab_size", what));
+    SITS_CHECK(check_positive(cfg->hidden_size, "hidden_size", what));
+    SITS_CHECK(check_positive(cfg->intermediate_size, "intermediate_size", what));
+    SITS_CHECK(check_positive(cfg->n_layers, "num_hidden_layers", what));
+    SITS_CHECK(check_positive(cfg->n_heads, "num_attention_heads", what));
+    SITS_CHECK(get_int(root, "num_key_value_heads", what, "", 0, cfg->n_heads, &cfg->n_kv_heads));
+    SITS_CHECK(check_positive(cfg->n_kv_heads, "num_key_value_heads", what));
+    if (cfg->n_heads % cfg->n_kv_heads != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: num_key_value_heads: %d does not divide num_attention_heads %d", what,
+                   cfg->n_kv_heads, cfg->n_heads);
+        return SITS_ERR_FORMAT;
+    }
+    const json_t *hd = json_object_get(root, "head_dim");
+    if (!hd || json_is_null(hd)) {
+        if (cfg->hidden_size % cfg->n_heads != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: absent and hidden_size %d is not a multiple of "
+                       "num_attention_heads %d", what, cfg->hidden_size, cfg->n_heads);
+            return SITS_ERR_FORMAT;
+        }
+        cfg->head_dim = cfg->hidden_size / cfg->n_heads;
+    } else {
+        SITS_CHECK(get_int(root, "head_dim", what, "", 1, 0, &cfg->head_dim));
+        SITS_CHECK(check_positive(cfg->head_dim, "head_dim", what));
+    }
+    if (cfg->head_dim % 2 != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d is odd (RoPE needs pairs)", what, cfg->head_dim);
+        return SITS_ERR_FORMAT;
+    }
+
+    const char *act = "silu";
+    const json_t *ha = json_object_get(root, "hidden_act");
+    if (ha && !json_is_null(ha)) {
+        if (!json_is_string(ha)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: hidden_act: expected a string", what);
+            return SITS_ERR_FORMAT;
+        }
+        act = json_string_value(ha);
+    }
+    if (strcmp(act, "silu") != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: hidden_act: \"%s\" is not supported (silu only)", what, act);
+        return SITS_ERR_UNSUPPORTED;
+    }
+
+    double eps;
+    SITS_CHECK(get_num(root, "rms_norm_eps", what, "", 0, 1e-6, &eps));
+    if (!(eps > 0.0) || eps > 1.0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: rms_norm_eps: %g out of range (0, 1]", what, eps);
+        return SITS_ERR_FORMAT;
+    }
+    cfg->rms_norm_eps = (float)eps;
+
+    /* HF defaults per architecture. */
+    int def_max_pos = cfg->arch == SITS_ARCH_LLAMA ? 2048 : cfg->arch == SITS_ARCH_MISTRAL ? 4096 * 32 : 32768;
+    SITS_CHECK(get_int(root, "max_position_embeddings", what, "", 0, def_max_pos, &cfg->max_position_embeddings));
+    SITS_CHECK(check_positive(cfg->max_position_embeddings, "max_position_embeddings", what));
+    SITS_CHECK(parse_rope(root, what, cfg));
+
+    SITS_CHECK(get_bool(root, "tie_word_embeddings", what, 0, &cfg->tie_word_embeddings));
+    int attention_bias, mlp_bias;
+    SITS_CHECK(get_bool(root, "attention_bias", what, 0, &attention_bias));
+    SITS_CHECK(get_bool(root, "mlp_bias", what, 0, &mlp_bias));
+    switch (cfg->arch) {
+    case SITS_ARCH_LLAMA:
+        cfg->qkv_bias = attention_bias;
+        cfg->o_bias = attention_bias;
+        cfg->mlp_bias = mlp_bias;
+        break;
+    case SITS_ARCH_QWEN2:
+        cfg->qkv_bias = 1;
+        break;
+    case SITS_ARCH_MISTRAL:
+        break;
+    }
+
+    cfg->sliding_window = 0;
+    if (cfg->arch == SITS_ARCH_MISTRAL) {
+        SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 0, &cfg->sliding_window));
+        if (cfg->sliding_window < 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
+            return SITS_ERR_FORMAT;
+        }
+    } else if (cfg->arch == SITS_ARCH_QWEN2) {
+        int use_sw;
+        SITS_CHECK(get_bool(root, "use_sliding_window", what, 0, &use_sw));
+        if (use_sw) {
+            /* Qwen2 applies the window only to layers >= max_window_layers: not implemented. */
+            SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for qwen2", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
+    }
+
+    SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
+    SITS_CHECK(parse_eos(root, what, cfg));
+
+    const char *dkey = "dtype";
+    const json_t *dt = json_object_get(root, dkey);
+    if (!dt || json_is_null(dt)) { dkey = "torch_dtype"; dt = json_object_get(root, dkey); }
+    if (dt && !json_is_null(dt)) {
+        if (!json_is_string(dt) || strlen(json_string_value(dt)) >= sizeof cfg->torch_dtype) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected a dtype name such as \"bfloat16\"", what, dkey);
+            return SITS_ERR_FORMAT;
+        }
+        snprintf(cfg->torch_dtype, sizeof cfg->torch_dtype, "%s", json_string_value(dt));
+    }
+    return SITS_OK;
+}
+
+sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg)
+{
+    json_error_t jerr;
+    sits_model_config_t tmp;
+    if (!what) what = "config.json";
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: invalid JSON at line %d column %d: %s", what, jerr.line, jerr.column, jerr.text);
+        return SITS_ERR_FORMAT;
+    }
+    sits_status_t st;
+    if (!json_is_object(root)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: top level is not a JSON object", what);
+        st = SITS_ERR_FORMAT;
+        goto out_decref;
+    }
+    st = parse_root(root, what, &tmp);
+    if (st == SITS_OK) {
+        *cfg = tmp;
+        SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,
+                  tmp.model_type, tmp.n_layers, tmp.hidden_size, tmp.n_heads, tmp.n_kv_heads, tmp.head_dim,
+                  tmp.intermediate_size, tmp.vocab_size);
+    }
+out_decref:
+    json_decref(root);
+    return st;
+}
+
+sits_status_t sits_model_config_load(const char *model_dir, sits_model_config_t *cfg)
+{
+    char path[4096];
+    sits_status_t st = SITS_OK;
+    char *buf = NULL;
+    long size;
+    int n = snprintf(path, sizeof path, "%s/config.json", model_dir);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model directory path too long", model_dir);
+        return SITS_ERR_INVALID;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot open: %s", path, strerror(errno));
+        return errno == ENOENT ? SITS_ERR_NOT_FOUND : SITS_ERR_IO;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot size: %s", path, strerror(errno));
+        st = SITS_ERR_IO;
+        goto out_close;
+    }
+    if ((unsigned long)size > CONFIG_MAX_BYTES) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %ld bytes, larger than any config.json (limit %u)", path, size,
+                   CONFIG_MAX_BYTES);
+        st = SITS_ERR_FORMAT;
+        goto out_close;
+    }
+    buf = malloc((size_t)size + 1);
+    if (!buf) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory reading %ld bytes", path, size);
+        st = SITS_ERR_NOMEM;
+        goto out_close;
+    }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: short read", path);
+        st = SITS_ERR_IO;
+        goto out_free;
+    }
+    st = sits_model_config_parse(buf, (size_t)size, path, cfg);
+out_free:
+    free(buf);
+out_close:
+    fclose(f);
+    return st;
+}
+
+/* As transformers computes them (modeling_rope_utils: _compute_default_rope_parameters,
+ * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters), in double and then rounded
+ * to float (HF works in fp32; the difference is within fp32 rounding). */
+void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
+{
+    const int half = cfg->head_dim / 2;
+    const double d = (double)cfg->head_dim;
+    const double two_pi = 2.0 * 3.14159265358979323846;
+    for (int i = 0; i < half; i++) {
+        double inv = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / d);
+        switch (cfg->rope_type) {
+        case SITS_ROPE_DEFAULT:
+            break;
+        case SITS_ROPE_LINEAR:
+            inv /= cfg->rope_factor;
+            break;
+        case SITS_ROPE_LLAMA3: {
+            const double orig = (double)cfg->rope_orig_max_pos;
+            const double low = cfg->rope_low_freq_factor, high = cfg->rope_high_freq_factor;
+            const double low_wl = orig / low, high_wl = orig / high;
+            const double wl = two_pi / inv;
+            if (wl < high_wl) {
+                /* high frequency: unchanged */
+            } else if (wl > low_wl) {
+                inv /= cfg->rope_factor;
+            } else {
+                double s = (orig / wl - low) / (high - low);
+                inv = (1.0 - s) * inv / cfg->rope_factor + s * inv;
+            }
+            break;
+        }
+        }
+        inv_freq[i] = (float)inv;
+    }
+}

@@ -1,0 +1,129 @@
+/* layout.c -- the HF tensor names and full shapes a config needs, and the check that a checkpoint
+ * holds every one of them with that shape and a float dtype. See layout.h for the table. */
+#include "model/layout.h"
+
+#include <stdio.h>
+
+#include "util/log.h"
+
+static const char *const wkind_names[SITS_W_KIND_COUNT] = {
+    [SITS_W_EMBED] = "model.embed_tokens.weight",
+    [SITS_W_FINAL_NORM] = "model.norm.weight",
+    [SITS_W_LM_HEAD] = "lm_head.weight",
+    [SITS_W_ATTN_NORM] = "input_layernorm.weight",
+    [SITS_W_Q] = "self_attn.q_proj.weight",
+    [SITS_W_K] = "self_attn.k_proj.weight",
+    [SITS_W_V] = "self_attn.v_proj.weight",
+    [SITS_W_O] = "self_attn.o_proj.weight",
+    [SITS_W_Q_BIAS] = "self_attn.q_proj.bias",
+    [SITS_W_K_BIAS] = "self_attn.k_proj.bias",
+    [SITS_W_V_BIAS] = "self_attn.v_proj.bias",
+    [SITS_W_O_BIAS] = "self_attn.o_proj.bias",
+    [SITS_W_FFN_NORM] = "post_attention_layernorm.weight",
+    [SITS_W_GATE] = "mlp.gate_proj.weight",
+    [SITS_W_UP] = "mlp.up_proj.weight",
+    [SITS_W_DOWN] = "mlp.down_proj.weight",
+    [SITS_W_GATE_BIAS] = "mlp.gate_proj.bias",
+    [SITS_W_UP_BIAS] = "mlp.up_proj.bias",
+    [SITS_W_DOWN_BIAS] = "mlp.down_proj.bias",
+};
+
+int sits_wkind_per_layer(sits_wkind_t kind)
+{
+    return kind != SITS_W_EMBED && kind != SITS_W_FINAL_NORM && kind != SITS_W_LM_HEAD && kind < SITS_W_KIND_COUNT;
+}
+
+int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind)
+{
+    switch (kind) {
+    case SITS_W_LM_HEAD: return !cfg->tie_word_embeddings;
+    case SITS_W_Q_BIAS: case SITS_W_K_BIAS: case SITS_W_V_BIAS: return cfg->qkv_bias;
+    case SITS_W_O_BIAS: return cfg->o_bias;
+    case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: case SITS_W_DOWN_BIAS: return cfg->mlp_bias;
+    case SITS_W_KIND_COUNT: return 0;
+    default: return 1;
+    }
+}
+
+void sits_wkind_name(sits_wkind_t kind, int layer, char *buf, size_t len)
+{
+    if ((unsigned)kind >= SITS_W_KIND_COUNT) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    if (sits_wkind_per_layer(kind)) snprintf(buf, len, "model.layers.%d.%s", layer, wkind_names[kind]);
+    else snprintf(buf, len, "%s", wkind_names[kind]);
+}
+
+int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t shape[2])
+{
+    const int64_t V = cfg->vocab_size, H = cfg->hidden_size, I = cfg->intermediate_size;
+    const int64_t q = (int64_t)cfg->n_heads * cfg->head_dim, kv = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    switch (kind) {
+    case SITS_W_EMBED: case SITS_W_LM_HEAD: shape[0] = V; shape[1] = H; return 2;
+    case SITS_W_FINAL_NORM: case SITS_W_ATTN_NORM: case SITS_W_FFN_NORM: shape[0] = H; return 1;
+    case SITS_W_Q: shape[0] = q; shape[1] = H; return 2;
+    case SITS_W_K: case SITS_W_V: shape[0] = kv; shape[1] = H; return 2;
+    case SITS_W_O: shape[0] = H; shape[1] = q; return 2;
+    case SITS_W_Q_BIAS: shape[0] = q; return 1;
+    case SITS_W_K_BIAS: case SITS_W_V_BIAS: shape[0] = kv; return 1;
+    case SITS_W_O_BIAS: shape[0] = H; return 1;
+    case SITS_W_GATE: case SITS_W_UP: shape[0] = I; shape[1] = H; return 2;
+    case SITS_W_DOWN: shape[0] = H; shape[1] = I; return 2;
+    case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: shape[0] = I; return 1;
+    case SITS_W_DOWN_BIAS: shape[0] = H; return 1;
+    default: return 0;
+    }
+}
+
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *st, const char *what,
+                               sits_wkind_t kind, int layer)
+{
+    char name[128], want_s[64], got_s[160];
+    int64_t want[2];
+    sits_wkind_name(kind, layer, name, sizeof name);
+    const sits_st_tensor_t *t = sits_st_find(st, name);
+    if (!t) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: missing", what, name);
+        return SITS_ERR_NOT_FOUND;
+    }
+    int ndim = sits_wkind_shape(cfg, kind, want);
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == want[d];
+    if (!same) {
+        shape_str(want, ndim, want_s, sizeof want_s);
+        shape_str(t->shape, t->ndim, got_s, sizeof got_s);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape %s, config needs %s", what, name, got_s, want_s);
+        return SITS_ERR_FORMAT;
+    }
+    if (t->dtype != SITS_DT_F32 && t->dtype != SITS_DT_F16 && t->dtype != SITS_DT_BF16) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", what, name,
+                   sits_dtype_name(t->dtype));
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
+sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sits_st_t *st, const char *what)
+{
+    /* Globals, then layer by layer, so the first problem reported is the first in file order. */
+    for (int k = 0; k < SITS_W_KIND_COUNT; k++) {
+        if (!sits_wkind_per_layer((sits_wkind_t)k) && sits_wkind_present(cfg, (sits_wkind_t)k))
+            SITS_CHECK(check_one(cfg, st, what, (sits_wkind_t)k, 0));
+    }
+    for (int l = 0; l < cfg->n_layers; l++) {
+        for (int k = 0; k < SITS_W_KIND_COUNT; k++) {
+            if (sits_wkind_per_layer((sits_wkind_t)k) && sits_wkind_present(cfg, (sits_wkind_t)k))
+                SITS_CHECK(check_one(cfg, st, what, (sits_wkind_t)k, l));
+        }
+    }
+    return SITS_OK;
+}

@@ -1,3 +1,23 @@
 # src/model: config.json, safetensors, tensor layout, sharded loading.
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
-	src/model/layout.c src/model/layout.h
+	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h
+
+# Unit tests of the model layer: config.json, safetensors validation, tensor layout.
+# Inputs (and the Python script that made them) live in tests/unit/data/model.
+EXTRA_DIST += tests/unit/data/model
+if HAVE_CMOCKA
+SITS_MODEL_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) \
+	-DSITS_TEST_DATA_DIR='"$(abs_top_srcdir)/tests/unit/data/model"'
+SITS_MODEL_TESTS = tests/unit/test_model_config tests/unit/test_safetensors tests/unit/test_model_layout
+check_PROGRAMS += $(SITS_MODEL_TESTS)
+TESTS += $(SITS_MODEL_TESTS)
+tests_unit_test_model_config_SOURCES = tests/unit/test_model_config.c tests/unit/test_model_common.h
+tests_unit_test_model_config_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
+tests_unit_test_model_config_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_safetensors_SOURCES = tests/unit/test_safetensors.c tests/unit/test_model_common.h
+tests_unit_test_safetensors_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
+tests_unit_test_safetensors_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_model_layout_SOURCES = tests/unit/test_model_layout.c tests/unit/test_model_common.h
+tests_unit_test_model_layout_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
+tests_unit_test_model_layout_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+endif

@@ -1,0 +1,628 @@
+/* safetensors.c -- mmapped safetensors checkpoints (one file, several, or a sharded set with
+ * model.safetensors.index.json); see safetensors.h for the format and what is validated.
+ *
+ * A sits_st_t holds every tensor of every file, sorted by name (sits_st_find is a binary search;
+ * checkpoints have ~1000 tensors), and the read-only mappings that the data pointers point into.
+ * Invariants after a successful open/parse: names unique; for each tensor
+ * data + nbytes lies inside its file's data area and nbytes == prod(shape) * dtype size; no two
+ * tensors of one file overlap. Allocations before validation are proportional to the header
+ * size (<= SITS_ST_MAX_HEADER) or the number of tensors, never to the data size. */
+#include "model/safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <jansson.h>
+
+#include "util/log.h"
+
+#define ST_INDEX_NAME "model.safetensors.index.json"
+#define ST_INDEX_MAX_BYTES (64u << 20)
+
+typedef struct {
+    char *path;       /* as named in messages and in sits_st_tensor_t.file */
+    void *map;        /* NULL for a caller-owned buffer (sits_st_parse) */
+    size_t map_len;
+} st_file_t;
+
+struct sits_st {
+    sits_st_tensor_t *tensors;   /* sorted by name once complete */
+    size_t n, cap;
+    st_file_t *files;
+    size_t n_files, cap_files;
+    size_t total_bytes;
+};
+
+/* dtypes of newer safetensors versions that we know of but cannot hold. */
+static const char *const st_newer_dtypes[] = { "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "F8_E4M3FNUZ",
+                                               "F8_E5M2FNUZ", "C64", "C128" };
+
+static sits_status_t st_alloc(sits_st_t **st_p)
+{
+    sits_st_t *st = calloc(1, sizeof *st);
+    if (!st) {
+        SITS_ERROR(SITS_SUB_MODEL, "out of memory allocating a safetensors handle");
+        return SITS_ERR_NOMEM;
+    }
+    *st_p = st;
+    return SITS_OK;
+}
+
+void sits_st_close(sits_st_t *st)
+{
+    if (!st) return;
+    for (size_t i = 0; i < st->n; i++) free(st->tensors[i].name);
+    free(st->tensors);
+    for (size_t i = 0; i < st->n_files; i++) {
+        if (st->files[i].map) munmap(st->files[i].map, st->files[i].map_len);
+        free(st->files[i].path);
+    }
+    free(st->files);
+    free(st);
+}
+
+/* Register a file (its path is kept for messages and tensor.file); takes ownership of map. */
+static sits_status_t st_add_file(sits_st_t *st, const char *path, void *map, size_t map_len, size_t *idx_p)
+{
+    if (st->n_files == st->cap_files) {
+        size_t cap = st->cap_files ? 2 * st->cap_files : 4;
+        st_file_t *f = realloc(st->files, cap * sizeof *f);
+        if (!f) goto err_nomem;
+        st->files = f;
+        st->cap_files = cap;
+    }
+    char *p = strdup(path);
+    if (!p) goto err_nomem;
+    st->files[st->n_files] = (st_file_t){ p, map, map_len };
+    *idx_p = st->n_files++;
+    return SITS_OK;
+err_nomem:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", path);
+    return SITS_ERR_NOMEM;
+}
+
+static sits_status_t st_reserve(sits_st_t *st, size_t extra, const char *what)
+{
+    if (st->n + extra <= st->cap) return SITS_OK;
+    size_t cap = st->cap ? st->cap : 64;
+    while (cap < st->n + extra) cap *= 2;
+    sits_st_tensor_t *t = realloc(st->tensors, cap * sizeof *t);
+    if (!t) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory for %zu tensor entries", what, cap);
+        return SITS_ERR_NOMEM;
+    }
+    st->tensors = t;
+    st->cap = cap;
+    return SITS_OK;
+}
+
+typedef struct { uint64_t begin, end; size_t idx; } st_span_t;
+
+static int st_span_cmp(const void *a, const void *b)
+{
+    const st_span_t *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* One header entry -> tensor t (name not yet set). */
+static sits_status_t st_parse_entry(const char *what, const char *name, const json_t *info, const unsigned char *data,
+                                    uint64_t data_len, sits_st_tensor_t *t, uint64_t *begin_p, uint64_t *end_p)
+{
+    if (!json_is_object(info)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: entry is not a JSON object", what, name);
+        return SITS_ERR_FORMAT;
+    }
+    const json_t *dt = json_object_get(info, "dtype");
+    if (!json_is_string(dt)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype missing or not a string", what, name);
+        return SITS_ERR_FORMAT;
+    }
+    int dti = sits_dtype_from_name(json_string_value(dt));
+    if (dti < 0) {
+        for (size_t i = 0; i < sizeof st_newer_dtypes / sizeof st_newer_dtypes[0]; i++) {
+            if (!strcmp(json_string_value(dt), st_newer_dtypes[i])) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported", what, name, st_newer_dtypes[i]);
+                return SITS_ERR_UNSUPPORTED;
+            }
+        }
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: unknown dtype \"%s\"", what, name, json_string_value(dt));
+        return SITS_ERR_FORMAT;
+    }
+    t->dtype = (sits_dtype_t)dti;
+
+    const json_t *shape = json_object_get(info, "shape");
+    if (!json_is_array(shape)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape missing or not a list", what, name);
+        return SITS_ERR_FORMAT;
+    }
+    if (json_array_size(shape) > SITS_ST_MAX_DIMS) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: %zu dimensions, at most %d supported", what, name,
+                   json_array_size(shape), SITS_ST_MAX_DIMS);
+        return SITS_ERR_FORMAT;
+    }
+    t->ndim = (int)json_array_size(shape);
+    uint64_t numel = 1;
+    int overflow = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        const json_t *v = json_array_get(shape, (size_t)d);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape[%d] is not a non-negative integer", what, name, d);
+            return SITS_ERR_FORMAT;
+        }
+        t->shape[d] = (int64_t)json_integer_value(v);
+        overflow |= __builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel);
+    }
+    uint64_t nbytes = 0;
+    overflow |= __builtin_mul_overflow(numel, (uint64_t)sits_dtype_size(t->dtype), &nbytes);
+
+    const json_t *offs = json_object_get(info, "data_offsets");
+    const json_t *b = json_array_get(offs, 0), *e = json_array_get(offs, 1);
+    if (!json_is_array(offs) || json_array_size(offs) != 2 || !json_is_integer(b) || !json_is_integer(e)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: data_offsets is not a list of two integers", what, name);
+        return SITS_ERR_FORMAT;
+    }
+    if (json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: data_offsets [%lld, %lld]: need 0 <= begin <= end", what, name,
+                   (long long)json_integer_value(b), (long long)json_integer_value(e));
+        return SITS_ERR_FORMAT;
+    }
+    uint64_t begin = (uint64_t)json_integer_value(b), end = (uint64_t)json_integer_value(e);
+    if (end > data_len) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: data_offsets [%llu, %llu] past the end of the data area "
+                   "(%llu bytes)", what, name, (unsigned long long)begin, (unsigned long long)end,
+                   (unsigned long long)data_len);
+        return SITS_ERR_FORMAT;
+    }
+    if (overflow) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape x %s overflows 64 bits", what, name,
+                   sits_dtype_name(t->dtype));
+        return SITS_ERR_FORMAT;
+    }
+    if (end - begin != nbytes) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: %llu data bytes but shape x %s needs %llu", what, name,
+                   (unsigned long long)(end - begin), sits_dtype_name(t->dtype), (unsigned long long)nbytes);
+        return SITS_ERR_FORMAT;
+    }
+    t->data = data + begin;
+    t->nbytes = (size_t)nbytes;
+    *begin_p = begin;
+    *end_p = end;
+    return SITS_OK;
+}
+
+/* Validate one file image (len bytes at buf) and append its tensors to st (unsorted). */
+static sits_status_t st_parse_into(sits_st_t *st, const void *buf, size_t len, size_t file_idx)
+{
+    const char *what = st->files[file_idx].path;
+    const unsigned char *p = buf;
+    sits_status_t st_ = SITS_OK;
+    st_span_t *spans = NULL;
+    size_t n_before = st->n, n_spans = 0;
+
+    if (len < 8) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: truncated: %zu bytes, no room for the 8-byte header length", what, len);
+        return SITS_ERR_FORMAT;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i]; /* little-endian */
+    if (hlen > SITS_ST_MAX_HEADER) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: header length %llu exceeds the %llu-byte limit", what,
+                   (unsigned long long)hlen, SITS_ST_MAX_HEADER);
+        return SITS_ERR_FORMAT;
+    }
+    if (hlen > len - 8) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: header length %llu runs past the end of the file (%zu bytes): truncated?",
+                   what, (unsigned long long)hlen, len);
+        return SITS_ERR_FORMAT;
+    }
+    if (hlen < 8) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: header length %llu is below the minimum of 8", what, (unsigned long long)hlen);
+        return SITS_ERR_FORMAT;
+    }
+    const unsigned char *data = p + 8 + hlen;
+    const uint64_t data_len = (uint64_t)len - 8 - hlen;
+
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)p + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: header is not valid JSON (byte %d): %s", what, jerr.position, jerr.text);
+        return SITS_ERR_FORMAT;
+    }
+    if (!json_is_object(root)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: header is JSON but not an object", what);
+        st_ = SITS_ERR_FORMAT;
+        goto out_decref;
+    }
+    size_t n_entries = json_object_size(root);
+    SITS_CHECK_GOTO(st_reserve(st, n_entries, what), st_, out_decref);
+    spans = malloc((n_entries ? n_entries : 1) * sizeof *spans);
+    if (!spans) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory for %zu tensor spans", what, n_entries);
+        st_ = SITS_ERR_NOMEM;
+        goto out_decref;
+    }
+
+    const char *name;
+    const json_t *info;
+    json_object_foreach((json_t *)root, name, info) {
+        if (!strcmp(name, "__metadata__")) continue;
+        sits_st_tensor_t *t = &st->tensors[st->n];
+        memset(t, 0, sizeof *t);
+        uint64_t b, e;
+        SITS_CHECK_GOTO(st_parse_entry(what, name, info, data, data_len, t, &b, &e), st_, err_unwind);
+        t->name = strdup(name);
+        if (!t->name) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", what);
+            st_ = SITS_ERR_NOMEM;
+            goto err_unwind;
+        }
+        t->file = st->files[file_idx].path;
+        if (e > b) spans[n_spans++] = (st_span_t){ b, e, st->n };
+        st->n++;
+    }
+
+    /* Sorted by begin, spans that do not overlap have each begin >= the previous end. */
+    qsort(spans, n_spans, sizeof *spans, st_span_cmp);
+    for (size_t i = 1; i < n_spans; i++) {
+        const st_span_t *a = &spans[i - 1], *c = &spans[i];
+        if (c->begin < a->end) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: data [%llu, %llu) overlaps tensor %s [%llu, %llu)", what,
+                       st->tensors[c->idx].name, (unsigned long long)c->begin, (unsigned long long)c->end,
+                       st->tensors[a->idx].name, (unsigned long long)a->begin, (unsigned long long)a->end);
+            st_ = SITS_ERR_FORMAT;
+            goto err_unwind;
+        }
+    }
+    free(spans);
+    json_decref(root);
+    return SITS_OK;
+
+err_unwind:
+    for (size_t i = n_before; i < st->n; i++) free(st->tensors[i].name);
+    st->n = n_before;
+    free(spans);
+out_decref:
+    json_decref(root);
+    return st_;
+}
+
+static int st_tensor_cmp(const void *a, const void *b)
+{
+    return strcmp(((const sits_st_tensor_t *)a)->name, ((const sits_st_tensor_t *)b)->name);
+}
+
+/* Sort by name, refuse duplicates, total the bytes. */
+static sits_status_t st_finish(sits_st_t *st)
+{
+    qsort(st->tensors, st->n, sizeof *st->tensors, st_tensor_cmp);
+    st->total_bytes = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        if (i > 0 && !strcmp(st->tensors[i - 1].name, st->tensors[i].name)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: also present in %s", st->tensors[i].file, st->tensors[i].name,
+                       st->tensors[i - 1].file);
+            return SITS_ERR_FORMAT;
+        }
+        st->total_bytes += st->tensors[i].nbytes;
+    }
+    return SITS_OK;
+}
+
+sits_status_t sits_st_parse(const void *buf, size_t len, const char *what, sits_st_t **st_p)
+{
+    sits_st_t *st = NULL;
+    size_t fi;
+    sits_status_t s;
+    SITS_CHECK(st_alloc(&st));
+    SITS_CHECK_GOTO(st_add_file(st, what ? what : "(buffer)", NULL, 0, &fi), s, err_close);
+    SITS_CHECK_GOTO(st_parse_into(st, buf, len, fi), s, err_close);
+    SITS_CHECK_GOTO(st_finish(st), s, err_close);
+    *st_p = st;
+    return SITS_OK;
+err_close:
+    sits_st_close(st);
+    return s;
+}
+
+/* mmap path and append its tensors to st. */
+static sits_status_t st_map_into(sits_st_t *st, const char *path)
+{
+    sits_status_t s = SITS_OK;
+    struct stat sb;
+    void *map = NULL;
+    size_t fi;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot open: %s", path, strerror(errno));
+        return errno == ENOENT ? SITS_ERR_NOT_FOUND : SITS_ERR_IO;
+    }
+    if (fstat(fd, &sb) != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: fstat: %s", path, strerror(errno));
+        s = SITS_ERR_IO;
+        goto out_close;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: not a regular file", path);
+        s = SITS_ERR_IO;
+        goto out_close;
+    }
+    size_t len = (size_t)sb.st_size;
+    if (len < 8) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: truncated: %zu bytes, no room for the 8-byte header length", path, len);
+        s = SITS_ERR_FORMAT;
+        goto out_close;
+    }
+    map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: mmap of %zu bytes: %s", path, len, strerror(errno));
+        s = SITS_ERR_IO;
+        goto out_close;
+    }
+    s = st_add_file(st, path, map, len, &fi);
+    if (s != SITS_OK) {
+        munmap(map, len);
+        goto out_close;
+    }
+    s = st_parse_into(st, map, len, fi); /* on failure the mapping is released with st */
+out_close:
+    close(fd);
+    return s;
+}
+
+sits_status_t sits_st_open_file(const char *path, sits_st_t **st_p)
+{
+    sits_st_t *st = NULL;
+    sits_status_t s;
+    SITS_CHECK(st_alloc(&st));
+    SITS_CHECK_GOTO(st_map_into(st, path), s, err_close);
+    SITS_CHECK_GOTO(st_finish(st), s, err_close);
+    SITS_INFO(SITS_SUB_MODEL, "%s: %zu tensors, %zu bytes", path, st->n, st->total_bytes);
+    *st_p = st;
+    return SITS_OK;
+err_close:
+    sits_st_close(st);
+    return s;
+}
+
+static int path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    return n >= 0 && (size_t)n < len;
+}
+
+static int str_ptr_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static char *read_small_file(const char *path, size_t limit, size_t *len_p, sits_status_t *s_p)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size;
+    if (!f) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot open: %s", path, strerror(errno));
+        *s_p = SITS_ERR_IO;
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot size: %s", path, strerror(errno));
+        *s_p = SITS_ERR_IO;
+        goto out_close;
+    }
+    if ((unsigned long)size > limit) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %ld bytes, over the %zu-byte limit", path, size, limit);
+        *s_p = SITS_ERR_FORMAT;
+        goto out_close;
+    }
+    buf = malloc((size_t)size + 1);
+    if (!buf) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", path);
+        *s_p = SITS_ERR_NOMEM;
+        goto out_close;
+    }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: short read", path);
+        *s_p = SITS_ERR_IO;
+        free(buf);
+        buf = NULL;
+        goto out_close;
+    }
+    *len_p = (size_t)size;
+out_close:
+    fclose(f);
+    return buf;
+}
+
+/* The sharded set named by DIR/model.safetensors.index.json. */
+static sits_status_t st_open_index(sits_st_t *st, const char *dir, const char *index_path)
+{
+    sits_status_t s = SITS_OK;
+    size_t len = 0, n_names = 0;
+    const char **names = NULL;
+    json_error_t jerr;
+    char path[4096];
+    char *text = read_small_file(index_path, ST_INDEX_MAX_BYTES, &len, &s);
+    if (!text) return s;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: invalid JSON at line %d column %d: %s", index_path, jerr.line, jerr.column,
+                   jerr.text);
+        return SITS_ERR_FORMAT;
+    }
+    const json_t *wm = json_object_get(root, "weight_map");
+    if (!json_is_object(root) || !json_is_object(wm)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: weight_map: missing or not an object", index_path);
+        s = SITS_ERR_FORMAT;
+        goto out_decref;
+    }
+    names = malloc((json_object_size(wm) ? json_object_size(wm) : 1) * sizeof *names);
+    if (!names) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", index_path);
+        s = SITS_ERR_NOMEM;
+        goto out_decref;
+    }
+    const char *tname;
+    const json_t *fv;
+    json_object_foreach((json_t *)wm, tname, fv) {
+        const char *fname = json_string_value(fv);
+        if (!fname || !fname[0] || strchr(fname, '/') || !strcmp(fname, "..") || !strcmp(fname, ".")) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: weight_map: tensor %s: value is not a plain file name", index_path, tname);
+            s = SITS_ERR_FORMAT;
+            goto out_free;
+        }
+        names[n_names++] = fname;
+    }
+    /* Each shard once, in name order. */
+    qsort(names, n_names, sizeof *names, str_ptr_cmp);
+    for (size_t i = 0; i < n_names; i++) {
+        if (i > 0 && !strcmp(names[i], names[i - 1])) continue;
+        if (!path_join(path, sizeof path, dir, names[i])) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: path of shard %s too long", index_path, names[i]);
+            s = SITS_ERR_INVALID;
+            goto out_free;
+        }
+        if (access(path, F_OK) != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: weight_map names %s, which does not exist: %s", index_path, names[i],
+                       strerror(errno));
+            s = SITS_ERR_NOT_FOUND;
+            goto out_free;
+        }
+        SITS_CHECK_GOTO(st_map_into(st, path), s, out_free);
+    }
+    SITS_CHECK_GOTO(st_finish(st), s, out_free);
+    /* Every listed tensor is in the file the index names. */
+    json_object_foreach((json_t *)wm, tname, fv) {
+        const sits_st_tensor_t *t = sits_st_find(st, tname);
+        if (!path_join(path, sizeof path, dir, json_string_value(fv))) continue; /* checked above */
+        if (!t) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: listed in %s but absent from it", index_path, tname,
+                       json_string_value(fv));
+            s = SITS_ERR_FORMAT;
+            goto out_free;
+        }
+        if (strcmp(t->file, path) != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: listed in %s but found in %s", index_path, tname,
+                       json_string_value(fv), t->file);
+            s = SITS_ERR_FORMAT;
+            goto out_free;
+        }
+    }
+    if (st->n != json_object_size(wm))
+        SITS_WARN(SITS_SUB_MODEL, "%s: shards hold %zu tensors, weight_map lists %zu; the extra ones are kept",
+                  index_path, st->n, json_object_size(wm));
+out_free:
+    free(names);
+out_decref:
+    json_decref(root);
+    return s;
+}
+
+/* No index: model.safetensors, else every *.safetensors in name order. */
+static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
+{
+    sits_status_t s = SITS_OK;
+    char path[4096];
+    char **names = NULL;
+    size_t n_names = 0, cap = 0;
+    if (!path_join(path, sizeof path, dir, "model.safetensors")) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: directory path too long", dir);
+        return SITS_ERR_INVALID;
+    }
+    if (access(path, F_OK) == 0) {
+        SITS_CHECK(st_map_into(st, path));
+        return st_finish(st);
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: cannot open directory: %s", dir, strerror(errno));
+        return errno == ENOENT ? SITS_ERR_NOT_FOUND : SITS_ERR_IO;
+    }
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        size_t l = strlen(de->d_name);
+        if (l <= 12 || strcmp(de->d_name + l - 12, ".safetensors") != 0) continue;
+        if (n_names == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) goto err_nomem;
+            names = nn;
+        }
+        if (!(names[n_names] = strdup(de->d_name))) goto err_nomem;
+        n_names++;
+    }
+    if (n_names == 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: no %s and no *.safetensors file", dir, ST_INDEX_NAME);
+        s = SITS_ERR_NOT_FOUND;
+        goto out_free;
+    }
+    qsort(names, n_names, sizeof *names, str_ptr_cmp);
+    for (size_t i = 0; i < n_names; i++) {
+        if (!path_join(path, sizeof path, dir, names[i])) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: path of %s too long", dir, names[i]);
+            s = SITS_ERR_INVALID;
+            goto out_free;
+        }
+        SITS_CHECK_GOTO(st_map_into(st, path), s, out_free);
+    }
+    s = st_finish(st);
+    goto out_free;
+err_nomem:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory listing the directory", dir);
+    s = SITS_ERR_NOMEM;
+out_free:
+    for (size_t i = 0; i < n_names; i++) free(names[i]);
+    free(names);
+    closedir(d);
+    return s;
+}
+
+sits_status_t sits_st_open_dir(const char *dir, sits_st_t **st_p)
+{
+    sits_st_t *st = NULL;
+    sits_status_t s;
+    char index_path[4096];
+    if (!path_join(index_path, sizeof index_path, dir, ST_INDEX_NAME)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: directory path too long", dir);
+        return SITS_ERR_INVALID;
+    }
+    SITS_CHECK(st_alloc(&st));
+    if (access(index_path, F_OK) == 0)
+        SITS_CHECK_GOTO(st_open_index(st, dir, index_path), s, err_close);
+    else
+        SITS_CHECK_GOTO(st_open_plain(st, dir), s, err_close);
+    SITS_INFO(SITS_SUB_MODEL, "%s: %zu tensors in %zu files, %zu bytes", dir, st->n, st->n_files, st->total_bytes);
+    *st_p = st;
+    return SITS_OK;
+err_close:
+    sits_st_close(st);
+    return s;
+}
+
+size_t sits_st_count(const sits_st_t *st) { return st->n; }
+
+const sits_st_tensor_t *sits_st_at(const sits_st_t *st, size_t i) { return i < st->n ? &st->tensors[i] : NULL; }
+
+const sits_st_tensor_t *sits_st_find(const sits_st_t *st, const char *name)
+{
+    size_t lo = 0, hi = st->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, st->tensors[mid].name);
+        if (c == 0) return &st->tensors[mid];
+        if (c < 0) hi = mid;
+        else lo = mid + 1;
+    }
+    return NULL;
+}
+
+size_t sits_st_total_bytes(const sits_st_t *st) { return st->total_bytes; }
+
+size_t sits_st_file_count(const sits_st_t *st) { return st->n_files; }

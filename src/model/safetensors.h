@@ -48,5 +48,7 @@ const sits_st_tensor_t *sits_st_at(const sits_st_t *st, size_t i);
 const sits_st_tensor_t *sits_st_find(const sits_st_t *st, const char *name);
 /* Total bytes of tensor data. */
 size_t sits_st_total_bytes(const sits_st_t *st);
+/* Number of files mapped (each shard once). */
+size_t sits_st_file_count(const sits_st_t *st);
 
 #endif

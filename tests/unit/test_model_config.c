@@ -1,0 +1,393 @@
+/* test_model_config.c -- config.json parsing (Llama 2/3/3.1, Mistral, Qwen2; rope_scaling,
+ * rope_parameters and the legacy `type` key; refusals) and RoPE inverse frequencies checked
+ * against transformers (tests/unit/data/model/rope_expected.json, made by gen_model_data.py). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "model/config.h"
+#include "util/status.h"
+#include "test_model_common.h"
+
+#define WHAT "test/config.json"
+
+static sits_status_t parse_str(const char *json, sits_model_config_t *cfg)
+{
+    return sits_model_config_parse(json, strlen(json), WHAT, cfg);
+}
+
+/* Meta-Llama-3.1-8B-Instruct's config.json (as published, trimmed of unused keys). */
+static const char *llama31 =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+    " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], \"hidden_act\": \"silu\","
+    " \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 14336,"
+    " \"max_position_embeddings\": 131072, \"mlp_bias\": false, \"model_type\": \"llama\","
+    " \"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, \"pretraining_tp\": 1,"
+    " \"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0,"
+    " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"},"
+    " \"rope_theta\": 500000.0, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\","
+    " \"transformers_version\": \"4.43.0.dev0\", \"use_cache\": true, \"vocab_size\": 128256}";
+
+static void test_llama31(void **state)
+{
+    sits_model_config_t c;
+    assert_int_equal(parse_str(llama31, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_LLAMA);
+    assert_string_equal(c.model_type, "llama");
+    assert_int_equal(c.vocab_size, 128256);
+    assert_int_equal(c.hidden_size, 4096);
+    assert_int_equal(c.intermediate_size, 14336);
+    assert_int_equal(c.n_layers, 32);
+    assert_int_equal(c.n_heads, 32);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 128);
+    assert_true(c.rms_norm_eps == 1e-5f);
+    assert_true(c.rope_theta == 500000.0);
+    assert_int_equal(c.rope_type, SITS_ROPE_LLAMA3);
+    assert_true(c.rope_factor == 8.0);
+    assert_true(c.rope_low_freq_factor == 1.0);
+    assert_true(c.rope_high_freq_factor == 4.0);
+    assert_int_equal(c.rope_orig_max_pos, 8192);
+    assert_int_equal(c.max_position_embeddings, 131072);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.mlp_bias, 0);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(c.bos_token_id, 128000);
+    assert_int_equal(c.n_eos, 3);
+    assert_int_equal(c.eos_token_ids[0], 128001);
+    assert_int_equal(c.eos_token_ids[1], 128008);
+    assert_int_equal(c.eos_token_ids[2], 128009);
+    assert_string_equal(c.torch_dtype, "bfloat16");
+}
+
+/* transformers v5 spelling: rope_parameters with rope_theta inside, no top-level rope_theta, "dtype". */
+static void test_rope_parameters_v5(void **state)
+{
+    const char *j =
+        "{\"model_type\": \"llama\", \"vocab_size\": 128256, \"hidden_size\": 2048, \"intermediate_size\": 8192,"
+        " \"num_hidden_layers\": 16, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 64,"
+        " \"rms_norm_eps\": 1e-05, \"max_position_embeddings\": 131072, \"tie_word_embeddings\": true,"
+        " \"dtype\": \"bfloat16\", \"rope_parameters\": {\"factor\": 32.0, \"high_freq_factor\": 4.0,"
+        " \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192, \"rope_theta\": 500000.0,"
+        " \"rope_type\": \"llama3\"}, \"eos_token_id\": 128001, \"bos_token_id\": 128000}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LLAMA3);
+    assert_true(c.rope_theta == 500000.0);
+    assert_true(c.rope_factor == 32.0);
+    assert_int_equal(c.rope_orig_max_pos, 8192);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.n_eos, 1);
+    assert_int_equal(c.eos_token_ids[0], 128001);
+    assert_string_equal(c.torch_dtype, "bfloat16");
+}
+
+/* Llama 2 era: rope_scaling {"type": "linear"}; no head_dim, no num_key_value_heads, no bos/eos. */
+static void test_legacy_type_linear(void **state)
+{
+    const char *j =
+        "{\"model_type\": \"llama\", \"vocab_size\": 32000, \"hidden_size\": 4096, \"intermediate_size\": 11008,"
+        " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": null, \"head_dim\": null,"
+        " \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4.0},"
+        " \"max_position_embeddings\": 16384}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 4.0);
+    assert_int_equal(c.n_kv_heads, 32);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.bos_token_id, -1);
+    assert_int_equal(c.n_eos, 0);
+    assert_string_equal(c.torch_dtype, "");
+}
+
+static void test_legacy_type_llama3(void **state)
+{
+    const char *j =
+        "{\"model_type\": \"llama\", \"vocab_size\": 128256, \"hidden_size\": 4096, \"intermediate_size\": 14336,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
+        " \"rope_theta\": 500000.0, \"max_position_embeddings\": 131072, \"rope_scaling\": {\"type\": \"llama3\","
+        " \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LLAMA3);
+    assert_true(c.rope_factor == 8.0); /* integers accepted for the float keys */
+    assert_int_equal(c.rope_orig_max_pos, 8192);
+}
+
+/* Qwen2.5-0.5B-Instruct's config.json. */
+static void test_qwen2(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
+        " \"eos_token_id\": 151645, \"hidden_act\": \"silu\", \"hidden_size\": 896, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 4864, \"max_position_embeddings\": 32768, \"max_window_layers\": 21,"
+        " \"model_type\": \"qwen2\", \"num_attention_heads\": 14, \"num_hidden_layers\": 24,"
+        " \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 32768,"
+        " \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.43.1\","
+        " \"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_QWEN2);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.n_kv_heads, 2);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.mlp_bias, 0);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.sliding_window, 0); /* use_sliding_window false */
+    assert_true(c.rope_theta == 1e6);
+    assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
+}
+
+/* Mistral-7B-Instruct-v0.3 (sliding_window null) and v0.1 (4096), Mistral-Nemo (head_dim 128 != H/nh). */
+static void test_mistral(void **state)
+{
+    const char *v03 =
+        "{\"architectures\": [\"MistralForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 1,"
+        " \"eos_token_id\": 2, \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 14336, \"max_position_embeddings\": 32768, \"model_type\": \"mistral\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05,"
+        " \"rope_theta\": 1000000.0, \"sliding_window\": null, \"tie_word_embeddings\": false,"
+        " \"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"vocab_size\": 32768}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(v03, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_MISTRAL);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(c.qkv_bias + c.o_bias + c.mlp_bias, 0);
+    assert_int_equal(c.vocab_size, 32768);
+
+    const char *v01 =
+        "{\"model_type\": \"mistral\", \"vocab_size\": 32000, \"hidden_size\": 4096, \"intermediate_size\": 14336,"
+        " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
+        " \"sliding_window\": 4096, \"rope_theta\": 10000.0}";
+    assert_int_equal(parse_str(v01, &c), SITS_OK);
+    assert_int_equal(c.sliding_window, 4096);
+
+    const char *nemo =
+        "{\"model_type\": \"mistral\", \"vocab_size\": 131072, \"hidden_size\": 5120, \"intermediate_size\": 14336,"
+        " \"num_hidden_layers\": 40, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 128,"
+        " \"sliding_window\": null, \"rope_theta\": 1000000.0, \"max_position_embeddings\": 1024000}";
+    assert_int_equal(parse_str(nemo, &c), SITS_OK);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.hidden_size, 5120);
+}
+
+/* attention_bias on Llama gives q/k/v/o bias; mlp_bias gives gate/up/down bias; no model_type falls
+ * back to architectures[0]. */
+static void test_llama_bias_and_arch_fallback(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 64, \"hidden_size\": 32,"
+        " \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+        " \"attention_bias\": true, \"mlp_bias\": true, \"tie_word_embeddings\": true}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_LLAMA);
+    assert_string_equal(c.model_type, "llama");
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.o_bias, 1);
+    assert_int_equal(c.mlp_bias, 1);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.head_dim, 8);
+    assert_int_equal(c.n_kv_heads, 4);
+}
+
+/* Refusals: start from a valid Llama config, change one key (NULL value: delete it). */
+static const char *refuse_base =
+    "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"hidden_act\": \"silu\","
+    " \"rope_theta\": 10000.0, \"max_position_embeddings\": 256}";
+
+static const struct {
+    const char *key;
+    const char *value;     /* JSON text; NULL deletes the key */
+    sits_status_t want;
+    const char *msg;       /* must appear in the log along with WHAT */
+    const char *also_delete;
+} refusals[] = {
+    { "model_type", "\"gemma\"", SITS_ERR_UNSUPPORTED, "model_type", NULL },
+    { "model_type", "7", SITS_ERR_FORMAT, "model_type", NULL },
+    { "hidden_act", "\"gelu\"", SITS_ERR_UNSUPPORTED, "hidden_act", NULL },
+    { "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.type", NULL },
+    { "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.rope_type", NULL },
+    { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_UNSUPPORTED,
+      "rope_parameters.rope_type", NULL },
+    { "rope_scaling", "{\"rope_type\": \"llama3\", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",
+      SITS_ERR_FORMAT, "rope_scaling.factor", NULL },
+    { "rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0}",
+      SITS_ERR_FORMAT, "high_freq_factor", NULL },
+    { "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 0}", SITS_ERR_FORMAT, "factor", NULL },
+    { "rope_scaling", "[1, 2]", SITS_ERR_FORMAT, "rope_scaling", NULL },
+    { "rope_theta", "-1", SITS_ERR_FORMAT, "rope_theta", NULL },
+    { "hidden_size", "0", SITS_ERR_FORMAT, "hidden_size", NULL },
+    { "hidden_size", "\"32\"", SITS_ERR_FORMAT, "hidden_size", NULL },
+    { "hidden_size", "3.5", SITS_ERR_FORMAT, "hidden_size", NULL },
+    { "vocab_size", "-5", SITS_ERR_FORMAT, "vocab_size", NULL },
+    { "vocab_size", NULL, SITS_ERR_FORMAT, "vocab_size", NULL },
+    { "intermediate_size", "0", SITS_ERR_FORMAT, "intermediate_size", NULL },
+    { "num_hidden_layers", "-1", SITS_ERR_FORMAT, "num_hidden_layers", NULL },
+    { "num_attention_heads", "0", SITS_ERR_FORMAT, "num_attention_heads", NULL },
+    { "num_key_value_heads", "3", SITS_ERR_FORMAT, "num_key_value_heads", NULL },
+    { "num_key_value_heads", "0", SITS_ERR_FORMAT, "num_key_value_heads", NULL },
+    { "head_dim", "7", SITS_ERR_FORMAT, "head_dim", NULL },
+    { "head_dim", "-8", SITS_ERR_FORMAT, "head_dim", NULL },
+    /* 32 % 5 != 0 and no head_dim (num_key_value_heads deleted so that it defaults to 5) */
+    { "num_attention_heads", "5", SITS_ERR_FORMAT, "head_dim", "num_key_value_heads" },
+    { "rms_norm_eps", "0", SITS_ERR_FORMAT, "rms_norm_eps", NULL },
+    { "tie_word_embeddings", "\"yes\"", SITS_ERR_FORMAT, "tie_word_embeddings", NULL },
+    { "eos_token_id", "[1, 2, 3, 4, 5, 6, 7, 8, 9]", SITS_ERR_UNSUPPORTED, "eos_token_id", NULL },
+    { "eos_token_id", "[1, \"x\"]", SITS_ERR_FORMAT, "eos_token_id", NULL },
+    { "eos_token_id", "\"</s>\"", SITS_ERR_FORMAT, "eos_token_id", NULL },
+    { "max_position_embeddings", "0", SITS_ERR_FORMAT, "max_position_embeddings", NULL },
+    { "model_type", NULL, SITS_ERR_FORMAT, "model_type", NULL }, /* and no architectures */
+};
+
+static void test_refusals(void **state)
+{
+    int failed = 0;
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        json_t *root = json_loads(refuse_base, 0, NULL);
+        assert_non_null(root);
+        if (refusals[i].value) {
+            json_t *v = json_loads(refusals[i].value, JSON_DECODE_ANY, NULL);
+            assert_non_null(v);
+            json_object_set_new(root, refusals[i].key, v);
+        } else {
+            json_object_del(root, refusals[i].key);
+        }
+        if (refusals[i].also_delete) json_object_del(root, refusals[i].also_delete);
+        char *text = json_dumps(root, 0);
+        json_decref(root);
+        sits_model_config_t c;
+        memset(&c, 0x5a, sizeof c);
+        tm_capture_t cap;
+        tm_capture_begin(&cap);
+        sits_status_t st = parse_str(text, &c);
+        char *log = tm_capture_end(&cap);
+        unsigned char untouched = 1;
+        for (size_t b = 0; b < sizeof c; b++) untouched &= ((unsigned char *)&c)[b] == 0x5a;
+        if (st != refusals[i].want || !strstr(log, WHAT) || !strstr(log, refusals[i].msg) || !untouched) {
+            printf("refusal %zu (%s = %s): status %d want %d, log %s\"%s\", cfg %s\n", i, refusals[i].key,
+                   refusals[i].value ? refusals[i].value : "(deleted)", st, refusals[i].want,
+                   strstr(log, refusals[i].msg) ? "has " : "LACKS ", refusals[i].msg,
+                   untouched ? "untouched" : "MODIFIED");
+            failed++;
+        }
+        free(log);
+        free(text);
+    }
+    /* Not JSON, and not an object. */
+    sits_model_config_t c;
+    assert_int_equal(parse_str("{\"model_type\": \"llama\",", &c), SITS_ERR_FORMAT);
+    assert_int_equal(parse_str("[1, 2, 3]", &c), SITS_ERR_FORMAT);
+    assert_int_equal(parse_str("", &c), SITS_ERR_FORMAT);
+    const char *qwen_sw =
+        "{\"model_type\": \"qwen2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_sliding_window\": true, \"sliding_window\": 16}";
+    assert_int_equal(parse_str(qwen_sw, &c), SITS_ERR_UNSUPPORTED);
+    const char *bad_arch = "{\"architectures\": [\"GemmaForCausalLM\"], \"vocab_size\": 64, \"hidden_size\": 32,"
+                           " \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}";
+    assert_int_equal(parse_str(bad_arch, &c), SITS_ERR_UNSUPPORTED);
+    assert_int_equal(failed, 0);
+}
+
+/* The committed tiny checkpoints' config.json, as transformers 5 saved them. */
+static void test_load_dirs(void **state)
+{
+    sits_model_config_t c;
+    assert_int_equal(sits_model_config_load(SITS_TEST_DATA_DIR "/tiny_llama", &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_LLAMA);
+    assert_int_equal(c.hidden_size, 32);
+    assert_int_equal(c.n_kv_heads, 2);
+    assert_int_equal(c.head_dim, 8);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_int_equal(sits_model_config_load(SITS_TEST_DATA_DIR "/tiny_qwen2", &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_QWEN2);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.bos_token_id, -1); /* null */
+    assert_int_equal(c.n_eos, 0);
+    assert_int_equal(sits_model_config_load(SITS_TEST_DATA_DIR "/no_such_dir", &c), SITS_ERR_NOT_FOUND);
+}
+
+/* inv_freq against transformers' LlamaRotaryEmbedding (fp32): within a few fp32 ulps. */
+static void test_rope_inv_freq(void **state)
+{
+    json_error_t jerr;
+    json_t *cases = json_load_file(SITS_TEST_DATA_DIR "/rope_expected.json", 0, &jerr);
+    if (!cases) fail_msg("rope_expected.json: %s", jerr.text);
+    assert_true(json_array_size(cases) >= 6);
+    size_t bad = 0, i;
+    json_t *cs;
+    json_array_foreach(cases, i, cs) {
+        const char *name = json_string_value(json_object_get(cs, "name"));
+        char *text = json_dumps(json_object_get(cs, "config"), 0);
+        sits_model_config_t c;
+        assert_int_equal(parse_str(text, &c), SITS_OK);
+        free(text);
+        const json_t *want = json_object_get(cs, "inv_freq");
+        size_t n = json_array_size(want);
+        assert_int_equal(n, (size_t)c.head_dim / 2);
+        float *got = calloc(n, sizeof *got);
+        double *ref = calloc(n, sizeof *ref);
+        assert_non_null(got);
+        assert_non_null(ref);
+        for (size_t k = 0; k < n; k++) ref[k] = json_number_value(json_array_get(want, k));
+        sits_model_rope_inv_freq(&c, got);
+        printf("%s (rope type %d, head_dim %d):\n", name, (int)c.rope_type, c.head_dim);
+        bad += tm_compare(name, got, ref, n, 0.0, 2e-6);
+        free(got);
+        free(ref);
+    }
+    json_decref(cases);
+    assert_int_equal(bad, 0);
+}
+
+/* Hand-checked llama3 regions (REFERENCE.md formula), independent of the fixture. */
+static void test_rope_llama3_regions(void **state)
+{
+    sits_model_config_t c;
+    assert_int_equal(parse_str(llama31, &c), SITS_OK);
+    float inv[64];
+    sits_model_rope_inv_freq(&c, inv);
+    const double pi2 = 2.0 * 3.14159265358979323846;
+    int n_hi = 0, n_lo = 0, n_mid = 0;
+    for (int i = 0; i < 64; i++) {
+        double base = 1.0 / pow(500000.0, 2.0 * i / 128.0), wl = pi2 / base;
+        double want;
+        if (wl < 8192.0 / 4.0) { want = base; n_hi++; }
+        else if (wl > 8192.0) { want = base / 8.0; n_lo++; }
+        else {
+            double s = (8192.0 / wl - 1.0) / 3.0;
+            want = (1.0 - s) * base / 8.0 + s * base;
+            n_mid++;
+        }
+        assert_true(fabs(inv[i] - want) <= 1e-6 * want);
+    }
+    /* All three regions are exercised. */
+    assert_true(n_hi > 0 && n_lo > 0 && n_mid > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama31),
+        cmocka_unit_test(test_rope_parameters_v5),
+        cmocka_unit_test(test_legacy_type_linear),
+        cmocka_unit_test(test_legacy_type_llama3),
+        cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_llama_bias_and_arch_fallback),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_load_dirs),
+        cmocka_unit_test(test_rope_inv_freq),
+        cmocka_unit_test(test_rope_llama3_regions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
