@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "backend/backend.h"
 #include "comm/comm.h"
-#include "engine/generate.h"
+#include "sched/generate.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/params.h"

@@ -11,5 +11,10 @@ tests_unit_test_sample_SOURCES = tests/unit/test_sample.c
 tests_unit_test_sample_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_sample_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/unit/test_sample tests/integration/sample_tp3.sh
+check_PROGRAMS += tests/unit/test_plan
+tests_unit_test_plan_SOURCES = tests/unit/test_plan.c
+tests_unit_test_plan_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_plan_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/unit/test_plan
 endif
 EXTRA_DIST += tests/integration/sample_tp3.sh

@@ -10,7 +10,7 @@
  * Exit 0 pass, 1 fail. */
 #include "backend/backend.h"
 #include "comm/comm.h"
-#include "engine/generate.h"
+#include "sched/generate.h"
 #include "util/log.h"
 
 #include <jansson.h>

@@ -1,5 +1,6 @@
 /* generate.c -- model loading onto one rank and the offline prefill + decode loop. */
-#include "engine/generate.h"
+#include "sched/generate.h"
+#include "sched/plan.h"
 #include "util/log.h"
 
 #include <stdlib.h>
@@ -66,14 +67,64 @@ static int is_eos(const sits_model_config_t *c, int32_t id)
     return 0;
 }
 
+/* Run one plan on this rank: forward, sample, append each output's token to its sequence. */
+static sits_status_t exec_plan(sits_runner_t *r, const sits_plan_t *pl, int32_t *tokens, int32_t **out, int *out_len,
+                               sits_logits_cb_t cb, void *cb_ctx)
+{
+    const sits_shard_dims_t *d = &r->w->dims;
+    const float *logits = NULL;
+    sits_batch_t b = { .n_tokens = pl->n_tokens, .tokens = pl->tokens, .pos = pl->pos, .seq = pl->seq, .n_seqs = pl->n_seqs,
+                       .block_tables = pl->block_tables, .n_out = pl->n_out, .out_rows = pl->out_rows };
+    SITS_CHECK(sits_engine_forward(r->engine, &b, &logits));
+    if (pl->n_out == 0) return SITS_OK;
+    if (cb) cb(cb_ctx, (int)pl->step, logits, pl->n_out, d->v_start, d->v_count);
+    SITS_CHECK(sits_sample(r->tp, logits, pl->n_out, d->v_start, d->v_count, pl->sample, tokens));
+    for (int i = 0; i < pl->n_out; i++) {
+        int s = pl->seq[pl->out_rows[i]];
+        out[s][out_len[s]++] = tokens[i];
+    }
+    return SITS_OK;
+}
+
+/* Leader: serialise and broadcast a plan (length, then bytes); every rank then executes it. */
+static sits_status_t send_plan(sits_runner_t *r, const sits_plan_t *pl, unsigned char **buf, size_t *cap)
+{
+    size_t need = sits_plan_size(pl), len = 0;
+    if (need > *cap) {
+        unsigned char *nb = realloc(*buf, need);
+        if (!nb) return SITS_ERR_NOMEM;
+        *buf = nb;
+        *cap = need;
+    }
+    SITS_CHECK(sits_plan_write(pl, *buf, *cap, &len));
+    uint64_t n = len;
+    SITS_CHECK(r->tp->ops->bcast(r->tp, &n, sizeof n, 0));
+    return r->tp->ops->bcast(r->tp, *buf, len, 0);
+}
+
+static sits_status_t recv_plan(sits_runner_t *r, unsigned char **buf, size_t *cap, sits_sample_params_t *store,
+                               sits_plan_t *pl)
+{
+    uint64_t n = 0;
+    SITS_CHECK(r->tp->ops->bcast(r->tp, &n, sizeof n, 0));
+    if (n > ((size_t)1 << 31)) return SITS_ERR_FORMAT;
+    if (n > *cap) {
+        unsigned char *nb = realloc(*buf, n);
+        if (!nb) return SITS_ERR_NOMEM;
+        *buf = nb;
+        *cap = n;
+    }
+    SITS_CHECK(r->tp->ops->bcast(r->tp, *buf, n, 0));
+    return sits_plan_parse(*buf, n, store, r->ep.max_seqs, pl);
+}
+
 sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *prompts, const int *prompt_len, int max_new,
                             const sits_sample_params_t *params, int ignore_eos, int32_t **out, int *out_len,
                             sits_logits_cb_t cb, void *cb_ctx, sits_gen_stats_t *stats_p)
 {
     const sits_engine_params_t *ep = &r->ep;
-    const sits_shard_dims_t *d = &r->w->dims;
     sits_status_t st = SITS_OK;
-    int total_prompt = 0;
+    int total_prompt = 0, leader = r->tp->rank == 0;
     if (n < 1 || n > ep->max_seqs) {
         SITS_ERROR(SITS_SUB_ENGINE, "%d sequences, the runner was sized for %d", n, ep->max_seqs);
         return SITS_ERR_INVALID;
@@ -97,21 +148,31 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
         total_prompt += prompt_len[i];
         out_len[i] = 0;
     }
-    int mb = ep->max_blocks_per_seq;
-    /* step buffers: [max(total_prompt, n)] tokens; block tables [n, mb] */
+    int mb = ep->max_blocks_per_seq, bs = ep->block_size;
     int cap = total_prompt > n ? total_prompt : n;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap * 3), *pos = tok + cap, *seq = pos + cap;
-    int32_t *bt = malloc(sizeof(int32_t) * (size_t)n * mb);
-    int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)n), *next = malloc(sizeof(int32_t) * (size_t)n);
-    int *live = calloc((size_t)n, sizeof(int)), *nblk = calloc((size_t)n, sizeof(int)), *len = calloc((size_t)n, sizeof(int));
-    sits_sample_params_t *sp = malloc(sizeof *sp * (size_t)n);
-    if (!tok || !bt || !out_rows || !next || !live || !nblk || !len || !sp) { st = SITS_ERR_NOMEM; goto out; }
-    for (int i = 0; i < n * mb; i++) bt[i] = 0;
-    /* prefill chunks: as many whole prompts as fit in max_tokens (a prompt longer than that is split) */
-    int bs = ep->block_size;
-    double t0 = now_s();
+    unsigned char *pbuf = NULL;
+    size_t pcap = 0;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap * 3), *pos = tok ? tok + cap : NULL, *seq = pos ? pos + cap : NULL;
+    int32_t *bt = calloc((size_t)n * mb, sizeof(int32_t));
+    int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)n), *sampled = malloc(sizeof(int32_t) * (size_t)ep->max_seqs);
+    int *live = calloc((size_t)n, sizeof(int)), *nblk = calloc((size_t)n, sizeof(int));
+    sits_sample_params_t *sp = malloc(sizeof *sp * (size_t)ep->max_seqs);
+    if (!tok || !bt || !out_rows || !sampled || !live || !nblk || !sp) { st = SITS_ERR_NOMEM; goto out; }
+    double t0 = now_s(), t1 = t0;
+    int steps = 0;
+    uint64_t step_no = 0;
+    sits_plan_t pl;
+    if (!leader) {
+        /* follower: execute the leader's plans until it says stop */
+        for (;;) {
+            SITS_CHECK_GOTO(recv_plan(r, &pbuf, &pcap, sp, &pl), st, out);
+            if (pl.cmd == SITS_PLAN_STOP) break;
+            SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, out);
+        }
+        goto out;
+    }
+    /* prefill: as many whole prompts per step as fit in max_tokens (a longer prompt is split) */
     int seq_i = 0, seq_off = 0;
-    const float *logits = NULL;
     while (seq_i < n) {
         int nt = 0, no = 0;
         while (seq_i < n && nt < ep->max_tokens) {
@@ -120,7 +181,7 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
             int need = (seq_off + take + bs - 1) / bs;
             if (need > nblk[seq_i]) {
                 st = sits_kv_blocks_alloc(r->blocks, need - nblk[seq_i], bt + (size_t)seq_i * mb + nblk[seq_i]);
-                if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during prefill"); goto out; }
+                if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during prefill"); goto stop; }
                 nblk[seq_i] = need;
             }
             for (int j = 0; j < take; j++) {
@@ -131,43 +192,34 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
             nt += take;
             seq_off += take;
             if (seq_off == prompt_len[seq_i]) {
+                sp[no] = params[seq_i];
+                sp[no].step = 0;
                 out_rows[no++] = nt - 1;
                 live[seq_i] = 1;
-                len[seq_i] = prompt_len[seq_i];
                 seq_i++;
                 seq_off = 0;
             }
         }
-        sits_batch_t b = { .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = n, .block_tables = bt,
-                           .n_out = no, .out_rows = out_rows };
-        SITS_CHECK_GOTO(sits_engine_forward(r->engine, &b, &logits), st, out);
-        if (no > 0) {
-            /* the sequences that finished their prompt in this chunk are the last `no` with live set */
-            int first = seq_i - no;
-            for (int k = 0; k < no; k++) { sp[k] = params[first + k]; sp[k].step = 0; }
-            if (cb) cb(cb_ctx, 0, logits, no, d->v_start, d->v_count);
-            SITS_CHECK_GOTO(sits_sample(r->tp, logits, no, d->v_start, d->v_count, sp, next + first), st, out);
-        }
+        pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = step_no++, .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq,
+                            .n_seqs = n, .max_blocks = mb, .block_tables = bt, .n_out = no, .out_rows = out_rows, .sample = sp };
+        SITS_CHECK_GOTO(send_plan(r, &pl, &pbuf, &pcap), st, stop);
+        SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, stop);
     }
-    double t1 = now_s();
-    int steps = 0, generated = 0;
-    for (int i = 0; i < n; i++) {
-        out[i][out_len[i]++] = next[i];
-        generated++;
-        if ((!ignore_eos && is_eos(&r->cfg, next[i])) || out_len[i] >= max_new) live[i] = 0;
-    }
+    t1 = now_s();
     /* decode: one token per live sequence per step */
     for (;;) {
+        for (int i = 0; i < n; i++)
+            if (live[i] && ((!ignore_eos && is_eos(&r->cfg, out[i][out_len[i] - 1])) || out_len[i] >= max_new)) live[i] = 0;
         int nt = 0;
         for (int i = 0; i < n; i++) {
             if (!live[i]) continue;
-            int p = len[i];
+            int p = prompt_len[i] + out_len[i] - 1;  /* position of the token fed back */
             if (p / bs >= nblk[i]) {
                 st = sits_kv_blocks_alloc(r->blocks, 1, bt + (size_t)i * mb + nblk[i]);
-                if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during decode"); goto out; }
+                if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during decode"); goto stop; }
                 nblk[i]++;
             }
-            tok[nt] = next[i];
+            tok[nt] = out[i][out_len[i] - 1];
             pos[nt] = p;
             seq[nt] = i;
             out_rows[nt] = nt;
@@ -176,25 +228,23 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
             nt++;
         }
         if (nt == 0) break;
-        sits_batch_t b = { .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = n, .block_tables = bt,
-                           .n_out = nt, .out_rows = out_rows };
-        SITS_CHECK_GOTO(sits_engine_forward(r->engine, &b, &logits), st, out);
+        pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = step_no++, .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq,
+                            .n_seqs = n, .max_blocks = mb, .block_tables = bt, .n_out = nt, .out_rows = out_rows, .sample = sp };
+        SITS_CHECK_GOTO(send_plan(r, &pl, &pbuf, &pcap), st, stop);
+        SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, stop);
         steps++;
-        if (cb) cb(cb_ctx, steps, logits, nt, d->v_start, d->v_count);
-        /* the engine is done with out_rows: the sampled tokens go there */
-        SITS_CHECK_GOTO(sits_sample(r->tp, logits, nt, d->v_start, d->v_count, sp, out_rows), st, out);
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            if (!live[i]) continue;
-            len[i]++;
-            next[i] = out_rows[k++];
-            out[i][out_len[i]++] = next[i];
-            generated++;
-            if ((!ignore_eos && is_eos(&r->cfg, next[i])) || out_len[i] >= max_new) live[i] = 0;
-        }
     }
-    double t2 = now_s();
-    if (stats_p) {
+stop:
+    {
+        /* followers leave their loop whatever happened here (a failed collective has aborted the job already) */
+        sits_plan_t stop_pl = { .cmd = SITS_PLAN_STOP };
+        sits_status_t st2 = send_plan(r, &stop_pl, &pbuf, &pcap);
+        if (st == SITS_OK) st = st2;
+    }
+    if (st == SITS_OK && stats_p) {
+        double t2 = now_s();
+        int generated = 0;
+        for (int i = 0; i < n; i++) generated += out_len[i];
         stats_p->n_prompt_tokens = total_prompt;
         stats_p->n_generated = generated;
         stats_p->prefill_s = t1 - t0;
@@ -202,14 +252,14 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
         stats_p->decode_steps = steps;
     }
 out:
-    if (bt) for (int i = 0; i < n; i++) if (nblk && nblk[i]) sits_kv_blocks_release(r->blocks, nblk[i], bt + (size_t)i * mb);
+    if (bt && nblk) for (int i = 0; i < n; i++) if (nblk[i]) sits_kv_blocks_release(r->blocks, nblk[i], bt + (size_t)i * mb);
+    free(pbuf);
     free(tok);
     free(bt);
     free(out_rows);
-    free(next);
+    free(sampled);
     free(live);
     free(nblk);
-    free(len);
     free(sp);
     return st;
 }

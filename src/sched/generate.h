@@ -1,11 +1,13 @@
 /* generate.h -- the offline generation loop: load a model onto this rank (its TP shard), then
  * prefill a set of prompts in one step and decode them together until each stops.
  *
- * Every rank of the TP group calls the same functions with the same arguments (they all see the
- * same prompts and parameters); the sampler leaves every rank with the same tokens, so the loop
- * stays in lockstep without a step-plan broadcast (the server's scheduler adds one). */
-#ifndef SITS_ENGINE_GENERATE_H
-#define SITS_ENGINE_GENERATE_H
+ * Every rank of the TP group calls sits_generate; the TP leader (group rank 0) schedules: it
+ * allocates KV blocks, builds each step's plan (src/sched/plan.h) and broadcasts it; the other
+ * ranks execute the plans they receive until a STOP plan. The sampler leaves the same tokens on
+ * every rank, so every rank returns the same outputs.
+ */
+#ifndef SITS_SCHED_GENERATE_H
+#define SITS_SCHED_GENERATE_H
 
 #include <stdint.h>
 #include "backend/backend.h"

@@ -1,0 +1,140 @@
+/* plan.c -- step plan serialisation; see plan.h for the wire format. */
+#include "sched/plan.h"
+#include "util/log.h"
+
+#include <string.h>
+
+#define SAMPLE_BYTES 32
+
+static uint32_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static void put_u16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
+static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out)
+{
+    return (size_t)(4 * (3 * n_tokens + n_seqs * max_blocks + n_out) + SAMPLE_BYTES * n_out);
+}
+
+size_t sits_plan_size(const sits_plan_t *p)
+{
+    return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out);
+}
+
+static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
+{
+    for (int i = 0; i < n; i++, q += 4) put_u32(q, (uint32_t)a[i]);
+    return q;
+}
+
+sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_t *len_p)
+{
+    if (p->n_tokens < 0 || p->n_seqs < 0 || p->max_blocks < 0 || p->n_out < 0) return SITS_ERR_INVALID;
+    size_t need = sits_plan_size(p);
+    if (cap < need) return SITS_ERR_INVALID;
+    unsigned char *h = buf, *q = h + SITS_PLAN_HEADER_BYTES;
+    q = put_i32s(q, p->tokens, p->n_tokens);
+    q = put_i32s(q, p->pos, p->n_tokens);
+    q = put_i32s(q, p->seq, p->n_tokens);
+    q = put_i32s(q, p->block_tables, p->n_seqs * p->max_blocks);
+    q = put_i32s(q, p->out_rows, p->n_out);
+    for (int i = 0; i < p->n_out; i++, q += SAMPLE_BYTES) {
+        const sits_sample_params_t *s = &p->sample[i];
+        uint32_t t, tp;
+        memcpy(&t, &s->temperature, 4);
+        memcpy(&tp, &s->top_p, 4);
+        put_u32(q, t);
+        put_u32(q + 4, (uint32_t)s->top_k);
+        put_u32(q + 8, tp);
+        put_u32(q + 12, 0);
+        put_u64(q + 16, s->seed);
+        put_u64(q + 24, s->step);
+    }
+    size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
+    put_u32(h, SITS_PLAN_MAGIC);
+    put_u16(h + 4, SITS_PLAN_VERSION);
+    put_u16(h + 6, (uint16_t)p->cmd);
+    put_u64(h + 8, p->step);
+    put_u32(h + 16, (uint32_t)p->n_tokens);
+    put_u32(h + 20, (uint32_t)p->n_seqs);
+    put_u32(h + 24, (uint32_t)p->max_blocks);
+    put_u32(h + 28, (uint32_t)p->n_out);
+    put_u32(h + 32, (uint32_t)body);
+    put_u32(h + 36, fnv1a(h + SITS_PLAN_HEADER_BYTES, body));
+    *len_p = need;
+    return SITS_OK;
+}
+
+sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t *store, int max_out, sits_plan_t *plan_p)
+{
+    const unsigned char *h = buf;
+    if (len < SITS_PLAN_HEADER_BYTES) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan truncated: %zu bytes, header needs %d", len, SITS_PLAN_HEADER_BYTES);
+        return SITS_ERR_FORMAT;
+    }
+    if (get_u32(h) != SITS_PLAN_MAGIC || get_u16(h + 4) != SITS_PLAN_VERSION) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: bad magic or version %u", get_u16(h + 4));
+        return SITS_ERR_FORMAT;
+    }
+    uint16_t cmd = get_u16(h + 6);
+    int32_t nt = (int32_t)get_u32(h + 16), ns = (int32_t)get_u32(h + 20), mb = (int32_t)get_u32(h + 24),
+            no = (int32_t)get_u32(h + 28);
+    if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: unknown command %u", cmd);
+        return SITS_ERR_FORMAT;
+    }
+    if (nt < 0 || ns < 0 || mb < 0 || no < 0 || nt > SITS_PLAN_MAX_ITEMS || ns > SITS_PLAN_MAX_ITEMS ||
+        mb > SITS_PLAN_MAX_ITEMS || no > SITS_PLAN_MAX_ITEMS || (int64_t)ns * mb > SITS_PLAN_MAX_ITEMS || no > max_out) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: counts out of range (tokens %d, seqs %d, blocks %d, outputs %d)", nt, ns, mb, no);
+        return SITS_ERR_FORMAT;
+    }
+    size_t body = body_size(nt, ns, mb, no);
+    if (get_u32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say %zu", len, SITS_PLAN_HEADER_BYTES + body);
+        return SITS_ERR_FORMAT;
+    }
+    const unsigned char *q = h + SITS_PLAN_HEADER_BYTES;
+    if (fnv1a(q, body) != get_u32(h + 36)) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: checksum mismatch");
+        return SITS_ERR_FORMAT;
+    }
+    sits_plan_t p = { .cmd = (sits_plan_cmd_t)cmd, .step = get_u64(h + 8), .n_tokens = nt, .n_seqs = ns, .max_blocks = mb,
+                      .n_out = no };
+    /* arrays are 4-byte aligned when buf is (the broadcast buffer is malloc'ed) */
+    p.tokens = (const int32_t *)q;
+    p.pos = p.tokens + nt;
+    p.seq = p.pos + nt;
+    p.block_tables = p.seq + nt;
+    p.out_rows = p.block_tables + (size_t)ns * mb;
+    const unsigned char *s = (const unsigned char *)(p.out_rows + no);
+    for (int i = 0; i < no; i++, s += SAMPLE_BYTES) {
+        uint32_t t = get_u32(s), tp = get_u32(s + 8);
+        memcpy(&store[i].temperature, &t, 4);
+        store[i].top_k = (int32_t)get_u32(s + 4);
+        memcpy(&store[i].top_p, &tp, 4);
+        store[i].seed = get_u64(s + 16);
+        store[i].step = get_u64(s + 24);
+    }
+    p.sample = store;
+    for (int i = 0; i < nt; i++)
+        if (p.seq[i] < 0 || p.seq[i] >= ns) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: token %d names sequence %d of %d", i, p.seq[i], ns);
+            return SITS_ERR_FORMAT;
+        }
+    for (int i = 0; i < no; i++)
+        if (p.out_rows[i] < 0 || p.out_rows[i] >= nt) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: output row %d out of range", p.out_rows[i]);
+            return SITS_ERR_FORMAT;
+        }
+    *plan_p = p;
+    return SITS_OK;
+}

@@ -1,0 +1,51 @@
+/* plan.h -- the step plan: what every rank of a TP group runs in one step, serialised by the
+ * leader and broadcast over the group's control communicator.
+ *
+ * Wire format (version 1, little-endian, 4-byte aligned, no padding between arrays):
+ *   u32 magic "SITP" | u16 version | u16 cmd | u64 step | i32 n_tokens | i32 n_seqs |
+ *   i32 max_blocks | i32 n_out | u32 body_bytes | u32 checksum (FNV-1a of the body)
+ *   body: tokens[n_tokens] pos[n_tokens] seq[n_tokens]          (i32)
+ *         block_tables[n_seqs * max_blocks]                      (i32)
+ *         out_rows[n_out]                                        (i32)
+ *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step }
+ * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
+ * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
+ * match the counts, a bad checksum, a truncated buffer. */
+#ifndef SITS_SCHED_PLAN_H
+#define SITS_SCHED_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/sample.h"
+#include "util/status.h"
+
+#define SITS_PLAN_MAGIC 0x50544953u  /* "SITP" little-endian */
+#define SITS_PLAN_VERSION 1
+#define SITS_PLAN_HEADER_BYTES 40
+#define SITS_PLAN_MAX_ITEMS (1 << 24)
+
+typedef enum {
+    SITS_PLAN_STEP = 1,   /* run the forward pass and sample */
+    SITS_PLAN_STOP = 2    /* leave the worker loop */
+} sits_plan_cmd_t;
+
+typedef struct {
+    sits_plan_cmd_t cmd;
+    uint64_t step;
+    int n_tokens, n_seqs, max_blocks, n_out;
+    const int32_t *tokens, *pos, *seq;  /* [n_tokens] */
+    const int32_t *block_tables;        /* [n_seqs * max_blocks] */
+    const int32_t *out_rows;            /* [n_out] */
+    const sits_sample_params_t *sample; /* [n_out]; parse: copied into the plan's own storage */
+} sits_plan_t;
+
+/* Bytes of the serialised plan. */
+size_t sits_plan_size(const sits_plan_t *plan);
+/* Serialise into buf (at least sits_plan_size bytes). */
+sits_status_t sits_plan_write(const sits_plan_t *plan, void *buf, size_t cap, size_t *len_p);
+/* Parse buf[len]; the plan's arrays point into buf, sample params into sample_store[n_out]
+ * (caller-provided, at least max_out entries). */
+sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t *sample_store, int max_out,
+                              sits_plan_t *plan_p);
+
+#endif

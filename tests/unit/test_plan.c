@@ -1,0 +1,121 @@
+/* test_plan.c -- step plan serialisation (src/sched/plan.c): round trip, and refusal of every
+ * truncation and of corrupted headers/bodies. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "sched/plan.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static sits_plan_t make_plan(int32_t *a, sits_sample_params_t *sp)
+{
+    /* 5 tokens of 2 sequences, 3 blocks each, 2 outputs */
+    for (int i = 0; i < 5; i++) { a[i] = 100 + i; a[5 + i] = i; a[10 + i] = i < 3 ? 0 : 1; }
+    for (int i = 0; i < 6; i++) a[15 + i] = 7 * i;
+    a[21] = 2; a[22] = 4;
+    sp[0] = (sits_sample_params_t){ .temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 0x1234567890abcdefull, .step = 3 };
+    sp[1] = (sits_sample_params_t){ .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1, .step = 0 };
+    return (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = 42, .n_tokens = 5, .tokens = a, .pos = a + 5, .seq = a + 10,
+                          .n_seqs = 2, .max_blocks = 3, .block_tables = a + 15, .n_out = 2, .out_rows = a + 21, .sample = sp };
+}
+
+static void test_round_trip(void **state)
+{
+    int32_t a[32];
+    sits_sample_params_t sp[2], store[8];
+    sits_plan_t p = make_plan(a, sp), q;
+    size_t len = 0, need = sits_plan_size(&p);
+    unsigned char *buf = malloc(need);
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(len, need);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
+    assert_int_equal(q.cmd, SITS_PLAN_STEP);
+    assert_int_equal(q.step, 42);
+    assert_int_equal(q.n_tokens, 5);
+    assert_int_equal(q.n_seqs, 2);
+    assert_int_equal(q.max_blocks, 3);
+    assert_int_equal(q.n_out, 2);
+    assert_memory_equal(q.tokens, p.tokens, 5 * 4);
+    assert_memory_equal(q.pos, p.pos, 5 * 4);
+    assert_memory_equal(q.seq, p.seq, 5 * 4);
+    assert_memory_equal(q.block_tables, p.block_tables, 6 * 4);
+    assert_memory_equal(q.out_rows, p.out_rows, 2 * 4);
+    for (int i = 0; i < 2; i++) {
+        assert_true(q.sample[i].temperature == sp[i].temperature);
+        assert_int_equal(q.sample[i].top_k, sp[i].top_k);
+        assert_true(q.sample[i].top_p == sp[i].top_p);
+        assert_true(q.sample[i].seed == sp[i].seed);
+        assert_true(q.sample[i].step == sp[i].step);
+    }
+    /* too small an output buffer is refused */
+    assert_int_equal(sits_plan_write(&p, buf, need - 1, &len), SITS_ERR_INVALID);
+    /* a stop plan carries nothing */
+    sits_plan_t stop = { .cmd = SITS_PLAN_STOP };
+    assert_int_equal(sits_plan_write(&stop, buf, need, &len), SITS_OK);
+    assert_int_equal(len, SITS_PLAN_HEADER_BYTES);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
+    assert_int_equal(q.cmd, SITS_PLAN_STOP);
+    free(buf);
+}
+
+static void test_truncated(void **state)
+{
+    int32_t a[32];
+    sits_sample_params_t sp[2], store[8];
+    sits_plan_t p = make_plan(a, sp), q;
+    size_t len = 0, need = sits_plan_size(&p);
+    unsigned char *buf = malloc(need);
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *copy = malloc(cut ? cut : 1);
+        memcpy(copy, buf, cut);
+        if (sits_plan_parse(copy, cut, store, 8, &q) != SITS_ERR_FORMAT) fail_msg("truncated to %zu bytes: accepted", cut);
+        free(copy);
+    }
+    free(buf);
+}
+
+static void test_corrupt(void **state)
+{
+    int32_t a[32];
+    sits_sample_params_t sp[2], store[8];
+    sits_plan_t p = make_plan(a, sp), q;
+    size_t len = 0, need = sits_plan_size(&p);
+    unsigned char *buf = malloc(need), *c = malloc(need);
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    /* every single-byte change is refused (header fields are checked, the body is checksummed) */
+    for (size_t i = 0; i < len; i++) {
+        if (i >= 8 && i < 16) continue; /* the step counter is free-form */
+        memcpy(c, buf, len);
+        c[i] ^= 0x5a;
+        if (sits_plan_parse(c, len, store, 8, &q) == SITS_OK) fail_msg("byte %zu flipped: accepted", i);
+    }
+    /* more outputs than the caller can hold */
+    assert_int_equal(sits_plan_parse(buf, len, store, 1, &q), SITS_ERR_FORMAT);
+    /* a consistent plan whose token names a sequence that does not exist */
+    a[12] = 5;
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_ERR_FORMAT);
+    a[12] = 0;
+    a[21] = 9; /* output row past the tokens */
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_ERR_FORMAT);
+    free(buf);
+    free(c);
+}
+
+int main(void)
+{
+    sits_log_init(0);
+    sits_log_set_level(SITS_LOG_NONE);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_corrupt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
