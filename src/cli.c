@@ -10,6 +10,7 @@
 #include "util/check.h"
 #include "util/log.h"
 #include "util/params.h"
+#include "topology/topology.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -99,17 +100,6 @@ static sits_status_t agree(sits_status_t mine, const char *what, double timeout_
     return SITS_OK;
 }
 
-static int local_size(void)
-{
-    MPI_Comm node;
-    int n = 1;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_size(node, &n);
-        MPI_Comm_free(&node);
-    }
-    return n;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -117,33 +107,68 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static sits_status_t make_backend(const sits_config_t *cfg, int local_n, sits_backend_t **be_p)
+/* The backend of this rank: its GPU from the placement, or the CPU with the cores it was bound to. */
+static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement_t *pl, int bound_cores,
+                                  sits_backend_t **be_p)
 {
     const char *dev = cfg->device ? cfg->device : "auto";
+    const sits_topo_rank_t *me = &pl->ranks[pl->self];
     int n_gpu = sits_backend_cuda_device_count();
     if (!strcmp(dev, "cuda") || (!strcmp(dev, "auto") && n_gpu > 0)) {
-        int lrank = 0;
-        MPI_Comm node;
-        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-            MPI_Comm_rank(node, &lrank);
-            MPI_Comm_free(&node);
+        if (me->gpu < 0 || me->gpu >= n_gpu) {
+            SITS_ERROR(SITS_SUB_INIT, "rank %d has no GPU (%d usable on its node, %d local ranks)", pl->self, n_gpu,
+                       me->local_size);
+            return SITS_ERR_INVALID;
         }
-        sits_backend_params_t bp = { .device = n_gpu > 0 ? lrank % n_gpu : 0 };
+        sits_backend_params_t bp = { .device = me->gpu };
         return sits_backend_cuda_create(&bp, be_p);
     }
     if (strcmp(dev, "cpu") && strcmp(dev, "auto")) {
         SITS_ERROR(SITS_SUB_INIT, "unknown --device '%s' (auto, cpu or cuda)", dev);
         return SITS_ERR_INVALID;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = (int)cfg->threads;
-    if (threads <= 0) threads = cores > 0 ? (int)(cores / local_n) : 1;
+    if (threads <= 0) threads = bound_cores > 0 ? bound_cores : me->n_cores;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (int)(cores / (me->local_size > 0 ? me->local_size : 1)) : 1;
+    }
     if (threads < 1) threads = 1;
     sits_backend_params_t bp = { .threads = threads };
     return sits_backend_cpu_create(&bp, be_p);
 }
 
-static int run_offline(const sits_config_t *cfg, int rank, int world)
+/* Topology, placement, binding and the TP communicator of this rank. */
+typedef struct {
+    sits_topo_t *topo;
+    sits_placement_t *pl;
+    int bound_cores;
+    MPI_Comm tp_mpi;
+} sits_layout_t;
+
+static void layout_fini(sits_layout_t *L)
+{
+    if (L->tp_mpi != MPI_COMM_NULL) MPI_Comm_free(&L->tp_mpi);
+    sits_topo_placement_destroy(L->pl);
+    sits_topo_destroy(L->topo);
+}
+
+static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
+{
+    memset(L, 0, sizeof *L);
+    L->tp_mpi = MPI_COMM_NULL;
+    sits_status_t st = sits_topo_discover(cfg->topology_xml, &L->topo);
+    if (agree(st, "topology discovery", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
+    st = sits_topo_place(MPI_COMM_WORLD, L->topo, (int)cfg->tp, (int)cfg->pp, (int)cfg->dp, &L->pl);
+    if (agree(st, "rank placement", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
+    if (cfg->bind && !cfg->topology) sits_topo_bind(L->topo, L->pl, &L->bound_cores);
+    int color = 0, key = 0;
+    sits_topo_group_of(L->pl, SITS_TOPO_GROUP_TP, L->pl->self, &color, &key, NULL);
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &L->tp_mpi) != MPI_SUCCESS) return SITS_ERR_MPI;
+    return SITS_OK;
+}
+
+static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int rank, int world)
 {
     int rc = 1;
     sits_status_t st = SITS_OK;
@@ -165,8 +190,8 @@ static int run_offline(const sits_config_t *cfg, int rank, int world)
             fprintf(stderr, "sits-dist: need --max-tokens >= 1, --batch >= 1, --temperature >= 0, 0 < --top-p <= 1\n");
         return EXIT_USAGE;
     }
-    if (cfg->tp > 0 && cfg->tp != world) {
-        if (rank == 0) fprintf(stderr, "sits-dist: --tp %lld but the job has %d ranks (pp/dp come later)\n", (long long)cfg->tp, world);
+    if (L->pl->pp > 1 || L->pl->dp > 1) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
         return EXIT_USAGE;
     }
     if (parse_ids(cfg->prompt_ids, &ids, &n_ids) != SITS_OK) return EXIT_USAGE;
@@ -178,8 +203,8 @@ static int run_offline(const sits_config_t *cfg, int rank, int world)
         free(ids);
         return EXIT_USAGE;
     }
-    st = make_backend(cfg, local_size(), &be);
-    if (st == SITS_OK) st = sits_comm_mpi_create(MPI_COMM_WORLD, cfg->step_timeout, &tp);
+    st = make_backend(cfg, L->pl, L->bound_cores, &be);
+    if (st == SITS_OK) st = sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, &tp);
     if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
 
     uint64_t seed = (uint64_t)cfg->seed;
@@ -285,11 +310,20 @@ int sits_cli_main(int argc, char **argv)
     if (print_config) {
         if (rank == 0) sits_config_print(&cfg, stdout);
         rc = 0;
-    } else if (!cfg.model) {
+    } else if (!cfg.model && !cfg.topology) {
         if (rank == 0) fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
         rc = EXIT_USAGE;
     } else {
-        rc = run_offline(&cfg, rank, world);
+        sits_layout_t L;
+        sits_status_t st = layout_init(&cfg, &L);
+        if (st != SITS_OK) rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
+        else if (cfg.topology) {
+            rc = sits_topo_report(MPI_COMM_WORLD, L.topo, L.pl, !strcmp(cfg.topology, "json"), stdout) == SITS_OK ? 0 : 1;
+            if (rank == 0) fflush(stdout);
+        } else {
+            rc = run_offline(&cfg, &L, rank, world);
+        }
+        layout_fini(&L);
     }
     sits_config_free(&cfg);
     MPI_Finalize();

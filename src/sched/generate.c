@@ -1,6 +1,6 @@
 /* generate.c -- model loading onto one rank and the offline prefill + decode loop. */
 #include "sched/generate.h"
-#include "sched/plan.h"
+#include "sched/worker.h"
 #include "util/log.h"
 
 #include <stdlib.h>
@@ -67,55 +67,13 @@ static int is_eos(const sits_model_config_t *c, int32_t id)
     return 0;
 }
 
-/* Run one plan on this rank: forward, sample, append each output's token to its sequence. */
-static sits_status_t exec_plan(sits_runner_t *r, const sits_plan_t *pl, int32_t *tokens, int32_t **out, int *out_len,
-                               sits_logits_cb_t cb, void *cb_ctx)
+/* Append each output's sampled token to its sequence. */
+static void append_outputs(const sits_plan_t *pl, const int32_t *tokens, int32_t **out, int *out_len)
 {
-    const sits_shard_dims_t *d = &r->w->dims;
-    const float *logits = NULL;
-    sits_batch_t b = { .n_tokens = pl->n_tokens, .tokens = pl->tokens, .pos = pl->pos, .seq = pl->seq, .n_seqs = pl->n_seqs,
-                       .block_tables = pl->block_tables, .n_out = pl->n_out, .out_rows = pl->out_rows };
-    SITS_CHECK(sits_engine_forward(r->engine, &b, &logits));
-    if (pl->n_out == 0) return SITS_OK;
-    if (cb) cb(cb_ctx, (int)pl->step, logits, pl->n_out, d->v_start, d->v_count);
-    SITS_CHECK(sits_sample(r->tp, logits, pl->n_out, d->v_start, d->v_count, pl->sample, tokens));
     for (int i = 0; i < pl->n_out; i++) {
         int s = pl->seq[pl->out_rows[i]];
         out[s][out_len[s]++] = tokens[i];
     }
-    return SITS_OK;
-}
-
-/* Leader: serialise and broadcast a plan (length, then bytes); every rank then executes it. */
-static sits_status_t send_plan(sits_runner_t *r, const sits_plan_t *pl, unsigned char **buf, size_t *cap)
-{
-    size_t need = sits_plan_size(pl), len = 0;
-    if (need > *cap) {
-        unsigned char *nb = realloc(*buf, need);
-        if (!nb) return SITS_ERR_NOMEM;
-        *buf = nb;
-        *cap = need;
-    }
-    SITS_CHECK(sits_plan_write(pl, *buf, *cap, &len));
-    uint64_t n = len;
-    SITS_CHECK(r->tp->ops->bcast(r->tp, &n, sizeof n, 0));
-    return r->tp->ops->bcast(r->tp, *buf, len, 0);
-}
-
-static sits_status_t recv_plan(sits_runner_t *r, unsigned char **buf, size_t *cap, sits_sample_params_t *store,
-                               sits_plan_t *pl)
-{
-    uint64_t n = 0;
-    SITS_CHECK(r->tp->ops->bcast(r->tp, &n, sizeof n, 0));
-    if (n > ((size_t)1 << 31)) return SITS_ERR_FORMAT;
-    if (n > *cap) {
-        unsigned char *nb = realloc(*buf, n);
-        if (!nb) return SITS_ERR_NOMEM;
-        *buf = nb;
-        *cap = n;
-    }
-    SITS_CHECK(r->tp->ops->bcast(r->tp, *buf, n, 0));
-    return sits_plan_parse(*buf, n, store, r->ep.max_seqs, pl);
 }
 
 sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *prompts, const int *prompt_len, int max_new,
@@ -150,14 +108,14 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
     }
     int mb = ep->max_blocks_per_seq, bs = ep->block_size;
     int cap = total_prompt > n ? total_prompt : n;
-    unsigned char *pbuf = NULL;
-    size_t pcap = 0;
+    sits_worker_t wk = { 0 };
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap * 3), *pos = tok ? tok + cap : NULL, *seq = pos ? pos + cap : NULL;
     int32_t *bt = calloc((size_t)n * mb, sizeof(int32_t));
-    int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)n), *sampled = malloc(sizeof(int32_t) * (size_t)ep->max_seqs);
+    int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)n);
     int *live = calloc((size_t)n, sizeof(int)), *nblk = calloc((size_t)n, sizeof(int));
     sits_sample_params_t *sp = malloc(sizeof *sp * (size_t)ep->max_seqs);
-    if (!tok || !bt || !out_rows || !sampled || !live || !nblk || !sp) { st = SITS_ERR_NOMEM; goto out; }
+    if (!tok || !bt || !out_rows || !live || !nblk || !sp) { st = SITS_ERR_NOMEM; goto out; }
+    SITS_CHECK_GOTO(sits_worker_init(&wk, ep->max_seqs), st, out);
     double t0 = now_s(), t1 = t0;
     int steps = 0;
     uint64_t step_no = 0;
@@ -165,9 +123,10 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
     if (!leader) {
         /* follower: execute the leader's plans until it says stop */
         for (;;) {
-            SITS_CHECK_GOTO(recv_plan(r, &pbuf, &pcap, sp, &pl), st, out);
+            SITS_CHECK_GOTO(sits_worker_recv(r, &wk, 0, &pl), st, out);
             if (pl.cmd == SITS_PLAN_STOP) break;
-            SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, out);
+            SITS_CHECK_GOTO(sits_worker_exec(r, &wk, &pl, cb, cb_ctx), st, out);
+            append_outputs(&pl, wk.tokens, out, out_len);
         }
         goto out;
     }
@@ -202,8 +161,9 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
         }
         pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = step_no++, .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq,
                             .n_seqs = n, .max_blocks = mb, .block_tables = bt, .n_out = no, .out_rows = out_rows, .sample = sp };
-        SITS_CHECK_GOTO(send_plan(r, &pl, &pbuf, &pcap), st, stop);
-        SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, stop);
+        SITS_CHECK_GOTO(sits_worker_send(r, &wk, &pl), st, stop);
+        SITS_CHECK_GOTO(sits_worker_exec(r, &wk, &pl, cb, cb_ctx), st, stop);
+        append_outputs(&pl, wk.tokens, out, out_len);
     }
     t1 = now_s();
     /* decode: one token per live sequence per step */
@@ -230,15 +190,16 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
         if (nt == 0) break;
         pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = step_no++, .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seq,
                             .n_seqs = n, .max_blocks = mb, .block_tables = bt, .n_out = nt, .out_rows = out_rows, .sample = sp };
-        SITS_CHECK_GOTO(send_plan(r, &pl, &pbuf, &pcap), st, stop);
-        SITS_CHECK_GOTO(exec_plan(r, &pl, sampled, out, out_len, cb, cb_ctx), st, stop);
+        SITS_CHECK_GOTO(sits_worker_send(r, &wk, &pl), st, stop);
+        SITS_CHECK_GOTO(sits_worker_exec(r, &wk, &pl, cb, cb_ctx), st, stop);
+        append_outputs(&pl, wk.tokens, out, out_len);
         steps++;
     }
 stop:
     {
         /* followers leave their loop whatever happened here (a failed collective has aborted the job already) */
         sits_plan_t stop_pl = { .cmd = SITS_PLAN_STOP };
-        sits_status_t st2 = send_plan(r, &stop_pl, &pbuf, &pcap);
+        sits_status_t st2 = sits_worker_send(r, &wk, &stop_pl);
         if (st == SITS_OK) st = st2;
     }
     if (st == SITS_OK && stats_p) {
@@ -253,11 +214,10 @@ stop:
     }
 out:
     if (bt && nblk) for (int i = 0; i < n; i++) if (nblk[i]) sits_kv_blocks_release(r->blocks, nblk[i], bt + (size_t)i * mb);
-    free(pbuf);
+    sits_worker_fini(&wk);
     free(tok);
     free(bt);
     free(out_rows);
-    free(sampled);
     free(live);
     free(nblk);
     free(sp);

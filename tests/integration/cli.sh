@@ -55,4 +55,10 @@ s5=$("$SITS" "${args[@]}" 2>/dev/null)
 # tp that cannot split the heads is refused on every rank, with the reason
 timeout 60 $SITS_MPIRUN -np 3 "$SITS" --model "$FIX/llama3" --prompt-ids 1 > /dev/null 2> "$tmp/e"; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "does not divide num_attention_heads" "$tmp/e" && ok "tp 3 refused" || bad "tp 3 (rc $rc)"
+# --topology: the map of this machine and of the committed 8-GPU machine
+"$SITS" --topology > "$tmp/t" 2>&1 && grep -q "^rank 0: host" "$tmp/t" && grep -q "^tp groups (1): \[0\]" "$tmp/t" && ok "--topology" || { bad "--topology"; cat "$tmp/t"; }
+timeout 60 $SITS_MPIRUN -np 4 "$SITS" --topology=json --topology-xml "$top_srcdir/tests/topology/dgx8.xml" --tp 2 --dp 2 > "$tmp/t" 2>&1
+grep -q '"world_size": *4' "$tmp/t" && grep -q '"gpu": *3' "$tmp/t" && ok "--topology=json on dgx8 (tp 2 dp 2)" || { bad "--topology=json"; head -20 "$tmp/t"; }
+timeout 60 $SITS_MPIRUN -np 2 "$SITS" --model "$FIX/llama3" --prompt-ids 1 --tp 4 > /dev/null 2> "$tmp/e"; rc=$?
+[ $rc -eq 2 ] && ok "--tp 4 on 2 ranks refused" || { bad "--tp 4 on 2 ranks (rc $rc)"; cat "$tmp/e"; }
 finish

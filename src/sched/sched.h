@@ -1,0 +1,66 @@
+/* sched.h -- the leader's continuous-batching scheduler, as the HTTP front-end sees it.
+ *
+ * The scheduler runs on the leader's main thread (it drives every rank of the TP group with step
+ * plans). HTTP threads talk to it only through the functions of sits_sched_api_t, which are
+ * thread-safe: they submit a request, then wait for its tokens, and cancel or release it.
+ * The server is given the api table and an opaque scheduler pointer so that its tests can run
+ * against a fake scheduler.
+ *
+ * Request lifetime: submit -> (tokens delivered by next()) -> finish reason -> release. A request
+ * the client abandons is cancelled (its KV blocks are freed at the next step) and released. */
+#ifndef SITS_SCHED_SCHED_H
+#define SITS_SCHED_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/sample.h"
+#include "util/status.h"
+
+typedef enum {
+    SITS_FINISH_NONE = 0,    /* still running */
+    SITS_FINISH_STOP,        /* an eos / stop id was generated (it is delivered as the last token) */
+    SITS_FINISH_LENGTH,      /* max_tokens reached, or the model's context length */
+    SITS_FINISH_CANCELLED,   /* cancelled by the client side or by shutdown */
+    SITS_FINISH_ERROR        /* the engine failed; the request's output is incomplete */
+} sits_finish_t;
+
+typedef struct {
+    const int32_t *prompt;       /* copied by submit */
+    int n_prompt;
+    int max_tokens;              /* >= 1; submit clamps nothing: the server validates */
+    sits_sample_params_t sample; /* step is ignored; seed is set by the server */
+    int ignore_eos;
+    const int32_t *stop_ids;     /* extra ids that end generation (besides the model's eos ids); copied */
+    int n_stop_ids;
+} sits_req_params_t;
+
+typedef struct sits_req sits_req_t;
+
+typedef struct {
+    /* gauges */
+    int running, waiting, swapped;
+    int kv_blocks_total, kv_blocks_free;
+    int max_model_len;
+    /* counters since start */
+    uint64_t preemptions;
+    uint64_t steps;
+    uint64_t prompt_tokens, generation_tokens;
+    double step_seconds_sum;               /* total time in steps */
+    uint64_t step_hist[12];                /* steps by duration: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
+} sits_sched_stats_t;
+
+typedef struct sits_sched_api {
+    /* SITS_ERR_BUSY: too many waiting requests (answer 429/503 with Retry-After);
+     * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err). */
+    sits_status_t (*submit)(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len);
+    /* Waits up to timeout_ms for new tokens; copies up to cap of them into tokens and returns how many.
+     * *finish_p becomes non-NONE once the request has finished and every token was delivered. */
+    int (*next)(sits_req_t *req, int32_t *tokens, int cap, sits_finish_t *finish_p, int timeout_ms);
+    void (*cancel)(sits_req_t *req);
+    void (*release)(sits_req_t *req);
+    void (*stats)(void *sched, sits_sched_stats_t *stats_p);
+} sits_sched_api_t;
+
+extern const sits_sched_api_t sits_sched_api;
+
+#endif

@@ -1,0 +1,95 @@
+/* worker.c -- plan broadcast and execution on every rank; see worker.h. */
+#include "sched/worker.h"
+#include "util/check.h"
+
+#include <stdlib.h>
+
+sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
+{
+    w->buf = NULL;
+    w->cap = 0;
+    w->store = malloc(sizeof *w->store * (size_t)max_seqs);
+    w->tokens = malloc(sizeof *w->tokens * (size_t)max_seqs);
+    if (!w->store || !w->tokens) {
+        sits_worker_fini(w);
+        return SITS_ERR_NOMEM;
+    }
+    return SITS_OK;
+}
+
+void sits_worker_fini(sits_worker_t *w)
+{
+    free(w->buf);
+    free(w->store);
+    free(w->tokens);
+    w->buf = NULL;
+    w->store = NULL;
+    w->tokens = NULL;
+}
+
+static sits_status_t grow(sits_worker_t *w, size_t need)
+{
+    if (need <= w->cap) return SITS_OK;
+    unsigned char *nb = realloc(w->buf, need);
+    if (!nb) return SITS_ERR_NOMEM;
+    w->buf = nb;
+    w->cap = need;
+    return SITS_OK;
+}
+
+static sits_status_t bcast(sits_comm_t *c, void *buf, size_t n, double timeout_s)
+{
+    if (c->size == 1) return SITS_OK;
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, c->mpi, &req));
+    return sits_comm_mpi_wait(&req, timeout_s, "step plan broadcast", c->mpi);
+}
+
+sits_status_t sits_worker_send(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
+{
+    size_t len = 0;
+    SITS_CHECK(grow(w, sits_plan_size(plan)));
+    SITS_CHECK(sits_plan_write(plan, w->buf, w->cap, &len));
+    uint64_t n = len;
+    SITS_CHECK(bcast(r->tp, &n, sizeof n, r->tp->timeout_s));
+    return bcast(r->tp, w->buf, len, r->tp->timeout_s);
+}
+
+sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_forever, sits_plan_t *plan_p)
+{
+    uint64_t n = 0;
+    SITS_CHECK(bcast(r->tp, &n, sizeof n, wait_forever ? 0.0 : r->tp->timeout_s));
+    if (n > ((uint64_t)1 << 31)) return SITS_ERR_FORMAT;
+    SITS_CHECK(grow(w, (size_t)n));
+    SITS_CHECK(bcast(r->tp, w->buf, (size_t)n, r->tp->timeout_s));
+    return sits_plan_parse(w->buf, (size_t)n, w->store, r->ep.max_seqs, plan_p);
+}
+
+sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
+{
+    const sits_shard_dims_t *d = &r->w->dims;
+    const float *logits = NULL;
+    sits_batch_t b = { .n_tokens = plan->n_tokens, .tokens = plan->tokens, .pos = plan->pos, .seq = plan->seq,
+                       .n_seqs = plan->n_seqs, .block_tables = plan->block_tables, .n_out = plan->n_out,
+                       .out_rows = plan->out_rows };
+    SITS_CHECK(sits_engine_forward(r->engine, &b, &logits));
+    if (plan->n_out == 0) return SITS_OK;
+    if (cb) cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
+    return sits_sample(r->tp, logits, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens);
+}
+
+sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)
+{
+    sits_worker_t w;
+    sits_plan_t plan;
+    SITS_CHECK(sits_worker_init(&w, r->ep.max_seqs));
+    sits_status_t st;
+    for (;;) {
+        st = sits_worker_recv(r, &w, wait_forever, &plan);
+        if (st != SITS_OK || plan.cmd == SITS_PLAN_STOP) break;
+        st = sits_worker_exec(r, &w, &plan, NULL, NULL);
+        if (st != SITS_OK) break;
+    }
+    sits_worker_fini(&w);
+    return st;
+}
