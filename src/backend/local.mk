@@ -1,1 +1,13 @@
-# src/backend: (sources added by its issue)
+# src/backend: the backend vtable, the cpu reference backend and the CUDA backend (kernels/ holds
+# its .cu files). Without CUDA, cuda_stub.c provides sits_backend_cuda_create/_device_count.
+libsits_a_SOURCES += src/backend/backend.h src/backend/cpu.c
+if HAVE_CUDA
+libsits_a_SOURCES += src/backend/cuda.c src/backend/cuda_check.h
+else
+libsits_a_SOURCES += src/backend/cuda_stub.c
+endif
+
+# Op parity: every op on the cpu and cuda backends (skips with 77 where no GPU is usable).
+check_PROGRAMS += tests/gpu/test_op_parity
+TESTS += tests/gpu/test_op_parity
+tests_gpu_test_op_parity_SOURCES = tests/gpu/test_op_parity.c

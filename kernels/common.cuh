@@ -1,0 +1,109 @@
+/* common.cuh -- device helpers shared by kernels/*.cu: bf16 <-> fp32, 8-wide (16-byte) bf16
+ * loads/stores, warp and block sums, row copies. Device code and tiny launch helpers only.
+ * Vector width V is 8 (one uint4 = 8 bf16, needs 16-byte alignment and a multiple of 8 elements)
+ * or 1 (any size, any alignment); launchers pick it with sits_k_vec8_ok(). */
+#ifndef SITS_KERNELS_COMMON_CUH
+#define SITS_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/sits_kernels.h"
+
+/* Status of the launch just enqueued (launch errors: bad configuration, no kernel image...). */
+#define SITS_K_LAUNCH_STATUS() (cudaGetLastError() == cudaSuccess ? SITS_OK : SITS_ERR_CUDA)
+
+static __host__ __device__ __forceinline__ bool sits_k_aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* True when rows of n elements at p (and at every multiple of stride) can move in uint4s. */
+static inline bool sits_k_vec8_ok(const void *p, long long n, long long stride)
+{
+    return sits_k_aligned16(p) && n % 8 == 0 && stride % 8 == 0;
+}
+
+static __device__ __forceinline__ float sits_k_bf2f(sits_bf16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+static __device__ __forceinline__ sits_bf16_t sits_k_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+
+/* V consecutive bf16 at p <-> fp32 f[V]. */
+template <int V> static __device__ __forceinline__ void sits_k_load(const sits_bf16_t *p, float (&f)[V]);
+template <int V> static __device__ __forceinline__ void sits_k_store(sits_bf16_t *p, const float (&f)[V]);
+
+template <> __device__ __forceinline__ void sits_k_load<1>(const sits_bf16_t *p, float (&f)[1]) { f[0] = sits_k_bf2f(*p); }
+template <> __device__ __forceinline__ void sits_k_store<1>(sits_bf16_t *p, const float (&f)[1]) { *p = sits_k_f2bf(f[0]); }
+
+template <> __device__ __forceinline__ void sits_k_load<8>(const sits_bf16_t *p, float (&f)[8])
+{
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float2 t = __bfloat1622float2(h[k]);
+        f[2 * k] = t.x;
+        f[2 * k + 1] = t.y;
+    }
+}
+
+template <> __device__ __forceinline__ void sits_k_store<8>(sits_bf16_t *p, const float (&f)[8])
+{
+    uint4 u;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+
+static __device__ __forceinline__ float sits_k_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the total.
+ * Call at most once per kernel (the scratch is not re-synchronised for reuse). */
+static __device__ __forceinline__ float sits_k_block_sum(float v)
+{
+    __shared__ float red[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = sits_k_warp_sum(v);
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? red[lane] : 0.0f;
+    return sits_k_warp_sum(v);
+}
+
+/* dst[0..n) = src[0..n) by the whole block; V = 8 moves uint4s (n % 8 == 0, both 16-byte aligned). */
+template <int V> static __device__ __forceinline__ void sits_k_copy_row(sits_bf16_t *dst, const sits_bf16_t *src, int n)
+{
+    if (V == 8) {
+        const uint4 *s = reinterpret_cast<const uint4 *>(src);
+        uint4 *d = reinterpret_cast<uint4 *>(dst);
+        for (int i = threadIdx.x; i < n / 8; i += blockDim.x) d[i] = s[i];
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+    }
+}
+
+template <int V> static __device__ __forceinline__ void sits_k_zero_row(sits_bf16_t *dst, int n)
+{
+    if (V == 8) {
+        uint4 *d = reinterpret_cast<uint4 *>(dst);
+        for (int i = threadIdx.x; i < n / 8; i += blockDim.x) d[i] = make_uint4(0, 0, 0, 0);
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = 0;
+    }
+}
+
+/* Threads for a row kernel with `work` items per row: a multiple of 32 in [32, max_threads]. */
+static inline int sits_k_row_threads(long long work, int max_threads)
+{
+    long long t = (work + 31) / 32 * 32;
+    if (t < 32) t = 32;
+    if (t > max_threads) t = max_threads;
+    return (int)t;
+}
+
+#endif

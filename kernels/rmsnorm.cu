@@ -1,0 +1,89 @@
+/* rmsnorm.cu -- RMSNorm and the fused residual-add + RMSNorm between sublayers.
+ * x, out, residual: [n, dim] bf16; w: [dim] bf16. out = x / sqrt(mean(x^2) + eps) * w, with the
+ * sum of squares and the scaling in fp32. One block per row; each thread owns the same element
+ * groups in both passes, so out may alias x (and the fused form rereads its own residual writes). */
+#include "kernels/common.cuh"
+
+template <int V>
+static __global__ void rmsnorm_kernel(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int dim, float eps)
+{
+    size_t row = blockIdx.x;
+    const sits_bf16_t *xr = x + row * dim;
+    sits_bf16_t *orow = out + row * dim;
+    int n_groups = dim / V;
+    float ss = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) ss += f[k] * f[k];
+    }
+    ss = sits_k_block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V], wf[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+        sits_k_load<V>(w + (size_t)g * V, wf);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = wf[k] * (f[k] * inv);
+        sits_k_store<V>(orow + (size_t)g * V, f);
+    }
+}
+
+template <int V>
+static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const sits_bf16_t *w,
+                                          int dim, float eps)
+{
+    size_t row = blockIdx.x;
+    sits_bf16_t *rr = residual + row * dim;
+    const sits_bf16_t *xr = x + row * dim;
+    sits_bf16_t *orow = out + row * dim;
+    int n_groups = dim / V;
+    float ss = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float r[V], f[V];
+        sits_k_load<V>(rr + (size_t)g * V, r);
+        sits_k_load<V>(xr + (size_t)g * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            /* Normalise the residual as stored (bf16), which is what the next sublayer adds to. */
+            r[k] = __bfloat162float(__float2bfloat16_rn(r[k] + f[k]));
+            ss += r[k] * r[k];
+        }
+        sits_k_store<V>(rr + (size_t)g * V, r);
+    }
+    ss = sits_k_block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float r[V], wf[V];
+        sits_k_load<V>(rr + (size_t)g * V, r);
+        sits_k_load<V>(w + (size_t)g * V, wf);
+#pragma unroll
+        for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
+        sits_k_store<V>(orow + (size_t)g * V, r);
+    }
+}
+
+extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim,
+                                        float eps, cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(w);
+    int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
+    if (vec) rmsnorm_kernel<8><<<n, threads, 0, stream>>>(out, x, w, dim, eps);
+    else rmsnorm_kernel<1><<<n, threads, 0, stream>>>(out, x, w, dim, eps);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+extern "C" sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x,
+                                            const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(residual) && sits_k_aligned16(w);
+    int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
+    if (vec) add_rmsnorm_kernel<8><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
+    else add_rmsnorm_kernel<1><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
+    return SITS_K_LAUNCH_STATUS();
+}

@@ -1,0 +1,550 @@
+/* cuda.c -- the CUDA backend: bf16 activations, weights and KV cache, fp32 accumulation.
+ *
+ * One device (params->device), one non-blocking stream on which every op is enqueued in order;
+ * `sync`, `download` and `download_f32` wait for it. Memory is plain cudaMalloc (no managed memory).
+ * GEMMs go through cuBLASLt (BF16 in/out, CUBLAS_COMPUTE_32F, 32 MiB workspace) in the TN layout
+ * of REFERENCE.md: y[n, out] = x[n, in] . w[out, in]^T is, column-major, D[out, n] = op(A) B with
+ * A = w (transa T, lda in), B = x (transb N, ldb in), m = out, n = tokens, k = in, ldd = out; the
+ * bias is added by the BIAS epilogue (bf16 bias). The layouts and the heuristic's first algorithm
+ * are cached per (m, n, k, bias, pointer alignments) in an open-addressing table.
+ * Other ops are the kernels of kernels/sits_kernels.h.
+ *
+ * Host <-> device copies go through two pinned staging buffers used in turn (an event per buffer
+ * says when its last copy finished), so a host source may be reused as soon as a call returns,
+ * weights are converted to bf16 on the host chunk by chunk while the previous chunk is copied,
+ * and host memory use is bounded whatever the tensor size. */
+#include "backend/backend.h"
+#include "backend/cuda_check.h"
+#include "kernels/sits_kernels.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+#define CUDA_STAGING_BYTES ((size_t)4 << 20) /* per buffer; two buffers */
+#define CUDA_PLANS_INIT 64                   /* power of two */
+
+/* One cached GEMM configuration. */
+typedef struct {
+    int used;
+    int m, n, k, bias;
+    int align_a, align_b, align_d;     /* pointer alignment in bytes (2, 4, 8 or 16) */
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} cuda_gemm_plan_t;
+
+typedef struct {
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc[2];      /* [0] plain, [1] with the BIAS epilogue */
+    void *workspace;
+    unsigned char *staging[2];         /* pinned host, CUDA_STAGING_BYTES each */
+    cudaEvent_t staged[2];             /* recorded after the last copy out of / into staging[i] */
+    int next_staging;
+    cuda_gemm_plan_t *plans;
+    size_t n_plans, cap_plans;
+} cuda_impl_t;
+
+static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static sits_status_t cuda_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        SITS_ERROR(SITS_SUB_CUDA, "cudaMalloc of %zu bytes on gpu %d: %s", bytes, be->device, cudaGetErrorString(e));
+        return e == cudaErrorMemoryAllocation ? SITS_ERR_NOMEM : SITS_ERR_CUDA;
+    }
+    *ptr_p = p;
+    return SITS_OK;
+}
+
+static void cuda_free(sits_backend_t *be, void *ptr)
+{
+    if (!ptr) return;
+    cudaError_t e = cudaFree(ptr);
+    if (e != cudaSuccess) SITS_ERROR(SITS_SUB_CUDA, "cudaFree(%p): %s", ptr, cudaGetErrorString(e));
+}
+
+/* Fill n bytes of staging memory with the part of the source that starts at byte `off` of the
+ * destination range. Returns 0, or -1 when the source cannot be converted. */
+typedef int (*staging_fill_fn)(void *ctx, unsigned char *staging, size_t off, size_t n);
+
+/* dst[0 .. bytes) on the device = what fill() writes, through the staging buffers in turn. */
+static sits_status_t staged_h2d(cuda_impl_t *c, unsigned char *dst, size_t bytes, size_t granule, staging_fill_fn fill,
+                                void *ctx)
+{
+    size_t chunk_max = CUDA_STAGING_BYTES / granule * granule;
+    for (size_t off = 0; off < bytes;) {
+        size_t n = bytes - off < chunk_max ? bytes - off : chunk_max;
+        int i = c->next_staging;
+        c->next_staging ^= 1;
+        SITS_CUDA_CHECK(cudaEventSynchronize(c->staged[i]));  /* its previous copy is done */
+        if (fill(ctx, c->staging[i], off, n) != 0) return SITS_ERR_UNSUPPORTED;
+        SITS_CUDA_CHECK(cudaMemcpyAsync(dst + off, c->staging[i], n, cudaMemcpyHostToDevice, c->stream));
+        SITS_CUDA_CHECK(cudaEventRecord(c->staged[i], c->stream));
+        off += n;
+    }
+    return SITS_OK;
+}
+
+static int fill_bytes(void *ctx, unsigned char *staging, size_t off, size_t n)
+{
+    memcpy(staging, (const unsigned char *)ctx + off, n);
+    return 0;
+}
+
+static sits_status_t cuda_upload(sits_backend_t *be, void *dst, const void *src_host, size_t bytes)
+{
+    return staged_h2d(impl_of(be), dst, bytes, 1, fill_bytes, (void *)src_host);
+}
+
+static sits_status_t cuda_download(sits_backend_t *be, void *dst_host, const void *src, size_t bytes)
+{
+    cuda_impl_t *c = impl_of(be);
+    SITS_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    SITS_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_memset0(sits_backend_t *be, void *dst, size_t bytes)
+{
+    SITS_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+/* Rows [r0, r1) x cols [c0, c1) of a host tensor, flattened, converted to bf16. */
+typedef struct {
+    const unsigned char *src;
+    sits_dtype_t dt;
+    size_t esz;
+    int64_t src_cols, r0, c0, cols;
+} weight_src_t;
+
+/* n elements of dtype dt at s (unaligned) -> bf16 bit patterns. */
+static int convert_to_bf16(sits_dtype_t dt, const unsigned char *s, uint16_t *out, size_t n)
+{
+    switch (dt) {
+    case SITS_DT_BF16:
+        memcpy(out, s, n * 2);
+        return 0;
+    case SITS_DT_F32:
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, s + 4 * i, 4);
+            out[i] = sits_f32_to_bf16(f);
+        }
+        return 0;
+    case SITS_DT_F16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            out[i] = sits_f32_to_bf16(sits_f16_to_f32(h)); /* f16 -> f32 is exact */
+        }
+        return 0;
+    default: { /* the rarer source types go through fp32 in small pieces */
+        float tmp[256];
+        size_t esz = sits_dtype_size(dt);
+        for (size_t i = 0; i < n; i += 256) {
+            size_t m = n - i < 256 ? n - i : 256;
+            if (sits_convert_to_f32(dt, s + i * esz, tmp, m) != 0) return -1;
+            for (size_t j = 0; j < m; j++) out[i + j] = sits_f32_to_bf16(tmp[j]);
+        }
+        return 0;
+    }
+    }
+}
+
+static int fill_weight(void *ctx, unsigned char *staging, size_t off, size_t n)
+{
+    const weight_src_t *w = ctx;
+    uint16_t *out = (uint16_t *)staging;
+    int64_t e = (int64_t)(off / 2), end = e + (int64_t)(n / 2);
+    while (e < end) {
+        int64_t r = e / w->cols, col = e % w->cols;
+        int64_t seg = w->cols - col < end - e ? w->cols - col : end - e;
+        const unsigned char *s = w->src + ((size_t)(w->r0 + r) * (size_t)w->src_cols + (size_t)(w->c0 + col)) * w->esz;
+        if (convert_to_bf16(w->dt, s, out, (size_t)seg) != 0) return -1;
+        out += seg;
+        e += seg;
+    }
+    return 0;
+}
+
+static sits_status_t cuda_upload_weight(sits_backend_t *be, void *dst, int64_t dst_row0, const void *src, sits_dtype_t src_dt,
+                                        int64_t src_cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    if (r0 < 0 || r1 < r0 || c0 < 0 || c1 < c0 || c1 > src_cols || dst_row0 < 0) {
+        SITS_ERROR(SITS_SUB_CUDA, "upload_weight: bad range rows [%lld, %lld) cols [%lld, %lld) of %lld",
+                   (long long)r0, (long long)r1, (long long)c0, (long long)c1, (long long)src_cols);
+        return SITS_ERR_INVALID;
+    }
+    weight_src_t w = { src, src_dt, sits_dtype_size(src_dt), src_cols, r0, c0, c1 - c0 };
+    if (w.esz == 0) return SITS_ERR_INVALID;
+    size_t bytes = (size_t)(r1 - r0) * (size_t)w.cols * 2;
+    unsigned char *d = (unsigned char *)dst + (size_t)dst_row0 * (size_t)w.cols * 2;
+    sits_status_t st = staged_h2d(impl_of(be), d, bytes, 2, fill_weight, &w);
+    if (st == SITS_ERR_UNSUPPORTED)
+        SITS_ERROR(SITS_SUB_CUDA, "upload_weight: cannot convert dtype %s to bf16", sits_dtype_name(src_dt));
+    return st;
+}
+
+static sits_status_t cuda_download_f32(sits_backend_t *be, float *dst_host, const void *src, size_t n)
+{
+    cuda_impl_t *c = impl_of(be);
+    size_t chunk_max = CUDA_STAGING_BYTES / 2;
+    const unsigned char *s = src;
+    for (size_t off = 0; off < n;) {
+        size_t m = n - off < chunk_max ? n - off : chunk_max;
+        int i = c->next_staging;
+        c->next_staging ^= 1;
+        SITS_CUDA_CHECK(cudaMemcpyAsync(c->staging[i], s + off * 2, m * 2, cudaMemcpyDeviceToHost, c->stream));
+        SITS_CUDA_CHECK(cudaEventRecord(c->staged[i], c->stream));
+        SITS_CUDA_CHECK(cudaEventSynchronize(c->staged[i]));
+        const uint16_t *h = (const uint16_t *)c->staging[i];
+        for (size_t j = 0; j < m; j++) dst_host[off + j] = sits_bf16_to_f32(h[j]);
+        off += m;
+    }
+    return SITS_OK;
+}
+
+/* ---- GEMM (cuBLASLt) ----------------------------------------------------------------------- */
+
+static int ptr_align(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    return (u & 15) == 0 ? 16 : (u & 7) == 0 ? 8 : (u & 3) == 0 ? 4 : 2;
+}
+
+static size_t plan_hash(const cuda_gemm_plan_t *p)
+{
+    uint64_t h = (uint64_t)p->m * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)p->n * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+    h ^= (uint64_t)p->k * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)(p->bias | p->align_a << 1 | p->align_b << 6 | p->align_d << 11) * 0x27D4EB2F165667C5ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int plan_same(const cuda_gemm_plan_t *a, const cuda_gemm_plan_t *b)
+{
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->bias == b->bias && a->align_a == b->align_a &&
+           a->align_b == b->align_b && a->align_d == b->align_d;
+}
+
+static cuda_gemm_plan_t *plan_slot(cuda_gemm_plan_t *table, size_t cap, const cuda_gemm_plan_t *key)
+{
+    size_t i = plan_hash(key) & (cap - 1);
+    while (table[i].used && !plan_same(&table[i], key)) i = (i + 1) & (cap - 1);
+    return &table[i];
+}
+
+static void plan_release(cuda_gemm_plan_t *p)
+{
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+}
+
+static sits_status_t plans_grow(cuda_impl_t *c)
+{
+    size_t cap = c->cap_plans * 2;
+    cuda_gemm_plan_t *t = calloc(cap, sizeof *t);
+    if (!t) return SITS_ERR_NOMEM;
+    for (size_t i = 0; i < c->cap_plans; i++)
+        if (c->plans[i].used) *plan_slot(t, cap, &c->plans[i]) = c->plans[i];
+    free(c->plans);
+    c->plans = t;
+    c->cap_plans = cap;
+    return SITS_OK;
+}
+
+/* Layouts and the heuristic's best algorithm for the key; logged once per new shape. */
+static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p)
+{
+    sits_status_t st = SITS_OK;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    uint64_t ws = CUDA_WORKSPACE_BYTES;
+    uint32_t al_a = (uint32_t)p->align_a, al_b = (uint32_t)p->align_b, al_d = (uint32_t)p->align_d;
+
+    /* Column-major views: A = w is [k, m] ld k (transposed by the op), B = x is [k, n] ld k, D = y [m, n] ld m. */
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->m, p->k), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->n, p->k), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16BF, p->m, p->n, p->m), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                           st, err_pref);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                                sizeof al_a), st, err_pref);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                                sizeof al_b), st, err_pref);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d,
+                                                                sizeof al_d), st, err_pref);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
+                                                                sizeof al_d), st, err_pref);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulAlgoGetHeuristic(c->lt, c->desc[p->bias], p->a, p->b, p->d, p->d, pref, 1, &res,
+                                                          &n_res), st, err_pref);
+    if (n_res == 0) {
+        SITS_ERROR(SITS_SUB_CUDA, "cublaslt has no bf16 algorithm for m %d n %d k %d (bias %d, alignment %d/%d/%d)",
+                   p->m, p->n, p->k, p->bias, p->align_a, p->align_b, p->align_d);
+        st = SITS_ERR_UNSUPPORTED;
+        goto err_pref;
+    }
+    p->algo = res.algo;
+    cublasLtMatmulPreferenceDestroy(pref);
+    SITS_DEBUG(SITS_SUB_CUDA, "gemm plan m %d n %d k %d bias %d: workspace %zu", p->m, p->n, p->k, p->bias,
+               res.workspaceSize);
+    return SITS_OK;
+err_pref:
+    cublasLtMatmulPreferenceDestroy(pref);
+err:
+    plan_release(p);
+    return st;
+}
+
+static sits_status_t plan_get(cuda_impl_t *c, const cuda_gemm_plan_t *key, cuda_gemm_plan_t **plan_p)
+{
+    cuda_gemm_plan_t *p = plan_slot(c->plans, c->cap_plans, key);
+    if (!p->used) {
+        if (2 * (c->n_plans + 1) > c->cap_plans) {
+            SITS_CHECK(plans_grow(c));
+            p = plan_slot(c->plans, c->cap_plans, key);
+        }
+        cuda_gemm_plan_t fresh = *key;
+        SITS_CHECK(plan_build(c, &fresh));
+        fresh.used = 1;
+        *p = fresh;
+        c->n_plans++;
+    }
+    *plan_p = p;
+    return SITS_OK;
+}
+
+static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, const void *w, const void *bias, int n, int in,
+                                 int out)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (n < 0 || in <= 0 || out <= 0) {
+        SITS_ERROR(SITS_SUB_CUDA, "matmul: bad shape n %d in %d out %d", n, in, out);
+        return SITS_ERR_INVALID;
+    }
+    if (n == 0) return SITS_OK;
+    cuda_gemm_plan_t key = { 0 }, *p;
+    key.m = out;
+    key.n = n;
+    key.k = in;
+    key.bias = bias != NULL;
+    key.align_a = ptr_align(w);
+    key.align_b = ptr_align(x);
+    key.align_d = ptr_align(y);
+    SITS_CHECK(plan_get(c, &key, &p));
+    if (bias)
+        SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(c->desc[1], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f, beta = 0.0f;
+    SITS_CUBLAS_CHECK(cublasLtMatmul(c->lt, c->desc[p->bias], &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
+                                     c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
+    return SITS_OK;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+static sits_status_t cuda_embed(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
+                                int v_start, int v_count)
+{
+    SITS_KERNEL_CHECK(sits_k_embed(out, table, tokens, n, dim, v_start, v_count, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_rmsnorm(sits_backend_t *be, void *out, const void *x, const void *w, int n, int dim, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_rmsnorm(out, x, w, n, dim, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_add_rmsnorm(sits_backend_t *be, void *out, void *residual, const void *x, const void *w, int n,
+                                      int dim, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_add_rmsnorm(out, residual, x, w, n, dim, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_rope(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                               const int32_t *pos, const float *inv_freq)
+{
+    SITS_KERNEL_CHECK(sits_k_rope(x, n, row_stride, n_rot_heads, head_dim, pos, inv_freq, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
+                                   int k_col, int v_col, int kv_dim, const int32_t *slot_mapping)
+{
+    SITS_KERNEL_CHECK(sits_k_kv_write(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim, slot_mapping,
+                                      impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache,
+                                    const void *v_cache, const sits_attn_args_t *a)
+{
+    SITS_KERNEL_CHECK(sits_k_attention(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
+                                       a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
+                                       a->window, a->scale, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_silu_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_silu_mul(out, gu, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_gather_rows(sits_backend_t *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_gather_rows(out, x, rows, n_rows, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_sync(sits_backend_t *be)
+{
+    SITS_CUDA_CHECK(cudaStreamSynchronize(impl_of(be)->stream));
+    return SITS_OK;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+/* Releases whatever create() got so far (fields are NULL until created). */
+static void impl_release(cuda_impl_t *c)
+{
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->plans) {
+        for (size_t i = 0; i < c->cap_plans; i++)
+            if (c->plans[i].used) plan_release(&c->plans[i]);
+        free(c->plans);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (c->staged[i]) cudaEventDestroy(c->staged[i]);
+        if (c->staging[i]) cudaFreeHost(c->staging[i]);
+        if (c->desc[i]) cublasLtMatmulDescDestroy(c->desc[i]);
+    }
+    if (c->workspace) cudaFree(c->workspace);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static void cuda_destroy(sits_backend_t *be)
+{
+    impl_release(be->impl);
+    free(be);
+}
+
+static const sits_backend_ops_t cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .memset0 = cuda_memset0,
+    .upload_weight = cuda_upload_weight,
+    .embed = cuda_embed,
+    .rmsnorm = cuda_rmsnorm,
+    .add_rmsnorm = cuda_add_rmsnorm,
+    .matmul = cuda_matmul,
+    .rope = cuda_rope,
+    .kv_write = cuda_kv_write,
+    .attention = cuda_attention,
+    .silu_mul = cuda_silu_mul,
+    .gather_rows = cuda_gather_rows,
+    .download_f32 = cuda_download_f32,
+    .sync = cuda_sync,
+};
+
+static sits_status_t impl_create(cuda_impl_t **impl_p)
+{
+    sits_status_t st = SITS_OK;
+    cuda_impl_t *c = calloc(1, sizeof *c);
+    if (!c) return SITS_ERR_NOMEM;
+    const int32_t trans_t = CUBLAS_OP_T, trans_n = CUBLAS_OP_N;
+    const uint32_t epi_bias = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = CUDA_R_16BF;
+
+    SITS_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtCreate(&c->lt), st, err);
+    SITS_CUDA_CHECK_GOTO(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES), st, err);
+    for (int i = 0; i < 2; i++) {
+        SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&c->desc[i], CUBLAS_COMPUTE_32F, CUDA_R_32F), st, err);
+        SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[i], CUBLASLT_MATMUL_DESC_TRANSA, &trans_t,
+                                                              sizeof trans_t), st, err);
+        SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[i], CUBLASLT_MATMUL_DESC_TRANSB, &trans_n,
+                                                              sizeof trans_n), st, err);
+        SITS_CUDA_CHECK_GOTO(cudaMallocHost((void **)&c->staging[i], CUDA_STAGING_BYTES), st, err);
+        SITS_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&c->staged[i], cudaEventDisableTiming), st, err);
+    }
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[1], CUBLASLT_MATMUL_DESC_EPILOGUE, &epi_bias,
+                                                          sizeof epi_bias), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[1], CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                          sizeof bias_type), st, err);
+    c->cap_plans = CUDA_PLANS_INIT;
+    c->plans = calloc(c->cap_plans, sizeof *c->plans);
+    if (!c->plans) {
+        st = SITS_ERR_NOMEM;
+        goto err;
+    }
+    *impl_p = c;
+    return SITS_OK;
+err:
+    impl_release(c);
+    return st;
+}
+
+sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits_backend_t **be_p)
+{
+    sits_status_t st;
+    int count = sits_backend_cuda_device_count(), dev = params ? params->device : 0;
+    if (count == 0) {
+        SITS_ERROR(SITS_SUB_CUDA, "no usable cuda device");
+        return SITS_ERR_UNSUPPORTED;
+    }
+    if (dev < 0 || dev >= count) {
+        SITS_ERROR(SITS_SUB_CUDA, "cuda device %d does not exist (%d visible)", dev, count);
+        return SITS_ERR_INVALID;
+    }
+    SITS_CUDA_CHECK(cudaSetDevice(dev));
+    struct cudaDeviceProp prop;
+    SITS_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    if (prop.major != 9) {
+        SITS_ERROR(SITS_SUB_CUDA, "gpu %d (%s) is sm_%d%d; the kernels are built for sm_90 only", dev, prop.name, prop.major,
+                   prop.minor);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    sits_backend_t *be = calloc(1, sizeof *be);
+    if (!be) return SITS_ERR_NOMEM;
+    cuda_impl_t *c = NULL;
+    SITS_CHECK_GOTO(impl_create(&c), st, err_free_be);
+    be->ops = &cuda_ops;
+    be->act_dtype = be->weight_dtype = be->kv_dtype = SITS_DT_BF16;
+    be->device = dev;
+    be->impl = c;
+    SITS_INFO(SITS_SUB_CUDA, "cuda backend on gpu %d: %s, sm_%d%d, %d SMs, %.1f GiB", dev, prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, (double)prop.totalGlobalMem / (1u << 30));
+    *be_p = be;
+    return SITS_OK;
+err_free_be:
+    free(be);
+    return st;
+}
+
+int sits_backend_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver / no device: not an error for the caller */
+        return 0;
+    }
+    return n;
+}

@@ -1,0 +1,514 @@
+/* sched.c -- continuous batching on the leader; see scheduler.h for the policy and sched.h for
+ * the thread-safe request api. */
+#include "sched/scheduler.h"
+#include "sched/worker.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
+
+struct sits_req {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                    /* the scheduler's and the server's, under mu */
+    /* set at submit */
+    int32_t *tokens;             /* [n_prompt + max_tokens]: prompt, then generated */
+    int n_prompt, max_tokens;
+    sits_sample_params_t sample;
+    int ignore_eos;
+    int32_t *stop_ids;
+    int n_stop;
+    uint64_t order;              /* arrival order */
+    /* under mu */
+    int n_gen;                   /* generated tokens */
+    int n_delivered;             /* handed to the server by next() */
+    sits_finish_t finish;
+    int cancelled;
+    /* scheduler thread only */
+    int state;
+    int n_computed;              /* tokens whose K/V are in the cache */
+    int32_t *bt;                 /* block table [max_blocks_per_seq] */
+    int n_blocks;
+    int take;                    /* tokens in the current step */
+};
+
+struct sits_sched {
+    sits_sched_params_t p;
+    sits_runner_t *r;
+    sits_worker_t wk;
+    pthread_mutex_t mu;          /* inbox, stats, stopping */
+    pthread_cond_t cv;
+    sits_req_t **inbox;
+    int n_inbox, cap_inbox;
+    int stopping;
+    sits_sched_stats_t stats;
+    uint64_t next_order;
+    /* scheduler thread only */
+    sits_req_t **waiting, **running, **batch;
+    int n_waiting, n_running;
+    int32_t *tok, *pos, *seq, *rows, *bt;   /* plan arrays */
+    sits_sample_params_t *sp;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- request handles (any thread) ---------------------------------------------------------- */
+
+static void req_unref(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int left = --q->refs;
+    pthread_mutex_unlock(&q->mu);
+    if (left > 0) return;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q->tokens);
+    free(q->stop_ids);
+    free(q->bt);
+    free(q);
+}
+
+static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len)
+{
+    sits_sched_t *s = sched;
+    sits_runner_t *r = s->r;
+    if (p->n_prompt < 1 || p->max_tokens < 1) {
+        snprintf(err, err_len, "the prompt must hold at least one token and max_tokens must be at least 1");
+        return SITS_ERR_INVALID;
+    }
+    if ((int64_t)p->n_prompt + p->max_tokens > r->max_model_len) {
+        snprintf(err, err_len,
+                 "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d "
+                 "for the completion).",
+                 r->max_model_len, p->n_prompt + p->max_tokens, p->n_prompt, p->max_tokens);
+        return SITS_ERR_INVALID;
+    }
+    int bs = r->ep.block_size;
+    if ((p->n_prompt + p->max_tokens + bs - 1) / bs > sits_kv_blocks_total(r->blocks)) {
+        snprintf(err, err_len, "the request needs more KV cache (%d tokens) than the server holds (%d tokens)",
+                 p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
+        return SITS_ERR_INVALID;
+    }
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= r->cfg.vocab_size) {
+            snprintf(err, err_len, "token id %d is outside the vocabulary (%d)", p->prompt[i], r->cfg.vocab_size);
+            return SITS_ERR_INVALID;
+        }
+    sits_req_t *q = calloc(1, sizeof *q);
+    if (!q) return SITS_ERR_NOMEM;
+    q->tokens = malloc(sizeof(int32_t) * (size_t)(p->n_prompt + p->max_tokens));
+    q->bt = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(int32_t));
+    q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
+    if (!q->tokens || !q->bt || (p->n_stop_ids > 0 && !q->stop_ids)) {
+        free(q->tokens); free(q->bt); free(q->stop_ids); free(q);
+        return SITS_ERR_NOMEM;
+    }
+    memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    if (p->n_stop_ids > 0) memcpy(q->stop_ids, p->stop_ids, sizeof(int32_t) * (size_t)p->n_stop_ids);
+    q->n_stop = p->n_stop_ids;
+    q->n_prompt = p->n_prompt;
+    q->max_tokens = p->max_tokens;
+    q->sample = p->sample;
+    q->ignore_eos = p->ignore_eos;
+    q->refs = 2;
+    q->state = REQ_WAITING;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping || s->stats.waiting >= s->p.max_waiting) {
+        int stopping = s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        snprintf(err, err_len, stopping ? "the server is shutting down" : "too many requests are waiting; retry later");
+        q->refs = 1;
+        req_unref(q);
+        return SITS_ERR_BUSY;
+    }
+    if (s->n_inbox == s->cap_inbox) {
+        int cap = s->cap_inbox ? 2 * s->cap_inbox : 64;
+        sits_req_t **ni = realloc(s->inbox, sizeof *ni * (size_t)cap);
+        if (!ni) {
+            pthread_mutex_unlock(&s->mu);
+            q->refs = 1;
+            req_unref(q);
+            return SITS_ERR_NOMEM;
+        }
+        s->inbox = ni;
+        s->cap_inbox = cap;
+    }
+    q->order = s->next_order++;
+    s->inbox[s->n_inbox++] = q;
+    s->stats.waiting++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    *req_p = q;
+    return SITS_OK;
+}
+
+static int api_next(sits_req_t *q, int32_t *tokens, int cap, sits_finish_t *finish_p, int timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&q->mu);
+    while (q->n_delivered == q->n_gen && q->finish == SITS_FINISH_NONE)
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &dl) == ETIMEDOUT) break;
+    int n = q->n_gen - q->n_delivered;
+    if (n > cap) n = cap;
+    memcpy(tokens, q->tokens + q->n_prompt + q->n_delivered, sizeof(int32_t) * (size_t)(n > 0 ? n : 0));
+    q->n_delivered += n;
+    *finish_p = q->n_delivered == q->n_gen ? q->finish : SITS_FINISH_NONE;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+static void api_cancel(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->cancelled = 1;
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void api_release(sits_req_t *q)
+{
+    api_cancel(q);   /* nobody listens any more: stop spending steps on it */
+    req_unref(q);
+}
+
+static void api_stats(void *sched, sits_sched_stats_t *st)
+{
+    sits_sched_t *s = sched;
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+const sits_sched_api_t sits_sched_api = {
+    .submit = api_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = api_stats,
+};
+
+/* ---- scheduler thread ---------------------------------------------------------------------- */
+
+sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p)
+{
+    if (p->max_num_seqs < 1 || p->max_num_seqs > r->ep.max_seqs || p->max_num_batched_tokens < 1 ||
+        p->max_num_batched_tokens > r->ep.max_tokens || p->max_waiting < 1) {
+        SITS_ERROR(SITS_SUB_SCHED, "scheduler limits out of range (seqs %d of %d, tokens %d of %d, waiting %d)", p->max_num_seqs,
+                   r->ep.max_seqs, p->max_num_batched_tokens, r->ep.max_tokens, p->max_waiting);
+        return SITS_ERR_INVALID;
+    }
+    sits_sched_t *s = calloc(1, sizeof *s);
+    if (!s) return SITS_ERR_NOMEM;
+    s->p = *p;
+    s->r = r;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int S = p->max_num_seqs, T = p->max_num_batched_tokens, mb = r->ep.max_blocks_per_seq;
+    s->waiting = malloc(sizeof(sits_req_t *) * (size_t)(p->max_waiting + S + 1));
+    s->running = malloc(sizeof(sits_req_t *) * (size_t)S);
+    s->batch = malloc(sizeof(sits_req_t *) * (size_t)S);
+    s->tok = malloc(sizeof(int32_t) * (size_t)T * 3);
+    s->rows = malloc(sizeof(int32_t) * (size_t)S);
+    s->bt = malloc(sizeof(int32_t) * (size_t)S * mb);
+    s->sp = malloc(sizeof(sits_sample_params_t) * (size_t)S);
+    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp ||
+        sits_worker_init(&s->wk, r->ep.max_seqs) != SITS_OK) {
+        sits_sched_destroy(s);
+        return SITS_ERR_NOMEM;
+    }
+    s->pos = s->tok + T;
+    s->seq = s->pos + T;
+    s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
+    s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
+    s->stats.max_model_len = r->max_model_len;
+    *s_p = s;
+    return SITS_OK;
+}
+
+void sits_sched_destroy(sits_sched_t *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n_inbox; i++) req_unref(s->inbox[i]);
+    for (int i = 0; i < s->n_waiting; i++) req_unref(s->waiting[i]);
+    for (int i = 0; i < s->n_running; i++) req_unref(s->running[i]);
+    free(s->inbox);
+    free(s->waiting);
+    free(s->running);
+    free(s->batch);
+    free(s->tok);
+    free(s->rows);
+    free(s->bt);
+    free(s->sp);
+    sits_worker_fini(&s->wk);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+static void free_blocks(sits_sched_t *s, sits_req_t *q)
+{
+    if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
+    q->n_blocks = 0;
+    q->n_computed = 0;
+}
+
+/* Finish q: free its KV, publish the reason, drop the scheduler's reference. */
+static void finish(sits_sched_t *s, sits_req_t *q, sits_finish_t why)
+{
+    free_blocks(s, q);
+    q->state = REQ_DONE;
+    pthread_mutex_lock(&q->mu);
+    q->finish = why;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    req_unref(q);
+}
+
+static int is_cancelled(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int c = q->cancelled;
+    pthread_mutex_unlock(&q->mu);
+    return c;
+}
+
+static int is_stop_id(const sits_sched_t *s, const sits_req_t *q, int32_t id)
+{
+    const sits_model_config_t *c = &s->r->cfg;
+    for (int i = 0; i < c->n_eos; i++) if (c->eos_token_ids[i] == id) return 1;
+    for (int i = 0; i < q->n_stop; i++) if (q->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+/* Move requests from the inbox to the waiting queue; drop cancelled ones everywhere. */
+static void collect(sits_sched_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_inbox; i++) s->waiting[s->n_waiting++] = s->inbox[i];
+    s->n_inbox = 0;
+    pthread_mutex_unlock(&s->mu);
+    int k = 0;
+    for (int i = 0; i < s->n_waiting; i++) {
+        if (is_cancelled(s->waiting[i])) finish(s, s->waiting[i], SITS_FINISH_CANCELLED);
+        else s->waiting[k++] = s->waiting[i];
+    }
+    s->n_waiting = k;
+    k = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        if (is_cancelled(s->running[i])) finish(s, s->running[i], SITS_FINISH_CANCELLED);
+        else s->running[k++] = s->running[i];
+    }
+    s->n_running = k;
+}
+
+/* Grow q's block table to hold `tokens` positions. */
+static int ensure_blocks(sits_sched_t *s, sits_req_t *q, int tokens)
+{
+    int bs = s->r->ep.block_size, need = (tokens + bs - 1) / bs - q->n_blocks;
+    if (need <= 0) return 1;
+    if (sits_kv_blocks_alloc(s->r->blocks, need, q->bt + q->n_blocks) != SITS_OK) return 0;
+    q->n_blocks += need;
+    return 1;
+}
+
+/* Preempt by recompute: back to the front of the waiting queue. */
+static void preempt(sits_sched_t *s, int run_idx)
+{
+    sits_req_t *q = s->running[run_idx];
+    free_blocks(s, q);
+    q->state = REQ_WAITING;
+    memmove(s->running + run_idx, s->running + run_idx + 1, sizeof *s->running * (size_t)(s->n_running - run_idx - 1));
+    s->n_running--;
+    memmove(s->waiting + 1, s->waiting, sizeof *s->waiting * (size_t)s->n_waiting);
+    s->waiting[0] = q;
+    s->n_waiting++;
+    pthread_mutex_lock(&s->mu);
+    s->stats.preemptions++;
+    pthread_mutex_unlock(&s->mu);
+    SITS_DEBUG(SITS_SUB_SCHED, "preempted request %llu (%d tokens to recompute)", (unsigned long long)q->order,
+               q->n_prompt + q->n_gen);
+}
+
+static int total_tokens(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->n_prompt + q->n_gen;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+/* Pick this step's work into s->batch; returns the number of sequences. */
+static int schedule(sits_sched_t *s, int *n_tokens_p)
+{
+    int budget = s->p.max_num_batched_tokens, nb = 0;
+    /* running sequences, oldest first (they were admitted in arrival order) */
+    for (int i = 0; i < s->n_running && budget > 0; i++) {
+        sits_req_t *q = s->running[i];
+        int remaining = total_tokens(q) - q->n_computed;
+        int take = remaining < budget ? remaining : budget;
+        while (!ensure_blocks(s, q, q->n_computed + take)) {
+            /* out of blocks: preempt the youngest running sequence (maybe q itself) */
+            int victim = s->n_running - 1;
+            int self = victim == i;
+            preempt(s, victim);
+            if (self) { take = 0; break; }
+        }
+        if (take == 0) break;
+        q->take = take;
+        s->batch[nb++] = q;
+        budget -= take;
+    }
+    /* admit waiting requests in order while budget, sequence slots and blocks allow */
+    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->p.max_num_seqs) {
+        sits_req_t *q = s->waiting[0];
+        int total = total_tokens(q);
+        int take = total < budget ? total : budget;
+        if (!ensure_blocks(s, q, take)) break;
+        memmove(s->waiting, s->waiting + 1, sizeof *s->waiting * (size_t)(s->n_waiting - 1));
+        s->n_waiting--;
+        q->state = REQ_RUNNING;
+        s->running[s->n_running++] = q;
+        q->take = take;
+        s->batch[nb++] = q;
+        budget -= take;
+    }
+    *n_tokens_p = s->p.max_num_batched_tokens - budget;
+    return nb;
+}
+
+static void update_gauges(sits_sched_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stats.running = s->n_running;
+    s->stats.waiting = s->n_waiting + s->n_inbox;
+    s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static sits_status_t step(sits_sched_t *s, int nb)
+{
+    sits_runner_t *r = s->r;
+    int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
+    for (int b = 0; b < nb; b++) {
+        sits_req_t *q = s->batch[b];
+        for (int j = 0; j < q->take; j++) {
+            s->tok[nt] = q->tokens[q->n_computed + j];
+            s->pos[nt] = q->n_computed + j;
+            s->seq[nt] = b;
+            nt++;
+        }
+        memcpy(s->bt + (size_t)b * mb, q->bt, sizeof(int32_t) * (size_t)q->n_blocks);
+        if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
+            s->rows[no] = nt - 1;
+            s->sp[no] = q->sample;
+            s->sp[no].step = (uint64_t)q->n_gen;
+            no++;
+        }
+    }
+    sits_plan_t pl = { .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
+                       .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
+                       .out_rows = s->rows, .sample = s->sp };
+    double t0 = now_s();
+    SITS_CHECK(sits_worker_send(r, &s->wk, &pl));
+    SITS_CHECK(sits_worker_exec(r, &s->wk, &pl, NULL, NULL));
+    double dt = now_s() - t0;
+    int o = 0, gen = 0, prompt = 0;
+    for (int b = 0; b < nb; b++) {
+        sits_req_t *q = s->batch[b];
+        int was_prompt = q->n_computed < q->n_prompt;
+        if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
+        q->n_computed += q->take;
+        q->take = 0;
+        if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */
+        int32_t t = s->wk.tokens[o++];
+        pthread_mutex_lock(&q->mu);
+        q->tokens[q->n_prompt + q->n_gen] = t;
+        q->n_gen++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        gen++;
+        sits_finish_t why = SITS_FINISH_NONE;
+        if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
+        else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
+        if (why != SITS_FINISH_NONE) {
+            for (int i = 0; i < s->n_running; i++)
+                if (s->running[i] == q) {
+                    memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+                    s->n_running--;
+                    break;
+                }
+            finish(s, q, why);
+        }
+    }
+    static const double edges_ms[11] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000 };
+    int bucket = 11;
+    for (int i = 0; i < 11; i++) if (dt * 1e3 <= edges_ms[i]) { bucket = i; break; }
+    pthread_mutex_lock(&s->mu);
+    s->stats.steps++;
+    s->stats.step_seconds_sum += dt;
+    s->stats.step_hist[bucket]++;
+    s->stats.prompt_tokens += (uint64_t)prompt;
+    s->stats.generation_tokens += (uint64_t)gen;
+    pthread_mutex_unlock(&s->mu);
+    return SITS_OK;
+}
+
+sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
+{
+    sits_status_t st = SITS_OK;
+    double drain_until = 0;
+    for (;;) {
+        if (*stop && drain_until == 0) {
+            drain_until = now_s() + s->p.drain_timeout_s;
+            pthread_mutex_lock(&s->mu);
+            s->stopping = 1;
+            pthread_mutex_unlock(&s->mu);
+            if (on_stop) on_stop(ctx);
+            SITS_WARN(SITS_SUB_SCHED, "stopping: draining %d running and %d waiting requests (up to %.0f s)", s->n_running,
+                      s->n_waiting + s->n_inbox, s->p.drain_timeout_s);
+        }
+        collect(s);
+        if (drain_until > 0 && (now_s() > drain_until || (s->n_running == 0 && s->n_waiting == 0))) break;
+        int n_tokens = 0, nb = schedule(s, &n_tokens);
+        update_gauges(s);
+        if (nb == 0) {
+            /* idle: wait for a request (or the stop flag, polled) */
+            pthread_mutex_lock(&s->mu);
+            if (s->n_inbox == 0) {
+                struct timespec dl;
+                clock_gettime(CLOCK_REALTIME, &dl);
+                dl.tv_nsec += 50 * 1000000L;
+                if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+                pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+            }
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        st = step(s, nb);
+        if (st != SITS_OK) {
+            SITS_ERROR(SITS_SUB_SCHED, "step failed: %s; failing every request", sits_status_str(st));
+            break;
+        }
+    }
+    /* whatever is left is cancelled (drain timeout) or failed (engine error) */
+    collect(s);
+    sits_finish_t why = st == SITS_OK ? SITS_FINISH_CANCELLED : SITS_FINISH_ERROR;
+    while (s->n_running > 0) finish(s, s->running[--s->n_running], why);
+    while (s->n_waiting > 0) finish(s, s->waiting[--s->n_waiting], why);
+    update_gauges(s);
+    sits_plan_t stop_plan = { .cmd = SITS_PLAN_STOP };
+    sits_status_t st2 = sits_worker_send(s->r, &s->wk, &stop_plan);
+    return st != SITS_OK ? st : st2;
+}
