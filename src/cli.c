@@ -11,6 +11,7 @@
 #include "util/log.h"
 #include "util/params.h"
 #include "topology/topology.h"
+#include "tokenizer/tokenizer.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -29,6 +30,7 @@ static void print_help(FILE *out)
             "sits-dist %s -- distributed tensor-parallel LLM inference\n\n"
             "usage: mpirun -np N sits-dist --model DIR [flags]\n"
             "       sits-dist --model DIR --prompt-ids 128000,791,... --max-tokens 32 --temperature 0\n"
+            "       sits-dist --model DIR --prompt \"text\" [--chat] | --tokenize \"text\" | --detokenize 1,2,3\n"
             "       sits-dist --print-config | --help | --version\n\n"
             "flags (--name value or --name=value; booleans also --name / --no-name):\n",
             PACKAGE_VERSION);
@@ -168,6 +170,88 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
     return SITS_OK;
 }
 
+/* --prompt: encode with the model's tokenizer (through the chat template with --chat). Returns 0 or an exit code. */
+static int encode_prompt(const sits_config_t *cfg, sits_tokenizer_t **tok_p, int32_t **ids_p, int *n_p)
+{
+    sits_tokenizer_t *tok = NULL;
+    if (sits_tokenizer_load(cfg->model, &tok) != SITS_OK) {
+        fprintf(stderr, "sits-dist: cannot load the tokenizer of %s (see the log above)\n", cfg->model);
+        return 1;
+    }
+    size_t bad = 0;
+    if (!sits_utf8_valid(cfg->prompt, strlen(cfg->prompt), &bad)) {
+        fprintf(stderr, "sits-dist: --prompt is not valid UTF-8 (byte %zu)\n", bad);
+        sits_tokenizer_destroy(tok);
+        return EXIT_USAGE;
+    }
+    char *rendered = NULL;
+    const char *text = cfg->prompt;
+    if (cfg->chat || cfg->chat_template) {
+        sits_chat_msg_t m = { "user", cfg->prompt };
+        if (sits_chat_render(tok, cfg->chat_template, &m, 1, 1, &rendered) != SITS_OK) {
+            fprintf(stderr, "sits-dist: cannot render the chat template (see the log above; --chat-template NAME picks one)\n");
+            sits_tokenizer_destroy(tok);
+            return EXIT_USAGE;
+        }
+        text = rendered;
+    }
+    size_t n = 0;
+    sits_status_t st = sits_tokenizer_encode(tok, text, strlen(text), rendered ? 0 : 1, ids_p, &n);
+    free(rendered);
+    if (st != SITS_OK || n == 0) {
+        fprintf(stderr, "sits-dist: the prompt encodes to no tokens\n");
+        free(*ids_p);
+        sits_tokenizer_destroy(tok);
+        return EXIT_USAGE;
+    }
+    *n_p = (int)n;
+    *tok_p = tok;
+    return 0;
+}
+
+/* --tokenize / --detokenize: print and exit (rank 0). */
+static int run_tokenizer_mode(const sits_config_t *cfg)
+{
+    sits_tokenizer_t *tok = NULL;
+    if (sits_tokenizer_load(cfg->model, &tok) != SITS_OK) {
+        fprintf(stderr, "sits-dist: cannot load the tokenizer of %s (see the log above)\n", cfg->model);
+        return 1;
+    }
+    int rc = 0;
+    if (cfg->tokenize) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        size_t bad = 0;
+        if (!sits_utf8_valid(cfg->tokenize, strlen(cfg->tokenize), &bad)) {
+            fprintf(stderr, "sits-dist: --tokenize text is not valid UTF-8 (byte %zu)\n", bad);
+            rc = EXIT_USAGE;
+        } else if (sits_tokenizer_encode(tok, cfg->tokenize, strlen(cfg->tokenize), 1, &ids, &n) != SITS_OK) {
+            rc = 1;
+        } else {
+            for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
+            printf("\n");
+        }
+        free(ids);
+    } else {
+        int32_t *ids = NULL;
+        int n = 0;
+        char *text = NULL;
+        size_t len = 0;
+        if (parse_ids(cfg->detokenize, &ids, &n) != SITS_OK) rc = EXIT_USAGE;
+        else if (sits_tokenizer_decode(tok, ids, (size_t)n, 0, &text, &len) != SITS_OK) {
+            fprintf(stderr, "sits-dist: cannot decode those ids (outside the vocabulary of %zu?)\n", sits_tokenizer_vocab_size(tok));
+            rc = 1;
+        } else {
+            fwrite(text, 1, len, stdout);
+            printf("\n");
+        }
+        free(text);
+        free(ids);
+    }
+    sits_tokenizer_destroy(tok);
+    return rc;
+}
+
 static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int rank, int world)
 {
     int rc = 1;
@@ -181,8 +265,9 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     sits_sample_params_t *sp = NULL;
     int batch = (int)cfg->batch;
 
-    if (!cfg->prompt_ids) {
-        if (rank == 0) fprintf(stderr, "sits-dist: nothing to do: give --prompt-ids (the HTTP server is not built yet)\n");
+    sits_tokenizer_t *tok = NULL;
+    if (!cfg->prompt_ids && !cfg->prompt) {
+        if (rank == 0) fprintf(stderr, "sits-dist: nothing to do: give --prompt or --prompt-ids (the HTTP server is not built yet)\n");
         return EXIT_USAGE;
     }
     if (cfg->max_tokens < 1 || batch < 1 || cfg->temperature < 0 || cfg->top_p <= 0 || cfg->top_p > 1) {
@@ -194,7 +279,12 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
         return EXIT_USAGE;
     }
-    if (parse_ids(cfg->prompt_ids, &ids, &n_ids) != SITS_OK) return EXIT_USAGE;
+    if (cfg->prompt_ids) {
+        if (parse_ids(cfg->prompt_ids, &ids, &n_ids) != SITS_OK) return EXIT_USAGE;
+    } else {
+        int urc = encode_prompt(cfg, &tok, &ids, &n_ids);
+        if (urc) return urc;
+    }
 
     int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
     if (cfg->load_format && strcmp(cfg->load_format, "dummy") && strcmp(cfg->load_format, "auto") &&
@@ -213,7 +303,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     }
     sits_runner_params_t rp = {
-        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = seed, .max_seqs = batch,
+        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = batch,
         .max_tokens = n_ids * batch, .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size,
         .kv_bytes = cfg->kv_cache_memory,
     };
@@ -244,7 +334,16 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     if (agree(st, "generation", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
         for (int i = 0; i < batch; i++) {
-            for (int j = 0; j < olen[i]; j++) printf("%s%d", j ? "," : "", outs[i][j]);
+            if (tok) {
+                char *text = NULL;
+                size_t len = 0;
+                if (sits_tokenizer_decode(tok, outs[i], (size_t)olen[i], 1, &text, &len) == SITS_OK) {
+                    fwrite(text, 1, len, stdout);
+                    free(text);
+                }
+            } else {
+                for (int j = 0; j < olen[i]; j++) printf("%s%d", j ? "," : "", outs[i][j]);
+            }
             printf("\n");
         }
         fflush(stdout);
@@ -263,6 +362,7 @@ out:
     free(olen);
     free(sp);
     free(ids);
+    sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);
@@ -313,6 +413,8 @@ int sits_cli_main(int argc, char **argv)
     } else if (!cfg.model && !cfg.topology) {
         if (rank == 0) fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
         rc = EXIT_USAGE;
+    } else if (cfg.tokenize || cfg.detokenize) {
+        rc = rank == 0 ? run_tokenizer_mode(&cfg) : 0;
     } else {
         sits_layout_t L;
         sits_status_t st = layout_init(&cfg, &L);

@@ -91,16 +91,25 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
         }
         return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
-    /* dummy: generate chunks of rows in fp32; norms are 1 */
+    /* dummy: value(row, col) is a hash of (seed, tensor, layer, row, col) -- the same whatever the
+     * slice, so every TP size holds the same model. Generated in chunks of rows in fp32; norms are 1. */
     int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM;
     int64_t w = c1 - c0;
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)w);
     if (chunk < 1) return SITS_ERR_INTERNAL;
-    unsigned long long s = L->seed ^ ((unsigned long long)kind << 40) ^ ((unsigned long long)layer << 20);
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
-        for (int64_t i = 0; i < n * w; i++)
-            L->staging[i] = is_norm ? 1.0f : ((float)(splitmix64(&s) >> 40) / (float)(1 << 24) - 0.5f) * 0.1f;
+        for (int64_t i = 0; i < n; i++) {
+            unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
+                                    (unsigned long long)(r + i);
+            rs = splitmix64(&rs);
+            for (int64_t j = 0; j < w; j++) {
+                /* splitmix64 is counter-based: element c of the row is the (c+1)-th output */
+                unsigned long long st = rs + (unsigned long long)(c0 + j) * 0x9e3779b97f4a7c15ull;
+                float u = (float)(splitmix64(&st) >> 40) / (float)(1 << 24);
+                L->staging[i * w + j] = is_norm ? 1.0f : (u - 0.5f) * 0.1f;
+            }
+        }
         SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
     }
     return SITS_OK;

@@ -20,6 +20,7 @@ const sits_param_t sits_params[] = {
     { "tokenize", NULL, SITS_PT_STR, "", NULL, OFF(tokenize), "print the token ids of this text and exit" },
     { "detokenize", NULL, SITS_PT_STR, "", NULL, OFF(detokenize), "print the text of these comma-separated ids and exit" },
     { "chat-template", "SITS_CHAT_TEMPLATE", SITS_PT_STR, "", NULL, OFF(chat_template), "chat template name (llama3, llama2, chatml); default: recognised from tokenizer_config.json" },
+    { "chat", NULL, SITS_PT_BOOL, "0", "1", OFF(chat), "offline: send --prompt as a user message through the chat template" },
     { "max-tokens", NULL, SITS_PT_INT, "16", NULL, OFF(max_tokens), "offline: tokens to generate" },
     { "temperature", NULL, SITS_PT_FLOAT, "1.0", NULL, OFF(temperature), "sampling temperature; 0 = greedy" },
     { "top-k", NULL, SITS_PT_INT, "0", NULL, OFF(top_k), "sample among the k most likely tokens; 0 or -1 = off" },

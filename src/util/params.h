@@ -29,6 +29,7 @@ typedef struct sits_config {
     char *tokenize;         /* text to encode and print */
     char *detokenize;       /* ids to decode and print */
     char *chat_template;    /* override the template name */
+    int chat;               /* offline: render --prompt as a user message with the chat template */
     int64_t max_tokens;
     double temperature;
     int64_t top_k;

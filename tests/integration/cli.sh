@@ -51,7 +51,9 @@ s5=$("$SITS" "${args[@]}" 2>/dev/null)
 [ "$s1" = "$s5" ] && ok "same seed, same output" || bad "same seed differs"
 
 # dummy weights: config.json only
-"$SITS" --model "$FIX/llama_small" --load-format dummy --prompt-ids 1,2,3 --max-tokens 4 --temperature 0 >/dev/null 2>&1 && ok "dummy load format" || bad "dummy load format"
+d1=$("$SITS" --model "$FIX/llama_small" --load-format dummy --prompt-ids 1,2,3 --max-tokens 6 --temperature 0 2>/dev/null)
+d4=$(timeout 120 $SITS_MPIRUN -np 4 "$SITS" --model "$FIX/llama_small" --load-format dummy --prompt-ids 1,2,3 --max-tokens 6 --temperature 0 2>/dev/null)
+[ -n "$d1" ] && [ "$d1" = "$d4" ] && ok "dummy weights: same model at TP 1 and 4" || bad "dummy load format: '$d1' vs '$d4'"
 # tp that cannot split the heads is refused on every rank, with the reason
 timeout 60 $SITS_MPIRUN -np 3 "$SITS" --model "$FIX/llama3" --prompt-ids 1 > /dev/null 2> "$tmp/e"; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "does not divide num_attention_heads" "$tmp/e" && ok "tp 3 refused" || bad "tp 3 (rc $rc)"
