@@ -308,7 +308,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         .kv_bytes = cfg->kv_cache_memory,
     };
     double t0 = now_s();
-    st = sits_runner_create(&rp, be, tp, &r);
+    st = sits_runner_create(&rp, be, tp, NULL, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0)
         fprintf(stderr, "loaded %s (%d layers, hidden %d, vocab %d) on %d rank%s, %s backend, in %.2f s\n", cfg->model,

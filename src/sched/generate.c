@@ -24,7 +24,8 @@ void sits_runner_destroy(sits_runner_t *r)
     free(r);
 }
 
-sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_runner_t **r_p)
+sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
+                                 sits_runner_t **r_p)
 {
     sits_status_t st = SITS_OK;
     double t0 = now_s();
@@ -32,6 +33,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     if (!r) return SITS_ERR_NOMEM;
     r->be = be;
     r->tp = tp;
+    r->tp_dev = tp_dev ? tp_dev : tp;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
     sits_shard_t shard = { tp->rank, tp->size };
@@ -51,7 +53,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         goto err;
     }
     r->ep = ep;
-    SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, tp, &r->engine), st, err);
+    SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, r->tp_dev, &r->engine), st, err);
     SITS_CHECK_GOTO(sits_kv_blocks_create(ep.n_blocks, &r->blocks), st, err);
     r->load_s = now_s() - t0;
     *r_p = r;

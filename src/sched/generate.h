@@ -37,13 +37,16 @@ typedef struct {
     sits_engine_t *engine;
     sits_kv_blocks_t *blocks;
     sits_backend_t *be;
-    sits_comm_t *tp;
+    sits_comm_t *tp;       /* the TP group on host buffers (MPI): plans, sampling candidates */
+    sits_comm_t *tp_dev;   /* the TP group on the backend's buffers (NCCL on GPUs; == tp on the CPU) */
     sits_engine_params_t ep;
     int max_model_len;
     double load_s;
 } sits_runner_t;
 
-sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_runner_t **r_p);
+/* tp_dev NULL: tp carries the tensors too (CPU backend). */
+sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
+                                 sits_runner_t **r_p);
 void sits_runner_destroy(sits_runner_t *r);
 
 typedef struct {

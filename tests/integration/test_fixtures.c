@@ -7,7 +7,8 @@
  *   3. the same prompt prefilled in chunks of 5 tokens over 4-token KV blocks (paging, chunked prefill);
  *   4. all prompts batched together: greedy continuations identical to HF's.
  * With TP each rank checks its own vocabulary slice; failures are summed over ranks.
- * Exit 0 pass, 1 fail. */
+ * SITS_TEST_DEVICE=cuda runs on the GPU (rank r on GPU r; exit 77 without one) with bf16 tolerances.
+ * Exit 0 pass, 1 fail, 77 skip. */
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "sched/generate.h"
@@ -20,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ATOL 1e-4
-#define RTOL 1e-4
+/* cpu: fp32 like the reference. cuda: bf16 activations and KV, fp32 accumulation. */
+static double ATOL = 1e-4, RTOL = 1e-4;
 
 static int g_rank;
 static long g_fail;
@@ -118,16 +119,17 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
     json_t *greedy = json_object_get(ref, "greedy"), *all = json_object_get(ref, "all_logits");
     int all_idx = (int)json_integer_value(json_object_get(ref, "all_logits_prompt"));
     int np = (int)json_array_size(prompts), max_new = (int)json_array_size(json_array_get(greedy, 0));
+    if (np < 1 || np > 64 || max_new < 1) { fprintf(stderr, "%s: %d prompts / %d tokens unsupported\n", path, np, max_new); g_fail++; json_decref(ref); return; }
     sits_runner_params_t rp = { .model_dir = dir, .max_seqs = 64, .max_tokens = 256, .block_size = 4, .max_model_len = 0 };
     sits_runner_t *r = NULL;
-    if (sits_runner_create(&rp, be, tp, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); return; }
+    if (sits_runner_create(&rp, be, tp, NULL, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); return; }
     const sits_shard_dims_t *d = &r->w->dims;
     sits_sample_params_t sp[64];
     for (int i = 0; i < 64; i++) sp[i] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f };
     float *copy = malloc(sizeof(float) * 64 * (size_t)(d->v_count ? d->v_count : 1));
-    int32_t *outs[64];
+    int32_t *outs[64] = { 0 };
     int olen[64], plen[64];
-    int32_t *pids[64];
+    int32_t *pids[64] = { 0 };
     for (int i = 0; i < np; i++) pids[i] = prompt_ids(json_array_get(prompts, (size_t)i), &plen[i]);
     for (int i = 0; i < np; i++) outs[i] = malloc(sizeof(int32_t) * (size_t)max_new);
     long fail0 = g_fail;
@@ -188,8 +190,24 @@ int main(int argc, char **argv)
     if (argc < 2) { fprintf(stderr, "usage: %s MODEL_DIR...\n", argv[0]); MPI_Finalize(); return 1; }
     sits_backend_t *be = NULL;
     sits_comm_t *tp = NULL;
-    sits_backend_params_t bp = { .threads = 1 };
-    if (sits_backend_cpu_create(&bp, &be) != SITS_OK || sits_comm_mpi_create(MPI_COMM_WORLD, 120.0, &tp) != SITS_OK) {
+    const char *dev = getenv("SITS_TEST_DEVICE");
+    int cuda = dev && !strcmp(dev, "cuda");
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (cuda && sits_backend_cuda_device_count() < world) {
+        if (g_rank == 0) printf("SKIP: %d GPU(s) for %d rank(s)\n", sits_backend_cuda_device_count(), world);
+        MPI_Finalize();
+        return 77;
+    }
+    if (cuda && world > 1) {
+        if (g_rank == 0) printf("SKIP: TP on GPUs goes through the NCCL communicator (tests/gpu)\n");
+        MPI_Finalize();
+        return 77;
+    }
+    sits_backend_params_t bp = { .threads = 1, .device = g_rank };
+    if (cuda) { ATOL = 0.15; RTOL = 0.05; }
+    if ((cuda ? sits_backend_cuda_create(&bp, &be) : sits_backend_cpu_create(&bp, &be)) != SITS_OK ||
+        sits_comm_mpi_create(MPI_COMM_WORLD, 120.0, &tp) != SITS_OK) {
         fprintf(stderr, "set-up failed\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
