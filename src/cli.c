@@ -12,8 +12,12 @@
 #include "util/params.h"
 #include "topology/topology.h"
 #include "tokenizer/tokenizer.h"
+#include "server/server.h"
+#include "sched/scheduler.h"
+#include "sched/worker.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +32,7 @@ static void print_help(FILE *out)
 {
     fprintf(out,
             "sits-dist %s -- distributed tensor-parallel LLM inference\n\n"
-            "usage: mpirun -np N sits-dist --model DIR [flags]\n"
+            "usage: mpirun -np N sits-dist --model DIR [--port 8000] [flags]      (OpenAI-compatible server on rank 0)\n"
             "       sits-dist --model DIR --prompt-ids 128000,791,... --max-tokens 32 --temperature 0\n"
             "       sits-dist --model DIR --prompt \"text\" [--chat] | --tokenize \"text\" | --detokenize 1,2,3\n"
             "       sits-dist --print-config | --help | --version\n\n"
@@ -266,10 +270,6 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     int batch = (int)cfg->batch;
 
     sits_tokenizer_t *tok = NULL;
-    if (!cfg->prompt_ids && !cfg->prompt) {
-        if (rank == 0) fprintf(stderr, "sits-dist: nothing to do: give --prompt or --prompt-ids (the HTTP server is not built yet)\n");
-        return EXIT_USAGE;
-    }
     if (cfg->max_tokens < 1 || batch < 1 || cfg->temperature < 0 || cfg->top_p <= 0 || cfg->top_p > 1) {
         if (rank == 0)
             fprintf(stderr, "sits-dist: need --max-tokens >= 1, --batch >= 1, --temperature >= 0, 0 < --top-p <= 1\n");
@@ -369,6 +369,102 @@ out:
     return rc;
 }
 
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) { g_stop = 1; }
+
+static void stop_admitting(void *srv) { sits_server_stop_admitting(srv); }
+
+/* Serve mode: the leader runs the HTTP server and the scheduler; the other ranks follow its plans. */
+static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank, int world)
+{
+    int rc = 1;
+    sits_status_t st = SITS_OK;
+    sits_backend_t *be = NULL;
+    sits_comm_t *tp = NULL;
+    sits_runner_t *r = NULL;
+    sits_tokenizer_t *tok = NULL;
+    sits_sched_t *sched = NULL;
+    sits_server_t *srv = NULL;
+    if (L->pl->pp > 1 || L->pl->dp > 1) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
+        return EXIT_USAGE;
+    }
+    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 1 || cfg->port < 0 || cfg->port > 65535) {
+        if (rank == 0) fprintf(stderr, "sits-dist: need --max-num-seqs, --max-num-batched-tokens, --max-waiting >= 1 and 0 <= --port <= 65535\n");
+        return EXIT_USAGE;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
+    st = make_backend(cfg, L->pl, L->bound_cores, &be);
+    if (st == SITS_OK) st = sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, &tp);
+    if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
+    sits_runner_params_t rp = {
+        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = (int)cfg->max_num_seqs,
+        .max_tokens = (int)cfg->max_num_batched_tokens, .max_model_len = (int)cfg->max_model_len,
+        .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
+    };
+    double t0 = now_s();
+    st = sits_runner_create(&rp, be, tp, NULL, &r);
+    if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
+    if (rank == 0) {
+        st = sits_tokenizer_load(cfg->model, &tok);
+        if (st == SITS_OK) {
+            sits_sched_params_t sp = { .max_num_seqs = (int)cfg->max_num_seqs,
+                                       .max_num_batched_tokens = (int)cfg->max_num_batched_tokens,
+                                       .max_waiting = (int)cfg->max_waiting, .drain_timeout_s = cfg->shutdown_timeout };
+            st = sits_sched_create(&sp, r, &sched);
+        }
+        if (st == SITS_OK) {
+            const char *name = cfg->served_model_name;
+            if (!name) {
+                name = strrchr(cfg->model, '/');
+                name = name && name[1] ? name + 1 : cfg->model;
+            }
+            sits_server_params_t hp = {
+                .host = cfg->host, .port = (int)cfg->port, .api_key = cfg->api_key, .model_name = name,
+                .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
+                .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
+                .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
+            };
+            st = sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
+        }
+    }
+    if (agree(st, "server start", cfg->step_timeout) != SITS_OK) goto out;
+    if (rank == 0) {
+        const char *host = cfg->host ? cfg->host : "127.0.0.1";
+        int port = sits_server_port(srv);
+        fprintf(stderr,
+                "sits-dist: serving %s on http://%s:%d (%d rank%s, %s backend, %d KV blocks of %d tokens, loaded in %.1f s)\n"
+                "try:\n  curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json'%s -d "
+                "'{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'\n",
+                cfg->model, host, port, world, world > 1 ? "s" : "", be->ops->name, r->ep.n_blocks, r->ep.block_size,
+                now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
+                cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
+        st = sits_sched_run(sched, &g_stop, stop_admitting, srv);
+        sits_server_destroy(srv);
+        srv = NULL;
+        fprintf(stderr, "sits-dist: stopped\n");
+    } else {
+        st = sits_worker_follow(r, 1);
+    }
+    rc = st == SITS_OK ? 0 : 1;
+out:
+    sits_server_destroy(srv);
+    sits_sched_destroy(sched);
+    sits_tokenizer_destroy(tok);
+    sits_runner_destroy(r);
+    sits_comm_destroy(tp);
+    sits_backend_destroy(be);
+    return rc;
+}
+
 int sits_cli_main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -422,8 +518,10 @@ int sits_cli_main(int argc, char **argv)
         else if (cfg.topology) {
             rc = sits_topo_report(MPI_COMM_WORLD, L.topo, L.pl, !strcmp(cfg.topology, "json"), stdout) == SITS_OK ? 0 : 1;
             if (rank == 0) fflush(stdout);
-        } else {
+        } else if (cfg.prompt || cfg.prompt_ids) {
             rc = run_offline(&cfg, &L, rank, world);
+        } else {
+            rc = run_serve(&cfg, &L, rank, world);
         }
         layout_fini(&L);
     }

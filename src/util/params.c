@@ -38,6 +38,15 @@ const sits_param_t sits_params[] = {
     { "step-timeout", "SITS_STEP_TIMEOUT", SITS_PT_FLOAT, "60", NULL, OFF(step_timeout), "seconds a step or collective may take before the job aborts" },
     { "block-size", "SITS_BLOCK_SIZE", SITS_PT_INT, "16", NULL, OFF(block_size), "KV cache block size in tokens" },
     { "kv-cache-memory", "SITS_KV_CACHE_MEMORY", SITS_PT_SIZE, "0", NULL, OFF(kv_cache_memory), "bytes of KV cache per rank (e.g. 2G); 0: sized for the offline batch" },
+    { "host", "SITS_HOST", SITS_PT_STR, "127.0.0.1", NULL, OFF(host), "server: address to bind (0.0.0.0 for all)" },
+    { "port", "SITS_PORT", SITS_PT_INT, "8000", NULL, OFF(port), "server: TCP port (0: any free port)" },
+    { "api-key", "SITS_API_KEY", SITS_PT_STR, "", NULL, OFF(api_key), "server: require 'Authorization: Bearer KEY'" },
+    { "served-model-name", NULL, SITS_PT_STR, "", NULL, OFF(served_model_name), "server: model id in the API (default: the model directory's name)" },
+    { "max-body-bytes", "SITS_MAX_BODY_BYTES", SITS_PT_SIZE, "1M", NULL, OFF(max_body_bytes), "server: larger request bodies get 413" },
+    { "max-waiting", "SITS_MAX_WAITING", SITS_PT_INT, "1024", NULL, OFF(max_waiting), "server: queued requests before 429" },
+    { "max-num-seqs", "SITS_MAX_NUM_SEQS", SITS_PT_INT, "64", NULL, OFF(max_num_seqs), "sequences decoded together in one step" },
+    { "max-num-batched-tokens", "SITS_MAX_NUM_BATCHED_TOKENS", SITS_PT_INT, "2048", NULL, OFF(max_num_batched_tokens), "tokens in one step (prefill chunks + decodes)" },
+    { "shutdown-timeout", "SITS_SHUTDOWN_TIMEOUT", SITS_PT_FLOAT, "30", NULL, OFF(shutdown_timeout), "server: seconds to finish running requests after SIGTERM/SIGINT" },
     { "log-level", "SITS_LOG_LEVEL", SITS_PT_STR, "warn", NULL, OFF(log_level), "error | warn | info | debug | trace" },
 };
 const size_t sits_params_count = sizeof sits_params / sizeof sits_params[0];

@@ -47,6 +47,16 @@ typedef struct sits_config {
     /* KV cache */
     int64_t block_size;
     int64_t kv_cache_memory;  /* bytes per rank for KV blocks; 0: enough for max_model_len x batch */
+    /* server */
+    char *host;
+    int64_t port;
+    char *api_key;
+    char *served_model_name;
+    int64_t max_body_bytes;
+    int64_t max_waiting;
+    int64_t max_num_seqs;
+    int64_t max_num_batched_tokens;
+    double shutdown_timeout;
     /* logging */
     char *log_level;
 } sits_config_t;

@@ -16,3 +16,24 @@ rank_pid() {
   done
   return 1
 }
+
+# serve_setup DIR: a model directory with the byte-level fixture tokenizer and a config for random weights
+serve_setup() {
+  local T="$top_srcdir/tests/fixtures/tokenizers/bytelevel"
+  mkdir -p "$1" && cp "$T"/tokenizer.json "$T"/tokenizer_config.json "$1/"
+  cat > "$1/config.json" <<'JSON'
+{"model_type": "llama", "vocab_size": 3013, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
+ "hidden_act": "silu", "bos_token_id": 3000, "eos_token_id": 3001}
+JSON
+  port=$((20000 + $$ % 20000))
+  url=http://127.0.0.1:$port
+}
+# serve_start DIR [flags...]: mpirun -np 2 sits-dist serving DIR on $port; sets $srv; waits for /health
+serve_start() {
+  local dir=$1; shift
+  $SITS_MPIRUN -np 2 "$SITS" --model "$dir" --load-format dummy --port $port "$@" > "$tmp/out" 2> "$tmp/err" &
+  srv=$!
+  for _ in $(seq 150); do curl -sf "$url/health" >/dev/null && return 0; sleep 0.1; done
+  bad "server did not start"; cat "$tmp/err"; return 1
+}

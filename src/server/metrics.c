@@ -1,0 +1,196 @@
+/* metrics.c -- the server's counters and latency histograms, and /metrics in the Prometheus text
+ * exposition format (version 0.0.4): HELP and TYPE lines, cumulative `_bucket{le=...}` series ending
+ * in le="+Inf", then `_sum` and `_count`.
+ *
+ * Server-measured: HTTP responses by status, requests finished by reason, time to first token
+ * (request arrival -> first generated token received from the scheduler), inter-token latency, end to
+ * end latency (arrival -> last token), prompt and generation tokens. From the scheduler (api->stats):
+ * running / waiting / swapped sequences, KV blocks used / free, preemptions, step-time histogram.
+ * Tokens that arrive together (one next() call returning n) count as n inter-token observations of
+ * dt / n; the first token of a request is its TTFT, not an inter-token sample.
+ * One mutex guards the counters; rendering copies them under it. */
+#include "server/srv_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double ttft_le[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                                  2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0 };
+static const double itl_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                 0.75, 1.0, 2.5 };
+static const double e2e_le[] = { 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+                                 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0 };
+/* sits_sched_stats_t.step_hist: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
+static const double step_le[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0 };
+
+#define NLE(a_) ((int)(sizeof(a_) / sizeof((a_)[0])))
+
+void sits_srv_metrics_init(sits_srv_metrics_t *m)
+{
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->ttft.le = ttft_le;
+    m->ttft.n_le = NLE(ttft_le);
+    m->itl.le = itl_le;
+    m->itl.n_le = NLE(itl_le);
+    m->e2e.le = e2e_le;
+    m->e2e.n_le = NLE(e2e_le);
+}
+
+void sits_srv_metrics_fini(sits_srv_metrics_t *m)
+{
+    pthread_mutex_destroy(&m->mu);
+}
+
+static void hist_add(sits_srv_hist_t *h, double x, uint64_t times)
+{
+    int b = 0;
+    while (b < h->n_le && x > h->le[b]) b++;
+    h->counts[b] += times;
+    h->count += times;
+    h->sum += x * (double)times;
+}
+
+void sits_srv_metrics_status(sits_srv_metrics_t *m, int status)
+{
+    pthread_mutex_lock(&m->mu);
+    int i = 0;
+    while (i < m->n_status && m->status_code[i] != status) i++;
+    if (i == m->n_status && i < SITS_SRV_MAX_STATUS) m->status_code[m->n_status++] = status;
+    if (i < m->n_status) m->status_count[i]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void sits_srv_metrics_ttft(sits_srv_metrics_t *m, double s)
+{
+    pthread_mutex_lock(&m->mu);
+    hist_add(&m->ttft, s, 1);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void sits_srv_metrics_itl(sits_srv_metrics_t *m, double dt, int n)
+{
+    if (n <= 0) return;
+    pthread_mutex_lock(&m->mu);
+    hist_add(&m->itl, dt / n, (uint64_t)n);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f)
+{
+    pthread_mutex_lock(&m->mu);
+    hist_add(&m->e2e, e2e_s, 1);
+    m->prompt_tokens += (uint64_t)n_prompt;
+    m->generation_tokens += (uint64_t)n_gen;
+    if ((unsigned)f < 5) m->finish_count[f]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} buf_t;
+
+__attribute__((format(printf, 2, 3))) static void put(buf_t *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t c = b->cap * 2 > b->n + (size_t)k + 1 ? b->cap * 2 : b->n + (size_t)k + 1;
+        char *q = realloc(b->p, c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+}
+
+static void head(buf_t *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist_put(buf_t *b, const char *name, const char *help, const double *le, int n_le,
+                     const uint64_t *counts, uint64_t count, double sum)
+{
+    head(b, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int i = 0; i < n_le; i++) {
+        cum += counts[i];
+        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, le[i], (unsigned long long)cum);
+    }
+    put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+    put(b, "%s_sum %.9g\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
+}
+
+char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, int inflight, size_t *len_p)
+{
+    buf_t b = { .p = malloc(8192), .cap = 8192 };
+    if (!b.p) return NULL;
+    b.p[0] = 0;
+    sits_srv_metrics_t c;
+    pthread_mutex_lock(&m->mu);
+    memcpy(&c, m, sizeof c);
+    pthread_mutex_unlock(&m->mu);
+
+    head(&b, "sits_requests_total", "counter", "HTTP responses by status code.");
+    for (int i = 0; i < c.n_status; i++)
+        put(&b, "sits_requests_total{status=\"%d\"} %llu\n", c.status_code[i], (unsigned long long)c.status_count[i]);
+    head(&b, "sits_request_finished_total", "counter", "Generation requests finished, by finish reason.");
+    static const char *const reasons[5] = { NULL, "stop", "length", "abort", "error" };
+    for (int f = 1; f < 5; f++)
+        put(&b, "sits_request_finished_total{finish_reason=\"%s\"} %llu\n", reasons[f],
+            (unsigned long long)c.finish_count[f]);
+    hist_put(&b, "sits_time_to_first_token_seconds", "Time from request arrival to its first generated token.",
+             c.ttft.le, c.ttft.n_le, c.ttft.counts, c.ttft.count, c.ttft.sum);
+    hist_put(&b, "sits_inter_token_latency_seconds", "Time between generated tokens of a request.", c.itl.le,
+             c.itl.n_le, c.itl.counts, c.itl.count, c.itl.sum);
+    hist_put(&b, "sits_e2e_request_latency_seconds", "Time from request arrival to its last token.", c.e2e.le,
+             c.e2e.n_le, c.e2e.counts, c.e2e.count, c.e2e.sum);
+    head(&b, "sits_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
+    put(&b, "sits_prompt_tokens_total %llu\n", (unsigned long long)c.prompt_tokens);
+    head(&b, "sits_generation_tokens_total", "counter", "Tokens generated for finished requests.");
+    put(&b, "sits_generation_tokens_total %llu\n", (unsigned long long)c.generation_tokens);
+    head(&b, "sits_num_requests_inflight", "gauge", "Generation requests the HTTP server is serving.");
+    put(&b, "sits_num_requests_inflight %d\n", inflight);
+    if (st) {
+        head(&b, "sits_num_requests_running", "gauge", "Sequences in the running batch.");
+        put(&b, "sits_num_requests_running %d\n", st->running);
+        head(&b, "sits_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.");
+        put(&b, "sits_num_requests_waiting %d\n", st->waiting);
+        head(&b, "sits_num_requests_swapped", "gauge", "Preempted sequences whose KV blocks are offloaded.");
+        put(&b, "sits_num_requests_swapped %d\n", st->swapped);
+        head(&b, "sits_kv_blocks_used", "gauge", "KV cache blocks in use.");
+        put(&b, "sits_kv_blocks_used %d\n", st->kv_blocks_total - st->kv_blocks_free);
+        head(&b, "sits_kv_blocks_free", "gauge", "KV cache blocks free.");
+        put(&b, "sits_kv_blocks_free %d\n", st->kv_blocks_free);
+        head(&b, "sits_preemptions_total", "counter", "Sequences preempted by the scheduler.");
+        put(&b, "sits_preemptions_total %llu\n", (unsigned long long)st->preemptions);
+        uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */
+        for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
+        hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,
+                 steps, st->step_seconds_sum);
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len_p = b.n;
+    return b.p;
+}

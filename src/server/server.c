@@ -1,0 +1,797 @@
+/* server.c -- the HTTP front-end: libmicrohttpd in thread-per-connection mode, routing, bearer auth,
+ * body limits, and the two generation loops (whole response, SSE stream).
+ *
+ * Request flow on a connection thread (MHD calls `handle` several times per request):
+ *   1st call: headers only. Route (404), method (405 + Allow), auth on /v1/ (401), draining (503),
+ *             Content-Length over max_body_bytes (413) are answered before any body is read.
+ *   next calls: body pieces, appended up to max_body_bytes (beyond: discarded, 413 at the end).
+ *   last call: parse + validate + tokenize (api.c), submit to the scheduler (busy -> 429), then
+ *     - non-streaming: loop on api->next (100 ms slices) until the request finishes, queue the JSON;
+ *     - streaming: queue a chunked response whose reader callback runs the same loop and hands MHD
+ *       SSE events as they come (the callback blocks; it never returns 0 bytes).
+ *   Between slices both loops check whether the peer closed its socket (recv MSG_PEEK == 0) and
+ *   whether the server is stopping; either cancels the request.
+ *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request, also on client aborts: it cancels
+ *   a request that did not finish, releases it and frees the connection state.
+ * The connection's idle timeout is switched off while a request generates (a long generation is not
+ * idleness) and switched back on after (which restarts MHD's timer). */
+#include "server/server.h"
+#include "server/srv_internal.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { NEXT_TIMEOUT_MS = 100, TOK_BATCH = 64 };
+
+struct sits_server {
+    char *host, *api_key, *model_name, *chat_template;
+    int port;
+    size_t max_body;
+    unsigned idle_timeout;
+    uint64_t seed;
+    sits_srv_limits_t lim;
+    const int32_t *stop_ids;
+    size_t n_stop_ids;
+    const sits_sched_api_t *api;
+    void *sched;
+    struct MHD_Daemon *mhd;
+    long long start_time;
+    uint64_t id_salt;
+    atomic_int draining;
+    atomic_int stopping;
+    atomic_int inflight;
+    atomic_uint_fast64_t counter;
+    sits_srv_metrics_t metrics;
+};
+
+typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS } route_t;
+
+typedef struct {
+    sits_server_t *srv;
+    struct MHD_Connection *mc;
+    route_t route;
+    double t_arrival;
+    int replied;            /* a response was queued */
+    /* body */
+    char *body;
+    size_t body_len, body_cap;
+    int body_too_big;
+    /* generation */
+    sits_srv_request_t rq;
+    int rq_valid;
+    sits_req_t *req;
+    int cancelled;
+    int over;               /* no more output: finished, stop string, cancelled or error */
+    sits_finish_t finish;
+    double t_last, t_over;
+    int n_gen;
+    sits_srv_textout_t to;
+    int to_valid;
+    char id[48];
+    long long created;
+    /* streaming */
+    char *pend;
+    size_t pend_len, pend_off, pend_cap;
+    int stream_done;        /* [DONE] is in pend */
+} conn_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* ---------------- responses ---------------- */
+
+/* Queues body (malloc'd; MHD frees it) with status; hdrs: name, value, ..., NULL. */
+static enum MHD_Result reply(conn_t *c, int status, const char *ctype, char *body, size_t len, const char *const *hdrs)
+{
+    if (!body) {
+        status = 500;
+        ctype = "application/json";
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                      "\"code\":null}}");
+        if (!body) return MHD_NO;
+        len = strlen(body);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    for (; hdrs && hdrs[0]; hdrs += 2) MHD_add_response_header(r, hdrs[0], hdrs[1]);
+    enum MHD_Result ok = MHD_queue_response(c->mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) {
+        c->replied = 1;
+        sits_srv_metrics_status(&c->srv->metrics, status);
+    }
+    return ok;
+}
+
+static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
+{
+    const char *hdrs[3] = { NULL, NULL, NULL };
+    if (err->status == 401) {
+        hdrs[0] = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+        hdrs[1] = "Bearer";
+    } else if (err->status == 405) {
+        hdrs[0] = MHD_HTTP_HEADER_ALLOW;
+        hdrs[1] = (c->route == R_COMPLETIONS || c->route == R_CHAT) ? "POST" : "GET, HEAD";
+    } else if (err->status == 429 || err->status == 503) {
+        hdrs[0] = MHD_HTTP_HEADER_RETRY_AFTER;
+        hdrs[1] = "1";
+    }
+    if (err->status == 500) SITS_WARN(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
+    else SITS_DEBUG(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
+    char *body = sits_srv_error_json(err);
+    return reply(c, err->status, "application/json", body, body ? strlen(body) : 0, hdrs);
+}
+
+static enum MHD_Result reply_json(conn_t *c, int status, char *body)
+{
+    return reply(c, status, "application/json", body, body ? strlen(body) : 0, NULL);
+}
+
+/* ---------------- generation ---------------- */
+
+static int peer_closed(struct MHD_Connection *mc)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char b;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void gen_cancel(conn_t *c)
+{
+    if (c->req && !c->cancelled) {
+        c->cancelled = 1;
+        c->srv->api->cancel(c->req);
+    }
+}
+
+static void gen_over(conn_t *c, sits_finish_t f)
+{
+    c->over = 1;
+    c->finish = f;
+    c->t_over = now_s();
+}
+
+static int is_stop_id(const sits_server_t *srv, int32_t id)
+{
+    for (size_t i = 0; i < srv->n_stop_ids; i++)
+        if (srv->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+/* One slice: wait up to NEXT_TIMEOUT_MS for tokens and turn them into text (c->to.out). */
+static void gen_poll(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    int32_t toks[TOK_BATCH];
+    sits_finish_t fin = SITS_FINISH_NONE;
+    int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, NEXT_TIMEOUT_MS);
+    if (n > 0) {
+        double t = now_s();
+        if (c->n_gen == 0) {
+            sits_srv_metrics_ttft(&srv->metrics, t - c->t_arrival);
+            if (n > 1) sits_srv_metrics_itl(&srv->metrics, 0.0, n - 1);
+        } else {
+            sits_srv_metrics_itl(&srv->metrics, t - c->t_last, n);
+        }
+        c->t_last = t;
+        c->n_gen += n;
+        /* eos / stop ids end the output; they are not text (even when not special tokens) */
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (c->rq.ignore_eos || !is_stop_id(srv, toks[i])) toks[m++] = toks[i];
+        sits_status_t st = sits_srv_textout_push(&c->to, toks, m);
+        if (st != SITS_OK) {
+            SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
+            gen_cancel(c);
+            gen_over(c, SITS_FINISH_ERROR);
+            return;
+        }
+        if (c->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
+            gen_cancel(c);
+            gen_over(c, SITS_FINISH_STOP);
+            return;
+        }
+    }
+    if (n < 0) fin = SITS_FINISH_ERROR;
+    if (fin == SITS_FINISH_NONE && atomic_load(&srv->stopping)) {
+        gen_cancel(c);
+        fin = SITS_FINISH_CANCELLED;
+    }
+    if (fin != SITS_FINISH_NONE) {
+        gen_over(c, fin);
+        if (sits_srv_textout_finish(&c->to) != SITS_OK) c->finish = SITS_FINISH_ERROR;
+        if (c->to.stopped) c->finish = SITS_FINISH_STOP;
+    }
+}
+
+/* Submits the validated request. Returns 0, or -1 with err set. */
+static int gen_start(conn_t *c, sits_srv_error_t *err)
+{
+    sits_server_t *srv = c->srv;
+    uint64_t k = atomic_fetch_add(&srv->counter, 1);
+    if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
+    c->rq.sample.step = 0;
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
+             (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
+    c->created = (long long)time(NULL);
+    if (sits_srv_textout_init(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len,
+                              c->rq.n_stop) != SITS_OK) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    c->to_valid = 1;
+    sits_req_params_t p = {
+        .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
+        .ignore_eos = c->rq.ignore_eos,
+        .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
+    };
+    char msg[256] = "";
+    sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    if (st == SITS_ERR_BUSY) {
+        sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
+                           "the server has too many waiting requests; retry later");
+        return -1;
+    }
+    if (st == SITS_ERR_INVALID) {
+        sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
+                           msg[0] ? msg : "the request does not fit the model's context");
+        return -1;
+    }
+    if (st != SITS_OK) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "the scheduler refused the request: %s",
+                           msg[0] ? msg : sits_status_str(st));
+        return -1;
+    }
+    atomic_fetch_add(&srv->inflight, 1);
+    c->t_last = c->t_arrival;
+    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    return 0;
+}
+
+/* Generation no longer needs the connection's idle timer off; setting it from 0 restarts the timer. */
+static void gen_restore_timeout(conn_t *c)
+{
+    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->srv->idle_timeout);
+}
+
+static enum MHD_Result run_whole(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    while (!c->over) {
+        gen_poll(c);
+        if (!c->over && peer_closed(c->mc)) {
+            SITS_INFO(SITS_SUB_HTTP, "request %s: client went away, cancelling", c->id);
+            gen_cancel(c);
+            return MHD_NO;
+        }
+    }
+    gen_restore_timeout(c);
+    sits_srv_error_t err;
+    if (c->finish == SITS_FINISH_ERROR) {
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
+        return reply_error(c, &err);
+    }
+    if (c->finish == SITS_FINISH_CANCELLED && atomic_load(&srv->stopping)) {
+        sits_srv_error_set(&err, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return reply_error(c, &err);
+    }
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
+                                        c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
+    return reply_json(c, 200, body);
+}
+
+/* Appends an SSE event (malloc'd s) to the pending output. */
+static int pend_add(conn_t *c, char *s, size_t len)
+{
+    if (!s) return -1;
+    if (c->pend_off == c->pend_len) c->pend_off = c->pend_len = 0;
+    if (c->pend_len + len > c->pend_cap) {
+        size_t cap = c->pend_cap ? c->pend_cap : 1024;
+        while (cap < c->pend_len + len) cap *= 2;
+        char *p = realloc(c->pend, cap);
+        if (!p) {
+            free(s);
+            return -1;
+        }
+        c->pend = p;
+        c->pend_cap = cap;
+    }
+    memcpy(c->pend + c->pend_len, s, len);
+    c->pend_len += len;
+    free(s);
+    return 0;
+}
+
+/* Released text -> one content chunk. */
+static int stream_text(conn_t *c)
+{
+    if (c->to.out_len == 0) return 0;
+    size_t len = 0;
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, NULL, c->to.out, c->to.out_len,
+                                 NULL, c->rq.include_usage, &len);
+    c->to.out_len = 0;
+    return pend_add(c, s, len);
+}
+
+/* The end of a stream: last text, the finish chunk (or an error event), the usage chunk, [DONE]. */
+static int stream_end(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    size_t len = 0;
+    char *s;
+    if (stream_text(c) != 0) return -1;
+    if (c->finish == SITS_FINISH_ERROR) {
+        sits_srv_error_t err;
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
+        s = sits_srv_error_sse(&err, &len);
+    } else {
+        const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
+        s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0,
+                               sits_srv_finish_str(c->finish), c->rq.include_usage, &len);
+    }
+    if (pend_add(c, s, len) != 0) return -1;
+    if (c->rq.include_usage) {
+        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, &len);
+        if (pend_add(c, s, len) != 0) return -1;
+    }
+    s = strdup("data: [DONE]\n\n");
+    if (pend_add(c, s, s ? strlen(s) : 0) != 0) return -1;
+    c->stream_done = 1;
+    gen_restore_timeout(c);
+    return 0;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    conn_t *c = cls;
+    (void)pos;
+    for (;;) {
+        if (c->pend_off < c->pend_len) {
+            size_t n = c->pend_len - c->pend_off;
+            if (n > max) n = max;
+            memcpy(buf, c->pend + c->pend_off, n);
+            c->pend_off += n;
+            return (ssize_t)n;
+        }
+        if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (c->over) {
+            if (stream_end(c) != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            continue;
+        }
+        if (peer_closed(c->mc)) {
+            SITS_INFO(SITS_SUB_HTTP, "request %s: client went away mid-stream, cancelling", c->id);
+            gen_cancel(c);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        gen_poll(c);
+        if (!c->over && stream_text(c) != 0) {
+            gen_cancel(c);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static enum MHD_Result run_stream(conn_t *c)
+{
+    if (c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
+        size_t len = 0;
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, "assistant", "", 0, NULL,
+                                     c->rq.include_usage, &len);
+        if (pend_add(c, s, len) != 0) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, c, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ok = MHD_queue_response(c->mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) {
+        c->replied = 1;
+        sits_srv_metrics_status(&c->srv->metrics, 200);
+    }
+    return ok;
+}
+
+static enum MHD_Result handle_generate(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    sits_srv_error_t err;
+    if (atomic_load(&srv->draining) || atomic_load(&srv->stopping)) {
+        sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
+                           "the server is draining and admits no new requests");
+        return reply_error(c, &err);
+    }
+    if (c->body_too_big) {
+        sits_srv_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                           "the request body is larger than %zu bytes", srv->max_body);
+        return reply_error(c, &err);
+    }
+    sits_srv_kind_t kind = c->route == R_CHAT ? SITS_SRV_CHAT : SITS_SRV_COMPLETIONS;
+    if (sits_srv_request_parse(&srv->lim, kind, c->body ? c->body : "", c->body_len, &c->rq, &err) != 0)
+        return reply_error(c, &err);
+    c->rq_valid = 1;
+    free(c->body);
+    c->body = NULL;
+    if (gen_start(c, &err) != 0) return reply_error(c, &err);
+    return c->rq.stream ? run_stream(c) : run_whole(c);
+}
+
+/* ---------------- other endpoints ---------------- */
+
+static enum MHD_Result handle_models(conn_t *c, const char *url)
+{
+    sits_server_t *srv = c->srv;
+    char one[1024];
+    snprintf(one, sizeof one,
+             "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sits-dist\",\"max_model_len\":%d}",
+             srv->model_name, srv->start_time, srv->lim.max_model_len);
+    if (c->route == R_MODEL) {
+        const char *id = url + strlen("/v1/models/");
+        if (strcmp(id, srv->model_name) != 0) {
+            sits_srv_error_t err;
+            sits_srv_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
+                               "The model '%.200s' does not exist", id);
+            return reply_error(c, &err);
+        }
+        return reply_json(c, 200, strdup(one));
+    }
+    char *body = malloc(strlen(one) + 64);
+    if (body) sprintf(body, "{\"object\":\"list\",\"data\":[%s]}", one);
+    return reply_json(c, 200, body);
+}
+
+static enum MHD_Result handle_metrics(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    sits_sched_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (srv->api->stats) srv->api->stats(srv->sched, &st);
+    size_t len = 0;
+    char *body = sits_srv_metrics_render(&srv->metrics, srv->api->stats ? &st : NULL, atomic_load(&srv->inflight),
+                                         &len);
+    return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", body, len, NULL);
+}
+
+/* ---------------- routing ---------------- */
+
+static route_t route_of(const char *url)
+{
+    if (strcmp(url, "/v1/completions") == 0) return R_COMPLETIONS;
+    if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
+    if (strcmp(url, "/v1/models") == 0) return R_MODELS;
+    if (strncmp(url, "/v1/models/", 11) == 0 && url[11]) return R_MODEL;
+    if (strcmp(url, "/health") == 0) return R_HEALTH;
+    if (strcmp(url, "/metrics") == 0) return R_METRICS;
+    return R_NONE;
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer <key>". */
+static int auth_ok(const sits_server_t *srv, struct MHD_Connection *mc)
+{
+    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    size_t a = strlen(h), b = strlen(srv->api_key);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ srv->api_key[i]);
+    return diff == 0 && a > 0;
+}
+
+/* First call of a request: everything decidable from the request line and headers. Returns 1 when a
+ * response was queued (*ret set). */
+static int early_checks(conn_t *c, const char *url, const char *method, enum MHD_Result *ret)
+{
+    sits_server_t *srv = c->srv;
+    sits_srv_error_t err;
+    int is_post_route = c->route == R_COMPLETIONS || c->route == R_CHAT;
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (c->route == R_NONE) {
+        sits_srv_error_set(&err, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %.200s",
+                           method, url);
+    } else if (is_post_route ? strcmp(method, "POST") != 0 : !get) {
+        sits_srv_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
+                           "method %s is not allowed on %.200s (use %s)", method, url, is_post_route ? "POST" : "GET");
+    } else if (srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
+        sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
+                           "missing or invalid API key: send 'Authorization: Bearer <key>'");
+    } else if (is_post_route && (atomic_load(&srv->draining) || atomic_load(&srv->stopping))) {
+        sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
+                           "the server is draining and admits no new requests");
+    } else {
+        const char *cl = MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (!is_post_route || !cl || strtoull(cl, NULL, 10) <= srv->max_body) return 0;
+        sits_srv_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                           "the request body (%s bytes) is larger than %zu bytes", cl, srv->max_body);
+    }
+    *ret = reply_error(c, &err);
+    return 1;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    sits_server_t *srv = cls;
+    conn_t *c = *con_cls;
+    (void)version;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return MHD_NO;
+        c->srv = srv;
+        c->mc = mc;
+        c->t_arrival = now_s();
+        c->route = route_of(url);
+        *con_cls = c;
+        enum MHD_Result ret;
+        if (early_checks(c, url, method, &ret)) return ret;
+        return MHD_YES;
+    }
+    if (c->replied) {   /* answered early; drop whatever body still comes */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (c->route != R_COMPLETIONS && c->route != R_CHAT) return MHD_YES;
+        if (c->body_too_big || c->body_len + n > c->srv->max_body) {
+            c->body_too_big = 1;
+            return MHD_YES;
+        }
+        if (c->body_len + n + 1 > c->body_cap) {
+            size_t cap = c->body_cap ? c->body_cap : 4096;
+            while (cap < c->body_len + n + 1) cap *= 2;
+            char *b = realloc(c->body, cap);
+            if (!b) return MHD_NO;
+            c->body = b;
+            c->body_cap = cap;
+        }
+        memcpy(c->body + c->body_len, upload_data, n);
+        c->body_len += n;
+        c->body[c->body_len] = 0;
+        return MHD_YES;
+    }
+    switch (c->route) {
+    case R_COMPLETIONS:
+    case R_CHAT: return handle_generate(c);
+    case R_MODELS:
+    case R_MODEL: return handle_models(c, url);
+    case R_METRICS: return handle_metrics(c);
+    case R_HEALTH:
+        if (atomic_load(&srv->draining)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
+        return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
+    default: return MHD_NO;
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    sits_server_t *srv = cls;
+    conn_t *c = *con_cls;
+    (void)mc;
+    if (!c) return;
+    *con_cls = NULL;
+    if (c->req) {
+        if (!c->over) {   /* the client went away (or MHD gave up on it) before the end */
+            if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+                SITS_INFO(SITS_SUB_HTTP, "request %s: connection ended (%d) before the response did", c->id, (int)toe);
+            gen_cancel(c);
+            gen_over(c, SITS_FINISH_CANCELLED);
+        }
+        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, c->finish);
+        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens, %s, %.3f s", c->id, c->rq.n_prompt,
+                  c->n_gen, sits_srv_finish_str(c->finish), c->t_over - c->t_arrival);
+        srv->api->release(c->req);
+        atomic_fetch_sub(&srv->inflight, 1);
+    }
+    if (c->to_valid) sits_srv_textout_fini(&c->to);
+    if (c->rq_valid) sits_srv_request_free(&c->rq);
+    free(c->body);
+    free(c->pend);
+    free(c);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char b[512];
+    vsnprintf(b, sizeof b, fmt, ap);
+    size_t n = strlen(b);
+    while (n && (b[n - 1] == '\n' || b[n - 1] == '\r')) b[--n] = 0;
+    /* our own reader/handler refusals when a client went away: already logged (INFO) where they happen */
+    if (strstr(b, "application error generating response") || strstr(b, "Application reported internal error"))
+        SITS_DEBUG(SITS_SUB_HTTP, "microhttpd: %s", b);
+    else
+        SITS_WARN(SITS_SUB_HTTP, "microhttpd: %s", b);
+}
+
+/* ---------------- lifecycle ---------------- */
+
+static sits_status_t open_listener(const char *host, int port, int *fd_p, int *port_p, int *v6_p)
+{
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    int e = getaddrinfo(host, ps, &hints, &res);
+    if (e != 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "cannot resolve host '%s': %s", host, gai_strerror(e));
+        return SITS_ERR_INVALID;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 256) == 0) {
+            *v6_p = ai->ai_family == AF_INET6;
+            break;
+        }
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "cannot listen on %s:%d: %s", host, port, strerror(err));
+        return SITS_ERR_IO;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "getsockname: %s", strerror(errno));
+        close(fd);
+        return SITS_ERR_IO;
+    }
+    *port_p = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    *fd_p = fd;
+    return SITS_OK;
+}
+
+static void server_free(sits_server_t *s)
+{
+    free(s->host);
+    free(s->api_key);
+    free(s->model_name);
+    free(s->chat_template);
+    sits_srv_metrics_fini(&s->metrics);
+    free(s);
+}
+
+sits_status_t sits_server_create(const sits_server_params_t *p, const sits_tokenizer_t *tok,
+                                 const sits_sched_api_t *api, void *sched, sits_server_t **srv_p)
+{
+    if (!p || !tok || !api || !api->submit || !api->next || !api->cancel || !api->release || !p->model_name ||
+        !p->model_name[0] || p->max_model_len <= 0 || p->port < 0 || p->port > 65535) {
+        SITS_ERROR(SITS_SUB_HTTP, "server: bad parameters (model name, max_model_len > 0, port, api table required)");
+        return SITS_ERR_INVALID;
+    }
+    sits_status_t st = SITS_OK;
+    sits_server_t *s = calloc(1, sizeof *s);
+    if (!s) return SITS_ERR_NOMEM;
+    sits_srv_metrics_init(&s->metrics);
+    s->host = strdup(p->host && p->host[0] ? p->host : "127.0.0.1");
+    s->model_name = strdup(p->model_name);
+    s->api_key = p->api_key && p->api_key[0] ? strdup(p->api_key) : NULL;
+    SITS_ALLOC_CHECK_GOTO(s->host, st, err_free);
+    SITS_ALLOC_CHECK_GOTO(s->model_name, st, err_free);
+    if (p->api_key && p->api_key[0]) SITS_ALLOC_CHECK_GOTO(s->api_key, st, err_free);
+
+    /* chat template: the override by name, else what tokenizer_config.json holds; none -> chat gives 400 */
+    sits_chat_kind_t kind = SITS_CHAT_NONE;
+    if (p->chat_template && p->chat_template[0]) {
+        SITS_CHECK_GOTO(sits_chat_template_by_name(p->chat_template, &kind), st, err_free);
+    } else if (sits_tokenizer_chat_template(tok)) {
+        if (sits_chat_template_detect(sits_tokenizer_chat_template(tok), &kind) != SITS_OK) kind = SITS_CHAT_NONE;
+    }
+    if (kind != SITS_CHAT_NONE) {
+        s->chat_template = strdup(sits_chat_template_name(kind));
+        SITS_ALLOC_CHECK_GOTO(s->chat_template, st, err_free);
+    } else {
+        SITS_WARN(SITS_SUB_HTTP, "no chat template recognised: /v1/chat/completions will answer 400 "
+                                 "(use --chat-template NAME)");
+    }
+    s->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)1 << 20;
+    s->idle_timeout = p->idle_timeout_s > 0 ? (unsigned)p->idle_timeout_s : 60u;
+    s->seed = p->seed;
+    s->api = api;
+    s->sched = sched;
+    s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);
+    s->lim = (sits_srv_limits_t){
+        .tok = tok, .model_name = s->model_name, .max_model_len = p->max_model_len,
+        .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
+        .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
+        .chat_template = s->chat_template,
+    };
+    s->start_time = (long long)time(NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->id_salt = mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
+
+    int fd = -1, v6 = 0;
+    SITS_CHECK_GOTO(open_listener(s->host, p->port, &fd, &s->port, &v6), st, err_free);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned max_conn = p->max_connections > 0 ? (unsigned)p->max_connections : 512u;
+    s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,   /* first, or MHD logs some to stderr */
+                              MHD_OPTION_LISTEN_SOCKET, fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                              MHD_OPTION_CONNECTION_TIMEOUT, s->idle_timeout,
+                              MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                              MHD_OPTION_END);
+    if (!s->mhd) {
+        SITS_ERROR(SITS_SUB_HTTP, "MHD_start_daemon failed on %s:%d", s->host, s->port);
+        close(fd);
+        st = SITS_ERR_IO;
+        goto err_free;
+    }
+    SITS_INFO(SITS_SUB_HTTP, "serving '%s' on http://%s:%d (auth %s, max body %zu bytes, chat template %s)",
+              s->model_name, s->host, s->port, s->api_key ? "on" : "off", s->max_body,
+              s->chat_template ? s->chat_template : "none");
+    *srv_p = s;
+    return SITS_OK;
+err_free:
+    server_free(s);
+    return st;
+}
+
+int sits_server_port(const sits_server_t *srv)
+{
+    return srv->port;
+}
+
+void sits_server_stop_admitting(sits_server_t *srv)
+{
+    atomic_store(&srv->draining, 1);
+    SITS_INFO(SITS_SUB_HTTP, "draining: new requests get 503, %d in flight", atomic_load(&srv->inflight));
+}
+
+int sits_server_inflight(const sits_server_t *srv)
+{
+    return atomic_load(&((sits_server_t *)srv)->inflight);
+}
+
+void sits_server_destroy(sits_server_t *srv)
+{
+    if (!srv) return;
+    atomic_store(&srv->stopping, 1);   /* generation loops cancel within one NEXT_TIMEOUT_MS slice */
+    MHD_stop_daemon(srv->mhd);         /* closes the sockets, joins every connection thread */
+    server_free(srv);
+}

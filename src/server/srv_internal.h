@@ -1,0 +1,134 @@
+/* srv_internal.h -- pieces of the HTTP front-end shared by its files (not a public contract):
+ *   api.c      request parsing/validation and OpenAI-shaped JSON bodies (responses, chunks, errors)
+ *   textout.c  incremental detokenization + stop-string matching with hold-back
+ *   metrics.c  counters and histograms, Prometheus text rendering
+ *   server.c   libmicrohttpd daemon, routing, auth, body limits, the generation loops
+ * Invariant: every text these files hand to a client is valid UTF-8. */
+#ifndef SITS_SERVER_SRV_INTERNAL_H
+#define SITS_SERVER_SRV_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "sched/sched.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256 };
+
+typedef enum { SITS_SRV_COMPLETIONS = 0, SITS_SRV_CHAT = 1 } sits_srv_kind_t;
+
+/* An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status. */
+typedef struct {
+    int status;
+    const char *type;     /* "invalid_request_error", "authentication_error", ... (static strings) */
+    const char *code;     /* NULL -> null */
+    const char *param;    /* NULL -> null */
+    char message[512];
+} sits_srv_error_t;
+
+/* What the server needs to validate a request (read-only after create). */
+typedef struct {
+    const sits_tokenizer_t *tok;
+    const char *model_name;
+    int max_model_len;
+    int vocab_size;
+    int default_max_tokens;
+    const char *chat_template;   /* resolved family name, NULL: no chat template (chat -> 400) */
+} sits_srv_limits_t;
+
+/* A validated request. */
+typedef struct {
+    sits_srv_kind_t kind;
+    int32_t *prompt;          /* malloc'd */
+    int n_prompt;
+    int max_tokens;
+    sits_sample_params_t sample;
+    int has_seed;
+    int ignore_eos;
+    char *stop[SITS_SRV_MAX_STOP];   /* malloc'd, non-empty, valid UTF-8 */
+    size_t stop_len[SITS_SRV_MAX_STOP];
+    int n_stop;
+    int stream;
+    int include_usage;
+} sits_srv_request_t;
+
+/* api.c */
+/* Parses and validates body (len bytes). On success fills req (free with sits_srv_request_free) and
+ * returns 0; else fills err and returns -1. */
+int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, const char *body, size_t len,
+                           sits_srv_request_t *req, sits_srv_error_t *err);
+void sits_srv_request_free(sits_srv_request_t *req);
+void sits_srv_error_set(sits_srv_error_t *err, int status, const char *type, const char *code, const char *param,
+                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* malloc'd JSON text of the error body. */
+char *sits_srv_error_json(const sits_srv_error_t *err);
+const char *sits_srv_finish_str(sits_finish_t f);   /* "stop", "length", "abort", ... */
+/* Whole (non-streaming) response body. */
+char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen);
+/* One SSE event "data: {...}\n\n" (malloc'd, *len_p set). text may be NULL (no content key in the chat
+ * delta), role non-NULL only in the first chat chunk, finish NULL while running. usage_null adds
+ * "usage": null (stream_options.include_usage). */
+char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+                         const char *role, const char *text, size_t text_len, const char *finish,
+                         int usage_null, size_t *len_p);
+/* The usage chunk: choices [] and usage. */
+char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+                         int n_prompt, int n_gen, size_t *len_p);
+/* An error event in a stream (the status line was already sent): data: {"error": {...}}. */
+char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p);
+
+/* textout.c -- ids -> text that is safe to emit. Text that could still become the start of a stop string
+ * is held back; once a stop string appears, the text before it is released and *stopped is set. */
+typedef struct {
+    sits_detok_t *dt;
+    const char *const *stop;
+    const size_t *stop_len;
+    int n_stop;
+    char *held;           /* decoded, not yet released */
+    size_t held_len, held_cap;
+    char *out;            /* released, not yet taken by the caller */
+    size_t out_len, out_cap;
+    int stopped;          /* a stop string matched; later pushes are ignored */
+} sits_srv_textout_t;
+
+sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
+                                    const size_t *stop_len, int n_stop);
+sits_status_t sits_srv_textout_push(sits_srv_textout_t *t, const int32_t *ids, int n);
+/* End of generation: flush the detokenizer, release what is held (after a last stop check). */
+sits_status_t sits_srv_textout_finish(sits_srv_textout_t *t);
+void sits_srv_textout_fini(sits_srv_textout_t *t);
+
+/* metrics.c */
+enum { SITS_SRV_MAX_STATUS = 24 };
+
+typedef struct {
+    const double *le;      /* upper bounds, increasing; +Inf implied */
+    int n_le;
+    uint64_t counts[24];   /* per bucket (not cumulative), [n_le] = +Inf */
+    uint64_t count;
+    double sum;
+} sits_srv_hist_t;
+
+typedef struct {
+    pthread_mutex_t mu;
+    int status_code[SITS_SRV_MAX_STATUS];
+    uint64_t status_count[SITS_SRV_MAX_STATUS];
+    int n_status;
+    uint64_t finish_count[5];    /* by sits_finish_t */
+    sits_srv_hist_t ttft, itl, e2e;
+    uint64_t prompt_tokens, generation_tokens;
+} sits_srv_metrics_t;
+
+void sits_srv_metrics_init(sits_srv_metrics_t *m);
+void sits_srv_metrics_fini(sits_srv_metrics_t *m);
+void sits_srv_metrics_status(sits_srv_metrics_t *m, int status);
+void sits_srv_metrics_ttft(sits_srv_metrics_t *m, double s);
+/* n tokens arrived dt seconds after the previous ones: n observations of dt / n. */
+void sits_srv_metrics_itl(sits_srv_metrics_t *m, double dt, int n);
+void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f);
+/* Prometheus text exposition (malloc'd). st may be NULL (no scheduler gauges). */
+char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, int inflight, size_t *len_p);
+
+#endif
