@@ -99,6 +99,7 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     if (chunk < 1) return SITS_ERR_INTERNAL;
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++) {
             unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
                                     (unsigned long long)(r + i);
