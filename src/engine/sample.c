@@ -16,7 +16,7 @@ typedef struct {
 
 /* Per sequence per rank: header then C candidates. */
 typedef struct {
-    float lse;        /* log sum exp(l / T) over the local slice (-inf when empty) */
+    float lse;        /* log sum exp(l / T) over the local slice; only for top-p without top-k (else -inf) */
     int32_t n;        /* valid candidates */
     cand_t best;      /* argmax of l / T + g over the local slice (untruncated sampling / greedy) */
 } cand_hdr_t;
@@ -98,18 +98,27 @@ again:;
         const float *row = logits + (size_t)s * v_count;
         cand_hdr_t *h = (cand_hdr_t *)(mine + rec * s);
         cand_t *cd = (cand_t *)(h + 1);
-        float inv_t = greedy(p) ? 1.0f : 1.0f / p->temperature;
         h->best.logit = -INFINITY;
         h->best.id = -1;
-        double mx = -INFINITY, sum = 0;
-        for (int i = 0; i < v_count; i++) if (row[i] * inv_t > mx) mx = row[i] * inv_t;
-        for (int i = 0; i < v_count; i++) {
-            double z = (double)row[i] * inv_t;
-            sum += exp(z - mx);
-            float score = greedy(p) ? row[i] : (float)z + gumbel(p->seed, p->step, v_start + i);
-            if (score > h->best.logit) { h->best.logit = score; h->best.id = v_start + i; }
+        h->lse = -INFINITY;
+        if (greedy(p)) {
+            /* argmax, lowest id on ties */
+            for (int i = 0; i < v_count; i++)
+                if (row[i] > h->best.logit) { h->best.logit = row[i]; h->best.id = v_start + i; }
+        } else if (!truncated(p)) {
+            /* Gumbel-max over the whole slice */
+            float inv_t = 1.0f / p->temperature;
+            for (int i = 0; i < v_count; i++) {
+                float score = row[i] * inv_t + gumbel(p->seed, p->step, v_start + i);
+                if (score > h->best.logit) { h->best.logit = score; h->best.id = v_start + i; }
+            }
+        } else if (p->top_p < 1.0f && p->top_k <= 0 && v_count > 0) {
+            /* the nucleus is measured against the whole vocabulary: this slice's log-sum-exp */
+            double inv_t = 1.0 / p->temperature, mx = -INFINITY, sum = 0;
+            for (int i = 0; i < v_count; i++) if (row[i] * inv_t > mx) mx = row[i] * inv_t;
+            for (int i = 0; i < v_count; i++) sum += exp(row[i] * inv_t - mx);
+            h->lse = (float)(mx + log(sum));
         }
-        h->lse = v_count ? (float)(mx + log(sum)) : -INFINITY;
         h->n = truncated(p) ? local_topc(row, v_start, v_count, c, cd) : 0;
     }
     sits_status_t st = R > 1 ? comm->ops->allgather(comm, mine, all, bytes) : SITS_OK;
