@@ -200,3 +200,15 @@ sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const
     *logits_p = e->logits_host;
     return SITS_OK;
 }
+
+/* [kv export accessor] see engine.h */
+sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p)
+{
+    if (!e || layer < 0 || layer >= e->w->cfg.n_layers) {
+        SITS_ERROR(SITS_SUB_ENGINE, "kv layer %d out of range", layer);
+        return SITS_ERR_INVALID;
+    }
+    *k_p = e->k_cache[layer];
+    *v_p = e->v_cache[layer];
+    return SITS_OK;
+}

@@ -52,4 +52,9 @@ sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
                                   int block_size);
 
+/* [kv export accessor, added for src/kv/shard.h and bench/bench_kv_codec.c] The paged K and V storage
+ * of one layer: backend buffers (host memory on the cpu backend) of [n_blocks, block_size, nkv_loc,
+ * head_dim] in be->kv_dtype. SITS_ERR_INVALID for a layer out of range. */
+sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p);
+
 #endif

@@ -1,2 +1,3 @@
 # src/kv: KV block allocation (the paged storage itself lives in the engine).
 libsits_a_SOURCES += src/kv/blocks.c src/kv/blocks.h
+include src/kv/shard.mk
