@@ -174,6 +174,21 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
     return SITS_OK;
 }
 
+/* The TP group's communicators: MPI on host buffers (plans, sampling) and, on GPUs with TP > 1,
+ * NCCL for the tensors (collective over the group). */
+static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be, sits_comm_t **tp_p,
+                                sits_comm_t **tp_dev_p)
+{
+    SITS_CHECK(sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, tp_p));
+    if (!sits_backend_cuda_stream(be) || (*tp_p)->size == 1) return SITS_OK;
+#ifdef HAVE_NCCL
+    return sits_comm_nccl_create(L->tp_mpi, be, cfg->step_timeout, tp_dev_p);
+#else
+    SITS_ERROR(SITS_SUB_INIT, "tensor parallelism on GPUs needs NCCL (configure --with-nccl)");
+    return SITS_ERR_UNSUPPORTED;
+#endif
+}
+
 /* --prompt: encode with the model's tokenizer (through the chat template with --chat). Returns 0 or an exit code. */
 static int encode_prompt(const sits_config_t *cfg, sits_tokenizer_t **tok_p, int32_t **ids_p, int *n_p)
 {
@@ -261,7 +276,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL;
     sits_runner_t *r = NULL;
     int32_t *ids = NULL, **outs = NULL;
     const int32_t **prompts = NULL;
@@ -294,7 +309,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         return EXIT_USAGE;
     }
     st = make_backend(cfg, L->pl, L->bound_cores, &be);
-    if (st == SITS_OK) st = sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, &tp);
+    if (st == SITS_OK) st = make_comms(cfg, L, be, &tp, &tp_dev);
     if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
 
     uint64_t seed = (uint64_t)cfg->seed;
@@ -308,7 +323,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         .kv_bytes = cfg->kv_cache_memory,
     };
     double t0 = now_s();
-    st = sits_runner_create(&rp, be, tp, NULL, &r);
+    st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0)
         fprintf(stderr, "loaded %s (%d layers, hidden %d, vocab %d) on %d rank%s, %s backend, in %.2f s\n", cfg->model,
@@ -364,6 +379,7 @@ out:
     free(ids);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
+    sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);
     return rc;
@@ -381,7 +397,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL;
     sits_runner_t *r = NULL;
     sits_tokenizer_t *tok = NULL;
     sits_sched_t *sched = NULL;
@@ -403,7 +419,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
 
     int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
     st = make_backend(cfg, L->pl, L->bound_cores, &be);
-    if (st == SITS_OK) st = sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, &tp);
+    if (st == SITS_OK) st = make_comms(cfg, L, be, &tp, &tp_dev);
     if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
     sits_runner_params_t rp = {
         .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = (int)cfg->max_num_seqs,
@@ -411,7 +427,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
     };
     double t0 = now_s();
-    st = sits_runner_create(&rp, be, tp, NULL, &r);
+    st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
         st = sits_tokenizer_load(cfg->model, &tok);
@@ -460,6 +476,7 @@ out:
     sits_sched_destroy(sched);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
+    sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);
     return rc;

@@ -95,6 +95,17 @@ sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits
 /* Number of usable CUDA devices (0 without CUDA). */
 int sits_backend_cuda_device_count(void);
 
+/* [nccl hook] CUDA builds only (cuda.c). The cudaStream_t of a cuda backend, NULL otherwise; for the
+ * NCCL communicator, which enqueues its collectives on it. */
+void *sits_backend_cuda_stream(sits_backend_t *be);
+/* [nccl hook] A health check run while sync / download / download_f32 wait for the stream: with at
+ * least one registered, those waits poll the stream and call every check on each not-ready poll
+ * with the seconds waited so far. A check returns SITS_OK to keep waiting; on a fault it aborts the
+ * job (or returns an error, which the wait returns). fn NULL removes the check registered with ctx;
+ * registering ctx again replaces its fn. At most 4 per backend. SITS_ERR_INVALID on a non-cuda backend. */
+typedef sits_status_t (*sits_backend_health_fn)(void *ctx, double waited_s);
+sits_status_t sits_backend_cuda_set_health_check(sits_backend_t *be, sits_backend_health_fn fn, void *ctx);
+
 static inline void sits_backend_destroy(sits_backend_t *be) { if (be) be->ops->destroy(be); }
 
 #endif

@@ -18,12 +18,15 @@
 #include "kernels/sits_kernels.h"
 #include "util/log.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
 #define CUDA_STAGING_BYTES ((size_t)4 << 20) /* per buffer; two buffers */
 #define CUDA_PLANS_INIT 64                   /* power of two */
+#define CUDA_HEALTH_MAX 4                    /* [nccl hook] health checks per backend */
 
 /* One cached GEMM configuration. */
 typedef struct {
@@ -44,9 +47,51 @@ typedef struct {
     int next_staging;
     cuda_gemm_plan_t *plans;
     size_t n_plans, cap_plans;
+    /* [nccl hook] health checks run while a wait polls the stream (see cuda_wait) */
+    struct { sits_backend_health_fn fn; void *ctx; } health[CUDA_HEALTH_MAX];
+    int n_health;
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
+
+/* ---- [nccl hook] waits with health checks -------------------------------------------------- */
+
+static double cuda_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Wait for `ev` (NULL: the whole stream). Without health checks: the blocking CUDA call. With
+ * them: poll, and on each not-ready poll run every check with the seconds waited so far (a check
+ * that finds a fault aborts the job or returns an error, which ends the wait). */
+static sits_status_t cuda_wait(cuda_impl_t *c, cudaEvent_t ev)
+{
+    if (c->n_health == 0) {
+        SITS_CUDA_CHECK(ev ? cudaEventSynchronize(ev) : cudaStreamSynchronize(c->stream));
+        return SITS_OK;
+    }
+    double t0 = cuda_now_s();
+    for (long spins = 0;; spins++) {
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
+        if (e == cudaSuccess) return SITS_OK;
+        if (e != cudaErrorNotReady) {
+            SITS_ERROR(SITS_SUB_CUDA, "waiting for the stream: %s", cudaGetErrorString(e));
+            return SITS_ERR_CUDA;
+        }
+        double waited = cuda_now_s() - t0;
+        for (int i = 0; i < c->n_health; i++) {
+            sits_status_t st = c->health[i].fn(c->health[i].ctx, waited);
+            if (st != SITS_OK) return st;
+        }
+        if (spins < 4096) sched_yield();
+        else {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
@@ -106,8 +151,7 @@ static sits_status_t cuda_download(sits_backend_t *be, void *dst_host, const voi
 {
     cuda_impl_t *c = impl_of(be);
     SITS_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    SITS_CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    return SITS_OK;
+    return cuda_wait(c, NULL); /* [nccl hook] */
 }
 
 static sits_status_t cuda_memset0(sits_backend_t *be, void *dst, size_t bytes)
@@ -203,7 +247,7 @@ static sits_status_t cuda_download_f32(sits_backend_t *be, float *dst_host, cons
         c->next_staging ^= 1;
         SITS_CUDA_CHECK(cudaMemcpyAsync(c->staging[i], s + off * 2, m * 2, cudaMemcpyDeviceToHost, c->stream));
         SITS_CUDA_CHECK(cudaEventRecord(c->staged[i], c->stream));
-        SITS_CUDA_CHECK(cudaEventSynchronize(c->staged[i]));
+        SITS_CHECK(cuda_wait(c, c->staged[i])); /* [nccl hook] */
         const uint16_t *h = (const uint16_t *)c->staging[i];
         for (size_t j = 0; j < m; j++) dst_host[off + j] = sits_bf16_to_f32(h[j]);
         off += m;
@@ -410,8 +454,7 @@ static sits_status_t cuda_gather_rows(sits_backend_t *be, void *out, const void 
 
 static sits_status_t cuda_sync(sits_backend_t *be)
 {
-    SITS_CUDA_CHECK(cudaStreamSynchronize(impl_of(be)->stream));
-    return SITS_OK;
+    return cuda_wait(impl_of(be), NULL); /* [nccl hook] */
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
@@ -547,4 +590,34 @@ int sits_backend_cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+/* ---- [nccl hook] accessors for the NCCL communicator ---------------------------------------- */
+
+void *sits_backend_cuda_stream(sits_backend_t *be)
+{
+    return be && be->ops == &cuda_ops ? (void *)impl_of(be)->stream : NULL;
+}
+
+sits_status_t sits_backend_cuda_set_health_check(sits_backend_t *be, sits_backend_health_fn fn, void *ctx)
+{
+    if (!be || be->ops != &cuda_ops) return SITS_ERR_INVALID;
+    cuda_impl_t *c = impl_of(be);
+    int i = 0;
+    while (i < c->n_health && c->health[i].ctx != ctx) i++;
+    if (!fn) { /* remove ctx's check */
+        if (i == c->n_health) return SITS_OK;
+        c->health[i] = c->health[--c->n_health];
+        return SITS_OK;
+    }
+    if (i == c->n_health) {
+        if (c->n_health == CUDA_HEALTH_MAX) {
+            SITS_ERROR(SITS_SUB_CUDA, "more than %d health checks on gpu %d", CUDA_HEALTH_MAX, be->device);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        c->n_health++;
+    }
+    c->health[i].fn = fn;
+    c->health[i].ctx = ctx;
+    return SITS_OK;
 }

@@ -38,6 +38,17 @@ struct sits_comm {
 sits_status_t sits_comm_mpi_create(MPI_Comm group, double timeout_s, sits_comm_t **comm_p);
 static inline void sits_comm_destroy(sits_comm_t *c) { if (c) c->ops->destroy(c); }
 
+#ifdef HAVE_NCCL
+struct sits_backend;
+/* A device-buffer communicator (NCCL, nccl.c) over a duplicate of `group`, collective over it: one
+ * rank per GPU, each passing its cuda backend (GPU be->device). Ops take DEVICE pointers only, are
+ * enqueued on the backend's stream and return at once; the results are ready after be->ops->sync /
+ * download. It registers a health check on the backend, so the backend's waits abort the job on an
+ * NCCL error or after timeout_s. Destroy it before the backend. Only built with NCCL: callers test
+ * HAVE_NCCL. Host buffers (the sampler's candidates) need an mpi communicator over the same group. */
+sits_status_t sits_comm_nccl_create(MPI_Comm group, struct sits_backend *be, double timeout_s, sits_comm_t **comm_p);
+#endif
+
 /* Wait for an MPI request with the deadline; on expiry log `what` and MPI_Abort the world. */
 sits_status_t sits_comm_mpi_wait(MPI_Request *req, double timeout_s, const char *what, MPI_Comm comm);
 

@@ -1,0 +1,597 @@
+/* bench_decode.c -- decode ms/step and prefill time of one model on one TP group, beside the
+ * memory-bandwidth floor measured in the same process. Not a test.
+ *
+ *   bench/sits-bench-decode [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N]
+ *       [--batch 1,8,32,64] [--context 128,2048] [--prefill 2048] [--iters N] [--warmup N]
+ *       [--fill prefill|none] [--chunk N] [--block-size N] [--load-format dummy|auto]
+ *       [--bw-mib N] [--commit SHA] [--json FILE]
+ *
+ * Every rank of MPI_COMM_WORLD is one rank of the TP group (TP = world size; on cuda rank r of a node
+ * takes GPU --gpu + r and the all-reduces go over NCCL). All ranks run the same batches in lockstep;
+ * rank 0 prints the table and writes the JSON (its own timings and floor).
+ *
+ * For each context C (ascending) the KV cache of max(batch) sequences is filled to C tokens
+ * (--fill prefill: real prefill steps of up to --chunk tokens, no logits; --fill none: blocks are
+ * allocated and decode runs over whatever the KV memory holds -- attention time depends only on
+ * the lengths). Then for each batch B the first B sequences decode warmup + iters steps: step j
+ * feeds one random token per sequence at position C + j and asks logits for all B rows. A step is
+ * one sits_engine_forward (metadata upload, forward, logits download, sync), timed on the host;
+ * ms/step = median (mean and min also kept), tok/s = B / median.
+ * Prefill 1xN: one forward of N tokens of one sequence at positions 0..N-1 with the logits of the
+ * last one; median over iters (after warmup).
+ *
+ * Floor: (weight bytes this rank holds + KV bytes the timed steps read, on average per step) / copy
+ * bandwidth, where the copy bandwidth is measured here: cudaMemcpy device-to-device of a --bw-mib
+ * buffer on cuda, memcpy of a host buffer on cpu, counted as 2 * bytes / time (read + write).
+ * The weight bytes include the whole embedding table although a step reads only B rows of it
+ * (the JSON records embed_bytes so a reader can take it out).
+ *
+ * JSON (one object): bench, engine, machine, date, commit, device, backend, model, tp, dtypes,
+ * weight_bytes, embed_bytes, kv_bytes_per_token, copy_bw_gbs, fill, iters, warmup,
+ * rows[] = {kind "decode"|"prefill", batch, context, tokens, ms_median, ms_mean, ms_min, tok_s,
+ * floor_ms, pct_floor, tflops (prefill)}. The commit comes from --commit or $SITS_COMMIT. */
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "sched/generate.h"
+#include "util/log.h"
+
+#define MAX_LIST 32
+
+typedef struct {
+    const char *model, *device, *fill, *load_format, *json, *commit;
+    int gpu, threads;
+    int batch[MAX_LIST], n_batch;
+    int context[MAX_LIST], n_context;
+    int prefill, iters, warmup, chunk, block_size, bw_mib;
+} opts_t;
+
+typedef struct {
+    const char *kind;
+    int batch, context, tokens;
+    double ms_median, ms_mean, ms_min, tok_s, floor_ms, pct_floor, tflops;
+} row_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median, mean, min of t[n] (seconds); sorts t. */
+static void stats(double *t, int n, double *med_p, double *mean_p, double *min_p)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += t[i];
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    *med_p = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    *mean_p = sum / n;
+    *min_p = t[0];
+}
+
+/* "1,8,32" -> list; 0 on success. */
+static int parse_list(const char *s, int *out, int *n_p)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 1 << 24 || n == MAX_LIST) return -1;
+        out[n++] = (int)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return -1;
+    }
+    *n_p = n;
+    return n > 0 ? 0 : -1;
+}
+
+static int max_of(const int *v, int n)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) if (v[i] > m) m = v[i];
+    return m;
+}
+
+static void sort_ints(int *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { int t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
+            "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
+            "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n",
+            argv0);
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static char defmodel[4096];
+    const char *src = getenv("top_srcdir");
+    snprintf(defmodel, sizeof defmodel, "%s/bench/configs/llama3-8b", src ? src : ".");
+    *o = (opts_t){ .model = defmodel, .device = "auto", .fill = "prefill", .load_format = "dummy", .gpu = 0,
+                   .prefill = 2048, .iters = 20, .warmup = 3, .chunk = 2048, .block_size = 16, .bw_mib = 1024 };
+    o->commit = getenv("SITS_COMMIT");
+    parse_list("1,8,32,64", o->batch, &o->n_batch);
+    parse_list("128,2048", o->context, &o->n_context);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!v) bad = 1;
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--device")) o->device = v;
+        else if (!strcmp(a, "--gpu")) o->gpu = atoi(v);
+        else if (!strcmp(a, "--threads")) o->threads = atoi(v);
+        else if (!strcmp(a, "--batch")) bad = parse_list(v, o->batch, &o->n_batch);
+        else if (!strcmp(a, "--context")) bad = parse_list(v, o->context, &o->n_context);
+        else if (!strcmp(a, "--prefill")) o->prefill = atoi(v);
+        else if (!strcmp(a, "--iters")) o->iters = atoi(v);
+        else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
+        else if (!strcmp(a, "--fill")) o->fill = v;
+        else if (!strcmp(a, "--chunk")) o->chunk = atoi(v);
+        else if (!strcmp(a, "--block-size")) o->block_size = atoi(v);
+        else if (!strcmp(a, "--load-format")) o->load_format = v;
+        else if (!strcmp(a, "--bw-mib")) o->bw_mib = atoi(v);
+        else if (!strcmp(a, "--commit")) o->commit = v;
+        else if (!strcmp(a, "--json")) o->json = v;
+        else bad = 1;
+        if (bad) { usage(argv[0]); return -1; }
+        i++;
+    }
+    for (int i = 0; i < o->n_batch; i++)
+        if (o->batch[i] < 1) { fprintf(stderr, "batch sizes must be >= 1\n"); return -1; }
+    if (o->iters < 1 || o->warmup < 0 || o->prefill < 0 || o->chunk < 1 || o->block_size < 1 || o->bw_mib < 1 ||
+        (strcmp(o->fill, "prefill") && strcmp(o->fill, "none")) ||
+        (strcmp(o->load_format, "dummy") && strcmp(o->load_format, "auto"))) {
+        usage(argv[0]);
+        return -1;
+    }
+    sort_ints(o->batch, o->n_batch);
+    sort_ints(o->context, o->n_context);
+    return 0;
+}
+
+/* Copy bandwidth in bytes/s (2 * bytes / time of one copy, median of 10) on this rank's device. */
+static sits_status_t measure_copy_bw(const sits_backend_t *be, size_t bytes, double *bw_p)
+{
+    double t[10];
+    if (be->device >= 0) {
+#ifdef HAVE_CUDA
+        sits_status_t st = SITS_OK;
+        void *a = NULL, *b = NULL;
+        cudaEvent_t e0 = NULL, e1 = NULL;
+        if (cudaSetDevice(be->device) != cudaSuccess || cudaMalloc(&a, bytes) != cudaSuccess ||
+            cudaMalloc(&b, bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
+            cudaEventCreate(&e1) != cudaSuccess || cudaMemset(a, 1, bytes) != cudaSuccess ||
+            cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) {
+            SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth set-up: %s", cudaGetErrorString(cudaGetLastError()));
+            st = SITS_ERR_CUDA;
+            goto out_cuda;
+        }
+        for (int i = 0; i < 10; i++) {
+            float ms = 0;
+            cudaEventRecord(e0, 0);
+            cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+            cudaEventRecord(e1, 0);
+            if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth: %s", cudaGetErrorString(cudaGetLastError()));
+                st = SITS_ERR_CUDA;
+                goto out_cuda;
+            }
+            t[i] = 1e-3 * ms;
+        }
+    out_cuda:
+        if (e1) cudaEventDestroy(e1);
+        if (e0) cudaEventDestroy(e0);
+        cudaFree(b);
+        cudaFree(a);
+        if (st != SITS_OK) return st;
+#else
+        return SITS_ERR_UNSUPPORTED;
+#endif
+    } else {
+        char *a = malloc(bytes), *b = malloc(bytes);
+        if (!a || !b) { free(a); free(b); return SITS_ERR_NOMEM; }
+        memset(a, 1, bytes);
+        memset(b, 2, bytes);   /* first touch outside the timing */
+        for (int i = 0; i < 10; i++) {
+            double t0 = now_s();
+            memcpy(b, a, bytes);
+            t[i] = now_s() - t0;
+            a[i] ^= b[bytes - 1 - i];   /* keep the copies observable */
+        }
+        free(a);
+        free(b);
+    }
+    double med, mean, mn;
+    stats(t, 10, &med, &mean, &mn);
+    *bw_p = 2.0 * (double)bytes / med;
+    return SITS_OK;
+}
+
+static void device_name(const sits_backend_t *be, char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown");
+    if (be->device >= 0) {
+#ifdef HAVE_CUDA
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, be->device) == cudaSuccess) snprintf(buf, n, "%s", prop.name);
+#endif
+        return;
+    }
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && c) {
+            c += 1 + (c[1] == ' ');
+            c[strcspn(c, "\n")] = 0;
+            snprintf(buf, n, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static uint32_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+typedef struct {
+    sits_runner_t *r;
+    int mb;                 /* max blocks per sequence */
+    int32_t *bt;            /* [max_seqs, mb] */
+    int32_t *tok, *pos, *seq, *out_rows;  /* [max_tokens] each (out_rows [max_seqs]) */
+    uint64_t rng;
+    const float *logits;    /* the last step's logits (engine-owned) */
+} bench_t;
+
+static sits_status_t forward(bench_t *b, int n_tokens, int n_seqs, int n_out, double *dt_p)
+{
+    sits_batch_t batch = { .n_tokens = n_tokens, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n_seqs,
+                           .block_tables = b->bt, .n_out = n_out, .out_rows = b->out_rows };
+    double t0 = now_s();
+    sits_status_t st = sits_engine_forward(b->r->engine, &batch, &b->logits);
+    if (dt_p) *dt_p = now_s() - t0;
+    return st;
+}
+
+/* The last step's logits [n_out, v_count] are finite (a broken kernel shows up here, not only in the timing). */
+static sits_status_t check_logits(const bench_t *b, int n_out, const char *what)
+{
+    size_t n = (size_t)n_out * (size_t)b->r->w->dims.v_count;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(b->logits[i])) {
+            fprintf(stderr, "sits-bench-decode: %s: logit %zu of row %zu is %g\n", what, i % b->r->w->dims.v_count,
+                    i / b->r->w->dims.v_count, (double)b->logits[i]);
+            return SITS_ERR_INTERNAL;
+        }
+    return SITS_OK;
+}
+
+/* Prefill positions 0..ctx-1 of sequences 0..n_seqs-1, up to `chunk` tokens a step, no logits. */
+static sits_status_t fill_kv(bench_t *b, int n_seqs, int ctx, int chunk)
+{
+    int s = 0, off = 0;
+    while (s < n_seqs) {
+        int nt = 0;
+        while (s < n_seqs && nt < chunk) {
+            int take = ctx - off < chunk - nt ? ctx - off : chunk - nt;
+            for (int j = 0; j < take; j++) {
+                b->tok[nt + j] = (int32_t)(lcg(&b->rng) % (uint32_t)b->r->cfg.vocab_size);
+                b->pos[nt + j] = off + j;
+                b->seq[nt + j] = s;
+            }
+            nt += take;
+            off += take;
+            if (off == ctx) { s++; off = 0; }
+        }
+        SITS_CHECK(forward(b, nt, n_seqs, 0, NULL));
+    }
+    return SITS_OK;
+}
+
+/* warmup + iters decode steps of sequences 0..n-1 starting at position ctx; times[iters] in seconds. */
+static sits_status_t decode_steps(bench_t *b, int n, int ctx, int warmup, int iters, double *times)
+{
+    for (int j = 0; j < warmup + iters; j++) {
+        for (int i = 0; i < n; i++) {
+            b->tok[i] = (int32_t)(lcg(&b->rng) % (uint32_t)b->r->cfg.vocab_size);
+            b->pos[i] = ctx + j;
+            b->seq[i] = i;
+            b->out_rows[i] = i;
+        }
+        double dt;
+        SITS_CHECK(forward(b, n, n, n, &dt));
+        if (j >= warmup) times[j - warmup] = dt;
+    }
+    return SITS_OK;
+}
+
+static sits_status_t prefill_steps(bench_t *b, int n, int warmup, int iters, double *times)
+{
+    for (int j = 0; j < warmup + iters; j++) {
+        for (int i = 0; i < n; i++) {
+            b->tok[i] = (int32_t)(lcg(&b->rng) % (uint32_t)b->r->cfg.vocab_size);
+            b->pos[i] = i;
+            b->seq[i] = 0;
+        }
+        b->out_rows[0] = n - 1;
+        double dt;
+        SITS_CHECK(forward(b, n, 1, 1, &dt));
+        if (j >= warmup) times[j - warmup] = dt;
+    }
+    return SITS_OK;
+}
+
+/* Matmul + attention flops of a prefill of n tokens on this rank (logits of one row). */
+static double prefill_flops(const sits_model_config_t *c, const sits_shard_dims_t *d, int n)
+{
+    double H = c->hidden_size, hd = c->head_dim, q = (double)d->nh_loc * hd;
+    double per_tok = 2.0 * (H * d->qkv_dim + q * H + H * 2.0 * d->i_loc + (double)d->i_loc * H);
+    double attn = 4.0 * q * ((double)n * (n + 1) / 2.0);   /* QK^T and PV over the causal triangle */
+    return c->n_layers * (per_tok * n + attn) + 2.0 * H * d->v_count;
+}
+
+static void print_row(const row_t *w)
+{
+    if (!strcmp(w->kind, "decode"))
+        printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%\n", w->kind, w->batch, w->context, w->ms_median, w->ms_mean,
+               w->tok_s, w->floor_ms, w->pct_floor);
+    else
+        printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%  %.2f TFLOP/s\n", w->kind, w->batch, w->context,
+               w->ms_median, w->ms_mean, w->tok_s, w->floor_ms, w->pct_floor, w->tflops);
+}
+
+static int write_json(const char *path, json_t *meta, const row_t *rows, int n_rows)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n_rows; i++) {
+        const row_t *w = &rows[i];
+        json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "kind", w->kind, "batch", w->batch,
+                              "context", w->context, "tokens", w->tokens, "ms_median", w->ms_median, "ms_mean", w->ms_mean,
+                              "ms_min", w->ms_min, "tok_s", w->tok_s, "floor_ms", w->floor_ms, "pct_floor", w->pct_floor);
+        if (!strcmp(w->kind, "prefill")) json_object_set_new(o, "tflops", json_real(w->tflops));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(meta, "rows", arr);
+    int rc = json_dump_file(meta, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (rc) fprintf(stderr, "cannot write %s\n", path);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank = 0, world = 1, rc = 1;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "sits-bench-decode: MPI_Init_thread failed\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    sits_log_init(rank);
+    opts_t o;
+    if (parse_args(argc, argv, &o)) { MPI_Finalize(); return 2; }
+
+    sits_status_t st = SITS_OK;
+    sits_backend_t *be = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL;   /* tp_dev: NCCL for TP > 1 on cuda, else NULL (tp carries all) */
+    sits_runner_t *r = NULL;
+    bench_t b = { .rng = 0x5eed0001ull };
+    row_t *rows = NULL;
+    double *times = NULL;
+    int32_t *ids = NULL;   /* KV block ids of the current case */
+    int n_rows = 0;
+
+    /* backend */
+    int n_gpu = sits_backend_cuda_device_count();
+    int use_cuda = !strcmp(o.device, "cuda") || (!strcmp(o.device, "auto") && n_gpu > 0);
+    if (!use_cuda && strcmp(o.device, "cpu") && strcmp(o.device, "auto")) { usage(argv[0]); goto out; }
+#ifndef HAVE_NCCL
+    if (use_cuda && world > 1) {
+        if (rank == 0) fprintf(stderr, "sits-bench-decode: TP > 1 on cuda needs NCCL (not configured); run one rank\n");
+        goto out;
+    }
+#endif
+    if (use_cuda) {
+        /* one GPU per rank of a node: --gpu + the node-local rank */
+        MPI_Comm node;
+        int local = 0;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+        sits_backend_params_t bp = { .device = o.gpu + local };
+        st = sits_backend_cuda_create(&bp, &be);
+    } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int th = o.threads > 0 ? o.threads : (int)(cores / world > 0 ? cores / world : 1);
+        sits_backend_params_t bp = { .threads = th };
+        st = sits_backend_cpu_create(&bp, &be);
+    }
+    if (st != SITS_OK) { fprintf(stderr, "sits-bench-decode: %s backend: %s\n", use_cuda ? "cuda" : "cpu", sits_status_str(st)); goto out; }
+    if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
+#ifdef HAVE_NCCL
+    /* the tensors' all-reduces of TP > 1 on GPUs go over NCCL; TP 1 and the cpu use the mpi one */
+    if (use_cuda && world > 1 && (st = sits_comm_nccl_create(MPI_COMM_WORLD, be, 600.0, &tp_dev)) != SITS_OK) goto out;
+#endif
+
+    /* engine sized for the largest case */
+    int max_b = max_of(o.batch, o.n_batch), max_c = max_of(o.context, o.n_context);
+    int steps = o.warmup + o.iters;
+    int mml = max_c + steps > o.prefill ? max_c + steps : o.prefill;
+    int max_tokens = max_b;
+    if (o.prefill > max_tokens) max_tokens = o.prefill;
+    if (!strcmp(o.fill, "prefill") && o.chunk > max_tokens) max_tokens = o.chunk;
+    int chunk = o.chunk < max_tokens ? o.chunk : max_tokens;
+    sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
+                                .max_seqs = max_b, .max_tokens = max_tokens, .max_model_len = mml,
+                                .block_size = o.block_size, .kv_bytes = 0 };
+    double t0 = now_s();
+    if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
+        fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
+        goto out;
+    }
+    double load_s = now_s() - t0;
+    b.r = r;
+    b.mb = r->ep.max_blocks_per_seq;
+    b.bt = calloc((size_t)max_b * b.mb, sizeof(int32_t));
+    b.tok = malloc(sizeof(int32_t) * (size_t)max_tokens * 3);
+    b.out_rows = malloc(sizeof(int32_t) * (size_t)max_tokens);
+    times = malloc(sizeof(double) * (size_t)o.iters);
+    rows = calloc((size_t)o.n_batch * o.n_context + 1, sizeof *rows);
+    if (!b.bt || !b.tok || !b.out_rows || !times || !rows) { st = SITS_ERR_NOMEM; goto out; }
+    b.pos = b.tok + max_tokens;
+    b.seq = b.pos + max_tokens;
+
+    const sits_model_config_t *c = &r->cfg;
+    const sits_shard_dims_t *d = &r->w->dims;
+    double wbytes = (double)r->w->bytes;
+    double embed_bytes = (double)d->v_count * c->hidden_size * (double)sits_dtype_size(be->weight_dtype);
+    double kv_tok = (double)sits_engine_kv_block_bytes(c, d, be->kv_dtype, r->ep.block_size) / r->ep.block_size;
+    double bw;
+    if ((st = measure_copy_bw(be, (size_t)o.bw_mib << 20, &bw)) != SITS_OK) goto out;
+    char dev[256], host[256] = "unknown";
+    device_name(be, dev, sizeof dev);
+    gethostname(host, sizeof host - 1);
+
+    if (rank == 0) {
+        printf("sits-bench-decode: %s (%d layers, hidden %d, inter %d, heads %d/%d, vocab %d), %s weights, tp %d\n", o.model,
+               c->n_layers, c->hidden_size, c->intermediate_size, c->n_heads, c->n_kv_heads, c->vocab_size, o.load_format, world);
+        printf("device %s (%s backend, weights %s, kv %s), loaded in %.1f s\n", dev, be->ops->name,
+               sits_dtype_name(be->weight_dtype), sits_dtype_name(be->kv_dtype), load_s);
+        printf("weights %.3f GB/rank (incl. embedding %.3f GB, of which a step reads only batch rows), KV %.0f B/token\n",
+               wbytes * 1e-9, embed_bytes * 1e-9, kv_tok);
+        printf("copy bandwidth %.1f GB/s (%s of %d MiB, 2*bytes/time)\n", bw * 1e-9,
+               be->device >= 0 ? "cudaMemcpy D2D" : "memcpy", o.bw_mib);
+        printf("KV fill: %s; decode step j of a (batch, context) row is at position context + j, %d warmup + %d timed "
+               "steps; one step = sits_engine_forward incl. logits download\n\n",
+               !strcmp(o.fill, "prefill") ? "real prefill of random tokens" : "none (decode over uninitialised KV memory)",
+               o.warmup, o.iters);
+        printf("%-8s %6s %8s %10s %10s %10s %9s %8s\n", "kind", "batch", "context", "ms_median", "ms_mean", "tok/s",
+               "floor_ms", "floor%");
+        fflush(stdout);
+    }
+
+    ids = malloc(sizeof(int32_t) * (size_t)max_b * b.mb);
+    if (!ids) { st = SITS_ERR_NOMEM; goto out; }
+    for (int ci = 0; ci < o.n_context; ci++) {
+        int ctx = o.context[ci];
+        int need = (ctx + steps + r->ep.block_size - 1) / r->ep.block_size;
+        if ((st = sits_kv_blocks_alloc(r->blocks, need * max_b, ids)) != SITS_OK) {
+            fprintf(stderr, "sits-bench-decode: no room for %d x %d KV blocks\n", max_b, need);
+            goto out;
+        }
+        for (int s = 0; s < max_b; s++)
+            for (int k = 0; k < need; k++) b.bt[(size_t)s * b.mb + k] = ids[s * need + k];
+        double tf = now_s();
+        if (!strcmp(o.fill, "prefill") && ctx > 0 && (st = fill_kv(&b, max_b, ctx, chunk)) != SITS_OK) goto out;
+        if (rank == 0 && !strcmp(o.fill, "prefill"))
+            fprintf(stderr, "filled %d x %d tokens of KV in %.2f s\n", max_b, ctx, now_s() - tf);
+        for (int bi = 0; bi < o.n_batch; bi++) {
+            int nb = o.batch[bi];
+            MPI_Barrier(MPI_COMM_WORLD);
+            if ((st = decode_steps(&b, nb, ctx, o.warmup, o.iters, times)) != SITS_OK) goto out;
+            /* with uninitialised KV (--fill none) non-finite logits are possible and say nothing */
+            if (!strcmp(o.fill, "prefill") && (st = check_logits(&b, nb, "decode")) != SITS_OK) goto out;
+            row_t *w = &rows[n_rows++];
+            w->kind = "decode";
+            w->batch = nb;
+            w->context = ctx;
+            w->tokens = nb;
+            stats(times, o.iters, &w->ms_median, &w->ms_mean, &w->ms_min);
+            /* timed step j attends to ctx + warmup + j + 1 positions */
+            double avg_len = ctx + o.warmup + 1 + 0.5 * (o.iters - 1);
+            double floor_s = (wbytes + nb * avg_len * kv_tok) / bw;
+            w->tok_s = nb / w->ms_median;
+            w->floor_ms = 1e3 * floor_s;
+            w->ms_median *= 1e3;
+            w->ms_mean *= 1e3;
+            w->ms_min *= 1e3;
+            w->pct_floor = 100.0 * w->floor_ms / w->ms_median;
+            if (rank == 0) { print_row(w); fflush(stdout); }
+        }
+        sits_kv_blocks_release(r->blocks, need * max_b, ids);
+    }
+    if (o.prefill > 0) {
+        int need = (o.prefill + r->ep.block_size - 1) / r->ep.block_size;
+        if ((st = sits_kv_blocks_alloc(r->blocks, need, ids)) != SITS_OK) goto out;
+        memcpy(b.bt, ids, sizeof(int32_t) * (size_t)need);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if ((st = prefill_steps(&b, o.prefill, o.warmup, o.iters, times)) != SITS_OK) goto out;
+        if ((st = check_logits(&b, 1, "prefill")) != SITS_OK) goto out;
+        sits_kv_blocks_release(r->blocks, need, ids);
+        row_t *w = &rows[n_rows++];
+        w->kind = "prefill";
+        w->batch = 1;
+        w->context = o.prefill;
+        w->tokens = o.prefill;
+        stats(times, o.iters, &w->ms_median, &w->ms_mean, &w->ms_min);
+        w->tok_s = o.prefill / w->ms_median;
+        w->tflops = prefill_flops(c, d, o.prefill) / w->ms_median * 1e-12;
+        w->floor_ms = 1e3 * (wbytes + o.prefill * kv_tok) / bw;
+        w->ms_median *= 1e3;
+        w->ms_mean *= 1e3;
+        w->ms_min *= 1e3;
+        w->pct_floor = 100.0 * w->floor_ms / w->ms_median;
+        if (rank == 0) print_row(w);
+    }
+
+    rc = 0;
+    if (rank == 0 && o.json) {
+        char date[64];
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:f, s:s, s:i, s:i, s:f}",
+                                 "bench", "decode", "engine", "sits-dist", "machine", host, "date", date, "commit",
+                                 o.commit ? o.commit : "unknown", "device", dev, "backend", be->ops->name, "model", o.model,
+                                 "tp", world, "weight_dtype", sits_dtype_name(be->weight_dtype), "kv_dtype",
+                                 sits_dtype_name(be->kv_dtype), "weight_bytes", wbytes, "embed_bytes", embed_bytes,
+                                 "kv_bytes_per_token", kv_tok, "copy_bw_gbs", bw * 1e-9, "fill", o.fill, "iters", o.iters,
+                                 "warmup", o.warmup, "load_s", load_s);
+        if (!meta || write_json(o.json, meta, rows, n_rows)) rc = 1;
+        else printf("wrote %s\n", o.json);
+        json_decref(meta);
+    }
+out:
+    if (st != SITS_OK) {
+        fprintf(stderr, "sits-bench-decode: rank %d failed: %s\n", rank, sits_status_str(st));
+        rc = 1;
+    }
+    free(ids);
+    free(rows);
+    free(times);
+    free(b.bt);
+    free(b.tok);
+    free(b.out_rows);
+    sits_runner_destroy(r);
+    sits_comm_destroy(tp_dev);
+    sits_comm_destroy(tp);
+    sits_backend_destroy(be);
+    if (rc && world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+    MPI_Finalize();
+    return rc;
+}
