@@ -2,8 +2,8 @@
 # tests sit in that module's fragment.
 check_PROGRAMS += tests/integration/test_fixtures
 tests_integration_test_fixtures_SOURCES = tests/integration/test_fixtures.c
-TESTS += tests/gpu/fixtures_cuda.sh tests/integration/serve.sh tests/integration/openai_client.sh tests/integration/cli.sh tests/integration/tokenizer_cli.sh tests/integration/faults.sh tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh
-EXTRA_DIST += tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh tests/integration/mpi_env.sh tests/integration/lib.sh tests/integration/cli.sh tests/integration/faults.sh tests/integration/tokenizer_cli.sh tests/gpu/fixtures_cuda.sh \
+TESTS += tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/integration/serve.sh tests/integration/openai_client.sh tests/integration/cli.sh tests/integration/tokenizer_cli.sh tests/integration/faults.sh tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh
+EXTRA_DIST += tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh tests/integration/mpi_env.sh tests/integration/lib.sh tests/integration/cli.sh tests/integration/faults.sh tests/integration/tokenizer_cli.sh tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh \
 	tests/integration/serve.sh tests/integration/openai_client.sh
 
 if HAVE_CMOCKA
