@@ -1,6 +1,11 @@
-/* blocks.h -- the KV block allocator of the leader: a free list of block ids with reference
- * counts (shared prefix blocks later). Block ids index the engine's paged KV storage and are
- * the same on every rank of a TP group. */
+/* blocks.h -- the KV block allocator of the leader, with a prefix cache.
+ *
+ * Block ids index the engine's paged KV storage and are the same on every rank of a TP group.
+ * Each block has a reference count. A full block can be registered under the hash of its
+ * contents (sits_kv_block_hash: the parent block's hash and the block's token ids), which makes
+ * it findable by later sequences with the same prefix (shared read-only: new tokens are only ever
+ * written to blocks past the shared prefix). A registered block whose count drops to zero is not
+ * freed but kept, least recently used first, and reclaimed only when no free block is left. */
 #ifndef SITS_KV_BLOCKS_H
 #define SITS_KV_BLOCKS_H
 
@@ -11,11 +16,23 @@ typedef struct sits_kv_blocks sits_kv_blocks_t;
 
 sits_status_t sits_kv_blocks_create(int n_blocks, sits_kv_blocks_t **kb_p);
 void sits_kv_blocks_destroy(sits_kv_blocks_t *kb);
-/* n fresh blocks (refcount 1) into ids[n]; SITS_ERR_BUSY when fewer than n are free (nothing taken). */
+/* n fresh blocks (refcount 1) into ids[n], evicting cached blocks (LRU) when the free list is empty;
+ * SITS_ERR_BUSY when fewer than n can be had (nothing taken). */
 sits_status_t sits_kv_blocks_alloc(sits_kv_blocks_t *kb, int n, int32_t *ids);
-/* Drop one reference of each; a block returns to the free list at zero. */
+/* Drop one reference of each; at zero a block is freed, or kept as evictable when registered. */
 void sits_kv_blocks_release(sits_kv_blocks_t *kb, int n, const int32_t *ids);
+/* Blocks that an alloc can still hand out (free + evictable cached ones). */
 int sits_kv_blocks_free_count(const sits_kv_blocks_t *kb);
 int sits_kv_blocks_total(const sits_kv_blocks_t *kb);
+
+/* ---- prefix cache ---- */
+/* Hash of a full block: parent (0 for the first block) and its block_size token ids. */
+uint64_t sits_kv_block_hash(uint64_t parent, const int32_t *tokens, int n);
+/* The block registered under hash, with one more reference (taken off the evictable list), or -1. */
+int32_t sits_kv_blocks_lookup(sits_kv_blocks_t *kb, uint64_t hash);
+/* Register a full, allocated block under hash (no-op when the hash is already registered). */
+void sits_kv_blocks_register(sits_kv_blocks_t *kb, int32_t id, uint64_t hash);
+/* Cached (registered) blocks, in use or evictable. */
+int sits_kv_blocks_cached_count(const sits_kv_blocks_t *kb);
 
 #endif

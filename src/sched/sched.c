@@ -35,6 +35,8 @@ struct sits_req {
     int n_computed;              /* tokens whose K/V are in the cache */
     int32_t *bt;                 /* block table [max_blocks_per_seq] */
     int n_blocks;
+    uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
+    int n_hashed;                /* leading blocks registered (or found) in the prefix cache */
     int take;                    /* tokens in the current step */
 };
 
@@ -76,6 +78,7 @@ static void req_unref(sits_req_t *q)
     free(q->tokens);
     free(q->stop_ids);
     free(q->bt);
+    free(q->hashes);
     free(q);
 }
 
@@ -109,9 +112,10 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     if (!q) return SITS_ERR_NOMEM;
     q->tokens = malloc(sizeof(int32_t) * (size_t)(p->n_prompt + p->max_tokens));
     q->bt = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(int32_t));
+    q->hashes = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(uint64_t));
     q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
-    if (!q->tokens || !q->bt || (p->n_stop_ids > 0 && !q->stop_ids)) {
-        free(q->tokens); free(q->bt); free(q->stop_ids); free(q);
+    if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids)) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q);
         return SITS_ERR_NOMEM;
     }
     memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
@@ -262,6 +266,7 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
     if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
     q->n_computed = 0;
+    q->n_hashed = 0;
 }
 
 /* Finish q: free its KV, publish the reason, drop the scheduler's reference. */
@@ -349,6 +354,40 @@ static int total_tokens(sits_req_t *q)
     return n;
 }
 
+/* Start q (fresh, no blocks) from the longest run of cached full blocks of its tokens, stopping
+ * before the block that holds its last token. */
+static void prefix_lookup(sits_sched_t *s, sits_req_t *q, int total)
+{
+    int bs = s->r->ep.block_size, max_blocks = (total - 1) / bs;
+    uint64_t parent = 0;
+    while (q->n_blocks < max_blocks) {
+        uint64_t h = sits_kv_block_hash(parent, q->tokens + (size_t)q->n_blocks * bs, bs);
+        int32_t id = sits_kv_blocks_lookup(s->r->blocks, h);
+        if (id < 0) break;
+        q->bt[q->n_blocks] = id;
+        q->hashes[q->n_blocks++] = h;
+        parent = h;
+    }
+    q->n_hashed = q->n_blocks;
+    q->n_computed = q->n_blocks * bs;
+    pthread_mutex_lock(&s->mu);
+    s->stats.prefix_query_tokens += (uint64_t)total;
+    s->stats.prefix_hit_tokens += (uint64_t)q->n_computed;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Register the blocks q has completely computed since the last call. */
+static void prefix_register(sits_sched_t *s, sits_req_t *q)
+{
+    int bs = s->r->ep.block_size, full = q->n_computed / bs;
+    for (int b = q->n_hashed; b < full; b++) {
+        uint64_t h = sits_kv_block_hash(b ? q->hashes[b - 1] : 0, q->tokens + (size_t)b * bs, bs);
+        sits_kv_blocks_register(s->r->blocks, q->bt[b], h);
+        q->hashes[b] = h;
+    }
+    if (full > q->n_hashed) q->n_hashed = full;
+}
+
 /* Pick this step's work into s->batch; returns the number of sequences. */
 static int schedule(sits_sched_t *s, int *n_tokens_p)
 {
@@ -374,8 +413,12 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
     while (s->n_waiting > 0 && budget > 0 && s->n_running < s->p.max_num_seqs) {
         sits_req_t *q = s->waiting[0];
         int total = total_tokens(q);
-        int take = total < budget ? total : budget;
-        if (!ensure_blocks(s, q, take)) break;
+        if (s->p.prefix_caching) prefix_lookup(s, q, total);
+        int take = total - q->n_computed < budget ? total - q->n_computed : budget;
+        if (!ensure_blocks(s, q, q->n_computed + take)) {
+            free_blocks(s, q);  /* give back the cached blocks it found */
+            break;
+        }
         memmove(s->waiting, s->waiting + 1, sizeof *s->waiting * (size_t)(s->n_waiting - 1));
         s->n_waiting--;
         q->state = REQ_RUNNING;
@@ -394,6 +437,7 @@ static void update_gauges(sits_sched_t *s)
     s->stats.running = s->n_running;
     s->stats.waiting = s->n_waiting + s->n_inbox;
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
+    s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -431,6 +475,7 @@ static sits_status_t step(sits_sched_t *s, int nb)
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
         q->take = 0;
+        if (s->p.prefix_caching) prefix_register(s, q);
         if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */
         int32_t t = s->wk.tokens[o++];
         pthread_mutex_lock(&q->mu);

@@ -43,6 +43,9 @@ typedef struct {
     int max_model_len;
     /* counters since start */
     uint64_t preemptions;
+    uint64_t prefix_query_tokens;          /* prompt tokens looked up in the prefix cache */
+    uint64_t prefix_hit_tokens;            /* of which found cached (not recomputed) */
+    int kv_blocks_cached;                  /* blocks registered in the prefix cache */
     uint64_t steps;
     uint64_t prompt_tokens, generation_tokens;
     double step_seconds_sum;               /* total time in steps */

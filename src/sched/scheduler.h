@@ -9,6 +9,11 @@
  * the tokens generated so far; it resumes with exactly the tokens it would have produced (its
  * sampler counters do not move). The step becomes a plan that every rank of the TP group runs.
  *
+ * Prefix caching: every full block a sequence computes is registered under the hash of its tokens
+ * and its parent's hash; a request admitted later starts from the longest run of cached blocks
+ * matching its tokens (never the block holding its last token, so shared blocks are never written)
+ * and computes only the rest. Outputs are the same with and without it.
+ *
  * HTTP threads use the thread-safe api in sched.h; everything else runs on the leader's main
  * thread inside sits_sched_run. */
 #ifndef SITS_SCHED_SCHEDULER_H
@@ -23,6 +28,7 @@ typedef struct {
     int max_num_batched_tokens;  /* <= runner max_tokens */
     int max_waiting;             /* queued requests before submit says busy */
     double drain_timeout_s;      /* after a stop request: finish running requests for this long, then cancel */
+    int prefix_caching;          /* share full KV blocks of identical prefixes (see kv/blocks.h) */
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;

@@ -182,6 +182,15 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         put(&b, "sits_kv_blocks_free %d\n", st->kv_blocks_free);
         head(&b, "sits_preemptions_total", "counter", "Sequences preempted by the scheduler.");
         put(&b, "sits_preemptions_total %llu\n", (unsigned long long)st->preemptions);
+        head(&b, "sits_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+        put(&b, "sits_prefix_cache_queries_total %llu\n", (unsigned long long)st->prefix_query_tokens);
+        head(&b, "sits_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache (not recomputed).");
+        put(&b, "sits_prefix_cache_hits_total %llu\n", (unsigned long long)st->prefix_hit_tokens);
+        head(&b, "sits_prefix_cache_hit_rate", "gauge", "Prefix cache hits / queries since start.");
+        put(&b, "sits_prefix_cache_hit_rate %.6f\n",
+            st->prefix_query_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_query_tokens : 0.0);
+        head(&b, "sits_kv_blocks_cached", "gauge", "KV blocks registered in the prefix cache (in use or evictable).");
+        put(&b, "sits_kv_blocks_cached %d\n", st->kv_blocks_cached);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,

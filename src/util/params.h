@@ -57,6 +57,7 @@ typedef struct sits_config {
     int64_t max_num_seqs;
     int64_t max_num_batched_tokens;
     double shutdown_timeout;
+    int prefix_caching;
     /* logging */
     char *log_level;
 } sits_config_t;
