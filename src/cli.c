@@ -435,7 +435,9 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             sits_sched_params_t sp = { .max_num_seqs = (int)cfg->max_num_seqs,
                                        .max_num_batched_tokens = (int)cfg->max_num_batched_tokens,
                                        .max_waiting = (int)cfg->max_waiting, .drain_timeout_s = cfg->shutdown_timeout,
-                                       .prefix_caching = cfg->prefix_caching };
+                                       .prefix_caching = cfg->prefix_caching,
+                                       .target_tpot_p99_ms = cfg->target_tpot_p99_ms,
+                                       .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1 };
             st = sits_sched_create(&sp, r, &sched);
         }
         if (st == SITS_OK) {

@@ -13,6 +13,9 @@
 
 enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
 
+#define SITS_ITL_RING 4096      /* inter-token latency samples kept for the controller */
+#define SITS_ITL_WINDOW_S 2.0   /* the controller's P99 looks at this many seconds */
+
 struct sits_req {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -33,6 +36,7 @@ struct sits_req {
     /* scheduler thread only */
     int state;
     int n_computed;              /* tokens whose K/V are in the cache */
+    double last_token_s;         /* when its last token was produced (inter-token latency) */
     int32_t *bt;                 /* block table [max_blocks_per_seq] */
     int n_blocks;
     uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
@@ -55,6 +59,11 @@ struct sits_sched {
     sits_req_t **waiting, **running, **batch;
     int n_waiting, n_running;
     int32_t *tok, *pos, *seq, *rows, *bt;   /* plan arrays */
+    /* adaptive batch controller */
+    int allowed_seqs, allowed_tokens;
+    double ctl_next;
+    double *itl_t, *itl_v, *itl_tmp;        /* ring of (time, inter-token latency) [SITS_ITL_RING] */
+    int itl_head, itl_n;
     sits_sample_params_t *sp;
 };
 
@@ -207,9 +216,9 @@ const sits_sched_api_t sits_sched_api = {
 
 sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p)
 {
-    if (p->max_num_seqs < 1 || p->max_num_seqs > r->ep.max_seqs || p->max_num_batched_tokens < 1 ||
+    if (p->max_num_seqs < 1 || p->max_num_seqs > r->ep.max_seqs || p->max_num_batched_tokens < p->max_num_seqs ||
         p->max_num_batched_tokens > r->ep.max_tokens || p->max_waiting < 1) {
-        SITS_ERROR(SITS_SUB_SCHED, "scheduler limits out of range (seqs %d of %d, tokens %d of %d, waiting %d)", p->max_num_seqs,
+        SITS_ERROR(SITS_SUB_SCHED, "scheduler limits out of range (seqs %d of %d, tokens %d of %d and >= seqs, waiting %d)", p->max_num_seqs,
                    r->ep.max_seqs, p->max_num_batched_tokens, r->ep.max_tokens, p->max_waiting);
         return SITS_ERR_INVALID;
     }
@@ -227,7 +236,10 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->rows = malloc(sizeof(int32_t) * (size_t)S);
     s->bt = malloc(sizeof(int32_t) * (size_t)S * mb);
     s->sp = malloc(sizeof(sits_sample_params_t) * (size_t)S);
-    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp ||
+    s->itl_t = malloc(sizeof(double) * SITS_ITL_RING * 3);
+    s->itl_v = s->itl_t ? s->itl_t + SITS_ITL_RING : NULL;
+    s->itl_tmp = s->itl_t ? s->itl_t + 2 * SITS_ITL_RING : NULL;
+    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp || !s->itl_t ||
         sits_worker_init(&s->wk, r->ep.max_seqs) != SITS_OK) {
         sits_sched_destroy(s);
         return SITS_ERR_NOMEM;
@@ -237,6 +249,11 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
+    s->allowed_seqs = s->stats.allowed_seqs = p->max_num_seqs;
+    s->allowed_tokens = s->stats.allowed_tokens = p->max_num_batched_tokens;
+    if (p->target_tpot_p99_ms > 0)
+        SITS_INFO(SITS_SUB_SCHED, "adaptive batch controller: target inter-token p99 %.2f ms, every %.0f ms", p->target_tpot_p99_ms,
+                  p->controller_interval_s * 1e3);
     *s_p = s;
     return SITS_OK;
 }
@@ -255,6 +272,7 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->rows);
     free(s->bt);
     free(s->sp);
+    free(s->itl_t);
     sits_worker_fini(&s->wk);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -388,29 +406,51 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
     if (full > q->n_hashed) q->n_hashed = full;
 }
 
-/* Pick this step's work into s->batch; returns the number of sequences. */
+/* Give running sequence i its share of this step; preempts the youngest running sequences while
+ * blocks are short. Returns 0 when i itself was preempted. */
+static int run_take(sits_sched_t *s, int i, int take, int *nb)
+{
+    sits_req_t *q = s->running[i];
+    while (!ensure_blocks(s, q, q->n_computed + take)) {
+        /* out of blocks: preempt the youngest running sequence (maybe q itself) */
+        int victim = s->n_running - 1;
+        preempt(s, victim);
+        if (victim == i) return 0;
+    }
+    q->take = take;
+    s->batch[(*nb)++] = q;
+    return 1;
+}
+
+/* Pick this step's work into s->batch; returns the number of sequences.
+ * Order: every decoding sequence gets its token (oldest first), then running sequences still
+ * prefilling get chunks, then waiting requests are admitted -- prefill within the token budget
+ * (the adaptive controller's allowance), admission within the sequence allowance. */
 static int schedule(sits_sched_t *s, int *n_tokens_p)
 {
-    int budget = s->p.max_num_batched_tokens, nb = 0;
-    /* running sequences, oldest first (they were admitted in arrival order) */
+    int nb = 0, used = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        sits_req_t *q = s->running[i];
+        if (total_tokens(q) - q->n_computed != 1) continue;
+        if (run_take(s, i, 1, &nb)) used++;
+        else i--; /* running[] shifted */
+    }
+    int budget = s->allowed_tokens - used;
     for (int i = 0; i < s->n_running && budget > 0; i++) {
         sits_req_t *q = s->running[i];
         int remaining = total_tokens(q) - q->n_computed;
+        if (remaining <= 1 || q->take) continue;
         int take = remaining < budget ? remaining : budget;
-        while (!ensure_blocks(s, q, q->n_computed + take)) {
-            /* out of blocks: preempt the youngest running sequence (maybe q itself) */
-            int victim = s->n_running - 1;
-            int self = victim == i;
-            preempt(s, victim);
-            if (self) { take = 0; break; }
-        }
-        if (take == 0) break;
-        q->take = take;
-        s->batch[nb++] = q;
-        budget -= take;
+        if (run_take(s, i, take, &nb)) { budget -= take; used += take; }
+        else break;
     }
-    /* admit waiting requests in order while budget, sequence slots and blocks allow */
-    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->p.max_num_seqs) {
+    /* a preemption above may have dropped sequences already picked: rebuild the batch from running[] */
+    int k = 0;
+    for (int i = 0; i < s->n_running; i++) if (s->running[i]->take) s->batch[k++] = s->running[i];
+    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->take = 0;
+    nb = k;
+    /* admit waiting requests in order while budget, sequence allowance and blocks allow */
+    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->allowed_seqs) {
         sits_req_t *q = s->waiting[0];
         int total = total_tokens(q);
         if (s->p.prefix_caching) prefix_lookup(s, q, total);
@@ -426,9 +466,63 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         q->take = take;
         s->batch[nb++] = q;
         budget -= take;
+        used += take;
     }
-    *n_tokens_p = s->p.max_num_batched_tokens - budget;
+    *n_tokens_p = used;
     return nb;
+}
+
+/* ---- adaptive batch controller ----------------------------------------------------------------
+ * Inter-token latencies of decoding sequences go into a ring of the last SITS_ITL_RING samples;
+ * every interval the P99 of the samples of the last window is compared with the target: above
+ * 1.2x the allowances (prefill tokens per step and running sequences) halve, below 0.8x they grow
+ * by a quarter, within [1, max-num-seqs] and [max-num-seqs, max-num-batched-tokens]. */
+
+static void itl_add(sits_sched_t *s, double t, double itl)
+{
+    s->itl_t[s->itl_head] = t;
+    s->itl_v[s->itl_head] = itl;
+    s->itl_head = (s->itl_head + 1) % SITS_ITL_RING;
+    if (s->itl_n < SITS_ITL_RING) s->itl_n++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void controller_tick(sits_sched_t *s, double now)
+{
+    if (s->p.target_tpot_p99_ms <= 0 || now < s->ctl_next) return;
+    s->ctl_next = now + s->p.controller_interval_s;
+    int n = 0;
+    for (int i = 0; i < s->itl_n; i++)
+        if (now - s->itl_t[i] <= SITS_ITL_WINDOW_S) s->itl_tmp[n++] = s->itl_v[i];
+    if (n < 10) return;  /* too few samples to judge */
+    qsort(s->itl_tmp, (size_t)n, sizeof(double), cmp_double);
+    double p99 = s->itl_tmp[(int)(0.99 * (n - 1))] * 1e3, target = s->p.target_tpot_p99_ms;
+    int seqs = s->allowed_seqs, toks = s->allowed_tokens;
+    int max_seqs = s->p.max_num_seqs, max_toks = s->p.max_num_batched_tokens;
+    int kv_seqs = sits_kv_blocks_total(s->r->blocks);  /* at most one sequence per block */
+    if (max_seqs > kv_seqs) max_seqs = kv_seqs;
+    if (p99 > 1.2 * target) {
+        seqs = seqs / 2 > 1 ? seqs / 2 : 1;
+        toks = toks / 2 > s->p.max_num_seqs ? toks / 2 : s->p.max_num_seqs;
+    } else if (p99 < 0.8 * target) {
+        seqs = seqs + seqs / 4 + 1 < max_seqs ? seqs + seqs / 4 + 1 : max_seqs;
+        toks = toks + toks / 4 + 1 < max_toks ? toks + toks / 4 + 1 : max_toks;
+    }
+    if (seqs != s->allowed_seqs || toks != s->allowed_tokens)
+        SITS_INFO(SITS_SUB_SCHED, "controller: itl p99 %.2f ms vs target %.2f ms: %d -> %d sequences, %d -> %d tokens/step", p99,
+                  target, s->allowed_seqs, seqs, s->allowed_tokens, toks);
+    s->allowed_seqs = seqs;
+    s->allowed_tokens = toks;
+    pthread_mutex_lock(&s->mu);
+    s->stats.itl_p99_ms = p99;
+    s->stats.allowed_seqs = seqs;
+    s->stats.allowed_tokens = toks;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void update_gauges(sits_sched_t *s)
@@ -478,6 +572,9 @@ static sits_status_t step(sits_sched_t *s, int nb)
         if (s->p.prefix_caching) prefix_register(s, q);
         if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */
         int32_t t = s->wk.tokens[o++];
+        double tnow = now_s();
+        if (q->n_gen > 0 && was_prompt == 0 && q->last_token_s > 0) itl_add(s, tnow, tnow - q->last_token_s);
+        q->last_token_s = tnow;
         pthread_mutex_lock(&q->mu);
         q->tokens[q->n_prompt + q->n_gen] = t;
         q->n_gen++;
@@ -526,6 +623,7 @@ sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void 
         }
         collect(s);
         if (drain_until > 0 && (now_s() > drain_until || (s->n_running == 0 && s->n_waiting == 0))) break;
+        controller_tick(s, now_s());
         int n_tokens = 0, nb = schedule(s, &n_tokens);
         update_gauges(s);
         if (nb == 0) {

@@ -46,6 +46,9 @@ typedef struct {
     uint64_t prefix_query_tokens;          /* prompt tokens looked up in the prefix cache */
     uint64_t prefix_hit_tokens;            /* of which found cached (not recomputed) */
     int kv_blocks_cached;                  /* blocks registered in the prefix cache */
+    /* adaptive batch controller */
+    int allowed_seqs, allowed_tokens;      /* current allowances (max when the controller is off) */
+    double itl_p99_ms;                     /* windowed P99 inter-token latency at the last tick (0: none yet) */
     uint64_t steps;
     uint64_t prompt_tokens, generation_tokens;
     double step_seconds_sum;               /* total time in steps */

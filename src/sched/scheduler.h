@@ -29,6 +29,8 @@ typedef struct {
     int max_waiting;             /* queued requests before submit says busy */
     double drain_timeout_s;      /* after a stop request: finish running requests for this long, then cancel */
     int prefix_caching;          /* share full KV blocks of identical prefixes (see kv/blocks.h) */
+    double target_tpot_p99_ms;   /* adaptive batch controller target (0: off) */
+    double controller_interval_s;
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;

@@ -189,6 +189,12 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         head(&b, "sits_prefix_cache_hit_rate", "gauge", "Prefix cache hits / queries since start.");
         put(&b, "sits_prefix_cache_hit_rate %.6f\n",
             st->prefix_query_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_query_tokens : 0.0);
+        head(&b, "sits_sched_allowed_num_seqs", "gauge", "Running sequences the adaptive batch controller allows.");
+        put(&b, "sits_sched_allowed_num_seqs %d\n", st->allowed_seqs);
+        head(&b, "sits_sched_allowed_batched_tokens", "gauge", "Tokens per step the adaptive batch controller allows.");
+        put(&b, "sits_sched_allowed_batched_tokens %d\n", st->allowed_tokens);
+        head(&b, "sits_sched_itl_p99_seconds", "gauge", "Windowed P99 inter-token latency seen by the controller.");
+        put(&b, "sits_sched_itl_p99_seconds %.6f\n", st->itl_p99_ms / 1e3);
         head(&b, "sits_kv_blocks_cached", "gauge", "KV blocks registered in the prefix cache (in use or evictable).");
         put(&b, "sits_kv_blocks_cached %d\n", st->kv_blocks_cached);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */

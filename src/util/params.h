@@ -58,6 +58,8 @@ typedef struct sits_config {
     int64_t max_num_batched_tokens;
     double shutdown_timeout;
     int prefix_caching;
+    double target_tpot_p99_ms;
+    double controller_interval;
     /* logging */
     char *log_level;
 } sits_config_t;
