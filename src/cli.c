@@ -402,6 +402,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tokenizer_t *tok = NULL;
     sits_sched_t *sched = NULL;
     sits_server_t *srv = NULL;
+    sits_tenants_t tenants;
+    sits_tenants_default(&tenants);
     if (L->pl->pp > 1 || L->pl->dp > 1) {
         if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
         return EXIT_USAGE;
@@ -431,13 +433,23 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
         st = sits_tokenizer_load(cfg->model, &tok);
+        if (st == SITS_OK && cfg->tenants) {
+            if (cfg->api_key) {
+                SITS_ERROR(SITS_SUB_INIT, "--api-key and --tenants do not go together: put the keys in the tenants file");
+                st = SITS_ERR_INVALID;
+            } else {
+                sits_tenants_free(&tenants);
+                st = sits_tenants_load(cfg->tenants, &tenants);
+            }
+        }
         if (st == SITS_OK) {
             sits_sched_params_t sp = { .max_num_seqs = (int)cfg->max_num_seqs,
                                        .max_num_batched_tokens = (int)cfg->max_num_batched_tokens,
                                        .max_waiting = (int)cfg->max_waiting, .drain_timeout_s = cfg->shutdown_timeout,
                                        .prefix_caching = cfg->prefix_caching,
                                        .target_tpot_p99_ms = cfg->target_tpot_p99_ms,
-                                       .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1 };
+                                       .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1,
+                                       .tenants = &tenants };
             st = sits_sched_create(&sp, r, &sched);
         }
         if (st == SITS_OK) {
@@ -448,6 +460,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             }
             sits_server_params_t hp = {
                 .host = cfg->host, .port = (int)cfg->port, .api_key = cfg->api_key, .model_name = name,
+                .tenants = cfg->tenants ? &tenants : NULL,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
@@ -477,6 +490,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
 out:
     sits_server_destroy(srv);
     sits_sched_destroy(sched);
+    sits_tenants_free(&tenants);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
     sits_comm_destroy(tp_dev);

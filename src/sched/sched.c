@@ -2,6 +2,7 @@
  * the thread-safe request api. */
 #include "sched/scheduler.h"
 #include "sched/worker.h"
+#include "sched/tenants.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -28,6 +29,7 @@ struct sits_req {
     int32_t *stop_ids;
     int n_stop;
     uint64_t order;              /* arrival order */
+    int tenant;                  /* index in the scheduler's tenant table */
     /* under mu */
     int n_gen;                   /* generated tokens */
     int n_delivered;             /* handed to the server by next() */
@@ -64,6 +66,10 @@ struct sits_sched {
     double ctl_next;
     double *itl_t, *itl_v, *itl_tmp;        /* ring of (time, inter-token latency) [SITS_ITL_RING] */
     int itl_head, itl_n;
+    /* tenants: weighted fair queueing within a priority, priority preemption across */
+    int n_tenants;
+    double weight[SITS_MAX_TENANTS], vt[SITS_MAX_TENANTS];  /* virtual time = tokens served / weight */
+    int prio[SITS_MAX_TENANTS], active[SITS_MAX_TENANTS];    /* active: waiting + running requests */
     sits_sample_params_t *sp;
 };
 
@@ -112,6 +118,10 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
     }
+    if (p->tenant < 0 || p->tenant >= s->n_tenants) {
+        snprintf(err, err_len, "unknown tenant %d", p->tenant);
+        return SITS_ERR_INVALID;
+    }
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= r->cfg.vocab_size) {
             snprintf(err, err_len, "token id %d is outside the vocabulary (%d)", p->prompt[i], r->cfg.vocab_size);
@@ -134,6 +144,7 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->max_tokens = p->max_tokens;
     q->sample = p->sample;
     q->ignore_eos = p->ignore_eos;
+    q->tenant = p->tenant;
     q->refs = 2;
     q->state = REQ_WAITING;
     pthread_mutex_init(&q->mu, NULL);
@@ -249,6 +260,11 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
+    s->n_tenants = p->tenants && p->tenants->n > 0 ? p->tenants->n : 1;
+    for (int t = 0; t < s->n_tenants; t++) {
+        s->weight[t] = p->tenants && p->tenants->n > 0 ? p->tenants->t[t].weight : 1.0;
+        s->prio[t] = p->tenants && p->tenants->n > 0 ? p->tenants->t[t].priority : 0;
+    }
     s->allowed_seqs = s->stats.allowed_seqs = p->max_num_seqs;
     s->allowed_tokens = s->stats.allowed_tokens = p->max_num_batched_tokens;
     if (p->target_tpot_p99_ms > 0)
@@ -291,6 +307,7 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
 static void finish(sits_sched_t *s, sits_req_t *q, sits_finish_t why)
 {
     free_blocks(s, q);
+    s->active[q->tenant]--;
     q->state = REQ_DONE;
     pthread_mutex_lock(&q->mu);
     q->finish = why;
@@ -319,7 +336,18 @@ static int is_stop_id(const sits_sched_t *s, const sits_req_t *q, int32_t id)
 static void collect(sits_sched_t *s)
 {
     pthread_mutex_lock(&s->mu);
-    for (int i = 0; i < s->n_inbox; i++) s->waiting[s->n_waiting++] = s->inbox[i];
+    for (int i = 0; i < s->n_inbox; i++) {
+        sits_req_t *q = s->inbox[i];
+        int t = q->tenant;
+        if (s->active[t]++ == 0) {
+            /* a tenant coming back from idle starts at the current virtual time: no saved-up credit */
+            double vmin = -1;
+            for (int u = 0; u < s->n_tenants; u++)
+                if (u != t && s->active[u] > 0 && (vmin < 0 || s->vt[u] < vmin)) vmin = s->vt[u];
+            if (vmin > s->vt[t]) s->vt[t] = vmin;
+        }
+        s->waiting[s->n_waiting++] = q;
+    }
     s->n_inbox = 0;
     pthread_mutex_unlock(&s->mu);
     int k = 0;
@@ -351,6 +379,7 @@ static void preempt(sits_sched_t *s, int run_idx)
 {
     sits_req_t *q = s->running[run_idx];
     free_blocks(s, q);
+    q->take = 0;
     q->state = REQ_WAITING;
     memmove(s->running + run_idx, s->running + run_idx + 1, sizeof *s->running * (size_t)(s->n_running - run_idx - 1));
     s->n_running--;
@@ -406,6 +435,30 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
     if (full > q->n_hashed) q->n_hashed = full;
 }
 
+/* The waiting request to admit next: lowest priority value, then lowest tenant virtual time,
+ * then queue order (preempted requests sit at the front). */
+static int pick_waiting(const sits_sched_t *s)
+{
+    int best = 0;
+    for (int i = 1; i < s->n_waiting; i++) {
+        int a = s->waiting[i]->tenant, b = s->waiting[best]->tenant;
+        if (s->prio[a] < s->prio[b] || (s->prio[a] == s->prio[b] && s->vt[a] < s->vt[b])) best = i;
+    }
+    return best;
+}
+
+/* Preempt the youngest running request whose priority is strictly lower than prio (a higher
+ * number); 0 when there is none. */
+static int preempt_lower(sits_sched_t *s, int prio)
+{
+    for (int i = s->n_running - 1; i >= 0; i--)
+        if (s->prio[s->running[i]->tenant] > prio) {
+            preempt(s, i);
+            return 1;
+        }
+    return 0;
+}
+
 /* Give running sequence i its share of this step; preempts the youngest running sequences while
  * blocks are short. Returns 0 when i itself was preempted. */
 static int run_take(sits_sched_t *s, int i, int take, int *nb)
@@ -444,30 +497,39 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         if (run_take(s, i, take, &nb)) { budget -= take; used += take; }
         else break;
     }
-    /* a preemption above may have dropped sequences already picked: rebuild the batch from running[] */
-    int k = 0;
-    for (int i = 0; i < s->n_running; i++) if (s->running[i]->take) s->batch[k++] = s->running[i];
-    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->take = 0;
-    nb = k;
-    /* admit waiting requests in order while budget, sequence allowance and blocks allow */
-    while (s->n_waiting > 0 && budget > 0 && s->n_running < s->allowed_seqs) {
-        sits_req_t *q = s->waiting[0];
+    /* admit waiting requests while budget, sequence allowance and blocks allow: the best priority
+     * first, among equals the tenant furthest behind its weighted share, FIFO within a tenant;
+     * a request that does not fit may preempt running requests of a strictly lower priority */
+    while (s->n_waiting > 0 && budget > 0) {
+        int wi = pick_waiting(s);
+        sits_req_t *q = s->waiting[wi];
+        if (s->n_running >= s->allowed_seqs) {
+            if (preempt_lower(s, s->prio[q->tenant])) continue;
+            break;
+        }
         int total = total_tokens(q);
         if (s->p.prefix_caching) prefix_lookup(s, q, total);
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
         if (!ensure_blocks(s, q, q->n_computed + take)) {
             free_blocks(s, q);  /* give back the cached blocks it found */
+            if (preempt_lower(s, s->prio[q->tenant])) continue;
             break;
         }
-        memmove(s->waiting, s->waiting + 1, sizeof *s->waiting * (size_t)(s->n_waiting - 1));
+        memmove(s->waiting + wi, s->waiting + wi + 1, sizeof *s->waiting * (size_t)(s->n_waiting - wi - 1));
         s->n_waiting--;
         q->state = REQ_RUNNING;
         s->running[s->n_running++] = q;
         q->take = take;
-        s->batch[nb++] = q;
         budget -= take;
-        used += take;
     }
+    /* the batch: every running sequence with work this step (preemptions above may have removed some) */
+    nb = 0;
+    used = 0;
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i]->take) {
+            s->batch[nb++] = s->running[i];
+            used += s->running[i]->take;
+        }
     *n_tokens_p = used;
     return nb;
 }
@@ -568,6 +630,7 @@ static sits_status_t step(sits_sched_t *s, int nb)
         int was_prompt = q->n_computed < q->n_prompt;
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
+        s->vt[q->tenant] += q->take / s->weight[q->tenant];
         q->take = 0;
         if (s->p.prefix_caching) prefix_register(s, q);
         if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */

@@ -32,6 +32,7 @@ typedef struct {
     int ignore_eos;
     const int32_t *stop_ids;     /* extra ids that end generation (besides the model's eos ids); copied */
     int n_stop_ids;
+    int tenant;                  /* index in the tenants table (0 without a tenants file) */
 } sits_req_params_t;
 
 typedef struct sits_req sits_req_t;

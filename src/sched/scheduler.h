@@ -22,6 +22,7 @@
 #include <signal.h>
 #include "sched/generate.h"
 #include "sched/sched.h"
+#include "sched/tenants.h"
 
 typedef struct {
     int max_num_seqs;            /* <= runner max_seqs */
@@ -31,6 +32,7 @@ typedef struct {
     int prefix_caching;          /* share full KV blocks of identical prefixes (see kv/blocks.h) */
     double target_tpot_p99_ms;   /* adaptive batch controller target (0: off) */
     double controller_interval_s;
+    const sits_tenants_t *tenants; /* NULL: one default tenant */
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;

@@ -78,9 +78,22 @@ void sits_srv_metrics_itl(sits_srv_metrics_t *m, double dt, int n)
     pthread_mutex_unlock(&m->mu);
 }
 
-void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f)
+void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f, int tenant,
+                           double ttft_s, double tpot_s)
 {
     pthread_mutex_lock(&m->mu);
+    if (tenant >= 0 && tenant < SITS_MAX_TENANTS) {
+        m->t_requests[tenant]++;
+        m->t_generation_tokens[tenant] += (uint64_t)n_gen;
+        if (m->tenants && tenant < m->tenants->n) {
+            const sits_tenant_t *t = &m->tenants->t[tenant];
+            int ttft_ok = n_gen > 0 && (t->slo_ttft_ms <= 0 || ttft_s * 1e3 <= t->slo_ttft_ms);
+            int tpot_ok = n_gen > 0 && (t->slo_tpot_ms <= 0 || tpot_s < 0 || tpot_s * 1e3 <= t->slo_tpot_ms);
+            m->t_ttft_met[tenant] += (uint64_t)ttft_ok;
+            m->t_tpot_met[tenant] += (uint64_t)tpot_ok;
+            m->t_slo_met[tenant] += (uint64_t)(ttft_ok && tpot_ok);
+        }
+    }
     hist_add(&m->e2e, e2e_s, 1);
     m->prompt_tokens += (uint64_t)n_prompt;
     m->generation_tokens += (uint64_t)n_gen;
@@ -169,6 +182,25 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
     put(&b, "sits_generation_tokens_total %llu\n", (unsigned long long)c.generation_tokens);
     head(&b, "sits_num_requests_inflight", "gauge", "Generation requests the HTTP server is serving.");
     put(&b, "sits_num_requests_inflight %d\n", inflight);
+    if (c.tenants) {
+        head(&b, "sits_tenant_requests_total", "counter", "Finished requests by tenant.");
+        for (int t = 0; t < c.tenants->n; t++)
+            put(&b, "sits_tenant_requests_total{tenant=\"%s\"} %llu\n", c.tenants->t[t].name, (unsigned long long)c.t_requests[t]);
+        head(&b, "sits_tenant_generation_tokens_total", "counter", "Generated tokens by tenant.");
+        for (int t = 0; t < c.tenants->n; t++)
+            put(&b, "sits_tenant_generation_tokens_total{tenant=\"%s\"} %llu\n", c.tenants->t[t].name,
+                (unsigned long long)c.t_generation_tokens[t]);
+        head(&b, "sits_tenant_slo_met_total", "counter", "Finished requests that met the tenant's TTFT and TPOT targets.");
+        for (int t = 0; t < c.tenants->n; t++)
+            put(&b, "sits_tenant_slo_met_total{tenant=\"%s\",slo=\"ttft\"} %llu\nsits_tenant_slo_met_total{tenant=\"%s\",slo=\"tpot\"} %llu\n"
+                "sits_tenant_slo_met_total{tenant=\"%s\",slo=\"both\"} %llu\n", c.tenants->t[t].name,
+                (unsigned long long)c.t_ttft_met[t], c.tenants->t[t].name, (unsigned long long)c.t_tpot_met[t],
+                c.tenants->t[t].name, (unsigned long long)c.t_slo_met[t]);
+        head(&b, "sits_tenant_slo_attainment", "gauge", "Share of the tenant's finished requests that met both targets.");
+        for (int t = 0; t < c.tenants->n; t++)
+            put(&b, "sits_tenant_slo_attainment{tenant=\"%s\"} %.6f\n", c.tenants->t[t].name,
+                c.t_requests[t] ? (double)c.t_slo_met[t] / (double)c.t_requests[t] : 0.0);
+    }
     if (st) {
         head(&b, "sits_num_requests_running", "gauge", "Sequences in the running batch.");
         put(&b, "sits_num_requests_running %d\n", st->running);

@@ -52,6 +52,8 @@ struct sits_server {
     atomic_int draining;
     atomic_int stopping;
     atomic_int inflight;
+    const sits_tenants_t *tenants;
+    atomic_int t_inflight[SITS_MAX_TENANTS];
     atomic_uint_fast64_t counter;
     sits_srv_metrics_t metrics;
 };
@@ -63,6 +65,8 @@ typedef struct {
     struct MHD_Connection *mc;
     route_t route;
     double t_arrival;
+    int tenant;             /* from the bearer key with a tenants file, else 0 */
+    double t_first;         /* first token (0: none yet) */
     int replied;            /* a response was queued */
     /* body */
     char *body;
@@ -198,6 +202,7 @@ static void gen_poll(conn_t *c)
     if (n > 0) {
         double t = now_s();
         if (c->n_gen == 0) {
+            c->t_first = t;
             sits_srv_metrics_ttft(&srv->metrics, t - c->t_arrival);
             if (n > 1) sits_srv_metrics_itl(&srv->metrics, 0.0, n - 1);
         } else {
@@ -250,13 +255,24 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         return -1;
     }
     c->to_valid = 1;
+    if (srv->tenants) {
+        int lim = srv->tenants->t[c->tenant].max_concurrent;
+        if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
+            atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
+            sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
+                               "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
+            return -1;
+        }
+        if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
+    }
     sits_req_params_t p = {
         .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
-        .ignore_eos = c->rq.ignore_eos,
+        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
     };
     char msg[256] = "";
     sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
     if (st == SITS_ERR_BUSY) {
         sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
                            "the server has too many waiting requests; retry later");
@@ -495,6 +511,16 @@ static route_t route_of(const char *url)
     return R_NONE;
 }
 
+/* With a tenants file: the tenant of the request's bearer key, -1 when missing or unknown. */
+static int auth_tenant(const sits_server_t *srv, struct MHD_Connection *mc)
+{
+    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return -1;
+    h += 7;
+    while (*h == ' ') h++;
+    return sits_tenants_find_key(srv->tenants, h);
+}
+
 /* Constant-time comparison of the Authorization header with "Bearer <key>". */
 static int auth_ok(const sits_server_t *srv, struct MHD_Connection *mc)
 {
@@ -522,7 +548,11 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     } else if (is_post_route ? strcmp(method, "POST") != 0 : !get) {
         sits_srv_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
                            "method %s is not allowed on %.200s (use %s)", method, url, is_post_route ? "POST" : "GET");
-    } else if (srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
+    } else if (srv->tenants && strncmp(url, "/v1/", 4) == 0 && (c->tenant = auth_tenant(srv, c->mc)) < 0) {
+        c->tenant = 0;
+        sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
+                           "missing or unknown API key: send 'Authorization: Bearer <key>' with a key of the tenants file");
+    } else if (!srv->tenants && srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or invalid API key: send 'Authorization: Bearer <key>'");
     } else if (is_post_route && (atomic_load(&srv->draining) || atomic_load(&srv->stopping))) {
@@ -608,7 +638,10 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
             gen_cancel(c);
             gen_over(c, SITS_FINISH_CANCELLED);
         }
-        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, c->finish);
+        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, c->finish, c->tenant,
+                              c->t_first > 0 ? c->t_first - c->t_arrival : -1.0,
+                              c->n_gen > 1 ? (c->t_over - c->t_first) / (c->n_gen - 1) : -1.0);
+        if (srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
         SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens, %s, %.3f s", c->id, c->rq.n_prompt,
                   c->n_gen, sits_srv_finish_str(c->finish), c->t_over - c->t_arrival);
         srv->api->release(c->req);
@@ -706,6 +739,8 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     sits_server_t *s = calloc(1, sizeof *s);
     if (!s) return SITS_ERR_NOMEM;
     sits_srv_metrics_init(&s->metrics);
+    s->tenants = p->tenants && p->tenants->n > 0 ? p->tenants : NULL;
+    s->metrics.tenants = s->tenants;
     s->host = strdup(p->host && p->host[0] ? p->host : "127.0.0.1");
     s->model_name = strdup(p->model_name);
     s->api_key = p->api_key && p->api_key[0] ? strdup(p->api_key) : NULL;

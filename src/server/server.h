@@ -21,13 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "sched/sched.h"
+#include "sched/tenants.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
 typedef struct {
     const char *host;          /* address or name to bind; NULL: "127.0.0.1" */
     int port;                  /* 0: any free port (see sits_server_port) */
-    const char *api_key;       /* NULL or "": no auth */
+    const char *api_key;       /* NULL or "": no auth (ignored with tenants) */
+    const sits_tenants_t *tenants; /* NULL: no tenants. Else every /v1/ request needs a key of the tenants
+                                * file (401 otherwise); the tenant's max_concurrent gives 429; per-tenant
+                                * metrics and SLO attainment in /metrics. Must outlive the server. */
     const char *model_name;    /* served model id (e.g. basename of --model); required */
     int max_model_len;         /* context length: prompt + max_tokens must fit; required (> 0) */
     int vocab_size;            /* model vocabulary (token-id prompts must be below it); 0: the tokenizer's */

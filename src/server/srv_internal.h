@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "sched/sched.h"
+#include "sched/tenants.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -119,6 +120,10 @@ typedef struct {
     uint64_t finish_count[5];    /* by sits_finish_t */
     sits_srv_hist_t ttft, itl, e2e;
     uint64_t prompt_tokens, generation_tokens;
+    /* per tenant (tenants file; index 0 only without one) */
+    const sits_tenants_t *tenants;   /* NULL: no tenants file */
+    uint64_t t_requests[SITS_MAX_TENANTS], t_generation_tokens[SITS_MAX_TENANTS];
+    uint64_t t_ttft_met[SITS_MAX_TENANTS], t_tpot_met[SITS_MAX_TENANTS], t_slo_met[SITS_MAX_TENANTS];
 } sits_srv_metrics_t;
 
 void sits_srv_metrics_init(sits_srv_metrics_t *m);
@@ -127,7 +132,10 @@ void sits_srv_metrics_status(sits_srv_metrics_t *m, int status);
 void sits_srv_metrics_ttft(sits_srv_metrics_t *m, double s);
 /* n tokens arrived dt seconds after the previous ones: n observations of dt / n. */
 void sits_srv_metrics_itl(sits_srv_metrics_t *m, double dt, int n);
-void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f);
+/* A finished request: its tenant, end-to-end time, time to first token and mean time per output
+ * token after the first (tpot_s < 0: fewer than 2 tokens). */
+void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f, int tenant,
+                           double ttft_s, double tpot_s);
 /* Prometheus text exposition (malloc'd). st may be NULL (no scheduler gauges). */
 char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, int inflight, size_t *len_p);
 

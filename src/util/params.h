@@ -22,6 +22,7 @@ typedef struct sits_config {
     char *model;            /* model directory (config.json + safetensors) */
     char *load_format;      /* auto | safetensors | dummy */
     char *device;           /* auto | cpu | cuda */
+    int cuda_graphs;        /* decode steps as CUDA graphs (cuda backend) */
     int64_t max_model_len;  /* 0: the model's max_position_embeddings */
     /* offline generation */
     char *prompt_ids;       /* comma-separated token ids */
@@ -59,6 +60,7 @@ typedef struct sits_config {
     double shutdown_timeout;
     int prefix_caching;
     double target_tpot_p99_ms;
+    char *tenants;
     double controller_interval;
     /* logging */
     char *log_level;
