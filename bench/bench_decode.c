@@ -60,6 +60,7 @@ typedef struct {
     const char *kind;
     int batch, context, tokens;
     double ms_median, ms_mean, ms_min, tok_s, floor_ms, pct_floor, tflops;
+    double ms_p99;
 } row_t;
 
 static double now_s(void)
@@ -75,6 +76,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double g_last_p99; /* P99 of the last stats() call (nearest rank) */
+
 /* median, mean, min of t[n] (seconds); sorts t. */
 static void stats(double *t, int n, double *med_p, double *mean_p, double *min_p)
 {
@@ -84,6 +87,8 @@ static void stats(double *t, int n, double *med_p, double *mean_p, double *min_p
     *med_p = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     *mean_p = sum / n;
     *min_p = t[0];
+    int k = (int)(0.99 * n + 0.999999) - 1;
+    g_last_p99 = t[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
 /* "1,8,32" -> list; 0 on success. */
@@ -230,6 +235,17 @@ static sits_status_t measure_copy_bw(const sits_backend_t *be, size_t bytes, dou
     return SITS_OK;
 }
 
+/* Bytes in use on this rank's GPU (all processes), 0 on the cpu backend. */
+static double device_mem_used(const sits_backend_t *be)
+{
+#ifdef HAVE_CUDA
+    size_t fr = 0, tot = 0;
+    if (be->device >= 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) return (double)(tot - fr);
+#endif
+    (void)be;
+    return 0.0;
+}
+
 static void device_name(const sits_backend_t *be, char *buf, size_t n)
 {
     snprintf(buf, n, "unknown");
@@ -360,8 +376,8 @@ static double prefill_flops(const sits_model_config_t *c, const sits_shard_dims_
 static void print_row(const row_t *w)
 {
     if (!strcmp(w->kind, "decode"))
-        printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%\n", w->kind, w->batch, w->context, w->ms_median, w->ms_mean,
-               w->tok_s, w->floor_ms, w->pct_floor);
+        printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%  p99 %.3f ms\n", w->kind, w->batch, w->context, w->ms_median,
+               w->ms_mean, w->tok_s, w->floor_ms, w->pct_floor, w->ms_p99);
     else
         printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%  %.2f TFLOP/s\n", w->kind, w->batch, w->context,
                w->ms_median, w->ms_mean, w->tok_s, w->floor_ms, w->pct_floor, w->tflops);
@@ -376,6 +392,7 @@ static int write_json(const char *path, json_t *meta, const row_t *rows, int n_r
                               "context", w->context, "tokens", w->tokens, "ms_median", w->ms_median, "ms_mean", w->ms_mean,
                               "ms_min", w->ms_min, "tok_s", w->tok_s, "floor_ms", w->floor_ms, "pct_floor", w->pct_floor);
         if (!strcmp(w->kind, "prefill")) json_object_set_new(o, "tflops", json_real(w->tflops));
+        json_object_set_new(o, "ms_p99", json_real(w->ms_p99));
         json_array_append_new(arr, o);
     }
     json_object_set_new(meta, "rows", arr);
@@ -523,6 +540,7 @@ int main(int argc, char **argv)
             w->context = ctx;
             w->tokens = nb;
             stats(times, o.iters, &w->ms_median, &w->ms_mean, &w->ms_min);
+            w->ms_p99 = g_last_p99 * 1e3;
             /* timed step j attends to ctx + warmup + j + 1 positions */
             double avg_len = ctx + o.warmup + 1 + 0.5 * (o.iters - 1);
             double floor_s = (wbytes + nb * avg_len * kv_tok) / bw;
@@ -550,6 +568,7 @@ int main(int argc, char **argv)
         w->context = o.prefill;
         w->tokens = o.prefill;
         stats(times, o.iters, &w->ms_median, &w->ms_mean, &w->ms_min);
+        w->ms_p99 = g_last_p99 * 1e3;
         w->tok_s = o.prefill / w->ms_median;
         w->tflops = prefill_flops(c, d, o.prefill) / w->ms_median * 1e-12;
         w->floor_ms = 1e3 * (wbytes + o.prefill * kv_tok) / bw;
@@ -560,6 +579,10 @@ int main(int argc, char **argv)
         if (rank == 0) print_row(w);
     }
 
+    /* memory per GPU after the runs (weights + KV + workspaces), the largest over the ranks */
+    double mem = device_mem_used(be), mem_max = 0;
+    MPI_Reduce(&mem, &mem_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0 && mem_max > 0) printf("gpu memory in use: %.2f GB per GPU (max over %d ranks)\n", mem_max * 1e-9, world);
     rc = 0;
     if (rank == 0 && o.json) {
         char date[64];
@@ -572,6 +595,7 @@ int main(int argc, char **argv)
                                  sits_dtype_name(be->kv_dtype), "weight_bytes", wbytes, "embed_bytes", embed_bytes,
                                  "kv_bytes_per_token", kv_tok, "copy_bw_gbs", bw * 1e-9, "fill", o.fill, "iters", o.iters,
                                  "warmup", o.warmup, "load_s", load_s);
+        if (meta) json_object_set_new(meta, "gpu_mem_used_gb", json_real(mem_max * 1e-9));
         if (!meta || write_json(o.json, meta, rows, n_rows)) rc = 1;
         else printf("wrote %s\n", o.json);
         json_decref(meta);
