@@ -404,6 +404,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_server_t *srv = NULL;
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
+    FILE *trace = NULL;
     if (L->pl->pp > 1 || L->pl->dp > 1) {
         if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
         return EXIT_USAGE;
@@ -442,6 +443,10 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 st = sits_tenants_load(cfg->tenants, &tenants);
             }
         }
+        if (st == SITS_OK && cfg->trace_file && !(trace = fopen(cfg->trace_file, "a"))) {
+            SITS_ERROR(SITS_SUB_INIT, "cannot open --trace-file %s", cfg->trace_file);
+            st = SITS_ERR_IO;
+        }
         if (st == SITS_OK) {
             sits_sched_params_t sp = { .max_num_seqs = (int)cfg->max_num_seqs,
                                        .max_num_batched_tokens = (int)cfg->max_num_batched_tokens,
@@ -449,7 +454,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .prefix_caching = cfg->prefix_caching,
                                        .target_tpot_p99_ms = cfg->target_tpot_p99_ms,
                                        .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1,
-                                       .tenants = &tenants };
+                                       .tenants = &tenants, .trace = trace };
             st = sits_sched_create(&sp, r, &sched);
         }
         if (st == SITS_OK) {
@@ -491,6 +496,7 @@ out:
     sits_server_destroy(srv);
     sits_sched_destroy(sched);
     sits_tenants_free(&tenants);
+    if (trace) fclose(trace);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
     sits_comm_destroy(tp_dev);

@@ -30,6 +30,10 @@ struct sits_req {
     int n_stop;
     uint64_t order;              /* arrival order */
     int tenant;                  /* index in the scheduler's tenant table */
+    char id[48];                 /* the API's request id (tracing), may be empty */
+    /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
+    double t_queued, t_scheduled, t_first_token;
+    int n_preempted, n_prefix_hit;
     /* under mu */
     int n_gen;                   /* generated tokens */
     int n_delivered;             /* handed to the server by next() */
@@ -72,6 +76,14 @@ struct sits_sched {
     int prio[SITS_MAX_TENANTS], active[SITS_MAX_TENANTS];    /* active: waiting + running requests */
     sits_sample_params_t *sp;
 };
+
+/* Wall-clock seconds (timestamps in the trace file). */
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static double now_s(void)
 {
@@ -145,6 +157,7 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->sample = p->sample;
     q->ignore_eos = p->ignore_eos;
     q->tenant = p->tenant;
+    if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
     q->state = REQ_WAITING;
     pthread_mutex_init(&q->mu, NULL);
@@ -171,6 +184,7 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
         s->cap_inbox = cap;
     }
     q->order = s->next_order++;
+    q->t_queued = wall_s();
     s->inbox[s->n_inbox++] = q;
     s->stats.waiting++;
     pthread_cond_signal(&s->cv);
@@ -304,8 +318,25 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
 }
 
 /* Finish q: free its KV, publish the reason, drop the scheduler's reference. */
+/* One JSON line per finished request (--trace-file). */
+static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
+{
+    static const char *const reasons[] = { "none", "stop", "length", "cancelled", "error" };
+    if (!s->p.trace) return;
+    double t_end = wall_s();
+    const char *tenant = s->p.tenants && s->p.tenants->n > q->tenant ? s->p.tenants->t[q->tenant].name : "default";
+    fprintf(s->p.trace,
+            "{\"request\":\"%s\",\"seq\":%llu,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
+            "\"first_token\":%.6f,\"finished\":%.6f,\"prompt_tokens\":%d,\"generated_tokens\":%d,"
+            "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"}\n",
+            q->id, (unsigned long long)q->order, tenant, q->t_queued, q->t_scheduled, q->t_first_token, t_end, q->n_prompt,
+            q->n_gen, q->n_prefix_hit, q->n_preempted, reasons[(unsigned)why < 5 ? why : 0]);
+    fflush(s->p.trace);
+}
+
 static void finish(sits_sched_t *s, sits_req_t *q, sits_finish_t why)
 {
+    trace_write(s, q, why);
     free_blocks(s, q);
     s->active[q->tenant]--;
     q->state = REQ_DONE;
@@ -380,6 +411,7 @@ static void preempt(sits_sched_t *s, int run_idx)
     sits_req_t *q = s->running[run_idx];
     free_blocks(s, q);
     q->take = 0;
+    q->n_preempted++;
     q->state = REQ_WAITING;
     memmove(s->running + run_idx, s->running + run_idx + 1, sizeof *s->running * (size_t)(s->n_running - run_idx - 1));
     s->n_running--;
@@ -417,6 +449,7 @@ static void prefix_lookup(sits_sched_t *s, sits_req_t *q, int total)
     }
     q->n_hashed = q->n_blocks;
     q->n_computed = q->n_blocks * bs;
+    if (q->n_computed > q->n_prefix_hit) q->n_prefix_hit = q->n_computed;
     pthread_mutex_lock(&s->mu);
     s->stats.prefix_query_tokens += (uint64_t)total;
     s->stats.prefix_hit_tokens += (uint64_t)q->n_computed;
@@ -518,6 +551,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         memmove(s->waiting + wi, s->waiting + wi + 1, sizeof *s->waiting * (size_t)(s->n_waiting - wi - 1));
         s->n_waiting--;
         q->state = REQ_RUNNING;
+        if (q->t_scheduled == 0) q->t_scheduled = wall_s();
         s->running[s->n_running++] = q;
         q->take = take;
         budget -= take;
@@ -636,6 +670,7 @@ static sits_status_t step(sits_sched_t *s, int nb)
         if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */
         int32_t t = s->wk.tokens[o++];
         double tnow = now_s();
+        if (q->n_gen == 0 && q->t_first_token == 0) q->t_first_token = wall_s();
         if (q->n_gen > 0 && was_prompt == 0 && q->last_token_s > 0) itl_add(s, tnow, tnow - q->last_token_s);
         q->last_token_s = tnow;
         pthread_mutex_lock(&q->mu);

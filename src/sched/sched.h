@@ -33,6 +33,7 @@ typedef struct {
     const int32_t *stop_ids;     /* extra ids that end generation (besides the model's eos ids); copied */
     int n_stop_ids;
     int tenant;                  /* index in the tenants table (0 without a tenants file) */
+    const char *id;              /* the API's request id, for the trace file (copied; may be NULL) */
 } sits_req_params_t;
 
 typedef struct sits_req sits_req_t;

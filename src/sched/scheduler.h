@@ -20,6 +20,7 @@
 #define SITS_SCHED_SCHEDULER_H
 
 #include <signal.h>
+#include <stdio.h>
 #include "sched/generate.h"
 #include "sched/sched.h"
 #include "sched/tenants.h"
@@ -33,6 +34,7 @@ typedef struct {
     double target_tpot_p99_ms;   /* adaptive batch controller target (0: off) */
     double controller_interval_s;
     const sits_tenants_t *tenants; /* NULL: one default tenant */
+    FILE *trace;                 /* --trace-file: one JSON line per finished request (NULL: off) */
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;

@@ -267,7 +267,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     }
     sits_req_params_t p = {
         .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
-        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant,
+        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
     };
     char msg[256] = "";

@@ -61,6 +61,7 @@ typedef struct sits_config {
     int prefix_caching;
     double target_tpot_p99_ms;
     char *tenants;
+    char *trace_file;
     double controller_interval;
     /* logging */
     char *log_level;

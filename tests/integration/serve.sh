@@ -19,7 +19,7 @@ serve_setup "$tmp/m"
 url=http://127.0.0.1:$port
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
-serve_start "$tmp/m" --max-num-seqs 8 --max-num-batched-tokens 64 --block-size 4 --kv-cache-memory 40K || finish
+serve_start "$tmp/m" --max-num-seqs 8 --max-num-batched-tokens 64 --block-size 4 --kv-cache-memory 40K --trace-file "$tmp/trace.jsonl" || finish
 grep -q "curl http://127.0.0.1:$port/v1/chat/completions" "$tmp/err" && ok "ready line with a curl example" || bad "no curl example"
 blocks=$(metric sits_kv_blocks_free)
 
@@ -58,7 +58,17 @@ pre=$(metric sits_preemptions_total)
 [ "${pre:-0}" -gt 0 ] && ok "KV exhaustion preempted $pre sequence(s)" || bad "no preemption seen (pool too large?)"
 
 # disconnect mid-stream: the blocks come back
-curl -sN -m 0.5 "$url/v1/completions" -H 'Content-Type: application/json' -d '{"model":"m","prompt":"Hello","max_tokens":400,"temperature":0,"stream":true,"ignore_eos":true}' > /dev/null 2>&1
+"$PY" - "$port" <<'PYEOF'   # read the first streamed chunk, then hang up
+import json, socket
+body = json.dumps({"model": "m", "prompt": "Hello", "max_tokens": 120, "temperature": 0, "stream": True, "ignore_eos": True})
+s = socket.create_connection(("127.0.0.1", int(__import__("sys").argv[1])))
+s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+           % (len(body), body)).encode())
+buf = b""
+while b"data: " not in buf:
+    buf += s.recv(4096)
+s.close()
+PYEOF
 for _ in $(seq 50); do [ "$(metric sits_num_requests_running)" = 0 ] && break; sleep 0.1; done
 [ "$(metric sits_kv_blocks_free)" = "$blocks" ] && ok "disconnect frees the KV blocks ($blocks free)" || bad "blocks after disconnect: $(metric sits_kv_blocks_free) of $blocks"
 
@@ -89,4 +99,17 @@ grep -q '"completion_tokens":60' "$tmp/drain" && ok "running request completed d
 for _ in $(seq 100); do kill -0 $srv 2>/dev/null || break; sleep 0.1; done
 if kill -0 $srv 2>/dev/null; then bad "server still running 10 s after SIGTERM"; else wait $srv; rc=$?; [ $rc -eq 0 ] && ok "SIGTERM: job exits 0" || { bad "SIGTERM exit $rc"; tail -5 "$tmp/err"; }; fi
 srv=
+# the trace file: one line per request that reached the scheduler, a consistent timeline
+"$PY" - "$tmp/trace.jsonl" <<'PYEOF' && ok "trace file: one consistent JSON line per request" || bad "trace file"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) >= 66, len(lines)   # 2 + 32 solo + 32 concurrent + disconnect + good + drain
+for r in lines:
+    assert r["request"].startswith(("cmpl-", "chatcmpl-")), r
+    if r["generated_tokens"] > 0:
+        assert r["queued"] <= r["first_scheduled"] <= r["first_token"] <= r["finished"], r
+assert any(r["preemptions"] > 0 for r in lines)
+assert any(r["finish_reason"] == "cancelled" for r in lines)
+assert sum(r["finish_reason"] == "length" for r in lines) >= 60
+PYEOF
 finish
