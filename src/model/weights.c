@@ -60,6 +60,14 @@ typedef struct {
     float *staging;        /* dummy: one chunk of rows, fp32 */
     size_t staging_elems;
     size_t bytes;
+    /* load progress (issue 12): elem_size is the backend's weight dtype size; count_only: a dry pass
+     * that only adds up bytes (no backend, no allocation); progress, when set, is told after the
+     * embedding, each layer and the head */
+    size_t elem_size;
+    int count_only;
+    size_t total;
+    sits_weights_progress_fn progress;
+    void *progress_ctx;
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
@@ -80,7 +88,8 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     int64_t rows = nd == 2 ? shape[0] : 1;
     if (r1 <= r0 || c1 <= c0) return SITS_OK;
     if (r1 > rows || c1 > cols) return SITS_ERR_INTERNAL;
-    L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * sits_dtype_size(L->be->weight_dtype);
+    L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
+    if (L->count_only) return SITS_OK;   /* load progress (issue 12): dry pass */
     if (L->st) {
         char name[160];
         sits_wkind_name(kind, layer, name, sizeof name);
@@ -118,7 +127,17 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
 
 static sits_status_t alloc_w(loader_t *L, size_t elems, void **p)
 {
-    return L->be->ops->alloc(L->be, elems * sits_dtype_size(L->be->weight_dtype), p);
+    if (L->count_only) {   /* load progress (issue 12): dry pass */
+        *p = NULL;
+        return SITS_OK;
+    }
+    return L->be->ops->alloc(L->be, elems * L->elem_size, p);
+}
+
+/* base + elems weights (NULL in the dry pass, where nothing is allocated) */
+static void *elem_at(const loader_t *L, void *base, size_t elems)
+{
+    return L->count_only ? NULL : (char *)base + elems * L->elem_size;
 }
 
 static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw)
@@ -137,8 +156,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         /* a bias [n] is a [1, n] tensor: its slice is columns, packed one after the other */
         SITS_CHECK(alloc_w(L, (size_t)d->qkv_dim, &lw->qkv_bias));
         SITS_CHECK(load_slice(L, lw->qkv_bias, 0, SITS_W_Q_BIAS, l, 0, 1, q0, q0 + q_rows));
-        void *kb = (char *)lw->qkv_bias + (size_t)q_rows * sits_dtype_size(L->be->weight_dtype);
-        void *vb = (char *)lw->qkv_bias + (size_t)(q_rows + kv_rows) * sits_dtype_size(L->be->weight_dtype);
+        void *kb = elem_at(L, lw->qkv_bias, (size_t)q_rows);
+        void *vb = elem_at(L, lw->qkv_bias, (size_t)(q_rows + kv_rows));
         SITS_CHECK(load_slice(L, kb, 0, SITS_W_K_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
         SITS_CHECK(load_slice(L, vb, 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
     }
@@ -156,7 +175,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     if (c->mlp_bias) {
         SITS_CHECK(alloc_w(L, (size_t)2 * d->i_loc, &lw->gu_bias));
         SITS_CHECK(load_slice(L, lw->gu_bias, 0, SITS_W_GATE_BIAS, l, 0, 1, i0, i0 + d->i_loc));
-        void *ub = (char *)lw->gu_bias + (size_t)d->i_loc * sits_dtype_size(L->be->weight_dtype);
+        void *ub = elem_at(L, lw->gu_bias, (size_t)d->i_loc);
         SITS_CHECK(load_slice(L, ub, 0, SITS_W_UP_BIAS, l, 0, 1, i0, i0 + d->i_loc));
         if (tp_rank == 0) {
             SITS_CHECK(alloc_w(L, H, &lw->down_bias));
@@ -169,8 +188,64 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     return SITS_OK;
 }
 
+/* Every tensor of this shard, in file order: embedding, layers, final norm, lm_head. The same
+ * sequence serves the dry pass (count_only: L->bytes becomes the shard's total) and the real load
+ * (progress reported after the embedding, each layer and the head). */
+static void report(loader_t *L)
+{
+    if (L->progress && !L->count_only) L->progress(L->progress_ctx, L->bytes, L->total);
+}
+
+static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_model_weights_t *w)
+{
+    const sits_model_config_t *cfg = L->cfg;
+    const sits_shard_dims_t *d = &w->dims;
+    int64_t H = cfg->hidden_size;
+    SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->embed));
+    SITS_CHECK(load_slice(L, w->embed, 0, SITS_W_EMBED, 0, d->v_start, d->v_start + d->v_count, 0, H));
+    report(L);
+    for (int l = 0; l < cfg->n_layers; l++) {
+        SITS_CHECK(load_layer(L, d, shard->tp_rank, l, &w->layers[l]));
+        if (!L->count_only) SITS_DEBUG(SITS_SUB_MODEL, "layer %d loaded", l);
+        report(L);
+    }
+    SITS_CHECK(alloc_w(L, H, &w->final_norm));
+    SITS_CHECK(load_slice(L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H));
+    if (cfg->tie_word_embeddings) {
+        w->lm_head = w->embed;
+    } else {
+        SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->lm_head));
+        SITS_CHECK(load_slice(L, w->lm_head, 0, SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count, 0, H));
+    }
+    report(L);
+    return SITS_OK;
+}
+
+sits_status_t sits_model_weights_shard_bytes(const sits_model_config_t *cfg, const sits_shard_t *shard,
+                                             sits_dtype_t weight_dtype, size_t *bytes_p)
+{
+    sits_model_weights_t w;
+    memset(&w, 0, sizeof w);
+    SITS_CHECK(sits_shard_dims(cfg, shard, &w.dims));
+    w.layers = calloc((size_t)cfg->n_layers, sizeof *w.layers);
+    if (!w.layers) return SITS_ERR_NOMEM;
+    loader_t L = { .cfg = cfg, .elem_size = sits_dtype_size(weight_dtype), .count_only = 1 };
+    sits_status_t st = load_tensors(&L, shard, &w);
+    free(w.layers);
+    if (st == SITS_OK) *bytes_p = L.bytes;
+    return st;
+}
+
 sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
                                       const sits_shard_t *shard, unsigned long long seed, sits_model_weights_t **w_p)
+{
+    return sits_model_weights_load_progress(cfg, st, be, shard, seed, NULL, NULL, w_p);
+}
+
+sits_status_t sits_model_weights_load_progress(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
+                                               const sits_shard_t *shard, unsigned long long seed,
+                                               sits_weights_progress_fn progress, void *progress_ctx,
+                                               sits_model_weights_t **w_p)
 {
     sits_status_t st_ = SITS_OK;
     sits_model_weights_t *w = calloc(1, sizeof *w);
@@ -178,7 +253,8 @@ sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits
     w->cfg = *cfg;
     w->shard = *shard;
     w->be = be;
-    loader_t L = { .cfg = &w->cfg, .st = st, .be = be, .seed = seed };
+    loader_t L = { .cfg = &w->cfg, .st = st, .be = be, .seed = seed, .elem_size = sits_dtype_size(be->weight_dtype),
+                   .progress = progress, .progress_ctx = progress_ctx };
     SITS_CHECK_GOTO(sits_shard_dims(cfg, shard, &w->dims), st_, err);
     if (st) SITS_CHECK_GOTO(sits_model_check_tensors(cfg, st, "model"), st_, err);
     else {
@@ -189,23 +265,10 @@ sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits
         SITS_ALLOC_CHECK_GOTO(L.staging, st_, err);
     }
     const sits_shard_dims_t *d = &w->dims;
-    int64_t H = cfg->hidden_size;
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     SITS_ALLOC_CHECK_GOTO(w->layers, st_, err);
-    SITS_CHECK_GOTO(alloc_w(&L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->embed), st_, err);
-    SITS_CHECK_GOTO(load_slice(&L, w->embed, 0, SITS_W_EMBED, 0, d->v_start, d->v_start + d->v_count, 0, H), st_, err);
-    for (int l = 0; l < cfg->n_layers; l++) {
-        SITS_CHECK_GOTO(load_layer(&L, d, shard->tp_rank, l, &w->layers[l]), st_, err);
-        SITS_DEBUG(SITS_SUB_MODEL, "layer %d loaded", l);
-    }
-    SITS_CHECK_GOTO(alloc_w(&L, H, &w->final_norm), st_, err);
-    SITS_CHECK_GOTO(load_slice(&L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H), st_, err);
-    if (cfg->tie_word_embeddings) {
-        w->lm_head = w->embed;
-    } else {
-        SITS_CHECK_GOTO(alloc_w(&L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->lm_head), st_, err);
-        SITS_CHECK_GOTO(load_slice(&L, w->lm_head, 0, SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count, 0, H), st_, err);
-    }
+    if (progress) SITS_CHECK_GOTO(sits_model_weights_shard_bytes(cfg, shard, be->weight_dtype, &L.total), st_, err);
+    SITS_CHECK_GOTO(load_tensors(&L, shard, w), st_, err);
     {
         int half = cfg->head_dim / 2;
         float *inv = malloc(sizeof(float) * (size_t)half);

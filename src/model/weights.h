@@ -59,4 +59,19 @@ sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits
                                       const sits_shard_t *shard, unsigned long long seed, sits_model_weights_t **w_p);
 void sits_model_weights_destroy(sits_model_weights_t *w);
 
+/* ---- load progress (issue 12) ---- */
+/* Called on the loading thread after the embedding, after each layer and after the head, with the
+ * bytes of this shard uploaded so far and the shard's total (bytes_done == bytes_total at the end). */
+typedef void (*sits_weights_progress_fn)(void *ctx, size_t bytes_done, size_t bytes_total);
+/* sits_model_weights_load with an optional progress callback (NULL: none). */
+sits_status_t sits_model_weights_load_progress(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
+                                               const sits_shard_t *shard, unsigned long long seed,
+                                               sits_weights_progress_fn progress, void *progress_ctx,
+                                               sits_model_weights_t **w_p);
+/* The bytes a shard holds once loaded (== sits_model_weights_t.bytes), by arithmetic: no backend, no
+ * file access. Lets a leader know the total across its TP group without asking the other ranks. */
+sits_status_t sits_model_weights_shard_bytes(const sits_model_config_t *cfg, const sits_shard_t *shard,
+                                             sits_dtype_t weight_dtype, size_t *bytes_p);
+/* ---- end load progress ---- */
+
 #endif

@@ -3,9 +3,11 @@
 #include "sched/worker.h"
 #include "util/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void)
 {
@@ -13,6 +15,46 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* ---- load progress (issue 12) ----
+ * The TP leader prints one progress line while the weights load: bytes across the TP group, rate,
+ * ETA. Aggregation without communication (no rank waits for another while loading): the group's
+ * total is exact (each rank's shard size by arithmetic, sits_model_weights_shard_bytes); the bytes
+ * done are estimated as the leader's own fraction of its shard times that total (shards are equal
+ * up to the vocabulary remainder and tp-rank-0 biases, so the ranks progress together).
+ * stderr a TTY: one line rewritten with \r (every 0.2 s); otherwise (log files, and under mpirun,
+ * which gives ranks a pipe): a line at each quarter, only for loads that take 2 s or more. */
+typedef struct {
+    double t0, t_last;
+    size_t group_total;
+    int tp_size, tty, quarter, printed;
+} load_progress_t;
+
+static void load_progress(void *ctx, size_t done, size_t total)
+{
+    load_progress_t *lp = ctx;
+    double t = now_s(), el = t - lp->t0;
+    double frac = total ? (double)done / (double)total : 1.0;
+    int end = done >= total, quarter = (int)(frac * 4.0);
+    int show = lp->tty ? end || t - lp->t_last >= 0.2
+                       : (end && lp->printed) || (el >= 2.0 && (end || quarter > lp->quarter));
+    if (!show) return;
+    double all = frac * (double)lp->group_total, rate = el > 0 ? all / el : 0.0;
+    double unit = lp->group_total >= ((size_t)1 << 30) ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+    char tail[48] = "", line[160];
+    if (!end && rate > 0) snprintf(tail, sizeof tail, ", ETA %.0f s", ((double)lp->group_total - all) / rate);
+    else if (end) snprintf(tail, sizeof tail, " in %.1f s", el);
+    snprintf(line, sizeof line, "loading weights: %.*f / %.*f %s (%3.0f%%) on %d rank%s, %.0f MiB/s%s", unit > 1.1e6 ? 2 : 1,
+             all / unit, unit > 1.1e6 ? 2 : 1, (double)lp->group_total / unit, unit > 1.1e6 ? "GiB" : "MiB", 100.0 * frac,
+             lp->tp_size, lp->tp_size > 1 ? "s" : "", rate / (1024.0 * 1024.0), tail);
+    if (lp->tty) fprintf(stderr, "\r%-78s%s", line, end ? "\n" : "");   /* padded: covers a longer previous line */
+    else fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    lp->t_last = t;
+    lp->quarter = quarter;
+    lp->printed = 1;
+}
+/* ---- end load progress ---- */
 
 void sits_runner_destroy(sits_runner_t *r)
 {
@@ -37,7 +79,17 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
     sits_shard_t shard = { tp->rank, tp->size };
-    SITS_CHECK_GOTO(sits_model_weights_load(&r->cfg, r->st, be, &shard, p->dummy_seed, &r->w), st, err);
+    /* load progress (issue 12): the TP leader reports */
+    load_progress_t lp = { .t0 = now_s(), .tp_size = tp->size, .tty = isatty(STDERR_FILENO) };
+    int report = tp->rank == 0;
+    for (int q = 0; report && q < tp->size; q++) {
+        size_t b = 0;
+        sits_shard_t sq = { q, tp->size };
+        SITS_CHECK_GOTO(sits_model_weights_shard_bytes(&r->cfg, &sq, be->weight_dtype, &b), st, err);
+        lp.group_total += b;
+    }
+    SITS_CHECK_GOTO(sits_model_weights_load_progress(&r->cfg, r->st, be, &shard, p->dummy_seed,
+                                                     report ? load_progress : NULL, &lp, &r->w), st, err);
     int mml = p->max_model_len > 0 ? p->max_model_len : r->cfg.max_position_embeddings;
     r->max_model_len = mml;
     int bs = p->block_size > 0 ? p->block_size : 16;

@@ -16,6 +16,7 @@
  * The connection's idle timeout is switched off while a request generates (a long generation is not
  * idleness) and switched back on after (which restarts MHD's timer). */
 #include "server/server.h"
+#include "server/chat_page.h"   /* chat page (issue 12) */
 #include "server/srv_internal.h"
 #include "util/log.h"
 
@@ -58,7 +59,7 @@ struct sits_server {
     sits_srv_metrics_t metrics;
 };
 
-typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS } route_t;
+typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
 
 typedef struct {
     sits_server_t *srv;
@@ -498,6 +499,17 @@ static enum MHD_Result handle_metrics(conn_t *c)
     return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", body, len, NULL);
 }
 
+/* ---- chat page (issue 12): GET / serves the embedded page; open like /health (the page asks for
+ * the API key itself when /v1/ answers 401) ---- */
+static enum MHD_Result handle_page(conn_t *c)
+{
+    static const char *const hdrs[] = { MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache", NULL };
+    char *body = malloc(sits_srv_chat_page_len + 1);
+    if (body) memcpy(body, sits_srv_chat_page, sits_srv_chat_page_len + 1);
+    return reply(c, 200, "text/html; charset=utf-8", body, sits_srv_chat_page_len, hdrs);
+}
+/* ---- end chat page ---- */
+
 /* ---------------- routing ---------------- */
 
 static route_t route_of(const char *url)
@@ -508,6 +520,7 @@ static route_t route_of(const char *url)
     if (strncmp(url, "/v1/models/", 11) == 0 && url[11]) return R_MODEL;
     if (strcmp(url, "/health") == 0) return R_HEALTH;
     if (strcmp(url, "/metrics") == 0) return R_METRICS;
+    if (strcmp(url, "/") == 0) return R_PAGE;   /* chat page (issue 12) */
     return R_NONE;
 }
 
@@ -617,6 +630,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     case R_MODELS:
     case R_MODEL: return handle_models(c, url);
     case R_METRICS: return handle_metrics(c);
+    case R_PAGE: return handle_page(c);   /* chat page (issue 12) */
     case R_HEALTH:
         if (atomic_load(&srv->draining)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
         return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
