@@ -15,7 +15,8 @@
  * allocated and decode runs over whatever the KV memory holds -- attention time depends only on
  * the lengths). Then for each batch B the first B sequences decode warmup + iters steps: step j
  * feeds one random token per sequence at position C + j and asks logits for all B rows. A step is
- * one sits_engine_forward (metadata upload, forward, logits download, sync), timed on the host;
+ * one sits_engine_run + sits_engine_sample (metadata upload, forward -- a CUDA graph replay on cuda --,
+ * greedy sampling reduced on the device, candidates download), timed on the host;
  * ms/step = median (mean and min also kept), tok/s = B / median.
  * Prefill 1xN: one forward of N tokens of one sequence at positions 0..N-1 with the logits of the
  * last one; median over iters (after warmup).
@@ -54,6 +55,7 @@ typedef struct {
     int batch[MAX_LIST], n_batch;
     int context[MAX_LIST], n_context;
     int prefill, iters, warmup, chunk, block_size, bw_mib;
+    int cuda_graphs;        /* [perf] 0: the runner's engine never replays CUDA graphs */
 } opts_t;
 
 typedef struct {
@@ -126,7 +128,8 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
-            "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n",
+            "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
+            "       [--cuda-graphs 1|0]\n",
             argv0);
 }
 
@@ -136,7 +139,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     const char *src = getenv("top_srcdir");
     snprintf(defmodel, sizeof defmodel, "%s/bench/configs/llama3-8b", src ? src : ".");
     *o = (opts_t){ .model = defmodel, .device = "auto", .fill = "prefill", .load_format = "dummy", .gpu = 0,
-                   .prefill = 2048, .iters = 20, .warmup = 3, .chunk = 2048, .block_size = 16, .bw_mib = 1024 };
+                   .prefill = 2048, .iters = 20, .warmup = 3, .chunk = 2048, .block_size = 16, .bw_mib = 1024,
+                   .cuda_graphs = 1 };
     o->commit = getenv("SITS_COMMIT");
     parse_list("1,8,32,64", o->batch, &o->n_batch);
     parse_list("128,2048", o->context, &o->n_context);
@@ -160,6 +164,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--bw-mib")) o->bw_mib = atoi(v);
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -284,6 +289,8 @@ typedef struct {
     int32_t *tok, *pos, *seq, *out_rows;  /* [max_tokens] each (out_rows [max_seqs]) */
     uint64_t rng;
     const float *logits;    /* the last step's logits (engine-owned) */
+    sits_sample_params_t *sp;  /* [max_seqs] greedy */
+    int32_t *sampled;          /* [max_seqs] */
 } bench_t;
 
 static sits_status_t forward(bench_t *b, int n_tokens, int n_seqs, int n_out, double *dt_p)
@@ -292,6 +299,19 @@ static sits_status_t forward(bench_t *b, int n_tokens, int n_seqs, int n_out, do
                            .block_tables = b->bt, .n_out = n_out, .out_rows = b->out_rows };
     double t0 = now_s();
     sits_status_t st = sits_engine_forward(b->r->engine, &batch, &b->logits);
+    if (dt_p) *dt_p = now_s() - t0;
+    return st;
+}
+
+/* [perf] One decode step as the server runs it (sched/worker.c): enqueue, then greedy sampling with
+ * the reduction on the device, so only the candidates cross PCIe; the logits stay on the device. */
+static sits_status_t decode_step(bench_t *b, int n, double *dt_p)
+{
+    sits_batch_t batch = { .n_tokens = n, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n,
+                           .block_tables = b->bt, .n_out = n, .out_rows = b->out_rows, .sample = b->sp };
+    double t0 = now_s();
+    sits_status_t st = sits_engine_run(b->r->engine, &batch);
+    if (st == SITS_OK) st = sits_engine_sample(b->r->engine, b->r->tp, b->sp, b->sampled);
     if (dt_p) *dt_p = now_s() - t0;
     return st;
 }
@@ -342,10 +362,10 @@ static sits_status_t decode_steps(bench_t *b, int n, int ctx, int warmup, int it
             b->out_rows[i] = i;
         }
         double dt;
-        SITS_CHECK(forward(b, n, n, n, &dt));
+        SITS_CHECK(decode_step(b, n, &dt));
         if (j >= warmup) times[j - warmup] = dt;
     }
-    return SITS_OK;
+    return sits_engine_logits(b->r->engine, &b->logits); /* for check_logits, outside the timing */
 }
 
 static sits_status_t prefill_steps(bench_t *b, int n, int warmup, int iters, double *times)
@@ -466,7 +486,7 @@ int main(int argc, char **argv)
     int chunk = o.chunk < max_tokens ? o.chunk : max_tokens;
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = max_b, .max_tokens = max_tokens, .max_model_len = mml,
-                                .block_size = o.block_size, .kv_bytes = 0 };
+                                .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
@@ -478,9 +498,12 @@ int main(int argc, char **argv)
     b.bt = calloc((size_t)max_b * b.mb, sizeof(int32_t));
     b.tok = malloc(sizeof(int32_t) * (size_t)max_tokens * 3);
     b.out_rows = malloc(sizeof(int32_t) * (size_t)max_tokens);
+    b.sp = calloc((size_t)max_b, sizeof *b.sp);
+    b.sampled = malloc(sizeof(int32_t) * (size_t)max_b);
     times = malloc(sizeof(double) * (size_t)o.iters);
     rows = calloc((size_t)o.n_batch * o.n_context + 1, sizeof *rows);
-    if (!b.bt || !b.tok || !b.out_rows || !times || !rows) { st = SITS_ERR_NOMEM; goto out; }
+    if (!b.bt || !b.tok || !b.out_rows || !b.sp || !b.sampled || !times || !rows) { st = SITS_ERR_NOMEM; goto out; }
+    for (int i = 0; i < max_b; i++) b.sp[i] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f };
     b.pos = b.tok + max_tokens;
     b.seq = b.pos + max_tokens;
 
@@ -505,7 +528,7 @@ int main(int argc, char **argv)
         printf("copy bandwidth %.1f GB/s (%s of %d MiB, 2*bytes/time)\n", bw * 1e-9,
                be->device >= 0 ? "cudaMemcpy D2D" : "memcpy", o.bw_mib);
         printf("KV fill: %s; decode step j of a (batch, context) row is at position context + j, %d warmup + %d timed "
-               "steps; one step = sits_engine_forward incl. logits download\n\n",
+               "steps; one decode step = sits_engine_run + sits_engine_sample (greedy, device reduction)\n\n",
                !strcmp(o.fill, "prefill") ? "real prefill of random tokens" : "none (decode over uninitialised KV memory)",
                o.warmup, o.iters);
         printf("%-8s %6s %8s %10s %10s %10s %9s %8s\n", "kind", "batch", "context", "ms_median", "ms_mean", "tok/s",
@@ -611,6 +634,8 @@ out:
     free(b.bt);
     free(b.tok);
     free(b.out_rows);
+    free(b.sp);
+    free(b.sampled);
     sits_runner_destroy(r);
     sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);

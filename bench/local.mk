@@ -8,3 +8,4 @@ bench_sits_bench_decode_LDADD = $(SITS_LIBS)
 EXTRA_DIST += bench/README.md bench/RESULTS.md bench/run_decode.sh bench/hf_decode.py \
 	bench/configs/llama3-8b/config.json bench/configs/llama3-70b/config.json
 include bench/bench.mk
+include bench/allreduce.mk

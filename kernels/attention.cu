@@ -1,4 +1,4 @@
-/* attention.cu -- decode/prefill attention over the paged KV cache (first, simple version).
+/* attention.cu -- paged attention: the dispatcher of sits_k_attention and the generic kernel.
  *
  * out: [n_tokens, n_heads * head_dim] bf16; q: rows of q_row_stride bf16 (head h at h * head_dim);
  * k_cache, v_cache: [n_blocks, block_size, n_kv_heads, head_dim] bf16; seq, pos: [n_tokens] int32;
@@ -6,20 +6,31 @@
  * max(0, pos[t] - window + 1) .. pos[t] of sequence seq[t] (window 0 = all); query head h reads
  * KV head h / (n_heads / n_kv_heads).
  *
- * One block of ATT_WARPS warps per (token, head). Warp w takes positions p_begin + w, + ATT_WARPS, ...:
+ * Dispatch (host-visible arguments only, so a captured CUDA graph replays correctly):
+ *  - fast path (head_dim 64 or 128, q / caches 16-byte aligned, q_row_stride % 8 == 0, a
+ *    workspace with n_sms > 0), n_tokens >= ATT_PF_MIN_TOKENS and room for the token list in the
+ *    scratch: the prefill kernel (attention_prefill.cu) over 64-row tiles, which computes the
+ *    rows of sequences with >= 16 rows in a tile and lists the others; then the split-K decode
+ *    kernel (attention_decode.cu) over the listed tokens and the reduce kernel;
+ *  - fast path, fewer tokens: the decode kernel over all tokens (+ reduce when split);
+ *  - anything else: attention_generic_kernel below (any head_dim <= 512, even).
+ *
+ * Generic kernel: one block of ATT_WARPS warps per (token, head). Warp w takes positions p_begin + w, + ATT_WARPS, ...:
  * the lanes hold the head's elements in bf16 pairs (lane + 32 j), a warp sum gives the score,
  * and each warp keeps its own online softmax (running max m, sum l, accumulator). The warps'
  * partial states are merged through shared memory at the end. Scores are in base 2 (q is
  * pre-scaled by scale * log2 e), which is the same softmax. Any context length; fp32 throughout. */
-#include "kernels/common.cuh"
+#include "kernels/attention_mma.cuh"
 
+#define ATT_PF_MIN_TOKENS 64  /* batches of at least this many tokens also run the prefill kernel */
+#define ATT_DEC_MAX_PER_SM 4  /* decode CTAs per SM the grid is sized for */
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD_DIM 512
 
 /* NP: bf16 pairs per lane, head_dim <= 64 * NP. */
 template <int NP>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
-attention_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
+attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
                  float scale_log2)
@@ -108,28 +119,98 @@ attention_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const
     }
 }
 
-extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride,
-                                          const sits_bf16_t *k_cache, const sits_bf16_t *v_cache, const int32_t *seq,
-                                          const int32_t *pos, const int32_t *block_tables, int max_blocks, int block_size,
-                                          int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window, float scale,
-                                          cudaStream_t stream)
+static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
+                       const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
+                       int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
+                       float scale, cudaStream_t stream)
 {
-    if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || head_dim % 2 ||
-        head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 || block_size <= 0 || max_blocks <= 0 ||
+    if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
         return SITS_ERR_INVALID;
-    if (n_tokens == 0) return SITS_OK;
     long long n_blocks = (long long)n_tokens * n_heads;
     if (n_blocks > 0x7fffffffLL) return SITS_ERR_INVALID;
     int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
     float scale_log2 = scale * 1.4426950408889634f;
     dim3 grid((unsigned)n_blocks), block(ATT_WARPS * 32);
-#define ATT_LAUNCH(np_) attention_kernel<np_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, v_cache, seq, pos, \
-        block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2)
+#define ATT_LAUNCH(np_) attention_generic_kernel<np_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, v_cache, \
+        seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2)
     if (head_dim <= 64) ATT_LAUNCH(1);
     else if (head_dim <= 128) ATT_LAUNCH(2);
     else if (head_dim <= 256) ATT_LAUNCH(4);
     else ATT_LAUNCH(8);
 #undef ATT_LAUNCH
     return SITS_K_LAUNCH_STATUS();
+}
+
+extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride,
+                                          const sits_bf16_t *k_cache, const sits_bf16_t *v_cache, const int32_t *seq,
+                                          const int32_t *pos, const int32_t *block_tables, int max_blocks, int block_size,
+                                          int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                          const sits_k_attn_ws_t *ws, cudaStream_t stream)
+{
+    if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
+        max_blocks <= 0 || window < 0)
+        return SITS_ERR_INVALID;
+    if (n_tokens == 0) return SITS_OK;
+    bool fast = (head_dim == 64 || head_dim == 128) && q_row_stride % 8 == 0 && sits_k_aligned16(q) &&
+                sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache) && ((uintptr_t)out & 3) == 0 && ws &&
+                ws->n_sms > 0 && (!ws->scratch || sits_k_aligned16(ws->scratch));
+    if (!fast)
+        return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, stream);
+
+    att_params p;
+    p.out = out;
+    p.q = q;
+    p.k_cache = k_cache;
+    p.v_cache = v_cache;
+    p.seq = seq;
+    p.pos = pos;
+    p.block_tables = block_tables;
+    p.q_row_stride = q_row_stride;
+    p.max_blocks = max_blocks;
+    p.block_size = block_size;
+    p.bs_shift = -1;
+    if ((block_size & (block_size - 1)) == 0) {
+        p.bs_shift = 0;
+        while ((1 << p.bs_shift) < block_size) p.bs_shift++;
+    }
+    p.n_tokens = n_tokens;
+    p.n_heads = n_heads;
+    p.n_kv_heads = n_kv_heads;
+    p.group = n_heads / n_kv_heads;
+    p.n_chunks = (p.group + 15) / 16;
+    p.window = window;
+    p.scale_log2 = scale * 1.4426950408889634f;
+
+    int smem = att_decode_smem_bytes(head_dim);
+    int per_sm = (int)(((size_t)227 << 10) / (size_t)(smem + 1024));
+    if (per_sm > ATT_DEC_MAX_PER_SM) per_sm = ATT_DEC_MAX_PER_SM;
+    if (per_sm < 1) per_sm = 1;
+    int cap = ws->n_sms * per_sm;
+    p.target_ctas = cap;
+
+    /* The workspace's scratch: [0, ATT_SCRATCH_HDR) the list's length, then (prefill mode) the
+     * list [n_tokens] int32 rounded to 256 bytes, then the split-K partials (fp32). */
+    size_t list_bytes = ((size_t)n_tokens * 4 + 255) / 256 * 256;
+    bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && ws->scratch && ws->scratch_bytes >= ATT_SCRATCH_HDR + list_bytes;
+    size_t part_off = prefill ? ATT_SCRATCH_HDR + list_bytes : 0;
+    p.list_count = prefill ? (int *)ws->scratch : NULL;
+    p.list = prefill ? (int *)((char *)ws->scratch + ATT_SCRATCH_HDR) : NULL;
+    p.part = ws->scratch && ws->scratch_bytes > part_off ? (float *)((char *)ws->scratch + part_off) : NULL;
+    p.part_floats = p.part ? (long long)((ws->scratch_bytes - part_off) / sizeof(float)) : 0;
+
+    sits_status_t st;
+    if (prefill) {
+        if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) return SITS_ERR_CUDA;
+        if ((st = att_launch_prefill(p, head_dim, stream)) != SITS_OK) return st;
+        if ((st = att_launch_decode(p, head_dim, cap, stream)) != SITS_OK) return st;
+        return att_launch_reduce(p, head_dim, cap, stream);
+    }
+    int S = att_splits(n_tokens, n_kv_heads, p.n_chunks, n_heads, head_dim, p.target_ctas, p.part_floats, p.part != NULL);
+    long long items = (long long)n_tokens * n_kv_heads * p.n_chunks * S;
+    if ((st = att_launch_decode(p, head_dim, (int)(items < cap ? items : cap), stream)) != SITS_OK) return st;
+    if (S == 1) return SITS_OK;
+    long long r_items = (long long)n_tokens * n_heads;
+    return att_launch_reduce(p, head_dim, (int)(r_items < cap ? r_items : cap), stream);
 }

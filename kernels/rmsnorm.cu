@@ -1,5 +1,5 @@
 /* rmsnorm.cu -- RMSNorm and the fused residual-add + RMSNorm between sublayers.
- * x, out, residual: [n, dim] bf16; w: [dim] bf16. out = x / sqrt(mean(x^2) + eps) * w, with the
+ * x, out, residual: [n, dim] bf16 (residual fp32 in the _f32res form); w: [dim] bf16. out = x / sqrt(mean(x^2) + eps) * w, with the
  * sum of squares and the scaling in fp32. One block per row; each thread owns the same element
  * groups in both passes, so out may alias x (and the fused form rereads its own residual writes). */
 #include "kernels/common.cuh"
@@ -64,6 +64,65 @@ static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residua
     }
 }
 
+/* [perf: fp32 residual] V consecutive floats at p <-> f[V] (V = 8: two float4, 32-byte aligned). */
+template <int V> static __device__ __forceinline__ void ld_f32(const float *p, float (&f)[V])
+{
+    if constexpr (V == 8) {
+        float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+        f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+        f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = p[k];
+    }
+}
+
+template <int V> static __device__ __forceinline__ void st_f32(float *p, const float (&f)[V])
+{
+    if constexpr (V == 8) {
+        reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+        reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) p[k] = f[k];
+    }
+}
+
+/* [perf: fp32 residual] residual (fp32) += x (bf16), never rounded; out = rmsnorm(residual) * w.
+ * Same thread <-> element mapping in both passes (a thread rereads only its own residual writes). */
+template <int V>
+static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, float *residual, const sits_bf16_t *x, const sits_bf16_t *w,
+                                                 int dim, float eps)
+{
+    size_t row = blockIdx.x;
+    float *rr = residual + row * dim;
+    const sits_bf16_t *xr = x + row * dim;
+    sits_bf16_t *orow = out + row * dim;
+    int n_groups = dim / V;
+    float ss = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V], r[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+        ld_f32<V>(rr + (size_t)g * V, r);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            r[k] += f[k];
+            ss += r[k] * r[k];
+        }
+        st_f32<V>(rr + (size_t)g * V, r);
+    }
+    ss = sits_k_block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float r[V], wf[V];
+        ld_f32<V>(rr + (size_t)g * V, r);
+        sits_k_load<V>(w + (size_t)g * V, wf);
+#pragma unroll
+        for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
+        sits_k_store<V>(orow + (size_t)g * V, r);
+    }
+}
+
 extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim,
                                         float eps, cudaStream_t stream)
 {
@@ -85,5 +144,18 @@ extern "C" sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *resid
     int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
     if (vec) add_rmsnorm_kernel<8><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
     else add_rmsnorm_kernel<1><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, float *residual, const sits_bf16_t *x,
+                                                   const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    /* V = 8: the fp32 residual moves as two float4 per group (16-byte aligned base, dim % 8 == 0). */
+    bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(residual) && sits_k_aligned16(w);
+    int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
+    if (vec) add_rmsnorm_f32res_kernel<8><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
+    else add_rmsnorm_f32res_kernel<1><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
     return SITS_K_LAUNCH_STATUS();
 }

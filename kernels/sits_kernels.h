@@ -49,16 +49,29 @@ sits_status_t sits_k_rope(sits_bf16_t *x, int n, int row_stride, int n_rot_heads
 sits_status_t sits_k_kv_write(sits_bf16_t *k_cache, sits_bf16_t *v_cache, const sits_bf16_t *qkv, int n, int row_stride,
                               int k_col, int v_col, int kv_dim, const int32_t *slot_mapping, cudaStream_t stream);
 
-/* Paged attention, one block per (token, head), online softmax over the whole context.
- * out: [n_tokens, n_heads * head_dim]; q: rows of q_row_stride, head h at column h * head_dim;
- * token t of sequence seq[t] at pos[t] attends to positions max(0, pos - window + 1) .. pos
- * (window 0 = all), read through block_tables[seq[t] * max_blocks + p / block_size];
- * query head h reads KV head h / (n_heads / n_kv_heads) (GQA).
- * Requires head_dim even and <= 512, q_row_stride even, 4-byte aligned q and caches. */
+/* [attention] Workspace of sits_k_attention, owned by the caller (allocated once per device):
+ * scratch (device, 16-byte aligned) holds the split-K partials and the prefill kernel's token list;
+ * NULL / small scratch only disables split-K (and, below the list size, the prefill kernel). */
+typedef struct {
+    void *scratch;
+    size_t scratch_bytes;
+    int n_sms;               /* multiprocessors of the device; 0 forces the generic kernel */
+} sits_k_attn_ws_t;
+
+/* Paged attention. out: [n_tokens, n_heads * head_dim]; q: rows of q_row_stride, head h at column
+ * h * head_dim; token t of sequence seq[t] at pos[t] attends to positions max(0, pos - window + 1)
+ * .. pos (window 0 = all), read through block_tables[seq[t] * max_blocks + p / block_size];
+ * query head h reads KV head h / (n_heads / n_kv_heads) (GQA). Any mix of sequences, chunks and
+ * positions in one call; only host-visible arguments choose the kernels (CUDA-graph safe).
+ * Fast path (tensor cores, split-K decode + tiled prefill, see kernels/attention.cu): head_dim 64
+ * or 128, q and caches 16-byte aligned, q_row_stride % 8 == 0, ws with n_sms > 0. Otherwise the
+ * generic kernel: head_dim even and <= 512, q_row_stride even, 4-byte aligned q and caches.
+ * Enqueues up to 4 operations (a 4-byte memset of the scratch and 3 kernels). */
 sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                                const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos,
                                const int32_t *block_tables, int max_blocks, int block_size, int n_tokens, int n_heads,
-                               int n_kv_heads, int head_dim, int window, float scale, cudaStream_t stream);
+                               int n_kv_heads, int head_dim, int window, float scale, const sits_k_attn_ws_t *ws,
+                               cudaStream_t stream);
 
 /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up). */
 sits_status_t sits_k_silu_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
@@ -66,6 +79,65 @@ sits_status_t sits_k_silu_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, in
 /* out[i, :] = x[rows[i], :] for i < n_rows; out [n_rows, dim], rows [n_rows]. */
 sits_status_t sits_k_gather_rows(sits_bf16_t *out, const sits_bf16_t *x, const int32_t *rows, int n_rows, int dim,
                                  cudaStream_t stream);
+
+/* ---- [perf] fp32 residual stream, device sampling ---------------------------------------------- */
+
+/* out, x: [n, dim] bf16; residual: [n, dim] fp32; w: [dim] bf16. residual += x (fp32, not rounded);
+ * out = rmsnorm(residual) * w (bf16). */
+sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, float *residual, const sits_bf16_t *x, const sits_bf16_t *w,
+                                        int n, int dim, float eps, cudaStream_t stream);
+
+/* Mirrors of backend.h's sampling types (kernels/ includes nothing from src/backend; cuda.c checks
+ * that the layouts agree). Modes: 0 greedy, 1 Gumbel-max, 2 top-c, 3 top-c + log-sum-exp. */
+typedef struct { float logit; int32_t id; } sits_k_sample_cand_t;
+typedef struct { float lse; int32_t n; sits_k_sample_cand_t best; } sits_k_sample_rec_t;
+typedef struct { float temperature, inv_temp; int32_t mode, pad_; uint64_t seed, step; } sits_k_sample_row_t;
+
+#define SITS_K_SAMPLE_MAX_C 1024
+
+/* Per row s of logits [n, v_count] fp32 (ids v_start..): the record at recs + s * (16 + 8 c) bytes,
+ * exactly as sits_backend_cpu_sample_reduce writes it (candidates unordered). One block per row.
+ * 1 <= c <= SITS_K_SAMPLE_MAX_C; v_count >= 0; recs 4-byte aligned. */
+sits_status_t sits_k_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
+                                   const sits_k_sample_row_t *rows, int c, cudaStream_t stream);
+
+/* ---- [allreduce] custom all-reduce of one node's GPUs over CUDA IPC (kernels/allreduce.cu) ----------
+ * Every rank owns one buffer mapped into every other rank (src/comm/custom_ar.c sets it up):
+ * SITS_K_AR_SIGNAL_BYTES of signal words (zeroed before first use), then two staging halves of
+ * half_bytes each. Every kernel launches exactly SITS_K_AR_BLOCKS blocks; all ranks must enqueue
+ * the same sequence of these calls (same kinds, same n / dims) on one stream each: the kernels
+ * synchronise with the peers through flags in device memory (no host step; CUDA-graph safe).
+ * Sums: fp32 over the bf16 inputs in rank order 0..size-1, rounded once to bf16: every rank gets
+ * the same bits. Sizes 2, 4 and 8 (sits_k_ar_size_supported); SITS_ERR_UNSUPPORTED otherwise. */
+#define SITS_K_AR_MAX_RANKS 8
+#define SITS_K_AR_BLOCKS 36
+#define SITS_K_AR_SIGNAL_BYTES 8192
+
+typedef struct {
+    unsigned char *stage[SITS_K_AR_MAX_RANKS]; /* rank p's staging (both halves), mapped in this process */
+    uint32_t *sig[SITS_K_AR_MAX_RANKS];        /* rank p's signal words, mapped in this process */
+    size_t half_bytes;      /* one staging half; >= size * os_slot_bytes and >= 2 * size * ts_slot_bytes */
+    size_t os_slot_bytes;   /* one-shot / fused: one source rank's slot, >= 16 * ceil(n / 8) bytes */
+    size_t ts_slot_bytes;   /* two-shot: one partition slot, >= 16 * ceil(ceil(n / 8) / size) bytes */
+    int rank, size;         /* this rank, ranks */
+} sits_k_ar_peers_t;
+
+int sits_k_ar_size_supported(int size);
+/* out[n] = sum over ranks of in[n] (bf16); out may alias in; any n > 0, any alignment. One-shot:
+ * every rank pushes in[] to every peer, one barrier, every rank sums all (latency). Two-shot: reduce-
+ * scatter then all-gather by pushes, two barriers (each rank sends 2(size-1)/size of the bytes). */
+sits_status_t sits_k_ar_oneshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out, const sits_bf16_t *in, size_t n,
+                                cudaStream_t stream);
+sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out, const sits_bf16_t *in, size_t n,
+                                cudaStream_t stream);
+/* Fused one-shot all-reduce + residual add + RMSNorm. x [n, dim] bf16: this rank's partial sums (read
+ * only); residual [n, dim] fp32 (residual_f32) or bf16; w [dim]. s = bf16(sum over ranks of x);
+ * residual += s (fp32: not rounded; bf16: rounded); out [n, dim] = rmsnorm(residual) * w -- the
+ * arithmetic of sits_k_add_rmsnorm_f32res / sits_k_add_rmsnorm after an all-reduce (bitwise when
+ * the pointers are 16-byte aligned and dim % 8 == 0). out may alias x. n * dim * 2 <= os_slot_bytes. */
+sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, void *residual, int residual_f32,
+                                    const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
+                                    cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -182,6 +182,19 @@ static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L
     SITS_CHECK(sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, tp_p));
     if (!sits_backend_cuda_stream(be) || (*tp_p)->size == 1) return SITS_OK;
 #ifdef HAVE_NCCL
+    if (cfg->custom_allreduce) {
+        /* NVLink between every pair of this group's GPUs: 1 yes, 0 no, -1 unknown (no NVML / XML info) */
+        int nvlink = strcmp(sits_topo_nvlink_source(L->topo), "none") ? 1 : -1;
+        int color = 0, key = 0, members[SITS_TOPO_MAX_GPUS];
+        sits_topo_group_of(L->pl, SITS_TOPO_GROUP_TP, L->pl->self, &color, &key, members);
+        for (int i = 0; nvlink == 1 && i < (*tp_p)->size; i++)
+            for (int j = i + 1; j < (*tp_p)->size; j++) {
+                int a = L->pl->ranks[members[i]].gpu, b = L->pl->ranks[members[j]].gpu;
+                if (a < 0 || b < 0 || sits_topo_nvlink_gbps(L->topo, a, b, NULL) <= 0) nvlink = 0;
+            }
+        return sits_comm_custom_ar_create(L->tp_mpi, be, cfg->step_timeout, cfg->custom_allreduce_max_bytes, -1, nvlink,
+                                          tp_dev_p);
+    }
     return sits_comm_nccl_create(L->tp_mpi, be, cfg->step_timeout, tp_dev_p);
 #else
     SITS_ERROR(SITS_SUB_INIT, "tensor parallelism on GPUs needs NCCL (configure --with-nccl)");
@@ -320,7 +333,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     sits_runner_params_t rp = {
         .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = batch,
         .max_tokens = n_ids * batch, .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size,
-        .kv_bytes = cfg->kv_cache_memory,
+        .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);
@@ -427,7 +440,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_runner_params_t rp = {
         .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = (int)cfg->max_num_seqs,
         .max_tokens = (int)cfg->max_num_batched_tokens, .max_model_len = (int)cfg->max_model_len,
-        .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
+        .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);

@@ -32,7 +32,57 @@ typedef struct {
     int n_heads, n_kv_heads, head_dim;   /* this rank's heads */
     int window;
     float scale;                   /* 1/sqrt(head_dim) */
+    /* [perf: cuda graphs] An upper bound of pos[t] + 1 over the tokens, or 0 when unknown. A launch
+     * configuration may depend on it (never on the device arrays' values); the engine passes
+     * max_blocks * block_size when the call is captured into a CUDA graph that is replayed for
+     * later steps, so a kernel must read the real lengths from pos[] and early-exit past them. */
+    int max_context;
 } sits_attn_args_t;
+
+/* ---- [perf: device sampling] sample_reduce ---------------------------------------------------
+ * Per output row, the candidate record the distributed sampler (src/engine/sample.c) gathers from
+ * every rank. A record is a header followed by c candidates; records are packed, record s at
+ * byte s * SITS_SAMPLE_REC_BYTES(c). All fields are 4 bytes (host byte order on both sides). */
+typedef struct {
+    float logit;    /* raw logit (candidates) or perturbed score (best) */
+    int32_t id;     /* global vocabulary id; -1 = none */
+} sits_sample_cand_t;
+
+typedef struct {
+    float lse;                /* log sum exp(l / T) over the slice (mode TOPC_LSE), else -inf */
+    int32_t n;                /* valid candidates after the header (TOPC modes), else 0 */
+    sits_sample_cand_t best;  /* GREEDY: argmax l, lowest id on ties; GUMBEL: argmax of fl(fl(l * inv_temp) + g_i)
+                               * with g_i = (float)-log(-log(sits_backend_sample_uniform(seed, step, id))),
+                               * lowest id on ties; TOPC modes: {-inf, -1} */
+} sits_sample_rec_t;
+
+#define SITS_SAMPLE_REC_BYTES(c_) (sizeof(sits_sample_rec_t) + sizeof(sits_sample_cand_t) * (size_t)(c_))
+
+typedef enum {
+    SITS_SAMPLE_GREEDY = 0,    /* best = argmax */
+    SITS_SAMPLE_GUMBEL = 1,    /* best = Gumbel-max over the slice (untruncated temperature sampling) */
+    SITS_SAMPLE_TOPC = 2,      /* the top-c raw logits by (logit desc, id asc), in no particular order */
+    SITS_SAMPLE_TOPC_LSE = 3,  /* TOPC and lse (top-p without top-k) */
+} sits_sample_mode_t;
+
+/* One output row's sampling parameters as the backend sees them (32 bytes, device array). */
+typedef struct {
+    float temperature;   /* > 0 unless GREEDY */
+    float inv_temp;      /* 1.0f / temperature computed in fp32 by the caller (GUMBEL) */
+    int32_t mode;        /* sits_sample_mode_t */
+    int32_t pad_;
+    uint64_t seed;
+    uint64_t step;
+} sits_sample_row_t;
+
+/* The counter-based uniform variate in (0, 1) of vocabulary id `id` (cpu.c; kernels/sample.cu has
+ * the bit-exact device port): three splitmix64 finalisers over (seed, step, id), 53 bits + 0.5. */
+double sits_backend_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
+
+/* The reference reduction (host memory), shared by the cpu backend's sample_reduce and the host
+ * sampling path: recs [n] records of c candidates from logits [n, v_count] fp32 (ids v_start ..). */
+void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
+                                    const sits_sample_row_t *rows, int c);
 
 typedef struct sits_backend_ops {
     const char *name;
@@ -75,7 +125,38 @@ typedef struct sits_backend_ops {
     /* Activations [n] of act_dtype -> host fp32. */
     sits_status_t (*download_f32)(sits_backend_t *be, float *dst_host, const void *src, size_t n);
     sits_status_t (*sync)(sits_backend_t *be);
+
+    /* ---- [perf] optional slots: NULL where a backend does not have them; the engine then falls
+     * back to the ops above. Each has a cpu twin except the graph slots. ---- */
+    /* residual [n, dim] FP32 += x [n, dim] (act_dtype); out [n, dim] (act_dtype) = rmsnorm(residual) * w.
+     * The residual stream is never rounded to act_dtype. */
+    sits_status_t (*add_rmsnorm_f32res)(sits_backend_t *be, void *out, float *residual, const void *x, const void *w, int n,
+                                        int dim, float eps);
+    /* As matmul, but y [n, out] is FP32 (the accumulation, unrounded). cuda: bias must be NULL
+     * (SITS_ERR_UNSUPPORTED otherwise; the engine uses it for the bias-free lm_head only). */
+    sits_status_t (*matmul_f32out)(sits_backend_t *be, float *y, const void *x, const void *w, const void *bias, int n, int in,
+                                   int out);
+    /* recs (device, [n] records of c candidates, see sits_sample_rec_t) from logits [n, v_count] FP32
+     * (device) of ids v_start .. v_start + v_count - 1; rows [n] device. v_count may be 0 (empty records).
+     * 1 <= c <= SITS_SAMPLE_MAX_C on cuda. Results equal sits_backend_cpu_sample_reduce's (the
+     * candidates as a set). */
+    sits_status_t (*sample_reduce)(sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count,
+                                   const sits_sample_row_t *rows, int c);
+    /* Page-locked host memory (faster, asynchronous copies); NULL slots: plain malloc/free. */
+    sits_status_t (*host_alloc)(sits_backend_t *be, size_t bytes, void **ptr_p);
+    void (*host_free)(sits_backend_t *be, void *ptr);
+    /* CUDA graphs (no cpu twin). graph_begin: the ops enqueued from now on are recorded, not run,
+     * until graph_end, which instantiates them (*graph_p) -- or, when recording failed, ends the
+     * capture, leaves the stream usable and returns the error. graph_launch enqueues a recorded
+     * sequence: same pointers and shapes, device memory read when it runs. graph_destroy frees one. */
+    sits_status_t (*graph_begin)(sits_backend_t *be);
+    sits_status_t (*graph_end)(sits_backend_t *be, void **graph_p);
+    sits_status_t (*graph_launch)(sits_backend_t *be, void *graph);
+    void (*graph_destroy)(sits_backend_t *be, void *graph);
 } sits_backend_ops_t;
+
+/* Largest candidate count sample_reduce takes on cuda (the engine uses the host path beyond). */
+#define SITS_SAMPLE_MAX_C 1024
 
 struct sits_backend {
     const sits_backend_ops_t *ops;

@@ -2,7 +2,9 @@
  *
  * Weights are converted to fp32 at upload; activations and the KV cache are fp32. Every op is
  * written to be read: it is the definition the CUDA kernels are checked against (op parity tests).
- * Shapes are documented in backend.h. */
+ * Shapes are documented in backend.h. The candidate reduction of the sampler
+ * (sits_backend_cpu_sample_reduce) lives here too: it is both the cpu twin of sample_reduce and
+ * the host sampling path of src/engine/sample.c, so the two cannot drift apart. */
 #include "backend/backend.h"
 #include "util/log.h"
 
@@ -211,6 +213,111 @@ static sits_status_t cpu_download_f32(sits_backend_t *be, float *dst, const void
 
 static sits_status_t cpu_sync(sits_backend_t *be) { return SITS_OK; }
 
+/* ---- [perf] optional slots ----------------------------------------------------------------------- */
+
+/* Activations are fp32 here, so the fp32-residual form is the plain fused op. */
+static sits_status_t cpu_add_rmsnorm_f32res(sits_backend_t *be, void *out, float *residual, const void *x, const void *w,
+                                            int n, int dim, float eps)
+{
+    return cpu_add_rmsnorm(be, out, residual, x, w, n, dim, eps);
+}
+
+static sits_status_t cpu_matmul_f32out(sits_backend_t *be, float *y, const void *x, const void *w, const void *bias, int n,
+                                       int in, int out)
+{
+    return cpu_matmul(be, y, x, w, bias, n, in, out);
+}
+
+/* ---- [perf: device sampling] the reference candidate reduction ------------------------------------ */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double sits_backend_sample_uniform(uint64_t seed, uint64_t step, int64_t id)
+{
+    uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull);
+    h = mix64(h ^ (step * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull));
+    h = mix64(h ^ ((uint64_t)id * 0x8cb92ba72f3d8dd7ull + 0x9e3779b97f4a7c15ull));
+    return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0); /* (0, 1) */
+}
+
+static float gumbel(uint64_t seed, uint64_t step, int64_t id)
+{
+    return (float)-log(-log(sits_backend_sample_uniform(seed, step, id)));
+}
+
+/* a before b: higher logit, then lower id */
+static int cand_before(const sits_sample_cand_t *a, const sits_sample_cand_t *b)
+{
+    if (a->logit != b->logit) return a->logit > b->logit;
+    return a->id < b->id;
+}
+
+/* Local top-c of a row by (logit desc, id asc) with a small sorted insertion buffer. */
+static int local_topc(const float *row, int v_start, int v_count, int c, sits_sample_cand_t *out)
+{
+    int m = 0;
+    for (int i = 0; i < v_count; i++) {
+        sits_sample_cand_t x = { row[i], v_start + i };
+        if (m == c && !cand_before(&x, &out[m - 1])) continue;
+        int j = m < c ? m++ : c - 1;
+        while (j > 0 && cand_before(&x, &out[j - 1])) { out[j] = out[j - 1]; j--; }
+        out[j] = x;
+    }
+    return m;
+}
+
+void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
+                                    const sits_sample_row_t *rows, int c)
+{
+    size_t rec = SITS_SAMPLE_REC_BYTES(c);
+    for (int s = 0; s < n; s++) {
+        const sits_sample_row_t *p = &rows[s];
+        const float *row = logits + (size_t)s * v_count;
+        sits_sample_rec_t *h = (sits_sample_rec_t *)((unsigned char *)recs + rec * s);
+        h->best.logit = -INFINITY;
+        h->best.id = -1;
+        h->lse = -INFINITY;
+        h->n = 0;
+        if (p->mode == SITS_SAMPLE_GREEDY) {
+            /* argmax, lowest id on ties (the first strictly greater wins) */
+            for (int i = 0; i < v_count; i++)
+                if (row[i] > h->best.logit) { h->best.logit = row[i]; h->best.id = v_start + i; }
+        } else if (p->mode == SITS_SAMPLE_GUMBEL) {
+            /* Gumbel-max over the whole slice; two fp32 roundings (product, sum), no fma */
+            for (int i = 0; i < v_count; i++) {
+                float scaled = row[i] * p->inv_temp;
+                float score = scaled + gumbel(p->seed, p->step, v_start + i);
+                if (score > h->best.logit) { h->best.logit = score; h->best.id = v_start + i; }
+            }
+        } else {
+            if (p->mode == SITS_SAMPLE_TOPC_LSE && v_count > 0) {
+                /* the nucleus is measured against the whole vocabulary: this slice's log-sum-exp */
+                double inv_t = 1.0 / p->temperature, mx = -INFINITY, sum = 0;
+                for (int i = 0; i < v_count; i++) if (row[i] * inv_t > mx) mx = row[i] * inv_t;
+                for (int i = 0; i < v_count; i++) sum += exp(row[i] * inv_t - mx);
+                h->lse = (float)(mx + log(sum));
+            }
+            h->n = local_topc(row, v_start, v_count, c, (sits_sample_cand_t *)(h + 1));
+        }
+    }
+}
+
+static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count,
+                                       const sits_sample_row_t *rows, int c)
+{
+    if (n < 0 || v_count < 0 || c < 1) {
+        SITS_ERROR(SITS_SUB_BACKEND, "cpu sample_reduce: bad arguments n %d v_count %d c %d", n, v_count, c);
+        return SITS_ERR_INVALID;
+    }
+    sits_backend_cpu_sample_reduce(recs, logits, n, v_start, v_count, rows, c);
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -231,6 +338,10 @@ static const sits_backend_ops_t cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .download_f32 = cpu_download_f32,
     .sync = cpu_sync,
+    /* [perf] optional slots; no graphs, no pinned memory */
+    .add_rmsnorm_f32res = cpu_add_rmsnorm_f32res,
+    .matmul_f32out = cpu_matmul_f32out,
+    .sample_reduce = cpu_sample_reduce,
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -6,19 +6,25 @@
  * of REFERENCE.md: y[n, out] = x[n, in] . w[out, in]^T is, column-major, D[out, n] = op(A) B with
  * A = w (transa T, lda in), B = x (transb N, ldb in), m = out, n = tokens, k = in, ldd = out; the
  * bias is added by the BIAS epilogue (bf16 bias). The layouts and the heuristic's first algorithm
- * are cached per (m, n, k, bias, pointer alignments) in an open-addressing table.
+ * are cached per (m, n, k, bias, D dtype, pointer alignments) in an open-addressing table.
+ * [perf] matmul_f32out writes D in fp32 (the lm_head: the sampler sees unrounded logits).
  * Other ops are the kernels of kernels/sits_kernels.h.
  *
  * Host <-> device copies go through two pinned staging buffers used in turn (an event per buffer
  * says when its last copy finished), so a host source may be reused as soon as a call returns,
  * weights are converted to bf16 on the host chunk by chunk while the previous chunk is copied,
- * and host memory use is bounded whatever the tensor size. */
+ * and host memory use is bounded whatever the tensor size.
+ *
+ * [perf: cuda graphs] graph_begin / graph_end record the ops enqueued in between (stream capture,
+ * thread-local mode) into an executable graph; graph_launch replays it. Ops that wait for the
+ * stream (upload, download, sync) refuse to run while a capture is open. */
 #include "backend/backend.h"
 #include "backend/cuda_check.h"
 #include "kernels/sits_kernels.h"
 #include "util/log.h"
 
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,12 +32,14 @@
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
 #define CUDA_STAGING_BYTES ((size_t)4 << 20) /* per buffer; two buffers */
 #define CUDA_PLANS_INIT 64                   /* power of two */
+#define CUDA_ATTN_SCRATCH_BYTES ((size_t)32 << 20) /* [attention] sits_k_attention's scratch */
 #define CUDA_HEALTH_MAX 4                    /* [nccl hook] health checks per backend */
 
 /* One cached GEMM configuration. */
 typedef struct {
     int used;
     int m, n, k, bias;
+    int f32d;                          /* [perf] D is fp32 (matmul_f32out) */
     int align_a, align_b, align_d;     /* pointer alignment in bytes (2, 4, 8 or 16) */
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
@@ -50,6 +58,8 @@ typedef struct {
     /* [nccl hook] health checks run while a wait polls the stream (see cuda_wait) */
     struct { sits_backend_health_fn fn; void *ctx; } health[CUDA_HEALTH_MAX];
     int n_health;
+    int capturing;                     /* [perf: cuda graphs] between graph_begin and graph_end */
+    sits_k_attn_ws_t attn_ws;          /* [attention] split-K / token-list scratch and the SM count */
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
@@ -142,14 +152,24 @@ static int fill_bytes(void *ctx, unsigned char *staging, size_t off, size_t n)
     return 0;
 }
 
+/* [perf: cuda graphs] Ops that wait for the stream cannot be recorded into a graph. */
+static sits_status_t not_capturing(cuda_impl_t *c, const char *what)
+{
+    if (!c->capturing) return SITS_OK;
+    SITS_ERROR(SITS_SUB_CUDA, "%s while a cuda graph is being captured (an engine bug)", what);
+    return SITS_ERR_INTERNAL;
+}
+
 static sits_status_t cuda_upload(sits_backend_t *be, void *dst, const void *src_host, size_t bytes)
 {
+    SITS_CHECK(not_capturing(impl_of(be), "upload"));
     return staged_h2d(impl_of(be), dst, bytes, 1, fill_bytes, (void *)src_host);
 }
 
 static sits_status_t cuda_download(sits_backend_t *be, void *dst_host, const void *src, size_t bytes)
 {
     cuda_impl_t *c = impl_of(be);
+    SITS_CHECK(not_capturing(c, "download"));
     SITS_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     return cuda_wait(c, NULL); /* [nccl hook] */
 }
@@ -239,6 +259,7 @@ static sits_status_t cuda_upload_weight(sits_backend_t *be, void *dst, int64_t d
 static sits_status_t cuda_download_f32(sits_backend_t *be, float *dst_host, const void *src, size_t n)
 {
     cuda_impl_t *c = impl_of(be);
+    SITS_CHECK(not_capturing(c, "download_f32"));
     size_t chunk_max = CUDA_STAGING_BYTES / 2;
     const unsigned char *s = src;
     for (size_t off = 0; off < n;) {
@@ -268,14 +289,14 @@ static size_t plan_hash(const cuda_gemm_plan_t *p)
     uint64_t h = (uint64_t)p->m * 0x9E3779B97F4A7C15ull;
     h ^= (uint64_t)p->n * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
     h ^= (uint64_t)p->k * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(p->bias | p->align_a << 1 | p->align_b << 6 | p->align_d << 11) * 0x27D4EB2F165667C5ull;
+    h ^= (uint64_t)(p->bias | p->align_a << 1 | p->align_b << 6 | p->align_d << 11 | p->f32d << 16) * 0x27D4EB2F165667C5ull;
     return (size_t)(h ^ (h >> 29));
 }
 
 static int plan_same(const cuda_gemm_plan_t *a, const cuda_gemm_plan_t *b)
 {
     return a->m == b->m && a->n == b->n && a->k == b->k && a->bias == b->bias && a->align_a == b->align_a &&
-           a->align_b == b->align_b && a->align_d == b->align_d;
+           a->align_b == b->align_b && a->align_d == b->align_d && a->f32d == b->f32d;
 }
 
 static cuda_gemm_plan_t *plan_slot(cuda_gemm_plan_t *table, size_t cap, const cuda_gemm_plan_t *key)
@@ -318,7 +339,7 @@ static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p)
     /* Column-major views: A = w is [k, m] ld k (transposed by the op), B = x is [k, n] ld k, D = y [m, n] ld m. */
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->m, p->k), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->n, p->k), st, err);
-    SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16BF, p->m, p->n, p->m), st, err);
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->d, p->f32d ? CUDA_R_32F : CUDA_R_16BF, p->m, p->n, p->m), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                            st, err_pref);
@@ -333,15 +354,15 @@ static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p)
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulAlgoGetHeuristic(c->lt, c->desc[p->bias], p->a, p->b, p->d, p->d, pref, 1, &res,
                                                           &n_res), st, err_pref);
     if (n_res == 0) {
-        SITS_ERROR(SITS_SUB_CUDA, "cublaslt has no bf16 algorithm for m %d n %d k %d (bias %d, alignment %d/%d/%d)",
-                   p->m, p->n, p->k, p->bias, p->align_a, p->align_b, p->align_d);
+        SITS_ERROR(SITS_SUB_CUDA, "cublaslt has no bf16 algorithm for m %d n %d k %d (bias %d, fp32 out %d, alignment %d/%d/%d)",
+                   p->m, p->n, p->k, p->bias, p->f32d, p->align_a, p->align_b, p->align_d);
         st = SITS_ERR_UNSUPPORTED;
         goto err_pref;
     }
     p->algo = res.algo;
     cublasLtMatmulPreferenceDestroy(pref);
-    SITS_DEBUG(SITS_SUB_CUDA, "gemm plan m %d n %d k %d bias %d: workspace %zu", p->m, p->n, p->k, p->bias,
-               res.workspaceSize);
+    SITS_DEBUG(SITS_SUB_CUDA, "gemm plan m %d n %d k %d bias %d fp32 out %d: workspace %zu", p->m, p->n, p->k, p->bias,
+               p->f32d, res.workspaceSize);
     return SITS_OK;
 err_pref:
     cublasLtMatmulPreferenceDestroy(pref);
@@ -368,13 +389,18 @@ static sits_status_t plan_get(cuda_impl_t *c, const cuda_gemm_plan_t *key, cuda_
     return SITS_OK;
 }
 
-static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, const void *w, const void *bias, int n, int in,
-                                 int out)
+/* [perf] f32d: y is fp32 (matmul_f32out; no bias: the bf16 BIAS epilogue is set up for bf16 D only). */
+static sits_status_t gemm(sits_backend_t *be, void *y, int f32d, const void *x, const void *w, const void *bias, int n, int in,
+                          int out)
 {
     cuda_impl_t *c = impl_of(be);
     if (n < 0 || in <= 0 || out <= 0) {
         SITS_ERROR(SITS_SUB_CUDA, "matmul: bad shape n %d in %d out %d", n, in, out);
         return SITS_ERR_INVALID;
+    }
+    if (f32d && bias) {
+        SITS_ERROR(SITS_SUB_CUDA, "matmul_f32out: a bias is not supported on cuda (m %d k %d)", out, in);
+        return SITS_ERR_UNSUPPORTED;
     }
     if (n == 0) return SITS_OK;
     cuda_gemm_plan_t key = { 0 }, *p;
@@ -382,6 +408,7 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     key.n = n;
     key.k = in;
     key.bias = bias != NULL;
+    key.f32d = f32d;
     key.align_a = ptr_align(w);
     key.align_b = ptr_align(x);
     key.align_d = ptr_align(y);
@@ -392,6 +419,12 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     SITS_CUBLAS_CHECK(cublasLtMatmul(c->lt, c->desc[p->bias], &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
                                      c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
     return SITS_OK;
+}
+
+static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, const void *w, const void *bias, int n, int in,
+                                 int out)
+{
+    return gemm(be, y, 0, x, w, bias, n, in, out);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
@@ -434,9 +467,10 @@ static sits_status_t cuda_kv_write(sits_backend_t *be, void *k_cache, void *v_ca
 static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache,
                                     const void *v_cache, const sits_attn_args_t *a)
 {
+    cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
     SITS_KERNEL_CHECK(sits_k_attention(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                        a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
-                                       a->window, a->scale, impl_of(be)->stream));
+                                       a->window, a->scale, &c->attn_ws, c->stream));
     return SITS_OK;
 }
 
@@ -454,7 +488,123 @@ static sits_status_t cuda_gather_rows(sits_backend_t *be, void *out, const void 
 
 static sits_status_t cuda_sync(sits_backend_t *be)
 {
+    SITS_CHECK(not_capturing(impl_of(be), "sync"));
     return cuda_wait(impl_of(be), NULL); /* [nccl hook] */
+}
+
+/* ---- [perf] fp32 residual, fp32 logits, device sampling, pinned host memory, CUDA graphs -------- */
+
+/* backend.h's sampling records and rows are what kernels/sample.cu writes and reads. */
+_Static_assert(sizeof(sits_sample_cand_t) == sizeof(sits_k_sample_cand_t) && sizeof(sits_sample_cand_t) == 8,
+               "sample candidate layout");
+_Static_assert(sizeof(sits_sample_rec_t) == sizeof(sits_k_sample_rec_t) && sizeof(sits_sample_rec_t) == 16,
+               "sample record layout");
+_Static_assert(sizeof(sits_sample_row_t) == sizeof(sits_k_sample_row_t) && sizeof(sits_sample_row_t) == 32 &&
+               offsetof(sits_sample_row_t, mode) == offsetof(sits_k_sample_row_t, mode) &&
+               offsetof(sits_sample_row_t, seed) == offsetof(sits_k_sample_row_t, seed) &&
+               offsetof(sits_sample_row_t, step) == offsetof(sits_k_sample_row_t, step) &&
+               offsetof(sits_sample_row_t, inv_temp) == offsetof(sits_k_sample_row_t, inv_temp),
+               "sample row layout");
+_Static_assert(SITS_SAMPLE_MAX_C == SITS_K_SAMPLE_MAX_C, "candidate limit");
+
+static sits_status_t cuda_add_rmsnorm_f32res(sits_backend_t *be, void *out, float *residual, const void *x, const void *w,
+                                             int n, int dim, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, residual, x, w, n, dim, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_matmul_f32out(sits_backend_t *be, float *y, const void *x, const void *w, const void *bias, int n,
+                                        int in, int out)
+{
+    return gemm(be, y, 1, x, w, bias, n, in, out);
+}
+
+static sits_status_t cuda_sample_reduce(sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count,
+                                        const sits_sample_row_t *rows, int c)
+{
+    SITS_KERNEL_CHECK(sits_k_sample_reduce(recs, logits, n, v_start, v_count, (const sits_k_sample_row_t *)rows, c,
+                                           impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_host_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 64);
+    if (e != cudaSuccess) {
+        SITS_ERROR(SITS_SUB_CUDA, "cudaMallocHost of %zu bytes: %s", bytes, cudaGetErrorString(e));
+        return e == cudaErrorMemoryAllocation ? SITS_ERR_NOMEM : SITS_ERR_CUDA;
+    }
+    *ptr_p = p;
+    return SITS_OK;
+}
+
+static void cuda_host_free(sits_backend_t *be, void *ptr)
+{
+    if (!ptr) return;
+    cudaError_t e = cudaFreeHost(ptr);
+    if (e != cudaSuccess) SITS_ERROR(SITS_SUB_CUDA, "cudaFreeHost(%p): %s", ptr, cudaGetErrorString(e));
+}
+
+/* Thread-local capture mode: a call this thread must not make while capturing (a synchronous copy,
+ * a stream wait) fails and invalidates the capture instead of silently running; other threads
+ * (NCCL's proxy, HTTP) are not constrained. */
+static sits_status_t cuda_graph_begin(sits_backend_t *be)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (c->capturing) {
+        SITS_ERROR(SITS_SUB_CUDA, "graph_begin: a capture is already open on gpu %d", be->device);
+        return SITS_ERR_INTERNAL;
+    }
+    SITS_CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    c->capturing = 1;
+    return SITS_OK;
+}
+
+static sits_status_t cuda_graph_end(sits_backend_t *be, void **graph_p)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (!c->capturing) {
+        SITS_ERROR(SITS_SUB_CUDA, "graph_end without graph_begin on gpu %d", be->device);
+        return SITS_ERR_INTERNAL;
+    }
+    c->capturing = 0;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e != cudaSuccess || !g) {
+        SITS_ERROR(SITS_SUB_CUDA, "cudaStreamEndCapture on gpu %d: %s (an op could not be recorded)", be->device,
+                   cudaGetErrorString(e));
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError(); /* capture errors are not sticky; clear the last-error slot */
+        return SITS_ERR_CUDA;
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    size_t n_nodes = 0;
+    (void)cudaGraphGetNodes(g, NULL, &n_nodes);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        SITS_ERROR(SITS_SUB_CUDA, "cudaGraphInstantiate on gpu %d (%zu nodes): %s", be->device, n_nodes, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return SITS_ERR_CUDA;
+    }
+    SITS_DEBUG(SITS_SUB_CUDA, "cuda graph of %zu nodes instantiated on gpu %d", n_nodes, be->device);
+    *graph_p = x;
+    return SITS_OK;
+}
+
+static sits_status_t cuda_graph_launch(sits_backend_t *be, void *graph)
+{
+    SITS_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static void cuda_graph_destroy(sits_backend_t *be, void *graph)
+{
+    if (!graph) return;
+    cudaError_t e = cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    if (e != cudaSuccess) SITS_ERROR(SITS_SUB_CUDA, "cudaGraphExecDestroy: %s", cudaGetErrorString(e));
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
@@ -474,6 +624,7 @@ static void impl_release(cuda_impl_t *c)
         if (c->desc[i]) cublasLtMatmulDescDestroy(c->desc[i]);
     }
     if (c->workspace) cudaFree(c->workspace);
+    if (c->attn_ws.scratch) cudaFree(c->attn_ws.scratch); /* [attention] */
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -505,6 +656,16 @@ static const sits_backend_ops_t cuda_ops = {
     .gather_rows = cuda_gather_rows,
     .download_f32 = cuda_download_f32,
     .sync = cuda_sync,
+    /* [perf] optional slots */
+    .add_rmsnorm_f32res = cuda_add_rmsnorm_f32res,
+    .matmul_f32out = cuda_matmul_f32out,
+    .sample_reduce = cuda_sample_reduce,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)
@@ -519,6 +680,13 @@ static sits_status_t impl_create(cuda_impl_t **impl_p)
     SITS_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtCreate(&c->lt), st, err);
     SITS_CUDA_CHECK_GOTO(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES), st, err);
+    { /* [attention] scratch of sits_k_attention (cudaMalloc is 256-byte aligned) and the SM count */
+        int dev = 0;
+        SITS_CUDA_CHECK_GOTO(cudaGetDevice(&dev), st, err);
+        SITS_CUDA_CHECK_GOTO(cudaDeviceGetAttribute(&c->attn_ws.n_sms, cudaDevAttrMultiProcessorCount, dev), st, err);
+        SITS_CUDA_CHECK_GOTO(cudaMalloc(&c->attn_ws.scratch, CUDA_ATTN_SCRATCH_BYTES), st, err);
+        c->attn_ws.scratch_bytes = CUDA_ATTN_SCRATCH_BYTES;
+    }
     for (int i = 0; i < 2; i++) {
         SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&c->desc[i], CUBLAS_COMPUTE_32F, CUDA_R_32F), st, err);
         SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[i], CUBLASLT_MATMUL_DESC_TRANSA, &trans_t,

@@ -47,6 +47,28 @@ struct sits_backend;
  * NCCL error or after timeout_s. Destroy it before the backend. Only built with NCCL: callers test
  * HAVE_NCCL. Host buffers (the sampler's candidates) need an mpi communicator over the same group. */
 sits_status_t sits_comm_nccl_create(MPI_Comm group, struct sits_backend *be, double timeout_s, sits_comm_t **comm_p);
+
+/* [custom all-reduce] (custom_ar.c) An NCCL communicator (created inside, same contract as above)
+ * whose bf16 allreduce_sum of at most max_bytes runs custom kernels over CUDA IPC peer memory
+ * (one-shot up to oneshot_max_bytes, two-shot above); other sizes, dtypes and ops go to NCCL. The
+ * custom path needs one node, 2, 4 or 8 ranks, P2P between every pair of GPUs (cudaDeviceCanAccessPeer)
+ * and, beyond 2 ranks, NVLink: nvlink 1 = every pair linked, 0 = not, -1 = unknown (from the topology
+ * module, sits_topo_nvlink_gbps); without it every call goes to NCCL (logged). max_bytes -1 = default
+ * (8 MiB), 0 = never custom; oneshot_max_bytes -1 = default (256 KiB); the smallest values over the
+ * ranks are used. Collective over `group`; CUDA-graph capturable like the NCCL one. */
+sits_status_t sits_comm_custom_ar_create(MPI_Comm group, struct sits_backend *be, double timeout_s, int64_t max_bytes,
+                                         int64_t oneshot_max_bytes, int nvlink, sits_comm_t **comm_p);
+/* 1: c is a custom_ar communicator whose custom kernels are in use, 0: one that sends everything to
+ * NCCL, -1: not a custom_ar communicator. */
+int sits_comm_custom_ar_enabled(const sits_comm_t *c);
+/* Fused all-reduce + residual add + RMSNorm on device buffers of c's backend, enqueued on its stream:
+ * s = allreduce_sum(x) (bf16); residual += s (fp32 when residual_f32, never rounded; else bf16);
+ * out = rmsnorm(residual) * w. x [n, dim] bf16 (clobbered: it may hold s afterwards), residual
+ * [n, dim], w [dim], out [n, dim] bf16. Equals allreduce_sum + the backend's add_rmsnorm(_f32res):
+ * one kernel when n * dim * 2 <= the one-shot limit, else those two. SITS_ERR_UNSUPPORTED when c
+ * is not a custom_ar communicator (the caller then does the two steps itself). */
+sits_status_t sits_comm_custom_ar_add_rmsnorm(sits_comm_t *c, void *out, void *residual, int residual_f32, void *x,
+                                              const void *w, int n, int dim, float eps);
 #endif
 
 /* Wait for an MPI request with the deadline; on expiry log `what` and MPI_Abort the world. */

@@ -1,4 +1,13 @@
-/* engine.c -- one forward step on one rank; see engine.h for the flow. */
+/* engine.c -- one forward step on one rank; see engine.h for the flow.
+ *
+ * Step metadata lives in one device buffer, in two regions of the same layout (meta_layout_t):
+ * the eager region sized for (max_tokens, max_seqs) and the graph region sized for the largest
+ * graph bucket G. Each step fills one region on the host and uploads it with one copy (up to the
+ * end of the block tables it uses); captured graphs point into the graph region only, so eager
+ * steps (prefill) never disturb what a graph reads. Layout, in bytes from the region start:
+ *   tokens | pos | seq | slot  int32 [cap_tokens] each; out_rows int32 [cap_seqs];
+ *   sample rows sits_sample_row_t [cap_seqs]; block tables int32 [cap_seqs, max_blocks_per_seq].
+ * Pad rows of a graph step (n .. B-1) repeat token 0 (id, position, sequence) with slot -1. */
 #include "engine/engine.h"
 #include "util/log.h"
 
@@ -6,27 +15,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ENGINE_GRAPH_MAX 256     /* largest graph bucket */
+#define ENGINE_MAX_BUCKETS 16
+
+typedef struct {
+    size_t tok, pos, seq, slot, out, rows, bt; /* byte offsets from the region start */
+    size_t bytes;                              /* whole region */
+    int cap_tokens, cap_seqs;
+} meta_layout_t;
+
+/* Device pointers of one region. */
+typedef struct {
+    const int32_t *tok, *pos, *seq, *slot, *out, *bt;
+    const sits_sample_row_t *rows;
+} meta_view_t;
+
 struct sits_engine {
     sits_engine_params_t p;
     sits_model_weights_t *w;
     sits_backend_t *be;
     sits_comm_t *comm;
     void **k_cache, **v_cache;     /* [n_layers] each [n_blocks, bs, nkv_loc, hd] */
-    /* activations, act dtype */
-    void *x;        /* [max_tokens, H]  residual stream */
+    /* activations, act dtype unless noted */
+    void *x;        /* [max_tokens, H]  residual stream (fp32 when res_f32) */
     void *h;        /* [max_tokens, H]  normed input of a sublayer */
     void *qkv;      /* [max_tokens, qkv_dim] */
     void *attn;     /* [max_tokens, nh_loc*hd] */
-    void *proj;     /* [max_tokens, H]  o / down partial sums, all-reduced in place */
+    void *proj;     /* [max_tokens, H]  embeddings, o / down partial sums, all-reduced in place */
     void *gu;       /* [max_tokens, 2*I_loc] */
     void *act;      /* [max_tokens, I_loc] */
     void *last;     /* [max_seqs, H]    rows that need logits */
-    void *logits;   /* [max_seqs, v_count] */
-    /* step metadata on the device: tokens, pos, seq, slots [max_tokens] each, out_rows [max_seqs],
-     * block tables [max_seqs * max_blocks_per_seq] */
-    int32_t *meta;
-    int32_t *meta_host;
-    float *logits_host;   /* [max_seqs, v_count] */
+    void *logits;   /* [max_seqs, v_count] fp32 when logits_f32 */
+    void *recs;     /* [max_seqs] sampling records of SITS_SAMPLE_MAX_C candidates */
+    int res_f32, logits_f32;
+    int fused_ar;                  /* the TP comm fuses all-reduce + residual add + RMSNorm (custom_ar) */
+    /* step metadata: device buffer and its host image, two regions (eager, graph) */
+    unsigned char *meta, *meta_host;
+    meta_layout_t lay_eager, lay_graph;
+    size_t off_graph;              /* byte offset of the graph region */
+    /* host results (pinned when the backend has host_alloc) */
+    float *logits_host;            /* [max_seqs, v_count] */
+    unsigned char *recs_host;      /* [max_seqs] records */
+    /* CUDA graphs */
+    int n_buckets, buckets[ENGINE_MAX_BUCKETS];
+    void *graphs[ENGINE_MAX_BUCKETS];
+    int graphs_off;                /* disabled (params, backend, comm) or broken (a capture failed) */
+    unsigned char *seq_seen;       /* [max_seqs] scratch of the decode-only test */
+    /* the last run */
+    int last_n_out, logits_ready, rows_ready;
+    const sits_sample_row_t *last_rows_dev;
+    unsigned char *last_rows_host; /* host image of the uploaded rows (meta_host inside the region) */
+    sits_engine_stats_t stats;
 };
 
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
@@ -36,16 +75,59 @@ size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_sha
            sits_dtype_size(kv_dtype);
 }
 
-static size_t meta_elems(const sits_engine_params_t *p)
+static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+static meta_layout_t meta_layout(int cap_tokens, int cap_seqs, int mb)
 {
-    return (size_t)4 * p->max_tokens + (size_t)p->max_seqs + (size_t)p->max_seqs * p->max_blocks_per_seq;
+    meta_layout_t l;
+    size_t t4 = align16(sizeof(int32_t) * (size_t)cap_tokens), s4 = align16(sizeof(int32_t) * (size_t)cap_seqs);
+    l.cap_tokens = cap_tokens;
+    l.cap_seqs = cap_seqs;
+    l.tok = 0;
+    l.pos = l.tok + t4;
+    l.seq = l.pos + t4;
+    l.slot = l.seq + t4;
+    l.out = l.slot + t4;
+    l.rows = l.out + s4;
+    l.bt = l.rows + align16(sizeof(sits_sample_row_t) * (size_t)cap_seqs);
+    l.bytes = l.bt + align16(sizeof(int32_t) * (size_t)cap_seqs * mb);
+    return l;
+}
+
+static meta_view_t meta_view(const unsigned char *base, const meta_layout_t *l)
+{
+    meta_view_t v = {
+        .tok = (const int32_t *)(base + l->tok), .pos = (const int32_t *)(base + l->pos),
+        .seq = (const int32_t *)(base + l->seq), .slot = (const int32_t *)(base + l->slot),
+        .out = (const int32_t *)(base + l->out), .bt = (const int32_t *)(base + l->bt),
+        .rows = (const sits_sample_row_t *)(base + l->rows),
+    };
+    return v;
+}
+
+static sits_status_t host_alloc(sits_backend_t *be, size_t bytes, void **p_)
+{
+    if (be->ops->host_alloc) return be->ops->host_alloc(be, bytes, p_);
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) return SITS_ERR_NOMEM;
+    *p_ = p;
+    return SITS_OK;
+}
+
+static void host_free(sits_backend_t *be, void *p)
+{
+    if (!p) return;
+    if (be->ops->host_free) be->ops->host_free(be, p);
+    else free(p);
 }
 
 void sits_engine_destroy(sits_engine_t *e)
 {
     if (!e) return;
     sits_backend_t *be = e->be;
-    void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->meta };
+    for (int i = 0; i < e->n_buckets; i++)
+        if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
+    void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     for (int l = 0; e->k_cache && l < e->w->cfg.n_layers; l++) {
@@ -55,8 +137,18 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e->k_cache);
     free(e->v_cache);
     free(e->meta_host);
-    free(e->logits_host);
+    free(e->seq_seen);
+    host_free(be, e->logits_host);
+    host_free(be, e->recs_host);
     free(e);
+}
+
+/* Graph buckets 1, 2, 4, ... below cap, then cap itself. */
+static void make_buckets(sits_engine_t *e, int cap)
+{
+    e->n_buckets = 0;
+    for (int b = 1; b < cap && e->n_buckets < ENGINE_MAX_BUCKETS - 1; b *= 2) e->buckets[e->n_buckets++] = b;
+    e->buckets[e->n_buckets++] = cap;
 }
 
 sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_weights_t *w, sits_backend_t *be,
@@ -64,6 +156,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
 {
     const sits_model_config_t *c = &w->cfg;
     const sits_shard_dims_t *d = &w->dims;
+    const sits_backend_ops_t *op = be->ops;
     if (params->max_tokens < 1 || params->max_seqs < 1 || params->max_blocks_per_seq < 1 || params->n_blocks < 1 ||
         params->block_size < 1) {
         SITS_ERROR(SITS_SUB_ENGINE, "engine: bad sizes (max_tokens %d, max_seqs %d, blocks/seq %d, blocks %d, block %d)",
@@ -86,32 +179,64 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     e->w = w;
     e->be = be;
     e->comm = tp_comm;
+    e->res_f32 = op->add_rmsnorm_f32res != NULL;
+    e->logits_f32 = op->matmul_f32out != NULL;
     size_t T = (size_t)params->max_tokens, S = (size_t)params->max_seqs, H = (size_t)c->hidden_size;
     size_t as = sits_dtype_size(be->act_dtype);
     size_t vloc = d->v_count ? (size_t)d->v_count : 1;
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * H * as, &e->x), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * H * as, &e->h), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * (size_t)d->qkv_dim * as, &e->qkv), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * (size_t)d->nh_loc * c->head_dim * as, &e->attn), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * H * as, &e->proj), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * 2 * (size_t)d->i_loc * as, &e->gu), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, T * (size_t)d->i_loc * as, &e->act), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, S * H * as, &e->last), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, S * vloc * as, &e->logits), st, err);
-    SITS_CHECK_GOTO(be->ops->alloc(be, meta_elems(params) * sizeof(int32_t), (void **)&e->meta), st, err);
-    e->meta_host = calloc(meta_elems(params), sizeof(int32_t));
-    e->logits_host = calloc(S * vloc, sizeof(float));
+    size_t rec_max = SITS_SAMPLE_REC_BYTES(SITS_SAMPLE_MAX_C);
+    SITS_CHECK_GOTO(op->alloc(be, T * H * (e->res_f32 ? sizeof(float) : as), &e->x), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * H * as, &e->h), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->qkv_dim * as, &e->qkv), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->nh_loc * c->head_dim * as, &e->attn), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * H * as, &e->proj), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * 2 * (size_t)d->i_loc * as, &e->gu), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->i_loc * as, &e->act), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, S * H * as, &e->last), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, S * vloc * (e->logits_f32 ? sizeof(float) : as), &e->logits), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, S * rec_max, &e->recs), st, err);
+
+#ifdef HAVE_NCCL
+    e->fused_ar = be->act_dtype == SITS_DT_BF16 && sits_comm_custom_ar_enabled(tp_comm) == 1;
+#endif
+    /* graphs: the backend must have them, the comm must be capturable (a no-op at size 1, nccl, or
+     * the custom all-reduce, whose kernels synchronise through device memory) */
+    int comm_ok = tp_comm->size == 1 ||
+                  (tp_comm->ops->name && (!strcmp(tp_comm->ops->name, "nccl") || !strcmp(tp_comm->ops->name, "custom_ar")));
+    int cap = params->max_tokens < params->max_seqs ? params->max_tokens : params->max_seqs;
+    if (cap > ENGINE_GRAPH_MAX) cap = ENGINE_GRAPH_MAX;
+    e->graphs_off = params->no_cuda_graphs || !op->graph_begin || !op->graph_end || !op->graph_launch || !comm_ok;
+    if (!e->graphs_off) make_buckets(e, cap);
+    e->lay_eager = meta_layout(params->max_tokens, params->max_seqs, params->max_blocks_per_seq);
+    e->lay_graph = meta_layout(e->graphs_off ? 1 : cap, e->graphs_off ? 1 : cap, params->max_blocks_per_seq);
+    e->off_graph = e->lay_eager.bytes;
+    size_t meta_bytes = e->off_graph + e->lay_graph.bytes;
+    SITS_CHECK_GOTO(op->alloc(be, meta_bytes, (void **)&e->meta), st, err);
+    /* the graph region's pad entries are read by captured kernels before any step writes them */
+    SITS_CHECK_GOTO(op->memset0(be, e->meta, meta_bytes), st, err);
+    e->meta_host = calloc(1, meta_bytes);
+    e->seq_seen = calloc(S, 1);
+    SITS_CHECK_GOTO(host_alloc(be, S * vloc * sizeof(float), (void **)&e->logits_host), st, err);
+    SITS_CHECK_GOTO(host_alloc(be, S * rec_max, (void **)&e->recs_host), st, err);
     e->k_cache = calloc((size_t)c->n_layers, sizeof(void *));
     e->v_cache = calloc((size_t)c->n_layers, sizeof(void *));
-    if (!e->meta_host || !e->logits_host || !e->k_cache || !e->v_cache) { st = SITS_ERR_NOMEM; goto err; }
+    if (!e->meta_host || !e->seq_seen || !e->k_cache || !e->v_cache) { st = SITS_ERR_NOMEM; goto err; }
     size_t kv_layer = (size_t)params->n_blocks * params->block_size * d->nkv_loc * c->head_dim * sits_dtype_size(be->kv_dtype);
     for (int l = 0; l < c->n_layers; l++) {
-        SITS_CHECK_GOTO(be->ops->alloc(be, kv_layer, &e->k_cache[l]), st, err);
-        SITS_CHECK_GOTO(be->ops->alloc(be, kv_layer, &e->v_cache[l]), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->k_cache[l]), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
     }
+    SITS_CHECK_GOTO(op->sync(be), st, err);
     SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB), up to %d tokens / %d sequences a step",
-              params->n_blocks, params->block_size, (double)kv_layer * 2 * c->n_layers / (1 << 20), params->max_tokens,
-              params->max_seqs);
+              params->n_blocks, params->block_size,
+              (double)kv_layer * 2 * c->n_layers / (1 << 20), params->max_tokens, params->max_seqs);
+    SITS_INFO(SITS_SUB_ENGINE, "engine: residual %s%s, logits %s, sampling reduction %s, cuda graphs %s (up to %d tokens)",
+              e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
+              op->sample_reduce ? "on the backend" : "on the host",
+              e->graphs_off ? (params->no_cuda_graphs ? "off (--no-cuda-graphs)" : !comm_ok ? "off (tp comm not capturable)"
+                                                                                              : "off (backend)")
+                            : "on",
+              e->graphs_off ? 0 : cap);
     *engine_p = e;
     return SITS_OK;
 err:
@@ -119,23 +244,147 @@ err:
     return st;
 }
 
-sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const float **logits_p)
+/* ---- the forward pass --------------------------------------------------------------------------- */
+
+/* residual += x; out = rmsnorm(residual) * w, in whichever residual dtype the engine keeps. */
+static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, int n)
+{
+    const sits_model_config_t *c = &e->w->cfg;
+    if (e->res_f32) return e->be->ops->add_rmsnorm_f32res(e->be, e->h, e->x, x, w, n, c->hidden_size, c->rms_norm_eps);
+    return e->be->ops->add_rmsnorm(e->be, e->h, e->x, x, w, n, c->hidden_size, c->rms_norm_eps);
+}
+
+/* proj [n, H] holds this rank's partial sums: all-reduce them, residual += proj, h = rmsnorm(residual) * w;
+ * one fused kernel on a custom all-reduce communicator. */
+static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n)
+{
+    const sits_model_config_t *c = &e->w->cfg;
+#ifdef HAVE_NCCL
+    if (e->fused_ar)
+        return sits_comm_custom_ar_add_rmsnorm(e->comm, e->h, e->x, e->res_f32, e->proj, w, n, c->hidden_size, c->rms_norm_eps);
+#endif
+    SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * c->hidden_size, e->be->act_dtype));
+    return add_norm(e, e->proj, w, n);
+}
+
+/* Enqueues the whole step (embed .. lm_head) for n tokens and n_out output rows reading the
+ * metadata at v: no upload, no download, no wait -- what a graph records. */
+static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int n, int n_out, int max_context)
 {
     const sits_model_config_t *c = &e->w->cfg;
     const sits_shard_dims_t *d = &e->w->dims;
     const sits_backend_ops_t *op = e->be->ops;
     sits_backend_t *be = e->be;
     sits_model_weights_t *w = e->w;
-    int n = b->n_tokens, H = c->hidden_size, hd = c->head_dim, bs = e->p.block_size, mb = e->p.max_blocks_per_seq;
+    int H = c->hidden_size, hd = c->head_dim;
+    sits_attn_args_t aa = {
+        .n_tokens = n, .seq = v->seq, .pos = v->pos, .block_tables = v->bt, .max_blocks = e->p.max_blocks_per_seq,
+        .block_size = e->p.block_size, .n_heads = d->nh_loc, .n_kv_heads = d->nkv_loc, .head_dim = hd,
+        .window = c->sliding_window, .scale = 1.0f / sqrtf((float)hd), .max_context = max_context,
+    };
+    int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
+
+    if (e->res_f32) {
+        /* embeddings in act dtype, all-reduced, then x = 0 + emb (fp32) and h = rmsnorm(x) */
+        SITS_CHECK(op->embed(be, e->proj, w->embed, v->tok, n, H, d->v_start, d->v_count));       /* [n, H] */
+        SITS_CHECK(op->memset0(be, e->x, (size_t)n * H * sizeof(float)));
+        SITS_CHECK(reduce_add_norm(e, w->layers[0].attn_norm, n));
+    } else {
+        SITS_CHECK(op->embed(be, e->x, w->embed, v->tok, n, H, d->v_start, d->v_count));          /* x [n, H] */
+        SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->x, (size_t)n * H, be->act_dtype));
+        SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[0].attn_norm, n, H, c->rms_norm_eps));
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const sits_layer_weights_t *lw = &w->layers[l];
+        SITS_CHECK(op->matmul(be, e->qkv, e->h, lw->qkv, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
+        SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq));
+        SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, v->slot));
+        SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
+        SITS_CHECK(op->matmul(be, e->proj, e->attn, lw->o, lw->o_bias, n, q_dim, H));        /* [n, H] partial */
+        SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n));
+        SITS_CHECK(op->matmul(be, e->gu, e->h, lw->gu, lw->gu_bias, n, H, 2 * d->i_loc));    /* [n, 2*I_loc] */
+        SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                             /* [n, I_loc] */
+        SITS_CHECK(op->matmul(be, e->proj, e->act, lw->down, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
+        const void *next_norm = l + 1 < c->n_layers ? w->layers[l + 1].attn_norm : w->final_norm;
+        SITS_CHECK(reduce_add_norm(e, next_norm, n));
+    }
+    if (n_out > 0 && d->v_count > 0) {
+        SITS_CHECK(op->gather_rows(be, e->last, e->h, v->out, n_out, H));                  /* [n_out, H] */
+        if (e->logits_f32)                                                                 /* [n_out, v_count] */
+            SITS_CHECK(op->matmul_f32out(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
+        else
+            SITS_CHECK(op->matmul(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
+    }
+    return SITS_OK;
+}
+
+/* The bucket of a step of n tokens, or -1 when it does not run as a graph: graphs on, decode-only
+ * (n sequences of one token each, an output for each), n within the largest bucket. */
+static int graph_bucket(sits_engine_t *e, const sits_batch_t *b)
+{
+    int n = b->n_tokens;
+    if (e->graphs_off || n != b->n_seqs || b->n_out != n || n > e->buckets[e->n_buckets - 1]) return -1;
+    memset(e->seq_seen, 0, (size_t)b->n_seqs);
+    for (int t = 0; t < n; t++) {
+        int s = b->seq[t];
+        if (s < 0 || s >= b->n_seqs || e->seq_seen[s]) return -1;
+        e->seq_seen[s] = 1;
+    }
+    int i = 0;
+    while (e->buckets[i] < n) i++;
+    return i;
+}
+
+/* Records bucket i's graph from the metadata already uploaded in the graph region. A failed capture
+ * disables graphs: at TP 1 the engine goes on eagerly; in a TP group it is an error (every rank
+ * must take the same path through the collectives). */
+static sits_status_t capture(sits_engine_t *e, int i, const meta_view_t *v, int max_context)
+{
+    sits_backend_t *be = e->be;
+    int B = e->buckets[i];
+    void *g = NULL;
+    sits_status_t st = be->ops->graph_begin(be), st_end = SITS_OK;
+    if (st == SITS_OK) {
+        st = enqueue_forward(e, v, B, B, max_context);
+        st_end = be->ops->graph_end(be, &g); /* always: ends the capture even after a failed op */
+    }
+    if (st == SITS_OK && st_end == SITS_OK) {
+        e->graphs[i] = g;
+        e->stats.graph_captures++;
+        SITS_DEBUG(SITS_SUB_ENGINE, "engine: recorded the cuda graph of bucket %d", B);
+        return SITS_OK;
+    }
+    if (g) be->ops->graph_destroy(be, g);
+    e->graphs_off = 1;
+    if (e->comm->size > 1) {
+        SITS_ERROR(SITS_SUB_ENGINE, "engine: recording the cuda graph of bucket %d failed (%s); rerun with --no-cuda-graphs", B,
+                   sits_status_str(st != SITS_OK ? st : st_end));
+        return st != SITS_OK ? st : st_end;
+    }
+    SITS_WARN(SITS_SUB_ENGINE, "engine: recording the cuda graph of bucket %d failed (%s); cuda graphs off from now on", B,
+              sits_status_str(st != SITS_OK ? st : st_end));
+    return SITS_OK;
+}
+
+sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
+{
+    const sits_model_config_t *c = &e->w->cfg;
+    const sits_backend_ops_t *op = e->be->ops;
+    sits_backend_t *be = e->be;
+    int n = b->n_tokens, bs = e->p.block_size, mb = e->p.max_blocks_per_seq;
     if (n < 1 || n > e->p.max_tokens || b->n_seqs < 1 || b->n_seqs > e->p.max_seqs || b->n_out < 0 || b->n_out > e->p.max_seqs) {
         SITS_ERROR(SITS_SUB_ENGINE, "step of %d tokens / %d sequences / %d outputs exceeds the engine's %d / %d", n, b->n_seqs,
                    b->n_out, e->p.max_tokens, e->p.max_seqs);
         return SITS_ERR_INVALID;
     }
-    /* metadata: tokens | pos | seq | slot [max_tokens each] | out_rows [max_seqs] | block tables */
-    int32_t *mh = e->meta_host;
-    int32_t *tok_h = mh, *pos_h = mh + e->p.max_tokens, *seq_h = pos_h + e->p.max_tokens, *slot_h = seq_h + e->p.max_tokens;
-    int32_t *out_h = slot_h + e->p.max_tokens, *bt_h = out_h + e->p.max_seqs;
+    int gi = graph_bucket(e, b);
+    int nb = gi >= 0 ? e->buckets[gi] : n;            /* tokens (and outputs) as enqueued */
+    const meta_layout_t *L = gi >= 0 ? &e->lay_graph : &e->lay_eager;
+    size_t base = gi >= 0 ? e->off_graph : 0;
+    unsigned char *mh = e->meta_host + base;
+    int32_t *tok_h = (int32_t *)(mh + L->tok), *pos_h = (int32_t *)(mh + L->pos), *seq_h = (int32_t *)(mh + L->seq);
+    int32_t *slot_h = (int32_t *)(mh + L->slot), *out_h = (int32_t *)(mh + L->out), *bt_h = (int32_t *)(mh + L->bt);
+    int max_pos = 0;
     for (int t = 0; t < n; t++) {
         int s = b->seq[t], p = b->pos[t];
         if (s < 0 || s >= b->n_seqs || p < 0 || p / bs >= mb) {
@@ -155,51 +404,104 @@ sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const
         pos_h[t] = p;
         seq_h[t] = s;
         slot_h[t] = blk * bs + p % bs;
+        if (p > max_pos) max_pos = p;
+    }
+    for (int t = n; t < nb; t++) { /* pad rows: token 0 again, no cache write */
+        tok_h[t] = tok_h[0];
+        pos_h[t] = pos_h[0];
+        seq_h[t] = seq_h[0];
+        slot_h[t] = -1;
     }
     for (int i = 0; i < b->n_out; i++) {
-        if (b->out_rows[i] < 0 || b->out_rows[i] >= n) return SITS_ERR_INVALID;
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= n) {
+            SITS_ERROR(SITS_SUB_ENGINE, "output %d: row %d outside the step's %d tokens", i, b->out_rows[i], n);
+            return SITS_ERR_INVALID;
+        }
         out_h[i] = b->out_rows[i];
     }
+    for (int i = b->n_out; i < (gi >= 0 ? nb : 0); i++) out_h[i] = 0;
+    if (b->sample && b->n_out > 0) sits_sample_rows(b->n_out, b->sample, (sits_sample_row_t *)(mh + L->rows));
     memcpy(bt_h, b->block_tables, sizeof(int32_t) * (size_t)b->n_seqs * mb);
-    SITS_CHECK(op->upload(be, e->meta, mh, sizeof(int32_t) * meta_elems(&e->p)));
-    const int32_t *tok_d = e->meta, *pos_d = e->meta + e->p.max_tokens, *seq_d = pos_d + e->p.max_tokens;
-    const int32_t *slot_d = seq_d + e->p.max_tokens, *out_d = slot_d + e->p.max_tokens, *bt_d = out_d + e->p.max_seqs;
+    /* one copy: everything up to the end of the block tables in use */
+    SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt + sizeof(int32_t) * (size_t)b->n_seqs * mb));
+    meta_view_t v = meta_view(e->meta + base, L);
 
-    sits_attn_args_t aa = {
-        .n_tokens = n, .seq = seq_d, .pos = pos_d, .block_tables = bt_d, .max_blocks = mb, .block_size = bs,
-        .n_heads = d->nh_loc, .n_kv_heads = d->nkv_loc, .head_dim = hd, .window = c->sliding_window,
-        .scale = 1.0f / sqrtf((float)hd),
-    };
-    int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
+    e->last_n_out = b->n_out;
+    e->logits_ready = 0;
+    e->rows_ready = b->sample != NULL && b->n_out > 0;
+    e->last_rows_dev = v.rows;
+    e->last_rows_host = mh + L->rows;
+    if (gi < 0) return enqueue_forward(e, &v, n, b->n_out, max_pos + 1);
+    int graph_ctx = mb * bs; /* any length a later replay may see */
+    if (e->graphs[gi]) {
+        SITS_CHECK(op->graph_launch(be, e->graphs[gi]));
+        e->stats.graph_replays++;
+        return SITS_OK;
+    }
+    /* first step of this bucket: run it eagerly at the padded size (which also builds the GEMM plans
+     * and loads the kernels outside the capture), then record the graph for the next ones */
+    SITS_CHECK(enqueue_forward(e, &v, nb, nb, graph_ctx));
+    return capture(e, gi, &v, graph_ctx);
+}
 
-    SITS_CHECK(op->embed(be, e->x, w->embed, tok_d, n, H, d->v_start, d->v_count));       /* x [n, H] */
-    SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->x, (size_t)n * H, be->act_dtype));
-    SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[0].attn_norm, n, H, c->rms_norm_eps));
-    for (int l = 0; l < c->n_layers; l++) {
-        const sits_layer_weights_t *lw = &w->layers[l];
-        SITS_CHECK(op->matmul(be, e->qkv, e->h, lw->qkv, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
-        SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, pos_d, w->inv_freq));
-        SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, slot_d));
-        SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
-        SITS_CHECK(op->matmul(be, e->proj, e->attn, lw->o, lw->o_bias, n, q_dim, H));        /* [n, H] partial */
-        SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * H, be->act_dtype));
-        SITS_CHECK(op->add_rmsnorm(be, e->h, e->x, e->proj, lw->ffn_norm, n, H, c->rms_norm_eps));
-        SITS_CHECK(op->matmul(be, e->gu, e->h, lw->gu, lw->gu_bias, n, H, 2 * d->i_loc));    /* [n, 2*I_loc] */
-        SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                             /* [n, I_loc] */
-        SITS_CHECK(op->matmul(be, e->proj, e->act, lw->down, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
-        SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * H, be->act_dtype));
-        const void *next_norm = l + 1 < c->n_layers ? w->layers[l + 1].attn_norm : w->final_norm;
-        SITS_CHECK(op->add_rmsnorm(be, e->h, e->x, e->proj, next_norm, n, H, c->rms_norm_eps));
+sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    if (e->last_n_out > 0 && d->v_count > 0 && !e->logits_ready) {
+        size_t n = (size_t)e->last_n_out * d->v_count;
+        if (e->logits_f32) SITS_CHECK(e->be->ops->download(e->be, e->logits_host, e->logits, n * sizeof(float)));
+        else SITS_CHECK(e->be->ops->download_f32(e->be, e->logits_host, e->logits, n));
+        e->logits_ready = 1;
     }
-    if (b->n_out > 0 && d->v_count > 0) {
-        SITS_CHECK(op->gather_rows(be, e->last, e->h, out_d, b->n_out, H));                  /* [n_out, H] */
-        SITS_CHECK(op->matmul(be, e->logits, e->last, w->lm_head, NULL, b->n_out, H, d->v_count));  /* [n_out, v_count] */
-        SITS_CHECK(op->download_f32(be, e->logits_host, e->logits, (size_t)b->n_out * d->v_count));
-    }
-    SITS_CHECK(op->sync(be));
     *logits_p = e->logits_host;
     return SITS_OK;
 }
+
+sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const float **logits_p)
+{
+    SITS_CHECK(sits_engine_run(e, b));
+    if (b->n_out == 0 || e->w->dims.v_count == 0) SITS_CHECK(e->be->ops->sync(e->be));
+    return sits_engine_logits(e, logits_p);
+}
+
+static sits_status_t sample_on_host(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
+{
+    const float *logits;
+    SITS_CHECK(sits_engine_logits(e, &logits));
+    e->stats.host_samples++;
+    return sits_sample(comm, logits, e->last_n_out, e->w->dims.v_start, e->w->dims.v_count, params, tokens_p);
+}
+
+sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    int n = e->last_n_out;
+    if (n == 0) return SITS_OK;
+    int c = sits_sample_cands(n, params);
+    if (!be->ops->sample_reduce || !e->logits_f32 || c > SITS_SAMPLE_MAX_C) return sample_on_host(e, comm, params, tokens_p);
+    /* the rows: uploaded with the step when the batch had them and they are these params */
+    sits_sample_row_t rows_stack[64], *rows = n <= 64 ? rows_stack : malloc(sizeof *rows * (size_t)n);
+    if (!rows) return SITS_ERR_NOMEM;
+    sits_sample_rows(n, params, rows);
+    sits_status_t st = SITS_OK;
+    if (!e->rows_ready || memcmp(rows, e->last_rows_host, sizeof *rows * (size_t)n) != 0) {
+        memcpy(e->last_rows_host, rows, sizeof *rows * (size_t)n);
+        st = be->ops->upload(be, (void *)e->last_rows_dev, rows, sizeof *rows * (size_t)n);
+        e->rows_ready = st == SITS_OK;
+    }
+    if (rows != rows_stack) free(rows);
+    SITS_CHECK(st);
+    SITS_CHECK(be->ops->sample_reduce(be, e->recs, e->logits, n, d->v_start, d->v_count, e->last_rows_dev, c));
+    SITS_CHECK(be->ops->download(be, e->recs_host, e->recs, SITS_SAMPLE_REC_BYTES(c) * (size_t)n));
+    int need_full = 0;
+    SITS_CHECK(sits_sample_merge(comm, e->recs_host, n, c, params, tokens_p, &need_full));
+    e->stats.device_samples++;
+    if (need_full) return sample_on_host(e, comm, params, tokens_p); /* the same decision on every rank */
+    return SITS_OK;
+}
+
+void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p) { *stats_p = e->stats; }
 
 /* [kv export accessor] see engine.h */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p)

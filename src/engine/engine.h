@@ -6,13 +6,27 @@
  *
  * The engine owns the KV storage (per layer K and V of [n_blocks, block_size, nkv_loc, hd]) but
  * not the block allocation: a batch carries each sequence's block table, decided by the leader
- * (src/kv), identical on every rank of the TP group. */
+ * (src/kv), identical on every rank of the TP group.
+ *
+ * [perf] A step is sits_engine_run (enqueue, no wait), then either sits_engine_sample (the
+ * per-rank candidate reduction on the device, only [n_out, c] candidates come back) or
+ * sits_engine_logits (all of this rank's logits on the host, for tests and the logits callback).
+ * sits_engine_forward = run + logits, as before.
+ *   - Residual stream: fp32 on the device when the backend has add_rmsnorm_f32res (sublayer
+ *     outputs stay bf16); logits fp32 straight from the lm_head GEMM when it has matmul_f32out.
+ *   - CUDA graphs: a decode-only step (one token per sequence, an output for each) of n tokens
+ *     runs padded to the next bucket B (1, 2, 4, ..., up to min(max_tokens, max_seqs, 256)); the
+ *     first step of a bucket runs eagerly and records the bucket's graph, later ones upload the
+ *     step's metadata (one copy into fixed device buffers) and replay it. Pad rows repeat token
+ *     0 with KV slot -1 (no cache write). Only on a backend with graph slots, a TP comm of size 1
+ *     or nccl, and unless params->no_cuda_graphs. */
 #ifndef SITS_ENGINE_ENGINE_H
 #define SITS_ENGINE_ENGINE_H
 
 #include <stdint.h>
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "engine/sample.h"
 #include "model/weights.h"
 
 typedef struct {
@@ -21,6 +35,7 @@ typedef struct {
     int max_blocks_per_seq;
     int n_blocks;          /* KV blocks on this rank */
     int block_size;        /* tokens per block */
+    int no_cuda_graphs;    /* [perf] 1: never capture / replay CUDA graphs (--no-cuda-graphs) */
 } sits_engine_params_t;
 
 /* One step's input (host arrays). Token t belongs to sequence seq[t] (an index into the
@@ -35,6 +50,9 @@ typedef struct {
     const int32_t *block_tables;  /* [n_seqs, max_blocks_per_seq] (engine params) */
     int n_out;
     const int32_t *out_rows;      /* [n_out] */
+    /* [perf] [n_out] or NULL: the sampling parameters of the outputs, uploaded with the step's
+     * metadata for sits_engine_sample's device path (which uploads them itself when NULL). */
+    const sits_sample_params_t *sample;
 } sits_batch_t;
 
 typedef struct sits_engine sits_engine_t;
@@ -45,8 +63,31 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
 void sits_engine_destroy(sits_engine_t *e);
 
 /* Runs the step; logits_p receives this rank's logits, host fp32 [n_out, v_count] (engine-owned,
- * valid until the next call). */
+ * valid until the next call). = sits_engine_run + sits_engine_logits (+ a wait when n_out is 0). */
 sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const float **logits_p);
+
+/* [perf] Enqueues the step on the backend and returns without waiting (the batch's arrays may be
+ * reused at once). The logits of its n_out rows stay on the device for sits_engine_sample or
+ * sits_engine_logits. Collective over the TP comm like forward. */
+sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b);
+
+/* [perf] This rank's logits of the last run, host fp32 [n_out, v_count] (engine-owned, valid until
+ * the next run; downloaded on the first call after a run). */
+sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p);
+
+/* [perf] Samples the last run's n_out outputs: params[n_out] (the batch's sample params when the run
+ * had them), collective over comm (host buffers: the TP group's mpi comm); tokens_p[n_out] is the
+ * same on every rank and equal to sits_sample on sits_engine_logits' logits. The reduction runs on
+ * the backend (sample_reduce) when it has one, the logits are fp32 and the candidate count is at
+ * most SITS_SAMPLE_MAX_C; otherwise, and when a top-p nucleus needs whole slices, on the host. */
+sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p);
+
+/* [perf] Counters for tests and benchmarks: steps replayed from a graph, graphs recorded, steps
+ * sampled on the device, steps sampled on the host. */
+typedef struct {
+    long graph_replays, graph_captures, device_samples, host_samples;
+} sits_engine_stats_t;
+void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
 
 /* KV bytes per block on this rank (all layers, K and V). */
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,

@@ -11,11 +11,17 @@
  * draw from softmax(l / T) restricted to the allowed set, and the result does not depend on how
  * the vocabulary is split -- TP = N samples what TP = 1 samples for the same seed.
  * Order of filters (as HF and vLLM): temperature, then top-k, then top-p over what top-k kept.
- * temperature == 0 (or top_k == 1) is greedy; ties go to the lowest id. */
+ * temperature == 0 (or top_k == 1) is greedy; ties go to the lowest id.
+ *
+ * [perf: device sampling] The per-rank reduction is the backend's sample_reduce op (records of
+ * backend.h: sits_sample_rec_t), so it can run on the device next to the logits; the host path
+ * (sits_sample) runs the same reduction, sits_backend_cpu_sample_reduce, on host logits. The
+ * pieces below let the engine do: plan (c, rows) -> reduce on the device -> merge. */
 #ifndef SITS_ENGINE_SAMPLE_H
 #define SITS_ENGINE_SAMPLE_H
 
 #include <stdint.h>
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "util/status.h"
 
@@ -35,5 +41,21 @@ double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
  * A rank may hold no vocabulary (v_count 0). */
 sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
                           const sits_sample_params_t *params, int32_t *tokens_p);
+
+/* ---- the pieces of sits_sample (for the engine's device path) ---- */
+
+/* Candidates per record the rows need: 1, max top_k of truncated rows, or the top-p budget (256).
+ * Local (params are the same on every rank of a group). */
+int sits_sample_cands(int n, const sits_sample_params_t *params);
+
+/* rows_p[n]: the backend's view of params (mode, fp32 1/T). */
+void sits_sample_rows(int n, const sits_sample_params_t *params, sits_sample_row_t *rows_p);
+
+/* Collective: all-gather this rank's records (n records of c candidates, `mine`), merge them into
+ * tokens_p[n]. *need_full_p = 1 when some top-p nucleus reaches past the candidates a rank sent:
+ * then tokens_p is not valid and the caller must redo the step with whole slices (sits_sample on
+ * the full logits does). Every rank reaches the same *need_full_p. */
+sits_status_t sits_sample_merge(sits_comm_t *comm, const void *mine, int n, int c, const sits_sample_params_t *params,
+                                int32_t *tokens_p, int *need_full_p);
 
 #endif

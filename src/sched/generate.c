@@ -95,7 +95,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     int bs = p->block_size > 0 ? p->block_size : 16;
     sits_engine_params_t ep = {
         .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
-        .max_blocks_per_seq = (mml + bs - 1) / bs,
+        .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs,
     };
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
     ep.n_blocks = p->kv_bytes > 0 ? (int)((size_t)p->kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;

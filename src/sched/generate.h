@@ -28,6 +28,7 @@ typedef struct {
     int max_model_len;     /* positions per sequence; 0: max_position_embeddings */
     int block_size;
     int64_t kv_bytes;      /* 0: enough blocks for max_seqs x max_model_len */
+    int no_cuda_graphs;    /* [perf] --no-cuda-graphs: never replay decode steps as CUDA graphs */
 } sits_runner_params_t;
 
 typedef struct {

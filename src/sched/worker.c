@@ -68,14 +68,18 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
 {
     const sits_shard_dims_t *d = &r->w->dims;
-    const float *logits = NULL;
     sits_batch_t b = { .n_tokens = plan->n_tokens, .tokens = plan->tokens, .pos = plan->pos, .seq = plan->seq,
                        .n_seqs = plan->n_seqs, .block_tables = plan->block_tables, .n_out = plan->n_out,
-                       .out_rows = plan->out_rows };
-    SITS_CHECK(sits_engine_forward(r->engine, &b, &logits));
+                       .out_rows = plan->out_rows, .sample = plan->n_out > 0 ? plan->sample : NULL };
+    /* [perf] enqueue the step; only the sampler's candidates come back unless a callback wants logits */
+    SITS_CHECK(sits_engine_run(r->engine, &b));
     if (plan->n_out == 0) return SITS_OK;
-    if (cb) cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
-    return sits_sample(r->tp, logits, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens);
+    if (cb) {
+        const float *logits = NULL;
+        SITS_CHECK(sits_engine_logits(r->engine, &logits));
+        cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
+    }
+    return sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens);
 }
 
 sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)

@@ -50,6 +50,8 @@ const sits_param_t sits_params[] = {
     { "shutdown-timeout", "SITS_SHUTDOWN_TIMEOUT", SITS_PT_FLOAT, "30", NULL, OFF(shutdown_timeout), "server: seconds to finish running requests after SIGTERM/SIGINT" },
     { "enable-prefix-caching", "SITS_PREFIX_CACHING", SITS_PT_BOOL, "1", "1", OFF(prefix_caching), "share the KV blocks of identical prompt prefixes (--no-enable-prefix-caching to turn off)" },
     { "tenants", "SITS_TENANTS", SITS_PT_STR, "", NULL, OFF(tenants), "server: tenants file (JSON: API keys, weights, priorities, SLOs, concurrency limits)" },
+    { "custom-allreduce", "SITS_CUSTOM_ALLREDUCE", SITS_PT_BOOL, "1", "1", OFF(custom_allreduce), "cuda, TP inside a node: one-/two-shot all-reduce over CUDA IPC for small messages, NCCL above (--no-custom-allreduce: NCCL only)" },
+    { "custom-allreduce-max-bytes", "SITS_CUSTOM_AR_MAX_BYTES", SITS_PT_SIZE, "8M", NULL, OFF(custom_allreduce_max_bytes), "largest all-reduce sent through the custom path" },
     { "trace-file", "SITS_TRACE_FILE", SITS_PT_STR, "", NULL, OFF(trace_file), "server: append one JSON line per finished request (queued, first scheduled, first token, finished, tokens, preemptions)" },
     { "target-tpot-p99-ms", "SITS_TARGET_TPOT_P99_MS", SITS_PT_FLOAT, "0", NULL, OFF(target_tpot_p99_ms), "adaptive batching: keep the P99 inter-token latency near this (0: off)" },
     { "controller-interval", "SITS_CONTROLLER_INTERVAL", SITS_PT_FLOAT, "0.1", NULL, OFF(controller_interval), "adaptive batching: seconds between adjustments" },

@@ -401,24 +401,125 @@ static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, 
     free(taken);
 }
 
-/* n_seqs sequences of the given context lengths in a paged cache with shuffled block ids; query
- * tokens: the last position of each sequence (decode), a prefill chunk of the last sequence's
- * final `chunk` positions, and a few random positions. */
-static void test_attention(ctx_t *c, int n_heads, int n_kv, int head_dim, int block_size, int window, int n_seqs,
-                           const int *lens, int chunk)
-{
-    char what[160];
-    int off = snprintf(what, sizeof what, "attention h %d kv %d hd %d bs %d win %d ctx", n_heads, n_kv, head_dim, block_size,
-                       window);
-    for (int s = 0; s < n_seqs && off < (int)sizeof what - 8; s++) off += snprintf(what + off, sizeof what - off, " %d", lens[s]);
+/* ---- attention ----------------------------------------------------------------------------------
+ * [attention] The cuda backend picks its kernels from the batch (see kernels/attention.cu): the
+ * split-K decode kernel, the tiled tensor-core prefill kernel for sequences with >= 16 rows in a
+ * 64-row tile of the batch, or the generic kernel (head_dim other than 64 / 128). The cases below
+ * cover all of them and their mixes: decode batches of mixed lengths 1 .. 5000 (one and many
+ * splits), prefill chunks of 1 .. 2048 tokens with and without a cached prefix, mixed batches,
+ * rows of one sequence at random positions, GQA ratios 1, 4, 8 and 24, windows, head_dim 64 and
+ * 128, block sizes 8 .. 64 and a non-power-of-two one.
+ *
+ * Bound: both kernels round the softmax weights p_j to bf16 before the tensor-core P.V product
+ * (as FlashAttention does), each with a relative error <= u = 2^-8, so an output element moves by
+ * sum_j e_j p_j v_j / l with |e_j| <= u: at most u * sum_j p_j |v_j| / l, and, these roundings
+ * being independent (Hoeffding), beyond 7 u sqrt(sum_j p_j^2 v_j^2) / l with probability < 1e-10.
+ * The test computes that term per element in double from the same inputs and adds it to the usual
+ * bound (one output rounding plus fp32 noise); it is small for long contexts (1/sqrt(n)) and
+ * largest for a few dominant weights. */
 
-    int max_blocks = 0, total_blocks = 0;
+typedef struct {
+    int n_heads, n_kv, head_dim, block_size, window;
+} attn_shape_t;
+
+typedef struct {
+    int n;
+    int32_t *seq, *pos;
+} attn_tokens_t;
+
+static void tok_add(attn_tokens_t *tk, int s, int p)
+{
+    tk->seq = realloc(tk->seq, (size_t)(tk->n + 1) * 4);
+    tk->pos = realloc(tk->pos, (size_t)(tk->n + 1) * 4);
+    if (!tk->seq || !tk->pos) {
+        fprintf(stderr, "FAIL: out of host memory\n");
+        exit(1);
+    }
+    tk->seq[tk->n] = s;
+    tk->pos[tk->n] = p;
+    tk->n++;
+}
+
+/* The last `chunk` positions of sequence s of length len (chunk 1 = its decode token). */
+static void tok_chunk(attn_tokens_t *tk, int s, int len, int chunk)
+{
+    for (int i = 0; i < chunk; i++) tok_add(tk, s, len - chunk + i);
+}
+
+static void tok_free(attn_tokens_t *tk)
+{
+    free(tk->seq);
+    free(tk->pos);
+    tk->seq = tk->pos = NULL;
+    tk->n = 0;
+}
+
+/* The per-element term of the bound above: u * min(sum p|v|, 7 sqrt(sum p^2 v^2)) / l. */
+static float *attn_pv_bound(const attn_shape_t *sh, int n_tok, const int32_t *seq, const int32_t *pos, const int32_t *bt,
+                            int max_blocks, const float *q, int q_stride, const float *kc, const float *vc)
+{
+    int hd = sh->head_dim, group = sh->n_heads / sh->n_kv, kv_dim = sh->n_kv * hd, bs = sh->block_size;
+    float *bound = xmalloc((size_t)n_tok * sh->n_heads * hd * sizeof *bound);
+    const double u = 1.0 / 256.0, scale = 1.0 / sqrt((double)hd);
+    int work = n_tok * sh->n_heads;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int wi = 0; wi < work; wi++) {
+        int t = wi / sh->n_heads, h = wi % sh->n_heads, kvh = h / group;
+        int p_end = pos[t], p_begin = sh->window > 0 && p_end - sh->window + 1 > 0 ? p_end - sh->window + 1 : 0;
+        int n = p_end - p_begin + 1;
+        double *s = malloc((size_t)n * sizeof *s), *a1 = calloc((size_t)hd, sizeof *a1), *a2 = calloc((size_t)hd, sizeof *a2);
+        if (!s || !a1 || !a2) {
+            fprintf(stderr, "FAIL: out of host memory\n");
+            exit(1);
+        }
+        const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
+        double m = -INFINITY, l = 0.0;
+        for (int j = 0; j < n; j++) {
+            int p = p_begin + j;
+            size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + (size_t)(p % bs);
+            const float *k = kc + slot * kv_dim + (size_t)kvh * hd;
+            double d = 0.0;
+            for (int i = 0; i < hd; i++) d += (double)qh[i] * k[i];
+            s[j] = d * scale;
+            if (s[j] > m) m = s[j];
+        }
+        for (int j = 0; j < n; j++) {
+            int p = p_begin + j;
+            size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + (size_t)(p % bs);
+            const float *v = vc + slot * kv_dim + (size_t)kvh * hd;
+            double pj = exp(s[j] - m);
+            l += pj;
+            for (int i = 0; i < hd; i++) {
+                double a = pj * fabs((double)v[i]);
+                a1[i] += a;
+                a2[i] += a * a;
+            }
+        }
+        for (int i = 0; i < hd; i++) {
+            double b = 7.0 * sqrt(a2[i]);
+            bound[(size_t)wi * hd + i] = (float)(u * (a1[i] < b ? a1[i] : b) / l);
+        }
+        free(s);
+        free(a1);
+        free(a2);
+    }
+    return bound;
+}
+
+/* n_seqs sequences of lengths lens[] in a paged cache with shuffled block ids (and a few unused
+ * blocks); the query tokens tk; q read from a fused qkv row. cpu vs cuda with the bound above. */
+static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n_seqs, const int *lens, const attn_tokens_t *tk)
+{
+    char what[200];
+    snprintf(what, sizeof what, "attention %s: h %d kv %d hd %d bs %d win %d, %d tokens", label, sh->n_heads, sh->n_kv,
+             sh->head_dim, sh->block_size, sh->window, tk->n);
+    int bs = sh->block_size, max_blocks = 0, total_blocks = 0;
     for (int s = 0; s < n_seqs; s++) {
-        int nb = (lens[s] + block_size - 1) / block_size;
+        int nb = (lens[s] + bs - 1) / bs;
         if (nb > max_blocks) max_blocks = nb;
         total_blocks += nb;
     }
-    int n_blocks = total_blocks + 3; /* a few unused blocks */
+    int n_blocks = total_blocks + 3;
     int *perm = xmalloc((size_t)n_blocks * sizeof *perm);
     for (int i = 0; i < n_blocks; i++) perm[i] = i;
     for (int i = n_blocks - 1; i > 0; i--) {
@@ -428,18 +529,11 @@ static void test_attention(ctx_t *c, int n_heads, int n_kv, int head_dim, int bl
     }
     int32_t *bt = xmalloc((size_t)n_seqs * max_blocks * 4);
     for (int s = 0, next = 0; s < n_seqs; s++)
-        for (int j = 0; j < max_blocks; j++)
-            bt[s * max_blocks + j] = j < (lens[s] + block_size - 1) / block_size ? perm[next++] : -1;
+        for (int j = 0; j < max_blocks; j++) bt[s * max_blocks + j] = j < (lens[s] + bs - 1) / bs ? perm[next++] : -1;
 
-    int n_tok = n_seqs + chunk + 4, kv_dim = n_kv * head_dim;
-    int32_t *seq = xmalloc((size_t)n_tok * 4), *pos = xmalloc((size_t)n_tok * 4);
-    int t = 0;
-    for (int s = 0; s < n_seqs; s++, t++) { seq[t] = s; pos[t] = lens[s] - 1; }
-    for (int i = 0; i < chunk; i++, t++) { seq[t] = n_seqs - 1; pos[t] = lens[n_seqs - 1] - chunk + i; }
-    for (; t < n_tok; t++) { seq[t] = rand_int(c, 0, n_seqs); pos[t] = rand_int(c, 0, lens[seq[t]]); }
-
-    int q_stride = (n_heads + 2 * n_kv) * head_dim; /* q read from a fused qkv row */
-    size_t cache_n = (size_t)n_blocks * block_size * kv_dim, out_n = (size_t)n_tok * n_heads * head_dim;
+    int n_tok = tk->n, hd = sh->head_dim, kv_dim = sh->n_kv * hd;
+    int q_stride = (sh->n_heads + 2 * sh->n_kv) * hd;
+    size_t cache_n = (size_t)n_blocks * bs * kv_dim, out_n = (size_t)n_tok * sh->n_heads * hd;
     float *q = rand_vec(c, (size_t)n_tok * q_stride, 0.0f, 3.0f); /* peaked softmax, not a plain mean */
     float *kc = rand_vec(c, cache_n, 0.0f, 1.0f), *vc = rand_vec(c, cache_n, 0.0f, 1.0f);
 
@@ -449,30 +543,221 @@ static void test_attention(ctx_t *c, int n_heads, int n_kv, int head_dim, int bl
         d_q[b] = dev_acts(be, q, (size_t)n_tok * q_stride);
         d_k[b] = dev_vals(be, be->kv_dtype, kc, cache_n);
         d_v[b] = dev_vals(be, be->kv_dtype, vc, cache_n);
-        d_seq[b] = dev_i32(be, seq, (size_t)n_tok);
-        d_pos[b] = dev_i32(be, pos, (size_t)n_tok);
+        d_seq[b] = dev_i32(be, tk->seq, (size_t)n_tok);
+        d_pos[b] = dev_i32(be, tk->pos, (size_t)n_tok);
         d_bt[b] = dev_i32(be, bt, (size_t)n_seqs * max_blocks);
         d_out[b] = dev_poison(be, out_n * sits_dtype_size(be->act_dtype));
         sits_attn_args_t a = {
             .n_tokens = n_tok, .seq = d_seq[b], .pos = d_pos[b], .block_tables = d_bt[b], .max_blocks = max_blocks,
-            .block_size = block_size, .n_heads = n_heads, .n_kv_heads = n_kv, .head_dim = head_dim, .window = window,
-            .scale = 1.0f / sqrtf((float)head_dim),
+            .block_size = bs, .n_heads = sh->n_heads, .n_kv_heads = sh->n_kv, .head_dim = hd, .window = sh->window,
+            .scale = 1.0f / sqrtf((float)hd),
         };
         TRY(be->ops->attention(be, d_out[b], d_q[b], q_stride, d_k[b], d_v[b], &a));
     }
-    /* Outputs are convex combinations of V in [-1, 1]: one output rounding plus fp32 softmax noise. */
-    compare_bufs(c, what, d_out, out_n, 2e-4, 8e-3, 0);
+    float *ref = host_f32(c->be[0], d_out[0], out_n), *got = host_f32(c->be[1], d_out[1], out_n);
+    float *pv = attn_pv_bound(sh, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc);
+    const double atol = 2e-4, rtol = 8e-3;
+    size_t bad = 0, worst = 0;
+    double max_err = 0.0, max_ratio = 0.0;
+    for (size_t i = 0; i < out_n; i++) {
+        double r = ref[i], g = got[i], tol = atol + rtol * fabs(r) + pv[i];
+        double err = isnan(r) || isnan(g) ? INFINITY : fabs(g - r);
+        if (err > max_err || (isinf(err) && !isinf(max_err))) { max_err = err; worst = i; }
+        if (err / tol > max_ratio) max_ratio = err / tol;
+        if (!(err <= tol)) {
+            if (bad < 8) {
+                size_t th = i / hd;
+                fprintf(stderr, "  mismatch %s: token %zu (seq %d pos %d) head %zu dim %zu: cpu %.8g cuda %.8g bound %.3g\n",
+                        what, th / sh->n_heads, tk->seq[th / sh->n_heads], tk->pos[th / sh->n_heads], th % sh->n_heads,
+                        i % hd, r, g, tol);
+            }
+            bad++;
+        }
+    }
+    c->checks++;
+    printf("%-4s %s n %zu max abs err %.3g (at %zu: cpu %.5g cuda %.5g), max err/bound %.3g [atol %.1g rtol %.1g + P.V term]\n",
+           bad ? "FAIL" : "ok", what, out_n, max_err, worst, ref[worst], got[worst], max_ratio, atol, rtol);
+    if (bad) {
+        fprintf(stderr, "FAIL %s: %zu of %zu elements out of bounds\n", what, bad, out_n);
+        c->failures++;
+    }
     for (int b = 0; b < N_BE; b++) {
         void *bufs[] = { d_q[b], d_k[b], d_v[b], d_out[b], d_seq[b], d_pos[b], d_bt[b] };
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(c->be[b], bufs[i]);
     }
+    free(ref);
+    free(got);
+    free(pv);
     free(perm);
     free(bt);
-    free(seq);
-    free(pos);
     free(q);
     free(kc);
     free(vc);
+}
+
+/* The original mix: the last position of each sequence (decode), a chunk of the last sequence's
+ * final `chunk` positions, and a few random positions. */
+static void test_attention(ctx_t *c, int n_heads, int n_kv, int head_dim, int block_size, int window, int n_seqs,
+                           const int *lens, int chunk)
+{
+    attn_shape_t sh = { n_heads, n_kv, head_dim, block_size, window };
+    attn_tokens_t tk = { 0 };
+    for (int s = 0; s < n_seqs; s++) tok_chunk(&tk, s, lens[s], 1);
+    tok_chunk(&tk, n_seqs - 1, lens[n_seqs - 1], chunk);
+    for (int i = 0; i < 4; i++) {
+        int s = rand_int(c, 0, n_seqs);
+        tok_add(&tk, s, rand_int(c, 0, lens[s]));
+    }
+    char label[64];
+    snprintf(label, sizeof label, "mix of %d seqs + chunk %d", n_seqs, chunk);
+    attn_case(c, label, &sh, n_seqs, lens, &tk);
+    tok_free(&tk);
+}
+
+/* A decode batch: one token at the last position of each sequence. */
+static void test_attn_decode(ctx_t *c, attn_shape_t sh, int n_seqs, const int *lens)
+{
+    attn_tokens_t tk = { 0 };
+    for (int s = 0; s < n_seqs; s++) tok_chunk(&tk, s, lens[s], 1);
+    char label[64];
+    snprintf(label, sizeof label, "decode %d seqs (ctx %d..)", n_seqs, lens[0]);
+    attn_case(c, label, &sh, n_seqs, lens, &tk);
+    tok_free(&tk);
+}
+
+/* One sequence's prefill chunk of `chunk` tokens after a cached prefix of `prefix`. */
+static void test_attn_prefill(ctx_t *c, attn_shape_t sh, int prefix, int chunk)
+{
+    attn_tokens_t tk = { 0 };
+    int len = prefix + chunk;
+    tok_chunk(&tk, 0, len, chunk);
+    char label[64];
+    snprintf(label, sizeof label, "prefill chunk %d after %d", chunk, prefix);
+    attn_case(c, label, &sh, 1, &len, &tk);
+    tok_free(&tk);
+}
+
+/* A mixed batch: decode tokens around two chunks (A: `chunk_a` of lens[0], B: all of lens[1]),
+ * then random positions. Sequences 2.. decode. */
+static void test_attn_mixed(ctx_t *c, attn_shape_t sh, int n_seqs, const int *lens, int chunk_a)
+{
+    attn_tokens_t tk = { 0 };
+    int s = 2;
+    for (int i = 0; i < 3 && s < n_seqs; i++, s++) tok_chunk(&tk, s, lens[s], 1);
+    tok_chunk(&tk, 0, lens[0], chunk_a);
+    for (int i = 0; i < 2 && s < n_seqs; i++, s++) tok_chunk(&tk, s, lens[s], 1);
+    tok_chunk(&tk, 1, lens[1], lens[1]);
+    for (; s < n_seqs; s++) tok_chunk(&tk, s, lens[s], 1);
+    for (int i = 0; i < 5; i++) {
+        int r = rand_int(c, 0, n_seqs);
+        tok_add(&tk, r, rand_int(c, 0, lens[r]));
+    }
+    attn_case(c, "mixed batch", &sh, n_seqs, lens, &tk);
+    tok_free(&tk);
+}
+
+/* Several short chunks back to back (tiles hold 2-4 sequences, some under the 16-row threshold)
+ * plus decode tokens. */
+static void test_attn_chunks(ctx_t *c, attn_shape_t sh, int n_chunks, int chunk, int n_dec)
+{
+    int n_seqs = n_chunks + n_dec;
+    int *lens = xmalloc((size_t)n_seqs * sizeof *lens);
+    attn_tokens_t tk = { 0 };
+    for (int s = 0; s < n_seqs; s++) lens[s] = rand_int(c, s < n_chunks ? chunk : 1, 3000);
+    for (int s = 0; s < n_seqs; s++) tok_chunk(&tk, s, lens[s], s < n_chunks ? chunk : 1);
+    char label[64];
+    snprintf(label, sizeof label, "%d chunks of %d + %d decodes", n_chunks, chunk, n_dec);
+    attn_case(c, label, &sh, n_seqs, lens, &tk);
+    tok_free(&tk);
+    free(lens);
+}
+
+/* n tokens at random positions of a few sequences (prefill tiles with unordered rows). */
+static void test_attn_random(ctx_t *c, attn_shape_t sh, int n_seqs, const int *lens, int n)
+{
+    attn_tokens_t tk = { 0 };
+    for (int i = 0; i < n; i++) {
+        int s = rand_int(c, 0, n_seqs);
+        tok_add(&tk, s, rand_int(c, 0, lens[s]));
+    }
+    attn_case(c, "random positions", &sh, n_seqs, lens, &tk);
+    tok_free(&tk);
+}
+
+static void test_attention_all(ctx_t *c)
+{
+    /* the original mixes (head_dim 80 / 256 / 512: the generic kernel) */
+    int l1[] = { 1, 37, 1100 };
+    test_attention(c, 8, 2, 128, 16, 0, 3, l1, 5);
+    test_attention(c, 8, 2, 128, 16, 100, 3, l1, 5);
+    int l2[] = { 2000, 5 };
+    test_attention(c, 4, 4, 64, 32, 0, 2, l2, 3);
+    int l3[] = { 300, 1025 };
+    test_attention(c, 6, 1, 80, 16, 257, 2, l3, 4);
+    int l4[] = { 70 };
+    test_attention(c, 2, 1, 256, 8, 0, 1, l4, 7);
+    int l5[] = { 17, 3 };
+    test_attention(c, 2, 2, 512, 16, 1, 2, l5, 2); /* window 1: only the token itself */
+
+    /* decode batches */
+    {
+        int lens[24] = { 1, 2, 63, 64, 65, 129, 5000 };
+        for (int i = 7; i < 24; i++) lens[i] = rand_int(c, 1, 5001);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 24, lens);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 1000 }, 24, lens);
+    }
+    {
+        int one[] = { 5000 }, tiny[] = { 1 }, two[] = { 4097, 300 };
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 1, one);   /* many splits */
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 1, tiny);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 1000 }, 2, two);
+        test_attn_decode(c, (attn_shape_t){ 8, 8, 128, 16, 0 }, 1, one);     /* GQA 1 */
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 32, 0 }, 1, one);     /* GQA 8, head_dim 64 */
+    }
+    {
+        int lens[] = { 3000, 17, 1, 900 };
+        test_attn_decode(c, (attn_shape_t){ 8, 8, 128, 16, 0 }, 4, lens);
+        test_attn_decode(c, (attn_shape_t){ 8, 8, 128, 16, 256 }, 4, lens);
+    }
+    {
+        int lens[30];
+        for (int i = 0; i < 30; i++) lens[i] = rand_int(c, 1, 5001);
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 32, 0 }, 30, lens);
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 64, 16, 333 }, 30, lens);
+    }
+    {
+        int lens[] = { 1000, 5 }, l2b[] = { 100, 777, 64 };
+        test_attn_decode(c, (attn_shape_t){ 24, 1, 128, 16, 0 }, 2, lens);   /* group 24: two row chunks */
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 128, 24, 0 }, 3, l2b);     /* block size 24 */
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 128, 64, 0 }, 3, l2b);
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 64, 8, 50 }, 3, l2b);
+    }
+
+    /* prefill chunks */
+    test_attn_prefill(c, (attn_shape_t){ 16, 2, 128, 16, 0 }, 0, 2048);      /* GQA 8 */
+    test_attn_prefill(c, (attn_shape_t){ 8, 8, 128, 16, 0 }, 3000, 1000);    /* GQA 1, cached prefix */
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 300 }, 100, 777);     /* GQA 4, head_dim 64, window */
+    test_attn_prefill(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 4000, 1);
+    test_attn_prefill(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 50, 17);
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 128, 16, 0 }, 0, 64);         /* exactly one tile */
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 0 }, 10, 65);         /* a last tile of one row */
+    test_attn_prefill(c, (attn_shape_t){ 4, 1, 128, 8, 64 }, 0, 300);
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 128, 24, 0 }, 37, 200);       /* block size 24 */
+    test_attn_prefill(c, (attn_shape_t){ 4, 4, 64, 32, 1 }, 5, 130);         /* window 1 */
+
+    /* mixed batches */
+    {
+        int lens[] = { 1500, 200, 1, 5000, 33, 2048, 700, 64 };
+        test_attn_mixed(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 8, lens, 300);
+        test_attn_mixed(c, (attn_shape_t){ 16, 4, 64, 16, 100 }, 8, lens, 300);
+    }
+    test_attn_chunks(c, (attn_shape_t){ 8, 2, 128, 16, 0 }, 10, 20, 7);
+    test_attn_chunks(c, (attn_shape_t){ 8, 1, 64, 16, 0 }, 6, 40, 3);
+    {
+        int lens[] = { 900, 2500, 40 };
+        test_attn_random(c, (attn_shape_t){ 8, 4, 64, 16, 0 }, 3, lens, 200);
+        test_attn_random(c, (attn_shape_t){ 8, 2, 128, 16, 50 }, 3, lens, 200);
+    }
 }
 
 static void test_silu_mul(ctx_t *c, int n, int dim)
@@ -519,6 +804,424 @@ static void test_gather_rows(ctx_t *c, int n_x, int n_rows, int dim)
     }
     free(x);
     free(rows);
+}
+
+/* ---- [perf] fp32 residual, fp32 logits, device sampling, CUDA graphs ---------------------------- */
+
+/* n fp32 values of a buffer as stored (no dtype conversion). */
+static float *host_raw_f32(sits_backend_t *be, const void *d, size_t n)
+{
+    float *h = xmalloc(n * sizeof *h);
+    TRY(be->ops->sync(be));
+    TRY(be->ops->download(be, h, d, n * sizeof *h));
+    return h;
+}
+
+/* Values that bf16 cannot hold (a bf16 value plus a small odd fp32 part). */
+static float *rand_vec_f32(ctx_t *c, size_t n, float scale)
+{
+    float *v = rand_vec(c, n, 0.0f, scale);
+    for (size_t i = 0; i < n; i++) v[i] += scale * 1e-3f * (float)((rng_next(c) >> 40) % 977) / 977.0f;
+    return v;
+}
+
+static int have_perf_slots(ctx_t *c, const char *what)
+{
+    for (int b = 0; b < N_BE; b++) {
+        const sits_backend_ops_t *o = c->be[b]->ops;
+        if (!o->add_rmsnorm_f32res || !o->matmul_f32out || !o->sample_reduce) {
+            fprintf(stderr, "FAIL %s: the %s backend lacks an optional [perf] slot\n", what, o->name);
+            c->failures++;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* residual (fp32) += x (act dtype); out = rmsnorm(residual) * w. The residual must come back bit for
+ * bit equal to the cpu's fp32 sum (no bf16 rounding anywhere), out within one bf16 rounding. */
+static void test_add_rmsnorm_f32res(ctx_t *c, int n, int dim, int repeats)
+{
+    char what[128], w2[160];
+    snprintf(what, sizeof what, "add_rmsnorm_f32res n %d dim %d x%d", n, dim, repeats);
+    if (!have_perf_slots(c, what)) return;
+    size_t nd = (size_t)n * dim;
+    float *res = rand_vec_f32(c, nd, 2.0f), *w = rand_vec(c, (size_t)dim, 1.0f, 0.5f);
+    const float eps = 1e-5f;
+    void *d_x[N_BE], *d_res[N_BE], *d_w[N_BE], *d_out[N_BE];
+    float *xs[4];
+    for (int r = 0; r < repeats; r++) xs[r] = rand_vec(c, nd, 0.0f, 1.0f);
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_w[b] = dev_weight(be, w, 1, dim);
+        d_res[b] = dev_vals(be, SITS_DT_F32, res, nd);
+        d_out[b] = dev_poison(be, nd * sits_dtype_size(be->act_dtype));
+        d_x[b] = NULL;
+        for (int r = 0; r < repeats; r++) { /* the residual accumulates over sublayers */
+            if (d_x[b]) dev_free(be, d_x[b]);
+            d_x[b] = dev_acts(be, xs[r], nd);
+            TRY(be->ops->add_rmsnorm_f32res(be, d_out[b], d_res[b], d_x[b], d_w[b], n, dim, eps));
+        }
+    }
+    float *r0 = host_raw_f32(c->be[0], d_res[0], nd), *r1 = host_raw_f32(c->be[1], d_res[1], nd);
+    snprintf(w2, sizeof w2, "%s (fp32 residual, exact)", what);
+    compare(c, w2, r0, r1, nd, TOL_EXACT, 0);
+    free(r0);
+    free(r1);
+    compare_bufs(c, what, d_out, nd, TOL_ONE_ROUNDING, 0);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_x[b]);
+        dev_free(c->be[b], d_res[b]);
+        dev_free(c->be[b], d_w[b]);
+        dev_free(c->be[b], d_out[b]);
+    }
+    for (int r = 0; r < repeats; r++) free(xs[r]);
+    free(res);
+    free(w);
+}
+
+/* y fp32 = x . w^T: only the summation order differs from the cpu; the bound (1e-4 + 5e-4 |y|,
+ * |y| ~ 0.3) is below a typical bf16 rounding of y (up to 2^-9 |y|), so most elements of a bf16
+ * output would fail it. */
+static void test_matmul_f32out(ctx_t *c, int n, int in, int out)
+{
+    char what[128];
+    snprintf(what, sizeof what, "matmul_f32out n %d in %d out %d", n, in, out);
+    if (!have_perf_slots(c, what)) return;
+    float *x = rand_vec(c, (size_t)n * in, 0.0f, 1.0f);
+    float *w = rand_vec(c, (size_t)out * in, 0.0f, 1.0f / sqrtf((float)in));
+    void *d_x[N_BE], *d_w[N_BE], *d_y[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_x[b] = dev_acts(be, x, (size_t)n * in);
+        d_w[b] = dev_weight(be, w, out, in);
+        d_y[b] = dev_poison(be, (size_t)n * out * sizeof(float));
+        TRY(be->ops->matmul_f32out(be, d_y[b], d_x[b], d_w[b], NULL, n, in, out));
+    }
+    float *ref = host_raw_f32(c->be[0], d_y[0], (size_t)n * out), *got = host_raw_f32(c->be[1], d_y[1], (size_t)n * out);
+    compare(c, what, ref, got, (size_t)n * out, 1e-4, 5e-4, 0);
+    free(ref);
+    free(got);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_x[b]);
+        dev_free(c->be[b], d_w[b]);
+        dev_free(c->be[b], d_y[b]);
+    }
+    free(x);
+    free(w);
+}
+
+enum { PAT_RANDOM, PAT_TIES, PAT_SIGNED_ZERO, PAT_FLAT, PAT_NEG_INF };
+static const char *pat_name[] = { "random", "ties", "signed-zeros", "flat", "-inf" };
+
+static void sample_logits(ctx_t *c, float *row, int v, int pat)
+{
+    for (int i = 0; i < v; i++) {
+        double u = (double)(rng_next(c) >> 11) / 9007199254740992.0;
+        switch (pat) {
+        case PAT_RANDOM: row[i] = (float)(12.0 * u - 6.0) + (i % 97 == 0 ? 9.0f : 0.0f); break;
+        case PAT_TIES: row[i] = (float)((int)(u * 7.0)) * 0.5f; break;          /* 7 distinct values */
+        case PAT_SIGNED_ZERO: row[i] = u < 0.3 ? 0.0f : u < 0.6 ? -0.0f : (float)(-u); break;
+        case PAT_FLAT: row[i] = 0.25f; break;
+        default: row[i] = u < 0.95 ? -INFINITY : (float)(u * 3.0); break;
+        }
+    }
+}
+
+static int cand_order(const void *a_, const void *b_)
+{
+    const sits_sample_cand_t *a = a_, *b = b_;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int same_f32(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (a == b && a == 0.0f) ; }
+
+/* n rows of v_count logits (ids from v_start), each row's mode = (row + mode0) % 4; c candidates.
+ * Compares the records field by field: best exactly (value bits and id), n, lse within 1e-6
+ * relative (double sums in another order), candidates as sorted lists exactly. */
+static void test_sample_reduce(ctx_t *c, int n, int v_start, int v_count, int cands, int pat, int mode0)
+{
+    char what[160];
+    snprintf(what, sizeof what, "sample_reduce n %d vocab [%d,+%d) c %d %s modes %d..", n, v_start, v_count, cands,
+             pat_name[pat], mode0);
+    if (!have_perf_slots(c, what)) return;
+    size_t nv = (size_t)n * v_count, rec = SITS_SAMPLE_REC_BYTES(cands), bytes = rec * (size_t)n;
+    float *logits = xmalloc((nv ? nv : 1) * sizeof *logits);
+    for (int s = 0; s < n; s++) sample_logits(c, logits + (size_t)s * v_count, v_count, pat);
+    sits_sample_row_t *rows = calloc((size_t)n, sizeof *rows);
+    const float temps[] = { 1.0f, 0.7f, 1.3f, 0.05f };
+    for (int s = 0; s < n; s++) {
+        rows[s].mode = (s + mode0) % 4;
+        rows[s].temperature = rows[s].mode == SITS_SAMPLE_GREEDY ? 0.0f : temps[s % 4];
+        rows[s].inv_temp = rows[s].mode == SITS_SAMPLE_GREEDY ? 0.0f : 1.0f / rows[s].temperature;
+        rows[s].seed = 0x1234567ull * (uint64_t)(s + 1) + (uint64_t)pat;
+        rows[s].step = (uint64_t)(s * 7 + 3);
+    }
+    void *d_l[N_BE], *d_rows[N_BE], *d_rec[N_BE];
+    unsigned char *h_rec[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        TRY(be->ops->alloc(be, (nv ? nv : 1) * sizeof(float), &d_l[b]));
+        if (nv) TRY(be->ops->upload(be, d_l[b], logits, nv * sizeof(float)));
+        TRY(be->ops->alloc(be, sizeof *rows * (size_t)n, &d_rows[b]));
+        TRY(be->ops->upload(be, d_rows[b], rows, sizeof *rows * (size_t)n));
+        d_rec[b] = dev_poison(be, bytes);
+        TRY(be->ops->sample_reduce(be, d_rec[b], d_l[b], n, v_start, v_count, d_rows[b], cands));
+        h_rec[b] = xmalloc(bytes);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h_rec[b], d_rec[b], bytes));
+    }
+    int bad = 0;
+    double max_lse_err = 0.0;
+    sits_sample_cand_t *ca = xmalloc(sizeof *ca * (size_t)cands), *cb = xmalloc(sizeof *cb * (size_t)cands);
+    for (int s = 0; s < n; s++) {
+        const sits_sample_rec_t *ra = (const sits_sample_rec_t *)(h_rec[0] + rec * s), *rb = (const sits_sample_rec_t *)(h_rec[1] + rec * s);
+        char why[200] = "";
+        if (ra->n != rb->n) snprintf(why, sizeof why, "n: cpu %d cuda %d", ra->n, rb->n);
+        else if (ra->best.id != rb->best.id || !same_f32(ra->best.logit, rb->best.logit))
+            snprintf(why, sizeof why, "best: cpu %d (%.9g) cuda %d (%.9g)", ra->best.id, ra->best.logit, rb->best.id,
+                     rb->best.logit);
+        else if (isinf(ra->lse) || isinf(rb->lse) ? !same_f32(ra->lse, rb->lse)
+                                                   : fabs(ra->lse - rb->lse) > 1e-6 * fabs(ra->lse) + 1e-6)
+            snprintf(why, sizeof why, "lse: cpu %.9g cuda %.9g", ra->lse, rb->lse);
+        else if (ra->n > 0) {
+            if (!isinf(ra->lse) && fabs(ra->lse - rb->lse) > max_lse_err) max_lse_err = fabs(ra->lse - rb->lse);
+            int m = ra->n > cands ? cands : ra->n;
+            memcpy(ca, ra + 1, sizeof *ca * (size_t)m);
+            memcpy(cb, rb + 1, sizeof *cb * (size_t)m);
+            qsort(ca, (size_t)m, sizeof *ca, cand_order);
+            qsort(cb, (size_t)m, sizeof *cb, cand_order);
+            for (int i = 0; i < m; i++)
+                if (ca[i].id != cb[i].id || !same_f32(ca[i].logit, cb[i].logit)) {
+                    snprintf(why, sizeof why, "candidate %d of %d (sorted): cpu id %d (%.9g) cuda id %d (%.9g)", i, m, ca[i].id,
+                             ca[i].logit, cb[i].id, cb[i].logit);
+                    break;
+                }
+        }
+        if (why[0]) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s row %d (mode %d): %s\n", what, s, rows[s].mode, why);
+            bad++;
+        }
+    }
+    c->checks++;
+    printf("%-4s %-58s rows %-4d max lse err %.3g\n", bad ? "FAIL" : "ok", what, n, max_lse_err);
+    if (bad) {
+        fprintf(stderr, "FAIL %s: %d of %d records differ\n", what, bad, n);
+        c->failures++;
+    }
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_l[b]);
+        dev_free(c->be[b], d_rows[b]);
+        dev_free(c->be[b], d_rec[b]);
+        free(h_rec[b]);
+    }
+    free(ca);
+    free(cb);
+    free(rows);
+    free(logits);
+}
+
+/* The device port of the RNG: Gumbel-max over constant logits picks argmax_i u_i, so the best id
+ * and its score expose any difference in the hash or the double log. Many (seed, step) pairs. */
+static void test_sample_rng(ctx_t *c, int n, int v_start, int v_count)
+{
+    char what[128];
+    snprintf(what, sizeof what, "sample_reduce gumbel rng n %d vocab [%d,+%d)", n, v_start, v_count);
+    if (!have_perf_slots(c, what)) return;
+    size_t nv = (size_t)n * v_count, rec = SITS_SAMPLE_REC_BYTES(1);
+    float *logits = xmalloc(nv * sizeof *logits);
+    for (size_t i = 0; i < nv; i++) logits[i] = 1.5f;
+    sits_sample_row_t *rows = calloc((size_t)n, sizeof *rows);
+    for (int s = 0; s < n; s++) {
+        rows[s].mode = SITS_SAMPLE_GUMBEL;
+        rows[s].temperature = 0.9f;
+        rows[s].inv_temp = 1.0f / 0.9f;
+        rows[s].seed = s % 3 == 0 ? (uint64_t)s : rng_next(c);
+        rows[s].step = s % 5 == 0 ? UINT64_MAX - (uint64_t)s : rng_next(c) >> (s % 64);
+    }
+    unsigned char *h[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *d_l, *d_rows, *d_rec;
+        TRY(be->ops->alloc(be, nv * sizeof(float), &d_l));
+        TRY(be->ops->upload(be, d_l, logits, nv * sizeof(float)));
+        TRY(be->ops->alloc(be, sizeof *rows * (size_t)n, &d_rows));
+        TRY(be->ops->upload(be, d_rows, rows, sizeof *rows * (size_t)n));
+        d_rec = dev_poison(be, rec * (size_t)n);
+        TRY(be->ops->sample_reduce(be, d_rec, d_l, n, v_start, v_count, d_rows, 1));
+        h[b] = xmalloc(rec * (size_t)n);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h[b], d_rec, rec * (size_t)n));
+        dev_free(be, d_l);
+        dev_free(be, d_rows);
+        dev_free(be, d_rec);
+    }
+    int bad = 0;
+    for (int s = 0; s < n; s++) {
+        const sits_sample_rec_t *ra = (const sits_sample_rec_t *)(h[0] + rec * s), *rb = (const sits_sample_rec_t *)(h[1] + rec * s);
+        if (ra->best.id != rb->best.id || !same_f32(ra->best.logit, rb->best.logit)) {
+            if (bad < 8)
+                fprintf(stderr, "  mismatch %s row %d (seed %llu step %llu): cpu %d (%.9g) cuda %d (%.9g)\n", what, s,
+                        (unsigned long long)rows[s].seed, (unsigned long long)rows[s].step, ra->best.id, ra->best.logit,
+                        rb->best.id, rb->best.logit);
+            bad++;
+        }
+    }
+    c->checks++;
+    printf("%-4s %-58s rows %d\n", bad ? "FAIL" : "ok", what, n);
+    if (bad) {
+        fprintf(stderr, "FAIL %s: %d of %d rows differ (the device RNG port is not bit-exact)\n", what, bad, n);
+        c->failures++;
+    }
+    free(h[0]);
+    free(h[1]);
+    free(rows);
+    free(logits);
+}
+
+/* CUDA graphs (cuda only; the cpu backend has no graph slots): record add_rmsnorm_f32res +
+ * matmul_f32out once, replay it three times with new x uploaded in between, and compare each
+ * replay with the cpu running the same ops eagerly; then check that an upload during a capture is
+ * refused and that the stream works after graph_end. */
+static void test_graph(ctx_t *c, int n, int dim, int out)
+{
+    char what[128];
+    snprintf(what, sizeof what, "graph replay n %d dim %d out %d", n, dim, out);
+    sits_backend_t *cpu = c->be[0], *gpu = c->be[1];
+    if (cpu->ops->graph_begin) {
+        fprintf(stderr, "FAIL %s: the cpu backend claims graph support\n", what);
+        c->failures++;
+    }
+    if (!gpu->ops->graph_begin || !gpu->ops->graph_end || !gpu->ops->graph_launch || !gpu->ops->graph_destroy ||
+        !have_perf_slots(c, what)) {
+        fprintf(stderr, "FAIL %s: the cuda backend lacks graph slots\n", what);
+        c->failures++;
+        return;
+    }
+    size_t nd = (size_t)n * dim;
+    float *res = rand_vec_f32(c, nd, 1.0f), *w = rand_vec(c, (size_t)dim, 1.0f, 0.5f);
+    float *wm = rand_vec(c, (size_t)out * dim, 0.0f, 1.0f / sqrtf((float)dim));
+    void *d_x[N_BE], *d_res[N_BE], *d_w[N_BE], *d_wm[N_BE], *d_h[N_BE], *d_y[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        TRY(be->ops->alloc(be, nd * sits_dtype_size(be->act_dtype), &d_x[b]));
+        d_res[b] = dev_vals(be, SITS_DT_F32, res, nd);
+        d_w[b] = dev_weight(be, w, 1, dim);
+        d_wm[b] = dev_weight(be, wm, out, dim);
+        d_h[b] = dev_poison(be, nd * sits_dtype_size(be->act_dtype));
+        d_y[b] = dev_poison(be, (size_t)n * out * sizeof(float));
+    }
+    /* warm-up outside the capture, as the engine does (builds the GEMM plan, loads the kernels):
+     * x = 0 leaves the residual as it is */
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        TRY(be->ops->memset0(be, d_x[b], nd * sits_dtype_size(be->act_dtype)));
+        TRY(be->ops->add_rmsnorm_f32res(be, d_h[b], d_res[b], d_x[b], d_w[b], n, dim, 1e-5f));
+        TRY(be->ops->matmul_f32out(be, d_y[b], d_h[b], d_wm[b], NULL, n, dim, out));
+        TRY(be->ops->sync(be));
+    }
+    void *g = NULL;
+    TRY(gpu->ops->graph_begin(gpu));
+    sits_status_t s1 = gpu->ops->add_rmsnorm_f32res(gpu, d_h[1], d_res[1], d_x[1], d_w[1], n, dim, 1e-5f);
+    sits_status_t s2 = gpu->ops->matmul_f32out(gpu, d_y[1], d_h[1], d_wm[1], NULL, n, dim, out);
+    sits_status_t s3 = gpu->ops->graph_end(gpu, &g);
+    if (s1 != SITS_OK || s2 != SITS_OK || s3 != SITS_OK) {
+        fprintf(stderr, "FAIL %s: capture: add_rmsnorm_f32res %s, matmul_f32out %s, graph_end %s\n", what, sits_status_str(s1),
+                sits_status_str(s2), sits_status_str(s3));
+        c->failures++;
+    } else {
+        for (int it = 0; it < 3; it++) {
+            float *x = rand_vec(c, nd, 0.0f, 1.0f);
+            for (int b = 0; b < N_BE; b++) {
+                sits_backend_t *be = c->be[b]; /* new contents at the captured address */
+                if (be->act_dtype == SITS_DT_BF16) {
+                    uint16_t *h16 = xmalloc(nd * 2);
+                    for (size_t i = 0; i < nd; i++) h16[i] = sits_f32_to_bf16(x[i]);
+                    TRY(be->ops->upload(be, d_x[b], h16, nd * 2));
+                    free(h16);
+                } else {
+                    TRY(be->ops->upload(be, d_x[b], x, nd * sizeof(float)));
+                }
+            }
+            TRY(cpu->ops->add_rmsnorm_f32res(cpu, d_h[0], d_res[0], d_x[0], d_w[0], n, dim, 1e-5f));
+            TRY(cpu->ops->matmul_f32out(cpu, d_y[0], d_h[0], d_wm[0], NULL, n, dim, out));
+            TRY(gpu->ops->graph_launch(gpu, g));
+            char w2[160];
+            float *r0 = host_raw_f32(cpu, d_res[0], nd), *r1 = host_raw_f32(gpu, d_res[1], nd);
+            snprintf(w2, sizeof w2, "%s replay %d (fp32 residual, exact)", what, it);
+            compare(c, w2, r0, r1, nd, TOL_EXACT, 0);
+            free(r0);
+            free(r1);
+            /* y: a bf16 rounding of h (one step) times w, summed: ~1 rounding of |y| ~ 0.6 plus order */
+            float *y0 = host_raw_f32(cpu, d_y[0], (size_t)n * out), *y1 = host_raw_f32(gpu, d_y[1], (size_t)n * out);
+            snprintf(w2, sizeof w2, "%s replay %d (y)", what, it);
+            compare(c, w2, y0, y1, (size_t)n * out, 2e-3, 1e-2, 0);
+            free(y0);
+            free(y1);
+            free(x);
+        }
+        gpu->ops->graph_destroy(gpu, g);
+    }
+    /* a wait inside a capture is refused; the stream is usable after graph_end */
+    g = NULL;
+    TRY(gpu->ops->graph_begin(gpu));
+    float one = 1.0f;
+    sits_status_t su = gpu->ops->upload(gpu, d_y[1], &one, sizeof one);
+    sits_status_t se = gpu->ops->graph_end(gpu, &g);
+    if (g) gpu->ops->graph_destroy(gpu, g);
+    c->checks++;
+    if (su == SITS_OK) {
+        fprintf(stderr, "FAIL %s: upload during a capture was accepted (graph_end: %s)\n", what, sits_status_str(se));
+        c->failures++;
+    }
+    TRY(gpu->ops->memset0(gpu, d_y[1], sizeof(float)));
+    float z = -1.0f;
+    TRY(gpu->ops->sync(gpu));
+    TRY(gpu->ops->download(gpu, &z, d_y[1], sizeof z));
+    if (z != 0.0f) {
+        fprintf(stderr, "FAIL %s: the stream does not work after an aborted capture (got %g)\n", what, z);
+        c->failures++;
+    }
+    printf("%-4s %-58s (refused upload in capture: %s)\n", su != SITS_OK && z == 0.0f ? "ok" : "FAIL", "graph capture guard",
+           sits_status_str(su));
+    for (int b = 0; b < N_BE; b++) {
+        void *bufs[] = { d_x[b], d_res[b], d_w[b], d_wm[b], d_h[b], d_y[b] };
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(c->be[b], bufs[i]);
+    }
+    free(res);
+    free(w);
+    free(wm);
+}
+
+static void test_perf_all(ctx_t *c)
+{
+    test_add_rmsnorm_f32res(c, 1, 4096, 1);
+    test_add_rmsnorm_f32res(c, 7, 4096, 3);
+    test_add_rmsnorm_f32res(c, 3, 77, 2); /* scalar path */
+    test_matmul_f32out(c, 1, 4096, 4000);
+    test_matmul_f32out(c, 5, 512, 1000);
+    test_matmul_f32out(c, 64, 1024, 2048);
+    test_matmul_f32out(c, 3, 130, 66);
+    /* Llama-3 vocab slices (TP 1 and 2), all modes, candidate counts around and beyond the slice */
+    test_sample_reduce(c, 4, 0, 128256, 50, PAT_RANDOM, 0);
+    test_sample_reduce(c, 4, 64128, 64128, 256, PAT_RANDOM, 2);
+    test_sample_reduce(c, 8, 1000, 5000, 1024, PAT_RANDOM, 1);
+    test_sample_reduce(c, 8, 0, 5000, 300, PAT_TIES, 0);
+    test_sample_reduce(c, 8, 0, 5000, 17, PAT_TIES, 3);
+    test_sample_reduce(c, 4, 7, 3000, 40, PAT_SIGNED_ZERO, 2);
+    test_sample_reduce(c, 4, 0, 4096, 100, PAT_FLAT, 0);
+    test_sample_reduce(c, 4, 0, 4096, 100, PAT_NEG_INF, 1);
+    test_sample_reduce(c, 4, 0, 4096, 500, PAT_NEG_INF, 2); /* fewer finite values than c */
+    test_sample_reduce(c, 4, 100, 100, 256, PAT_RANDOM, 0); /* the whole slice fits */
+    test_sample_reduce(c, 4, 100, 256, 256, PAT_RANDOM, 2); /* exactly c */
+    test_sample_reduce(c, 4, 100, 257, 256, PAT_TIES, 2);   /* one more than c */
+    test_sample_reduce(c, 4, 500, 0, 8, PAT_RANDOM, 0);     /* a rank with no vocabulary */
+    test_sample_reduce(c, 64, 0, 2048, 1, PAT_RANDOM, 0);   /* a decode batch */
+    test_sample_rng(c, 200, 0, 4096);
+    test_sample_rng(c, 16, 123456, 64128);
+    test_graph(c, 4, 4096, 1024);
+    test_graph(c, 1, 128, 512);
 }
 
 int main(void)
@@ -572,19 +1275,7 @@ int main(void)
     test_kv_write(&c, 6, 3, 1, 36, 20);
     test_kv_write(&c, 9, 5, 1, 6, 16); /* kv_dim 6: scalar path */
 
-    {
-        int l1[] = { 1, 37, 1100 };
-        test_attention(&c, 8, 2, 128, 16, 0, 3, l1, 5);
-        test_attention(&c, 8, 2, 128, 16, 100, 3, l1, 5);
-        int l2[] = { 2000, 5 };
-        test_attention(&c, 4, 4, 64, 32, 0, 2, l2, 3);
-        int l3[] = { 300, 1025 };
-        test_attention(&c, 6, 1, 80, 16, 257, 2, l3, 4);
-        int l4[] = { 70 };
-        test_attention(&c, 2, 1, 256, 8, 0, 1, l4, 7);
-        int l5[] = { 17, 3 };
-        test_attention(&c, 2, 2, 512, 16, 1, 2, l5, 2); /* window 1: only the token itself */
-    }
+    test_attention_all(&c); /* [attention] */
 
     test_silu_mul(&c, 3, 11008);
     test_silu_mul(&c, 7, 37);
@@ -592,6 +1283,8 @@ int main(void)
 
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
+
+    test_perf_all(&c); /* [perf] */
 
     sits_backend_destroy(c.be[1]);
     sits_backend_destroy(c.be[0]);

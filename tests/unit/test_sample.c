@@ -7,7 +7,9 @@
  *   - sampled frequencies follow softmax(l / T) restricted to the allowed set (within 5 sigma);
  *   - the vocabulary split does not change the result: every rank's token equals the one a single
  *     rank (MPI_COMM_SELF) samples from the whole vocabulary;
- *   - top-p whose nucleus is wider than the candidate budget (256 per rank) is still exact. */
+ *   - top-p whose nucleus is wider than the candidate budget (256 per rank) is still exact;
+ *   - [perf] the pieces of the engine's device path: parameter rows and modes, the reduction's
+ *     records against plain loops, and reduce + merge over the slices = the whole-vocabulary token. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -214,6 +216,117 @@ static void test_batch_rows(void **state)
     free(mine);
 }
 
+/* ---- [perf] the pieces of the engine's device path ------------------------------------------------ */
+
+static void test_rows_modes(void **state)
+{
+    sits_sample_params_t p[6] = {
+        { .temperature = 0.0f, .top_p = 1.0f }, { .temperature = 0.9f, .top_k = 1, .top_p = 0.5f },
+        { .temperature = 0.8f, .top_p = 1.0f, .seed = 3, .step = 4 }, { .temperature = 1.0f, .top_k = 40, .top_p = 1.0f },
+        { .temperature = 0.7f, .top_p = 0.9f }, { .temperature = 0.7f, .top_k = 10, .top_p = 0.9f } };
+    const int want[6] = { SITS_SAMPLE_GREEDY, SITS_SAMPLE_GREEDY, SITS_SAMPLE_GUMBEL, SITS_SAMPLE_TOPC, SITS_SAMPLE_TOPC_LSE,
+                          SITS_SAMPLE_TOPC };
+    sits_sample_row_t rows[6];
+    sits_sample_rows(6, p, rows);
+    for (int i = 0; i < 6; i++) {
+        if (rows[i].mode != want[i]) fail_msg("params %d: mode %d, expected %d", i, rows[i].mode, want[i]);
+        if (rows[i].mode == SITS_SAMPLE_GUMBEL && rows[i].inv_temp != 1.0f / p[i].temperature) fail_msg("params %d: 1/T", i);
+    }
+    assert_true(rows[2].seed == 3 && rows[2].step == 4);
+    assert_int_equal(sits_sample_cands(1, &p[0]), 1);
+    assert_int_equal(sits_sample_cands(6, p), 256); /* top-p without top-k: the 256 budget */
+    assert_int_equal(sits_sample_cands(4, p), 40);
+}
+
+static int by_logit_id(const void *a_, const void *b_)
+{
+    const sits_sample_cand_t *a = a_, *b = b_;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The reduction's records against plain loops written here: argmax, Gumbel argmax, a full sort,
+ * a double log-sum-exp. Logits with many ties (values in steps of 0.25). */
+static void test_reduce_records(void **state)
+{
+    enum { V = 700, C = 37, V0 = 1000 };
+    float l[V];
+    srand(7);
+    for (int i = 0; i < V; i++) l[i] = 0.25f * (float)(rand() % 40) - 5.0f;
+    for (int mode = 0; mode < 4; mode++) {
+        sits_sample_row_t row = { .temperature = 0.6f, .inv_temp = 1.0f / 0.6f, .mode = mode, .seed = 99, .step = 5 };
+        unsigned char rec[SITS_SAMPLE_REC_BYTES(C)];
+        sits_backend_cpu_sample_reduce(rec, l, 1, V0, V, &row, C);
+        const sits_sample_rec_t *h = (const sits_sample_rec_t *)rec;
+        const sits_sample_cand_t *cd = (const sits_sample_cand_t *)(h + 1);
+        if (mode == SITS_SAMPLE_GREEDY || mode == SITS_SAMPLE_GUMBEL) {
+            int best = -1;
+            float bv = 0;
+            for (int i = 0; i < V; i++) {
+                float v = mode == 0 ? l[i] : l[i] * row.inv_temp + (float)-log(-log(sits_sample_uniform(99, 5, V0 + i)));
+                if (best < 0 || v > bv) { best = i; bv = v; }
+            }
+            assert_int_equal(h->best.id, V0 + best);
+            assert_true(h->best.logit == bv);
+            assert_int_equal(h->n, 0);
+            continue;
+        }
+        sits_sample_cand_t all[V];
+        for (int i = 0; i < V; i++) { all[i].logit = l[i]; all[i].id = V0 + i; }
+        qsort(all, V, sizeof all[0], by_logit_id);
+        assert_int_equal(h->n, C);
+        sits_sample_cand_t got[C];
+        memcpy(got, cd, sizeof got);
+        qsort(got, C, sizeof got[0], by_logit_id);
+        for (int i = 0; i < C; i++)
+            if (got[i].id != all[i].id || got[i].logit != all[i].logit)
+                fail_msg("mode %d candidate %d: id %d (%g), expected %d (%g)", mode, i, got[i].id, got[i].logit, all[i].id,
+                         all[i].logit);
+        assert_int_equal(h->best.id, -1);
+        if (mode == SITS_SAMPLE_TOPC_LSE) {
+            double z = 0;
+            for (int i = 0; i < V; i++) z += exp(l[i] / 0.6);
+            if (fabs(h->lse - log(z)) > 1e-5 * fabs(log(z))) fail_msg("lse %.8g, expected %.8g", h->lse, log(z));
+        } else {
+            assert_true(isinf(h->lse) && h->lse < 0);
+        }
+    }
+}
+
+/* Records reduced from each rank's slice and merged with sits_sample_merge give the token sits_sample
+ * gives on the whole vocabulary on one rank (the engine's device path is TP-invariant too). */
+static void test_merge_pieces(void **state)
+{
+    enum { V = 900, N = 4 };
+    float l[N * V];
+    for (int s = 0; s < N; s++) fill_logits(l + s * V, V, 300 + (unsigned)s, 6.0f);
+    sits_sample_params_t p[N] = { { .temperature = 0.0f, .top_p = 1.0f }, { .temperature = 1.1f, .top_p = 1.0f, .seed = 8 },
+                                  { .temperature = 0.9f, .top_k = 25, .top_p = 0.95f, .seed = 9 },
+                                  { .temperature = 0.8f, .top_p = 0.9f, .seed = 10 } };
+    int vs, vc;
+    slice(V, &vs, &vc);
+    for (int it = 0; it < 20; it++) {
+        for (int s = 0; s < N; s++) p[s].step = (uint64_t)it;
+        int c = sits_sample_cands(N, p);
+        sits_sample_row_t rows[N];
+        sits_sample_rows(N, p, rows);
+        float *mine = malloc(sizeof(float) * N * (size_t)(vc ? vc : 1));
+        for (int s = 0; s < N; s++) memcpy(mine + s * vc, l + s * V + vs, sizeof(float) * (size_t)vc);
+        unsigned char *rec = calloc(N, SITS_SAMPLE_REC_BYTES(c));
+        sits_backend_cpu_sample_reduce(rec, mine, N, vs, vc, rows, c);
+        int32_t t[N], ref[N];
+        int need_full = -1;
+        assert_int_equal(sits_sample_merge(g_world, rec, N, c, p, t, &need_full), SITS_OK);
+        assert_true(need_full == 0 || need_full == 1);
+        for (int s = 0; s < N; s++) {
+            assert_int_equal(sits_sample(g_self, l + s * V, 1, 0, V, &p[s], &ref[s]), SITS_OK);
+            if (!need_full && t[s] != ref[s]) fail_msg("iteration %d row %d: merged %d, whole-vocabulary %d", it, s, t[s], ref[s]);
+        }
+        free(rec);
+        free(mine);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -226,6 +339,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_wide_nucleus_exact),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_batch_rows),
+        cmocka_unit_test(test_rows_modes),
+        cmocka_unit_test(test_reduce_records),
+        cmocka_unit_test(test_merge_pieces),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     int total = 0;

@@ -1,0 +1,209 @@
+/* attention_mma.cuh -- internal to kernels/attention*.cu: the parameter block of the tensor-core
+ * attention kernels, their launchers, and the device helpers they share (cp.async, ldmatrix,
+ * mma.sync m16n8k16 bf16 -> fp32, the swizzled shared-memory tile layout, the paged K/V tile
+ * loader and the online-softmax step).
+ *
+ * Shared-memory tiles are [rows][D] bf16 (D = head_dim, 64 or 128) stored in 16-byte chunks
+ * whose index is XORed with (row & 7): ldmatrix of 8 rows at one logical chunk and cp.async of
+ * whole rows are then free of bank conflicts.
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, q = lane % 4): A (16x16, row-major):
+ * a0 (row g, cols 2q..2q+1), a1 (row g+8, same cols), a2 (row g, cols 2q+8..), a3 (row g+8, cols
+ * 2q+8..); B (16x8): b0 (k rows 2q..2q+1, col g), b1 (k rows 2q+8.., col g); C (16x8 fp32):
+ * c0,c1 (row g, cols 2q, 2q+1), c2,c3 (row g+8, same cols). Scores are kept in base 2: S is
+ * multiplied by scale * log2(e) and exp2 is used, which is the same softmax. */
+#ifndef SITS_KERNELS_ATTENTION_MMA_CUH
+#define SITS_KERNELS_ATTENTION_MMA_CUH
+
+#include "kernels/common.cuh"
+
+#define ATT_THREADS 128       /* 4 warps per CTA in both kernels */
+#define ATT_KT 64             /* keys per shared-memory tile */
+#define ATT_PF_ROWS 64        /* query rows (batch tokens) per prefill tile, 16 per warp */
+#define ATT_PF_OWN_MIN 16     /* a prefill tile owns the rows of a sequence with >= this many rows in it */
+#define ATT_MAX_SPLITS 64     /* most split-K partitions per token */
+#define ATT_SCRATCH_HDR 256   /* bytes before the token list in the scratch: the list's length (int) */
+
+/* Everything the tensor-core kernels need; passed by value. */
+struct att_params {
+    sits_bf16_t *out;             /* [n_tokens, n_heads * D] */
+    const sits_bf16_t *q;         /* rows of q_row_stride, head h at h * D */
+    const sits_bf16_t *k_cache, *v_cache; /* [n_blocks, block_size, n_kv_heads, D] */
+    const int32_t *seq, *pos, *block_tables;
+    int *list_count;              /* list mode: tokens the prefill kernel left to the decode kernel; NULL = all tokens */
+    int *list;                    /* [n_tokens] their indices */
+    float *part;                  /* split-K partials (see att_part_*); NULL = no split-K */
+    long long part_floats;        /* capacity of part */
+    int q_row_stride, max_blocks, block_size, bs_shift; /* bs_shift = log2(block_size) or -1 */
+    int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16) */
+    int window;
+    int target_ctas;              /* split-K aims at about this many decode work items */
+    float scale_log2;             /* scale * log2(e) */
+};
+
+/* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
+sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
+sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream);
+sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream);
+int att_decode_smem_bytes(int head_dim);
+
+/* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
+ * by the scratch capacity (m, l and D floats per token, head and split) and ATT_MAX_SPLITS.
+ * Host and device compute it identically (the host to size the grid in the plain mode). */
+static __host__ __device__ __forceinline__ int att_splits(int n_list, int n_kv_heads, int n_chunks, int n_heads, int D,
+                                                          int target_ctas, long long part_floats, int have_part)
+{
+    if (!have_part || n_list <= 0) return 1;
+    long long units = (long long)n_list * n_kv_heads * n_chunks;
+    long long s = (target_ctas + units - 1) / units;
+    long long cap = (part_floats - 4) / ((long long)n_list * n_heads * (D + 2)); /* 4: ml's rounding up */
+    if (s > cap) s = cap;
+    if (s > ATT_MAX_SPLITS) s = ATT_MAX_SPLITS;
+    return s < 1 ? 1 : (int)s;
+}
+
+/* Positions per partition for a context of L positions cut in S: ceil(L / S) rounded up to whole tiles. */
+static __device__ __forceinline__ int att_part_len(int L, int S)
+{
+    int per = (L + S - 1) / S;
+    return (per + ATT_KT - 1) / ATT_KT * ATT_KT;
+}
+
+/* Partials of n_list tokens: ml [n_list, n_heads, S, 2] (m in base 2, l), then o [n_list, n_heads, S, D]
+ * (unnormalised, relative to m). */
+static __device__ __forceinline__ float *att_part_ml(const att_params &p, int n_list, int S, long long idx)
+{
+    (void)n_list; (void)S;
+    return p.part + idx * 2;
+}
+static __device__ __forceinline__ float *att_part_o(const att_params &p, int n_list, int S, int D, long long idx)
+{
+    long long ml = ((long long)n_list * p.n_heads * S * 2 + 3) / 4 * 4;
+    return p.part + ml + idx * D;
+}
+
+/* First key position of token t's window. */
+static __device__ __forceinline__ int att_window_begin(int window, int p_end)
+{
+    return window > 0 && p_end - window + 1 > 0 ? p_end - window + 1 : 0;
+}
+
+/* ---- PTX wrappers ---------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint32_t att_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read). */
+static __device__ __forceinline__ void att_cp16(void *dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(att_smem_addr(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+static __device__ __forceinline__ void att_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> static __device__ __forceinline__ void att_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+static __device__ __forceinline__ void att_ldsm4(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p)));
+}
+static __device__ __forceinline__ void att_ldsm4_t(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p)));
+}
+
+/* d += a . b (16x16 bf16 by 16x8 bf16, fp32 accumulate). */
+static __device__ __forceinline__ void att_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats -> bf16x2 (lo in the low half: the lower column of a fragment). */
+static __device__ __forceinline__ uint32_t att_pack(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Element offset of (row, 16-byte chunk) in a swizzled [rows][D] tile. */
+template <int D> static __device__ __forceinline__ int att_sw(int row, int chunk)
+{
+    return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+/* ---- tiles ----------------------------------------------------------------------------------- */
+
+/* K and V of key positions k0 .. k0 + ATT_KT - 1 of one sequence (block table bt) and KV head
+ * (element offset kv_off in a slot) into the swizzled tiles sK, sV; positions outside
+ * [k_lo, k_hi] are zero-filled (never read from memory). All ATT_THREADS threads call it. */
+template <int D>
+static __device__ __forceinline__ void att_load_kv(sits_bf16_t *sK, sits_bf16_t *sV, const att_params &p, const int32_t *bt,
+                                                   int kv_off, int k0, int k_lo, int k_hi)
+{
+    constexpr int CH = D / 8, STEP = ATT_THREADS / CH;
+    const int ch = threadIdx.x % CH, kv_row = p.n_kv_heads * D;
+#pragma unroll
+    for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+        int key = k0 + r;
+        bool ok = key >= k_lo && key <= k_hi;
+        const sits_bf16_t *ks = p.k_cache, *vs = p.v_cache;
+        if (ok) {
+            int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+            size_t slot = (size_t)bt[blk] * (size_t)p.block_size + (size_t)(key - blk * p.block_size);
+            size_t off = slot * (size_t)kv_row + (size_t)kv_off + (size_t)ch * 8;
+            ks += off;
+            vs += off;
+        }
+        att_cp16(sK + att_sw<D>(r, ch), ks, ok);
+        att_cp16(sV + att_sw<D>(r, ch), vs, ok);
+    }
+}
+
+/* One online-softmax step over a warp's score fragment s [NT n-tiles of 8 keys] for its rows g
+ * (m0, l0) and g + 8 (m1, l1): s becomes exp2(s - m_new); l are this thread's partial row sums
+ * (summed over the quad at the end); c0, c1 are the factors to rescale the accumulators by.
+ * A row with no valid key so far keeps m = -inf and contributes nothing. */
+template <int NT>
+static __device__ __forceinline__ void att_softmax_step(float (&s)[NT][4], float &m0, float &m1, float &l0, float &l1,
+                                                        float &c0, float &c1)
+{
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+        x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, o));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, o));
+    }
+    float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    float u0 = n0 == -INFINITY ? 0.0f : n0, u1 = n1 == -INFINITY ? 0.0f : n1;
+    c0 = exp2f(m0 - u0);
+    c1 = exp2f(m1 - u1);
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        s[j][0] = exp2f(s[j][0] - u0);
+        s[j][1] = exp2f(s[j][1] - u0);
+        s[j][2] = exp2f(s[j][2] - u1);
+        s[j][3] = exp2f(s[j][3] - u1);
+        sum0 += s[j][0] + s[j][1];
+        sum1 += s[j][2] + s[j][3];
+    }
+    l0 = l0 * c0 + sum0;
+    l1 = l1 * c1 + sum1;
+    m0 = n0;
+    m1 = n1;
+}
+
+#endif

@@ -1,0 +1,239 @@
+/* test_engine_step.c -- [perf] the engine's step paths against each other, on the cpu backend
+ * and, where a GPU is usable, on the cuda backend (CUDA graphs, device sampling, fp32 residual).
+ *
+ * usage: test_engine_step [MODEL_DIR]   (default $top_srcdir/tests/fixtures/models/llama_small)
+ * One rank. Two engines share the model's weights: A (the runner's: CUDA graphs on where the
+ * backend has them) and B (no_cuda_graphs). Both prefill 8 sequences eagerly, then run the same
+ * decode steps (batches of 1, 3, 8, 5, 2, ... sequences: several graph buckets, pad rows; one
+ * mixed decode + prefill step in the middle, which runs eagerly) fed the same tokens. Checks:
+ *   1. A's sits_engine_sample (backend reduction, only candidates downloaded) returns exactly the
+ *      tokens sits_sample picks on A's full logits (sits_engine_logits): greedy, temperature,
+ *      top-k, top-p, top-k beyond the device candidate limit (host path), and a step whose batch
+ *      carried no sample params (the rows are uploaded by sits_engine_sample);
+ *   2. A's logits equal B's: bit for bit on the cpu (same code), within a row-scaled bf16 bound on
+ *      cuda (a graph step pads the batch, so its GEMMs may pick other algorithms);
+ *   3. the counters: on cuda A replayed graphs (one capture per bucket used) and B none; every
+ *      step but the oversized top-k one sampled on the backend.
+ * Exit 0 pass, 1 fail (first mismatches and the max error printed). */
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "engine/engine.h"
+#include "engine/sample.h"
+#include "sched/generate.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S 8          /* sequences */
+#define MAX_TOK 64
+#define BLOCK 4
+#define MODEL_LEN 96
+
+static int g_fail;
+
+typedef struct {
+    const char *dev;
+    sits_runner_t *r;
+    sits_engine_t *a, *b;     /* a = r->engine */
+    sits_comm_t *tp;
+    int len[S];               /* tokens in each sequence's cache */
+    int32_t next[S];          /* the token each sequence feeds next */
+    int32_t bt[S * (MODEL_LEN / BLOCK)];
+    int mb;
+    int steps, host_steps, buckets_used[16], n_buckets_used;
+    double max_err;
+} ctx_t;
+
+static void fail(const char *fmt, const char *dev, int step, const char *detail)
+{
+    fprintf(stderr, "FAIL [%s] step %d: %s%s\n", dev, step, fmt, detail ? detail : "");
+    g_fail++;
+}
+
+/* Logits of both engines: exact on the cpu, within 4% of the row's max |logit| + 0.02 on cuda. */
+static void compare_logits(ctx_t *c, int step, const float *la, const float *lb, int n_out)
+{
+    int V = c->r->w->dims.v_count, bad = 0, exact = !strcmp(c->dev, "cpu");
+    for (int i = 0; i < n_out; i++) {
+        const float *ra = la + (size_t)i * V, *rb = lb + (size_t)i * V;
+        double mx = 0;
+        for (int j = 0; j < V; j++) if (fabs(rb[j]) > mx) mx = fabs(rb[j]);
+        double tol = exact ? 0.0 : 0.04 * mx + 0.02;
+        for (int j = 0; j < V; j++) {
+            double err = fabs((double)ra[j] - rb[j]);
+            if (!(err <= tol)) {
+                if (bad < 5) fprintf(stderr, "  [%s] step %d row %d logit %d: graph/engine A %.7g, eager/engine B %.7g (tol %.3g)\n",
+                                     c->dev, step, i, j, ra[j], rb[j], tol);
+                bad++;
+            }
+            if (err > c->max_err) c->max_err = err;
+        }
+    }
+    if (bad) {
+        char d[64];
+        snprintf(d, sizeof d, " (%d logits)", bad);
+        fail("engine A's logits differ from engine B's", c->dev, step, d);
+    }
+}
+
+/* One step on both engines: n tokens given by (seq id, count) lists; outputs = the last token of
+ * each listed sequence. with_params: the batch carries the sample params. */
+static void step(ctx_t *c, int n_list, const int *seqs, const int *counts, const sits_sample_params_t *sp, int with_params)
+{
+    int32_t tok[MAX_TOK], pos[MAX_TOK], seq[MAX_TOK], out_rows[S], bt[S * (MODEL_LEN / BLOCK)];
+    int n = 0;
+    for (int k = 0; k < n_list; k++) {
+        int s = seqs[k];
+        memcpy(bt + (size_t)k * c->mb, c->bt + (size_t)s * c->mb, sizeof(int32_t) * (size_t)c->mb);
+        for (int j = 0; j < counts[k]; j++, n++) {
+            tok[n] = j + 1 == counts[k] ? c->next[s] : (int32_t)((s * 131 + j * 17 + c->len[s]) % c->r->cfg.vocab_size);
+            pos[n] = c->len[s] + j;
+            seq[n] = k;
+        }
+        out_rows[k] = n - 1;
+    }
+    sits_batch_t b = { .n_tokens = n, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = n_list, .block_tables = bt,
+                       .n_out = n_list, .out_rows = out_rows, .sample = with_params ? sp : NULL };
+    int32_t t_dev[S], t_host[S];
+    const float *la, *lb;
+    if (sits_engine_run(c->a, &b) != SITS_OK || sits_engine_sample(c->a, c->tp, sp, t_dev) != SITS_OK ||
+        sits_engine_logits(c->a, &la) != SITS_OK) {
+        fail("engine A failed", c->dev, c->steps, NULL);
+        return;
+    }
+    int V = c->r->w->dims.v_count;
+    float *la_copy = malloc(sizeof(float) * (size_t)n_list * V);
+    memcpy(la_copy, la, sizeof(float) * (size_t)n_list * V);
+    if (sits_sample(c->tp, la_copy, n_list, c->r->w->dims.v_start, V, sp, t_host) != SITS_OK) fail("sits_sample failed", c->dev, c->steps, NULL);
+    for (int k = 0; k < n_list; k++)
+        if (t_dev[k] != t_host[k]) {
+            char d[160];
+            snprintf(d, sizeof d, " output %d (seq %d, T %.2f top-k %d top-p %.2f): engine_sample %d, sits_sample %d", k, seqs[k],
+                     sp[k].temperature, sp[k].top_k, sp[k].top_p, t_dev[k], t_host[k]);
+            fail("device sampling differs from the host path:", c->dev, c->steps, d);
+        }
+    b.sample = NULL;
+    if (sits_engine_forward(c->b, &b, &lb) != SITS_OK) fail("engine B failed", c->dev, c->steps, NULL);
+    else compare_logits(c, c->steps, la_copy, lb, n_list);
+    free(la_copy);
+    for (int k = 0; k < n_list; k++) {
+        c->len[seqs[k]] += counts[k];
+        c->next[seqs[k]] = t_dev[k] >= 0 ? t_dev[k] : 0;
+    }
+    c->steps++;
+}
+
+static void run_device(const char *dev, const char *model)
+{
+    ctx_t c = { .dev = dev };
+    sits_backend_t *be = NULL;
+    sits_backend_params_t bp = { .threads = 1, .device = 0 };
+    if ((!strcmp(dev, "cuda") ? sits_backend_cuda_create(&bp, &be) : sits_backend_cpu_create(&bp, &be)) != SITS_OK) {
+        fail("backend creation failed", dev, -1, NULL);
+        return;
+    }
+    if (sits_comm_mpi_create(MPI_COMM_SELF, 60.0, &c.tp) != SITS_OK) {
+        fail("comm creation failed", dev, -1, NULL);
+        sits_backend_destroy(be);
+        return;
+    }
+    sits_runner_params_t rp = { .model_dir = model, .max_seqs = S, .max_tokens = MAX_TOK, .block_size = BLOCK,
+                                .max_model_len = MODEL_LEN };
+    if (sits_runner_create(&rp, be, c.tp, NULL, &c.r) != SITS_OK) {
+        fail("model load failed: ", dev, -1, model);
+        goto out;
+    }
+    c.a = c.r->engine;
+    sits_engine_params_t ep = c.r->ep;
+    ep.no_cuda_graphs = 1;
+    if (sits_engine_create(&ep, c.r->w, be, c.tp, &c.b) != SITS_OK) {
+        fail("second engine failed", dev, -1, NULL);
+        goto out;
+    }
+    c.mb = ep.max_blocks_per_seq;
+    if (c.mb * S > ep.n_blocks || c.mb > MODEL_LEN / BLOCK) {
+        fail("unexpected block budget", dev, -1, NULL);
+        goto out;
+    }
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < c.mb; j++) c.bt[s * c.mb + j] = s * c.mb + j;
+
+    sits_sample_params_t sp[S];
+    for (int k = 0; k < S; k++) {
+        switch (k % 4) {
+        case 0: sp[k] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f }; break;
+        case 1: sp[k] = (sits_sample_params_t){ .temperature = 0.8f, .top_p = 1.0f, .seed = 11 + k }; break;
+        case 2: sp[k] = (sits_sample_params_t){ .temperature = 1.0f, .top_k = 20, .top_p = 1.0f, .seed = 5 }; break;
+        default: sp[k] = (sits_sample_params_t){ .temperature = 0.7f, .top_p = 0.9f, .seed = 77 + k }; break;
+        }
+    }
+    /* prefill: sequence s gets 3 + s tokens (52 in all), one eager step */
+    int all[S], cnt[S];
+    for (int s = 0; s < S; s++) { all[s] = s; cnt[s] = 3 + s; c.next[s] = 3 + s; }
+    step(&c, S, all, cnt, sp, 1);
+    /* decode steps of varying batch sizes over rotating subsets */
+    const int sizes[] = { 1, 3, 8, 5, 2, 8, 1, 7, 4, 3, 8, 6 };
+    int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int i = 0; i < n_sizes; i++) {
+        int seqs[S], ones[S];
+        for (int k = 0; k < sizes[i]; k++) { seqs[k] = (i + 3 * k) % S; ones[k] = 1; }
+        /* distinct sequences: (i + 3k) mod 8 is a permutation for k < 8 */
+        for (int k = 0; k < sizes[i]; k++) sp[k].step = (uint64_t)(i * 10 + k);
+        step(&c, sizes[i], seqs, ones, sp, i != 4 /* step 4: params not in the batch */);
+        if (i == 5) { /* a mixed step: sequence 0 decodes, sequence 1 prefills 3 more tokens */
+            int ms[2] = { 0, 1 }, mc[2] = { 1, 3 };
+            step(&c, 2, ms, mc, sp, 1);
+        }
+    }
+    /* top-k beyond the device candidate limit: the host path */
+    {
+        sits_sample_params_t big[2] = { { .temperature = 1.0f, .top_k = SITS_SAMPLE_MAX_C + 1, .top_p = 1.0f, .seed = 9 },
+                                        { .temperature = 0.0f, .top_p = 1.0f } };
+        int seqs[2] = { 2, 5 }, ones[2] = { 1, 1 };
+        step(&c, 2, seqs, ones, big, 1);
+        c.host_steps = 1;
+    }
+    sits_engine_stats_t sa, sb;
+    sits_engine_get_stats(c.a, &sa);
+    sits_engine_get_stats(c.b, &sb);
+    printf("[%s] %d steps; engine A: %ld graph replays, %ld captures, %ld device / %ld host samples; max |A - B| %.3g\n", dev,
+           c.steps, sa.graph_replays, sa.graph_captures, sa.device_samples, sa.host_samples, c.max_err);
+    if (sb.graph_replays || sb.graph_captures) fail("engine B (no_cuda_graphs) used graphs", dev, -1, NULL);
+    if (sa.device_samples < c.steps - c.host_steps) fail("engine A sampled on the host where the backend could", dev, -1, NULL);
+    if (!strcmp(dev, "cuda")) {
+        /* decode batches 1, 3, 8, 5, 2, 8, 1, 7, 4, 3, 8, 6 + the final 2: buckets 1, 2, 4, 8 -> 4 captures,
+         * the other decode steps replay (13 decode steps - 4 first-of-bucket = 9) */
+        if (sa.graph_captures != 4 || sa.graph_replays != 9) {
+            char d[96];
+            snprintf(d, sizeof d, " (%ld captures, %ld replays; expected 4 and 9)", sa.graph_captures, sa.graph_replays);
+            fail("cuda graphs were not used as expected", dev, -1, d);
+        }
+    } else if (sa.graph_replays || sa.graph_captures) {
+        fail("the cpu backend used graphs", dev, -1, NULL);
+    }
+out:
+    sits_engine_destroy(c.b);
+    sits_runner_destroy(c.r);
+    sits_comm_destroy(c.tp);
+    sits_backend_destroy(be);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    sits_log_init(0);
+    char model[1024];
+    const char *top = getenv("top_srcdir");
+    if (argc > 1) snprintf(model, sizeof model, "%s", argv[1]);
+    else snprintf(model, sizeof model, "%s/tests/fixtures/models/llama_small", top ? top : ".");
+    run_device("cpu", model);
+    if (sits_backend_cuda_device_count() > 0) run_device("cuda", model);
+    else printf("[cuda] skipped: no usable CUDA device (built without CUDA, or no GPU / driver visible)\n");
+    printf("%s: %d failures\n", g_fail ? "FAIL" : "PASS", g_fail);
+    MPI_Finalize();
+    return g_fail ? 1 : 0;
+}
