@@ -20,7 +20,7 @@ export top_srcdir=$top top_builddir=$PWD PYTHON=python3 MPIRUN=mpirun
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 
 if [ "$what" != bench ]; then
-  for t in tests/gpu/test_op_parity tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/gpu/nccl_tp2.sh; do
+  for t in tests/gpu/test_op_parity tests/gpu/test_engine_step tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/gpu/nccl_tp2.sh tests/gpu/custom_ar_tp2.sh; do
     [ -e "$t" ] || [ -e "$top/$t" ] || continue
     if [ -x "$t" ] && [ "${t%.sh}" = "$t" ]; then cmd=$t; else cmd="bash $top/$t"; fi
     $cmd > "$out/$(basename "$t").log" 2>&1; rc=$?
@@ -37,6 +37,11 @@ if [ "$what" != bench ]; then
     g2=$(mpirun -np 2 ./sits-dist --model "$m" --device cuda --prompt-ids "$ids" --max-tokens 16 --temperature 0 --ignore-eos 2> "$out/tp2.err")
     row "llama_small greedy, GPU TP=2 == TP=1" "$([ "$g2" = "$g1" ] && echo yes || echo "NO: $g2")"
   fi
+fi
+if [ "$what" != tests ] && [ "$ngpu" -ge 2 ] && [ -x bench/sits-bench-allreduce ]; then
+  mpirun -np 2 --bind-to none bench/sits-bench-allreduce --json "$out/allreduce.json" > "$out/allreduce.log" 2>&1
+  row "bench/sits-bench-allreduce (2 GPUs)" "rc $?"
+  tail -40 "$out/allreduce.log"
 fi
 if [ "$what" != tests ]; then
   SITS_COMMIT=${SITS_COMMIT:-unknown} bash "$top/bench/run_decode.sh" --build "$PWD" --out "$out/decode" "$@" > "$out/decode.log" 2>&1
