@@ -54,7 +54,7 @@ static void poll_pause(long spins)
     }
 }
 
-/* Fatal: abort the NCCL communicator (frees its peers' waits on us) and the whole job. */
+/* Fatal: abort the whole job (which ends the NCCL communicator with it). */
 static void fault(sits_comm_t *c, const char *what)
 {
     nccl_impl_t *n = impl_of(c);
@@ -63,10 +63,10 @@ static void fault(sits_comm_t *c, const char *what)
              c->rank, c->size, n->be ? n->be->device : -1, what, n->last_op ? n->last_op : "none", n->last_count,
              n->n_ops);
     SITS_ERROR(SITS_SUB_COMM, "%s", why);
-    if (n->nc) {
-        ncclCommAbort(n->nc);
-        n->nc = NULL;
-    }
+    /* MPI_Abort first: it ends every rank, peers included. ncclCommAbort can block behind a kernel
+     * that spins on the stream (a custom all-reduce waiting for a dead peer), so it would only
+     * delay -- or prevent -- the abort. */
+    (void)n;
     sits_comm_abort_job(3, why);
 }
 
