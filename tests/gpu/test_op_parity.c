@@ -1153,10 +1153,14 @@ static void test_graph(ctx_t *c, int n, int dim, int out)
             compare(c, w2, r0, r1, nd, TOL_EXACT, 0);
             free(r0);
             free(r1);
-            /* y: a bf16 rounding of h (one step) times w, summed: ~1 rounding of |y| ~ 0.6 plus order */
+            /* y = h . wm^T where the GPU's h is rounded to bf16 (the CPU's is fp32): each of the dim
+             * products carries an independent relative error of up to 2^-9, so y's error has a standard
+             * deviation of about 2^-9 * sqrt(sum_j (h_j wm_ij)^2) ~ 2^-9 * 1.1 here (h ~ unit rms times
+             * w ~ N(1, 0.5); wm ~ N(0, 1/dim)), independent of dim. 6 sigma over n*out outputs: 0.013.
+             * (Measured on an H200: max 0.004 at dim 4096.) */
             float *y0 = host_raw_f32(cpu, d_y[0], (size_t)n * out), *y1 = host_raw_f32(gpu, d_y[1], (size_t)n * out);
             snprintf(w2, sizeof w2, "%s replay %d (y)", what, it);
-            compare(c, w2, y0, y1, (size_t)n * out, 2e-3, 1e-2, 0);
+            compare(c, w2, y0, y1, (size_t)n * out, 6.0 * 1.1 / 512.0, 1e-2, 0);
             free(y0);
             free(y1);
             free(x);
