@@ -149,12 +149,14 @@ typedef struct {
     sits_topo_t *topo;
     sits_placement_t *pl;
     int bound_cores;
-    MPI_Comm tp_mpi;
+    MPI_Comm tp_mpi, pp_mpi, dp_mpi;   /* this rank's groups (pp/dp: one rank each until --pp/--dp exist) */
 } sits_layout_t;
 
 static void layout_fini(sits_layout_t *L)
 {
     if (L->tp_mpi != MPI_COMM_NULL) MPI_Comm_free(&L->tp_mpi);
+    if (L->pp_mpi != MPI_COMM_NULL) MPI_Comm_free(&L->pp_mpi);
+    if (L->dp_mpi != MPI_COMM_NULL) MPI_Comm_free(&L->dp_mpi);
     sits_topo_placement_destroy(L->pl);
     sits_topo_destroy(L->topo);
 }
@@ -162,15 +164,20 @@ static void layout_fini(sits_layout_t *L)
 static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
 {
     memset(L, 0, sizeof *L);
-    L->tp_mpi = MPI_COMM_NULL;
+    L->tp_mpi = L->pp_mpi = L->dp_mpi = MPI_COMM_NULL;
     sits_status_t st = sits_topo_discover(cfg->topology_xml, &L->topo);
     if (agree(st, "topology discovery", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
     st = sits_topo_place(MPI_COMM_WORLD, L->topo, (int)cfg->tp, (int)cfg->pp, (int)cfg->dp, &L->pl);
     if (agree(st, "rank placement", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
     if (cfg->bind && !cfg->topology) sits_topo_bind(L->topo, L->pl, &L->bound_cores);
-    int color = 0, key = 0;
-    sits_topo_group_of(L->pl, SITS_TOPO_GROUP_TP, L->pl->self, &color, &key, NULL);
-    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &L->tp_mpi) != MPI_SUCCESS) return SITS_ERR_MPI;
+    /* one communicator per group kind, from the placement (a TP group is not always consecutive ranks) */
+    static const sits_topo_group_t kinds[3] = { SITS_TOPO_GROUP_TP, SITS_TOPO_GROUP_PP, SITS_TOPO_GROUP_DP };
+    MPI_Comm *out[3] = { &L->tp_mpi, &L->pp_mpi, &L->dp_mpi };
+    for (int k = 0; k < 3; k++) {
+        int color = 0, key = 0;
+        sits_topo_group_of(L->pl, kinds[k], L->pl->self, &color, &key, NULL);
+        if (MPI_Comm_split(MPI_COMM_WORLD, color, key, out[k]) != MPI_SUCCESS) return SITS_ERR_MPI;
+    }
     return SITS_OK;
 }
 

@@ -22,5 +22,11 @@ tests_unit_test_kv_blocks_SOURCES = tests/unit/test_kv_blocks.c
 tests_unit_test_kv_blocks_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_kv_blocks_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/unit/test_kv_blocks
+check_PROGRAMS += tests/unit/test_comm
+tests_unit_test_comm_SOURCES = tests/unit/test_comm.c
+tests_unit_test_comm_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_comm_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/unit/test_comm tests/integration/comm_np3.sh
 endif
+EXTRA_DIST += tests/integration/comm_np3.sh
 EXTRA_DIST += tests/integration/sample_tp3.sh

@@ -24,6 +24,15 @@ typedef struct sits_comm_ops {
     sits_status_t (*gather)(sits_comm_t *c, const void *send, void *recv, size_t bytes_per_rank, int root);
     sits_status_t (*bcast)(sits_comm_t *c, void *buf, size_t bytes, int root);
     sits_status_t (*barrier)(sits_comm_t *c);
+    /* Every rank sends send_bytes[p] bytes at send + send_off[p] to rank p and receives recv_bytes[p]
+     * bytes from p at recv + recv_off[p] (all-to-all-v; KV shard exchange). Counts are host arrays [size]. */
+    sits_status_t (*alltoallv)(sits_comm_t *c, const void *send, const size_t *send_bytes, const size_t *send_off,
+                               void *recv, const size_t *recv_bytes, const size_t *recv_off);
+    /* Point to point (pipeline stages): blocking on mpi, enqueued on nccl; a matching recv/send on peer. */
+    sits_status_t (*send)(sits_comm_t *c, const void *buf, size_t bytes, int peer);
+    sits_status_t (*recv)(sits_comm_t *c, void *buf, size_t bytes, int peer);
+    /* Fatal: log why and end the whole job (never returns). */
+    void (*abort)(sits_comm_t *c, int code, const char *why) __attribute__((noreturn));
 } sits_comm_ops_t;
 
 struct sits_comm {

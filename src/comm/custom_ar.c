@@ -93,6 +93,31 @@ static sits_status_t car_barrier(sits_comm_t *c)
     return n->ops->barrier(n);
 }
 
+static sits_status_t car_alltoallv(sits_comm_t *c, const void *send, const size_t *sb, const size_t *so, void *recv,
+                                   const size_t *rb, const size_t *ro)
+{
+    sits_comm_t *n = impl_of(c)->nccl;
+    return n->ops->alltoallv(n, send, sb, so, recv, rb, ro);
+}
+
+static sits_status_t car_send(sits_comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    sits_comm_t *n = impl_of(c)->nccl;
+    return n->ops->send(n, buf, bytes, peer);
+}
+
+static sits_status_t car_recv(sits_comm_t *c, void *buf, size_t bytes, int peer)
+{
+    sits_comm_t *n = impl_of(c)->nccl;
+    return n->ops->recv(n, buf, bytes, peer);
+}
+
+__attribute__((noreturn)) static void car_abort(sits_comm_t *c, int code, const char *why)
+{
+    sits_comm_t *n = impl_of(c)->nccl;
+    n->ops->abort(n, code, why);
+}
+
 /* ---- lifecycle --------------------------------------------------------------------------------- */
 
 static sits_status_t mpi_barrier(sits_comm_t *c, const char *what)
@@ -152,6 +177,10 @@ static const sits_comm_ops_t car_ops = {
     .gather = car_gather,
     .bcast = car_bcast,
     .barrier = car_barrier,
+    .alltoallv = car_alltoallv,
+    .send = car_send,
+    .recv = car_recv,
+    .abort = car_abort,
 };
 
 /* All ranks agree on ok (logical and), with the deadline. */

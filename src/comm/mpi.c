@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "util/check.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <sched.h>
@@ -112,6 +113,49 @@ static sits_status_t mpi_barrier(sits_comm_t *c)
     return sits_comm_mpi_wait(&req, c->timeout_s, "barrier", c->mpi);
 }
 
+static sits_status_t mpi_alltoallv(sits_comm_t *c, const void *send, const size_t *sb, const size_t *so, void *recv,
+                                   const size_t *rb, const size_t *ro)
+{
+    int R = c->size;
+    int *v = malloc(sizeof(int) * 4 * (size_t)R);
+    if (!v) return SITS_ERR_NOMEM;
+    for (int p = 0; p < R; p++) {
+        if (sb[p] > INT32_MAX || so[p] > INT32_MAX || rb[p] > INT32_MAX || ro[p] > INT32_MAX) {
+            free(v);
+            SITS_ERROR(SITS_SUB_COMM, "mpi all-to-all-v: a count or offset above 2 GiB");
+            return SITS_ERR_UNSUPPORTED;
+        }
+        v[p] = (int)sb[p]; v[R + p] = (int)so[p]; v[2 * R + p] = (int)rb[p]; v[3 * R + p] = (int)ro[p];
+    }
+    MPI_Request req;
+    int e = MPI_Ialltoallv(send, v, v + R, MPI_BYTE, recv, v + 2 * R, v + 3 * R, MPI_BYTE, c->mpi, &req);
+    sits_status_t st = SITS_OK;
+    if (e != MPI_SUCCESS) {
+        SITS_ERROR(SITS_SUB_COMM, "MPI_Ialltoallv failed (%d)", e);
+        st = SITS_ERR_MPI;
+    } else {
+        st = sits_comm_mpi_wait(&req, c->timeout_s, "all-to-all-v", c->mpi);
+    }
+    free(v);
+    return st;
+}
+
+static sits_status_t mpi_send(sits_comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, 17, c->mpi, &req));
+    return sits_comm_mpi_wait(&req, c->timeout_s, "send", c->mpi);
+}
+
+static sits_status_t mpi_recv(sits_comm_t *c, void *buf, size_t bytes, int peer)
+{
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 17, c->mpi, &req));
+    return sits_comm_mpi_wait(&req, c->timeout_s, "recv", c->mpi);
+}
+
+__attribute__((noreturn)) static void mpi_abort(sits_comm_t *c, int code, const char *why) { sits_comm_abort_job(code, why); }
+
 static const sits_comm_ops_t mpi_ops = {
     .name = "mpi",
     .destroy = mpi_destroy,
@@ -120,6 +164,10 @@ static const sits_comm_ops_t mpi_ops = {
     .gather = mpi_gather,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,
+    .alltoallv = mpi_alltoallv,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .abort = mpi_abort,
 };
 
 sits_status_t sits_comm_mpi_create(MPI_Comm group, double timeout_s, sits_comm_t **comm_p)

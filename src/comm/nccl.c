@@ -246,6 +246,50 @@ static void nccl_destroy(sits_comm_t *c)
     free(c);
 }
 
+/* grouped ncclSend/ncclRecv (ncclAlltoAll needs equal counts) */
+static sits_status_t nccl_alltoallv(sits_comm_t *c, const void *send, const size_t *sb, const size_t *so, void *recv,
+                                    const size_t *rb, const size_t *ro)
+{
+    nccl_impl_t *n = impl_of(c);
+    ncclResult_t r = ncclGroupStart(), first = ncclSuccess;
+    if (r != ncclSuccess) return enqueued(c, r, "all-to-all-v (group start)", 0);
+    size_t total = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (sb[p]) {
+            r = ncclSend((const unsigned char *)send + so[p], sb[p], ncclUint8, p, n->nc, n->stream);
+            if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+        }
+        if (rb[p]) {
+            r = ncclRecv((unsigned char *)recv + ro[p], rb[p], ncclUint8, p, n->nc, n->stream);
+            if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+        }
+        total += sb[p];
+    }
+    r = ncclGroupEnd();
+    return enqueued(c, first != ncclSuccess ? first : r, "all-to-all-v", total);
+}
+
+static sits_status_t nccl_send(sits_comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    nccl_impl_t *n = impl_of(c);
+    if (bytes == 0) return SITS_OK;
+    return enqueued(c, ncclSend(buf, bytes, ncclUint8, peer, n->nc, n->stream), "send", bytes);
+}
+
+static sits_status_t nccl_recv(sits_comm_t *c, void *buf, size_t bytes, int peer)
+{
+    nccl_impl_t *n = impl_of(c);
+    if (bytes == 0) return SITS_OK;
+    return enqueued(c, ncclRecv(buf, bytes, ncclUint8, peer, n->nc, n->stream), "recv", bytes);
+}
+
+__attribute__((noreturn)) static void nccl_abort_op(sits_comm_t *c, int code, const char *why)
+{
+    (void)code;
+    fault(c, why);
+    sits_comm_abort_job(code, why); /* not reached */
+}
+
 static const sits_comm_ops_t nccl_ops = {
     .name = "nccl",
     .destroy = nccl_destroy,
@@ -254,6 +298,10 @@ static const sits_comm_ops_t nccl_ops = {
     .gather = nccl_gather,
     .bcast = nccl_bcast,
     .barrier = nccl_barrier,
+    .alltoallv = nccl_alltoallv,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .abort = nccl_abort_op,
 };
 
 /* All ranks of c agree on `ok` (logical and), with the deadline. */
