@@ -183,6 +183,30 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
 
 /* The TP group's communicators: MPI on host buffers (plans, sampling) and, on GPUs with TP > 1,
  * NCCL for the tensors (collective over the group). */
+/* Pipeline stages (--pp > 1): the activation communicator between stages (MPI on the CPU, NCCL on
+ * GPUs) and the instance-wide control communicator (plans, sampled tokens; the world while there is
+ * one data-parallel replica). */
+static sits_status_t make_pp_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be,
+                                   sits_runner_params_t *rp, sits_comm_t **pp_p, sits_comm_t **ctl_p)
+{
+    if (L->pl->pp <= 1) return SITS_OK;
+    if (sits_backend_cuda_stream(be)) {
+#ifdef HAVE_NCCL
+        SITS_CHECK(sits_comm_nccl_create(L->pp_mpi, be, cfg->step_timeout, pp_p));
+#else
+        SITS_ERROR(SITS_SUB_INIT, "pipeline parallelism on GPUs needs NCCL");
+        return SITS_ERR_UNSUPPORTED;
+#endif
+    } else {
+        SITS_CHECK(sits_comm_mpi_create(L->pp_mpi, cfg->step_timeout, pp_p));
+    }
+    SITS_CHECK(sits_comm_mpi_create(MPI_COMM_WORLD, cfg->step_timeout, ctl_p));
+    rp->pp = *pp_p;
+    rp->ctl = *ctl_p;
+    rp->token_root = sits_topo_layout_rank(L->pl, 0, L->pl->pp - 1, 0);
+    return SITS_OK;
+}
+
 static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be, sits_comm_t **tp_p,
                                 sits_comm_t **tp_dev_p)
 {
@@ -296,7 +320,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL, *pp = NULL, *ctl = NULL;
     sits_runner_t *r = NULL;
     int32_t *ids = NULL, **outs = NULL;
     const int32_t **prompts = NULL;
@@ -310,8 +334,8 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
             fprintf(stderr, "sits-dist: need --max-tokens >= 1, --batch >= 1, --temperature >= 0, 0 < --top-p <= 1\n");
         return EXIT_USAGE;
     }
-    if (L->pl->pp > 1 || L->pl->dp > 1) {
-        if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
+    if (L->pl->dp > 1) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --dp is not implemented yet; use --tp and --pp\n");
         return EXIT_USAGE;
     }
     if (cfg->prompt_ids) {
@@ -343,6 +367,8 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
+    st = make_pp_comms(cfg, L, be, &rp, &pp, &ctl);
+    if (agree(st, "pipeline set-up", cfg->step_timeout) != SITS_OK) goto out;
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0)
@@ -399,6 +425,8 @@ out:
     free(ids);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
+    sits_comm_destroy(ctl);
+    sits_comm_destroy(pp);
     sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);
@@ -417,7 +445,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL, *pp = NULL, *ctl = NULL;
     sits_runner_t *r = NULL;
     sits_tokenizer_t *tok = NULL;
     sits_sched_t *sched = NULL;
@@ -425,8 +453,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
-    if (L->pl->pp > 1 || L->pl->dp > 1) {
-        if (rank == 0) fprintf(stderr, "sits-dist: --pp and --dp are not implemented yet; use --tp only\n");
+    if (L->pl->dp > 1) {
+        if (rank == 0) fprintf(stderr, "sits-dist: --dp is not implemented yet; use --tp and --pp\n");
         return EXIT_USAGE;
     }
     if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 1 || cfg->port < 0 || cfg->port > 65535) {
@@ -450,6 +478,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
+    st = make_pp_comms(cfg, L, be, &rp, &pp, &ctl);
+    if (agree(st, "pipeline set-up", cfg->step_timeout) != SITS_OK) goto out;
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
@@ -519,6 +549,8 @@ out:
     if (trace) fclose(trace);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
+    sits_comm_destroy(ctl);
+    sits_comm_destroy(pp);
     sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);

@@ -2,9 +2,9 @@
 # tests sit in that module's fragment.
 check_PROGRAMS += tests/integration/test_fixtures
 tests_integration_test_fixtures_SOURCES = tests/integration/test_fixtures.c
-TESTS += tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/integration/serve.sh tests/integration/prefix_cache.sh tests/integration/adaptive_batch.sh tests/integration/tenants.sh tests/integration/openai_client.sh tests/integration/cli.sh tests/integration/tokenizer_cli.sh tests/integration/faults.sh tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh
+TESTS += tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/integration/serve.sh tests/integration/prefix_cache.sh tests/integration/adaptive_batch.sh tests/integration/tenants.sh tests/integration/pipeline.sh tests/integration/openai_client.sh tests/integration/cli.sh tests/integration/tokenizer_cli.sh tests/integration/faults.sh tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh
 EXTRA_DIST += tests/integration/fixtures_tp1.sh tests/integration/fixtures_tp2.sh tests/integration/fixtures_tp4.sh tests/integration/mpi_env.sh tests/integration/lib.sh tests/integration/cli.sh tests/integration/faults.sh tests/integration/tokenizer_cli.sh tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh \
-	tests/integration/serve.sh tests/integration/openai_client.sh tests/integration/prefix_cache.sh tests/integration/adaptive_batch.sh tests/integration/tenants.sh
+	tests/integration/serve.sh tests/integration/openai_client.sh tests/integration/prefix_cache.sh tests/integration/adaptive_batch.sh tests/integration/tenants.sh tests/integration/pipeline.sh
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_sample

@@ -205,6 +205,14 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
                   (tp_comm->ops->name && (!strcmp(tp_comm->ops->name, "nccl") || !strcmp(tp_comm->ops->name, "custom_ar")));
     int cap = params->max_tokens < params->max_seqs ? params->max_tokens : params->max_seqs;
     if (cap > ENGINE_GRAPH_MAX) cap = ENGINE_GRAPH_MAX;
+    /* pipeline stages exchange activations with blocking host calls on the CPU path: no graphs then */
+    if (params->pp_comm && params->pp_comm->size > 1) comm_ok = 0;
+    if (!(w->dims.first_stage && w->dims.last_stage) && !params->pp_comm) {
+        SITS_ERROR(SITS_SUB_ENGINE, "the weights are a pipeline stage (layers %d..%d) but no pipeline communicator was given (or the reverse)",
+                   w->dims.layer0, w->dims.layer1);
+        sits_engine_destroy(e);
+        return SITS_ERR_INVALID;
+    }
     e->graphs_off = params->no_cuda_graphs || !op->graph_begin || !op->graph_end || !op->graph_launch || !comm_ok;
     if (!e->graphs_off) make_buckets(e, cap);
     e->lay_eager = meta_layout(params->max_tokens, params->max_seqs, params->max_blocks_per_seq);
@@ -283,8 +291,19 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         .window = c->sliding_window, .scale = 1.0f / sqrtf((float)hd), .max_context = max_context,
     };
     int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
+    sits_comm_t *pp = e->p.pp_comm;
+    size_t x_bytes = (size_t)n * H * (e->res_f32 ? sizeof(float) : sits_dtype_size(be->act_dtype));
 
-    if (e->res_f32) {
+    if (!d->first_stage) {
+        /* the residual stream from the previous stage; h = rmsnorm(x) for this stage's first layer */
+        SITS_CHECK(pp->ops->recv(pp, e->x, x_bytes, pp->rank - 1));
+        if (e->res_f32) {
+            SITS_CHECK(op->memset0(be, e->proj, (size_t)n * H * sits_dtype_size(be->act_dtype)));
+            SITS_CHECK(add_norm(e, e->proj, w->layers[d->layer0].attn_norm, n));
+        } else {
+            SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[d->layer0].attn_norm, n, H, c->rms_norm_eps));
+        }
+    } else if (e->res_f32) {
         /* embeddings in act dtype, all-reduced, then x = 0 + emb (fp32) and h = rmsnorm(x) */
         SITS_CHECK(op->embed(be, e->proj, w->embed, v->tok, n, H, d->v_start, d->v_count));       /* [n, H] */
         SITS_CHECK(op->memset0(be, e->x, (size_t)n * H * sizeof(float)));
@@ -294,7 +313,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->x, (size_t)n * H, be->act_dtype));
         SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[0].attn_norm, n, H, c->rms_norm_eps));
     }
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = d->layer0; l < d->layer1; l++) {
         const sits_layer_weights_t *lw = &w->layers[l];
         SITS_CHECK(op->matmul(be, e->qkv, e->h, lw->qkv, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
         SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq));
@@ -305,9 +324,14 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         SITS_CHECK(op->matmul(be, e->gu, e->h, lw->gu, lw->gu_bias, n, H, 2 * d->i_loc));    /* [n, 2*I_loc] */
         SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                             /* [n, I_loc] */
         SITS_CHECK(op->matmul(be, e->proj, e->act, lw->down, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
-        const void *next_norm = l + 1 < c->n_layers ? w->layers[l + 1].attn_norm : w->final_norm;
+        /* the last layer of a middle stage only needs the residual add: its h is not used (any norm
+         * weight will do) */
+        const void *next_norm = l + 1 < d->layer1 ? w->layers[l + 1].attn_norm
+                                : d->last_stage   ? w->final_norm
+                                                  : lw->attn_norm;
         SITS_CHECK(reduce_add_norm(e, next_norm, n));
     }
+    if (!d->last_stage) return pp->ops->send(pp, e->x, x_bytes, pp->rank + 1);
     if (n_out > 0 && d->v_count > 0) {
         SITS_CHECK(op->gather_rows(be, e->last, e->h, v->out, n_out, H));                  /* [n_out, H] */
         if (e->logits_f32)                                                                 /* [n_out, v_count] */
@@ -447,7 +471,7 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
 sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p)
 {
     const sits_shard_dims_t *d = &e->w->dims;
-    if (e->last_n_out > 0 && d->v_count > 0 && !e->logits_ready) {
+    if (e->last_n_out > 0 && d->v_count > 0 && d->last_stage && !e->logits_ready) {
         size_t n = (size_t)e->last_n_out * d->v_count;
         if (e->logits_f32) SITS_CHECK(e->be->ops->download(e->be, e->logits_host, e->logits, n * sizeof(float)));
         else SITS_CHECK(e->be->ops->download_f32(e->be, e->logits_host, e->logits, n));
@@ -460,7 +484,7 @@ sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p)
 sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const float **logits_p)
 {
     SITS_CHECK(sits_engine_run(e, b));
-    if (b->n_out == 0 || e->w->dims.v_count == 0) SITS_CHECK(e->be->ops->sync(e->be));
+    if (b->n_out == 0 || e->w->dims.v_count == 0 || !e->w->dims.last_stage) SITS_CHECK(e->be->ops->sync(e->be));
     return sits_engine_logits(e, logits_p);
 }
 

@@ -36,6 +36,11 @@ typedef struct {
     int n_blocks;          /* KV blocks on this rank */
     int block_size;        /* tokens per block */
     int no_cuda_graphs;    /* [perf] 1: never capture / replay CUDA graphs (--no-cuda-graphs) */
+    /* pipeline parallelism: this rank's stage is the weights' shard (dims.layer0/layer1); pp_comm
+     * joins the ranks of the same TP rank across the stages (group rank = stage). A stage receives
+     * the residual stream [n, H] from the previous one and sends it on; the last one produces the
+     * logits. NULL: one stage. */
+    struct sits_comm *pp_comm;
 } sits_engine_params_t;
 
 /* One step's input (host arrays). Token t belongs to sequence seq[t] (an index into the

@@ -47,6 +47,17 @@ sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t
     int v_end = d.v_start + d.v_per_rank;
     if (v_end > cfg->vocab_size) v_end = cfg->vocab_size;
     d.v_count = v_end > d.v_start ? v_end - d.v_start : 0;
+    int pp = shard->pp_size > 0 ? shard->pp_size : 1, pr = shard->pp_rank;
+    if (pr < 0 || pr >= pp) return SITS_ERR_INVALID;
+    if (pp > cfg->n_layers) {
+        SITS_ERROR(SITS_SUB_MODEL, "%d pipeline stages for %d layers: each stage needs a layer", pp, cfg->n_layers);
+        return SITS_ERR_INVALID;
+    }
+    int base = cfg->n_layers / pp, extra = cfg->n_layers % pp;
+    d.layer0 = pr * base + (pr < extra ? pr : extra);
+    d.layer1 = d.layer0 + base + (pr < extra ? 1 : 0);
+    d.first_stage = pr == 0;
+    d.last_stage = pr == pp - 1;
     *dims_p = d;
     return SITS_OK;
 }
@@ -201,21 +212,26 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
     const sits_model_config_t *cfg = L->cfg;
     const sits_shard_dims_t *d = &w->dims;
     int64_t H = cfg->hidden_size;
-    SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->embed));
-    SITS_CHECK(load_slice(L, w->embed, 0, SITS_W_EMBED, 0, d->v_start, d->v_start + d->v_count, 0, H));
+    /* the embedding on the first stage, and on the last when lm_head is tied to it */
+    if (d->first_stage || (d->last_stage && cfg->tie_word_embeddings)) {
+        SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->embed));
+        SITS_CHECK(load_slice(L, w->embed, 0, SITS_W_EMBED, 0, d->v_start, d->v_start + d->v_count, 0, H));
+    }
     report(L);
-    for (int l = 0; l < cfg->n_layers; l++) {
+    for (int l = d->layer0; l < d->layer1; l++) {
         SITS_CHECK(load_layer(L, d, shard->tp_rank, l, &w->layers[l]));
         if (!L->count_only) SITS_DEBUG(SITS_SUB_MODEL, "layer %d loaded", l);
         report(L);
     }
-    SITS_CHECK(alloc_w(L, H, &w->final_norm));
-    SITS_CHECK(load_slice(L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H));
-    if (cfg->tie_word_embeddings) {
-        w->lm_head = w->embed;
-    } else {
-        SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->lm_head));
-        SITS_CHECK(load_slice(L, w->lm_head, 0, SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count, 0, H));
+    if (d->last_stage) {
+        SITS_CHECK(alloc_w(L, H, &w->final_norm));
+        SITS_CHECK(load_slice(L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H));
+        if (cfg->tie_word_embeddings) {
+            w->lm_head = w->embed;
+        } else {
+            SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->lm_head));
+            SITS_CHECK(load_slice(L, w->lm_head, 0, SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count, 0, H));
+        }
     }
     report(L);
     return SITS_OK;

@@ -12,6 +12,9 @@
  *   qkv  [(nh_loc + 2*nkv_loc) * hd, H]   rows: this rank's q heads, then k heads, then v heads
  *   gu   [2 * I_loc, H]                   rows: gate slice, then up slice
  *   o    [H, nh_loc * hd]                 down [H, I_loc]
+ * Pipeline parallelism: stage p of P holds the contiguous layers [layer0, layer1) (balanced by count:
+ * the first L % P stages get one more), the first stage the embedding, the last the final norm
+ * and lm_head; layers[] entries outside the range stay NULL.
  * Weights are read straight from the mmapped safetensors (only this rank's slice is touched) or,
  * with load format "dummy", generated (uniform in [-0.05, 0.05], norms 1). */
 #ifndef SITS_MODEL_WEIGHTS_H
@@ -23,6 +26,7 @@
 
 typedef struct {
     int tp_rank, tp_size;
+    int pp_rank, pp_size;      /* pipeline stage; pp_size 0 means 1 (no pipeline) */
 } sits_shard_t;
 
 /* Local sizes of one rank (pure arithmetic; also used by the engine and tests). */
@@ -31,6 +35,8 @@ typedef struct {
     int i_loc;                               /* intermediate features held */
     int qkv_dim;                             /* (nh_loc + 2*nkv_loc) * hd */
     int v_pad, v_per_rank, v_start, v_count; /* vocab padding and this rank's range */
+    int layer0, layer1;                      /* this pipeline stage's layers [layer0, layer1) */
+    int first_stage, last_stage;             /* holds the embedding / the final norm and lm_head */
 } sits_shard_dims_t;
 
 /* Checks divisibility (nh % tp, nkv vs tp, I % tp) and fills dims; refuses with a message. */

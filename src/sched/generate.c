@@ -76,15 +76,18 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     r->be = be;
     r->tp = tp;
     r->tp_dev = tp_dev ? tp_dev : tp;
+    r->pp = p->pp && p->pp->size > 1 ? p->pp : NULL;
+    r->ctl = r->pp && p->ctl ? p->ctl : tp;
+    r->token_root = r->pp ? p->token_root : 0;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
-    sits_shard_t shard = { tp->rank, tp->size };
+    sits_shard_t shard = { tp->rank, tp->size, r->pp ? r->pp->rank : 0, r->pp ? r->pp->size : 1 };
     /* load progress (issue 12): the TP leader reports */
     load_progress_t lp = { .t0 = now_s(), .tp_size = tp->size, .tty = isatty(STDERR_FILENO) };
     int report = tp->rank == 0;
     for (int q = 0; report && q < tp->size; q++) {
         size_t b = 0;
-        sits_shard_t sq = { q, tp->size };
+        sits_shard_t sq = { q, tp->size, shard.pp_rank, shard.pp_size };
         SITS_CHECK_GOTO(sits_model_weights_shard_bytes(&r->cfg, &sq, be->weight_dtype, &b), st, err);
         lp.group_total += b;
     }
@@ -95,7 +98,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     int bs = p->block_size > 0 ? p->block_size : 16;
     sits_engine_params_t ep = {
         .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
-        .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs,
+        .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs, .pp_comm = r->pp,
     };
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
     ep.n_blocks = p->kv_bytes > 0 ? (int)((size_t)p->kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
@@ -136,7 +139,7 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
 {
     const sits_engine_params_t *ep = &r->ep;
     sits_status_t st = SITS_OK;
-    int total_prompt = 0, leader = r->tp->rank == 0;
+    int total_prompt = 0, leader = r->ctl->rank == 0;
     if (n < 1 || n > ep->max_seqs) {
         SITS_ERROR(SITS_SUB_ENGINE, "%d sequences, the runner was sized for %d", n, ep->max_seqs);
         return SITS_ERR_INVALID;

@@ -28,6 +28,11 @@ typedef struct {
     int max_model_len;     /* positions per sequence; 0: max_position_embeddings */
     int block_size;
     int64_t kv_bytes;      /* 0: enough blocks for max_seqs x max_model_len */
+    /* pipeline parallelism (NULL / 0: one stage): pp joins this TP rank's peers across the stages
+     * (group rank = stage, activations); ctl spans every rank of the model instance (plans, and the
+     * sampled tokens broadcast from token_root = the last stage's TP rank 0, as a rank of ctl) */
+    sits_comm_t *pp, *ctl;
+    int token_root;
     int no_cuda_graphs;    /* [perf] --no-cuda-graphs: never replay decode steps as CUDA graphs */
 } sits_runner_params_t;
 
@@ -40,6 +45,9 @@ typedef struct {
     sits_backend_t *be;
     sits_comm_t *tp;       /* the TP group on host buffers (MPI): plans, sampling candidates */
     sits_comm_t *tp_dev;   /* the TP group on the backend's buffers (NCCL on GPUs; == tp on the CPU) */
+    sits_comm_t *pp;       /* pipeline peers (NULL: one stage) */
+    sits_comm_t *ctl;      /* plans and sampled tokens: the whole model instance (== tp without a pipeline) */
+    int token_root;        /* ctl rank that holds the sampled tokens (the last stage's TP rank 0) */
     sits_engine_params_t ep;
     int max_model_len;
     double load_s;

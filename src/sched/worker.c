@@ -51,17 +51,17 @@ sits_status_t sits_worker_send(sits_runner_t *r, sits_worker_t *w, const sits_pl
     SITS_CHECK(grow(w, sits_plan_size(plan)));
     SITS_CHECK(sits_plan_write(plan, w->buf, w->cap, &len));
     uint64_t n = len;
-    SITS_CHECK(bcast(r->tp, &n, sizeof n, r->tp->timeout_s));
-    return bcast(r->tp, w->buf, len, r->tp->timeout_s);
+    SITS_CHECK(bcast(r->ctl, &n, sizeof n, r->ctl->timeout_s));
+    return bcast(r->ctl, w->buf, len, r->ctl->timeout_s);
 }
 
 sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_forever, sits_plan_t *plan_p)
 {
     uint64_t n = 0;
-    SITS_CHECK(bcast(r->tp, &n, sizeof n, wait_forever ? 0.0 : r->tp->timeout_s));
+    SITS_CHECK(bcast(r->ctl, &n, sizeof n, wait_forever ? 0.0 : r->ctl->timeout_s));
     if (n > ((uint64_t)1 << 31)) return SITS_ERR_FORMAT;
     SITS_CHECK(grow(w, (size_t)n));
-    SITS_CHECK(bcast(r->tp, w->buf, (size_t)n, r->tp->timeout_s));
+    SITS_CHECK(bcast(r->ctl, w->buf, (size_t)n, r->ctl->timeout_s));
     return sits_plan_parse(w->buf, (size_t)n, w->store, r->ep.max_seqs, plan_p);
 }
 
@@ -74,12 +74,19 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
     /* [perf] enqueue the step; only the sampler's candidates come back unless a callback wants logits */
     SITS_CHECK(sits_engine_run(r->engine, &b));
     if (plan->n_out == 0) return SITS_OK;
-    if (cb) {
-        const float *logits = NULL;
-        SITS_CHECK(sits_engine_logits(r->engine, &logits));
-        cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
+    if (d->last_stage) {
+        if (cb) {
+            const float *logits = NULL;
+            SITS_CHECK(sits_engine_logits(r->engine, &logits));
+            cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
+        }
+        SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
     }
-    return sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens);
+    if (!r->pp) return SITS_OK;
+    /* pipeline: the last stage's tokens to every rank of the instance (the leader schedules with them) */
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
+    return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi);
 }
 
 sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)

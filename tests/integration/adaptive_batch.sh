@@ -28,8 +28,14 @@ PYEOF
 }
 serve_start "$tmp/m" --max-num-seqs 16 --target-tpot-p99-ms 0.001 --controller-interval 0.05 || finish
 [ "$(metric sits_sched_allowed_num_seqs)" = 16 ] && ok "controller starts at --max-num-seqs" || bad "initial allowance $(metric sits_sched_allowed_num_seqs)"
-done_n=$(load)
-[ "$done_n" = 16 ] && ok "16 requests complete under a shrinking batch" || bad "completed $done_n of 16"
+# load until the controller has halved all the way (each tick needs 10 samples in its window; on a
+# busy machine one round may not give it enough ticks)
+for round in 1 2 3 4 5; do
+  done_n=$(load)
+  [ "$done_n" = 16 ] || break
+  [ "$(metric sits_sched_allowed_num_seqs)" = 1 ] && break
+done
+[ "$done_n" = 16 ] && ok "16 requests complete under a shrinking batch ($round round(s))" || bad "completed $done_n of 16"
 a=$(metric sits_sched_allowed_num_seqs); p=$(metric sits_sched_itl_p99_seconds)
 [ "$a" = 1 ] && ok "unreachable target: allowance halved to $a (itl p99 $p s)" || bad "allowance $a with an unreachable target"
 stop

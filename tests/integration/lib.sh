@@ -29,11 +29,20 @@ JSON
   port=$((20000 + $$ % 20000))
   url=http://127.0.0.1:$port
 }
-# serve_start DIR [flags...]: mpirun -np 2 sits-dist serving DIR on $port; sets $srv; waits for /health
+# serve_start DIR [flags...]: mpirun -np 2 sits-dist serving DIR on a free port (--port 0); sets
+# $srv, $port and $url from the server's ready line; waits for /health
 serve_start() {
   local dir=$1; shift
-  $SITS_MPIRUN -np 2 "$SITS" --model "$dir" --load-format dummy --port $port "$@" > "$tmp/out" 2> "$tmp/err" &
+  $SITS_MPIRUN -np 2 "$SITS" --model "$dir" --load-format dummy --port 0 "$@" > "$tmp/out" 2> "$tmp/err" &
   srv=$!
-  for _ in $(seq 150); do curl -sf "$url/health" >/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 200); do
+    port=$(sed -n 's|^sits-dist: serving .* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/err" | head -1)
+    if [ -n "$port" ]; then
+      url=http://127.0.0.1:$port
+      curl -sf "$url/health" >/dev/null && return 0
+    fi
+    kill -0 $srv 2>/dev/null || break
+    sleep 0.1
+  done
   bad "server did not start"; cat "$tmp/err"; return 1
 }
