@@ -8,8 +8,7 @@
 #
 # Several nodes: SITS_HOSTFILE=launch/hosts.example (one "host slots=N" line per node) and
 # SITS_NP = nodes x GPUs; ranks fill a node before the next (--map-by ppr:N:node), so each TP
-# group of N ranks stays inside a node, and SITS_PP = nodes gives the intended TP x PP layout
-# (--pp > 1 needs a sits-dist release with pipeline parallelism; this one refuses it).
+# group of N ranks stays inside a node, and SITS_PP = nodes gives the TP x PP layout.
 #
 # Environment (all optional):
 #   SITS_BIN        sits-dist binary (default: sits-dist on PATH)

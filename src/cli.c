@@ -183,27 +183,92 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
 
 /* The TP group's communicators: MPI on host buffers (plans, sampling) and, on GPUs with TP > 1,
  * NCCL for the tensors (collective over the group). */
-/* Pipeline stages (--pp > 1): the activation communicator between stages (MPI on the CPU, NCCL on
- * GPUs) and the instance-wide control communicator (plans, sampled tokens; the world while there is
- * one data-parallel replica). */
-static sits_status_t make_pp_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be,
-                                   sits_runner_params_t *rp, sits_comm_t **pp_p, sits_comm_t **ctl_p)
+/* The control communicators of pipelines and data-parallel replicas (plans, sampled tokens):
+ *  - pp > 1: the activation communicator between the stages (MPI on the CPU, NCCL on GPUs);
+ *  - replica 0 (with world rank 0, the front-end): its own ranks;
+ *  - replica r > 0: world rank 0 plus its ranks (rank 0 sends its plans, receives its tokens); rank 0
+ *    keeps one of these per remote replica in remote[r] with the token root in remote_root[r].
+ * token root = the ctl rank of the replica's last stage, TP rank 0. */
+typedef struct {
+    sits_comm_t *pp, *ctl;
+    sits_comm_t *remote[SITS_TOPO_MAX_GPUS];
+    int remote_root[SITS_TOPO_MAX_GPUS];
+} sits_instance_t;
+
+static void instance_fini(sits_instance_t *I)
 {
-    if (L->pl->pp <= 1) return SITS_OK;
-    if (sits_backend_cuda_stream(be)) {
-#ifdef HAVE_NCCL
-        SITS_CHECK(sits_comm_nccl_create(L->pp_mpi, be, cfg->step_timeout, pp_p));
-#else
-        SITS_ERROR(SITS_SUB_INIT, "pipeline parallelism on GPUs needs NCCL");
-        return SITS_ERR_UNSUPPORTED;
-#endif
-    } else {
-        SITS_CHECK(sits_comm_mpi_create(L->pp_mpi, cfg->step_timeout, pp_p));
+    for (int r = 0; r < SITS_TOPO_MAX_GPUS; r++) sits_comm_destroy(I->remote[r]);
+    sits_comm_destroy(I->ctl);
+    sits_comm_destroy(I->pp);
+    memset(I, 0, sizeof *I);
+}
+
+/* ctl rank of the (last stage, tp 0) rank of the replica(s) in c; -1 from ranks outside them */
+static int token_root_of(MPI_Comm c, int is_root)
+{
+    int me = 0, mine, root = -1;
+    MPI_Comm_rank(c, &me);
+    mine = is_root ? me : -1;
+    MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MAX, c);
+    return root;
+}
+
+static sits_status_t make_instance_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be,
+                                         sits_runner_params_t *rp, sits_instance_t *I)
+{
+    const sits_placement_t *pl = L->pl;
+    const sits_topo_rank_t *me = &pl->ranks[pl->self];
+    int D = pl->dp, P = pl->pp, rank = pl->self;
+    int is_root = me->pp_rank == P - 1 && me->tp_rank == 0;
+    memset(I, 0, sizeof *I);
+    if (D > SITS_TOPO_MAX_GPUS) return SITS_ERR_INVALID;
+    if (sits_topo_layout_rank(pl, 0, 0, 0) != 0) {
+        SITS_ERROR(SITS_SUB_INIT, "the front-end needs world rank 0 at replica 0, stage 0, tp rank 0");
+        return SITS_ERR_INVALID;
     }
-    SITS_CHECK(sits_comm_mpi_create(MPI_COMM_WORLD, cfg->step_timeout, ctl_p));
-    rp->pp = *pp_p;
-    rp->ctl = *ctl_p;
-    rp->token_root = sits_topo_layout_rank(L->pl, 0, L->pl->pp - 1, 0);
+    if (P > 1) {
+        if (sits_backend_cuda_stream(be)) {
+#ifdef HAVE_NCCL
+            SITS_CHECK(sits_comm_nccl_create(L->pp_mpi, be, cfg->step_timeout, &I->pp));
+#else
+            SITS_ERROR(SITS_SUB_INIT, "pipeline parallelism on GPUs needs NCCL");
+            return SITS_ERR_UNSUPPORTED;
+#endif
+        } else {
+            SITS_CHECK(sits_comm_mpi_create(L->pp_mpi, cfg->step_timeout, &I->pp));
+        }
+        rp->pp = I->pp;
+    }
+    if (P == 1 && D == 1) return SITS_OK;   /* the TP group is the whole instance */
+    /* replica 0's ranks (collective over the world) */
+    MPI_Comm inst = MPI_COMM_NULL, c;
+    if (MPI_Comm_split(MPI_COMM_WORLD, me->dp_rank == 0 ? 0 : MPI_UNDEFINED, rank, &inst) != MPI_SUCCESS) return SITS_ERR_MPI;
+    if (inst != MPI_COMM_NULL) {
+        int root = token_root_of(inst, is_root);
+        sits_status_t st = sits_comm_mpi_create(inst, cfg->step_timeout, &I->ctl);
+        MPI_Comm_free(&inst);
+        SITS_CHECK(st);
+        rp->ctl = I->ctl;
+        rp->token_root = root;
+    }
+    for (int r = 1; r < D; r++) {
+        int in = rank == 0 || me->dp_rank == r;
+        if (MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, rank == 0 ? -1 : rank, &c) != MPI_SUCCESS) return SITS_ERR_MPI;
+        if (c == MPI_COMM_NULL) continue;
+        int root = token_root_of(c, rank != 0 && is_root);
+        sits_comm_t *sc = NULL;
+        sits_status_t st = sits_comm_mpi_create(c, cfg->step_timeout, &sc);
+        MPI_Comm_free(&c);
+        SITS_CHECK(st);
+        if (rank == 0) {
+            I->remote[r] = sc;
+            I->remote_root[r] = root;
+        } else {
+            I->ctl = sc;
+            rp->ctl = sc;
+            rp->token_root = root;
+        }
+    }
     return SITS_OK;
 }
 
@@ -320,7 +385,9 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL, *pp = NULL, *ctl = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL;
+    sits_instance_t inst;
+    memset(&inst, 0, sizeof inst);
     sits_runner_t *r = NULL;
     int32_t *ids = NULL, **outs = NULL;
     const int32_t **prompts = NULL;
@@ -335,7 +402,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         return EXIT_USAGE;
     }
     if (L->pl->dp > 1) {
-        if (rank == 0) fprintf(stderr, "sits-dist: --dp is not implemented yet; use --tp and --pp\n");
+        if (rank == 0) fprintf(stderr, "sits-dist: --dp replicas serve requests; offline generation runs one replica (use --tp and --pp)\n");
         return EXIT_USAGE;
     }
     if (cfg->prompt_ids) {
@@ -367,7 +434,7 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
-    st = make_pp_comms(cfg, L, be, &rp, &pp, &ctl);
+    st = make_instance_comms(cfg, L, be, &rp, &inst);
     if (agree(st, "pipeline set-up", cfg->step_timeout) != SITS_OK) goto out;
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
@@ -425,8 +492,7 @@ out:
     free(ids);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
-    sits_comm_destroy(ctl);
-    sits_comm_destroy(pp);
+    instance_fini(&inst);
     sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);
@@ -445,7 +511,9 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     int rc = 1;
     sits_status_t st = SITS_OK;
     sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL, *pp = NULL, *ctl = NULL;
+    sits_comm_t *tp = NULL, *tp_dev = NULL;
+    sits_instance_t inst;
+    memset(&inst, 0, sizeof inst);
     sits_runner_t *r = NULL;
     sits_tokenizer_t *tok = NULL;
     sits_sched_t *sched = NULL;
@@ -453,10 +521,10 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
-    if (L->pl->dp > 1) {
-        if (rank == 0) fprintf(stderr, "sits-dist: --dp is not implemented yet; use --tp and --pp\n");
-        return EXIT_USAGE;
-    }
+    int D = L->pl->dp;
+    sits_sched_t *scheds[SITS_TOPO_MAX_GPUS] = { NULL };
+    sits_runner_t *shadows[SITS_TOPO_MAX_GPUS] = { NULL };
+    sits_router_t *router = NULL;
     if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 1 || cfg->port < 0 || cfg->port > 65535) {
         if (rank == 0) fprintf(stderr, "sits-dist: need --max-num-seqs, --max-num-batched-tokens, --max-waiting >= 1 and 0 <= --port <= 65535\n");
         return EXIT_USAGE;
@@ -478,8 +546,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
-    st = make_pp_comms(cfg, L, be, &rp, &pp, &ctl);
-    if (agree(st, "pipeline set-up", cfg->step_timeout) != SITS_OK) goto out;
+    st = make_instance_comms(cfg, L, be, &rp, &inst);
+    if (agree(st, "replica set-up", cfg->step_timeout) != SITS_OK) goto out;
     st = sits_runner_create(&rp, be, tp, tp_dev, &r);
     if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
@@ -506,6 +574,13 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1,
                                        .tenants = &tenants, .trace = trace };
             st = sits_sched_create(&sp, r, &sched);
+            scheds[0] = sched;
+            /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
+            for (int q = 1; st == SITS_OK && q < D; q++) {
+                st = sits_runner_create_shadow(&rp, L->pl->tp, be->kv_dtype, inst.remote[q], inst.remote_root[q], &shadows[q]);
+                if (st == SITS_OK) st = sits_sched_create(&sp, shadows[q], &scheds[q]);
+            }
+            if (st == SITS_OK && D > 1) st = sits_router_create(scheds, D, &router);
         }
         if (st == SITS_OK) {
             const char *name = cfg->served_model_name;
@@ -520,7 +595,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
             };
-            st = sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
+            st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
+                        : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
         }
     }
     if (agree(st, "server start", cfg->step_timeout) != SITS_OK) goto out;
@@ -528,13 +604,14 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         const char *host = cfg->host ? cfg->host : "127.0.0.1";
         int port = sits_server_port(srv);
         fprintf(stderr,
-                "sits-dist: serving %s on http://%s:%d (%d rank%s, %s backend, %d KV blocks of %d tokens, loaded in %.1f s)\n"
+                "sits-dist: serving %s on http://%s:%d (%d rank%s: tp %d x pp %d x dp %d, %s backend, %d KV blocks of %d tokens a replica, loaded in %.1f s)\n"
                 "try:\n  curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json'%s -d "
                 "'{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'\n",
-                cfg->model, host, port, world, world > 1 ? "s" : "", be->ops->name, r->ep.n_blocks, r->ep.block_size,
+                cfg->model, host, port, world, world > 1 ? "s" : "", L->pl->tp, L->pl->pp, D, be->ops->name, r->ep.n_blocks,
+                r->ep.block_size,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
-        st = sits_sched_run(sched, &g_stop, stop_admitting, srv);
+        st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, srv);
         sits_server_destroy(srv);
         srv = NULL;
         fprintf(stderr, "sits-dist: stopped\n");
@@ -544,13 +621,17 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     rc = st == SITS_OK ? 0 : 1;
 out:
     sits_server_destroy(srv);
+    sits_router_destroy(router);
+    for (int q = 1; q < D; q++) {
+        sits_sched_destroy(scheds[q]);
+        sits_runner_destroy(shadows[q]);
+    }
     sits_sched_destroy(sched);
     sits_tenants_free(&tenants);
     if (trace) fclose(trace);
     sits_tokenizer_destroy(tok);
     sits_runner_destroy(r);
-    sits_comm_destroy(ctl);
-    sits_comm_destroy(pp);
+    instance_fini(&inst);
     sits_comm_destroy(tp_dev);
     sits_comm_destroy(tp);
     sits_backend_destroy(be);

@@ -77,8 +77,9 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     r->tp = tp;
     r->tp_dev = tp_dev ? tp_dev : tp;
     r->pp = p->pp && p->pp->size > 1 ? p->pp : NULL;
-    r->ctl = r->pp && p->ctl ? p->ctl : tp;
-    r->token_root = r->pp ? p->token_root : 0;
+    r->ctl = p->ctl ? p->ctl : tp;
+    r->bcast_tokens = r->ctl != tp && r->ctl->size > 1;
+    r->token_root = r->bcast_tokens ? p->token_root : 0;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
     sits_shard_t shard = { tp->rank, tp->size, r->pp ? r->pp->rank : 0, r->pp ? r->pp->size : 1 };
@@ -111,6 +112,36 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, r->tp_dev, &r->engine), st, err);
     SITS_CHECK_GOTO(sits_kv_blocks_create(ep.n_blocks, &r->blocks), st, err);
     r->load_s = now_s() - t0;
+    *r_p = r;
+    return SITS_OK;
+err:
+    sits_runner_destroy(r);
+    return st;
+}
+
+sits_status_t sits_runner_create_shadow(const sits_runner_params_t *p, int tp_size, sits_dtype_t kv_dtype, sits_comm_t *ctl,
+                                        int token_root, sits_runner_t **r_p)
+{
+    sits_status_t st = SITS_OK;
+    sits_runner_t *r = calloc(1, sizeof *r);
+    if (!r) return SITS_ERR_NOMEM;
+    r->tp = r->tp_dev = r->ctl = ctl;
+    r->bcast_tokens = 1;
+    r->token_root = token_root;
+    SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
+    sits_shard_t shard = { 0, tp_size, 0, 1 };
+    sits_shard_dims_t d;
+    SITS_CHECK_GOTO(sits_shard_dims(&r->cfg, &shard, &d), st, err);
+    /* the same sizing as sits_runner_create */
+    int mml = p->max_model_len > 0 ? p->max_model_len : r->cfg.max_position_embeddings;
+    int bs = p->block_size > 0 ? p->block_size : 16;
+    r->max_model_len = mml;
+    r->ep = (sits_engine_params_t){ .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
+                                    .max_blocks_per_seq = (mml + bs - 1) / bs };
+    size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &d, kv_dtype, bs);
+    r->ep.n_blocks = p->kv_bytes > 0 ? (int)((size_t)p->kv_bytes / per_block) : r->ep.max_blocks_per_seq * p->max_seqs;
+    if (r->ep.n_blocks < 1) { st = SITS_ERR_INVALID; goto err; }
+    SITS_CHECK_GOTO(sits_kv_blocks_create(r->ep.n_blocks, &r->blocks), st, err);
     *r_p = r;
     return SITS_OK;
 err:

@@ -48,6 +48,7 @@ typedef struct {
     sits_comm_t *pp;       /* pipeline peers (NULL: one stage) */
     sits_comm_t *ctl;      /* plans and sampled tokens: the whole model instance (== tp without a pipeline) */
     int token_root;        /* ctl rank that holds the sampled tokens (the last stage's TP rank 0) */
+    int bcast_tokens;      /* ctl spans more than this TP group: tokens are broadcast over it after each step */
     sits_engine_params_t ep;
     int max_model_len;
     double load_s;
@@ -57,6 +58,13 @@ typedef struct {
 sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
                                  sits_runner_t **r_p);
 void sits_runner_destroy(sits_runner_t *r);
+
+/* Data parallelism, on the front-end rank: a runner without weights or engine that stands for a
+ * remote replica (tp_size ranks per stage, same model and sizes as p): its KV block table is kept
+ * here, its plans go out over ctl (this rank is ctl rank 0) and its tokens come back from
+ * token_root. kv_dtype: the replicas' KV dtype (sizes the blocks exactly as their engines do). */
+sits_status_t sits_runner_create_shadow(const sits_runner_params_t *p, int tp_size, sits_dtype_t kv_dtype, sits_comm_t *ctl,
+                                        int token_root, sits_runner_t **r_p);
 
 typedef struct {
     int n_prompt_tokens, n_generated;

@@ -70,6 +70,9 @@ struct sits_sched {
     double ctl_next;
     double *itl_t, *itl_v, *itl_tmp;        /* ring of (time, inter-token latency) [SITS_ITL_RING] */
     int itl_head, itl_n;
+    sits_plan_t pl;                          /* the step in flight (launch .. complete) */
+    double t_launch;
+    int index;                               /* data-parallel replica (trace file) */
     /* tenants: weighted fair queueing within a priority, priority preemption across */
     int n_tenants;
     double weight[SITS_MAX_TENANTS], vt[SITS_MAX_TENANTS];  /* virtual time = tokens served / weight */
@@ -326,10 +329,10 @@ static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
     double t_end = wall_s();
     const char *tenant = s->p.tenants && s->p.tenants->n > q->tenant ? s->p.tenants->t[q->tenant].name : "default";
     fprintf(s->p.trace,
-            "{\"request\":\"%s\",\"seq\":%llu,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
+            "{\"request\":\"%s\",\"seq\":%llu,\"replica\":%d,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
             "\"first_token\":%.6f,\"finished\":%.6f,\"prompt_tokens\":%d,\"generated_tokens\":%d,"
             "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"}\n",
-            q->id, (unsigned long long)q->order, tenant, q->t_queued, q->t_scheduled, q->t_first_token, t_end, q->n_prompt,
+            q->id, (unsigned long long)q->order, s->index, tenant, q->t_queued, q->t_scheduled, q->t_first_token, t_end, q->n_prompt,
             q->n_gen, q->n_prefix_hit, q->n_preempted, reasons[(unsigned)why < 5 ? why : 0]);
     fflush(s->p.trace);
 }
@@ -631,7 +634,9 @@ static void update_gauges(sits_sched_t *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-static sits_status_t step(sits_sched_t *s, int nb)
+/* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
+ * starts computing as soon as it has it). */
+static sits_status_t step_launch(sits_sched_t *s, int nb)
 {
     sits_runner_t *r = s->r;
     int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
@@ -651,13 +656,19 @@ static sits_status_t step(sits_sched_t *s, int nb)
             no++;
         }
     }
-    sits_plan_t pl = { .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
-                       .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
-                       .out_rows = s->rows, .sample = s->sp };
-    double t0 = now_s();
-    SITS_CHECK(sits_worker_send(r, &s->wk, &pl));
-    SITS_CHECK(sits_worker_exec(r, &s->wk, &pl, NULL, NULL));
-    double dt = now_s() - t0;
+    s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
+                           .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
+                           .out_rows = s->rows, .sample = s->sp };
+    s->t_launch = now_s();
+    return sits_worker_send(r, &s->wk, &s->pl);
+}
+
+/* Second half: run the step here (or, for a remote replica, receive its tokens) and deliver them. */
+static sits_status_t step_complete(sits_sched_t *s, int nb)
+{
+    sits_runner_t *r = s->r;
+    SITS_CHECK(sits_worker_exec(r, &s->wk, &s->pl, NULL, NULL));
+    double dt = now_s() - s->t_launch;
     int o = 0, gen = 0, prompt = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
@@ -707,49 +718,166 @@ static sits_status_t step(sits_sched_t *s, int nb)
 
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
 {
+    return sits_sched_run_many(&s, 1, stop, on_stop, ctx);
+}
+
+static int busy(const sits_sched_t *s) { return s->n_running > 0 || s->n_waiting > 0; }
+
+sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
+{
     sits_status_t st = SITS_OK;
     double drain_until = 0;
+    int *nb = calloc((size_t)n, sizeof(int));
+    if (!nb) return SITS_ERR_NOMEM;
+    for (int i = 0; i < n; i++) ss[i]->index = i;
     for (;;) {
         if (*stop && drain_until == 0) {
-            drain_until = now_s() + s->p.drain_timeout_s;
-            pthread_mutex_lock(&s->mu);
-            s->stopping = 1;
-            pthread_mutex_unlock(&s->mu);
-            if (on_stop) on_stop(ctx);
-            SITS_WARN(SITS_SUB_SCHED, "stopping: draining %d running and %d waiting requests (up to %.0f s)", s->n_running,
-                      s->n_waiting + s->n_inbox, s->p.drain_timeout_s);
-        }
-        collect(s);
-        if (drain_until > 0 && (now_s() > drain_until || (s->n_running == 0 && s->n_waiting == 0))) break;
-        controller_tick(s, now_s());
-        int n_tokens = 0, nb = schedule(s, &n_tokens);
-        update_gauges(s);
-        if (nb == 0) {
-            /* idle: wait for a request (or the stop flag, polled) */
-            pthread_mutex_lock(&s->mu);
-            if (s->n_inbox == 0) {
-                struct timespec dl;
-                clock_gettime(CLOCK_REALTIME, &dl);
-                dl.tv_nsec += 50 * 1000000L;
-                if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
-                pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+            drain_until = now_s() + ss[0]->p.drain_timeout_s;
+            int running = 0, waiting = 0;
+            for (int i = 0; i < n; i++) {
+                pthread_mutex_lock(&ss[i]->mu);
+                ss[i]->stopping = 1;
+                waiting += ss[i]->n_inbox;
+                pthread_mutex_unlock(&ss[i]->mu);
+                running += ss[i]->n_running;
+                waiting += ss[i]->n_waiting;
             }
-            pthread_mutex_unlock(&s->mu);
-            continue;
+            if (on_stop) on_stop(ctx);
+            SITS_WARN(SITS_SUB_SCHED, "stopping: draining %d running and %d waiting requests (up to %.0f s)", running, waiting,
+                      ss[0]->p.drain_timeout_s);
         }
-        st = step(s, nb);
+        int any_busy = 0, any_step = 0;
+        for (int i = 0; i < n; i++) {
+            collect(ss[i]);
+            any_busy |= busy(ss[i]);
+        }
+        if (drain_until > 0 && (now_s() > drain_until || !any_busy)) break;
+        /* launch every replica's step first (remote replicas compute meanwhile), then complete them,
+         * the local one (replica 0, whose forward pass runs on this rank) first */
+        for (int i = 0; i < n && st == SITS_OK; i++) {
+            controller_tick(ss[i], now_s());
+            int n_tokens = 0;
+            nb[i] = schedule(ss[i], &n_tokens);
+            update_gauges(ss[i]);
+            if (nb[i] > 0) {
+                any_step = 1;
+                st = step_launch(ss[i], nb[i]);
+            }
+        }
+        for (int i = 0; i < n && st == SITS_OK; i++)
+            if (nb[i] > 0) st = step_complete(ss[i], nb[i]);
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_SCHED, "step failed: %s; failing every request", sits_status_str(st));
             break;
         }
+        if (!any_step) {
+            /* idle: wait for a request (the router wakes replica 0's condition) or the stop flag, polled */
+            sits_sched_t *s0 = ss[0];
+            pthread_mutex_lock(&s0->mu);
+            int pending = 0;
+            for (int i = 0; i < n; i++) pending += i == 0 ? s0->n_inbox : 0;
+            if (!pending) {
+                struct timespec dl;
+                clock_gettime(CLOCK_REALTIME, &dl);
+                dl.tv_nsec += (n > 1 ? 5 : 50) * 1000000L;
+                if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+                pthread_cond_timedwait(&s0->cv, &s0->mu, &dl);
+            }
+            pthread_mutex_unlock(&s0->mu);
+        }
     }
-    /* whatever is left is cancelled (drain timeout) or failed (engine error) */
-    collect(s);
-    sits_finish_t why = st == SITS_OK ? SITS_FINISH_CANCELLED : SITS_FINISH_ERROR;
-    while (s->n_running > 0) finish(s, s->running[--s->n_running], why);
-    while (s->n_waiting > 0) finish(s, s->waiting[--s->n_waiting], why);
-    update_gauges(s);
-    sits_plan_t stop_plan = { .cmd = SITS_PLAN_STOP };
-    sits_status_t st2 = sits_worker_send(s->r, &s->wk, &stop_plan);
+    /* whatever is left is cancelled (drain timeout) or failed (engine error); then every replica stops */
+    sits_status_t st2 = SITS_OK;
+    for (int i = 0; i < n; i++) {
+        sits_sched_t *s = ss[i];
+        collect(s);
+        sits_finish_t why = st == SITS_OK ? SITS_FINISH_CANCELLED : SITS_FINISH_ERROR;
+        while (s->n_running > 0) finish(s, s->running[--s->n_running], why);
+        while (s->n_waiting > 0) finish(s, s->waiting[--s->n_waiting], why);
+        update_gauges(s);
+        sits_plan_t stop_plan = { .cmd = SITS_PLAN_STOP };
+        sits_status_t e = sits_worker_send(s->r, &s->wk, &stop_plan);
+        if (st2 == SITS_OK) st2 = e;
+    }
+    free(nb);
     return st != SITS_OK ? st : st2;
 }
+
+/* ---- data-parallel router: one front-end, several replicas ------------------------------------ */
+
+struct sits_router {
+    sits_sched_t **s;
+    int n;
+};
+
+sits_status_t sits_router_create(sits_sched_t **scheds, int n, sits_router_t **rt_p)
+{
+    sits_router_t *rt = calloc(1, sizeof *rt);
+    if (!rt) return SITS_ERR_NOMEM;
+    rt->s = scheds;
+    rt->n = n;
+    *rt_p = rt;
+    return SITS_OK;
+}
+
+void sits_router_destroy(sits_router_t *rt) { free(rt); }
+
+/* The replica with the fewest queued requests, then the most free KV blocks. */
+static sits_status_t router_submit(void *router, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len)
+{
+    sits_router_t *rt = router;
+    int best = 0, best_q = 0, best_free = 0;
+    for (int i = 0; i < rt->n; i++) {
+        sits_sched_t *s = rt->s[i];
+        pthread_mutex_lock(&s->mu);
+        int q = s->stats.waiting + s->stats.running, fr = s->stats.kv_blocks_free;
+        pthread_mutex_unlock(&s->mu);
+        if (i == 0 || q < best_q || (q == best_q && fr > best_free)) { best = i; best_q = q; best_free = fr; }
+    }
+    sits_status_t st = api_submit(rt->s[best], p, req_p, err, err_len);
+    if (st == SITS_OK) {
+        /* count it at once so that a burst spreads over the replicas; wake the run loop */
+        pthread_mutex_lock(&rt->s[best]->mu);
+        rt->s[best]->stats.running++;
+        pthread_mutex_unlock(&rt->s[best]->mu);
+        if (best != 0) {
+            pthread_mutex_lock(&rt->s[0]->mu);
+            pthread_cond_signal(&rt->s[0]->cv);
+            pthread_mutex_unlock(&rt->s[0]->mu);
+        }
+    }
+    return st;
+}
+
+/* Sum of the replicas' statistics (gauges and counters); the controller's ITL is the worst one. */
+static void router_stats(void *router, sits_sched_stats_t *out)
+{
+    sits_router_t *rt = router;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < rt->n; i++) {
+        sits_sched_stats_t st;
+        api_stats(rt->s[i], &st);
+        out->running += st.running;
+        out->waiting += st.waiting;
+        out->swapped += st.swapped;
+        out->kv_blocks_total += st.kv_blocks_total;
+        out->kv_blocks_free += st.kv_blocks_free;
+        out->max_model_len = st.max_model_len;
+        out->preemptions += st.preemptions;
+        out->steps += st.steps;
+        out->prompt_tokens += st.prompt_tokens;
+        out->generation_tokens += st.generation_tokens;
+        out->step_seconds_sum += st.step_seconds_sum;
+        for (int b = 0; b < 12; b++) out->step_hist[b] += st.step_hist[b];
+        out->prefix_query_tokens += st.prefix_query_tokens;
+        out->prefix_hit_tokens += st.prefix_hit_tokens;
+        out->kv_blocks_cached += st.kv_blocks_cached;
+        out->allowed_seqs += st.allowed_seqs;
+        out->allowed_tokens += st.allowed_tokens;
+        if (st.itl_p99_ms > out->itl_p99_ms) out->itl_p99_ms = st.itl_p99_ms;
+    }
+}
+
+const sits_sched_api_t sits_router_api = {
+    .submit = router_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = router_stats,
+};

@@ -47,4 +47,17 @@ void sits_sched_destroy(sits_sched_t *s);
  * when the stop is first seen (the server stops admitting). */
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx);
 
+/* Data parallelism: the same loop over several schedulers, one per replica (replica 0 local, the
+ * others driving remote replicas through shadow runners, sits_runner_create_shadow). Every step
+ * launches all replicas' plans first and then completes them, so the replicas compute at once. */
+sits_status_t sits_sched_run_many(sits_sched_t **scheds, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *),
+                                  void *ctx);
+
+/* The front-end's view of several replicas: submit routes a request to the replica with the fewest
+ * queued requests (then the most free KV blocks); statistics are summed. Use with sits_router_api. */
+typedef struct sits_router sits_router_t;
+sits_status_t sits_router_create(sits_sched_t **scheds, int n, sits_router_t **rt_p);
+void sits_router_destroy(sits_router_t *rt);
+extern const sits_sched_api_t sits_router_api;
+
 #endif

@@ -67,6 +67,13 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
 
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
 {
+    if (!r->engine) {
+        /* a shadow of a remote replica: its tokens arrive from its last stage */
+        if (plan->n_out == 0) return SITS_OK;
+        MPI_Request req;
+        SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
+        return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi);
+    }
     const sits_shard_dims_t *d = &r->w->dims;
     sits_batch_t b = { .n_tokens = plan->n_tokens, .tokens = plan->tokens, .pos = plan->pos, .seq = plan->seq,
                        .n_seqs = plan->n_seqs, .block_tables = plan->block_tables, .n_out = plan->n_out,
@@ -82,8 +89,8 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
         }
         SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
     }
-    if (!r->pp) return SITS_OK;
-    /* pipeline: the last stage's tokens to every rank of the instance (the leader schedules with them) */
+    if (!r->bcast_tokens) return SITS_OK;
+    /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */
     MPI_Request req;
     SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
     return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi);

@@ -65,7 +65,7 @@ has() { printf '%s\n' "$1" | grep -qF -- "$2"; }
 out=$(sbatch_run 2 2 --topology 2>&1); st=$?
 if [ $st -eq 0 ] && has "$out" "topology: 4 ranks on 1 node: tp 2 x pp 2 x dp 1" && has "$out" "tp groups (2): [0 1] [2 3]" \
    && has "$out" "pp groups (2): [0 2] [1 3]" && has "$out" "rank 3: host $(hostname -s) local 3/4" \
-   && has "$out" "tp 1 pp 1 dp 0" && has "$out" "note: --pp 2 needs a sits-dist release"; then
+   && has "$out" "tp 1 pp 1 dp 0"; then
   ok "sbatch recipe under mpirun (2 nodes x 2 tasks): tp 2 x pp 2 layout"
 else
   bad "sbatch recipe --topology (exit $st)"; echo "$out"

@@ -12,7 +12,7 @@ ref_row() { awk -v key="\"$2\": [" -v i="$3" 'index($0, key) { on = 1; n = -1; n
 # pid of world rank R among the running processes of command line pattern P
 rank_pid() {
   for p in $(pgrep -f "$2"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return 0; fi
+    if { tr '\0' '\n' < /proc/$p/environ; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return 0; fi
   done
   return 1
 }

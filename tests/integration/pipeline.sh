@@ -33,6 +33,35 @@ serve_start "$tmp/m" --tp 2 || finish
 b=$(ask | sed 's/"id":"[^"]*","object":"text_completion","created":[0-9]*,//'); stop
 [ -n "$a" ] && [ "$a" = "$b" ] && echo "$a" | grep -q '"finish_reason":"length"' && ok "server with --pp 2 answers as with --tp 2" || bad "server pp: '$a' vs '$b'"
 
+# data-parallel replicas behind the one front-end: --dp 2 --tp 2 (4 ranks) answers a burst exactly as
+# --tp 2, both replicas serve (trace file), and SIGTERM stops every rank cleanly
+burst() { "${PYTHON:-python3}" - "$url" <<'PYEOF'
+import json, sys, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+def go(i):
+    b = {"model": "m", "prompt": "word %d " % i * 3, "max_tokens": 10, "temperature": 0}
+    r = urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(b).encode(),
+                                                      {"Content-Type": "application/json"}), timeout=120)
+    return json.load(r)["choices"][0]["text"]
+with ThreadPoolExecutor(8) as ex:
+    print(json.dumps(list(ex.map(go, range(16)))))
+PYEOF
+}
+stop4() { for r in 0 1 2 3; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done; wait $srv; rc=$?; srv=; return $rc; }
+serve_start "$tmp/m" --tp 2 || finish
+one=$(burst); stop
+$SITS_MPIRUN -np 4 "$SITS" --model "$tmp/m" --load-format dummy --port 0 --dp 2 --tp 2 --trace-file "$tmp/dp.trace" > "$tmp/out" 2> "$tmp/err" &
+srv=$!
+for _ in $(seq 200); do port=$(sed -n 's|^sits-dist: serving .* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/err" | head -1)
+  [ -n "$port" ] && url=http://127.0.0.1:$port && curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
+grep -q "tp 2 x pp 1 x dp 2" "$tmp/err" && ok "layout printed: tp 2 x pp 1 x dp 2" || bad "dp layout line"
+two=$(burst)
+stop4; rc=$?
+[ -n "$one" ] && [ "$one" = "$two" ] && ok "--dp 2 --tp 2 answers a burst exactly as --tp 2" || bad "dp 2 outputs differ: $two vs $one"
+[ $rc -eq 0 ] && ok "SIGTERM stops the four ranks cleanly" || bad "dp 2 exit $rc"
+"${PYTHON:-python3}" -c 'import json,sys; r=[json.loads(l)["replica"] for l in open(sys.argv[1])]; assert len(r)==16 and set(r)=={0,1}, r' "$tmp/dp.trace" \
+  && ok "both replicas served (trace file)" || bad "replicas used: $(cut -c1-80 "$tmp/dp.trace" | head -3)"
+
 # kill -9 a rank of the last stage mid-run: the job ends with a message
 mkdir -p "$tmp/big"
 sed 's/"hidden_size": 64, "intermediate_size": 128/"hidden_size": 256, "intermediate_size": 1024/; s/"max_position_embeddings": 512/"max_position_embeddings": 8192/' "$tmp/m/config.json" > "$tmp/big/config.json"
