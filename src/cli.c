@@ -544,6 +544,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = (int)cfg->max_num_seqs,
         .max_tokens = (int)cfg->max_num_batched_tokens, .max_model_len = (int)cfg->max_model_len,
         .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
+        .gpu_memory_utilization = cfg->gpu_memory_utilization,
     };
     double t0 = now_s();
     st = make_instance_comms(cfg, L, be, &rp, &inst);
@@ -577,7 +578,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
             for (int q = 1; st == SITS_OK && q < D; q++) {
-                st = sits_runner_create_shadow(&rp, L->pl->tp, be->kv_dtype, inst.remote[q], inst.remote_root[q], &shadows[q]);
+                st = sits_runner_create_shadow(r, inst.remote[q], inst.remote_root[q], &shadows[q]);
                 if (st == SITS_OK) st = sits_sched_create(&sp, shadows[q], &scheds[q]);
             }
             if (st == SITS_OK && D > 1) st = sits_router_create(scheds, D, &router);

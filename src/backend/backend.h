@@ -179,6 +179,8 @@ int sits_backend_cuda_device_count(void);
 /* [nccl hook] CUDA builds only (cuda.c). The cudaStream_t of a cuda backend, NULL otherwise; for the
  * NCCL communicator, which enqueues its collectives on it. */
 void *sits_backend_cuda_stream(sits_backend_t *be);
+/* Free and total memory of a cuda backend's GPU (cudaMemGetInfo); SITS_ERR_UNSUPPORTED otherwise. */
+sits_status_t sits_backend_cuda_mem_info(sits_backend_t *be, size_t *free_p, size_t *total_p);
 /* [nccl hook] A health check run while sync / download / download_f32 wait for the stream: with at
  * least one registered, those waits poll the stream and call every check on each not-ready poll
  * with the seconds waited so far. A check returns SITS_OK to keep waiting; on a fault it aborts the

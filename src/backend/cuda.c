@@ -760,6 +760,14 @@ int sits_backend_cuda_device_count(void)
     return n;
 }
 
+sits_status_t sits_backend_cuda_mem_info(sits_backend_t *be, size_t *free_p, size_t *total_p)
+{
+    if (!be || be->ops != &cuda_ops) return SITS_ERR_UNSUPPORTED;
+    SITS_CUDA_CHECK(cudaSetDevice(be->device));
+    SITS_CUDA_CHECK(cudaMemGetInfo(free_p, total_p));
+    return SITS_OK;
+}
+
 /* ---- [nccl hook] accessors for the NCCL communicator ---------------------------------------- */
 
 void *sits_backend_cuda_stream(sits_backend_t *be)

@@ -11,3 +11,5 @@ sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits
 int sits_backend_cuda_device_count(void) { return 0; }
 
 void *sits_backend_cuda_stream(sits_backend_t *be) { return NULL; }
+
+sits_status_t sits_backend_cuda_mem_info(sits_backend_t *be, size_t *free_p, size_t *total_p) { return SITS_ERR_UNSUPPORTED; }

@@ -102,7 +102,27 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs, .pp_comm = r->pp,
     };
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
-    ep.n_blocks = p->kv_bytes > 0 ? (int)((size_t)p->kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
+    size_t gfree = 0, gtotal = 0;
+    int64_t kv_bytes = p->kv_bytes;
+    if (kv_bytes <= 0 && p->gpu_memory_utilization > 0 && sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK) {
+        /* the share of the GPU left after the weights, less room for activations and workspaces */
+        double H = r->cfg.hidden_size, act = (double)p->max_tokens * (8.0 * H + 3.0 * r->w->dims.i_loc +
+                                                                       (double)r->w->dims.v_count) * 4.0;
+        double room = p->gpu_memory_utilization * (double)gtotal - (double)(gtotal - gfree) - act - (1ull << 30);
+        kv_bytes = room > (double)per_block ? (int64_t)room : (int64_t)per_block;
+        SITS_INFO(SITS_SUB_KV, "kv cache: %.2f GiB of %.2f GiB (gpu memory utilization %.2f)", (double)kv_bytes / (1ull << 30),
+                  (double)gtotal / (1ull << 30), p->gpu_memory_utilization);
+    }
+    ep.n_blocks = kv_bytes > 0 ? (int)((size_t)kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
+    {
+        /* block ids are shared by every rank of a replica (and the front-end's shadows of the other
+         * replicas): every rank takes the smallest count */
+        int mine = ep.n_blocks, all = mine;
+        MPI_Request req;
+        if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) { st = SITS_ERR_MPI; goto err; }
+        SITS_CHECK_GOTO(sits_comm_mpi_wait(&req, tp->timeout_s, "kv block count agreement", MPI_COMM_WORLD), st, err);
+        ep.n_blocks = all;
+    }
     if (ep.n_blocks < 1) {
         SITS_ERROR(SITS_SUB_KV, "--kv-cache-memory %lld bytes holds no KV block of %zu bytes", (long long)p->kv_bytes, per_block);
         st = SITS_ERR_INVALID;
@@ -119,8 +139,7 @@ err:
     return st;
 }
 
-sits_status_t sits_runner_create_shadow(const sits_runner_params_t *p, int tp_size, sits_dtype_t kv_dtype, sits_comm_t *ctl,
-                                        int token_root, sits_runner_t **r_p)
+sits_status_t sits_runner_create_shadow(const sits_runner_t *local, sits_comm_t *ctl, int token_root, sits_runner_t **r_p)
 {
     sits_status_t st = SITS_OK;
     sits_runner_t *r = calloc(1, sizeof *r);
@@ -128,19 +147,9 @@ sits_status_t sits_runner_create_shadow(const sits_runner_params_t *p, int tp_si
     r->tp = r->tp_dev = r->ctl = ctl;
     r->bcast_tokens = 1;
     r->token_root = token_root;
-    SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
-    sits_shard_t shard = { 0, tp_size, 0, 1 };
-    sits_shard_dims_t d;
-    SITS_CHECK_GOTO(sits_shard_dims(&r->cfg, &shard, &d), st, err);
-    /* the same sizing as sits_runner_create */
-    int mml = p->max_model_len > 0 ? p->max_model_len : r->cfg.max_position_embeddings;
-    int bs = p->block_size > 0 ? p->block_size : 16;
-    r->max_model_len = mml;
-    r->ep = (sits_engine_params_t){ .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
-                                    .max_blocks_per_seq = (mml + bs - 1) / bs };
-    size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &d, kv_dtype, bs);
-    r->ep.n_blocks = p->kv_bytes > 0 ? (int)((size_t)p->kv_bytes / per_block) : r->ep.max_blocks_per_seq * p->max_seqs;
-    if (r->ep.n_blocks < 1) { st = SITS_ERR_INVALID; goto err; }
+    r->cfg = local->cfg;
+    r->ep = local->ep;
+    r->max_model_len = local->max_model_len;
     SITS_CHECK_GOTO(sits_kv_blocks_create(r->ep.n_blocks, &r->blocks), st, err);
     *r_p = r;
     return SITS_OK;

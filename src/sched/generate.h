@@ -27,7 +27,8 @@ typedef struct {
     int max_tokens;        /* tokens per step (>= prompt tokens of one prefill) */
     int max_model_len;     /* positions per sequence; 0: max_position_embeddings */
     int block_size;
-    int64_t kv_bytes;      /* 0: enough blocks for max_seqs x max_model_len */
+    int64_t kv_bytes;      /* 0: gpu_memory_utilization on GPUs, else enough blocks for max_seqs x max_model_len */
+    double gpu_memory_utilization; /* share of the GPU's memory for weights + activations + KV (0: off) */
     /* pipeline parallelism (NULL / 0: one stage): pp joins this TP rank's peers across the stages
      * (group rank = stage, activations); ctl spans every rank of the model instance (plans, and the
      * sampled tokens broadcast from token_root = the last stage's TP rank 0, as a rank of ctl) */
@@ -62,9 +63,9 @@ void sits_runner_destroy(sits_runner_t *r);
 /* Data parallelism, on the front-end rank: a runner without weights or engine that stands for a
  * remote replica (tp_size ranks per stage, same model and sizes as p): its KV block table is kept
  * here, its plans go out over ctl (this rank is ctl rank 0) and its tokens come back from
- * token_root. kv_dtype: the replicas' KV dtype (sizes the blocks exactly as their engines do). */
-sits_status_t sits_runner_create_shadow(const sits_runner_params_t *p, int tp_size, sits_dtype_t kv_dtype, sits_comm_t *ctl,
-                                        int token_root, sits_runner_t **r_p);
+ * token_root. Its sizes (blocks, tokens, sequences) are the local runner's: every runner of the job
+ * agrees on the number of KV blocks (the smallest over the ranks) when it is created. */
+sits_status_t sits_runner_create_shadow(const sits_runner_t *local, sits_comm_t *ctl, int token_root, sits_runner_t **r_p);
 
 typedef struct {
     int n_prompt_tokens, n_generated;

@@ -55,6 +55,7 @@ const sits_param_t sits_params[] = {
     { "trace-file", "SITS_TRACE_FILE", SITS_PT_STR, "", NULL, OFF(trace_file), "server: append one JSON line per finished request (queued, first scheduled, first token, finished, tokens, preemptions)" },
     { "target-tpot-p99-ms", "SITS_TARGET_TPOT_P99_MS", SITS_PT_FLOAT, "0", NULL, OFF(target_tpot_p99_ms), "adaptive batching: keep the P99 inter-token latency near this (0: off)" },
     { "controller-interval", "SITS_CONTROLLER_INTERVAL", SITS_PT_FLOAT, "0.1", NULL, OFF(controller_interval), "adaptive batching: seconds between adjustments" },
+    { "gpu-memory-utilization", "SITS_GPU_MEMORY_UTILIZATION", SITS_PT_FLOAT, "0.9", NULL, OFF(gpu_memory_utilization), "server on GPUs: share of each GPU's memory for weights, activations and the KV cache (when --kv-cache-memory is 0)" },
     { "log-level", "SITS_LOG_LEVEL", SITS_PT_STR, "warn", NULL, OFF(log_level), "error | warn | info | debug | trace" },
 };
 const size_t sits_params_count = sizeof sits_params / sizeof sits_params[0];

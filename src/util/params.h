@@ -48,6 +48,7 @@ typedef struct sits_config {
     /* KV cache */
     int64_t block_size;
     int64_t kv_cache_memory;  /* bytes per rank for KV blocks; 0: enough for max_model_len x batch */
+    double gpu_memory_utilization;
     /* server */
     char *host;
     int64_t port;
