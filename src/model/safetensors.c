@@ -302,7 +302,7 @@ static int st_tensor_cmp(const void *a, const void *b)
 /* Sort by name, refuse duplicates, total the bytes. */
 static sits_status_t st_finish(sits_st_t *st)
 {
-    qsort(st->tensors, st->n, sizeof *st->tensors, st_tensor_cmp);
+    if (st->n > 1) qsort(st->tensors, st->n, sizeof *st->tensors, st_tensor_cmp);
     st->total_bytes = 0;
     for (size_t i = 0; i < st->n; i++) {
         if (i > 0 && !strcmp(st->tensors[i - 1].name, st->tensors[i].name)) {

@@ -28,6 +28,13 @@ void sits_srv_error_set(sits_srv_error_t *err, int status, const char *type, con
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    /* precision-limited %s of client text ('%.64s') and the buffer limit can cut a UTF-8 sequence:
+     * replace every byte that does not start a valid sequence so the JSON body can be built */
+    size_t len = strlen(err->message), off = 0, bad = 0;
+    while (off < len && !sits_utf8_valid(err->message + off, len - off, &bad)) {
+        err->message[off + bad] = '?';
+        off += bad + 1;
+    }
 }
 
 #define BAD(param_, ...) do { sits_srv_error_set(err, 400, "invalid_request_error", NULL, param_, __VA_ARGS__); \

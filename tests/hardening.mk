@@ -1,0 +1,15 @@
+# tests/hardening.mk -- robustness tests (see tests/RELIABILITY.md), included by Makefile.am:
+#   tests/integration/faults_serve.sh  server faults under mpirun: kill -9 follower / leader mid-stream,
+#                                      SIGSTOP -> deadline, unreadable shard, 50 random client disconnects
+#   tests/integration/leaks_serve.sh   LeakSanitizer after a server session (--enable-asan builds; else skip)
+#   tests/soak/soak.sh                 CI soak: 80 % of measured capacity for 60 s (SOAK_SECONDS=1800 by hand)
+# The libFuzzer targets (tests/fuzz/) build with clang through tests/fuzz/build.sh, outside make check.
+TESTS += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh tests/soak/soak.sh
+EXTRA_DIST += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh tests/soak tests/fuzz \
+	tests/lsan.supp tests/RELIABILITY.md
+# In an --enable-asan build every test runs with leak detection off (Open MPI keeps its allocations until
+# exit; leaks_serve.sh turns it on with tests/lsan.supp) and UBSan fatal with a stack; a caller's
+# ASAN_OPTIONS / UBSAN_OPTIONS win.
+AM_TESTS_ENVIRONMENT += SITS_SAN_FLAGS='$(SITS_SAN_FLAGS)'; export SITS_SAN_FLAGS; \
+	if test -n "$$SITS_SAN_FLAGS"; then ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0}; \
+	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}; export ASAN_OPTIONS UBSAN_OPTIONS; fi;
