@@ -298,6 +298,58 @@ static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L
 #endif
 }
 
+/* What a rank holds to run the model: its backend, its TP / pipeline / replica communicators and
+ * the runner (weights, engine, KV). Set up collectively: a failure on any rank fails every rank. */
+typedef struct {
+    sits_backend_t *be;
+    sits_comm_t *tp, *tp_dev;
+    sits_instance_t inst;
+    sits_runner_t *r;
+} sits_rank_t;
+
+static void rank_fini(sits_rank_t *k)
+{
+    sits_runner_destroy(k->r);
+    instance_fini(&k->inst);
+    sits_comm_destroy(k->tp_dev);
+    sits_comm_destroy(k->tp);
+    sits_backend_destroy(k->be);
+    memset(k, 0, sizeof *k);
+}
+
+/* rp: the sizes (max_seqs, max_tokens, ...); the model, load format and communicators are filled in here. */
+static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L, sits_runner_params_t *rp, sits_rank_t *k)
+{
+    sits_status_t st = SITS_OK;
+    memset(k, 0, sizeof *k);
+    const char *lf = cfg->load_format ? cfg->load_format : "auto";
+    if (strcmp(lf, "dummy") && strcmp(lf, "auto") && strcmp(lf, "safetensors")) {
+        SITS_ERROR(SITS_SUB_INIT, "unknown --load-format '%s' (auto, safetensors, dummy)", lf);
+        return SITS_ERR_INVALID;
+    }
+    rp->model_dir = cfg->model;
+    rp->dummy = !strcmp(lf, "dummy");
+    rp->dummy_seed = 0x5175d157ull;
+    st = make_backend(cfg, L->pl, L->bound_cores, &k->be);
+    if (st == SITS_OK) st = make_comms(cfg, L, k->be, &k->tp, &k->tp_dev);
+    if ((st = agree(st, "backend set-up", cfg->step_timeout)) != SITS_OK) goto err;
+    st = make_instance_comms(cfg, L, k->be, rp, &k->inst);
+    if ((st = agree(st, "pipeline / replica set-up", cfg->step_timeout)) != SITS_OK) goto err;
+    st = sits_runner_create(rp, k->be, k->tp, k->tp_dev, &k->r);
+    if ((st = agree(st, "model load", cfg->step_timeout)) != SITS_OK) goto err;
+    /* KV block ids are shared across ranks: every rank hands out the smallest count (with
+     * --gpu-memory-utilization each GPU may fit a different number) */
+    int mine = k->r->ep.n_blocks, all = mine;
+    MPI_Request req;
+    if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) { st = SITS_ERR_MPI; goto err; }
+    if ((st = sits_comm_mpi_wait(&req, cfg->step_timeout, "kv block count agreement", MPI_COMM_WORLD)) != SITS_OK) goto err;
+    if ((st = sits_runner_limit_blocks(k->r, all)) != SITS_OK) goto err;
+    return SITS_OK;
+err:
+    rank_fini(k);
+    return st;
+}
+
 /* --prompt: encode with the model's tokenizer (through the chat template with --chat). Returns 0 or an exit code. */
 static int encode_prompt(const sits_config_t *cfg, sits_tokenizer_t **tok_p, int32_t **ids_p, int *n_p)
 {
@@ -384,11 +436,8 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
 {
     int rc = 1;
     sits_status_t st = SITS_OK;
-    sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL;
-    sits_instance_t inst;
-    memset(&inst, 0, sizeof inst);
-    sits_runner_t *r = NULL;
+    sits_rank_t k;
+    memset(&k, 0, sizeof k);
     int32_t *ids = NULL, **outs = NULL;
     const int32_t **prompts = NULL;
     int *plen = NULL, *olen = NULL, n_ids = 0;
@@ -412,32 +461,23 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         if (urc) return urc;
     }
 
-    int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
-    if (cfg->load_format && strcmp(cfg->load_format, "dummy") && strcmp(cfg->load_format, "auto") &&
-        strcmp(cfg->load_format, "safetensors")) {
-        if (rank == 0) fprintf(stderr, "sits-dist: unknown --load-format '%s'\n", cfg->load_format);
-        free(ids);
-        return EXIT_USAGE;
-    }
-    st = make_backend(cfg, L->pl, L->bound_cores, &be);
-    if (st == SITS_OK) st = make_comms(cfg, L, be, &tp, &tp_dev);
-    if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
-
     uint64_t seed = (uint64_t)cfg->seed;
     if (cfg->seed < 0) {
         seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
         MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     }
     sits_runner_params_t rp = {
-        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = batch,
-        .max_tokens = n_ids * batch, .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size,
-        .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
+        .max_seqs = batch, .max_tokens = n_ids * batch, .max_model_len = (int)cfg->max_model_len,
+        .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
     };
     double t0 = now_s();
-    st = make_instance_comms(cfg, L, be, &rp, &inst);
-    if (agree(st, "pipeline set-up", cfg->step_timeout) != SITS_OK) goto out;
-    st = sits_runner_create(&rp, be, tp, tp_dev, &r);
-    if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
+    st = rank_setup(cfg, L, &rp, &k);
+    if (st != SITS_OK) {
+        rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
+        goto out;
+    }
+    sits_runner_t *r = k.r;
+    sits_backend_t *be = k.be;
     if (rank == 0)
         fprintf(stderr, "loaded %s (%d layers, hidden %d, vocab %d) on %d rank%s, %s backend, in %.2f s\n", cfg->model,
                 r->cfg.n_layers, r->cfg.hidden_size, r->cfg.vocab_size, world, world > 1 ? "s" : "", be->ops->name,
@@ -491,11 +531,7 @@ out:
     free(sp);
     free(ids);
     sits_tokenizer_destroy(tok);
-    sits_runner_destroy(r);
-    instance_fini(&inst);
-    sits_comm_destroy(tp_dev);
-    sits_comm_destroy(tp);
-    sits_backend_destroy(be);
+    rank_fini(&k);
     return rc;
 }
 
@@ -510,11 +546,10 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
 {
     int rc = 1;
     sits_status_t st = SITS_OK;
-    sits_backend_t *be = NULL;
-    sits_comm_t *tp = NULL, *tp_dev = NULL;
-    sits_instance_t inst;
-    memset(&inst, 0, sizeof inst);
+    sits_rank_t k;
+    memset(&k, 0, sizeof k);
     sits_runner_t *r = NULL;
+    sits_backend_t *be = NULL;
     sits_tokenizer_t *tok = NULL;
     sits_sched_t *sched = NULL;
     sits_server_t *srv = NULL;
@@ -536,21 +571,19 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    int dummy = cfg->load_format && !strcmp(cfg->load_format, "dummy");
-    st = make_backend(cfg, L->pl, L->bound_cores, &be);
-    if (st == SITS_OK) st = make_comms(cfg, L, be, &tp, &tp_dev);
-    if (agree(st, "backend set-up", cfg->step_timeout) != SITS_OK) goto out;
     sits_runner_params_t rp = {
-        .model_dir = cfg->model, .dummy = dummy, .dummy_seed = 0x5175d157ull, .max_seqs = (int)cfg->max_num_seqs,
-        .max_tokens = (int)cfg->max_num_batched_tokens, .max_model_len = (int)cfg->max_model_len,
-        .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory, .no_cuda_graphs = !cfg->cuda_graphs,
-        .gpu_memory_utilization = cfg->gpu_memory_utilization,
+        .max_seqs = (int)cfg->max_num_seqs, .max_tokens = (int)cfg->max_num_batched_tokens,
+        .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
+        .no_cuda_graphs = !cfg->cuda_graphs, .gpu_memory_utilization = cfg->gpu_memory_utilization,
     };
     double t0 = now_s();
-    st = make_instance_comms(cfg, L, be, &rp, &inst);
-    if (agree(st, "replica set-up", cfg->step_timeout) != SITS_OK) goto out;
-    st = sits_runner_create(&rp, be, tp, tp_dev, &r);
-    if (agree(st, "model load", cfg->step_timeout) != SITS_OK) goto out;
+    st = rank_setup(cfg, L, &rp, &k);
+    if (st != SITS_OK) {
+        rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
+        goto out;
+    }
+    r = k.r;
+    be = k.be;
     if (rank == 0) {
         st = sits_tokenizer_load(cfg->model, &tok);
         if (st == SITS_OK && cfg->tenants) {
@@ -578,7 +611,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
             for (int q = 1; st == SITS_OK && q < D; q++) {
-                st = sits_runner_create_shadow(r, inst.remote[q], inst.remote_root[q], &shadows[q]);
+                st = sits_runner_create_shadow(r, k.inst.remote[q], k.inst.remote_root[q], &shadows[q]);
                 if (st == SITS_OK) st = sits_sched_create(&sp, shadows[q], &scheds[q]);
             }
             if (st == SITS_OK && D > 1) st = sits_router_create(scheds, D, &router);
@@ -631,11 +664,7 @@ out:
     sits_tenants_free(&tenants);
     if (trace) fclose(trace);
     sits_tokenizer_destroy(tok);
-    sits_runner_destroy(r);
-    instance_fini(&inst);
-    sits_comm_destroy(tp_dev);
-    sits_comm_destroy(tp);
-    sits_backend_destroy(be);
+    rank_fini(&k);
     return rc;
 }
 

@@ -114,15 +114,6 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
                   (double)gtotal / (1ull << 30), p->gpu_memory_utilization);
     }
     ep.n_blocks = kv_bytes > 0 ? (int)((size_t)kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
-    {
-        /* block ids are shared by every rank of a replica (and the front-end's shadows of the other
-         * replicas): every rank takes the smallest count */
-        int mine = ep.n_blocks, all = mine;
-        MPI_Request req;
-        if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) { st = SITS_ERR_MPI; goto err; }
-        SITS_CHECK_GOTO(sits_comm_mpi_wait(&req, tp->timeout_s, "kv block count agreement", MPI_COMM_WORLD), st, err);
-        ep.n_blocks = all;
-    }
     if (ep.n_blocks < 1) {
         SITS_ERROR(SITS_SUB_KV, "--kv-cache-memory %lld bytes holds no KV block of %zu bytes", (long long)p->kv_bytes, per_block);
         st = SITS_ERR_INVALID;
@@ -137,6 +128,18 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
 err:
     sits_runner_destroy(r);
     return st;
+}
+
+sits_status_t sits_runner_limit_blocks(sits_runner_t *r, int n_blocks)
+{
+    if (n_blocks < 1 || n_blocks > r->ep.n_blocks) return SITS_ERR_INVALID;
+    if (n_blocks == r->ep.n_blocks) return SITS_OK;
+    sits_kv_blocks_t *kb = NULL;
+    SITS_CHECK(sits_kv_blocks_create(n_blocks, &kb));
+    sits_kv_blocks_destroy(r->blocks);
+    r->blocks = kb;
+    r->ep.n_blocks = n_blocks;   /* the engine keeps its larger storage; ids stay below n_blocks */
+    return SITS_OK;
 }
 
 sits_status_t sits_runner_create_shadow(const sits_runner_t *local, sits_comm_t *ctl, int token_root, sits_runner_t **r_p)

@@ -59,12 +59,16 @@ typedef struct {
 sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
                                  sits_runner_t **r_p);
 void sits_runner_destroy(sits_runner_t *r);
+/* Hand out only n_blocks (<= the engine's) KV blocks: block ids are shared by every rank of a
+ * replica and by the front-end's shadows of the other replicas, so the job uses the smallest count
+ * over its ranks (the CLI agrees on it after loading). */
+sits_status_t sits_runner_limit_blocks(sits_runner_t *r, int n_blocks);
 
 /* Data parallelism, on the front-end rank: a runner without weights or engine that stands for a
  * remote replica (tp_size ranks per stage, same model and sizes as p): its KV block table is kept
  * here, its plans go out over ctl (this rank is ctl rank 0) and its tokens come back from
- * token_root. Its sizes (blocks, tokens, sequences) are the local runner's: every runner of the job
- * agrees on the number of KV blocks (the smallest over the ranks) when it is created. */
+ * token_root. Its sizes (blocks, tokens, sequences) are the local runner's (after
+ * sits_runner_limit_blocks, the same on every rank). */
 sits_status_t sits_runner_create_shadow(const sits_runner_t *local, sits_comm_t *ctl, int token_root, sits_runner_t **r_p);
 
 typedef struct {
