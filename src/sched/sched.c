@@ -774,9 +774,7 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
             /* idle: wait for a request (the router wakes replica 0's condition) or the stop flag, polled */
             sits_sched_t *s0 = ss[0];
             pthread_mutex_lock(&s0->mu);
-            int pending = 0;
-            for (int i = 0; i < n; i++) pending += i == 0 ? s0->n_inbox : 0;
-            if (!pending) {
+            if (s0->n_inbox == 0) {
                 struct timespec dl;
                 clock_gettime(CLOCK_REALTIME, &dl);
                 dl.tv_nsec += (n > 1 ? 5 : 50) * 1000000L;
