@@ -56,6 +56,8 @@ typedef struct {
     int context[MAX_LIST], n_context;
     int prefill, iters, warmup, chunk, block_size, bw_mib;
     int cuda_graphs;        /* [perf] 0: the runner's engine never replays CUDA graphs */
+    int custom_ar;          /* TP on GPUs: 1 the custom CUDA-IPC all-reduce (as sits-dist by default), 0 NCCL only */
+    int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
 } opts_t;
 
 typedef struct {
@@ -129,7 +131,7 @@ static void usage(const char *argv0)
             "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
-            "       [--cuda-graphs 1|0]\n",
+            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1]\n",
             argv0);
 }
 
@@ -140,7 +142,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     snprintf(defmodel, sizeof defmodel, "%s/bench/configs/llama3-8b", src ? src : ".");
     *o = (opts_t){ .model = defmodel, .device = "auto", .fill = "prefill", .load_format = "dummy", .gpu = 0,
                    .prefill = 2048, .iters = 20, .warmup = 3, .chunk = 2048, .block_size = 16, .bw_mib = 1024,
-                   .cuda_graphs = 1 };
+                   .cuda_graphs = 1, .custom_ar = 1, .nvlink = 1 };
     o->commit = getenv("SITS_COMMIT");
     parse_list("1,8,32,64", o->batch, &o->n_batch);
     parse_list("128,2048", o->context, &o->n_context);
@@ -165,6 +167,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
+        else if (!strcmp(a, "--custom-allreduce")) o->custom_ar = atoi(v);
+        else if (!strcmp(a, "--nvlink")) o->nvlink = atoi(v);
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -472,8 +476,14 @@ int main(int argc, char **argv)
     if (st != SITS_OK) { fprintf(stderr, "sits-bench-decode: %s backend: %s\n", use_cuda ? "cuda" : "cpu", sits_status_str(st)); goto out; }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
 #ifdef HAVE_NCCL
-    /* the tensors' all-reduces of TP > 1 on GPUs go over NCCL; TP 1 and the cpu use the mpi one */
-    if (use_cuda && world > 1 && (st = sits_comm_nccl_create(MPI_COMM_WORLD, be, 600.0, &tp_dev)) != SITS_OK) goto out;
+    /* TP on GPUs: the custom all-reduce (NCCL above its size limit), as sits-dist uses by default, or
+     * NCCL only; TP 1 and the cpu use the mpi communicator. The custom path beyond 2 GPUs needs NVLink:
+     * --nvlink 1 (default: the DGX/HGX nodes this bench is for), 0 none, -1 unknown (NCCL then) */
+    if (use_cuda && world > 1) {
+        st = o.custom_ar ? sits_comm_custom_ar_create(MPI_COMM_WORLD, be, 600.0, -1, -1, o.nvlink, &tp_dev)
+                         : sits_comm_nccl_create(MPI_COMM_WORLD, be, 600.0, &tp_dev);
+        if (st != SITS_OK) goto out;
+    }
 #endif
 
     /* engine sized for the largest case */

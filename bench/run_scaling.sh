@@ -3,7 +3,8 @@
 #   1. Llama-3-70B shape, bf16, TP = NGPU (8 on a DGX; 2 on the lent 2-GPU machine): decode ms/step at
 #      batch 1, 8, 32, 64 with context 2048, including the seed workload (input 2048, batch 32:
 #      median / mean / P99 step latency, memory per GPU), beside the floor measured in the same call.
-#   2. Scaling: Llama-3-8B shape decode at batch 1 and 32 for TP = 1, 2, 4, 8 (up to NGPU).
+#   2. Scaling: Llama-3-8B shape decode at batch 1 and 32 for TP = 1, 2, 4, 8 (up to NGPU), with the
+#      custom all-reduce and with NCCL only (--custom-allreduce 0).
 #   3. All-reduce table, 8 KiB - 64 MiB, custom vs NCCL (when bench/sits-bench-allreduce is built).
 # Run from the checkout root on the GPU machine after `source .dev/setup.sh` and a build in BUILD
 # (default build-gpu, as bench/gpu_session.sh makes it):
@@ -36,12 +37,15 @@ run() { # NP NAME ARGS...: one bench_decode run under mpirun, JSON in $out/NAME.
   [ $rc -eq 0 ] || { echo "   (rc $rc; see $out/$name.log)"; tail -5 "$out/$name.log"; }
 }
 if [ $skip70 -eq 0 ]; then
-  run "$ngpu" "llama70b_tp$ngpu" --model bench/configs/llama3-70b --batch 1,8,32,64 --context 2048 --prefill 0
+  run "$ngpu" "llama70b_tp$ngpu" --model bench/configs/llama3-70b --batch 1,8,16,32,64 --context 128,2048 --prefill 0
+  run "$ngpu" "llama70b_tp${ngpu}_nccl" --model bench/configs/llama3-70b --batch 1,16 --context 2048 --prefill 0 --custom-allreduce 0
 fi
 if [ $skip8 -eq 0 ]; then
   for tp in 1 2 4 8; do
     [ "$tp" -le "$ngpu" ] || break
     run "$tp" "llama8b_tp$tp" --model bench/configs/llama3-8b --batch 1,32 --context 128,2048 --prefill 0
+    [ "$tp" -gt 1 ] && run "$tp" "llama8b_tp${tp}_nccl" --model bench/configs/llama3-8b --batch 1,32 --context 128,2048 \
+      --prefill 0 --custom-allreduce 0
   done
 fi
 if [ $skipar -eq 0 ] && [ -x "$build/bench/sits-bench-allreduce" ] && [ "$ngpu" -ge 2 ]; then
