@@ -78,7 +78,8 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     r->tp_dev = tp_dev ? tp_dev : tp;
     r->pp = p->pp && p->pp->size > 1 ? p->pp : NULL;
     r->ctl = p->ctl ? p->ctl : tp;
-    r->bcast_tokens = r->ctl != tp && r->ctl->size > 1;
+    /* tokens travel over ctl only when it holds ranks outside this TP group (stages, the front-end) */
+    r->bcast_tokens = r->ctl->size > tp->size;
     r->token_root = r->bcast_tokens ? p->token_root : 0;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
