@@ -36,6 +36,7 @@ struct sits_engine {
     sits_backend_t *be;
     sits_comm_t *comm;
     void **k_cache, **v_cache;     /* [n_layers] each [n_blocks, bs, nkv_loc, hd] */
+    size_t kv_lbb;                 /* bytes of one block of one layer's K (or V) buffer */
     /* activations, act dtype unless noted */
     void *x;        /* [max_tokens, H]  residual stream (fp32 when res_f32) */
     void *h;        /* [max_tokens, H]  normed input of a sublayer */
@@ -68,11 +69,18 @@ struct sits_engine {
     sits_engine_stats_t stats;
 };
 
+/* Bytes of one block in one layer's K (or V) buffer: the unit every KV copy moves. Each layer buffer
+ * is [n_blocks] of these, so a block's part of a layer is contiguous. */
+static size_t kv_layer_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
+                                   int block_size)
+{
+    return (size_t)block_size * (size_t)d->nkv_loc * (size_t)cfg->head_dim * sits_dtype_size(kv_dtype);
+}
+
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
                                   int block_size)
 {
-    return (size_t)cfg->n_layers * 2 * (size_t)block_size * (size_t)d->nkv_loc * (size_t)cfg->head_dim *
-           sits_dtype_size(kv_dtype);
+    return (size_t)cfg->n_layers * 2 * kv_layer_block_bytes(cfg, d, kv_dtype, block_size);
 }
 
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
@@ -229,7 +237,8 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     e->k_cache = calloc((size_t)c->n_layers, sizeof(void *));
     e->v_cache = calloc((size_t)c->n_layers, sizeof(void *));
     if (!e->meta_host || !e->seq_seen || !e->k_cache || !e->v_cache) { st = SITS_ERR_NOMEM; goto err; }
-    size_t kv_layer = (size_t)params->n_blocks * params->block_size * d->nkv_loc * c->head_dim * sits_dtype_size(be->kv_dtype);
+    e->kv_lbb = kv_layer_block_bytes(c, d, be->kv_dtype, params->block_size);
+    size_t kv_layer = (size_t)params->n_blocks * e->kv_lbb;
     for (int l = 0; l < c->n_layers; l++) {
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->k_cache[l]), st, err);
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
@@ -536,5 +545,53 @@ sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void
     }
     *k_p = e->k_cache[layer];
     *v_p = e->v_cache[layer];
+    return SITS_OK;
+}
+
+/* [kv movement] see engine.h */
+size_t sits_engine_kv_bytes_per_block(const sits_engine_t *e)
+{
+    return (size_t)(e->w->dims.layer1 - e->w->dims.layer0) * 2 * e->kv_lbb;
+}
+
+static sits_status_t kv_check_ids(const sits_engine_t *e, int n, const int32_t *ids)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= e->p.n_blocks) {
+            SITS_ERROR(SITS_SUB_ENGINE, "kv block %d out of range (%d blocks)", ids[i], e->p.n_blocks);
+            return SITS_ERR_INVALID;
+        }
+    return SITS_OK;
+}
+
+sits_status_t sits_engine_kv_save_blocks(sits_engine_t *e, int n, const int32_t *ids, void *host)
+{
+    SITS_CHECK(kv_check_ids(e, n, ids));
+    const sits_backend_ops_t *op = e->be->ops;
+    unsigned char *dst = host;
+    for (int i = 0; i < n; i++)
+        for (int l = e->w->dims.layer0; l < e->w->dims.layer1; l++) {
+            size_t off = (size_t)ids[i] * e->kv_lbb;
+            SITS_CHECK(op->download(e->be, dst, (unsigned char *)e->k_cache[l] + off, e->kv_lbb));
+            dst += e->kv_lbb;
+            SITS_CHECK(op->download(e->be, dst, (unsigned char *)e->v_cache[l] + off, e->kv_lbb));
+            dst += e->kv_lbb;
+        }
+    return SITS_OK;
+}
+
+sits_status_t sits_engine_kv_load_blocks(sits_engine_t *e, int n, const int32_t *ids, const void *host)
+{
+    SITS_CHECK(kv_check_ids(e, n, ids));
+    const sits_backend_ops_t *op = e->be->ops;
+    const unsigned char *src = host;
+    for (int i = 0; i < n; i++)
+        for (int l = e->w->dims.layer0; l < e->w->dims.layer1; l++) {
+            size_t off = (size_t)ids[i] * e->kv_lbb;
+            SITS_CHECK(op->upload(e->be, (unsigned char *)e->k_cache[l] + off, src, e->kv_lbb));
+            src += e->kv_lbb;
+            SITS_CHECK(op->upload(e->be, (unsigned char *)e->v_cache[l] + off, src, e->kv_lbb));
+            src += e->kv_lbb;
+        }
     return SITS_OK;
 }

@@ -103,4 +103,14 @@ size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_sha
  * head_dim] in be->kv_dtype. SITS_ERR_INVALID for a layer out of range. */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p);
 
+/* [kv movement: offload tiers, migration] Whole blocks of this rank's KV (its pipeline stage's
+ * layers, its KV heads) copied as stored (kv dtype, any per-token scales included) to or from one
+ * host buffer of n * sits_engine_kv_bytes_per_block bytes, laid out
+ *     [n blocks][layer0 .. layer1)[K, V][one block of that layer's buffer].
+ * save: ids[n] -> host; load: host -> ids[n]. Both wait for the copies (ordered after the work
+ * already enqueued). SITS_ERR_INVALID for an id out of range. */
+size_t sits_engine_kv_bytes_per_block(const sits_engine_t *e);
+sits_status_t sits_engine_kv_save_blocks(sits_engine_t *e, int n, const int32_t *ids, void *host);
+sits_status_t sits_engine_kv_load_blocks(sits_engine_t *e, int n, const int32_t *ids, const void *host);
+
 #endif
