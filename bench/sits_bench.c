@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "bench/http.h"
+#include "util/http_client.h"
 
 #define MAX_TENANTS 16
 
@@ -103,7 +103,7 @@ typedef struct {
 
 typedef struct {
     opts_t o;
-    sits_bench_url_t url;
+    sits_http_url_t url;
     const char *path;
     char model[256];
     /* dataset */
@@ -555,13 +555,13 @@ static void run_request(bench_t *b, rec_t *r)
 {
     const tenant_t *tn = &b->o.tenants[r->tenant];
     ev_ctx_t ctx = { b, r };
-    sits_bench_http_req_t hr = {
+    sits_http_req_t hr = {
         .method = "POST", .path = b->path, .headers = tn->auth, .body = r->body, .body_len = strlen(r->body),
         .timeout_s = b->o.timeout_s, .on_event = b->o.stream ? on_event : NULL, .arg = &ctx,
     };
-    sits_bench_http_resp_t resp;
+    sits_http_resp_t resp;
     r->t_send = mono_now() - b->t0;
-    sits_status_t st = sits_bench_http_do(&b->url, &hr, &resp);
+    sits_status_t st = sits_http_do(&b->url, &hr, &resp);
     r->t_end = mono_now() - b->t0;
     free(r->body);
     r->body = NULL;
@@ -603,7 +603,7 @@ static void run_request(bench_t *b, rec_t *r)
         snprintf(r->outcome, sizeof r->outcome, "ok");
         if (!r->n_chunks) r->t_first = r->t_last = r->t_end;   /* no visible text at all: TTFT = E2E */
     }
-    sits_bench_http_resp_free(&resp);
+    sits_http_resp_free(&resp);
 }
 
 static void *worker_main(void *arg)
@@ -941,16 +941,16 @@ static void get_model(bench_t *b)
         snprintf(b->model, sizeof b->model, "%s", b->o.model);
         return;
     }
-    sits_bench_http_req_t hr = { .method = "GET", .path = "/v1/models", .headers = b->o.tenants[0].auth, .timeout_s = 30 };
-    sits_bench_http_resp_t resp;
-    sits_status_t st = sits_bench_http_do(&b->url, &hr, &resp);
+    sits_http_req_t hr = { .method = "GET", .path = "/v1/models", .headers = b->o.tenants[0].auth, .timeout_s = 30 };
+    sits_http_resp_t resp;
+    sits_status_t st = sits_http_do(&b->url, &hr, &resp);
     if (st != SITS_OK) die("GET %s/v1/models: %s", b->o.url, resp.err);
     json_t *o = resp.body ? json_loads(resp.body, 0, NULL) : NULL;
     const char *id = json_string_value(json_object_get(json_array_get(json_object_get(o, "data"), 0), "id"));
     if (resp.status != 200 || !id) die("GET %s/v1/models: status %d, no model id (give --model)", b->o.url, resp.status);
     snprintf(b->model, sizeof b->model, "%s", id);
     json_decref(o);
-    sits_bench_http_resp_free(&resp);
+    sits_http_resp_free(&resp);
 }
 
 static void sleep_until(double t_abs)
@@ -970,7 +970,7 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &b.o);
     const opts_t *o = &b.o;
     char err[256];
-    if (sits_bench_url_parse(o->url, &b.url, err, sizeof err) != SITS_OK) die("%s", err);
+    if (sits_http_url_parse(o->url, &b.url, err, sizeof err) != SITS_OK) die("%s", err);
     b.path = o->endpoint == EP_CHAT ? "/v1/chat/completions" : "/v1/completions";
     b.rng = o->seed * 0x2545F4914F6CDD1Dull + 1;
     if (o->dataset) load_dataset(&b);

@@ -556,6 +556,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
+    sits_otlp_t *otlp = NULL;
     int D = L->pl->dp;
     sits_sched_t *scheds[SITS_TOPO_MAX_GPUS] = { NULL };
     sits_runner_t *shadows[SITS_TOPO_MAX_GPUS] = { NULL };
@@ -606,7 +607,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .prefix_caching = cfg->prefix_caching,
                                        .target_tpot_p99_ms = cfg->target_tpot_p99_ms,
                                        .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1,
-                                       .tenants = &tenants, .trace = trace };
+                                       .tenants = &tenants, .trace = trace, .otlp = otlp };
             st = sits_sched_create(&sp, r, &sched);
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
@@ -616,6 +617,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             }
             if (st == SITS_OK && D > 1) st = sits_router_create(scheds, D, &router);
         }
+        if (st == SITS_OK && cfg->otlp_endpoint && cfg->otlp_endpoint[0])
+            st = sits_otlp_create(cfg->otlp_endpoint, "sits-dist", 1.0, &otlp);
         if (st == SITS_OK) {
             const char *name = cfg->served_model_name;
             if (!name) {
@@ -628,6 +631,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
+                .otlp = otlp,
             };
             st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
                         : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
@@ -661,6 +665,7 @@ out:
         sits_runner_destroy(shadows[q]);
     }
     sits_sched_destroy(sched);
+    sits_otlp_destroy(otlp);   /* after the schedulers: posts the last finished requests */
     sits_tenants_free(&tenants);
     if (trace) fclose(trace);
     sits_tokenizer_destroy(tok);

@@ -30,3 +30,5 @@ TESTS += tests/unit/test_comm tests/integration/comm_np3.sh
 endif
 EXTRA_DIST += tests/integration/comm_np3.sh
 EXTRA_DIST += tests/integration/sample_tp3.sh
+TESTS += tests/integration/otlp.sh
+EXTRA_DIST += tests/integration/otlp.sh

@@ -325,9 +325,18 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
 static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
 {
     static const char *const reasons[] = { "none", "stop", "length", "cancelled", "error" };
-    if (!s->p.trace) return;
+    if (!s->p.trace && !s->p.otlp) return;
     double t_end = wall_s();
     const char *tenant = s->p.tenants && s->p.tenants->n > q->tenant ? s->p.tenants->t[q->tenant].name : "default";
+    if (s->p.otlp) {
+        sits_otlp_request_t r = { .request_id = q->id, .replica = s->index, .tenant = tenant, .queued = q->t_queued,
+                                  .first_scheduled = q->t_scheduled, .first_token = q->t_first_token, .finished = t_end,
+                                  .prompt_tokens = q->n_prompt, .generated_tokens = q->n_gen,
+                                  .prefix_cached_tokens = q->n_prefix_hit, .preemptions = q->n_preempted,
+                                  .finish_reason = reasons[(unsigned)why < 5 ? why : 0] };
+        sits_otlp_request(s->p.otlp, &r);
+    }
+    if (!s->p.trace) return;
     fprintf(s->p.trace,
             "{\"request\":\"%s\",\"seq\":%llu,\"replica\":%d,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
             "\"first_token\":%.6f,\"finished\":%.6f,\"prompt_tokens\":%d,\"generated_tokens\":%d,"

@@ -24,6 +24,7 @@
 #include "sched/generate.h"
 #include "sched/sched.h"
 #include "sched/tenants.h"
+#include "util/otlp.h"
 
 typedef struct {
     int max_num_seqs;            /* <= runner max_seqs */
@@ -35,6 +36,7 @@ typedef struct {
     double controller_interval_s;
     const sits_tenants_t *tenants; /* NULL: one default tenant */
     FILE *trace;                 /* --trace-file: one JSON line per finished request (NULL: off) */
+    sits_otlp_t *otlp;           /* --otlp-endpoint: the same timeline as OTLP spans (NULL: off) */
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;

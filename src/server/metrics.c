@@ -152,7 +152,8 @@ static void hist_put(buf_t *b, const char *name, const char *help, const double 
     put(b, "%s_sum %.9g\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
 }
 
-char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, int inflight, size_t *len_p)
+char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, const sits_otlp_stats_t *otlp, int inflight,
+                              size_t *len_p)
 {
     buf_t b = { .p = malloc(8192), .cap = 8192 };
     if (!b.p) return NULL;
@@ -233,6 +234,14 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,
                  steps, st->step_seconds_sum);
+    }
+    if (otlp) {
+        head(&b, "sits_otlp_exported_requests_total", "counter", "Requests whose spans the OTLP collector accepted.");
+        put(&b, "sits_otlp_exported_requests_total %llu\n", (unsigned long long)otlp->requests_exported);
+        head(&b, "sits_otlp_dropped_requests_total", "counter", "Requests whose spans were dropped (queue full or export failed).");
+        put(&b, "sits_otlp_dropped_requests_total %llu\n", (unsigned long long)otlp->requests_dropped);
+        head(&b, "sits_otlp_failed_exports_total", "counter", "OTLP posts that failed.");
+        put(&b, "sits_otlp_failed_exports_total %llu\n", (unsigned long long)otlp->posts_failed);
     }
     if (b.oom) {
         free(b.p);

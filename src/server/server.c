@@ -57,6 +57,7 @@ struct sits_server {
     atomic_int t_inflight[SITS_MAX_TENANTS];
     atomic_uint_fast64_t counter;
     sits_srv_metrics_t metrics;
+    sits_otlp_t *otlp;
 };
 
 typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
@@ -494,8 +495,10 @@ static enum MHD_Result handle_metrics(conn_t *c)
     memset(&st, 0, sizeof st);
     if (srv->api->stats) srv->api->stats(srv->sched, &st);
     size_t len = 0;
-    char *body = sits_srv_metrics_render(&srv->metrics, srv->api->stats ? &st : NULL, atomic_load(&srv->inflight),
-                                         &len);
+    sits_otlp_stats_t ot;
+    sits_otlp_get_stats(srv->otlp, &ot);
+    char *body = sits_srv_metrics_render(&srv->metrics, srv->api->stats ? &st : NULL, srv->otlp ? &ot : NULL,
+                                         atomic_load(&srv->inflight), &len);
     return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", body, len, NULL);
 }
 
@@ -779,6 +782,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)1 << 20;
     s->idle_timeout = p->idle_timeout_s > 0 ? (unsigned)p->idle_timeout_s : 60u;
     s->seed = p->seed;
+    s->otlp = p->otlp;
     s->api = api;
     s->sched = sched;
     s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);

@@ -23,6 +23,7 @@
 #include "sched/sched.h"
 #include "sched/tenants.h"
 #include "tokenizer/tokenizer.h"
+#include "util/otlp.h"
 #include "util/status.h"
 
 typedef struct {
@@ -42,6 +43,7 @@ typedef struct {
     uint64_t seed;             /* requests without "seed" get a seed derived from this and a request counter */
     int max_connections;       /* MHD connection limit (each is a thread); 0: 512 */
     int idle_timeout_s;        /* keep-alive connections idle this long are closed; 0: 60 */
+    sits_otlp_t *otlp;         /* --otlp-endpoint exporter, for its counters in /metrics; NULL: off */
 } sits_server_params_t;
 
 typedef struct sits_server sits_server_t;

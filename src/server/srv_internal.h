@@ -137,6 +137,8 @@ void sits_srv_metrics_itl(sits_srv_metrics_t *m, double dt, int n);
 void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, int n_gen, sits_finish_t f, int tenant,
                            double ttft_s, double tpot_s);
 /* Prometheus text exposition (malloc'd). st may be NULL (no scheduler gauges). */
-char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, int inflight, size_t *len_p);
+/* otlp: the exporter's counters, NULL when --otlp-endpoint is off. */
+char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, const sits_otlp_stats_t *otlp, int inflight,
+                              size_t *len_p);
 
 #endif

@@ -63,6 +63,7 @@ typedef struct sits_config {
     double target_tpot_p99_ms;
     char *tenants;
     char *trace_file;
+    char *otlp_endpoint;
     int custom_allreduce;
     int64_t custom_allreduce_max_bytes;
     double controller_interval;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# sits-bench, the load generator (bench/sits_bench.c, bench/http.c):
+# sits-bench, the load generator (bench/sits_bench.c, src/util/http_client.c):
 # 1. against a fake server (python, raw socket) that streams SSE with CRLF lines, multi-line data,
 #    comments and chunk boundaries every few bytes (with chunk extensions), and answers 429 to some
 #    requests: the token counts, text-chunk counts and failure classes in the JSON report equal what

@@ -1,4 +1,4 @@
-/* http.c -- the HTTP/1.1 client of sits-bench (see http.h).
+/* http_client.c -- the HTTP/1.1 client of sits-bench and the OTLP exporter (see http_client.h).
  *
  * A response goes through three incremental stages as bytes arrive from recv():
  *   header block (until CRLF CRLF; 1xx interim responses skipped)
@@ -7,7 +7,7 @@
  *      for a 2xx text/event-stream, else a growing buffer.
  * Every stage keeps its state in parser_t, so a chunk-size line, a CRLF or an SSE line may be split
  * anywhere across recv() calls. */
-#include "bench/http.h"
+#include "util/http_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +30,8 @@ typedef enum { BODY_LEN, BODY_CHUNKED, BODY_EOF } body_mode_t;
 typedef enum { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER } chunk_state_t;
 
 typedef struct {
-    const sits_bench_http_req_t *req;
-    sits_bench_http_resp_t *resp;
+    const sits_http_req_t *req;
+    sits_http_resp_t *resp;
     /* header block */
     char *head;
     size_t head_len;
@@ -60,7 +60,7 @@ static double mono_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void set_err(sits_bench_http_resp_t *r, const char *fmt, ...)
+static void set_err(sits_http_resp_t *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -80,9 +80,9 @@ static int grow(char **buf, size_t *cap, size_t need)
     return 0;
 }
 
-sits_status_t sits_bench_url_parse(const char *url, sits_bench_url_t *url_p, char *err, size_t err_len)
+sits_status_t sits_http_url_parse(const char *url, sits_http_url_t *url_p, char *err, size_t err_len)
 {
-    sits_bench_url_t u;
+    sits_http_url_t u;
     memset(&u, 0, sizeof u);
     if (strncmp(url, "http://", 7) != 0) {
         snprintf(err, err_len, "url %s: only http:// is supported", url);
@@ -138,7 +138,7 @@ static int ms_left(double deadline)
     return (int)(left * 1000.0) + 1;
 }
 
-static sits_status_t wait_fd(int fd, short ev, double deadline, sits_bench_http_resp_t *r, const char *what)
+static sits_status_t wait_fd(int fd, short ev, double deadline, sits_http_resp_t *r, const char *what)
 {
     for (;;) {
         struct pollfd p = { .fd = fd, .events = ev };
@@ -156,7 +156,7 @@ static sits_status_t wait_fd(int fd, short ev, double deadline, sits_bench_http_
     }
 }
 
-static sits_status_t connect_to(const sits_bench_url_t *u, double deadline, sits_bench_http_resp_t *r, int *fd_p)
+static sits_status_t connect_to(const sits_http_url_t *u, double deadline, sits_http_resp_t *r, int *fd_p)
 {
     int fd = socket(u->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -191,7 +191,7 @@ err_close:
     return st;
 }
 
-static sits_status_t send_all(int fd, const char *buf, size_t len, double deadline, sits_bench_http_resp_t *r)
+static sits_status_t send_all(int fd, const char *buf, size_t len, double deadline, sits_http_resp_t *r)
 {
     while (len) {
         ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
@@ -240,7 +240,7 @@ static sits_status_t sse_line(parser_t *p, char *l, size_t n)
 
 static sits_status_t sink(parser_t *p, const char *d, size_t n)
 {
-    sits_bench_http_resp_t *r = p->resp;
+    sits_http_resp_t *r = p->resp;
     if (!r->sse) {
         if (grow(&r->body, &p->body_cap, r->body_len + n + 1) != 0) return SITS_ERR_NOMEM;
         memcpy(r->body + r->body_len, d, n);
@@ -370,7 +370,7 @@ static const char *header_value(const char *hs, const char *he, const char *name
 /* Parses the complete header block head[0, hlen) (ending CRLF CRLF); sets framing and sink. */
 static sits_status_t parse_head(parser_t *p, size_t hlen)
 {
-    sits_bench_http_resp_t *r = p->resp;
+    sits_http_resp_t *r = p->resp;
     int st = 0;
     if (sscanf(p->head, "HTTP/1.%*d %d", &st) != 1 || st < 100 || st > 999) {
         set_err(r, "bad status line '%.40s'", p->head);
@@ -443,8 +443,8 @@ static sits_status_t feed(parser_t *p, const char *d, size_t n)
     return SITS_OK;
 }
 
-sits_status_t sits_bench_http_do(const sits_bench_url_t *url, const sits_bench_http_req_t *req,
-                                 sits_bench_http_resp_t *resp)
+sits_status_t sits_http_do(const sits_http_url_t *url, const sits_http_req_t *req,
+                                 sits_http_resp_t *resp)
 {
     memset(resp, 0, sizeof *resp);
     double deadline = req->timeout_s > 0 ? mono_now() + req->timeout_s : 0;
@@ -509,7 +509,7 @@ out:
     return st;
 }
 
-void sits_bench_http_resp_free(sits_bench_http_resp_t *resp)
+void sits_http_resp_free(sits_http_resp_t *resp)
 {
     free(resp->body);
     resp->body = NULL;
