@@ -11,7 +11,9 @@
  * follow an fp32 reference token for token over 16 free-running steps of these high-gain random
  * models, so on the GPU greedy decoding is checked teacher-forced: prompt + HF's greedy tokens go
  * in, and at every step HF's token must be the GPU's argmax, or within the bf16 tolerance of it
- * (a near tie); logits are compared with a tolerance scaled to the row (4% of max |logit| + 0.02).
+ * (a near tie); logits are compared with a tolerance scaled to the row: 4% of max |logit| + 0.02, or
+ * twice the error of HF's own bf16 forward on that row when larger (MODEL_DIR/bf16_err.json, written
+ * by tests/ref/gen_bf16_err.py: some rows of these tiny random models move 7% in bf16 in HF too).
  * Exit 0 pass, 1 fail, 77 skip. */
 #include "backend/backend.h"
 #include "comm/comm.h"
@@ -33,7 +35,8 @@ static long g_near_ties;
 static int g_rank;
 static long g_fail;
 
-static int check_logits(const char *what, const float *got, json_t *ref_row, int v_start, int v_count)
+/* hf_err: HF's bf16 error on this row (GPU tolerance floor: twice it), 0 when unknown. */
+static int check_logits(const char *what, const float *got, json_t *ref_row, int v_start, int v_count, double hf_err)
 {
     double max_err = 0, atol = ATOL;
     int bad = 0;
@@ -44,6 +47,7 @@ static int check_logits(const char *what, const float *got, json_t *ref_row, int
             if (v > mx) mx = v;
         }
         atol = 0.04 * mx + 0.02;
+        if (2 * hf_err > atol) atol = 2 * hf_err;
     }
     for (int i = 0; i < v_count; i++) {
         double ref = json_real_value(json_array_get(ref_row, (size_t)(v_start + i)));
@@ -85,7 +89,8 @@ static int32_t *prompt_ids(json_t *arr, int *n_p)
 }
 
 /* Prefill ids[0..n) of one fresh sequence in chunks of `chunk`, logits for every position. */
-static void run_positions(sits_runner_t *r, const int32_t *ids, int n, int chunk, json_t *all_logits, const char *what)
+static void run_positions(sits_runner_t *r, const int32_t *ids, int n, int chunk, json_t *all_logits, json_t *hf_err,
+                          const char *what)
 {
     sits_engine_params_t *ep = &r->ep;
     int mb = ep->max_blocks_per_seq, need = (n + ep->block_size - 1) / ep->block_size;
@@ -103,7 +108,7 @@ static void run_positions(sits_runner_t *r, const int32_t *ids, int n, int chunk
             char w[128];
             snprintf(w, sizeof w, "%s position %d", what, off + i);
             check_logits(w, logits + (size_t)i * r->w->dims.v_count, json_array_get(all_logits, (size_t)(off + i)),
-                         r->w->dims.v_start, r->w->dims.v_count);
+                         r->w->dims.v_start, r->w->dims.v_count, json_number_value(json_array_get(hf_err, (size_t)(off + i))));
         }
     }
     sits_kv_blocks_release(r->blocks, need, bt);
@@ -125,7 +130,7 @@ static void keep_first_logits(void *ctx_, int step, const float *logits, int n, 
 /* GPU: prompt + HF greedy tokens in one step; at each generated position HF's token must be the
  * argmax or within the row tolerance of it. Single rank only (the GPU test runs TP = 1). */
 static void teacher_forced(sits_runner_t *r, const int32_t *prompt, int plen, json_t *greedy, json_t *last_ref,
-                           const char *what)
+                           double hf_err, const char *what)
 {
     int ng = (int)json_array_size(greedy), n = plen + ng - 1;
     int32_t ids[128], pos[128], seq[128], rows[64];
@@ -146,7 +151,7 @@ static void teacher_forced(sits_runner_t *r, const int32_t *prompt, int plen, js
     else {
         char w[1300];
         snprintf(w, sizeof w, "%s last logits (GPU)", what);
-        check_logits(w, logits, last_ref, 0, V);
+        check_logits(w, logits, last_ref, 0, V, hf_err);
         double mx = 0;
         for (int i = 0; i < V; i++) if (fabs(logits[i]) > mx) mx = fabs(logits[i]);
         double tol = 2 * (0.04 * mx + 0.02);
@@ -174,12 +179,18 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
     if (!ref) { fprintf(stderr, "%s: %s\n", path, jerr.text); g_fail++; return; }
     json_t *prompts = json_object_get(ref, "prompts"), *last = json_object_get(ref, "last_logits");
     json_t *greedy = json_object_get(ref, "greedy"), *all = json_object_get(ref, "all_logits");
+    /* GPU: HF's own bf16 error per row (absent file: the generic tolerance only) */
+    char bpath[1024];
+    snprintf(bpath, sizeof bpath, "%s/bf16_err.json", dir);
+    json_t *bf = g_cuda ? json_load_file(bpath, 0, &jerr) : NULL;
+    json_t *bf_last = json_object_get(bf, "last_logits"), *bf_all = json_object_get(bf, "all_logits");
+    if (g_cuda && !bf && g_rank == 0) printf("note: %s: no bf16_err.json, generic tolerance only\n", dir);
     int all_idx = (int)json_integer_value(json_object_get(ref, "all_logits_prompt"));
     int np = (int)json_array_size(prompts), max_new = (int)json_array_size(json_array_get(greedy, 0));
-    if (np < 1 || np > 64 || max_new < 1) { fprintf(stderr, "%s: %d prompts / %d tokens unsupported\n", path, np, max_new); g_fail++; json_decref(ref); return; }
+    if (np < 1 || np > 64 || max_new < 1) { fprintf(stderr, "%s: %d prompts / %d tokens unsupported\n", path, np, max_new); g_fail++; json_decref(ref); json_decref(bf); return; }
     sits_runner_params_t rp = { .model_dir = dir, .max_seqs = 64, .max_tokens = 256, .block_size = 4, .max_model_len = 0 };
     sits_runner_t *r = NULL;
-    if (sits_runner_create(&rp, be, tp, NULL, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); return; }
+    if (sits_runner_create(&rp, be, tp, NULL, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); json_decref(bf); return; }
     const sits_shard_dims_t *d = &r->w->dims;
     sits_sample_params_t sp[64];
     for (int i = 0; i < 64; i++) sp[i] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f };
@@ -194,7 +205,8 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
         for (int i = 0; i < np; i++) {
             char what[1200];
             snprintf(what, sizeof what, "%s prompt %d teacher-forced", dir, i);
-            teacher_forced(r, pids[i], plen[i], json_array_get(greedy, (size_t)i), json_array_get(last, (size_t)i), what);
+            teacher_forced(r, pids[i], plen[i], json_array_get(greedy, (size_t)i), json_array_get(last, (size_t)i),
+                           json_number_value(json_array_get(bf_last, (size_t)i)), what);
         }
     }
     /* 1. each prompt alone */
@@ -208,16 +220,16 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
             continue;
         }
         snprintf(what, sizeof what, "%s prompt %d last logits", dir, i);
-        check_logits(what, copy, json_array_get(last, (size_t)i), d->v_start, d->v_count);
+        check_logits(what, copy, json_array_get(last, (size_t)i), d->v_start, d->v_count, 0);
         snprintf(what, sizeof what, "%s prompt %d greedy", dir, i);
         check_tokens(what, outs[i], olen[i], json_array_get(greedy, (size_t)i));
     }
     /* 2. + 3. every position, in one step and in chunks of 5 */
     char what[1200];
     snprintf(what, sizeof what, "%s all-positions", dir);
-    run_positions(r, pids[all_idx], plen[all_idx], 64, all, what);
+    run_positions(r, pids[all_idx], plen[all_idx], 64, all, bf_all, what);
     snprintf(what, sizeof what, "%s chunked-prefill", dir);
-    run_positions(r, pids[all_idx], plen[all_idx], 5, all, what);
+    run_positions(r, pids[all_idx], plen[all_idx], 5, all, bf_all, what);
     /* 4. all prompts batched (free-running greedy: CPU only, see the file comment) */
     const int32_t *pp[64];
     for (int i = 0; i < np; i++) pp[i] = pids[i];
@@ -227,7 +239,8 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
         if (sits_generate(r, np, pp, plen, 1, sp, 1, outs, olen, keep_first_logits, &ctx, NULL) != SITS_OK) g_fail++;
         for (int i = 0; i < np; i++) {
             snprintf(what, sizeof what, "%s batched prompt %d last logits (GPU)", dir, i);
-            check_logits(what, copy + (size_t)i * d->v_count, json_array_get(last, (size_t)i), d->v_start, d->v_count);
+            check_logits(what, copy + (size_t)i * d->v_count, json_array_get(last, (size_t)i), d->v_start, d->v_count,
+                         json_number_value(json_array_get(bf_last, (size_t)i)));
         }
     } else if (sits_generate(r, np, pp, plen, max_new, sp, 1, outs, olen, keep_first_logits, &ctx, NULL) != SITS_OK) {
         fprintf(stderr, "%s: batched generate failed\n", dir);
@@ -237,7 +250,7 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
             snprintf(what, sizeof what, "%s batched prompt %d greedy", dir, i);
             check_tokens(what, outs[i], olen[i], json_array_get(greedy, (size_t)i));
             snprintf(what, sizeof what, "%s batched prompt %d last logits", dir, i);
-            check_logits(what, copy + (size_t)i * d->v_count, json_array_get(last, (size_t)i), d->v_start, d->v_count);
+            check_logits(what, copy + (size_t)i * d->v_count, json_array_get(last, (size_t)i), d->v_start, d->v_count, 0);
         }
     }
     if (sits_kv_blocks_free_count(r->blocks) != sits_kv_blocks_total(r->blocks)) {
@@ -251,6 +264,7 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
     free(copy);
     sits_runner_destroy(r);
     json_decref(ref);
+    json_decref(bf);
 }
 
 int main(int argc, char **argv)
