@@ -126,7 +126,7 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
                        me->local_size);
             return SITS_ERR_INVALID;
         }
-        sits_backend_params_t bp = { .device = me->gpu };
+        sits_backend_params_t bp = { .device = me->gpu, .no_gemm_tune = !cfg->gemm_autotune };
         return sits_backend_cuda_create(&bp, be_p);
     }
     if (strcmp(dev, "cpu") && strcmp(dev, "auto")) {

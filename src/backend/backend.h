@@ -168,6 +168,7 @@ struct sits_backend {
 typedef struct {
     int threads;           /* cpu: worker threads (0 = all the cores this process may use) */
     int device;            /* cuda: device index */
+    int no_gemm_tune;      /* cuda: 1 = take cuBLASLt's first heuristic algorithm, no timing (--no-gemm-autotune) */
 } sits_backend_params_t;
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p);

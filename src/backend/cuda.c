@@ -7,6 +7,8 @@
  * A = w (transa T, lda in), B = x (transb N, ldb in), m = out, n = tokens, k = in, ldd = out; the
  * bias is added by the BIAS epilogue (bf16 bias). The layouts and the heuristic's first algorithm
  * are cached per (m, n, k, bias, D dtype, pointer alignments) in an open-addressing table.
+ * [perf: gemm autotune] For decode shapes (n a power of two <= 256) the first call times the
+ * heuristic's first 8 candidates and keeps the fastest (params->no_gemm_tune: the first one).
  * [perf] matmul_f32out writes D in fp32 (the lm_head: the sampler sees unrounded logits).
  * Other ops are the kernels of kernels/sits_kernels.h.
  *
@@ -60,6 +62,7 @@ typedef struct {
     int n_health;
     int capturing;                     /* [perf: cuda graphs] between graph_begin and graph_end */
     sits_k_attn_ws_t attn_ws;          /* [attention] split-K / token-list scratch and the SM count */
+    int tune;                          /* [perf: gemm autotune] time the heuristic's candidates (see plan_build) */
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
@@ -326,12 +329,54 @@ static sits_status_t plans_grow(cuda_impl_t *c)
     return SITS_OK;
 }
 
-/* Layouts and the heuristic's best algorithm for the key; logged once per new shape. */
-static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p)
+/* [perf: gemm autotune] Candidates the heuristic is asked for, and timed runs of each. */
+#define CUDA_TUNE_ALGOS 8
+#define CUDA_TUNE_REPS 5
+
+/* [perf: gemm autotune] Times each candidate on the call's own operands (y is overwritten; the call
+ * itself runs right after) and returns the fastest: best of CUDA_TUNE_REPS after one warm-up run.
+ * The heuristic's first choice often splits K with a separate reduce kernel for the skinny decode
+ * shapes, which costs more than it saves at batch 1-32. Never while a graph is being captured. */
+static int plan_tune(cuda_impl_t *c, cuda_gemm_plan_t *p, const cublasLtMatmulHeuristicResult_t *res, int n_res,
+                     const void *w, const void *x, void *y)
+{
+    cudaEvent_t ev[2];
+    if (cudaEventCreate(&ev[0]) != cudaSuccess) return 0;
+    if (cudaEventCreate(&ev[1]) != cudaSuccess) { cudaEventDestroy(ev[0]); return 0; }
+    const float alpha = 1.0f, beta = 0.0f;
+    int best = 0;
+    float best_ms = 1e30f, first_ms = 0.0f;
+    for (int i = 0; i < n_res; i++) {
+        if (res[i].workspaceSize > CUDA_WORKSPACE_BYTES) continue;
+        float ms_min = 1e30f;
+        int ok = 1;
+        for (int r = 0; ok && r <= CUDA_TUNE_REPS; r++) {
+            ok = cudaEventRecord(ev[0], c->stream) == cudaSuccess &&
+                 cublasLtMatmul(c->lt, c->desc[p->bias], &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &res[i].algo,
+                                c->workspace, CUDA_WORKSPACE_BYTES, c->stream) == CUBLAS_STATUS_SUCCESS &&
+                 cudaEventRecord(ev[1], c->stream) == cudaSuccess && cuda_wait(c, ev[1]) == SITS_OK;
+            float ms = 0.0f;
+            if (ok && r > 0 && cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess && ms < ms_min) ms_min = ms;
+        }
+        if (!ok) continue;
+        if (i == 0) first_ms = ms_min;
+        if (ms_min < best_ms) { best_ms = ms_min; best = i; }
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    (void)cudaGetLastError();
+    SITS_DEBUG(SITS_SUB_CUDA, "gemm tune m %d n %d k %d: candidate %d of %d, %.1f us (heuristic's first %.1f us)", p->m, p->n,
+               p->k, best, n_res, best_ms * 1e3, first_ms * 1e3);
+    return best;
+}
+
+/* Layouts and the heuristic's best algorithm for the key (or, with autotune, the fastest of its
+ * candidates on the operands w, x, y of the first call); logged once per new shape. */
+static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p, const void *w, const void *x, void *y)
 {
     sits_status_t st = SITS_OK;
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t cand[CUDA_TUNE_ALGOS], res;
     int n_res = 0;
     uint64_t ws = CUDA_WORKSPACE_BYTES;
     uint32_t al_a = (uint32_t)p->align_a, al_b = (uint32_t)p->align_b, al_d = (uint32_t)p->align_d;
@@ -351,8 +396,13 @@ static sits_status_t plan_build(cuda_impl_t *c, cuda_gemm_plan_t *p)
                                                                 sizeof al_d), st, err_pref);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
                                                                 sizeof al_d), st, err_pref);
-    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulAlgoGetHeuristic(c->lt, c->desc[p->bias], p->a, p->b, p->d, p->d, pref, 1, &res,
-                                                          &n_res), st, err_pref);
+    /* [perf: gemm autotune] decode shapes only (n a power of two <= 256: the graph buckets), so that
+     * prefill chunks of every length do not each pay for a tuning run */
+    int tune = c->tune && !c->capturing && p->n <= 256 && (p->n & (p->n - 1)) == 0;
+    SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulAlgoGetHeuristic(c->lt, c->desc[p->bias], p->a, p->b, p->d, p->d, pref,
+                                                          tune ? CUDA_TUNE_ALGOS : 1, cand, &n_res), st, err_pref);
+    res = cand[0];
+    if (tune && n_res > 1) res = cand[plan_tune(c, p, cand, n_res, w, x, y)];
     if (n_res == 0) {
         SITS_ERROR(SITS_SUB_CUDA, "cublaslt has no bf16 algorithm for m %d n %d k %d (bias %d, fp32 out %d, alignment %d/%d/%d)",
                    p->m, p->n, p->k, p->bias, p->f32d, p->align_a, p->align_b, p->align_d);
@@ -371,7 +421,8 @@ err:
     return st;
 }
 
-static sits_status_t plan_get(cuda_impl_t *c, const cuda_gemm_plan_t *key, cuda_gemm_plan_t **plan_p)
+static sits_status_t plan_get(cuda_impl_t *c, const cuda_gemm_plan_t *key, const void *w, const void *x, void *y,
+                              cuda_gemm_plan_t **plan_p)
 {
     cuda_gemm_plan_t *p = plan_slot(c->plans, c->cap_plans, key);
     if (!p->used) {
@@ -380,7 +431,7 @@ static sits_status_t plan_get(cuda_impl_t *c, const cuda_gemm_plan_t *key, cuda_
             p = plan_slot(c->plans, c->cap_plans, key);
         }
         cuda_gemm_plan_t fresh = *key;
-        SITS_CHECK(plan_build(c, &fresh));
+        SITS_CHECK(plan_build(c, &fresh, w, x, y));
         fresh.used = 1;
         *p = fresh;
         c->n_plans++;
@@ -412,9 +463,9 @@ static sits_status_t gemm(sits_backend_t *be, void *y, int f32d, const void *x, 
     key.align_a = ptr_align(w);
     key.align_b = ptr_align(x);
     key.align_d = ptr_align(y);
-    SITS_CHECK(plan_get(c, &key, &p));
-    if (bias)
+    if (bias) /* before plan_get: a tuning run uses the descriptor */
         SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(c->desc[1], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    SITS_CHECK(plan_get(c, &key, w, x, y, &p));
     const float alpha = 1.0f, beta = 0.0f;
     SITS_CUBLAS_CHECK(cublasLtMatmul(c->lt, c->desc[p->bias], &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
                                      c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
@@ -737,6 +788,7 @@ sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits
     if (!be) return SITS_ERR_NOMEM;
     cuda_impl_t *c = NULL;
     SITS_CHECK_GOTO(impl_create(&c), st, err_free_be);
+    c->tune = !(params && params->no_gemm_tune);
     be->ops = &cuda_ops;
     be->act_dtype = be->weight_dtype = be->kv_dtype = SITS_DT_BF16;
     be->device = dev;

@@ -53,6 +53,7 @@ const sits_param_t sits_params[] = {
     { "custom-allreduce", "SITS_CUSTOM_ALLREDUCE", SITS_PT_BOOL, "1", "1", OFF(custom_allreduce), "cuda, TP inside a node: one-/two-shot all-reduce over CUDA IPC for small messages, NCCL above (--no-custom-allreduce: NCCL only)" },
     { "custom-allreduce-max-bytes", "SITS_CUSTOM_AR_MAX_BYTES", SITS_PT_SIZE, "8M", NULL, OFF(custom_allreduce_max_bytes), "largest all-reduce sent through the custom path" },
     { "trace-file", "SITS_TRACE_FILE", SITS_PT_STR, "", NULL, OFF(trace_file), "server: append one JSON line per finished request (queued, first scheduled, first token, finished, tokens, preemptions)" },
+    { "gemm-autotune", "SITS_GEMM_AUTOTUNE", SITS_PT_BOOL, "1", "1", OFF(gemm_autotune), "cuda: time cuBLASLt's candidate algorithms for each decode GEMM shape on first use and keep the fastest (--no-gemm-autotune: the heuristic's first)" },
     { "otlp-endpoint", "SITS_OTLP_ENDPOINT", SITS_PT_STR, "", NULL, OFF(otlp_endpoint), "server: export each request's timeline as OTLP/HTTP JSON spans to http://HOST:PORT (POST /v1/traces)" },
     { "target-tpot-p99-ms", "SITS_TARGET_TPOT_P99_MS", SITS_PT_FLOAT, "0", NULL, OFF(target_tpot_p99_ms), "adaptive batching: keep the P99 inter-token latency near this (0: off)" },
     { "controller-interval", "SITS_CONTROLLER_INTERVAL", SITS_PT_FLOAT, "0.1", NULL, OFF(controller_interval), "adaptive batching: seconds between adjustments" },

@@ -64,6 +64,7 @@ typedef struct sits_config {
     char *tenants;
     char *trace_file;
     char *otlp_endpoint;
+    int gemm_autotune;
     int custom_allreduce;
     int64_t custom_allreduce_max_bytes;
     double controller_interval;
