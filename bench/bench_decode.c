@@ -4,7 +4,7 @@
  *   bench/sits-bench-decode [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N]
  *       [--batch 1,8,32,64] [--context 128,2048] [--prefill 2048] [--iters N] [--warmup N]
  *       [--fill prefill|none] [--chunk N] [--block-size N] [--load-format dummy|auto]
- *       [--bw-mib N] [--commit SHA] [--json FILE]
+ *       [--bw-mib N] [--commit SHA] [--json FILE] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (TP = world size; on cuda rank r of a node
  * takes GPU --gpu + r and the all-reduces go over NCCL). All ranks run the same batches in lockstep;
@@ -58,6 +58,8 @@ typedef struct {
     int cuda_graphs;        /* [perf] 0: the runner's engine never replays CUDA graphs */
     int custom_ar;          /* TP on GPUs: 1 the custom CUDA-IPC all-reduce (as sits-dist by default), 0 NCCL only */
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
+    const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
+    const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8); NULL: auto */
 } opts_t;
 
 typedef struct {
@@ -131,7 +133,7 @@ static void usage(const char *argv0)
             "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
-            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1]\n",
+            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]\n",
             argv0);
 }
 
@@ -169,6 +171,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
         else if (!strcmp(a, "--custom-allreduce")) o->custom_ar = atoi(v);
         else if (!strcmp(a, "--nvlink")) o->nvlink = atoi(v);
+        else if (!strcmp(a, "--quant")) o->quant = v;   /* [fp8] e.g. bf16, ffn=fp8, fp8 */
+        else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;   /* [int8 kv] */
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -474,6 +478,12 @@ int main(int argc, char **argv)
         st = sits_backend_cpu_create(&bp, &be);
     }
     if (st != SITS_OK) { fprintf(stderr, "sits-bench-decode: %s backend: %s\n", use_cuda ? "cuda" : "cpu", sits_status_str(st)); goto out; }
+    if (o.kv_dtype) { /* [int8 kv] */
+        sits_dtype_t kdt;
+        st = sits_backend_kv_dtype_parse(o.kv_dtype, be->act_dtype, &kdt);
+        if (st == SITS_OK) st = sits_backend_set_kv_dtype(be, kdt);
+        if (st != SITS_OK) { fprintf(stderr, "sits-bench-decode: --kv-cache-dtype %s: %s\n", o.kv_dtype, sits_status_str(st)); goto out; }
+    }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
 #ifdef HAVE_NCCL
     /* TP on GPUs: the custom all-reduce (NCCL above its size limit), as sits-dist uses by default, or
@@ -496,7 +506,8 @@ int main(int argc, char **argv)
     int chunk = o.chunk < max_tokens ? o.chunk : max_tokens;
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = max_b, .max_tokens = max_tokens, .max_model_len = mml,
-                                .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs };
+                                .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
+                                .quant = o.quant };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
@@ -531,6 +542,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("sits-bench-decode: %s (%d layers, hidden %d, inter %d, heads %d/%d, vocab %d), %s weights, tp %d\n", o.model,
                c->n_layers, c->hidden_size, c->intermediate_size, c->n_heads, c->n_kv_heads, c->vocab_size, o.load_format, world);
+        printf("quant %s: %d linear layers in fp8\n", o.quant ? o.quant : "auto", r->w->n_fp8);   /* [fp8] */
         printf("device %s (%s backend, weights %s, kv %s), loaded in %.1f s\n", dev, be->ops->name,
                sits_dtype_name(be->weight_dtype), sits_dtype_name(be->kv_dtype), load_s);
         printf("weights %.3f GB/rank (incl. embedding %.3f GB, of which a step reads only batch rows), KV %.0f B/token\n",
@@ -629,6 +641,9 @@ int main(int argc, char **argv)
                                  "kv_bytes_per_token", kv_tok, "copy_bw_gbs", bw * 1e-9, "fill", o.fill, "iters", o.iters,
                                  "warmup", o.warmup, "load_s", load_s);
         if (meta) json_object_set_new(meta, "gpu_mem_used_gb", json_real(mem_max * 1e-9));
+        if (meta) json_object_set_new(meta, "quant", json_string(o.quant ? o.quant : "auto"));   /* [fp8] */
+        if (meta) json_object_set_new(meta, "kv_dtype", json_string(sits_dtype_name(be->kv_dtype)));   /* [int8 kv] */
+        if (meta) json_object_set_new(meta, "fp8_linears", json_integer(r->w->n_fp8));
         if (!meta || write_json(o.json, meta, rows, n_rows)) rc = 1;
         else printf("wrote %s\n", o.json);
         json_decref(meta);

@@ -15,7 +15,9 @@
  * Measured on each: int8 quantise / dequantise GB/s (fp32 bytes); LZ4 (64 KiB independent frames, as
  * in the shard) ratio and compress / decompress GB/s of raw bytes on 1 and 2 threads for the fp32,
  * bf16 (truncated) and int8 (+ scales) payloads; the whole shard (int8, none | lz4) pack / unpack
- * GB/s of fp32 bytes; CRC-32 GB/s. The "link" of this machine is single-thread host memcpy GB/s. */
+ * GB/s of fp32 bytes; CRC-32 GB/s. The "link" of this machine is single-thread host memcpy GB/s.
+ * CUDA builds with a GPU also measure the links KV crosses there -- pinned host <-> GPU (offload) and
+ * GPU 0 -> GPU 1 peer copies (migration inside a node) -- and print the decision for each. */
 #include <mpi.h>
 #include <jansson.h>
 #include <lz4.h>
@@ -243,10 +245,74 @@ static json_t *perf_json(const lz4perf_t *p)
                      "decompress_gbps_1t", p->d1, "decompress_gbps_2t", p->d2);
 }
 
-static const struct { const char *name; double gbps; } NOMINAL[] = {
+/* Links the decision is printed for: nominal ones, then (CUDA builds with a GPU) the ones measured
+ * here by measure_gpu_links. */
+#define N_LINKS_MAX 12
+static struct { char name[64]; double gbps; } NOMINAL[N_LINKS_MAX] = {
     { "NVMe SSD (nominal 7 GB/s)", 7 }, { "100GbE (nominal 12.5 GB/s)", 12.5 }, { "IB NDR400 (nominal 50 GB/s)", 50 },
     { "PCIe5 x16 (nominal 64 GB/s)", 64 }, { "NVLink4 H100/H200 (nominal 450 GB/s)", 450 },
 };
+static size_t n_links = 5;
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+/* GB/s of one cudaMemcpy of `bytes` (best of 5 after a warm-up). */
+static double cuda_rate(void *dst, const void *src, size_t bytes, int peer_dst, int peer_src)
+{
+    double best = 0;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now();
+        cudaError_t e = peer_dst >= 0 ? cudaMemcpyPeer(dst, peer_dst, src, peer_src, bytes) : cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+        if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return 0;
+        double g = (double)bytes / (now() - t0) / 1e9;
+        if (r > 0 && g > best) best = g;
+    }
+    return best;
+}
+
+/* The links KV moves over on a GPU node, measured: pinned host <-> GPU 0 (offload tier, PCIe) and
+ * GPU 0 -> GPU 1 with peer access (migration / disaggregation inside a node, NVLink). */
+static void measure_gpu_links(json_t *root)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) { (void)cudaGetLastError(); return; }
+    size_t bytes = (size_t)256 << 20;
+    void *h = NULL, *d0 = NULL, *d1 = NULL;
+    json_t *jl = json_object();
+    cudaSetDevice(0);
+    if (cudaMallocHost(&h, bytes) == cudaSuccess && cudaMalloc(&d0, bytes) == cudaSuccess) {
+        memset(h, 1, bytes);
+        double h2d = cuda_rate(d0, h, bytes, -1, -1), d2h = cuda_rate(h, d0, bytes, -1, -1);
+        snprintf(NOMINAL[n_links].name, sizeof NOMINAL[0].name, "host->GPU pinned (measured %.1f GB/s)", h2d);
+        NOMINAL[n_links++].gbps = h2d;
+        snprintf(NOMINAL[n_links].name, sizeof NOMINAL[0].name, "GPU->host pinned (measured %.1f GB/s)", d2h);
+        NOMINAL[n_links++].gbps = d2h;
+        json_object_set_new(jl, "h2d_pinned_gbps", json_real(h2d));
+        json_object_set_new(jl, "d2h_pinned_gbps", json_real(d2h));
+        printf("# measured: host->GPU pinned %.1f GB/s, GPU->host pinned %.1f GB/s\n", h2d, d2h);
+        int can = 0;
+        if (n >= 2 && cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess && can) {
+            cudaDeviceEnablePeerAccess(1, 0);
+            cudaSetDevice(1);
+            cudaDeviceEnablePeerAccess(0, 0);
+            if (cudaMalloc(&d1, bytes) == cudaSuccess) {
+                cudaSetDevice(0);
+                double p2p = cuda_rate(d1, d0, bytes, 1, 0);
+                snprintf(NOMINAL[n_links].name, sizeof NOMINAL[0].name, "GPU0->GPU1 peer (measured %.1f GB/s)", p2p);
+                NOMINAL[n_links++].gbps = p2p;
+                json_object_set_new(jl, "p2p_gbps", json_real(p2p));
+                printf("# measured: GPU0->GPU1 peer copy %.1f GB/s\n", p2p);
+            }
+        }
+    }
+    cudaSetDevice(0);
+    if (h) cudaFreeHost(h);
+    if (d0) cudaFree(d0);
+    if (d1) cudaFree(d1);
+    (void)cudaGetLastError();
+    json_object_set_new(root, "gpu_links", jl);
+}
+#endif
 
 static void run_set(const kvset_t *s, double link, json_t *jsets)
 {
@@ -309,13 +375,13 @@ static void run_set(const kvset_t *s, double link, json_t *jsets)
         json_object_set_new(o, "lz4_on_memcpy_link_1t", json_boolean(c1));
         json_object_set_new(o, "lz4_on_memcpy_link_2t", json_boolean(c2));
         json_t *nom = json_object();
-        for (size_t j = 0; j < sizeof NOMINAL / sizeof NOMINAL[0]; j++)
+        for (size_t j = 0; j < n_links; j++)
             json_object_set_new(nom, NOMINAL[j].name, json_string(sits_kv_codec_choose(NOMINAL[j].gbps, &b) ? "lz4" : "none"));
         json_object_set_new(o, "choice_2t_on_nominal_links", nom);
         json_object_set_new(jp, pn[i], o);
     }
-    printf("nominal links, int8 payload, 2 threads:");
-    for (size_t j = 0; j < sizeof NOMINAL / sizeof NOMINAL[0]; j++) {
+    printf("links (nominal, then measured here), int8 payload, 2 threads:");
+    for (size_t j = 0; j < n_links; j++) {
         sits_kv_codec_perf_t b = { l8.ratio, l8.c2, l8.d2 };
         printf(" %s -> %s;", NOMINAL[j].name, sits_kv_codec_choose(NOMINAL[j].gbps, &b) ? "lz4" : "none");
     }
@@ -375,6 +441,9 @@ int main(int argc, char **argv)
            1 + SITS_KV_CODEC_MARGIN);
     json_t *root = json_pack("{s:i,s:s,s:f,s:i,s:f}", "cores", cores, "lz4_version", LZ4_versionString(), "memcpy_gbps", link,
                              "frame_bytes", (int)FRAME, "margin", SITS_KV_CODEC_MARGIN);
+#ifdef HAVE_CUDA
+    measure_gpu_links(root);
+#endif
     json_t *sets = json_array();
     sits_backend_t *be = NULL;
     sits_comm_t *tp = NULL;

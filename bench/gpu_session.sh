@@ -20,7 +20,7 @@ export top_srcdir=$top top_builddir=$PWD PYTHON=python3 MPIRUN=mpirun
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 
 if [ "$what" != bench ]; then
-  for t in tests/gpu/test_op_parity tests/gpu/test_engine_step tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/gpu/nccl_tp2.sh tests/gpu/custom_ar_tp2.sh; do
+  for t in tests/gpu/test_op_parity tests/gpu/test_engine_step tests/gpu/fixtures_cuda.sh tests/gpu/demo_cuda.sh tests/gpu/nccl_tp2.sh tests/gpu/custom_ar_tp2.sh tests/gpu/pp_mb_cuda.sh; do
     [ -e "$t" ] || [ -e "$top/$t" ] || continue
     if [ -x "$t" ] && [ "${t%.sh}" = "$t" ]; then cmd=$t; else cmd="bash $top/$t"; fi
     $cmd > "$out/$(basename "$t").log" 2>&1; rc=$?

@@ -19,7 +19,11 @@
  * the lanes hold the head's elements in bf16 pairs (lane + 32 j), a warp sum gives the score,
  * and each warp keeps its own online softmax (running max m, sum l, accumulator). The warps'
  * partial states are merged through shared memory at the end. Scores are in base 2 (q is
- * pre-scaled by scale * log2 e), which is the same softmax. Any context length; fp32 throughout. */
+ * pre-scaled by scale * log2 e), which is the same softmax. Any context length; fp32 throughout.
+ *
+ * [int8 kv] sits_k_attention_i8 takes the same route over int8 caches (block units, see
+ * sits_kernels.h): the tensor-core kernels stage each int8 tile and widen it to bf16 in shared
+ * memory (attention_mma.cuh), the generic kernel reads q * scale in fp32. */
 #include "kernels/attention_mma.cuh"
 
 #define ATT_PF_MIN_TOKENS 64  /* batches of at least this many tokens also run the prefill kernel */
@@ -27,13 +31,14 @@
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD_DIM 512
 
-/* NP: bf16 pairs per lane, head_dim <= 64 * NP. */
-template <int NP>
+/* NP: bf16 pairs per lane, head_dim <= 64 * NP. Q8: [int8 kv] int8 caches of block units of
+ * kv_unit bytes (scales kv_qbytes into a unit), read as q * scale in fp32. */
+template <int NP, bool Q8>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
 attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
-                 float scale_log2)
+                 float scale_log2, long long kv_unit, int kv_qbytes)
 {
     __shared__ float s_acc[ATT_WARPS][ATT_MAX_HEAD_DIM];
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
@@ -58,20 +63,43 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
     float m = -INFINITY, l = 0.0f;
     for (int p = p_begin + warp; p <= p_end; p += ATT_WARPS) {
         size_t slot = (size_t)bt[p / block_size] * block_size + (size_t)(p % block_size);
-        const __nv_bfloat162 *k2 = reinterpret_cast<const __nv_bfloat162 *>(k_cache + slot * kv_dim + kv_off);
-        const __nv_bfloat162 *v2 = reinterpret_cast<const __nv_bfloat162 *>(v_cache + slot * kv_dim + kv_off);
         float2 vv[NP];
         float s = 0.0f;
+        if (Q8) {
+            /* [int8 kv] row (p % block_size, kv head) of block bt[p / block_size]: q pairs and the scale */
+            size_t row = (size_t)(p % block_size) * (size_t)(kv_dim / head_dim) + kv_off / (size_t)head_dim;
+            size_t unit = (size_t)bt[p / block_size] * (size_t)kv_unit;
+            const unsigned char *ku = reinterpret_cast<const unsigned char *>(k_cache) + unit;
+            const unsigned char *vu = reinterpret_cast<const unsigned char *>(v_cache) + unit;
+            const char2 *k2 = reinterpret_cast<const char2 *>(ku + row * head_dim);
+            const char2 *v2 = reinterpret_cast<const char2 *>(vu + row * head_dim);
+            const float ks = reinterpret_cast<const float *>(ku + kv_qbytes)[row];
+            const float vs = reinterpret_cast<const float *>(vu + kv_qbytes)[row];
 #pragma unroll
-        for (int j = 0; j < NP; j++) {
-            int c = lane + 32 * j;
-            /* V is loaded with K (it does not depend on the score) to overlap the two latencies. */
-            if (c < n_pairs) {
-                float2 kf = __bfloat1622float2(k2[c]);
-                vv[j] = __bfloat1622float2(v2[c]);
-                s += qv[j].x * kf.x + qv[j].y * kf.y;
-            } else {
-                vv[j] = make_float2(0.0f, 0.0f);
+            for (int j = 0; j < NP; j++) {
+                int c = lane + 32 * j;
+                if (c < n_pairs) {
+                    char2 kq = k2[c], vq = v2[c];
+                    vv[j] = make_float2((float)vq.x * vs, (float)vq.y * vs);
+                    s += qv[j].x * ((float)kq.x * ks) + qv[j].y * ((float)kq.y * ks);
+                } else {
+                    vv[j] = make_float2(0.0f, 0.0f);
+                }
+            }
+        } else {
+            const __nv_bfloat162 *k2 = reinterpret_cast<const __nv_bfloat162 *>(k_cache + slot * kv_dim + kv_off);
+            const __nv_bfloat162 *v2 = reinterpret_cast<const __nv_bfloat162 *>(v_cache + slot * kv_dim + kv_off);
+#pragma unroll
+            for (int j = 0; j < NP; j++) {
+                int c = lane + 32 * j;
+                /* V is loaded with K (it does not depend on the score) to overlap the two latencies. */
+                if (c < n_pairs) {
+                    float2 kf = __bfloat1622float2(k2[c]);
+                    vv[j] = __bfloat1622float2(v2[c]);
+                    s += qv[j].x * kf.x + qv[j].y * kf.y;
+                } else {
+                    vv[j] = make_float2(0.0f, 0.0f);
+                }
             }
         }
         s = sits_k_warp_sum(s);
@@ -122,7 +150,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
 static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                        const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
-                       float scale, cudaStream_t stream)
+                       float scale, bool i8, cudaStream_t stream)
 {
     if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
@@ -132,21 +160,30 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
     float scale_log2 = scale * 1.4426950408889634f;
     dim3 grid((unsigned)n_blocks), block(ATT_WARPS * 32);
-#define ATT_LAUNCH(np_) attention_generic_kernel<np_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, v_cache, \
-        seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2)
-    if (head_dim <= 64) ATT_LAUNCH(1);
-    else if (head_dim <= 128) ATT_LAUNCH(2);
-    else if (head_dim <= 256) ATT_LAUNCH(4);
-    else ATT_LAUNCH(8);
+    long long unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
+    int qb = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
+#define ATT_LAUNCH(np_, q8_) attention_generic_kernel<np_, q8_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, \
+        v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb)
+    if (i8) { /* [int8 kv] */
+        if (head_dim <= 64) ATT_LAUNCH(1, true);
+        else if (head_dim <= 128) ATT_LAUNCH(2, true);
+        else if (head_dim <= 256) ATT_LAUNCH(4, true);
+        else ATT_LAUNCH(8, true);
+    } else {
+        if (head_dim <= 64) ATT_LAUNCH(1, false);
+        else if (head_dim <= 128) ATT_LAUNCH(2, false);
+        else if (head_dim <= 256) ATT_LAUNCH(4, false);
+        else ATT_LAUNCH(8, false);
+    }
 #undef ATT_LAUNCH
     return SITS_K_LAUNCH_STATUS();
 }
 
-extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride,
-                                          const sits_bf16_t *k_cache, const sits_bf16_t *v_cache, const int32_t *seq,
-                                          const int32_t *pos, const int32_t *block_tables, int max_blocks, int block_size,
-                                          int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window, float scale,
-                                          const sits_k_attn_ws_t *ws, cudaStream_t stream)
+/* Both entry points; i8: [int8 kv] caches of int8 block units. */
+static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
+                             const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
+                             int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                             int window, float scale, const sits_k_attn_ws_t *ws, bool i8, cudaStream_t stream)
 {
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
         max_blocks <= 0 || window < 0)
@@ -155,9 +192,10 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
     bool fast = (head_dim == 64 || head_dim == 128) && q_row_stride % 8 == 0 && sits_k_aligned16(q) &&
                 sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache) && ((uintptr_t)out & 3) == 0 && ws &&
                 ws->n_sms > 0 && (!ws->scratch || sits_k_aligned16(ws->scratch));
+    if (i8 && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
     if (!fast)
         return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
-                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, stream);
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, i8, stream);
 
     att_params p;
     p.out = out;
@@ -182,6 +220,9 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
     p.n_chunks = (p.group + 15) / 16;
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
+    p.kv_i8 = i8;
+    p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
+    p.kv_unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
 
     int smem = att_decode_smem_bytes(head_dim);
     int per_sm = (int)(((size_t)227 << 10) / (size_t)(smem + 1024));
@@ -213,4 +254,26 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
     if (S == 1) return SITS_OK;
     long long r_items = (long long)n_tokens * n_heads;
     return att_launch_reduce(p, head_dim, (int)(r_items < cap ? r_items : cap), stream);
+}
+
+extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride,
+                                          const sits_bf16_t *k_cache, const sits_bf16_t *v_cache, const int32_t *seq,
+                                          const int32_t *pos, const int32_t *block_tables, int max_blocks, int block_size,
+                                          int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                          const sits_k_attn_ws_t *ws, cudaStream_t stream)
+{
+    return att_run(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads,
+                   n_kv_heads, head_dim, window, scale, ws, false, stream);
+}
+
+/* [int8 kv] */
+extern "C" sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+                                             const void *v_cache, const int32_t *seq, const int32_t *pos,
+                                             const int32_t *block_tables, int max_blocks, int block_size, int n_tokens,
+                                             int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                             const sits_k_attn_ws_t *ws, cudaStream_t stream)
+{
+    return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
+                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, ws,
+                   true, stream);
 }

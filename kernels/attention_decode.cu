@@ -15,14 +15,18 @@
  *
  * Work items are taken grid-stride, so the grid is fixed by the host: in list mode the tokens
  * are those the prefill kernel left (p.list, count on the device), else all p.n_tokens; S is
- * derived on the device from that count (att_splits), so a captured CUDA graph stays valid. */
+ * derived on the device from that count (att_splits), so a captured CUDA graph stays valid.
+ *
+ * [int8 kv] Q8 = true reads int8 caches: each tile is staged raw (cp.async) in the upper half of
+ * its bf16 buffer and widened in place (q * scale -> bf16) after it lands (att_dequant_kv); the
+ * rest of the kernel is the bf16 one. */
 #include "kernels/attention_mma.cuh"
 
 #define ATT_DEC_OPAD 8 /* floats of padding per row of the merge buffer (bank spread) */
 
 template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) * D * 2; }
 
-template <int D>
+template <int D, bool Q8>
 static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_params p)
 {
     extern __shared__ uint4 att_dec_smem_raw[];
@@ -31,6 +35,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
     sits_bf16_t *sV = sK + 2 * ATT_KT * D;                                  /* [2][ATT_KT][D] */
     float *sO = reinterpret_cast<float *>(sK);  /* [4][16][D + pad], over sK/sV once the loop is done */
     __shared__ float s_m[4][16], s_l[4][16];
+    __shared__ float s_kvs[Q8 ? 2 * 2 * ATT_KT : 1]; /* [int8 kv] scales [buffer][K, V][ATT_KT] */
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
@@ -62,7 +67,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             att_cp_commit();
         }
         const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
-        att_load_kv<D>(sK, sV, p, bt, kvh * D, kb, kb, ke);
+        att_load_tile<D, Q8>(sK, sV, s_kvs, p, bt, kvh, kb, kb, ke);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -79,13 +84,15 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             const int buf = it & 1;
             if (it + 1 < n_kt) {
                 int nb = buf ^ 1;
-                att_load_kv<D>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, p, bt, kvh * D, kb + (it + 1) * ATT_KT, kb, ke);
+                att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, bt,
+                                     kvh, kb + (it + 1) * ATT_KT, kb, ke);
                 att_cp_commit();
                 att_cp_wait<1>();
             } else {
                 att_cp_wait<0>();
             }
             __syncthreads();
+            if (Q8) att_dequant_kv<D>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
             const int k0 = kb + it * ATT_KT + warp * 16; /* this warp's first key */
             if (k0 <= ke) {
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
@@ -212,19 +219,21 @@ int att_decode_smem_bytes(int head_dim)
     return head_dim == 64 ? att_dec_smem<64>() : att_dec_smem<128>();
 }
 
-template <int D> static sits_status_t att_decode_launch_t(const att_params &p, int grid, cudaStream_t stream)
+template <int D, bool Q8> static sits_status_t att_decode_launch_t(const att_params &p, int grid, cudaStream_t stream)
 {
     constexpr int smem = att_dec_smem<D>();
     static_assert(4 * 16 * (D + ATT_DEC_OPAD) * 4 <= 4 * ATT_KT * D * 2, "merge buffer must fit over the K/V tiles");
-    if (cudaFuncSetAttribute(att_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(att_decode_kernel<D, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
-    att_decode_kernel<D><<<grid, ATT_THREADS, smem, stream>>>(p);
+    att_decode_kernel<D, Q8><<<grid, ATT_THREADS, smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream)
 {
-    return head_dim == 64 ? att_decode_launch_t<64>(p, grid, stream) : att_decode_launch_t<128>(p, grid, stream);
+    if (p.kv_i8) /* [int8 kv] */
+        return head_dim == 64 ? att_decode_launch_t<64, true>(p, grid, stream) : att_decode_launch_t<128, true>(p, grid, stream);
+    return head_dim == 64 ? att_decode_launch_t<64, false>(p, grid, stream) : att_decode_launch_t<128, false>(p, grid, stream);
 }
 
 sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream)

@@ -39,6 +39,10 @@ struct att_params {
     int window;
     int target_ctas;              /* split-K aims at about this many decode work items */
     float scale_log2;             /* scale * log2(e) */
+    /* [int8 kv] kv_i8: k_cache / v_cache hold int8 block units (sits_kernels.h) of kv_unit bytes,
+     * the scales kv_qbytes into each unit */
+    int kv_i8, kv_qbytes;
+    long long kv_unit;
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
@@ -100,6 +104,12 @@ static __device__ __forceinline__ void att_cp16(void *dst, const void *src, bool
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(att_smem_addr(dst)), "l"(src),
                  "r"(valid ? 16 : 0));
+}
+/* [int8 kv] 4 bytes global -> shared, asynchronously; zero-filled when !valid. */
+static __device__ __forceinline__ void att_cp4(void *dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(att_smem_addr(dst)), "l"(src),
+                 "r"(valid ? 4 : 0));
 }
 static __device__ __forceinline__ void att_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> static __device__ __forceinline__ void att_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -165,6 +175,99 @@ static __device__ __forceinline__ void att_load_kv(sits_bf16_t *sK, sits_bf16_t 
         att_cp16(sK + att_sw<D>(r, ch), ks, ok);
         att_cp16(sV + att_sw<D>(r, ch), vs, ok);
     }
+}
+
+/* [int8 kv] att_load_kv for int8 caches: the raw int8 rows [ATT_KT][D] go to the upper half of
+ * the tiles (bytes ATT_KT * D .. 2 * ATT_KT * D of sK, sV; a tile is ATT_KT * D * 2 bytes), their
+ * scales to sS [K, V][ATT_KT]; zeros for keys outside [k_lo, k_hi]. att_dequant_kv widens them
+ * in place once they have landed. All ATT_THREADS threads call it. */
+template <int D>
+static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
+                                                      const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
+{
+    constexpr int CH = D / 16, STEP = ATT_THREADS / CH;
+    static_assert(ATT_THREADS == 2 * ATT_KT, "one thread per scale");
+    const int ch = threadIdx.x % CH;
+    unsigned char *stK = reinterpret_cast<unsigned char *>(sK) + ATT_KT * D;
+    unsigned char *stV = reinterpret_cast<unsigned char *>(sV) + ATT_KT * D;
+    const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
+    const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
+#pragma unroll
+    for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+        int key = k0 + r;
+        bool ok = key >= k_lo && key <= k_hi;
+        size_t off = 0;
+        if (ok) {
+            int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+            size_t row = (size_t)(key - blk * p.block_size) * (size_t)p.n_kv_heads + (size_t)kvh;
+            off = (size_t)bt[blk] * (size_t)p.kv_unit + row * D + (size_t)ch * 16;
+        }
+        att_cp16(stK + r * D + ch * 16, kb + off, ok);
+        att_cp16(stV + r * D + ch * 16, vb + off, ok);
+    }
+    {
+        const int r = threadIdx.x & (ATT_KT - 1), key = k0 + r;
+        const bool is_v = threadIdx.x >= ATT_KT, ok = key >= k_lo && key <= k_hi;
+        size_t off = 0;
+        if (ok) {
+            int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+            size_t row = (size_t)(key - blk * p.block_size) * (size_t)p.n_kv_heads + (size_t)kvh;
+            off = (size_t)bt[blk] * (size_t)p.kv_unit + (size_t)p.kv_qbytes + row * 4;
+        }
+        att_cp4(sS + threadIdx.x, (is_v ? vb : kb) + off, ok);
+    }
+}
+
+/* [int8 kv] 16 int8 (one uint4) times scale -> two 16-byte chunks of 8 bf16 at d0 and d1. */
+static __device__ __forceinline__ void att_i8x16_bf16(sits_bf16_t *d0, sits_bf16_t *d1, uint4 raw, float scale)
+{
+    const uint32_t w[4] = { raw.x, raw.y, raw.z, raw.w };
+    uint32_t o[8];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float f0 = (float)(int8_t)(w[k] & 0xffu), f1 = (float)(int8_t)((w[k] >> 8) & 0xffu);
+        float f2 = (float)(int8_t)((w[k] >> 16) & 0xffu), f3 = (float)(int8_t)(w[k] >> 24);
+        o[2 * k] = att_pack(f0 * scale, f1 * scale);
+        o[2 * k + 1] = att_pack(f2 * scale, f3 * scale);
+    }
+    *reinterpret_cast<uint4 *>(d0) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4 *>(d1) = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+/* [int8 kv] The staged int8 K / V tiles (att_load_kv_i8) -> the swizzled bf16 tiles, q * scale
+ * rounded to bf16, in place: every thread reads its chunks, a barrier, then writes them. Called
+ * by all threads after the tile's cp.async group has landed and a barrier; ends with a barrier. */
+template <int D>
+static __device__ __forceinline__ void att_dequant_kv(sits_bf16_t *sK, sits_bf16_t *sV, const float *sS)
+{
+    constexpr int CH = D / 16, PER = ATT_KT * CH / ATT_THREADS;
+    const unsigned char *stK = reinterpret_cast<const unsigned char *>(sK) + ATT_KT * D;
+    const unsigned char *stV = reinterpret_cast<const unsigned char *>(sV) + ATT_KT * D;
+    uint4 rk[PER], rv[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
+        rk[j] = *reinterpret_cast<const uint4 *>(stK + r * D + c * 16);
+        rv[j] = *reinterpret_cast<const uint4 *>(stV + r * D + c * 16);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
+        att_i8x16_bf16(sK + att_sw<D>(r, 2 * c), sK + att_sw<D>(r, 2 * c + 1), rk[j], sS[r]);
+        att_i8x16_bf16(sV + att_sw<D>(r, 2 * c), sV + att_sw<D>(r, 2 * c + 1), rv[j], sS[ATT_KT + r]);
+    }
+    __syncthreads();
+}
+
+/* One K/V tile into the bf16 tiles (bf16 caches) or their staging (int8: sS gets the scales, and
+ * att_dequant_kv must run after the wait). */
+template <int D, bool Q8>
+static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
+                                                     const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
+{
+    if (Q8) att_load_kv_i8<D>(sK, sV, sS, p, bt, kvh, k0, k_lo, k_hi);
+    else att_load_kv<D>(sK, sV, p, bt, kvh * D, k0, k_lo, k_hi);
 }
 
 /* One online-softmax step over a warp's score fragment s [NT n-tiles of 8 keys] for its rows g

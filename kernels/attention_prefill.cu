@@ -15,14 +15,16 @@
  * bf16. A warp whose 16 rows see none of the tile's keys skips it (causal / window). Rows need
  * not have consecutive positions: each row carries its own range.
  *
- * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges). */
+ * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
+ *
+ * [int8 kv] Q8 = true reads int8 caches, staged and widened to bf16 tiles as in attention_decode.cu. */
 #include "kernels/attention_mma.cuh"
 
 #include <limits.h>
 
 template <int D> static constexpr int att_pf_smem() { return (ATT_PF_ROWS + 4 * ATT_KT) * D * 2; }
 
-template <int D>
+template <int D, bool Q8>
 static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_params p)
 {
     extern __shared__ uint4 att_pf_smem_raw[];
@@ -31,6 +33,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [2][ATT_KT][D] */
     __shared__ int s_seq[ATT_PF_ROWS], s_lo[ATT_PF_ROWS], s_hi[ATT_PF_ROWS], s_lead[ATT_PF_ROWS];
     __shared__ int s_cnt[2], s_base, s_rng[2][2];
+    __shared__ float s_kvs[Q8 ? 2 * 2 * ATT_KT : 1]; /* [int8 kv] scales [buffer][K, V][ATT_KT] */
 
     const int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kvh = h / p.group, T0 = tile * ATT_PF_ROWS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
@@ -99,7 +102,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
         const int w_hi = __reduce_max_sync(0xffffffffu, s_hi[rw + (lane & 15)]);
         const int n_kt = (k_hi - k_lo + ATT_KT) / ATT_KT;
 
-        att_load_kv<D>(sK, sV, p, bt, kvh * D, k_lo, k_lo, k_hi);
+        att_load_tile<D, Q8>(sK, sV, s_kvs, p, bt, kvh, k_lo, k_lo, k_hi);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -116,13 +119,15 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             const int buf = it & 1, k0 = k_lo + it * ATT_KT;
             if (it + 1 < n_kt) {
                 int nb = buf ^ 1;
-                att_load_kv<D>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, p, bt, kvh * D, k0 + ATT_KT, k_lo, k_hi);
+                att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, bt,
+                                     kvh, k0 + ATT_KT, k_lo, k_hi);
                 att_cp_commit();
                 att_cp_wait<1>();
             } else {
                 att_cp_wait<0>();
             }
             __syncthreads();
+            if (Q8) att_dequant_kv<D>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
             if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 float s[ATT_KT / 8][4];
@@ -190,17 +195,19 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     }
 }
 
-template <int D> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
+template <int D, bool Q8> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
     constexpr int smem = att_pf_smem<D>();
-    if (cudaFuncSetAttribute(att_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(att_prefill_kernel<D, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     dim3 grid((unsigned)((p.n_tokens + ATT_PF_ROWS - 1) / ATT_PF_ROWS), (unsigned)p.n_heads);
-    att_prefill_kernel<D><<<grid, ATT_THREADS, smem, stream>>>(p);
+    att_prefill_kernel<D, Q8><<<grid, ATT_THREADS, smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream)
 {
-    return head_dim == 64 ? att_prefill_launch_t<64>(p, stream) : att_prefill_launch_t<128>(p, stream);
+    if (p.kv_i8) /* [int8 kv] */
+        return head_dim == 64 ? att_prefill_launch_t<64, true>(p, stream) : att_prefill_launch_t<128, true>(p, stream);
+    return head_dim == 64 ? att_prefill_launch_t<64, false>(p, stream) : att_prefill_launch_t<128, false>(p, stream);
 }

@@ -49,6 +49,34 @@ sits_status_t sits_k_rope(sits_bf16_t *x, int n, int row_stride, int n_rot_heads
 sits_status_t sits_k_kv_write(sits_bf16_t *k_cache, sits_bf16_t *v_cache, const sits_bf16_t *qkv, int n, int row_stride,
                               int k_col, int v_col, int kv_dim, const int32_t *slot_mapping, cudaStream_t stream);
 
+/* [int8 kv] The int8 KV layout (src/backend/backend.h): each layer buffer is [n_blocks] units of
+ * sits_k_kv_i8_unit_bytes(): q int8 [block_size, n_kv, head_dim] padded to 16 bytes, then scale
+ * fp32 [block_size, n_kv] padded to 16 bytes. */
+static inline size_t sits_k_kv_i8_q_bytes(int block_size, int n_kv, int head_dim)
+{
+    return ((size_t)block_size * (size_t)n_kv * (size_t)head_dim + 15) & ~(size_t)15;
+}
+static inline size_t sits_k_kv_i8_unit_bytes(int block_size, int n_kv, int head_dim)
+{
+    return sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim) + (((size_t)block_size * (size_t)n_kv * 4 + 15) & ~(size_t)15);
+}
+
+/* [int8 kv] As sits_k_kv_write into int8 caches: per (token, KV head) row x of head_dim (bf16 widened
+ * to fp32) amax = max |x|, scale = amax / 127 (IEEE division), q = rint(x / scale) clamped to
+ * [-127, 127] (0 when amax = 0 or x / scale is NaN) -- the bytes of the cpu backend's kv_write.
+ * kv dim = n_kv * head_dim; caches 16-byte aligned. */
+sits_status_t sits_k_kv_write_i8(void *k_cache, void *v_cache, const sits_bf16_t *qkv, int n, int row_stride, int k_col,
+                                 int v_col, int n_kv, int head_dim, int block_size, const int32_t *slot_mapping,
+                                 cudaStream_t stream);
+
+/* [rope + kv write] sits_k_rope over the n_q + n_kv heads from column 0 of qkv, then the cache write of
+ * sits_k_kv_write (int8 = 0; bf16 caches) or sits_k_kv_write_i8 (int8 = 1) with K at column
+ * n_q * head_dim and V at (n_q + n_kv) * head_dim, fused in one launch (kernels/rope_kv.cu).
+ * head_dim even and <= 256. */
+sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
+                                   const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int int8,
+                                   int block_size, const int32_t *slot_mapping, cudaStream_t stream);
+
 /* [attention] Workspace of sits_k_attention, owned by the caller (allocated once per device):
  * scratch (device, 16-byte aligned) holds the split-K partials and the prefill kernel's token list;
  * NULL / small scratch only disables split-K (and, below the list size, the prefill kernel). */
@@ -72,6 +100,14 @@ sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row
                                const int32_t *block_tables, int max_blocks, int block_size, int n_tokens, int n_heads,
                                int n_kv_heads, int head_dim, int window, float scale, const sits_k_attn_ws_t *ws,
                                cudaStream_t stream);
+
+/* [int8 kv] sits_k_attention over int8 caches (layout above): K and V are dequantised (q * scale)
+ * as they are loaded -- to bf16 tiles on the tensor-core path, fp32 in the generic kernel. Same
+ * kernel choice and conditions; caches 16-byte aligned. */
+sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+                                  const void *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
+                                  int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                                  int window, float scale, const sits_k_attn_ws_t *ws, cudaStream_t stream);
 
 /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up). */
 sits_status_t sits_k_silu_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
@@ -138,6 +174,14 @@ sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out
 sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, void *residual, int residual_f32,
                                     const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
                                     cudaStream_t stream);
+
+/* ---- [fp8] FP8 E4M3 weights (kernels/fp8.cu) ---------------------------------------------------
+ * x [n, dim] bf16 -> q [n, dim] E4M3 bytes and scale [n] fp32 per row: scale = absmax / 448 (1 for a
+ * zero row), q = e4m3(x / scale), IEEE division, round to nearest even, saturating (util/dtype.h). */
+sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim, cudaStream_t stream);
+/* y [n, m] (bf16, or fp32 when y_f32) = acc [n, m] fp32 * xs[t] * ws[o] (+ bias[o] bf16, may be NULL). */
+sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
+                                   const sits_bf16_t *bias, int n, int m, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

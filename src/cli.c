@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "sched/generate.h"
+#include "model/precision.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -15,6 +16,7 @@
 #include "server/server.h"
 #include "sched/scheduler.h"
 #include "sched/worker.h"
+#include "kv/offload.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -113,6 +115,19 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* [int8 kv] --kv-cache-dtype on a fresh backend; the backend is destroyed on an error. */
+static sits_status_t set_kv_dtype(const sits_config_t *cfg, sits_backend_t **be_p)
+{
+    sits_dtype_t dt;
+    sits_status_t st = sits_backend_kv_dtype_parse(cfg->kv_cache_dtype, (*be_p)->act_dtype, &dt);
+    if (st == SITS_OK) st = sits_backend_set_kv_dtype(*be_p, dt);
+    if (st != SITS_OK) {
+        sits_backend_destroy(*be_p);
+        *be_p = NULL;
+    }
+    return st;
+}
+
 /* The backend of this rank: its GPU from the placement, or the CPU with the cores it was bound to. */
 static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement_t *pl, int bound_cores,
                                   sits_backend_t **be_p)
@@ -127,7 +142,8 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
             return SITS_ERR_INVALID;
         }
         sits_backend_params_t bp = { .device = me->gpu, .no_gemm_tune = !cfg->gemm_autotune };
-        return sits_backend_cuda_create(&bp, be_p);
+        SITS_CHECK(sits_backend_cuda_create(&bp, be_p));
+        return set_kv_dtype(cfg, be_p);
     }
     if (strcmp(dev, "cpu") && strcmp(dev, "auto")) {
         SITS_ERROR(SITS_SUB_INIT, "unknown --device '%s' (auto, cpu or cuda)", dev);
@@ -141,7 +157,8 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
     }
     if (threads < 1) threads = 1;
     sits_backend_params_t bp = { .threads = threads };
-    return sits_backend_cpu_create(&bp, be_p);
+    SITS_CHECK(sits_backend_cpu_create(&bp, be_p));
+    return set_kv_dtype(cfg, be_p);
 }
 
 /* Topology, placement, binding and the TP communicator of this rank. */
@@ -150,6 +167,7 @@ typedef struct {
     sits_placement_t *pl;
     int bound_cores;
     MPI_Comm tp_mpi, pp_mpi, dp_mpi;   /* this rank's groups (pp/dp: one rank each until --pp/--dp exist) */
+    int disagg_p, disagg_d;            /* [kv move] --disaggregate P:D (0: off): TP groups [0, P) and [P, P + D) */
 } sits_layout_t;
 
 static void layout_fini(sits_layout_t *L)
@@ -167,7 +185,25 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
     L->tp_mpi = L->pp_mpi = L->dp_mpi = MPI_COMM_NULL;
     sits_status_t st = sits_topo_discover(cfg->topology_xml, &L->topo);
     if (agree(st, "topology discovery", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
-    st = sits_topo_place(MPI_COMM_WORLD, L->topo, (int)cfg->tp, (int)cfg->pp, (int)cfg->dp, &L->pl);
+    if (cfg->disaggregate) {
+        /* [kv move] two TP groups of their own sizes: placed as one-rank replicas (each rank its GPU
+         * and cores), the TP communicator split below */
+        int world = 1, rank = 0, P = 0, D = 0, end = 0;
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (sscanf(cfg->disaggregate, "%d:%d%n", &P, &D, &end) != 2 || cfg->disaggregate[end] || P < 1 || D < 1 ||
+            P + D != world || cfg->tp > 0 || cfg->pp != 1 || cfg->dp != 1) {
+            if (rank == 0)
+                fprintf(stderr, "sits-dist: --disaggregate %s: need P:D with P, D >= 1 and P + D = %d ranks, without --tp, --pp, --dp\n",
+                        cfg->disaggregate, world);
+            return SITS_ERR_INVALID;
+        }
+        L->disagg_p = P;
+        L->disagg_d = D;
+        st = sits_topo_place(MPI_COMM_WORLD, L->topo, 1, 1, world, &L->pl);
+    } else {
+        st = sits_topo_place(MPI_COMM_WORLD, L->topo, (int)cfg->tp, (int)cfg->pp, (int)cfg->dp, &L->pl);
+    }
     if (agree(st, "rank placement", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
     if (cfg->bind && !cfg->topology) sits_topo_bind(L->topo, L->pl, &L->bound_cores);
     /* one communicator per group kind, from the placement (a TP group is not always consecutive ranks) */
@@ -177,6 +213,11 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
         int color = 0, key = 0;
         sits_topo_group_of(L->pl, kinds[k], L->pl->self, &color, &key, NULL);
         if (MPI_Comm_split(MPI_COMM_WORLD, color, key, out[k]) != MPI_SUCCESS) return SITS_ERR_MPI;
+    }
+    if (L->disagg_p) {   /* [kv move] the prefill and the decode TP groups */
+        MPI_Comm_free(&L->tp_mpi);
+        if (MPI_Comm_split(MPI_COMM_WORLD, L->pl->self < L->disagg_p ? 0 : 1, L->pl->self, &L->tp_mpi) != MPI_SUCCESS)
+            return SITS_ERR_MPI;
     }
     return SITS_OK;
 }
@@ -193,11 +234,13 @@ typedef struct {
     sits_comm_t *pp, *ctl;
     sits_comm_t *remote[SITS_TOPO_MAX_GPUS];
     int remote_root[SITS_TOPO_MAX_GPUS];
+    sits_comm_t *kv;   /* [kv move] every rank of the job, for KV moves (--dp > 1, --disaggregate); NULL otherwise */
 } sits_instance_t;
 
 static void instance_fini(sits_instance_t *I)
 {
     for (int r = 0; r < SITS_TOPO_MAX_GPUS; r++) sits_comm_destroy(I->remote[r]);
+    sits_comm_destroy(I->kv);
     sits_comm_destroy(I->ctl);
     sits_comm_destroy(I->pp);
     memset(I, 0, sizeof *I);
@@ -213,6 +256,48 @@ static int token_root_of(MPI_Comm c, int is_root)
     return root;
 }
 
+/* [kv move] The communicator of KV moves: every rank of the job; NCCL on GPUs (grouped
+ * ncclSend/ncclRecv between the two groups of a move), MPI on the CPU. */
+static sits_status_t make_kv_comm(const sits_config_t *cfg, sits_backend_t *be, sits_instance_t *I)
+{
+    if (sits_backend_cuda_stream(be)) {
+#ifdef HAVE_NCCL
+        return sits_comm_nccl_create(MPI_COMM_WORLD, be, cfg->step_timeout, &I->kv);
+#else
+        SITS_ERROR(SITS_SUB_INIT, "KV moves between GPUs (--dp, --disaggregate) need NCCL");
+        return SITS_ERR_UNSUPPORTED;
+#endif
+    }
+    return sits_comm_mpi_create(MPI_COMM_WORLD, cfg->step_timeout, &I->kv);
+}
+
+/* [kv move] --disaggregate P:D: the prefill group (world ranks [0, P), with the front-end) is
+ * replica 0, its TP group its whole instance; the decode group is replica 1, driven like a remote
+ * replica over world rank 0 plus its ranks (token root: its TP rank 0, world rank P). */
+static sits_status_t make_disagg_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be,
+                                       sits_runner_params_t *rp, sits_instance_t *I)
+{
+    int rank = L->pl->self, P = L->disagg_p, in = rank == 0 || rank >= P;
+    MPI_Comm c = MPI_COMM_NULL;
+    if (MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, rank == 0 ? -1 : rank, &c) != MPI_SUCCESS) return SITS_ERR_MPI;
+    if (c != MPI_COMM_NULL) {
+        int root = token_root_of(c, rank == P);
+        sits_comm_t *sc = NULL;
+        sits_status_t st = sits_comm_mpi_create(c, cfg->step_timeout, &sc);
+        MPI_Comm_free(&c);
+        SITS_CHECK(st);
+        if (rank == 0) {
+            I->remote[1] = sc;
+            I->remote_root[1] = root;
+        } else {
+            I->ctl = sc;
+            rp->ctl = sc;
+            rp->token_root = root;
+        }
+    }
+    return make_kv_comm(cfg, be, I);
+}
+
 static sits_status_t make_instance_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be,
                                          sits_runner_params_t *rp, sits_instance_t *I)
 {
@@ -221,6 +306,7 @@ static sits_status_t make_instance_comms(const sits_config_t *cfg, const sits_la
     int D = pl->dp, P = pl->pp, rank = pl->self;
     int is_root = me->pp_rank == P - 1 && me->tp_rank == 0;
     memset(I, 0, sizeof *I);
+    if (L->disagg_p) return make_disagg_comms(cfg, L, be, rp, I);
     if (D > SITS_TOPO_MAX_GPUS) return SITS_ERR_INVALID;
     if (sits_topo_layout_rank(pl, 0, 0, 0) != 0) {
         SITS_ERROR(SITS_SUB_INIT, "the front-end needs world rank 0 at replica 0, stage 0, tp rank 0");
@@ -269,7 +355,7 @@ static sits_status_t make_instance_comms(const sits_config_t *cfg, const sits_la
             rp->token_root = root;
         }
     }
-    return SITS_OK;
+    return make_kv_comm(cfg, be, I);   /* [kv move] migrations between the replicas */
 }
 
 static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L, sits_backend_t *be, sits_comm_t **tp_p,
@@ -278,7 +364,7 @@ static sits_status_t make_comms(const sits_config_t *cfg, const sits_layout_t *L
     SITS_CHECK(sits_comm_mpi_create(L->tp_mpi, cfg->step_timeout, tp_p));
     if (!sits_backend_cuda_stream(be) || (*tp_p)->size == 1) return SITS_OK;
 #ifdef HAVE_NCCL
-    if (cfg->custom_allreduce) {
+    if (cfg->custom_allreduce && !L->disagg_p) {   /* [kv move] disaggregated groups: NCCL only */
         /* NVLink between every pair of this group's GPUs: 1 yes, 0 no, -1 unknown (no NVML / XML info) */
         int nvlink = strcmp(sits_topo_nvlink_source(L->topo), "none") ? 1 : -1;
         int color = 0, key = 0, members[SITS_TOPO_MAX_GPUS];
@@ -330,6 +416,21 @@ static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L
     rp->model_dir = cfg->model;
     rp->dummy = !strcmp(lf, "dummy");
     rp->dummy_seed = 0x5175d157ull;
+    { /* [fp8] the --quant syntax, before any set-up (layer ranges are checked against the model at load) */
+        char qerr[256];
+        if (sits_quant_plan_parse(cfg->quant, 0, NULL, qerr, sizeof qerr) != SITS_OK) {
+            SITS_ERROR(SITS_SUB_INIT, "%s", qerr);
+            return SITS_ERR_INVALID;
+        }
+        rp->quant = cfg->quant;
+    }
+    if (cfg->pp_microbatches < 0 || cfg->pp_microbatch_min_tokens < 1) {
+        SITS_ERROR(SITS_SUB_INIT, "--pp-microbatches %lld / --pp-microbatch-min-tokens %lld: need 0 (one per stage) or more / 1 or more",
+                   (long long)cfg->pp_microbatches, (long long)cfg->pp_microbatch_min_tokens);
+        return SITS_ERR_INVALID;
+    }
+    rp->pp_microbatches = cfg->pp_microbatches > 0 ? (int)cfg->pp_microbatches : L->pl->pp;
+    rp->pp_microbatch_min_tokens = (int)cfg->pp_microbatch_min_tokens;
     st = make_backend(cfg, L->pl, L->bound_cores, &k->be);
     if (st == SITS_OK) st = make_comms(cfg, L, k->be, &k->tp, &k->tp_dev);
     if ((st = agree(st, "backend set-up", cfg->step_timeout)) != SITS_OK) goto err;
@@ -337,6 +438,7 @@ static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L
     if ((st = agree(st, "pipeline / replica set-up", cfg->step_timeout)) != SITS_OK) goto err;
     st = sits_runner_create(rp, k->be, k->tp, k->tp_dev, &k->r);
     if ((st = agree(st, "model load", cfg->step_timeout)) != SITS_OK) goto err;
+    k->r->kv_comm = k->inst.kv;   /* [kv move] */
     /* KV block ids are shared across ranks: every rank hands out the smallest count (with
      * --gpu-memory-utilization each GPU may fit a different number) */
     int mine = k->r->ep.n_blocks, all = mine;
@@ -450,6 +552,10 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
             fprintf(stderr, "sits-dist: need --max-tokens >= 1, --batch >= 1, --temperature >= 0, 0 < --top-p <= 1\n");
         return EXIT_USAGE;
     }
+    if (L->disagg_p) {   /* [kv move] */
+        if (rank == 0) fprintf(stderr, "sits-dist: --disaggregate splits a server's prefill and decode; offline generation runs one TP group\n");
+        return EXIT_USAGE;
+    }
     if (L->pl->dp > 1) {
         if (rank == 0) fprintf(stderr, "sits-dist: --dp replicas serve requests; offline generation runs one replica (use --tp and --pp)\n");
         return EXIT_USAGE;
@@ -535,6 +641,35 @@ out:
     return rc;
 }
 
+/* [kv offload] This rank's offload tiers for the KV swaps of the server (--kv-host-bytes,
+ * --kv-offload-dir, --kv-offload-lz4), owned by the runner; *on_p: the scheduler may swap. */
+static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, int rank, sits_runner_t *r, int *on_p)
+{
+    sits_kv_lz4_mode_t lz4;
+    *on_p = 0;
+    if (sits_kv_lz4_mode_parse(cfg->kv_offload_lz4, &lz4) != SITS_OK) {
+        SITS_ERROR(SITS_SUB_INIT, "unknown --kv-offload-lz4 '%s' (auto, on or off)", cfg->kv_offload_lz4);
+        return SITS_ERR_INVALID;
+    }
+    if (!(cfg->kv_offload_threshold > 0 && cfg->kv_offload_threshold <= 1) || cfg->kv_host_bytes < 0) {
+        SITS_ERROR(SITS_SUB_INIT, "need 0 < --kv-offload-threshold <= 1 and --kv-host-bytes >= 0");
+        return SITS_ERR_INVALID;
+    }
+    int dir = cfg->kv_offload_dir && cfg->kv_offload_dir[0];
+    if (cfg->kv_host_bytes == 0 && !dir) return SITS_OK;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    sits_kv_offload_params_t op = { .host_bytes = (size_t)cfg->kv_host_bytes, .cap_to_free_ram = 1, .dir = cfg->kv_offload_dir,
+                                    .lz4 = lz4, .threads = ncpu > 4 ? 4 : ncpu > 1 ? (int)ncpu : 1, .rank = rank, .be = be };
+    SITS_CHECK(sits_kv_offload_create(&op, &r->offload));
+    sits_kv_offload_stats_t os;
+    sits_kv_offload_get_stats(r->offload, &os);
+    SITS_INFO(SITS_SUB_KV, "kv offload: swap out above %.0f%% of the KV blocks; host tier %.2f GiB, disk tier %s, lz4 %s",
+              100.0 * cfg->kv_offload_threshold, (double)os.host_cap / (1u << 30), os.disk ? cfg->kv_offload_dir : "off",
+              cfg->kv_offload_lz4 ? cfg->kv_offload_lz4 : "auto");
+    *on_p = 1;
+    return SITS_OK;
+}
+
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig) { g_stop = 1; }
@@ -557,7 +692,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
     sits_otlp_t *otlp = NULL;
-    int D = L->pl->dp;
+    int D = L->disagg_p ? 2 : L->pl->dp;   /* [kv move] --disaggregate: the prefill and the decode group */
     sits_sched_t *scheds[SITS_TOPO_MAX_GPUS] = { NULL };
     sits_runner_t *shadows[SITS_TOPO_MAX_GPUS] = { NULL };
     sits_router_t *router = NULL;
@@ -571,6 +706,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);   /* [kv offload] a file-size limit fails the disk tier's write (EFBIG), it does not kill the rank */
 
     sits_runner_params_t rp = {
         .max_seqs = (int)cfg->max_num_seqs, .max_tokens = (int)cfg->max_num_batched_tokens,
@@ -585,6 +721,12 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     }
     r = k.r;
     be = k.be;
+    int kv_offload = 0;
+    st = make_offload(cfg, be, rank, r, &kv_offload);
+    if (agree(st, "kv offload set-up", cfg->step_timeout) != SITS_OK) {
+        rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
+        goto out;
+    }
     if (rank == 0) {
         st = sits_tokenizer_load(cfg->model, &tok);
         if (st == SITS_OK && cfg->tenants) {
@@ -600,6 +742,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
             SITS_ERROR(SITS_SUB_INIT, "cannot open --trace-file %s", cfg->trace_file);
             st = SITS_ERR_IO;
         }
+        if (st == SITS_OK && cfg->otlp_endpoint && cfg->otlp_endpoint[0])
+            st = sits_otlp_create(cfg->otlp_endpoint, "sits-dist", 1.0, &otlp);
         if (st == SITS_OK) {
             sits_sched_params_t sp = { .max_num_seqs = (int)cfg->max_num_seqs,
                                        .max_num_batched_tokens = (int)cfg->max_num_batched_tokens,
@@ -607,7 +751,11 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .prefix_caching = cfg->prefix_caching,
                                        .target_tpot_p99_ms = cfg->target_tpot_p99_ms,
                                        .controller_interval_s = cfg->controller_interval > 0 ? cfg->controller_interval : 0.1,
-                                       .tenants = &tenants, .trace = trace, .otlp = otlp };
+                                       .tenants = &tenants, .trace = trace, .otlp = otlp,
+                                       .kv_offload = kv_offload, .kv_offload_threshold = cfg->kv_offload_threshold,
+                                       .kv_migrate_threshold = cfg->kv_migrate_threshold,
+                                       .kv_migrate_every = (int)cfg->kv_migrate_every,
+                                       .kv_migrate_corrupt_every = (int)cfg->kv_migrate_corrupt_every };
             st = sits_sched_create(&sp, r, &sched);
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
@@ -616,9 +764,18 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 if (st == SITS_OK) st = sits_sched_create(&sp, shadows[q], &scheds[q]);
             }
             if (st == SITS_OK && D > 1) st = sits_router_create(scheds, D, &router);
+            /* [kv move] each replica's TP / pipeline sizes and world ranks [stage][tp rank], for KV moves */
+            int32_t *wr = D > 1 ? malloc(sizeof(int32_t) * (size_t)world) : NULL;
+            if (D > 1 && !wr) st = SITS_ERR_NOMEM;
+            for (int q = 0; st == SITS_OK && D > 1 && q < D; q++) {
+                int P = L->disagg_p, tp = P ? (q == 0 ? P : L->disagg_d) : L->pl->tp, pp = P ? 1 : L->pl->pp;
+                for (int a = 0; a < pp; a++)
+                    for (int b = 0; b < tp; b++) wr[a * tp + b] = P ? (q == 0 ? b : P + b) : sits_topo_layout_rank(L->pl, q, a, b);
+                st = sits_sched_set_replica(scheds[q], P ? (q == 0 ? SITS_SCHED_PREFILL : SITS_SCHED_DECODE) : SITS_SCHED_REPLICA,
+                                            tp, pp, wr);
+            }
+            free(wr);
         }
-        if (st == SITS_OK && cfg->otlp_endpoint && cfg->otlp_endpoint[0])
-            st = sits_otlp_create(cfg->otlp_endpoint, "sits-dist", 1.0, &otlp);
         if (st == SITS_OK) {
             const char *name = cfg->served_model_name;
             if (!name) {
@@ -641,11 +798,14 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     if (rank == 0) {
         const char *host = cfg->host ? cfg->host : "127.0.0.1";
         int port = sits_server_port(srv);
+        char lay[96];
+        if (L->disagg_p) snprintf(lay, sizeof lay, "prefill tp %d -> decode tp %d (disaggregated)", L->disagg_p, L->disagg_d);
+        else snprintf(lay, sizeof lay, "tp %d x pp %d x dp %d", L->pl->tp, L->pl->pp, D);
         fprintf(stderr,
-                "sits-dist: serving %s on http://%s:%d (%d rank%s: tp %d x pp %d x dp %d, %s backend, %d KV blocks of %d tokens a replica, loaded in %.1f s)\n"
+                "sits-dist: serving %s on http://%s:%d (%d rank%s: %s, %s backend, %d KV blocks of %d tokens a replica, loaded in %.1f s)\n"
                 "try:\n  curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json'%s -d "
                 "'{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'\n",
-                cfg->model, host, port, world, world > 1 ? "s" : "", L->pl->tp, L->pl->pp, D, be->ops->name, r->ep.n_blocks,
+                cfg->model, host, port, world, world > 1 ? "s" : "", lay, be->ops->name, r->ep.n_blocks,
                 r->ep.block_size,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));

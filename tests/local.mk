@@ -32,3 +32,18 @@ EXTRA_DIST += tests/integration/comm_np3.sh
 EXTRA_DIST += tests/integration/sample_tp3.sh
 TESTS += tests/integration/otlp.sh
 EXTRA_DIST += tests/integration/otlp.sh
+TESTS += tests/integration/pipeline_mb.sh tests/gpu/pp_mb_cuda.sh
+EXTRA_DIST += tests/integration/pipeline_mb.sh tests/gpu/pp_mb_cuda.sh
+# [int8 kv] --kv-cache-dtype int8: accuracy vs fp32 / bf16 KV on the fixtures (bounds), TP 2 = TP 1, GPU run
+TESTS += tests/integration/kv_int8_accuracy.sh tests/integration/kv_int8_tp2.sh tests/gpu/kv_int8_cuda.sh
+EXTRA_DIST += tests/integration/kv_int8_accuracy.sh tests/integration/kv_int8_tp2.sh tests/gpu/kv_int8_cuda.sh
+# [kv move] KV migration between --dp replicas and --disaggregate prefill -> decode (CPU, mpirun), GPU twin (NCCL)
+TESTS += tests/integration/kv_migrate.sh tests/gpu/kv_migrate_cuda.sh
+EXTRA_DIST += tests/integration/kv_migrate.sh tests/gpu/kv_migrate_cuda.sh
+# [fp8] FP8 checkpoint loading (vs HF on the dequantised weights, TP 1/2/4), fp8 TP sharding, accuracy bounds on CPU.
+TESTS += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
+EXTRA_DIST += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
+check_PROGRAMS += tests/unit/test_kv_int8
+tests_unit_test_kv_int8_SOURCES = tests/unit/test_kv_int8.c
+tests_unit_test_kv_int8_LDADD = $(SITS_LIBS)
+TESTS += tests/unit/test_kv_int8

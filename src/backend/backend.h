@@ -8,7 +8,19 @@
  *
  * Paged KV layout (per layer, one buffer each for K and V): [n_blocks, block_size, n_kv, head_dim].
  * A token at position p of a sequence with block table bt lives in block bt[p / block_size],
- * slot p % block_size; slot_mapping[t] = bt[p / bs] * bs + p % bs. */
+ * slot p % block_size; slot_mapping[t] = bt[p / bs] * bs + p % bs.
+ *
+ * KV dtypes (be->kv_dtype, --kv-cache-dtype): the activation dtype (F32 cpu, BF16 cuda); BF16 on
+ * the cpu (values rounded to bf16 when written, read back exactly); and I8 on both, where each
+ * layer buffer is [n_blocks] units of sits_kv_layer_block_bytes() bytes, each unit
+ *     q      int8 [block_size, n_kv, head_dim]   (padded to 16 bytes)
+ *     scale  fp32 [block_size, n_kv]              (padded to 16 bytes)
+ * so every block's part of a layer stays contiguous (whole-block copies need no layout knowledge).
+ * Quantisation, per (token, KV head) x[head_dim] (fp32, or bf16 widened to fp32):
+ *     amax = max_i |x_i|, scale = amax / 127 (IEEE fp32 division), q_i = rint(x_i / scale)
+ *     clamped to [-127, 127] (0 when amax = 0); read back as q_i * scale in fp32.
+ * The cpu backend is this definition exactly; the cuda kv_write produces the same bytes from the
+ * same inputs, and its attention may round q_i * scale to bf16 for the tensor cores. */
 #ifndef SITS_BACKEND_BACKEND_H
 #define SITS_BACKEND_BACKEND_H
 
@@ -18,6 +30,22 @@
 #include "util/status.h"
 
 typedef struct sits_backend sits_backend_t;
+
+/* [int8 kv] Bytes of the int8 part of one block unit (see above), and of the whole unit. */
+static inline size_t sits_kv_i8_q_bytes(int block_size, int n_kv, int head_dim)
+{
+    return ((size_t)block_size * (size_t)n_kv * (size_t)head_dim + 15) & ~(size_t)15;
+}
+static inline size_t sits_kv_i8_unit_bytes(int block_size, int n_kv, int head_dim)
+{
+    return sits_kv_i8_q_bytes(block_size, n_kv, head_dim) + (((size_t)block_size * (size_t)n_kv * 4 + 15) & ~(size_t)15);
+}
+/* Bytes of one block of one layer's K (or V) buffer for KV dtype dt. */
+static inline size_t sits_kv_layer_block_bytes(sits_dtype_t dt, int block_size, int n_kv, int head_dim)
+{
+    if (dt == SITS_DT_I8) return sits_kv_i8_unit_bytes(block_size, n_kv, head_dim);
+    return (size_t)block_size * (size_t)n_kv * (size_t)head_dim * sits_dtype_size(dt);
+}
 
 /* Inputs of one attention call: token t (of n) belongs to sequence seq[t] at position pos[t] and
  * attends to positions max(0, pos[t] - window + 1) .. pos[t] (window 0 = unlimited) of that sequence,
@@ -112,9 +140,10 @@ typedef struct sits_backend_ops {
     sits_status_t (*rope)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
                           const int32_t *pos, const float *inv_freq);
     /* k_cache/v_cache[slot_mapping[t]] = k[t], v[t]; k = qkv + k_col, v = qkv + v_col in rows of row_stride;
-     * each [n_kv_heads * head_dim]. slot -1 = skip. */
+     * each [kv_dim = n_kv_heads * head_dim]. slot -1 = skip. Stored in be->kv_dtype (I8: quantised
+     * per head, in the block units of block_size slots described at the top). */
     sits_status_t (*kv_write)(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
-                              int k_col, int v_col, int kv_dim, const int32_t *slot_mapping);
+                              int k_col, int v_col, int kv_dim, int head_dim, int block_size, const int32_t *slot_mapping);
     /* out[n, n_heads*head_dim] = softmax(q k^T * scale) v over the paged cache; q = rows of qkv (row_stride). */
     sits_status_t (*attention)(sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache,
                                const void *v_cache, const sits_attn_args_t *args);
@@ -153,6 +182,20 @@ typedef struct sits_backend_ops {
     sits_status_t (*graph_end)(sits_backend_t *be, void **graph_p);
     sits_status_t (*graph_launch)(sits_backend_t *be, void *graph);
     void (*graph_destroy)(sits_backend_t *be, void *graph);
+    /* [fp8] y [n, out] = (e4m3(x / sx) . w_q^T) * sx[t] * w_scale[o] (+ bias[o]), fp32 accumulation:
+     * x [n, in] act_dtype is quantised per row (sx[t] = absmax / 448, 1 for a zero row; e4m3 =
+     * round to nearest even, saturating at 448); w_q [out, in] FP8 E4M3 bytes, w_scale [out] fp32
+     * (model/precision.h). y is act_dtype, or fp32 when y_f32 (then bias must be NULL on cuda).
+     * in % 16 == 0 and out % 16 == 0. NULL: no fp8 support (the engine refuses fp8 weights). */
+    sits_status_t (*matmul_fp8)(sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale,
+                                const void *bias, int n, int in, int out);
+    /* [rope + kv write] = rope over the n_q + n_kv heads from column 0 of qkv [n, row_stride], then
+     * kv_write with k_col = n_q * head_dim, v_col = (n_q + n_kv) * head_dim, kv_dim = n_kv * head_dim:
+     * one fused pass on cuda (head_dim <= 256; SITS_ERR_UNSUPPORTED beyond, the engine then runs the
+     * two ops). Padding tokens (slot -1) are rotated but not written. */
+    sits_status_t (*rope_kv_write)(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
+                                   const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
+                                   const int32_t *slot_mapping);
 } sits_backend_ops_t;
 
 /* Largest candidate count sample_reduce takes on cuda (the engine uses the host path beyond). */
@@ -191,5 +234,12 @@ typedef sits_status_t (*sits_backend_health_fn)(void *ctx, double waited_s);
 sits_status_t sits_backend_cuda_set_health_check(sits_backend_t *be, sits_backend_health_fn fn, void *ctx);
 
 static inline void sits_backend_destroy(sits_backend_t *be) { if (be) be->ops->destroy(be); }
+
+/* [int8 kv] --kv-cache-dtype: "auto" (the activation dtype), "bf16", "fp32" or "int8" -> *dt_p;
+ * SITS_ERR_INVALID for another name. */
+sits_status_t sits_backend_kv_dtype_parse(const char *name, sits_dtype_t act_dtype, sits_dtype_t *dt_p);
+/* Sets be->kv_dtype before any KV buffer exists: the activation dtype, I8, or BF16 on a backend
+ * with fp32 activations (cpu). SITS_ERR_UNSUPPORTED otherwise (fp32 KV on cuda). */
+sits_status_t sits_backend_set_kv_dtype(sits_backend_t *be, sits_dtype_t dt);
 
 #endif

@@ -1,6 +1,7 @@
 /* cpu.c -- the reference backend: plain fp32 loops, threaded with OpenMP.
  *
- * Weights are converted to fp32 at upload; activations and the KV cache are fp32. Every op is
+ * Weights are converted to fp32 at upload; activations are fp32, the KV cache be->kv_dtype (fp32 by
+ * default; bf16 and int8 are stored as such and widened to fp32 when read, see backend.h). Every op is
  * written to be read: it is the definition the CUDA kernels are checked against (op parity tests).
  * Shapes are documented in backend.h. The candidate reduction of the sampler
  * (sits_backend_cpu_sample_reduce) lives here too: it is both the cpu twin of sample_reduce and
@@ -138,26 +139,99 @@ static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_strid
     return SITS_OK;
 }
 
+/* [int8 kv] The quantisation of one (token, KV head) row x[hd] (the definition in backend.h):
+ * scale = amax / 127, q_i = rint(x_i / scale) clamped to [-127, 127]; NaN -> 0. */
+static void kv_quant_row(const float *x, int hd, int8_t *q, float *scale_p)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a;
+    }
+    float scale = amax / 127.0f;
+    for (int i = 0; i < hd; i++) {
+        float r = amax > 0.0f ? rintf(x[i] / scale) : 0.0f;
+        r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+        q[i] = r == r ? (int8_t)r : 0;
+    }
+    *scale_p = scale;
+}
+
+/* Where (slot, head) of an I8 layer buffer lives: q row and scale (layout in backend.h). */
+static int8_t *kv_i8_row(void *cache, size_t slot, int kvh, int n_kv, int hd, int bs, float **scale_p)
+{
+    size_t blk = slot / (size_t)bs, off = slot % (size_t)bs, row = off * (size_t)n_kv + (size_t)kvh;
+    unsigned char *unit = (unsigned char *)cache + blk * sits_kv_i8_unit_bytes(bs, n_kv, hd);
+    *scale_p = (float *)(unit + sits_kv_i8_q_bytes(bs, n_kv, hd)) + row;
+    return (int8_t *)unit + row * (size_t)hd;
+}
+
+/* One row x[kv_dim] (all heads of a slot) into a cache of dtype dt. */
+static void kv_store(void *cache, sits_dtype_t dt, size_t slot, const float *x, int kv_dim, int hd, int bs)
+{
+    if (dt == SITS_DT_F32) {
+        memcpy((float *)cache + slot * kv_dim, x, sizeof(float) * kv_dim);
+    } else if (dt == SITS_DT_BF16) {
+        uint16_t *d = (uint16_t *)cache + slot * kv_dim;
+        for (int i = 0; i < kv_dim; i++) d[i] = sits_f32_to_bf16(x[i]);
+    } else { /* I8 */
+        int n_kv = kv_dim / hd;
+        for (int h = 0; h < n_kv; h++) {
+            float *sc;
+            int8_t *q = kv_i8_row(cache, slot, h, n_kv, hd, bs, &sc);
+            kv_quant_row(x + (size_t)h * hd, hd, q, sc);
+        }
+    }
+}
+
+/* Head kvh of a slot as fp32: a pointer into an F32 cache, else the values widened / dequantised
+ * (q * scale) into buf[hd]. */
+static const float *kv_load(const void *cache, sits_dtype_t dt, size_t slot, int kvh, int n_kv, int hd, int bs, float *buf)
+{
+    if (dt == SITS_DT_F32) return (const float *)cache + slot * (size_t)n_kv * hd + (size_t)kvh * hd;
+    if (dt == SITS_DT_BF16) {
+        const uint16_t *s = (const uint16_t *)cache + slot * (size_t)n_kv * hd + (size_t)kvh * hd;
+        for (int i = 0; i < hd; i++) buf[i] = sits_bf16_to_f32(s[i]);
+        return buf;
+    }
+    float *sc;
+    const int8_t *q = kv_i8_row((void *)cache, slot, kvh, n_kv, hd, bs, &sc);
+    for (int i = 0; i < hd; i++) buf[i] = (float)q[i] * *sc;
+    return buf;
+}
+
 static sits_status_t cpu_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv_, int n, int row_stride,
-                                  int k_col, int v_col, int kv_dim, const int32_t *slot_mapping)
+                                  int k_col, int v_col, int kv_dim, int head_dim, int block_size, const int32_t *slot_mapping)
 {
     const float *qkv = qkv_;
+    if (be->kv_dtype != SITS_DT_F32 && (head_dim <= 0 || kv_dim % head_dim || block_size <= 0)) return SITS_ERR_INVALID;
     for (int t = 0; t < n; t++) {
         int slot = slot_mapping[t];
         if (slot < 0) continue;
-        memcpy((float *)k_cache + (size_t)slot * kv_dim, qkv + (size_t)t * row_stride + k_col, sizeof(float) * kv_dim);
-        memcpy((float *)v_cache + (size_t)slot * kv_dim, qkv + (size_t)t * row_stride + v_col, sizeof(float) * kv_dim);
+        kv_store(k_cache, be->kv_dtype, (size_t)slot, qkv + (size_t)t * row_stride + k_col, kv_dim, head_dim, block_size);
+        kv_store(v_cache, be->kv_dtype, (size_t)slot, qkv + (size_t)t * row_stride + v_col, kv_dim, head_dim, block_size);
     }
     return SITS_OK;
 }
 
-static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q_, int q_row_stride, const void *k_cache_,
-                                   const void *v_cache_, const sits_attn_args_t *a)
+/* [rope + kv write] the two reference ops in turn (backend.h). */
+static sits_status_t cpu_rope_kv_write(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
+                                       const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
+                                       const int32_t *slot_mapping)
+{
+    SITS_CHECK(cpu_rope(be, qkv, n, row_stride, n_q + n_kv, head_dim, pos, inv_freq));
+    return cpu_kv_write(be, k_cache, v_cache, qkv, n, row_stride, n_q * head_dim, (n_q + n_kv) * head_dim, n_kv * head_dim,
+                        head_dim, block_size, slot_mapping);
+}
+
+static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q_, int q_row_stride, const void *k_cache,
+                                   const void *v_cache, const sits_attn_args_t *a)
 {
     float *out = out_;
-    const float *q = q_, *kc = k_cache_, *vc = v_cache_;
-    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, kv_dim = a->n_kv_heads * a->head_dim;
+    const float *q = q_;
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     int work = a->n_tokens * a->n_heads;
+    sits_dtype_t dt = be->kv_dtype;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int wi = 0; wi < work; wi++) {
         int t = wi / a->n_heads, h = wi % a->n_heads, kvh = h / group;
@@ -165,14 +239,14 @@ static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q
         const int32_t *bt = a->block_tables + (size_t)a->seq[t] * a->max_blocks;
         int p_end = a->pos[t];
         int p_begin = a->window > 0 && p_end - a->window + 1 > 0 ? p_end - a->window + 1 : 0;
-        float acc[512]; /* head_dim <= 512 is checked at engine creation */
+        float acc[512], kbuf[512], vbuf[512]; /* head_dim <= 512 is checked at engine creation */
         float m = -INFINITY, l = 0.0f;
         for (int i = 0; i < hd; i++) acc[i] = 0.0f;
         /* Online softmax (running max m, running sum l) over the sequence's cached positions. */
         for (int p = p_begin; p <= p_end; p++) {
             size_t slot = (size_t)bt[p / a->block_size] * a->block_size + (size_t)(p % a->block_size);
-            const float *k = kc + slot * kv_dim + (size_t)kvh * hd;
-            const float *v = vc + slot * kv_dim + (size_t)kvh * hd;
+            const float *k = kv_load(k_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, kbuf);
+            const float *v = kv_load(v_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, vbuf);
             float s = dot_f32(qh, k, hd) * a->scale;
             float m_new = s > m ? s : m;
             float corr = expf(m - m_new), e = expf(s - m_new);
@@ -318,6 +392,52 @@ static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const flo
     return SITS_OK;
 }
 
+/* ---- [fp8] simulated FP8 GEMM: the definition the cuda fp8 path is checked against ---------------
+ * Activations are quantised per row exactly as backend.h says (sits_fp8_scale / sits_f32_to_f8e4m3),
+ * weights are E4M3 bytes; products of the decoded values are summed in fp32 and scaled once. */
+static sits_status_t cpu_matmul_fp8(sits_backend_t *be, void *y_, int y_f32, const void *x_, const void *w_q, const float *w_scale,
+                                    const void *bias_, int n, int in, int out)
+{
+    float *y = y_;
+    const float *x = x_, *bias = bias_;
+    const uint8_t *wq = w_q;
+    float lut[256];
+    for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
+    float *xd = malloc(sizeof(float) * ((size_t)n * in + 1)), *xs = malloc(sizeof(float) * ((size_t)n + 1));
+    if (!xd || !xs) {
+        free(xd);
+        free(xs);
+        return SITS_ERR_NOMEM;
+    }
+    /* xd [n, in] = decoded e4m3(x / sx), xs [n] = sx */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * in;
+        float mx = 0.0f;
+        for (int k = 0; k < in; k++) mx = fabsf(xr[k]) > mx ? fabsf(xr[k]) : mx;
+        xs[t] = sits_fp8_scale(mx);
+        for (int k = 0; k < in; k++) xd[(size_t)t * in + k] = lut[sits_f32_to_f8e4m3(xr[k] / xs[t])];
+    }
+    int no_mem = 0;
+#pragma omp parallel
+    {
+        float *wr = malloc(sizeof(float) * (size_t)in);
+        if (!wr) no_mem = 1;
+#pragma omp for schedule(static)
+        for (int o = 0; o < out; o++) {
+            if (!wr) continue;
+            for (int k = 0; k < in; k++) wr[k] = lut[wq[(size_t)o * in + k]];
+            float b = bias ? bias[o] : 0.0f;
+            for (int t = 0; t < n; t++) y[(size_t)t * out + o] = dot_f32(xd + (size_t)t * in, wr, in) * xs[t] * w_scale[o] + b;
+        }
+        free(wr);
+    }
+    free(xd);
+    free(xs);
+    (void)y_f32; /* activations are fp32 here: both output forms are the same */
+    return no_mem ? SITS_ERR_NOMEM : SITS_OK;
+}
+
 static const sits_backend_ops_t cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -332,6 +452,7 @@ static const sits_backend_ops_t cpu_ops = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .matmul = cpu_matmul,
     .rope = cpu_rope,
+    .rope_kv_write = cpu_rope_kv_write,
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,
@@ -342,6 +463,7 @@ static const sits_backend_ops_t cpu_ops = {
     .add_rmsnorm_f32res = cpu_add_rmsnorm_f32res,
     .matmul_f32out = cpu_matmul_f32out,
     .sample_reduce = cpu_sample_reduce,
+    .matmul_fp8 = cpu_matmul_fp8,   /* [fp8] */
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -22,6 +22,7 @@
  * stream (upload, download, sync) refuse to run while a capture is open. */
 #include "backend/backend.h"
 #include "backend/cuda_check.h"
+#include "backend/cuda_fp8.h"
 #include "kernels/sits_kernels.h"
 #include "util/log.h"
 
@@ -62,6 +63,7 @@ typedef struct {
     int n_health;
     int capturing;                     /* [perf: cuda graphs] between graph_begin and graph_end */
     sits_k_attn_ws_t attn_ws;          /* [attention] split-K / token-list scratch and the SM count */
+    sits_cuda_fp8_t *fp8;              /* [fp8] FP8 GEMM state (cuda_fp8.c), created on first use */
     int tune;                          /* [perf: gemm autotune] time the heuristic's candidates (see plan_build) */
 } cuda_impl_t;
 
@@ -478,6 +480,15 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     return gemm(be, y, 0, x, w, bias, n, in, out);
 }
 
+/* [fp8] per-token quantisation + cuBLASLt FP8 GEMM (cuda_fp8.c) on this backend's handle, workspace and stream */
+static sits_status_t cuda_matmul_fp8(sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale,
+                                     const void *bias, int n, int in, int out)
+{
+    cuda_impl_t *c = impl_of(be);
+    return sits_cuda_fp8_matmul(&c->fp8, c->lt, c->workspace, CUDA_WORKSPACE_BYTES, c->stream, y, y_f32, x, w_q, w_scale, bias,
+                                n, in, out);
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 static sits_status_t cuda_embed(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
@@ -507,9 +518,26 @@ static sits_status_t cuda_rope(sits_backend_t *be, void *x, int n, int row_strid
     return SITS_OK;
 }
 
-static sits_status_t cuda_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
-                                   int k_col, int v_col, int kv_dim, const int32_t *slot_mapping)
+/* [rope + kv write] one fused kernel (kernels/rope_kv.cu) for bf16 and int8 caches. */
+static sits_status_t cuda_rope_kv_write(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
+                                        const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
+                                        const int32_t *slot_mapping)
 {
+    if (head_dim > 256) return SITS_ERR_UNSUPPORTED;
+    SITS_KERNEL_CHECK(sits_k_rope_kv_write(qkv, n, row_stride, n_q, n_kv, head_dim, pos, inv_freq, k_cache, v_cache,
+                                           be->kv_dtype == SITS_DT_I8, block_size, slot_mapping, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
+                                   int k_col, int v_col, int kv_dim, int head_dim, int block_size, const int32_t *slot_mapping)
+{
+    if (be->kv_dtype == SITS_DT_I8) { /* [int8 kv] quantised per (token, head) */
+        if (head_dim <= 0 || kv_dim % head_dim) return SITS_ERR_INVALID;
+        SITS_KERNEL_CHECK(sits_k_kv_write_i8(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim / head_dim, head_dim,
+                                             block_size, slot_mapping, impl_of(be)->stream));
+        return SITS_OK;
+    }
     SITS_KERNEL_CHECK(sits_k_kv_write(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim, slot_mapping,
                                       impl_of(be)->stream));
     return SITS_OK;
@@ -519,6 +547,12 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
                                     const void *v_cache, const sits_attn_args_t *a)
 {
     cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
+    if (be->kv_dtype == SITS_DT_I8) { /* [int8 kv] */
+        SITS_KERNEL_CHECK(sits_k_attention_i8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
+                                              a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
+                                              a->head_dim, a->window, a->scale, &c->attn_ws, c->stream));
+        return SITS_OK;
+    }
     SITS_KERNEL_CHECK(sits_k_attention(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                        a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
                                        a->window, a->scale, &c->attn_ws, c->stream));
@@ -664,6 +698,7 @@ static void cuda_graph_destroy(sits_backend_t *be, void *graph)
 static void impl_release(cuda_impl_t *c)
 {
     if (c->stream) cudaStreamSynchronize(c->stream);
+    sits_cuda_fp8_destroy(c->fp8); /* [fp8] */
     if (c->plans) {
         for (size_t i = 0; i < c->cap_plans; i++)
             if (c->plans[i].used) plan_release(&c->plans[i]);
@@ -717,6 +752,8 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .matmul_fp8 = cuda_matmul_fp8,   /* [fp8] */
+    .rope_kv_write = cuda_rope_kv_write,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -31,6 +31,11 @@ typedef struct sits_comm_ops {
     /* Point to point (pipeline stages): blocking on mpi, enqueued on nccl; a matching recv/send on peer. */
     sits_status_t (*send)(sits_comm_t *c, const void *buf, size_t bytes, int peer);
     sits_status_t (*recv)(sits_comm_t *c, void *buf, size_t bytes, int peer);
+    /* [pp micro-batches] Optional (NULL on nccl, whose send/recv are enqueued on the stream already):
+     * start a send / receive and return at once; *req_p completes in sits_comm_mpi_wait (with the
+     * deadline). tag tells apart the messages in flight between one pair (one per micro-batch). */
+    sits_status_t (*isend)(sits_comm_t *c, const void *buf, size_t bytes, int peer, int tag, MPI_Request *req_p);
+    sits_status_t (*irecv)(sits_comm_t *c, void *buf, size_t bytes, int peer, int tag, MPI_Request *req_p);
     /* Fatal: log why and end the whole job (never returns). */
     void (*abort)(sits_comm_t *c, int code, const char *why) __attribute__((noreturn));
 } sits_comm_ops_t;

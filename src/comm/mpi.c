@@ -154,6 +154,18 @@ static sits_status_t mpi_recv(sits_comm_t *c, void *buf, size_t bytes, int peer)
     return sits_comm_mpi_wait(&req, c->timeout_s, "recv", c->mpi);
 }
 
+static sits_status_t mpi_isend(sits_comm_t *c, const void *buf, size_t bytes, int peer, int tag, MPI_Request *req_p)
+{
+    SITS_MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, req_p));
+    return SITS_OK;
+}
+
+static sits_status_t mpi_irecv(sits_comm_t *c, void *buf, size_t bytes, int peer, int tag, MPI_Request *req_p)
+{
+    SITS_MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, req_p));
+    return SITS_OK;
+}
+
 __attribute__((noreturn)) static void mpi_abort(sits_comm_t *c, int code, const char *why) { sits_comm_abort_job(code, why); }
 
 static const sits_comm_ops_t mpi_ops = {
@@ -167,6 +179,8 @@ static const sits_comm_ops_t mpi_ops = {
     .alltoallv = mpi_alltoallv,
     .send = mpi_send,
     .recv = mpi_recv,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
     .abort = mpi_abort,
 };
 

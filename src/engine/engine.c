@@ -7,7 +7,9 @@
  * steps (prefill) never disturb what a graph reads. Layout, in bytes from the region start:
  *   tokens | pos | seq | slot  int32 [cap_tokens] each; out_rows int32 [cap_seqs];
  *   sample rows sits_sample_row_t [cap_seqs]; block tables int32 [cap_seqs, max_blocks_per_seq].
- * Pad rows of a graph step (n .. B-1) repeat token 0 (id, position, sequence) with slot -1. */
+ * Pad rows of a graph step (n .. B-1) repeat token 0 (id, position, sequence) with slot -1.
+ * [pp micro-batches] A step split into micro-batches (enqueue_micro) uses the eager region: micro-batch
+ * m reads its tokens' slice of it, with its outputs' rows relative to its first token. */
 #include "engine/engine.h"
 #include "util/log.h"
 
@@ -17,6 +19,7 @@
 
 #define ENGINE_GRAPH_MAX 256     /* largest graph bucket */
 #define ENGINE_MAX_BUCKETS 16
+#define ENGINE_MAX_MICRO 32      /* [pp micro-batches] most micro-batches of one step */
 
 typedef struct {
     size_t tok, pos, seq, slot, out, rows, bt; /* byte offsets from the region start */
@@ -66,6 +69,12 @@ struct sits_engine {
     int last_n_out, logits_ready, rows_ready;
     const sits_sample_row_t *last_rows_dev;
     unsigned char *last_rows_host; /* host image of the uploaded rows (meta_host inside the region) */
+    /* [pp micro-batches] the step's split: micro-batch m = tokens [micro_tok[m], micro_tok[m+1]),
+     * outputs [micro_out[m], micro_out[m+1]); micro_cur: the one being enqueued (-1: a whole step) */
+    int max_micro, min_micro_tokens, n_micro, micro_cur;
+    int micro_tok[ENGINE_MAX_MICRO + 1], micro_out[ENGINE_MAX_MICRO + 1];
+    int *seq_last, *cuts;          /* [max_seqs], [max_tokens] scratch of the split */
+    MPI_Request micro_recv[ENGINE_MAX_MICRO], micro_send[ENGINE_MAX_MICRO]; /* mpi: in flight */
     sits_engine_stats_t stats;
 };
 
@@ -74,7 +83,7 @@ struct sits_engine {
 static size_t kv_layer_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
                                    int block_size)
 {
-    return (size_t)block_size * (size_t)d->nkv_loc * (size_t)cfg->head_dim * sits_dtype_size(kv_dtype);
+    return sits_kv_layer_block_bytes(kv_dtype, block_size, d->nkv_loc, cfg->head_dim); /* I8: q + scales (backend.h) */
 }
 
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
@@ -133,6 +142,9 @@ void sits_engine_destroy(sits_engine_t *e)
 {
     if (!e) return;
     sits_backend_t *be = e->be;
+    if (e->stats.micro_steps > 0)
+        SITS_INFO(SITS_SUB_ENGINE, "engine: %ld steps ran as pipeline micro-batches (%ld micro-batches)", e->stats.micro_steps,
+                  e->stats.micro_batches);
     for (int i = 0; i < e->n_buckets; i++)
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
     void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta };
@@ -146,6 +158,8 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e->v_cache);
     free(e->meta_host);
     free(e->seq_seen);
+    free(e->seq_last);
+    free(e->cuts);
     host_free(be, e->logits_host);
     host_free(be, e->recs_host);
     free(e);
@@ -189,6 +203,12 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     e->comm = tp_comm;
     e->res_f32 = op->add_rmsnorm_f32res != NULL;
     e->logits_f32 = op->matmul_f32out != NULL;
+    if (w->n_fp8 > 0 && !op->matmul_fp8) { /* [fp8] */
+        SITS_ERROR(SITS_SUB_ENGINE, "the weights hold %d fp8 linear layers but the %s backend has no fp8 GEMM", w->n_fp8,
+                   op->name);
+        free(e);
+        return SITS_ERR_UNSUPPORTED;
+    }
     size_t T = (size_t)params->max_tokens, S = (size_t)params->max_seqs, H = (size_t)c->hidden_size;
     size_t as = sits_dtype_size(be->act_dtype);
     size_t vloc = d->v_count ? (size_t)d->v_count : 1;
@@ -232,6 +252,19 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->memset0(be, e->meta, meta_bytes), st, err);
     e->meta_host = calloc(1, meta_bytes);
     e->seq_seen = calloc(S, 1);
+    /* [pp micro-batches] only with more than one stage */
+    e->max_micro = params->pp_comm && params->pp_comm->size > 1 ? params->pp_microbatches : 1;
+    if (e->max_micro > ENGINE_MAX_MICRO) {
+        SITS_WARN(SITS_SUB_ENGINE, "engine: %d pipeline micro-batches asked, %d used", e->max_micro, ENGINE_MAX_MICRO);
+        e->max_micro = ENGINE_MAX_MICRO;
+    }
+    if (e->max_micro > 1) {
+        e->seq_last = malloc(sizeof(int) * S);
+        e->cuts = malloc(sizeof(int) * T);
+        if (!e->seq_last || !e->cuts) { st = SITS_ERR_NOMEM; goto err; }
+    }
+    e->micro_cur = -1;
+    e->min_micro_tokens = params->pp_microbatch_min_tokens > 1 ? params->pp_microbatch_min_tokens : 1;
     SITS_CHECK_GOTO(host_alloc(be, S * vloc * sizeof(float), (void **)&e->logits_host), st, err);
     SITS_CHECK_GOTO(host_alloc(be, S * rec_max, (void **)&e->recs_host), st, err);
     e->k_cache = calloc((size_t)c->n_layers, sizeof(void *));
@@ -244,9 +277,9 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
     }
     SITS_CHECK_GOTO(op->sync(be), st, err);
-    SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB), up to %d tokens / %d sequences a step",
+    SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB, %s), up to %d tokens / %d sequences a step",
               params->n_blocks, params->block_size,
-              (double)kv_layer * 2 * c->n_layers / (1 << 20), params->max_tokens, params->max_seqs);
+              (double)kv_layer * 2 * c->n_layers / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens, params->max_seqs);
     SITS_INFO(SITS_SUB_ENGINE, "engine: residual %s%s, logits %s, sampling reduction %s, cuda graphs %s (up to %d tokens)",
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
@@ -273,6 +306,15 @@ static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, in
 
 /* proj [n, H] holds this rank's partial sums: all-reduce them, residual += proj, h = rmsnorm(residual) * w;
  * one fused kernel on a custom all-reduce communicator. */
+/* [fp8] y [n, out] = x . w^T (+ bias): the FP8 GEMM when the weights are FP8 (w_scale set), else the
+ * backend-dtype one. */
+static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void *w, const float *w_scale, const void *bias,
+                            int n, int in, int out)
+{
+    if (w_scale) return e->be->ops->matmul_fp8(e->be, y, 0, x, w, w_scale, bias, n, in, out);
+    return e->be->ops->matmul(e->be, y, x, w, bias, n, in, out);
+}
+
 static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n)
 {
     const sits_model_config_t *c = &e->w->cfg;
@@ -282,6 +324,28 @@ static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n)
 #endif
     SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * c->hidden_size, e->be->act_dtype));
     return add_norm(e, e->proj, w, n);
+}
+
+/* [pp micro-batches] The residual stream x [n, H] from the previous stage. Micro-batch m on mpi: the
+ * receive posted at the step's start (enqueue_micro); otherwise (a whole step, nccl) a receive now. */
+#define ENGINE_MICRO_TAG 32 /* + m: the pp comm's tag of micro-batch m (whole steps use send/recv's own) */
+static sits_status_t pp_recv(sits_engine_t *e, sits_comm_t *pp, size_t x_bytes)
+{
+    if (e->micro_cur >= 0 && pp->ops->irecv) {
+        SITS_CHECK(sits_comm_mpi_wait(&e->micro_recv[e->micro_cur], pp->timeout_s, "pipeline micro-batch recv", pp->mpi));
+        SITS_TRACE(SITS_SUB_ENGINE, "engine: micro-batch %d received", e->micro_cur);
+        return SITS_OK;
+    }
+    return pp->ops->recv(pp, e->x, x_bytes, pp->rank - 1);
+}
+
+/* x [n, H] on to the next stage: micro-batch m on mpi does not wait (enqueue_micro completes the
+ * sends at the step's end, x keeps each micro-batch's rows apart until then). */
+static sits_status_t pp_send(sits_engine_t *e, sits_comm_t *pp, size_t x_bytes)
+{
+    if (e->micro_cur >= 0 && pp->ops->isend)
+        return pp->ops->isend(pp, e->x, x_bytes, pp->rank + 1, ENGINE_MICRO_TAG + e->micro_cur, &e->micro_send[e->micro_cur]);
+    return pp->ops->send(pp, e->x, x_bytes, pp->rank + 1);
 }
 
 /* Enqueues the whole step (embed .. lm_head) for n tokens and n_out output rows reading the
@@ -305,7 +369,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
 
     if (!d->first_stage) {
         /* the residual stream from the previous stage; h = rmsnorm(x) for this stage's first layer */
-        SITS_CHECK(pp->ops->recv(pp, e->x, x_bytes, pp->rank - 1));
+        SITS_CHECK(pp_recv(e, pp, x_bytes));
         if (e->res_f32) {
             SITS_CHECK(op->memset0(be, e->proj, (size_t)n * H * sits_dtype_size(be->act_dtype)));
             SITS_CHECK(add_norm(e, e->proj, w->layers[d->layer0].attn_norm, n));
@@ -324,15 +388,21 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
     }
     for (int l = d->layer0; l < d->layer1; l++) {
         const sits_layer_weights_t *lw = &w->layers[l];
-        SITS_CHECK(op->matmul(be, e->qkv, e->h, lw->qkv, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
-        SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq));
-        SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, v->slot));
+        SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
+        if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
+            SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, w->inv_freq, e->k_cache[l],
+                                         e->v_cache[l], e->p.block_size, v->slot));
+        } else {
+            SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq));
+            SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,
+                                    e->p.block_size, v->slot));
+        }
         SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
-        SITS_CHECK(op->matmul(be, e->proj, e->attn, lw->o, lw->o_bias, n, q_dim, H));        /* [n, H] partial */
+        SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
         SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n));
-        SITS_CHECK(op->matmul(be, e->gu, e->h, lw->gu, lw->gu_bias, n, H, 2 * d->i_loc));    /* [n, 2*I_loc] */
+        SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
         SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                             /* [n, I_loc] */
-        SITS_CHECK(op->matmul(be, e->proj, e->act, lw->down, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
+        SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         /* the last layer of a middle stage only needs the residual add: its h is not used (any norm
          * weight will do) */
         const void *next_norm = l + 1 < d->layer1 ? w->layers[l + 1].attn_norm
@@ -340,15 +410,105 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
                                                   : lw->attn_norm;
         SITS_CHECK(reduce_add_norm(e, next_norm, n));
     }
-    if (!d->last_stage) return pp->ops->send(pp, e->x, x_bytes, pp->rank + 1);
+    if (!d->last_stage) return pp_send(e, pp, x_bytes);
     if (n_out > 0 && d->v_count > 0) {
         SITS_CHECK(op->gather_rows(be, e->last, e->h, v->out, n_out, H));                  /* [n_out, H] */
-        if (e->logits_f32)                                                                 /* [n_out, v_count] */
+        if (w->lm_head_scale)                                                              /* [fp8] */
+            SITS_CHECK(op->matmul_fp8(be, e->logits, e->logits_f32, e->last, w->lm_head, w->lm_head_scale, NULL, n_out, H,
+                                      d->v_count));
+        else if (e->logits_f32)                                                            /* [n_out, v_count] */
             SITS_CHECK(op->matmul_f32out(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
         else
             SITS_CHECK(op->matmul(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
     }
     return SITS_OK;
+}
+
+/* [pp micro-batches] The step as e->n_micro micro-batches, one after the other through this stage:
+ * micro-batch m reads the metadata of its tokens (v shifted by its first token and first output;
+ * the outputs' rows were made relative to its first token) and keeps its residual stream in its own
+ * rows of x and its logits in its own rows of logits, so that a send in flight is never overwritten
+ * and the logits come out as in one pass. The scratch buffers (h, qkv, ...) are reused from row 0.
+ * On mpi every receive is posted first (the previous stage's micro-batch m lands while this one
+ * works on m - 1) and the sends complete at the end; on nccl everything is enqueued in order on the
+ * stream (recv m, layers, send m), which overlaps the stages by itself. On an error the requests
+ * in flight are left: the caller ends the job. */
+static sits_status_t enqueue_micro(sits_engine_t *e, const meta_view_t *v, int max_context)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    sits_comm_t *pp = e->p.pp_comm;
+    size_t act = sits_dtype_size(be->act_dtype);
+    size_t x_row = (size_t)e->w->cfg.hidden_size * (e->res_f32 ? sizeof(float) : act);
+    size_t l_row = (size_t)d->v_count * (e->logits_f32 ? sizeof(float) : act);
+    unsigned char *x0 = e->x, *l0 = e->logits;
+    int M = e->n_micro, async = pp->ops->isend && pp->ops->irecv, sent = 0;
+    sits_status_t st = SITS_OK;
+    for (int m = 0; async && !d->first_stage && m < M && st == SITS_OK; m++)
+        st = pp->ops->irecv(pp, x0 + (size_t)e->micro_tok[m] * x_row, (size_t)(e->micro_tok[m + 1] - e->micro_tok[m]) * x_row,
+                            pp->rank - 1, ENGINE_MICRO_TAG + m, &e->micro_recv[m]);
+    for (int m = 0; m < M && st == SITS_OK; m++) {
+        int t0 = e->micro_tok[m], o0 = e->micro_out[m];
+        meta_view_t vm = *v;
+        vm.tok += t0;
+        vm.pos += t0;
+        vm.seq += t0;
+        vm.slot += t0;
+        vm.out += o0;
+        e->x = x0 + (size_t)t0 * x_row;
+        e->logits = l0 + (size_t)o0 * l_row;
+        e->micro_cur = m;
+        st = enqueue_forward(e, &vm, e->micro_tok[m + 1] - t0, e->micro_out[m + 1] - o0, max_context);
+        if (st == SITS_OK && async && !d->last_stage) sent = m + 1;
+        SITS_TRACE(SITS_SUB_ENGINE, "engine: micro-batch %d of %d (%d tokens) enqueued", m, M, e->micro_tok[m + 1] - t0);
+    }
+    e->x = x0;
+    e->logits = l0;
+    e->micro_cur = -1;
+    for (int m = 0; m < sent && st == SITS_OK; m++)
+        st = sits_comm_mpi_wait(&e->micro_send[m], pp->timeout_s, "pipeline micro-batch send", pp->mpi);
+    return st;
+}
+
+/* [pp micro-batches] The split of batch b (see sits_engine_run in engine.h) into e->micro_tok /
+ * micro_out; returns the count. b's sequence indices are already checked. A cut k (between tokens
+ * k - 1 and k) is possible when no sequence of tokens [0, k) has a token at k or later. M is at most
+ * the possible cuts + 1 and n / min_micro_tokens. Cut m of M is the possible one nearest to m * n / M
+ * that leaves enough possible cuts for the ones after it. */
+static int micro_split(sits_engine_t *e, const sits_batch_t *b)
+{
+    int n = b->n_tokens, nc = 0;
+    e->micro_tok[0] = 0;
+    e->micro_out[0] = 0;
+    for (int i = 1; i < b->n_out; i++)
+        if (b->out_rows[i] <= b->out_rows[i - 1]) goto one;
+    for (int s = 0; s < b->n_seqs; s++) e->seq_last[s] = -1;
+    for (int t = 0; t < n; t++) e->seq_last[b->seq[t]] = t;
+    for (int t = 0, reach = 0; t + 1 < n; t++) {
+        if (e->seq_last[b->seq[t]] > reach) reach = e->seq_last[b->seq[t]];
+        if (reach <= t) e->cuts[nc++] = t + 1;
+    }
+    int M = nc + 1 < e->max_micro ? nc + 1 : e->max_micro;
+    if (M > n / e->min_micro_tokens) M = n / e->min_micro_tokens;
+    if (M < 2) goto one;
+    for (int m = 1, prev = -1; m < M; m++) {
+        double target = (double)n * m / M;
+        int best = prev + 1;
+        for (int i = prev + 2; i <= nc - (M - m); i++)
+            if (fabs(e->cuts[i] - target) < fabs(e->cuts[best] - target)) best = i;
+        e->micro_tok[m] = e->cuts[best];
+        prev = best;
+    }
+    e->micro_tok[M] = n;
+    for (int m = 1, o = 0; m <= M; m++) {
+        while (o < b->n_out && b->out_rows[o] < e->micro_tok[m]) o++;
+        e->micro_out[m] = o;
+    }
+    return M;
+one:
+    e->micro_tok[1] = n;
+    e->micro_out[1] = b->n_out;
+    return 1;
 }
 
 /* The bucket of a step of n tokens, or -1 when it does not run as a graph: graphs on, decode-only
@@ -452,6 +612,11 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
         }
         out_h[i] = b->out_rows[i];
     }
+    /* [pp micro-batches] the split (graphs are off with a pipeline: gi is -1 then); each output's
+     * row relative to its micro-batch's first token */
+    e->n_micro = e->max_micro > 1 && gi < 0 ? micro_split(e, b) : 1;
+    for (int m = 0; e->n_micro > 1 && m < e->n_micro; m++)
+        for (int i = e->micro_out[m]; i < e->micro_out[m + 1]; i++) out_h[i] -= e->micro_tok[m];
     for (int i = b->n_out; i < (gi >= 0 ? nb : 0); i++) out_h[i] = 0;
     if (b->sample && b->n_out > 0) sits_sample_rows(b->n_out, b->sample, (sits_sample_row_t *)(mh + L->rows));
     memcpy(bt_h, b->block_tables, sizeof(int32_t) * (size_t)b->n_seqs * mb);
@@ -464,6 +629,12 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     e->rows_ready = b->sample != NULL && b->n_out > 0;
     e->last_rows_dev = v.rows;
     e->last_rows_host = mh + L->rows;
+    if (e->n_micro > 1) {
+        e->stats.micro_steps++;
+        e->stats.micro_batches += e->n_micro;
+        SITS_DEBUG(SITS_SUB_ENGINE, "engine: step of %d tokens as %d pipeline micro-batches", n, e->n_micro);
+        return enqueue_micro(e, &v, max_pos + 1);
+    }
     if (gi < 0) return enqueue_forward(e, &v, n, b->n_out, max_pos + 1);
     int graph_ctx = mb * bs; /* any length a later replay may see */
     if (e->graphs[gi]) {

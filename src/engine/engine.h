@@ -41,6 +41,10 @@ typedef struct {
      * the residual stream [n, H] from the previous one and sends it on; the last one produces the
      * logits. NULL: one stage. */
     struct sits_comm *pp_comm;
+    /* [pp micro-batches] with pp_comm of more than one stage: split a step into up to this many
+     * micro-batches (0 or 1: never) so that the stages overlap; see sits_engine_run. A step of n
+     * tokens gets at most n / pp_microbatch_min_tokens of them (0 counts as 1). */
+    int pp_microbatches, pp_microbatch_min_tokens;
 } sits_engine_params_t;
 
 /* One step's input (host arrays). Token t belongs to sequence seq[t] (an index into the
@@ -73,7 +77,15 @@ sits_status_t sits_engine_forward(sits_engine_t *e, const sits_batch_t *b, const
 
 /* [perf] Enqueues the step on the backend and returns without waiting (the batch's arrays may be
  * reused at once). The logits of its n_out rows stay on the device for sits_engine_sample or
- * sits_engine_logits. Collective over the TP comm like forward. */
+ * sits_engine_logits. Collective over the TP comm like forward.
+ * [pp micro-batches] With a pipeline and params.pp_microbatches M > 1 the step runs as up to M
+ * micro-batches: each stage runs micro-batch m through its layers and passes it on while the
+ * previous stage already works on m + 1 (MPI: the receives of every micro-batch are posted at the
+ * step's start and the sends do not wait; NCCL: all of it enqueued in order). The split is a pure function of
+ * the batch (every rank of every stage computes the same one): cuts fall only between sequences
+ * (a sequence's tokens stay in one micro-batch) and balance the token counts; one micro-batch when
+ * no cut is possible or the outputs' rows are not increasing. Each row's math is the same as in
+ * one pass (the logits are the same rows in the same order), so the results do not change. */
 sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b);
 
 /* [perf] This rank's logits of the last run, host fp32 [n_out, v_count] (engine-owned, valid until
@@ -91,6 +103,7 @@ sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits
  * sampled on the device, steps sampled on the host. */
 typedef struct {
     long graph_replays, graph_captures, device_samples, host_samples;
+    long micro_steps, micro_batches; /* [pp micro-batches] steps split into micro-batches, their micro-batches */
 } sits_engine_stats_t;
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
 
@@ -100,7 +113,8 @@ size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_sha
 
 /* [kv export accessor, added for src/kv/shard.h and bench/bench_kv_codec.c] The paged K and V storage
  * of one layer: backend buffers (host memory on the cpu backend) of [n_blocks, block_size, nkv_loc,
- * head_dim] in be->kv_dtype. SITS_ERR_INVALID for a layer out of range. */
+ * head_dim] in be->kv_dtype (I8: the block units of backend.h, q then scales per block).
+ * SITS_ERR_INVALID for a layer out of range. */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p);
 
 /* [kv movement: offload tiers, migration] Whole blocks of this rank's KV (its pipeline stage's

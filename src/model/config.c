@@ -367,6 +367,53 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
     return SITS_OK;
 }
 
+/* [fp8] quantization_config: absent, or an FP8 checkpoint (per-tensor or per-channel weight scales):
+ * quant_method "fp8" (vLLM / HF; no weight_block_size) or "compressed-tensors" with float 8-bit
+ * weights of strategy tensor or channel (llm-compressor FP8 / FP8_DYNAMIC). */
+static sits_status_t parse_quant(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    const json_t *q = json_object_get(root, "quantization_config");
+    if (!q || json_is_null(q)) return SITS_OK;
+    const json_t *m = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
+    if (!json_is_string(m) || strlen(json_string_value(m)) >= sizeof cfg->quant_method) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config: expected an object with a quant_method string", what);
+        return SITS_ERR_FORMAT;
+    }
+    const char *method = json_string_value(m);
+    if (!strcmp(method, "fp8")) {
+        const json_t *blk = json_object_get(q, "weight_block_size");
+        if (blk && !json_is_null(blk)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.weight_block_size: block-wise FP8 is not supported "
+                       "(per-tensor or per-channel weight scales only)", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
+    } else if (!strcmp(method, "compressed-tensors")) {
+        const json_t *groups = json_object_get(q, "config_groups");
+        const char *key;
+        const json_t *g;
+        json_object_foreach((json_t *)groups, key, g) {
+            const json_t *w = json_object_get(g, "weights");
+            if (!w || json_is_null(w)) continue;
+            const json_t *bits = json_object_get(w, "num_bits"), *type = json_object_get(w, "type");
+            const json_t *strat = json_object_get(w, "strategy");
+            const char *ts = json_is_string(type) ? json_string_value(type) : "?";
+            const char *ss = json_is_string(strat) ? json_string_value(strat) : "?";
+            if (json_integer_value(bits) != 8 || strcmp(ts, "float") || (strcmp(ss, "tensor") && strcmp(ss, "channel"))) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.config_groups.%s.weights: %lld-bit %s, strategy %s is not "
+                           "supported (8-bit float, strategy tensor or channel)", what, key,
+                           (long long)json_integer_value(bits), ts, ss);
+                return SITS_ERR_UNSUPPORTED;
+            }
+        }
+    } else {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, compressed-tensors FP8)",
+                   what, method);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    snprintf(cfg->quant_method, sizeof cfg->quant_method, "%s", method);
+    return SITS_OK;
+}
+
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg)
 {
     json_error_t jerr;
@@ -384,6 +431,7 @@ sits_status_t sits_model_config_parse(const char *json, size_t len, const char *
         goto out_decref;
     }
     st = parse_root(root, what, &tmp);
+    if (st == SITS_OK) st = parse_quant(root, what, &tmp);   /* [fp8] */
     if (st == SITS_OK) {
         *cfg = tmp;
         SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,

@@ -47,6 +47,7 @@ typedef struct {
     int eos_token_ids[SITS_MAX_EOS];
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
+    char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
 } sits_model_config_t;
 
 /* Parse config.json text; `what` names the source in messages (a path). */

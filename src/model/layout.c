@@ -3,6 +3,7 @@
 #include "model/layout.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "util/log.h"
 
@@ -104,11 +105,78 @@ static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape %s, config needs %s", what, name, got_s, want_s);
         return SITS_ERR_FORMAT;
     }
+    if (t->dtype == SITS_DT_F8_E4M3 && sits_wkind_linear(kind)) /* [fp8] a pre-quantised linear: its scale */
+        return sits_model_fp8_scale(st, t, what, NULL);
     if (t->dtype != SITS_DT_F32 && t->dtype != SITS_DT_F16 && t->dtype != SITS_DT_BF16) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", what, name,
-                   sits_dtype_name(t->dtype));
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16; F8_E4M3 for linear weights)",
+                   what, name, sits_dtype_name(t->dtype));
         return SITS_ERR_FORMAT;
     }
+    return SITS_OK;
+}
+
+/* ---- [fp8] pre-quantised checkpoints -------------------------------------------------------- */
+
+int sits_wkind_linear(sits_wkind_t kind)
+{
+    switch (kind) {
+    case SITS_W_Q: case SITS_W_K: case SITS_W_V: case SITS_W_O: case SITS_W_GATE: case SITS_W_UP: case SITS_W_DOWN:
+    case SITS_W_LM_HEAD: return 1;
+    default: return 0;
+    }
+}
+
+static int64_t numel(const sits_st_tensor_t *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *w, const char *what,
+                                   const sits_st_tensor_t **scale_p)
+{
+    char sname[200], got_s[160];
+    size_t len = strlen(w->name);
+    if (len < 7 || strcmp(w->name + len - 7, ".weight") != 0 || w->ndim != 2) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): an F8_E4M3 tensor must be a 2-d linear .weight", what, w->name, w->file);
+        return SITS_ERR_FORMAT;
+    }
+    snprintf(sname, sizeof sname, "%s_scale_inv", w->name);
+    if (sits_st_find(st, sname)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): block-wise FP8 (%s) is not supported; per-tensor or per-channel "
+                   "weight_scale only", what, w->name, w->file, sname);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    snprintf(sname, sizeof sname, "%s_scale", w->name);
+    const sits_st_tensor_t *s = sits_st_find(st, sname);
+    if (!s) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): F8_E4M3 weight without its scale tensor %s", what, w->name, w->file, sname);
+        return SITS_ERR_NOT_FOUND;
+    }
+    int64_t n = numel(s), rows = w->shape[0];
+    int shape_ok = s->ndim <= 2 && (n == 1 || (n == rows && s->shape[0] == rows));
+    if (!shape_ok) {
+        shape_str(s->shape, s->ndim, got_s, sizeof got_s);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): shape %s; a weight_scale is per-tensor ([] or [1]) or per-channel "
+                   "([%lld] or [%lld, 1])", what, sname, s->file, got_s, (long long)rows, (long long)rows);
+        return SITS_ERR_FORMAT;
+    }
+    if (s->dtype != SITS_DT_F32 && s->dtype != SITS_DT_BF16 && s->dtype != SITS_DT_F16) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): dtype %s (F32, BF16 or F16 expected)", what, sname, s->file,
+                   sits_dtype_name(s->dtype));
+        return SITS_ERR_FORMAT;
+    }
+    /* a static activation scale is optional (activations are quantised per token at run time); checked only */
+    snprintf(sname, sizeof sname, "%.*sinput_scale", (int)(len - 6), w->name);
+    const sits_st_tensor_t *is = sits_st_find(st, sname);
+    if (is && (numel(is) != 1 || (is->dtype != SITS_DT_F32 && is->dtype != SITS_DT_BF16 && is->dtype != SITS_DT_F16))) {
+        shape_str(is->shape, is->ndim, got_s, sizeof got_s);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): shape %s dtype %s; an input_scale is one F32/BF16/F16 value", what,
+                   sname, is->file, got_s, sits_dtype_name(is->dtype));
+        return SITS_ERR_FORMAT;
+    }
+    if (scale_p) *scale_p = s;
     return SITS_OK;
 }
 

@@ -39,8 +39,18 @@ void sits_wkind_name(sits_wkind_t kind, int layer, char *buf, size_t len);
 int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t shape[2]);
 
 /* Every tensor the config needs is present with the expected shape and a float dtype
- * (F32/F16/BF16; F8_E4M3 is refused as unsupported for now). Logs "<what>: tensor <name>: <reason>"
- * for the first problem and returns SITS_ERR_FORMAT (SITS_ERR_NOT_FOUND for a missing tensor). */
+ * (F32/F16/BF16; [fp8] F8_E4M3 for linear weights, with a valid scale: sits_model_fp8_scale).
+ * Logs "<what>: tensor <name>: <reason>" for the first problem and returns SITS_ERR_FORMAT
+ * (SITS_ERR_NOT_FOUND for a missing tensor). */
 sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sits_st_t *st, const char *what);
+
+/* [fp8] 1 for the linear layers' weights (q, k, v, o, gate, up, down, lm_head). */
+int sits_wkind_linear(sits_wkind_t kind);
+/* [fp8] The scale tensor of a pre-quantised F8_E4M3 weight w ("X.weight" -> "X.weight_scale", HF /
+ * vLLM / llm-compressor layout): per-tensor ([] or [1]) or per output channel ([rows] or [rows, 1]),
+ * F32/BF16/F16. An optional "X.input_scale" must be one value (it is not used: activations are
+ * quantised per token). Block-wise "X.weight_scale_inv" is refused. Errors name the file and tensor. */
+sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *w, const char *what,
+                                   const sits_st_tensor_t **scale_p);
 
 #endif

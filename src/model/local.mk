@@ -1,6 +1,7 @@
 # src/model: config.json, safetensors, tensor layout, sharded loading.
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
-	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h
+	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
+	src/model/precision.c src/model/precision.h
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
 # Inputs (and the Python script that made them) live in tests/unit/data/model.
@@ -20,4 +21,11 @@ tests_unit_test_safetensors_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 tests_unit_test_model_layout_SOURCES = tests/unit/test_model_layout.c tests/unit/test_model_common.h
 tests_unit_test_model_layout_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
 tests_unit_test_model_layout_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+# [fp8] E4M3 encoding (vs torch through the llama3_fp8 fixture), --quant parsing, FP8 checkpoint
+# validation, the cpu fp8 GEMM.
+check_PROGRAMS += tests/unit/test_fp8
+TESTS += tests/unit/test_fp8
+tests_unit_test_fp8_SOURCES = tests/unit/test_fp8.c tests/unit/test_model_common.h
+tests_unit_test_fp8_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_FIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures/models"'
+tests_unit_test_fp8_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 endif

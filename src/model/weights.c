@@ -1,8 +1,11 @@
 /* weights.c -- load this rank's shard of every tensor onto the backend; see weights.h. */
 #include "model/weights.h"
 #include "model/layout.h"
+#include "model/precision.h"
 #include "util/log.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +71,7 @@ typedef struct {
     const sits_st_t *st;
     sits_backend_t *be;
     unsigned long long seed;
-    float *staging;        /* dummy: one chunk of rows, fp32 */
+    float *staging;        /* dummy, fp8 quantisation / dequantisation: one chunk of rows, fp32 */
     size_t staging_elems;
     size_t bytes;
     /* load progress (issue 12): elem_size is the backend's weight dtype size; count_only: a dry pass
@@ -79,6 +82,15 @@ typedef struct {
     size_t total;
     sits_weights_progress_fn progress;
     void *progress_ctx;
+    /* [fp8] the policy (NULL: auto), the resolved precision of each (layer, linear) and of lm_head,
+     * and staging for quantised rows (staging_elems bytes) and their scales */
+    const sits_quant_plan_t *plan;
+    uint8_t *prec;
+    int lm_head_prec;
+    int tp_rank;
+    uint8_t *qstage;
+    float *sstage;
+    int n_fp8;
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
@@ -89,7 +101,71 @@ static unsigned long long splitmix64(unsigned long long *s)
     return z ^ (z >> 31);
 }
 
-/* Copy rows [r0, r1) x cols [c0, c1) of tensor (kind, layer) into dst at row dst_row0. */
+/* The checkpoint tensor (kind, layer); NULL with an error logged when it is missing. */
+static const sits_st_tensor_t *find_tensor(const loader_t *L, sits_wkind_t kind, int layer)
+{
+    char name[160];
+    sits_wkind_name(kind, layer, name, sizeof name);
+    const sits_st_tensor_t *t = sits_st_find(L->st, name);
+    if (!t) SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
+    return t;
+}
+
+/* [fp8] element `row` of a weight_scale tensor (one value when per-tensor). */
+static float scale_at(const sits_st_tensor_t *s, int64_t row)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+    float v = 1.0f;
+    sits_convert_to_f32(s->dtype, (const unsigned char *)s->data + (size_t)(n == 1 ? 0 : row) * sits_dtype_size(s->dtype),
+                        &v, 1);
+    return v;
+}
+
+/* fp32 values of rows [r, r + n) x cols [c0, c0 + w) of (kind, layer) into out [n, w]: from the
+ * checkpoint tensor t (a float dtype, or [fp8] F8_E4M3 times its weight_scale) or, t NULL, the
+ * dummy generator: value(row, col) is a hash of (seed, tensor, layer, row, col) -- the same
+ * whatever the slice, so every TP size holds the same model; norms are 1. */
+static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind_t kind, int layer, int64_t r, int64_t n,
+                              int64_t c0, int64_t w, float *out)
+{
+    if (t) {
+        const sits_st_tensor_t *s = NULL;
+        int64_t cols = t->shape[t->ndim - 1];
+        size_t esz = sits_dtype_size(t->dtype);
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+        for (int64_t i = 0; i < n; i++) {
+            const unsigned char *src = (const unsigned char *)t->data + ((size_t)(r + i) * (size_t)cols + (size_t)c0) * esz;
+            if (sits_convert_to_f32(t->dtype, src, out + i * w, (size_t)w) != 0) {
+                SITS_ERROR(SITS_SUB_MODEL, "tensor %s: cannot convert dtype %s", t->name, sits_dtype_name(t->dtype));
+                return SITS_ERR_UNSUPPORTED;
+            }
+            if (s) {
+                float sc = scale_at(s, r + i);
+                for (int64_t j = 0; j < w; j++) out[i * w + j] *= sc;
+            }
+        }
+        return SITS_OK;
+    }
+    int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
+                                (unsigned long long)(r + i);
+        rs = splitmix64(&rs);
+        for (int64_t j = 0; j < w; j++) {
+            /* splitmix64 is counter-based: element c of the row is the (c+1)-th output */
+            unsigned long long st = rs + (unsigned long long)(c0 + j) * 0x9e3779b97f4a7c15ull;
+            float u = (float)(splitmix64(&st) >> 40) / (float)(1 << 24);
+            out[i * w + j] = is_norm ? 1.0f : (u - 0.5f) * 0.1f;
+        }
+    }
+    return SITS_OK;
+}
+
+/* Copy rows [r0, r1) x cols [c0, c1) of tensor (kind, layer) into dst at row dst_row0 (the
+ * backend's weight dtype). Float checkpoint tensors go straight from the mapping; the dummy
+ * generator and [fp8] F8_E4M3 tensors (dequantised) through fp32 staging, in chunks of rows. */
 static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_wkind_t kind, int layer, int64_t r0, int64_t r1,
                                 int64_t c0, int64_t c1)
 {
@@ -101,37 +177,66 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     if (r1 > rows || c1 > cols) return SITS_ERR_INTERNAL;
     L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
     if (L->count_only) return SITS_OK;   /* load progress (issue 12): dry pass */
+    const sits_st_tensor_t *t = NULL;
     if (L->st) {
-        char name[160];
-        sits_wkind_name(kind, layer, name, sizeof name);
-        const sits_st_tensor_t *t = sits_st_find(L->st, name);
-        if (!t) {
-            SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
-            return SITS_ERR_NOT_FOUND;
-        }
-        return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
+        if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
+        if (t->dtype != SITS_DT_F8_E4M3)
+            return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
-    /* dummy: value(row, col) is a hash of (seed, tensor, layer, row, col) -- the same whatever the
-     * slice, so every TP size holds the same model. Generated in chunks of rows in fp32; norms are 1. */
-    int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM;
     int64_t w = c1 - c0;
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)w);
     if (chunk < 1) return SITS_ERR_INTERNAL;
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
+        SITS_CHECK(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging));
+        SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
+    }
+    return SITS_OK;
+}
+
+/* [fp8] Rows [r0, r1) x cols [c0, c1) of a linear weight as FP8 E4M3 into dst_q ([rows, c1 - c0]
+ * bytes) at row dst_row0, and their scales into dst_s[dst_row0 ..]. An F8_E4M3 checkpoint tensor is
+ * copied with its weight_scale; anything else is quantised here from the FULL rows (the scale of
+ * a row does not depend on the TP slice, so every TP size holds the same values). */
+static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64_t dst_row0, sits_wkind_t kind, int layer,
+                                    int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    int64_t shape[2];
+    sits_wkind_shape(L->cfg, kind, shape);
+    int64_t rows = shape[0], cols = shape[1], w = c1 - c0;
+    if (r1 <= r0 || c1 <= c0) return SITS_OK;
+    if (r1 > rows || c1 > cols) return SITS_ERR_INTERNAL;
+    L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
+    if (L->count_only) return SITS_OK;
+    const sits_st_tensor_t *t = NULL, *s = NULL;
+    if (L->st) {
+        if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+    }
+    int64_t chunk = (int64_t)(L->staging_elems / (size_t)(s ? w : cols));
+    if (chunk < 1) return SITS_ERR_INTERNAL;
+    sits_backend_t *be = L->be;
+    for (int64_t r = r0; r < r1; r += chunk) {
+        int64_t n = r1 - r < chunk ? r1 - r : chunk;
+        if (s) {
+            for (int64_t i = 0; i < n; i++) {
+                memcpy(L->qstage + i * w, (const unsigned char *)t->data + (size_t)(r + i) * (size_t)cols + (size_t)c0, (size_t)w);
+                L->sstage[i] = scale_at(s, r + i);
+            }
+        } else {
+            SITS_CHECK(rows_f32(L, t, kind, layer, r, n, 0, cols, L->staging));
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
-                                    (unsigned long long)(r + i);
-            rs = splitmix64(&rs);
-            for (int64_t j = 0; j < w; j++) {
-                /* splitmix64 is counter-based: element c of the row is the (c+1)-th output */
-                unsigned long long st = rs + (unsigned long long)(c0 + j) * 0x9e3779b97f4a7c15ull;
-                float u = (float)(splitmix64(&st) >> 40) / (float)(1 << 24);
-                L->staging[i * w + j] = is_norm ? 1.0f : (u - 0.5f) * 0.1f;
+            for (int64_t i = 0; i < n; i++) {
+                const float *row = L->staging + i * cols;
+                float mx = 0.0f;
+                for (int64_t j = 0; j < cols; j++) mx = fabsf(row[j]) > mx ? fabsf(row[j]) : mx;
+                L->sstage[i] = sits_fp8_scale(mx);
+                sits_fp8_quantize_row(L->qstage + i * w, row + c0, (size_t)w, L->sstage[i]);
             }
         }
-        SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
+        int64_t d = dst_row0 + (r - r0);
+        SITS_CHECK(be->ops->upload(be, (unsigned char *)dst_q + (size_t)d * (size_t)w, L->qstage, (size_t)(n * w)));
+        SITS_CHECK(be->ops->upload(be, dst_s + d, L->sstage, sizeof(float) * (size_t)n));
     }
     return SITS_OK;
 }
@@ -143,6 +248,73 @@ static sits_status_t alloc_w(loader_t *L, size_t elems, void **p)
         return SITS_OK;
     }
     return L->be->ops->alloc(L->be, elems * L->elem_size, p);
+}
+
+static sits_status_t alloc_bytes(loader_t *L, size_t bytes, void **p)
+{
+    if (L->count_only) {
+        *p = NULL;
+        return SITS_OK;
+    }
+    return L->be->ops->alloc(L->be, bytes, p);
+}
+
+/* [fp8] Whether linear `lin` of layer l (SITS_LIN_PER_LAYER: lm_head) is held in FP8: the plan's
+ * choice, auto meaning "as the checkpoint stores it", then the shape rule of precision.h. */
+static int want_fp8(loader_t *L, int l, int lin, int64_t in, int64_t out)
+{
+    static const sits_wkind_t parts[SITS_LIN_PER_LAYER + 1][2] = {
+        { SITS_W_Q, SITS_W_K }, { SITS_W_O, SITS_W_O }, { SITS_W_GATE, SITS_W_UP }, { SITS_W_DOWN, SITS_W_DOWN },
+        { SITS_W_LM_HEAD, SITS_W_LM_HEAD } };
+    sits_prec_t p = lin == SITS_LIN_PER_LAYER ? (L->plan ? (sits_prec_t)L->plan->lm_head : SITS_PREC_AUTO)
+                                              : sits_quant_plan_get(L->plan, l, (sits_linear_t)lin);
+    if (p == SITS_PREC_AUTO) {
+        p = SITS_PREC_BF16;
+        for (int k = 0; L->st && k < 3; k++) {
+            sits_wkind_t kind = k < 2 ? parts[lin][k] : (lin == SITS_LIN_QKV ? SITS_W_V : parts[lin][0]);
+            char name[160];
+            sits_wkind_name(kind, l, name, sizeof name);
+            const sits_st_tensor_t *t = sits_st_find(L->st, name);
+            if (t && t->dtype == SITS_DT_F8_E4M3) p = SITS_PREC_FP8;
+        }
+    }
+    if (p == SITS_PREC_FP8 && (in % 16 || out % 16)) {
+        if (!L->count_only && L->tp_rank == 0)
+        {
+            char where[48] = "";
+            if (lin != SITS_LIN_PER_LAYER) snprintf(where, sizeof where, " of layer %d", l);
+            SITS_WARN(SITS_SUB_MODEL, "quant: %s%s stays %s: fp8 needs in %% 16 == 0 and out %% 16 == 0 (in %lld, out %lld)",
+                      sits_linear_name((sits_linear_t)lin), where, L->elem_size == 4 ? "fp32" : "bf16", (long long)in,
+                      (long long)out);
+        }
+        p = SITS_PREC_BF16;
+    }
+    int f = p == SITS_PREC_FP8;
+    if (lin == SITS_LIN_PER_LAYER) L->lm_head_prec = f ? SITS_PREC_FP8 : SITS_PREC_BF16;
+    else if (L->prec) L->prec[(size_t)l * SITS_LIN_PER_LAYER + lin] = f ? SITS_PREC_FP8 : SITS_PREC_BF16;
+    if (f && !L->count_only) L->n_fp8++;
+    return f;
+}
+
+typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; } part_t;
+
+/* One (fused) linear of rows x cols from its parts: backend dtype into *w_p, or [fp8] E4M3 into
+ * *w_p with scales into *s_p. */
+static sits_status_t load_linear(loader_t *L, int fp8, int layer, int64_t rows, int64_t cols, const part_t *parts, int n_parts,
+                                 void **w_p, float **s_p)
+{
+    if (fp8) {
+        SITS_CHECK(alloc_bytes(L, (size_t)rows * (size_t)cols, w_p));
+        SITS_CHECK(alloc_bytes(L, sizeof(float) * (size_t)rows, (void **)s_p));
+    } else {
+        SITS_CHECK(alloc_w(L, (size_t)rows * (size_t)cols, w_p));
+    }
+    for (int i = 0; i < n_parts; i++) {
+        const part_t *p = &parts[i];
+        if (fp8) SITS_CHECK(load_slice_fp8(L, *w_p, *s_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1));
+        else SITS_CHECK(load_slice(L, *w_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1));
+    }
+    return SITS_OK;
 }
 
 /* base + elems weights (NULL in the dry pass, where nothing is allocated) */
@@ -159,10 +331,12 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     int64_t q0 = (int64_t)d->q_head0 * hd, kv0 = (int64_t)d->kv_head0 * hd, i0 = (int64_t)tp_rank * d->i_loc;
     SITS_CHECK(alloc_w(L, H, &lw->attn_norm));
     SITS_CHECK(load_slice(L, lw->attn_norm, 0, SITS_W_ATTN_NORM, l, 0, 1, 0, H));
-    SITS_CHECK(alloc_w(L, (size_t)d->qkv_dim * H, &lw->qkv));
-    SITS_CHECK(load_slice(L, lw->qkv, 0, SITS_W_Q, l, q0, q0 + q_rows, 0, H));
-    SITS_CHECK(load_slice(L, lw->qkv, q_rows, SITS_W_K, l, kv0, kv0 + kv_rows, 0, H));
-    SITS_CHECK(load_slice(L, lw->qkv, q_rows + kv_rows, SITS_W_V, l, kv0, kv0 + kv_rows, 0, H));
+    {
+        const part_t qkv[3] = { { SITS_W_Q, 0, q0, q0 + q_rows, 0, H }, { SITS_W_K, q_rows, kv0, kv0 + kv_rows, 0, H },
+                                { SITS_W_V, q_rows + kv_rows, kv0, kv0 + kv_rows, 0, H } };
+        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
+                               &lw->qkv_scale));
+    }
     if (c->qkv_bias) {
         /* a bias [n] is a [1, n] tensor: its slice is columns, packed one after the other */
         SITS_CHECK(alloc_w(L, (size_t)d->qkv_dim, &lw->qkv_bias));
@@ -172,17 +346,21 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, kb, 0, SITS_W_K_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
         SITS_CHECK(load_slice(L, vb, 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
     }
-    SITS_CHECK(alloc_w(L, (size_t)H * q_rows, &lw->o));
-    SITS_CHECK(load_slice(L, lw->o, 0, SITS_W_O, l, 0, H, q0, q0 + q_rows));
+    {
+        const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
+        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale));
+    }
     if (c->o_bias && tp_rank == 0) {
         SITS_CHECK(alloc_w(L, H, &lw->o_bias));
         SITS_CHECK(load_slice(L, lw->o_bias, 0, SITS_W_O_BIAS, l, 0, 1, 0, H));
     }
     SITS_CHECK(alloc_w(L, H, &lw->ffn_norm));
     SITS_CHECK(load_slice(L, lw->ffn_norm, 0, SITS_W_FFN_NORM, l, 0, 1, 0, H));
-    SITS_CHECK(alloc_w(L, (size_t)2 * d->i_loc * H, &lw->gu));
-    SITS_CHECK(load_slice(L, lw->gu, 0, SITS_W_GATE, l, i0, i0 + d->i_loc, 0, H));
-    SITS_CHECK(load_slice(L, lw->gu, d->i_loc, SITS_W_UP, l, i0, i0 + d->i_loc, 0, H));
+    {
+        const part_t gu[2] = { { SITS_W_GATE, 0, i0, i0 + d->i_loc, 0, H }, { SITS_W_UP, d->i_loc, i0, i0 + d->i_loc, 0, H } };
+        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H, gu,
+                               2, &lw->gu, &lw->gu_scale));
+    }
     if (c->mlp_bias) {
         SITS_CHECK(alloc_w(L, (size_t)2 * d->i_loc, &lw->gu_bias));
         SITS_CHECK(load_slice(L, lw->gu_bias, 0, SITS_W_GATE_BIAS, l, 0, 1, i0, i0 + d->i_loc));
@@ -193,8 +371,11 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
             SITS_CHECK(load_slice(L, lw->down_bias, 0, SITS_W_DOWN_BIAS, l, 0, 1, 0, H));
         }
     }
-    SITS_CHECK(alloc_w(L, (size_t)H * d->i_loc, &lw->down));
-    SITS_CHECK(load_slice(L, lw->down, 0, SITS_W_DOWN, l, 0, H, i0, i0 + d->i_loc));
+    {
+        const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc };
+        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
+                               &lw->down_scale));
+    }
     (void)I;
     return SITS_OK;
 }
@@ -226,11 +407,14 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
     if (d->last_stage) {
         SITS_CHECK(alloc_w(L, H, &w->final_norm));
         SITS_CHECK(load_slice(L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H));
-        if (cfg->tie_word_embeddings) {
+        /* [fp8] an fp8 lm_head tied to the embedding is a quantised copy of it */
+        int f = d->v_count > 0 && want_fp8(L, 0, SITS_LIN_PER_LAYER, H, d->v_count);
+        if (cfg->tie_word_embeddings && !f) {
             w->lm_head = w->embed;
         } else {
-            SITS_CHECK(alloc_w(L, (size_t)(d->v_count ? d->v_count : 1) * H, &w->lm_head));
-            SITS_CHECK(load_slice(L, w->lm_head, 0, SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count, 0, H));
+            const part_t lm = { cfg->tie_word_embeddings ? SITS_W_EMBED : SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count,
+                                0, H };
+            SITS_CHECK(load_linear(L, f, 0, d->v_count ? d->v_count : 1, H, &lm, 1, &w->lm_head, &w->lm_head_scale));
         }
     }
     report(L);
@@ -240,16 +424,40 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
 sits_status_t sits_model_weights_shard_bytes(const sits_model_config_t *cfg, const sits_shard_t *shard,
                                              sits_dtype_t weight_dtype, size_t *bytes_p)
 {
+    return sits_model_weights_shard_bytes_quant(cfg, shard, weight_dtype, NULL, NULL, bytes_p);
+}
+
+/* [fp8] the --quant spec as a plan for this config; logs a parse error */
+static sits_status_t plan_of(const sits_model_config_t *cfg, const char *quant, sits_quant_plan_t *plan)
+{
+    char err[256];
+    memset(plan, 0, sizeof *plan);
+    sits_status_t st = sits_quant_plan_parse(quant, cfg->n_layers, plan, err, sizeof err);
+    if (st == SITS_ERR_INVALID) SITS_ERROR(SITS_SUB_MODEL, "%s", err);
+    return st;
+}
+
+sits_status_t sits_model_weights_shard_bytes_quant(const sits_model_config_t *cfg, const sits_shard_t *shard,
+                                                   sits_dtype_t weight_dtype, const char *quant, const sits_st_t *st,
+                                                   size_t *bytes_p)
+{
     sits_model_weights_t w;
+    sits_quant_plan_t plan;
     memset(&w, 0, sizeof w);
     SITS_CHECK(sits_shard_dims(cfg, shard, &w.dims));
+    SITS_CHECK(plan_of(cfg, quant, &plan));
     w.layers = calloc((size_t)cfg->n_layers, sizeof *w.layers);
-    if (!w.layers) return SITS_ERR_NOMEM;
-    loader_t L = { .cfg = cfg, .elem_size = sits_dtype_size(weight_dtype), .count_only = 1 };
-    sits_status_t st = load_tensors(&L, shard, &w);
+    if (!w.layers) {
+        sits_quant_plan_free(&plan);
+        return SITS_ERR_NOMEM;
+    }
+    loader_t L = { .cfg = cfg, .st = st, .elem_size = sits_dtype_size(weight_dtype), .count_only = 1, .plan = &plan,
+                   .tp_rank = shard->tp_rank };
+    sits_status_t s = load_tensors(&L, shard, &w);
     free(w.layers);
-    if (st == SITS_OK) *bytes_p = L.bytes;
-    return st;
+    sits_quant_plan_free(&plan);
+    if (s == SITS_OK) *bytes_p = L.bytes;
+    return s;
 }
 
 sits_status_t sits_model_weights_load(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
@@ -263,27 +471,43 @@ sits_status_t sits_model_weights_load_progress(const sits_model_config_t *cfg, c
                                                sits_weights_progress_fn progress, void *progress_ctx,
                                                sits_model_weights_t **w_p)
 {
+    return sits_model_weights_load_quant(cfg, st, be, shard, seed, NULL, progress, progress_ctx, w_p);
+}
+
+sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
+                                            const sits_shard_t *shard, unsigned long long seed, const char *quant,
+                                            sits_weights_progress_fn progress, void *progress_ctx,
+                                            sits_model_weights_t **w_p)
+{
     sits_status_t st_ = SITS_OK;
+    sits_quant_plan_t plan;
+    memset(&plan, 0, sizeof plan);
     sits_model_weights_t *w = calloc(1, sizeof *w);
     if (!w) return SITS_ERR_NOMEM;
     w->cfg = *cfg;
     w->shard = *shard;
     w->be = be;
     loader_t L = { .cfg = &w->cfg, .st = st, .be = be, .seed = seed, .elem_size = sits_dtype_size(be->weight_dtype),
-                   .progress = progress, .progress_ctx = progress_ctx };
+                   .progress = progress, .progress_ctx = progress_ctx, .plan = &plan, .tp_rank = shard->tp_rank,
+                   .lm_head_prec = -1 };
     SITS_CHECK_GOTO(sits_shard_dims(cfg, shard, &w->dims), st_, err);
+    SITS_CHECK_GOTO(plan_of(cfg, quant, &plan), st_, err);
+    if (quant && *quant) SITS_ALLOC_CHECK_GOTO(w->quant = strdup(quant), st_, err);
     if (st) SITS_CHECK_GOTO(sits_model_check_tensors(cfg, st, "model"), st_, err);
-    else {
-        L.staging_elems = (size_t)1 << 22;
-        if (L.staging_elems < (size_t)cfg->hidden_size * 4) L.staging_elems = (size_t)cfg->hidden_size * 4;
-        if (L.staging_elems < (size_t)cfg->intermediate_size * 4) L.staging_elems = (size_t)cfg->intermediate_size * 4;
-        L.staging = malloc(L.staging_elems * sizeof(float));
-        SITS_ALLOC_CHECK_GOTO(L.staging, st_, err);
-    }
+    /* fp32 staging (dummy weights, fp8 quantisation and dequantisation): at least 4 of the longest rows */
+    L.staging_elems = (size_t)1 << 22;
+    if (L.staging_elems < (size_t)cfg->hidden_size * 4) L.staging_elems = (size_t)cfg->hidden_size * 4;
+    if (L.staging_elems < (size_t)cfg->intermediate_size * 4) L.staging_elems = (size_t)cfg->intermediate_size * 4;
+    L.staging = malloc(L.staging_elems * sizeof(float));
+    L.qstage = malloc(L.staging_elems);
+    L.sstage = malloc(L.staging_elems * sizeof(float));
+    L.prec = calloc((size_t)cfg->n_layers * SITS_LIN_PER_LAYER, 1);
+    if (!L.staging || !L.qstage || !L.sstage || !L.prec) { st_ = SITS_ERR_NOMEM; goto err; }
     const sits_shard_dims_t *d = &w->dims;
     w->layers = calloc((size_t)cfg->n_layers, sizeof *w->layers);
     SITS_ALLOC_CHECK_GOTO(w->layers, st_, err);
-    if (progress) SITS_CHECK_GOTO(sits_model_weights_shard_bytes(cfg, shard, be->weight_dtype, &L.total), st_, err);
+    if (progress)
+        SITS_CHECK_GOTO(sits_model_weights_shard_bytes_quant(cfg, shard, be->weight_dtype, quant, st, &L.total), st_, err);
     SITS_CHECK_GOTO(load_tensors(&L, shard, w), st_, err);
     {
         int half = cfg->head_dim / 2;
@@ -297,13 +521,24 @@ sits_status_t sits_model_weights_load_progress(const sits_model_config_t *cfg, c
     }
     SITS_CHECK_GOTO(be->ops->sync(be), st_, err);
     w->bytes = L.bytes;
+    w->n_fp8 = L.n_fp8;
+    if (shard->tp_rank == 0) sits_quant_plan_log(L.prec, d->layer0, d->layer1, d->last_stage ? L.lm_head_prec : -1, quant);
+    SITS_INFO(SITS_SUB_MODEL, "tp rank %d/%d holds %.1f MiB of weights (vocab %d..%d, %d q heads, %d kv heads, %d fp8 linears)",
+              shard->tp_rank, shard->tp_size, (double)w->bytes / (1 << 20), d->v_start, d->v_start + d->v_count, d->nh_loc,
+              d->nkv_loc, L.n_fp8);
     free(L.staging);
-    SITS_INFO(SITS_SUB_MODEL, "tp rank %d/%d holds %.1f MiB of weights (vocab %d..%d, %d q heads, %d kv heads)", shard->tp_rank,
-              shard->tp_size, (double)w->bytes / (1 << 20), d->v_start, d->v_start + d->v_count, d->nh_loc, d->nkv_loc);
+    free(L.qstage);
+    free(L.sstage);
+    free(L.prec);
+    sits_quant_plan_free(&plan);
     *w_p = w;
     return SITS_OK;
 err:
     free(L.staging);
+    free(L.qstage);
+    free(L.sstage);
+    free(L.prec);
+    sits_quant_plan_free(&plan);
     sits_model_weights_destroy(w);
     return st_;
 }
@@ -316,7 +551,7 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
         for (int l = 0; l < w->cfg.n_layers; l++) {
             sits_layer_weights_t *lw = &w->layers[l];
             void *ptrs[] = { lw->attn_norm, lw->qkv, lw->qkv_bias, lw->o, lw->o_bias, lw->ffn_norm, lw->gu, lw->gu_bias,
-                             lw->down, lw->down_bias };
+                             lw->down, lw->down_bias, lw->qkv_scale, lw->o_scale, lw->gu_scale, lw->down_scale };
             for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
                 if (ptrs[i]) be->ops->free(be, ptrs[i]);
         }
@@ -326,5 +561,7 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
     if (w->embed) be->ops->free(be, w->embed);
     if (w->final_norm) be->ops->free(be, w->final_norm);
     if (w->inv_freq) be->ops->free(be, w->inv_freq);
+    if (w->lm_head_scale) be->ops->free(be, w->lm_head_scale);
+    free(w->quant);
     free(w);
 }

@@ -45,6 +45,9 @@ sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t
 typedef struct {
     void *attn_norm, *qkv, *qkv_bias, *o, *o_bias;
     void *ffn_norm, *gu, *gu_bias, *down, *down_bias;
+    /* [fp8] fp32 scales [out rows] of the linears held in FP8 E4M3 (their weight buffer is then
+     * [rows, cols] bytes, row r = e4m3(w[r] / scale[r])); NULL: the backend's weight dtype. */
+    float *qkv_scale, *o_scale, *gu_scale, *down_scale;
 } sits_layer_weights_t;
 
 typedef struct {
@@ -53,7 +56,10 @@ typedef struct {
     sits_shard_dims_t dims;
     void *embed;          /* [v_count, H] */
     void *final_norm;     /* [H] */
-    void *lm_head;        /* [v_count, H]; == embed when tied */
+    void *lm_head;        /* [v_count, H]; == embed when tied (unless lm_head is fp8) */
+    float *lm_head_scale; /* [fp8] [v_count] when lm_head is FP8, else NULL */
+    char *quant;          /* [fp8] the --quant spec loaded with (NULL: auto) */
+    int n_fp8;            /* [fp8] linears of this shard held in FP8 */
     float *inv_freq;      /* [hd/2] f32 on the backend */
     sits_layer_weights_t *layers;  /* [n_layers] */
     size_t bytes;         /* weight bytes held by this rank */
@@ -79,5 +85,22 @@ sits_status_t sits_model_weights_load_progress(const sits_model_config_t *cfg, c
 sits_status_t sits_model_weights_shard_bytes(const sits_model_config_t *cfg, const sits_shard_t *shard,
                                              sits_dtype_t weight_dtype, size_t *bytes_p);
 /* ---- end load progress ---- */
+
+/* ---- [fp8] precision policy (model/precision.h) ----
+ * As sits_model_weights_load_progress with a --quant spec (NULL / "": auto): each linear layer is
+ * loaded in the backend's weight dtype or as FP8 E4M3 + per-row scales (quantised on the host from
+ * the full rows, so every TP size holds the same values; an F8_E4M3 checkpoint tensor is copied
+ * with its weight_scale rows, or dequantised when the plan says bf16). The plan is logged by TP
+ * rank 0. SITS_ERR_INVALID (logged) on a bad spec. */
+sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, const sits_st_t *st, sits_backend_t *be,
+                                            const sits_shard_t *shard, unsigned long long seed, const char *quant,
+                                            sits_weights_progress_fn progress, void *progress_ctx,
+                                            sits_model_weights_t **w_p);
+/* sits_model_weights_shard_bytes under a --quant spec; st (may be NULL) decides the auto layers
+ * (only its headers are read). */
+sits_status_t sits_model_weights_shard_bytes_quant(const sits_model_config_t *cfg, const sits_shard_t *shard,
+                                                   sits_dtype_t weight_dtype, const char *quant, const sits_st_t *st,
+                                                   size_t *bytes_p);
+/* ---- end fp8 ---- */
 
 #endif

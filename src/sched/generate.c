@@ -1,6 +1,7 @@
 /* generate.c -- model loading onto one rank and the offline prefill + decode loop. */
 #include "sched/generate.h"
 #include "sched/worker.h"
+#include "kv/offload.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -59,6 +60,7 @@ static void load_progress(void *ctx, size_t done, size_t total)
 void sits_runner_destroy(sits_runner_t *r)
 {
     if (!r) return;
+    sits_kv_offload_destroy(r->offload);
     sits_engine_destroy(r->engine);
     sits_model_weights_destroy(r->w);
     sits_kv_blocks_destroy(r->blocks);
@@ -90,17 +92,18 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     for (int q = 0; report && q < tp->size; q++) {
         size_t b = 0;
         sits_shard_t sq = { q, tp->size, shard.pp_rank, shard.pp_size };
-        SITS_CHECK_GOTO(sits_model_weights_shard_bytes(&r->cfg, &sq, be->weight_dtype, &b), st, err);
+        SITS_CHECK_GOTO(sits_model_weights_shard_bytes_quant(&r->cfg, &sq, be->weight_dtype, p->quant, r->st, &b), st, err);
         lp.group_total += b;
     }
-    SITS_CHECK_GOTO(sits_model_weights_load_progress(&r->cfg, r->st, be, &shard, p->dummy_seed,
-                                                     report ? load_progress : NULL, &lp, &r->w), st, err);
+    SITS_CHECK_GOTO(sits_model_weights_load_quant(&r->cfg, r->st, be, &shard, p->dummy_seed, p->quant,
+                                                  report ? load_progress : NULL, &lp, &r->w), st, err);
     int mml = p->max_model_len > 0 ? p->max_model_len : r->cfg.max_position_embeddings;
     r->max_model_len = mml;
     int bs = p->block_size > 0 ? p->block_size : 16;
     sits_engine_params_t ep = {
         .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
         .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs, .pp_comm = r->pp,
+        .pp_microbatches = p->pp_microbatches, .pp_microbatch_min_tokens = p->pp_microbatch_min_tokens,
     };
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
     size_t gfree = 0, gtotal = 0;

@@ -35,6 +35,9 @@ typedef struct {
     sits_comm_t *pp, *ctl;
     int token_root;
     int no_cuda_graphs;    /* [perf] --no-cuda-graphs: never replay decode steps as CUDA graphs */
+    const char *quant;     /* [fp8] --quant spec (model/precision.h); NULL / "": auto */
+    int pp_microbatches;   /* [pp micro-batches] with pp: most micro-batches a step is split into (0, 1: none) */
+    int pp_microbatch_min_tokens; /* [pp micro-batches] at least this many tokens a micro-batch on average (0: 1) */
 } sits_runner_params_t;
 
 typedef struct {
@@ -50,6 +53,10 @@ typedef struct {
     sits_comm_t *ctl;      /* plans and sampled tokens: the whole model instance (== tp without a pipeline) */
     int token_root;        /* ctl rank that holds the sampled tokens (the last stage's TP rank 0) */
     int bcast_tokens;      /* ctl spans more than this TP group: tokens are broadcast over it after each step */
+    sits_comm_t *kv_comm;  /* [kv move] every rank of the job (MPI on the CPU, NCCL on GPUs), for KV moves between
+                            * replicas / prefill and decode ranks (src/sched/kvmove.h); NULL: none. Not owned. */
+    struct sits_kv_offload *offload; /* [kv offload] this rank's offload tiers (src/kv/offload.h) for the KV swap
+                            * orders (src/sched/swap.h); NULL: none. Set by the caller, destroyed with the runner. */
     sits_engine_params_t ep;
     int max_model_len;
     double load_s;

@@ -25,8 +25,92 @@ static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, in
     return (size_t)(4 * (3 * n_tokens + n_seqs * max_blocks + n_out) + SAMPLE_BYTES * n_out);
 }
 
+/* ---- [kv move] KV move orders (plan.h): a body of i32 only ---- */
+#define MOVE_FIXED 8
+
+static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n);
+
+static int64_t move_items(const sits_plan_move_t *m)
+{
+    return MOVE_FIXED + (int64_t)m->n_blocks + (int64_t)m->src_tp * m->src_pp + (int64_t)m->dst_tp * m->dst_pp;
+}
+
+static int move_counts_ok(const sits_plan_move_t *m)
+{
+    return (m->role == SITS_KV_MOVE_SEND || m->role == SITS_KV_MOVE_RECV) && m->n_blocks > 0 && m->src_tp > 0 &&
+           m->src_pp > 0 && m->dst_tp > 0 && m->dst_pp > 0 && m->n_blocks <= SITS_PLAN_MAX_ITEMS &&
+           m->src_tp <= 65536 && m->src_pp <= 65536 && m->dst_tp <= 65536 && m->dst_pp <= 65536 &&
+           move_items(m) <= SITS_PLAN_MAX_ITEMS;
+}
+
+static void put_header(unsigned char *h, uint16_t cmd, uint64_t step, const int32_t counts[4], uint32_t body, uint32_t sum);
+
+static sits_status_t move_write(const sits_plan_t *p, void *buf, size_t cap, size_t *len_p)
+{
+    const sits_plan_move_t *m = &p->move;
+    if (!move_counts_ok(m)) return SITS_ERR_INVALID;
+    size_t body = 4 * (size_t)move_items(m);
+    if (cap < SITS_PLAN_HEADER_BYTES + body) return SITS_ERR_INVALID;
+    unsigned char *h = buf, *q = h + SITS_PLAN_HEADER_BYTES;
+    int32_t fixed[MOVE_FIXED] = { m->role, m->n_blocks, m->src_tp, m->src_pp, m->dst_tp, m->dst_pp, (int32_t)m->move_id, m->flags };
+    q = put_i32s(q, fixed, MOVE_FIXED);
+    q = put_i32s(q, m->blocks, m->n_blocks);
+    q = put_i32s(q, m->src_ranks, m->src_tp * m->src_pp);
+    q = put_i32s(q, m->dst_ranks, m->dst_tp * m->dst_pp);
+    static const int32_t zero[4] = { 0, 0, 0, 0 };
+    put_header(h, SITS_PLAN_KV_MOVE, p->step, zero, (uint32_t)body, fnv1a(h + SITS_PLAN_HEADER_BYTES, body));
+    *len_p = SITS_PLAN_HEADER_BYTES + body;
+    return SITS_OK;
+}
+
+/* h: a header with good magic and version and command KV_MOVE */
+static sits_status_t move_parse(const unsigned char *h, size_t len, sits_plan_t *plan_p)
+{
+    size_t body = get_u32(h + 32);
+    if (get_u32(h + 16) || get_u32(h + 20) || get_u32(h + 24) || get_u32(h + 28) || body < 4 * MOVE_FIXED ||
+        len != SITS_PLAN_HEADER_BYTES + body || body % 4) {
+        SITS_ERROR(SITS_SUB_SCHED, "kv move plan: bad counts or size (%zu bytes)", len);
+        return SITS_ERR_FORMAT;
+    }
+    const unsigned char *q = h + SITS_PLAN_HEADER_BYTES;
+    if (fnv1a(q, body) != get_u32(h + 36)) {
+        SITS_ERROR(SITS_SUB_SCHED, "kv move plan: checksum mismatch");
+        return SITS_ERR_FORMAT;
+    }
+    const int32_t *a = (const int32_t *)q;  /* 4-byte aligned like the step plan's arrays */
+    sits_plan_move_t m = { .role = a[0], .n_blocks = a[1], .src_tp = a[2], .src_pp = a[3], .dst_tp = a[4], .dst_pp = a[5],
+                           .move_id = (uint32_t)a[6], .flags = a[7] };
+    if (!move_counts_ok(&m) || (size_t)move_items(&m) * 4 != body) {
+        SITS_ERROR(SITS_SUB_SCHED, "kv move plan: counts out of range");
+        return SITS_ERR_FORMAT;
+    }
+    m.blocks = a + MOVE_FIXED;
+    m.src_ranks = m.blocks + m.n_blocks;
+    m.dst_ranks = m.src_ranks + m.src_tp * m.src_pp;
+    for (int i = 0; i < m.n_blocks; i++)
+        if (m.blocks[i] < 0) {
+            SITS_ERROR(SITS_SUB_SCHED, "kv move plan: negative block id");
+            return SITS_ERR_FORMAT;
+        }
+    *plan_p = (sits_plan_t){ .cmd = SITS_PLAN_KV_MOVE, .step = get_u64(h + 8), .move = m };
+    return SITS_OK;
+}
+
+static void put_header(unsigned char *h, uint16_t cmd, uint64_t step, const int32_t counts[4], uint32_t body, uint32_t sum)
+{
+    put_u32(h, SITS_PLAN_MAGIC);
+    put_u16(h + 4, SITS_PLAN_VERSION);
+    put_u16(h + 6, cmd);
+    put_u64(h + 8, step);
+    for (int i = 0; i < 4; i++) put_u32(h + 16 + 4 * i, (uint32_t)counts[i]);
+    put_u32(h + 32, body);
+    put_u32(h + 36, sum);
+}
+/* ---- end kv move ---- */
+
 size_t sits_plan_size(const sits_plan_t *p)
 {
+    if (p->cmd == SITS_PLAN_KV_MOVE) return SITS_PLAN_HEADER_BYTES + 4 * (size_t)move_items(&p->move);
     return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out);
 }
 
@@ -38,6 +122,7 @@ static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
 
 sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_t *len_p)
 {
+    if (p->cmd == SITS_PLAN_KV_MOVE) return move_write(p, buf, cap, len_p);
     if (p->n_tokens < 0 || p->n_seqs < 0 || p->max_blocks < 0 || p->n_out < 0) return SITS_ERR_INVALID;
     size_t need = sits_plan_size(p);
     if (cap < need) return SITS_ERR_INVALID;
@@ -86,9 +171,10 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         return SITS_ERR_FORMAT;
     }
     uint16_t cmd = get_u16(h + 6);
+    if (cmd == SITS_PLAN_KV_MOVE) return move_parse(h, len, plan_p);
     int32_t nt = (int32_t)get_u32(h + 16), ns = (int32_t)get_u32(h + 20), mb = (int32_t)get_u32(h + 24),
             no = (int32_t)get_u32(h + 28);
-    if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP) {
+    if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP && cmd != SITS_PLAN_KV_SWAP) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: unknown command %u", cmd);
         return SITS_ERR_FORMAT;
     }

@@ -26,8 +26,29 @@
 
 typedef enum {
     SITS_PLAN_STEP = 1,   /* run the forward pass and sample */
-    SITS_PLAN_STOP = 2    /* leave the worker loop */
+    SITS_PLAN_STOP = 2,   /* leave the worker loop */
+    SITS_PLAN_KV_MOVE = 3, /* [kv move] send or receive KV blocks (plan.move; see "KV move orders" below) */
+    SITS_PLAN_KV_SWAP = 4  /* [kv offload] swap KV blocks out to / in from the offload tiers (see below) */
 } sits_plan_cmd_t;
+
+/* [kv offload] KV swap orders (src/sched/swap.h). A KV_SWAP plan has the step plan's layout with
+ * n_tokens = n_seqs = the number of orders and n_out = 0; order i is
+ *   tokens[i] = SITS_KV_SWAP_OUT | IN | DROP, pos[i] = its slot id, seq[i] = i,
+ *   block_tables row i = its block ids, then -1 to the end of the row (max_blocks).  */
+
+/* [kv move] KV move orders (src/sched/kvmove.h). A KV_MOVE plan has no tokens, sequences or outputs
+ * (those counts are 0); its body is instead, as i32:
+ *   role | n_blocks | src_tp | src_pp | dst_tp | dst_pp | move_id | flags |
+ *   blocks[n_blocks] | src_ranks[src_pp * src_tp] | dst_ranks[dst_pp * dst_tp]
+ * blocks: this group's block ids (the source's when sending, the destination's when receiving),
+ * ranks: world ranks of the two groups, [stage][tp rank]. */
+enum { SITS_KV_MOVE_SEND = 1, SITS_KV_MOVE_RECV = 2 };
+enum { SITS_KV_MOVE_F_CORRUPT = 1 };   /* test knob: the sender flips a payload byte after packing */
+typedef struct {
+    int role, n_blocks, src_tp, src_pp, dst_tp, dst_pp, flags;
+    uint32_t move_id;
+    const int32_t *blocks, *src_ranks, *dst_ranks;
+} sits_plan_move_t;
 
 typedef struct {
     sits_plan_cmd_t cmd;
@@ -37,6 +58,7 @@ typedef struct {
     const int32_t *block_tables;        /* [n_seqs * max_blocks] */
     const int32_t *out_rows;            /* [n_out] */
     const sits_sample_params_t *sample; /* [n_out]; parse: copied into the plan's own storage */
+    sits_plan_move_t move;              /* [kv move] cmd SITS_PLAN_KV_MOVE only */
 } sits_plan_t;
 
 /* Bytes of the serialised plan. */

@@ -2,7 +2,9 @@
  * the thread-safe request api. */
 #include "sched/scheduler.h"
 #include "sched/worker.h"
+#include "sched/kvmove.h"
 #include "sched/tenants.h"
+#include "sched/swap.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -48,6 +50,10 @@ struct sits_req {
     uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
     int n_hashed;                /* leading blocks registered (or found) in the prefix cache */
     int take;                    /* tokens in the current step */
+    /* [kv offload] */
+    int swapped;                 /* its KV (n_computed tokens) waits in the ranks' offload tiers under slot */
+    int32_t slot;
+    uint64_t active_step;        /* the last schedule() that gave it work (least recently active swaps first) */
 };
 
 struct sits_sched {
@@ -78,6 +84,19 @@ struct sits_sched {
     double weight[SITS_MAX_TENANTS], vt[SITS_MAX_TENANTS];  /* virtual time = tokens served / weight */
     int prio[SITS_MAX_TENANTS], active[SITS_MAX_TENANTS];    /* active: waiting + running requests */
     sits_sample_params_t *sp;
+    /* [kv offload] the orders of the next KV_SWAP plan, the slots of requests that ended swapped out */
+    int32_t *sw_kind, *sw_slot, *sw_idx, *sw_bt;  /* [max_num_seqs] x 3, [max_num_seqs * max_blocks_per_seq] */
+    sits_kv_swap_result_t *sw_res;                /* [max_num_seqs] */
+    int32_t *drops;
+    int n_drops, cap_drops;
+    int32_t next_slot;
+    int n_swapped;
+    uint64_t sched_no;                            /* schedule() calls */
+    sits_status_t fatal;                          /* a swap plan could not go out: the run loop stops */
+    /* [kv move] this replica as a move's source or destination (sits_sched_set_replica) */
+    int kv_role, rep_tp, rep_pp;
+    int32_t *rep_ranks;                      /* [rep_pp * rep_tp] world ranks; NULL: not described */
+    uint32_t kv_move_no;                     /* replica 0: moves ordered so far (ids) */
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -264,16 +283,22 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->rows = malloc(sizeof(int32_t) * (size_t)S);
     s->bt = malloc(sizeof(int32_t) * (size_t)S * mb);
     s->sp = malloc(sizeof(sits_sample_params_t) * (size_t)S);
+    s->sw_kind = malloc(sizeof(int32_t) * (size_t)S * 3);
+    s->sw_bt = malloc(sizeof(int32_t) * (size_t)S * mb);
+    s->sw_res = malloc(sizeof(sits_kv_swap_result_t) * (size_t)S);
     s->itl_t = malloc(sizeof(double) * SITS_ITL_RING * 3);
     s->itl_v = s->itl_t ? s->itl_t + SITS_ITL_RING : NULL;
     s->itl_tmp = s->itl_t ? s->itl_t + 2 * SITS_ITL_RING : NULL;
-    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp || !s->itl_t ||
+    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp || !s->itl_t || !s->sw_kind ||
+        !s->sw_bt || !s->sw_res ||
         sits_worker_init(&s->wk, r->ep.max_seqs) != SITS_OK) {
         sits_sched_destroy(s);
         return SITS_ERR_NOMEM;
     }
     s->pos = s->tok + T;
     s->seq = s->pos + T;
+    s->sw_slot = s->sw_kind + S;
+    s->sw_idx = s->sw_slot + S;
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
@@ -306,6 +331,11 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->bt);
     free(s->sp);
     free(s->itl_t);
+    free(s->sw_kind);
+    free(s->sw_bt);
+    free(s->sw_res);
+    free(s->drops);
+    free(s->rep_ranks);
     sits_worker_fini(&s->wk);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -346,10 +376,13 @@ static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
     fflush(s->p.trace);
 }
 
+static void swap_forget(sits_sched_t *s, sits_req_t *q);
+
 static void finish(sits_sched_t *s, sits_req_t *q, sits_finish_t why)
 {
     trace_write(s, q, why);
     free_blocks(s, q);
+    if (q->swapped) swap_forget(s, q);
     s->active[q->tenant]--;
     q->state = REQ_DONE;
     pthread_mutex_lock(&q->mu);
@@ -417,11 +450,137 @@ static int ensure_blocks(sits_sched_t *s, sits_req_t *q, int tokens)
     return 1;
 }
 
-/* Preempt by recompute: back to the front of the waiting queue. */
+/* ---- [kv offload] swap orders (policy in scheduler.h, what the ranks do in swap.h) ---- */
+
+/* Sends the n orders in sw_* as one KV_SWAP plan and runs this rank's part; results in sw_res. */
+static sits_status_t swap_send(sits_sched_t *s, int n)
+{
+    sits_plan_t pl = { .cmd = SITS_PLAN_KV_SWAP, .step = s->sched_no, .n_tokens = n, .tokens = s->sw_kind, .pos = s->sw_slot,
+                       .seq = s->sw_idx, .n_seqs = n, .max_blocks = s->r->ep.max_blocks_per_seq, .block_tables = s->sw_bt };
+    sits_status_t st = sits_worker_send(s->r, &s->wk, &pl);
+    if (st == SITS_OK) st = sits_kv_swap_run(s->r, &pl, s->sw_res);
+    if (st != SITS_OK && s->fatal == SITS_OK) {
+        SITS_ERROR(SITS_SUB_SCHED, "kv swap orders failed: %s", sits_status_str(st));
+        s->fatal = st;
+    }
+    return st;
+}
+
+/* Order i of the next swap plan. */
+static void swap_order(sits_sched_t *s, int i, int kind, int32_t slot, int nb, const int32_t *ids)
+{
+    int mb = s->r->ep.max_blocks_per_seq;
+    s->sw_kind[i] = kind;
+    s->sw_slot[i] = slot;
+    s->sw_idx[i] = i;
+    for (int b = 0; b < mb; b++) s->sw_bt[(size_t)i * mb + b] = b < nb ? ids[b] : -1;
+}
+
+/* q ended while swapped out: its slot is dropped on every rank with the next swap plan. */
+static void swap_forget(sits_sched_t *s, sits_req_t *q)
+{
+    q->swapped = 0;
+    s->n_swapped--;
+    if (s->n_drops == s->cap_drops) {
+        int cap = s->cap_drops ? 2 * s->cap_drops : 64;
+        int32_t *nd = realloc(s->drops, sizeof *nd * (size_t)cap);
+        if (!nd) return;   /* the ranks keep the copy until they exit */
+        s->drops = nd;
+        s->cap_drops = cap;
+    }
+    s->drops[s->n_drops++] = q->slot;
+}
+
+static void swap_flush_drops(sits_sched_t *s)
+{
+    int S = s->p.max_num_seqs;
+    while (s->n_drops > 0 && s->fatal == SITS_OK) {
+        int n = s->n_drops < S ? s->n_drops : S;
+        for (int i = 0; i < n; i++) swap_order(s, i, SITS_KV_SWAP_DROP, s->drops[s->n_drops - n + i], 0, NULL);
+        s->n_drops -= n;
+        swap_send(s, n);
+    }
+}
+
+/* Blocks in use (allocated, or held by the prefix cache in use) plus extra above the threshold? */
+static int kv_over(const sits_sched_t *s, int extra)
+{
+    int total = sits_kv_blocks_total(s->r->blocks), used = total - sits_kv_blocks_free_count(s->r->blocks);
+    return (double)(used + extra) > s->p.kv_offload_threshold * total;
+}
+
+/* Swap running q out before its blocks are freed: 1 when every rank holds its KV now (its blocks
+ * are released, it keeps n_computed), 0 when it must be preempted by recompute instead. */
+static int swap_out(sits_sched_t *s, sits_req_t *q)
+{
+    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs;
+    if (!s->p.kv_offload || s->fatal != SITS_OK || nb < 1) return 0;
+    int32_t slot = s->next_slot;
+    s->next_slot = s->next_slot == INT32_MAX ? 0 : s->next_slot + 1;
+    swap_order(s, 0, SITS_KV_SWAP_OUT, slot, nb, q->bt);
+    if (swap_send(s, 1) != SITS_OK) return 0;
+    const sits_kv_swap_result_t *res = &s->sw_res[0];
+    if (res->failed > 0) {
+        SITS_WARN(SITS_SUB_SCHED, "request %llu: kv swap-out failed on %lld rank(s) (see their log); preempting it by recompute",
+                  (unsigned long long)q->order, (long long)res->failed);
+        pthread_mutex_lock(&s->mu);
+        s->stats.kv_swap_failed++;
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
+    q->n_blocks = 0;
+    q->n_hashed = 0;   /* restored blocks are fresh: prefix_register hashes them again */
+    q->swapped = 1;
+    q->slot = slot;
+    s->n_swapped++;
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_swap_out++;
+    for (int t = 0; t < 2; t++) s->stats.kv_swap_out_bytes[t] += (uint64_t)res->bytes[t];
+    pthread_mutex_unlock(&s->mu);
+    SITS_DEBUG(SITS_SUB_SCHED, "swapped out request %llu: %d tokens in %d blocks to slot %d (bytes over the ranks: host %lld, "
+               "disk %lld)", (unsigned long long)q->order, q->n_computed, nb, (int)slot, (long long)res->bytes[0],
+               (long long)res->bytes[1]);
+    return 1;
+}
+
+/* Admit swapped-out q's KV back: fresh blocks, loaded by every rank. 1: done; 0: no blocks for it
+ * now; -1: the restore failed somewhere, q starts over (recompute). */
+static int swap_in(sits_sched_t *s, sits_req_t *q)
+{
+    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs;
+    if (sits_kv_blocks_alloc(s->r->blocks, nb, q->bt) != SITS_OK) return 0;
+    q->n_blocks = nb;
+    q->swapped = 0;
+    s->n_swapped--;
+    swap_order(s, 0, SITS_KV_SWAP_IN, q->slot, nb, q->bt);
+    sits_status_t st = swap_send(s, 1);
+    const sits_kv_swap_result_t *res = &s->sw_res[0];
+    if (st != SITS_OK || res->failed > 0) {
+        if (st == SITS_OK)
+            SITS_WARN(SITS_SUB_SCHED, "request %llu: kv swap-in failed on %lld rank(s) (see their log); recomputing its %d tokens",
+                      (unsigned long long)q->order, (long long)res->failed, q->n_computed);
+        free_blocks(s, q);
+        pthread_mutex_lock(&s->mu);
+        s->stats.kv_swap_failed++;
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_swap_in++;
+    for (int t = 0; t < 2; t++) s->stats.kv_swap_in_bytes[t] += (uint64_t)res->bytes[t];
+    pthread_mutex_unlock(&s->mu);
+    SITS_DEBUG(SITS_SUB_SCHED, "swapped in request %llu: %d tokens in %d blocks from slot %d", (unsigned long long)q->order,
+               q->n_computed, nb, (int)q->slot);
+    return 1;
+}
+
+/* Preempt: swap out when the ranks have offload tiers (see swap_out), else (or when that fails) by
+ * recompute; back to the front of the waiting queue. */
 static void preempt(sits_sched_t *s, int run_idx)
 {
     sits_req_t *q = s->running[run_idx];
-    free_blocks(s, q);
+    if (!swap_out(s, q)) free_blocks(s, q);
     q->take = 0;
     q->n_preempted++;
     q->state = REQ_WAITING;
@@ -434,7 +593,21 @@ static void preempt(sits_sched_t *s, int run_idx)
     s->stats.preemptions++;
     pthread_mutex_unlock(&s->mu);
     SITS_DEBUG(SITS_SUB_SCHED, "preempted request %llu (%d tokens to recompute)", (unsigned long long)q->order,
-               q->n_prompt + q->n_gen);
+               q->swapped ? q->n_prompt + q->n_gen - q->n_computed : q->n_prompt + q->n_gen);
+}
+
+/* [kv offload] While more than the threshold of the blocks are in use and more than one sequence
+ * runs, preempt (swap out) the least recently active running sequence, among equals the youngest. */
+static void kv_pressure(sits_sched_t *s)
+{
+    while (s->n_running > 1 && s->fatal == SITS_OK && kv_over(s, 0)) {
+        int v = 0;
+        for (int i = 1; i < s->n_running; i++) {
+            const sits_req_t *a = s->running[i], *b = s->running[v];
+            if (a->active_step < b->active_step || (a->active_step == b->active_step && a->order > b->order)) v = i;
+        }
+        preempt(s, v);
+    }
 }
 
 static int total_tokens(sits_req_t *q)
@@ -527,9 +700,15 @@ static int run_take(sits_sched_t *s, int i, int take, int *nb)
 static int schedule(sits_sched_t *s, int *n_tokens_p)
 {
     int nb = 0, used = 0;
+    s->sched_no++;
+    if (s->p.kv_offload) {
+        swap_flush_drops(s);
+        kv_pressure(s);
+    }
     for (int i = 0; i < s->n_running; i++) {
         sits_req_t *q = s->running[i];
         if (total_tokens(q) - q->n_computed != 1) continue;
+        if (s->kv_role == SITS_SCHED_PREFILL) continue;   /* [kv move] waits for the decode replica */
         if (run_take(s, i, 1, &nb)) used++;
         else i--; /* running[] shifted */
     }
@@ -553,8 +732,21 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             break;
         }
         int total = total_tokens(q);
-        if (s->p.prefix_caching) prefix_lookup(s, q, total);
+        if (s->p.prefix_caching && !q->swapped) prefix_lookup(s, q, total);
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
+        if (s->p.kv_offload) {
+            /* [kv offload] admission keeps use at or below the threshold while anything runs */
+            int bs = s->r->ep.block_size, need = (q->n_computed + take + bs - 1) / bs - q->n_blocks;
+            int sw = 0;
+            if ((s->n_running > 0 && kv_over(s, need)) ||
+                (q->swapped && (sits_kv_blocks_free_count(s->r->blocks) < need || (sw = swap_in(s, q)) == 0))) {
+                if (!q->swapped) free_blocks(s, q);
+                if (s->fatal != SITS_OK) break;
+                if (preempt_lower(s, s->prio[q->tenant])) continue;
+                break;
+            }
+            if (sw < 0) continue;   /* its restore failed: admit it afresh */
+        }
         if (!ensure_blocks(s, q, q->n_computed + take)) {
             free_blocks(s, q);  /* give back the cached blocks it found */
             if (preempt_lower(s, s->prio[q->tenant])) continue;
@@ -573,6 +765,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
     used = 0;
     for (int i = 0; i < s->n_running; i++)
         if (s->running[i]->take) {
+            s->running[i]->active_step = s->sched_no;
             s->batch[nb++] = s->running[i];
             used += s->running[i]->take;
         }
@@ -640,6 +833,7 @@ static void update_gauges(sits_sched_t *s)
     s->stats.waiting = s->n_waiting + s->n_inbox;
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
     s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
+    s->stats.swapped = s->n_swapped;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -725,6 +919,190 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
     return SITS_OK;
 }
 
+/* ---- [kv move] KV migration between replicas (scheduler.h) ------------------------------------ */
+
+sits_status_t sits_sched_set_replica(sits_sched_t *s, int role, int tp, int pp, const int32_t *world_ranks)
+{
+    if (tp < 1 || pp < 1 || role < SITS_SCHED_REPLICA || role > SITS_SCHED_DECODE) return SITS_ERR_INVALID;
+    int32_t *r = malloc(sizeof(int32_t) * (size_t)tp * pp);
+    if (!r) return SITS_ERR_NOMEM;
+    memcpy(r, world_ranks, sizeof(int32_t) * (size_t)tp * pp);
+    free(s->rep_ranks);
+    s->rep_ranks = r;
+    s->rep_tp = tp;
+    s->rep_pp = pp;
+    s->kv_role = role;
+    return SITS_OK;
+}
+
+/* Running, between steps, with its prompt computed and its last token sampled but not yet fed back. */
+static int movable(sits_req_t *q)
+{
+    return q->state == REQ_RUNNING && q->n_blocks > 0 && q->n_gen > 0 && q->take == 0 && q->n_computed == total_tokens(q) - 1 &&
+           !is_cancelled(q);
+}
+
+static double kv_use(const sits_sched_t *s)
+{
+    int total = sits_kv_blocks_total(s->r->blocks);
+    return total > 0 ? (double)(total - sits_kv_blocks_free_count(s->r->blocks)) / total : 1.0;
+}
+
+static void run_remove(sits_sched_t *s, sits_req_t *q)
+{
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i] == q) {
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            return;
+        }
+}
+
+/* Move qs[k] (running on src) with all their KV blocks to dst. *moved_p: 1 when the sequences left
+ * src (moved, or failed over to recompute on dst); 0 when dst had no blocks for them. */
+static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *dst, sits_req_t **qs, int k, int *moved_p)
+{
+    *moved_p = 0;
+    int n = 0;
+    for (int i = 0; i < k; i++) n += qs[i]->n_blocks;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * 2);
+    if (!ids) return SITS_ERR_NOMEM;
+    int32_t *src_ids = ids, *dst_ids = ids + n;
+    if (sits_kv_blocks_alloc(dst->r->blocks, n, dst_ids) != SITS_OK) {
+        free(ids);
+        return SITS_OK;
+    }
+    for (int i = 0, o = 0; i < k; o += qs[i]->n_blocks, i++) memcpy(src_ids + o, qs[i]->bt, sizeof(int32_t) * (size_t)qs[i]->n_blocks);
+    uint32_t id = ++s0->kv_move_no;
+    int every = s0->p.kv_migrate_corrupt_every;
+    sits_plan_move_t m = { .role = SITS_KV_MOVE_SEND, .n_blocks = n, .src_tp = src->rep_tp, .src_pp = src->rep_pp,
+                           .dst_tp = dst->rep_tp, .dst_pp = dst->rep_pp, .move_id = id,
+                           .flags = every > 0 && id % (uint32_t)every == 0 ? SITS_KV_MOVE_F_CORRUPT : 0, .blocks = src_ids,
+                           .src_ranks = src->rep_ranks, .dst_ranks = dst->rep_ranks };
+    sits_plan_t ps = { .cmd = SITS_PLAN_KV_MOVE, .step = src->stats.steps, .move = m };
+    m.role = SITS_KV_MOVE_RECV;
+    m.blocks = dst_ids;
+    sits_plan_t pd = { .cmd = SITS_PLAN_KV_MOVE, .step = dst->stats.steps, .move = m };
+    sits_kv_move_result_t res = { 0 };
+    double t0 = now_s();
+    /* both orders out first (remote groups start at once), then this rank's part of each */
+    sits_status_t st = sits_worker_send(src->r, &src->wk, &ps);
+    if (st == SITS_OK) st = sits_worker_send(dst->r, &dst->wk, &pd);
+    if (st == SITS_OK) st = sits_kv_move_run(src->r, &ps, NULL);
+    if (st == SITS_OK) st = sits_kv_move_run(dst->r, &pd, &res);
+    if (st != SITS_OK) {
+        free(ids);
+        return st;
+    }
+    double dt = now_s() - t0;
+    for (int i = 0; i < k; i++) {
+        sits_req_t *q = qs[i];
+        run_remove(src, q);
+        src->active[q->tenant]--;
+        dst->active[q->tenant]++;
+        if (!res.failed) {
+            /* the sequence continues on dst where it was: same tokens, same KV, new block ids */
+            sits_kv_blocks_release(src->r->blocks, q->n_blocks, q->bt);
+            int o = 0;
+            for (int j = 0; j < i; j++) o += qs[j]->n_blocks;
+            memcpy(q->bt, dst_ids + o, sizeof(int32_t) * (size_t)q->n_blocks);
+            q->n_hashed = 0;   /* registered again in dst's prefix cache as it goes */
+            dst->running[dst->n_running++] = q;
+        } else {
+            /* recompute on dst: like a preemption, at the front of its queue */
+            free_blocks(src, q);
+            q->state = REQ_WAITING;
+            q->n_preempted++;
+            memmove(dst->waiting + 1, dst->waiting, sizeof *dst->waiting * (size_t)dst->n_waiting);
+            dst->waiting[0] = q;
+            dst->n_waiting++;
+        }
+    }
+    if (res.failed) sits_kv_blocks_release(dst->r->blocks, n, dst_ids);
+    pthread_mutex_lock(&src->mu);
+    src->stats.kv_migrations++;
+    src->stats.kv_migrated_seqs += (uint64_t)k;
+    src->stats.kv_migrated_blocks += (uint64_t)n;
+    src->stats.kv_migrated_bytes += (uint64_t)res.bytes;
+    if (res.failed) src->stats.kv_migrations_failed++;
+    pthread_mutex_unlock(&src->mu);
+    if (res.failed)
+        SITS_WARN(SITS_SUB_KV, "kv move %u: replica %d -> %d failed (a message was rejected); %d sequence%s recompute on replica %d",
+                  id, src->index, dst->index, k, k > 1 ? "s" : "", dst->index);
+    else
+        SITS_INFO(SITS_SUB_KV, "kv move %u: %d sequence%s, %d blocks, replica %d -> %d, %lld bytes in %.2f ms", id, k,
+                  k > 1 ? "s" : "", n, src->index, dst->index, (long long)res.bytes, dt * 1e3);
+    free(ids);
+    *moved_p = 1;
+    return SITS_OK;
+}
+
+/* Room on d for k more running sequences (and k more waiting ones, for the recompute fallback). */
+static int seq_room(const sits_sched_t *d, int k)
+{
+    return d->n_running + k <= d->p.max_num_seqs && d->n_waiting + k <= d->p.max_waiting + d->p.max_num_seqs;
+}
+
+/* After a step: the moves of the policy in scheduler.h. iter: steps run so far. *moved_p: some moved. */
+static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *moved_p)
+{
+    *moved_p = 0;
+    for (int i = 0; i < n; i++) if (!ss[i]->rep_ranks) return SITS_OK;
+    if (n < 2) return SITS_OK;
+    sits_sched_t *s0 = ss[0];
+    if (s0->kv_role == SITS_SCHED_PREFILL) {
+        /* prefill -> decode: every sequence whose first token is out, oldest first, as many as fit */
+        sits_sched_t *d = ss[1];
+        sits_req_t **qs = malloc(sizeof *qs * (size_t)(s0->n_running + 1));
+        if (!qs) return SITS_ERR_NOMEM;
+        int k = 0, blocks = 0, free_b = sits_kv_blocks_free_count(d->r->blocks);
+        for (int i = 0; i < s0->n_running; i++) {
+            sits_req_t *q = s0->running[i];
+            if (!movable(q) || !seq_room(d, k + 1) || blocks + q->n_blocks > free_b) continue;
+            qs[k++] = q;
+            blocks += q->n_blocks;
+        }
+        sits_status_t st = k > 0 ? kv_move(s0, s0, d, qs, k, moved_p) : SITS_OK;
+        free(qs);
+        return st;
+    }
+    int every = s0->p.kv_migrate_every;
+    double thr = s0->p.kv_migrate_threshold;
+    if (every > 0 && iter > 0 && iter % (uint64_t)every == 0) {
+        /* forced (test knob): the youngest movable sequence of a replica taken in turn, to the
+         * replica with the most free blocks */
+        for (int t = 0; t < n; t++) {
+            sits_sched_t *a = ss[(iter / (uint64_t)every + (uint64_t)t) % (uint64_t)n], *b = NULL;
+            sits_req_t *q = NULL;
+            for (int i = a->n_running - 1; i >= 0 && !q; i--) if (movable(a->running[i])) q = a->running[i];
+            if (!q) continue;
+            for (int j = 0; j < n; j++)
+                if (ss[j] != a && seq_room(ss[j], 1) &&
+                    (!b || sits_kv_blocks_free_count(ss[j]->r->blocks) > sits_kv_blocks_free_count(b->r->blocks)))
+                    b = ss[j];
+            if (b && sits_kv_blocks_free_count(b->r->blocks) >= q->n_blocks) return kv_move(s0, a, b, &q, 1, moved_p);
+        }
+        return SITS_OK;
+    }
+    if (thr <= 0 || thr >= 1) return SITS_OK;
+    /* threshold: the fullest replica above it hands the largest of its movable sequences that keeps
+     * the least used replica at or below the threshold to that replica */
+    sits_sched_t *a = NULL, *b = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!a || kv_use(ss[i]) > kv_use(a)) a = ss[i];
+        if (!b || kv_use(ss[i]) < kv_use(b)) b = ss[i];
+    }
+    if (a == b || kv_use(a) <= thr || !seq_room(b, 1)) return SITS_OK;
+    sits_req_t *q = NULL;
+    int tb = sits_kv_blocks_total(b->r->blocks), room = (int)(thr * tb) - (tb - sits_kv_blocks_free_count(b->r->blocks));
+    for (int i = 0; i < a->n_running; i++) {
+        sits_req_t *c = a->running[i];
+        if (movable(c) && c->n_blocks <= room && (!q || c->n_blocks > q->n_blocks)) q = c;
+    }
+    return q ? kv_move(s0, a, b, &q, 1, moved_p) : SITS_OK;
+}
+/* ---- end kv move ---- */
+
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
 {
     return sits_sched_run_many(&s, 1, stop, on_stop, ctx);
@@ -736,6 +1114,7 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
 {
     sits_status_t st = SITS_OK;
     double drain_until = 0;
+    uint64_t kv_iter = 0;   /* [kv move] steps run, for kv_migrate_every */
     int *nb = calloc((size_t)n, sizeof(int));
     if (!nb) return SITS_ERR_NOMEM;
     for (int i = 0; i < n; i++) ss[i]->index = i;
@@ -768,13 +1147,23 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
             int n_tokens = 0;
             nb[i] = schedule(ss[i], &n_tokens);
             update_gauges(ss[i]);
-            if (nb[i] > 0) {
+            if (ss[i]->fatal != SITS_OK) {   /* [kv offload] */
+                st = ss[i]->fatal;
+                nb[i] = 0;
+            } else if (nb[i] > 0) {
                 any_step = 1;
                 st = step_launch(ss[i], nb[i]);
             }
         }
         for (int i = 0; i < n && st == SITS_OK; i++)
             if (nb[i] > 0) st = step_complete(ss[i], nb[i]);
+        if (st == SITS_OK && n > 1) {
+            /* [kv move] between steps: rebalance the replicas / hand prefilled sequences to decode */
+            int moved = 0;
+            if (any_step) kv_iter++;
+            st = kv_rebalance(ss, n, any_step ? kv_iter : 0, &moved);
+            any_step |= moved;
+        }
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_SCHED, "step failed: %s; failing every request", sits_status_str(st));
             break;
@@ -841,6 +1230,7 @@ static sits_status_t router_submit(void *router, const sits_req_params_t *p, sit
         pthread_mutex_unlock(&s->mu);
         if (i == 0 || q < best_q || (q == best_q && fr > best_free)) { best = i; best_q = q; best_free = fr; }
     }
+    if (rt->s[0]->kv_role == SITS_SCHED_PREFILL) best = 0;   /* [kv move] --disaggregate: requests start on the prefill ranks */
     sits_status_t st = api_submit(rt->s[best], p, req_p, err, err_len);
     if (st == SITS_OK) {
         /* count it at once so that a burst spreads over the replicas; wake the run loop */
@@ -882,6 +1272,18 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->allowed_seqs += st.allowed_seqs;
         out->allowed_tokens += st.allowed_tokens;
         if (st.itl_p99_ms > out->itl_p99_ms) out->itl_p99_ms = st.itl_p99_ms;
+        out->kv_swap_out += st.kv_swap_out;
+        out->kv_swap_in += st.kv_swap_in;
+        out->kv_swap_failed += st.kv_swap_failed;
+        for (int t = 0; t < 2; t++) {
+            out->kv_swap_out_bytes[t] += st.kv_swap_out_bytes[t];
+            out->kv_swap_in_bytes[t] += st.kv_swap_in_bytes[t];
+        }
+        out->kv_migrations += st.kv_migrations;   /* [kv move] */
+        out->kv_migrated_seqs += st.kv_migrated_seqs;
+        out->kv_migrated_blocks += st.kv_migrated_blocks;
+        out->kv_migrated_bytes += st.kv_migrated_bytes;
+        out->kv_migrations_failed += st.kv_migrations_failed;
     }
 }
 

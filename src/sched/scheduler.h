@@ -9,6 +9,19 @@
  * the tokens generated so far; it resumes with exactly the tokens it would have produced (its
  * sampler counters do not move). The step becomes a plan that every rank of the TP group runs.
  *
+ * KV offload (kv_offload, --kv-offload-threshold T): preemption swaps instead of recomputing. At
+ * the start of each step, while more than T of the KV blocks are in use (and more than one sequence
+ * runs), the least recently active running sequence (the one that got work longest ago; among
+ * equals the youngest) is swapped out: every rank copies the blocks holding its computed tokens
+ * into its offload tiers (src/sched/swap.h), its blocks are freed and it goes to the front of the
+ * waiting queue with its tokens. A sequence that needs a block when none is free is swapped out the
+ * same way. Admission (new or swapped-out sequences) then keeps use at or below T unless nothing
+ * runs; a swapped-out sequence is admitted by allocating blocks and having every rank load its
+ * blocks back (the swap orders go out before the step's plan), and continues exactly where it
+ * was. Any failure of a swap on any rank (tier full, disk error, bad checksum) makes the ranks
+ * agree to forget that copy: the sequence is preempted by recompute instead. Without offload T
+ * plays no part.
+ *
  * Prefix caching: every full block a sequence computes is registered under the hash of its tokens
  * and its parent's hash; a request admitted later starts from the longest run of cached blocks
  * matching its tokens (never the block holding its last token, so shared blocks are never written)
@@ -37,12 +50,32 @@ typedef struct {
     const sits_tenants_t *tenants; /* NULL: one default tenant */
     FILE *trace;                 /* --trace-file: one JSON line per finished request (NULL: off) */
     sits_otlp_t *otlp;           /* --otlp-endpoint: the same timeline as OTLP spans (NULL: off) */
+    int kv_offload;              /* [kv offload] the ranks have offload tiers: preempt by swapping (see above) */
+    double kv_offload_threshold; /* [kv offload] share of KV blocks in use beyond which running sequences swap out */
+    /* [kv move] between replicas (sits_sched_run_many, see "KV migration" below) */
+    double kv_migrate_threshold; /* a replica using more than this share of its KV blocks hands sequences to one with room */
+    int kv_migrate_every;        /* test knob: also force one migration every this many steps (0: off) */
+    int kv_migrate_corrupt_every;/* test knob: corrupt every this-many-th move's payload (0: off) */
 } sits_sched_params_t;
 
 typedef struct sits_sched sits_sched_t;
 
 sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p);
 void sits_sched_destroy(sits_sched_t *s);
+
+/* [kv move] KV migration. With several replicas (sits_sched_run_many) and every replica described
+ * here (its TP and pipeline sizes and its world ranks [stage][tp rank]), after each step the
+ * front-end moves running, decoding sequences with all their KV blocks between replicas
+ * (src/sched/kvmove.h): when a replica uses more than kv_migrate_threshold of its blocks, the
+ * largest of its movable sequences that keeps the least used replica at or below the threshold goes
+ * there (one per step); kv_migrate_every forces a move every N steps (tests). role SITS_SCHED_PREFILL /
+ * SITS_SCHED_DECODE (--disaggregate, replicas 0 and 1): requests are routed only to the prefill
+ * replica, which never decodes: each sequence moves to the decode replica as soon as its prompt is
+ * computed and its first token sampled (it waits while the decode replica has no room). A move that
+ * fails (a rejected message) frees the destination's blocks and the sequence recomputes there
+ * (preemption by recompute: the same output). Counted in the stats (kv_migrations ...). */
+enum { SITS_SCHED_REPLICA = 0, SITS_SCHED_PREFILL = 1, SITS_SCHED_DECODE = 2 };
+sits_status_t sits_sched_set_replica(sits_sched_t *s, int role, int tp, int pp, const int32_t *world_ranks);
 
 /* Runs steps until *stop becomes non-zero and the running requests drained (or the drain timeout
  * passed: the rest are cancelled); then sends the followers a STOP plan. on_stop(ctx) is called once

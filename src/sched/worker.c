@@ -1,5 +1,7 @@
 /* worker.c -- plan broadcast and execution on every rank; see worker.h. */
 #include "sched/worker.h"
+#include "sched/kvmove.h"
+#include "sched/swap.h"
 #include "util/check.h"
 
 #include <stdlib.h>
@@ -67,6 +69,8 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
 
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
 {
+    if (plan->cmd == SITS_PLAN_KV_MOVE) return sits_kv_move_run(r, plan, NULL);   /* [kv move] */
+    if (plan->cmd == SITS_PLAN_KV_SWAP) return sits_kv_swap_run(r, plan, NULL);   /* [kv offload] */
     if (!r->engine) {
         /* a shadow of a remote replica: its tokens arrive from its last stage */
         if (plan->n_out == 0) return SITS_OK;

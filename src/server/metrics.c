@@ -215,6 +215,19 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         put(&b, "sits_kv_blocks_free %d\n", st->kv_blocks_free);
         head(&b, "sits_preemptions_total", "counter", "Sequences preempted by the scheduler.");
         put(&b, "sits_preemptions_total %llu\n", (unsigned long long)st->preemptions);
+        /* [kv offload] */
+        head(&b, "sits_kv_swapped_out_total", "counter", "Preempted sequences whose KV blocks went to the offload tiers.");
+        put(&b, "sits_kv_swapped_out_total %llu\n", (unsigned long long)st->kv_swap_out);
+        head(&b, "sits_kv_swapped_in_total", "counter", "Swapped-out sequences whose KV blocks came back from the offload tiers.");
+        put(&b, "sits_kv_swapped_in_total %llu\n", (unsigned long long)st->kv_swap_in);
+        head(&b, "sits_kv_swap_failures_total", "counter", "Swaps that failed on some rank (tier full, disk error, bad checksum): recomputed instead.");
+        put(&b, "sits_kv_swap_failures_total %llu\n", (unsigned long long)st->kv_swap_failed);
+        head(&b, "sits_kv_swap_out_bytes_total", "counter", "KV bytes swapped out, by tier, summed over the ranks.");
+        put(&b, "sits_kv_swap_out_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_out_bytes_total{tier=\"disk\"} %llu\n",
+            (unsigned long long)st->kv_swap_out_bytes[0], (unsigned long long)st->kv_swap_out_bytes[1]);
+        head(&b, "sits_kv_swap_in_bytes_total", "counter", "KV bytes swapped back in, by tier, summed over the ranks.");
+        put(&b, "sits_kv_swap_in_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_in_bytes_total{tier=\"disk\"} %llu\n",
+            (unsigned long long)st->kv_swap_in_bytes[0], (unsigned long long)st->kv_swap_in_bytes[1]);
         head(&b, "sits_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
         put(&b, "sits_prefix_cache_queries_total %llu\n", (unsigned long long)st->prefix_query_tokens);
         head(&b, "sits_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache (not recomputed).");
@@ -230,6 +243,17 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         put(&b, "sits_sched_itl_p99_seconds %.6f\n", st->itl_p99_ms / 1e3);
         head(&b, "sits_kv_blocks_cached", "gauge", "KV blocks registered in the prefix cache (in use or evictable).");
         put(&b, "sits_kv_blocks_cached %d\n", st->kv_blocks_cached);
+        /* [kv move] migrations between replicas / prefill -> decode hand-offs */
+        head(&b, "sits_kv_migrations_total", "counter", "KV moves between replicas (--dp) or prefill -> decode (--disaggregate).");
+        put(&b, "sits_kv_migrations_total %llu\n", (unsigned long long)st->kv_migrations);
+        head(&b, "sits_kv_migrated_sequences_total", "counter", "Sequences carried by KV moves.");
+        put(&b, "sits_kv_migrated_sequences_total %llu\n", (unsigned long long)st->kv_migrated_seqs);
+        head(&b, "sits_kv_migrated_blocks_total", "counter", "KV blocks carried by KV moves.");
+        put(&b, "sits_kv_migrated_blocks_total %llu\n", (unsigned long long)st->kv_migrated_blocks);
+        head(&b, "sits_kv_migrated_bytes_total", "counter", "Message bytes received by the destination ranks of KV moves.");
+        put(&b, "sits_kv_migrated_bytes_total %llu\n", (unsigned long long)st->kv_migrated_bytes);
+        head(&b, "sits_kv_migrations_failed_total", "counter", "KV moves rejected by a destination rank (the sequences recomputed).");
+        put(&b, "sits_kv_migrations_failed_total %llu\n", (unsigned long long)st->kv_migrations_failed);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,

@@ -24,6 +24,7 @@ typedef struct sits_config {
     char *device;           /* auto | cpu | cuda */
     int cuda_graphs;        /* decode steps as CUDA graphs (cuda backend) */
     int64_t max_model_len;  /* 0: the model's max_position_embeddings */
+    char *quant;            /* [fp8] weight precision policy per layer type (model/precision.h); "" = auto */
     /* offline generation */
     char *prompt_ids;       /* comma-separated token ids */
     char *prompt;           /* text prompt (needs tokenizer.json) */
@@ -40,6 +41,8 @@ typedef struct sits_config {
     int64_t batch;          /* offline: copies of the prompt decoded together */
     /* parallelism and placement */
     int64_t tp, pp, dp;
+    int64_t pp_microbatches;  /* micro-batches of a pipeline step; 0: pp */
+    int64_t pp_microbatch_min_tokens; /* fewer micro-batches below this many tokens each on average */
     char *topology;         /* NULL, "text" or "json": print the topology map and exit */
     char *topology_xml;     /* load this hwloc XML instead of discovering (tests) */
     int bind;               /* bind each rank to its cores / NUMA node */
@@ -48,7 +51,18 @@ typedef struct sits_config {
     /* KV cache */
     int64_t block_size;
     int64_t kv_cache_memory;  /* bytes per rank for KV blocks; 0: enough for max_model_len x batch */
+    char *kv_cache_dtype;     /* auto | bf16 | fp32 | int8 */
     double gpu_memory_utilization;
+    /* [kv offload] tiers for swapped-out sequences (server) */
+    double kv_offload_threshold;  /* share of KV blocks in use beyond which running sequences swap out */
+    int64_t kv_host_bytes;        /* host tier per rank (capped to half the available memory); 0: off */
+    char *kv_offload_dir;         /* disk tier directory; NULL: off */
+    char *kv_offload_lz4;         /* auto | on | off */
+    /* [kv move] KV migration between replicas, prefill -> decode disaggregation */
+    double kv_migrate_threshold;     /* --dp: a replica above this share of its KV blocks hands sequences over */
+    int64_t kv_migrate_every;        /* test knob: force a migration every N steps (0: off) */
+    int64_t kv_migrate_corrupt_every;/* test knob: corrupt every N-th move's payload (0: off) */
+    char *disaggregate;              /* "P:D": prefill on ranks [0, P), decode on the last D (NULL: off) */
     /* server */
     char *host;
     int64_t port;

@@ -28,6 +28,7 @@ typedef struct {
     uint64_t rng;
     int failures;
     int checks;
+    int kv_i8;     /* [int8 kv] attention cases on int8 caches */
 } ctx_t;
 
 /* A backend call that must succeed: a failure here is a test failure with the status named. */
@@ -382,7 +383,7 @@ static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, 
         d_k[b] = dev_poison(be, cache_bytes);
         d_v[b] = dev_poison(be, cache_bytes);
         d_slot[b] = dev_i32(be, slot, (size_t)n);
-        TRY(be->ops->kv_write(be, d_k[b], d_v[b], d_qkv[b], n, row_stride, k_col, v_col, kv_dim, d_slot[b]));
+        TRY(be->ops->kv_write(be, d_k[b], d_v[b], d_qkv[b], n, row_stride, k_col, v_col, kv_dim, head_dim, 16, d_slot[b]));
     }
     /* Slots not written stay poison (NaN) on both sides: NaN matches NaN here, a value never does. */
     char wk[160], wv[160];
@@ -397,6 +398,176 @@ static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, 
         dev_free(c->be[b], d_slot[b]);
     }
     free(qkv);
+    free(slot);
+    free(taken);
+}
+
+/* [int8 kv] kv_write into int8 caches (both backends set to I8): the cache bytes -- int8 values,
+ * scales and untouched poison -- must be identical (the quantisation is defined bit for bit in
+ * backend.h; the inputs are bf16 values on both sides). Rows include an all-zero head, tiny and
+ * large magnitudes and exact halves (rounding ties). */
+static void test_kv_write_i8(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks)
+{
+    char what[160];
+    int row_stride = (n_heads + 2 * n_kv) * head_dim, kv_dim = n_kv * head_dim, n_slots = n_blocks * block_size;
+    int k_col = n_heads * head_dim, v_col = k_col + kv_dim;
+    snprintf(what, sizeof what, "kv_write int8 n %d heads %d+%d head_dim %d block %d x %d", n, n_heads, n_kv, head_dim,
+             block_size, n_blocks);
+    float *qkv = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
+    for (int t = 0; t < n; t++) {
+        float *row = qkv + (size_t)t * row_stride;
+        if (t == 1) for (int i = 0; i < head_dim; i++) row[k_col + i] = 0.0f;               /* amax 0 */
+        if (t == 2) for (int i = 0; i < kv_dim; i++) row[v_col + i] *= 1e-30f;              /* tiny */
+        if (t == 3) for (int i = 0; i < kv_dim; i++) row[k_col + i] = bf(row[k_col + i] * 3e4f); /* large */
+        if (t == 4) for (int i = 0; i < head_dim; i++) row[v_col + i] = (float)((i % 255) - 127) * 0.5f; /* halves */
+        for (int i = 0; i < row_stride; i++) row[i] = bf(row[i]);
+    }
+    int32_t *slot = xmalloc((size_t)n * 4);
+    int *taken = calloc((size_t)n_slots, sizeof *taken);
+    for (int t = 0; t < n; t++) {
+        if (t % 7 == 6) { slot[t] = -1; continue; }
+        int s;
+        do s = rand_int(c, 0, n_slots); while (taken[s]);
+        taken[s] = 1;
+        slot[t] = s;
+    }
+    size_t bytes = (size_t)n_blocks * sits_kv_i8_unit_bytes(block_size, n_kv, head_dim);
+    unsigned char *h[N_BE][2];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        sits_dtype_t saved = be->kv_dtype;
+        TRY(sits_backend_set_kv_dtype(be, SITS_DT_I8));
+        void *d_qkv = dev_acts(be, qkv, (size_t)n * row_stride), *d_k = dev_poison(be, bytes), *d_v = dev_poison(be, bytes);
+        void *d_slot = dev_i32(be, slot, (size_t)n);
+        TRY(be->ops->kv_write(be, d_k, d_v, d_qkv, n, row_stride, k_col, v_col, kv_dim, head_dim, block_size, d_slot));
+        TRY(be->ops->sync(be));
+        h[b][0] = xmalloc(bytes);
+        h[b][1] = xmalloc(bytes);
+        TRY(be->ops->download(be, h[b][0], d_k, bytes));
+        TRY(be->ops->download(be, h[b][1], d_v, bytes));
+        dev_free(be, d_qkv);
+        dev_free(be, d_k);
+        dev_free(be, d_v);
+        dev_free(be, d_slot);
+        be->kv_dtype = saved;
+    }
+    for (int kv = 0; kv < 2; kv++) {
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < bytes; i++)
+            if (h[0][kv][i] != h[1][kv][i]) { if (!bad) first = i; bad++; }
+        c->checks++;
+        printf("%-4s %-58s (%s) %zu bytes, %zu differ\n", bad ? "FAIL" : "ok", what, kv ? "V" : "K", bytes, bad);
+        if (bad) {
+            fprintf(stderr, "FAIL %s (%s): %zu of %zu bytes differ, first at %zu (cpu %u cuda %u)\n", what, kv ? "V" : "K", bad,
+                    bytes, first, h[0][kv][first], h[1][kv][first]);
+            c->failures++;
+        }
+    }
+    for (int b = 0; b < N_BE; b++) {
+        free(h[b][0]);
+        free(h[b][1]);
+    }
+    free(qkv);
+    free(slot);
+    free(taken);
+}
+
+/* [rope + kv write] The fused op against the two ops it replaces, on each backend: qkv and both
+ * caches must be byte-identical to rope followed by kv_write (bf16 or int8 caches, padding tokens
+ * included); then, for bf16 caches, cpu vs cuda as in the rope test (one bf16 rounding). */
+static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks, int i8)
+{
+    char what[160];
+    int row_stride = (n_heads + 2 * n_kv) * head_dim, kv_dim = n_kv * head_dim, half = head_dim / 2;
+    int n_slots = n_blocks * block_size;
+    snprintf(what, sizeof what, "rope_kv_write%s n %d heads %d+%d head_dim %d block %d x %d", i8 ? " int8" : "", n, n_heads,
+             n_kv, head_dim, block_size, n_blocks);
+    float *qkv = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
+    for (size_t i = 0; i < (size_t)n * row_stride; i++) qkv[i] = bf(qkv[i]);
+    float *inv = xmalloc((size_t)half * sizeof *inv);
+    for (int i = 0; i < half; i++) inv[i] = (float)pow(500000.0, -2.0 * i / head_dim);
+    int32_t *pos = xmalloc((size_t)n * 4), *slot = xmalloc((size_t)n * 4);
+    int *taken = calloc((size_t)n_slots, sizeof *taken);
+    for (int t = 0; t < n; t++) {
+        pos[t] = t % 3 == 0 ? rand_int(c, 0, 131072) : rand_int(c, 0, 64);
+        if (t % 5 == 4 || t >= n_slots) { slot[t] = -1; continue; }
+        int sl;
+        do sl = rand_int(c, 0, n_slots); while (taken[sl]);
+        taken[sl] = 1;
+        slot[t] = sl;
+    }
+    void *d_q1[N_BE], *d_k1[N_BE], *d_v1[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        sits_dtype_t saved = be->kv_dtype;
+        if (i8) TRY(sits_backend_set_kv_dtype(be, SITS_DT_I8));
+        if (!be->ops->rope_kv_write) {
+            printf("FAIL %s: backend %s has no rope_kv_write\n", what, be->ops->name);
+            c->checks++;
+            c->failures++;
+            be->kv_dtype = saved;
+            d_q1[b] = d_k1[b] = d_v1[b] = NULL;
+            continue;
+        }
+        size_t cache = i8 ? (size_t)n_blocks * sits_kv_i8_unit_bytes(block_size, n_kv, head_dim)
+                          : (size_t)n_slots * kv_dim * sits_dtype_size(be->kv_dtype);
+        size_t qb = (size_t)n * row_stride * sits_dtype_size(be->act_dtype);
+        void *d_inv, *d_pos = dev_i32(be, pos, (size_t)n), *d_slot = dev_i32(be, slot, (size_t)n);
+        TRY(be->ops->alloc(be, (size_t)half * 4, &d_inv));
+        TRY(be->ops->upload(be, d_inv, inv, (size_t)half * 4));
+        void *q1 = dev_acts(be, qkv, (size_t)n * row_stride), *q2 = dev_acts(be, qkv, (size_t)n * row_stride);
+        void *k1 = dev_poison(be, cache), *v1 = dev_poison(be, cache), *k2 = dev_poison(be, cache), *v2 = dev_poison(be, cache);
+        TRY(be->ops->rope_kv_write(be, q1, n, row_stride, n_heads, n_kv, head_dim, d_pos, d_inv, k1, v1, block_size, d_slot));
+        TRY(be->ops->rope(be, q2, n, row_stride, n_heads + n_kv, head_dim, d_pos, d_inv));
+        TRY(be->ops->kv_write(be, k2, v2, q2, n, row_stride, n_heads * head_dim, (n_heads + n_kv) * head_dim, kv_dim, head_dim,
+                              block_size, d_slot));
+        TRY(be->ops->sync(be));
+        void *pa[3] = { q1, k1, v1 }, *pb[3] = { q2, k2, v2 };
+        size_t nb[3] = { qb, cache, cache };
+        static const char *const part[3] = { "qkv", "K cache", "V cache" };
+        for (int j = 0; j < 3; j++) {
+            unsigned char *ha = xmalloc(nb[j]), *hb = xmalloc(nb[j]);
+            TRY(be->ops->download(be, ha, pa[j], nb[j]));
+            TRY(be->ops->download(be, hb, pb[j], nb[j]));
+            size_t bad = 0;
+            for (size_t i = 0; i < nb[j]; i++) bad += ha[i] != hb[i];
+            c->checks++;
+            printf("%-4s %-58s %s %s: fused == rope + kv_write (%zu of %zu bytes differ)\n", bad ? "FAIL" : "ok", what,
+                   be->ops->name, part[j], bad, nb[j]);
+            if (bad) c->failures++;
+            free(ha);
+            free(hb);
+        }
+        d_q1[b] = q1;
+        d_k1[b] = k1;
+        d_v1[b] = v1;
+        dev_free(be, q2);
+        dev_free(be, k2);
+        dev_free(be, v2);
+        dev_free(be, d_inv);
+        dev_free(be, d_pos);
+        dev_free(be, d_slot);
+        be->kv_dtype = saved;
+    }
+    if (d_q1[0] && d_q1[1]) {
+        compare_bufs(c, what, d_q1, (size_t)n * row_stride, TOL_ONE_ROUNDING, 0);
+        if (!i8) {
+            char wk[200], wv[200];
+            snprintf(wk, sizeof wk, "%s (K)", what);
+            snprintf(wv, sizeof wv, "%s (V)", what);
+            compare_bufs(c, wk, d_k1, (size_t)n_slots * kv_dim, TOL_ONE_ROUNDING, 1);
+            compare_bufs(c, wv, d_v1, (size_t)n_slots * kv_dim, TOL_EXACT, 1);
+        }
+    }
+    for (int b = 0; b < N_BE; b++)
+        if (d_q1[b]) {
+            dev_free(c->be[b], d_q1[b]);
+            dev_free(c->be[b], d_k1[b]);
+            dev_free(c->be[b], d_v1[b]);
+        }
+    free(qkv);
+    free(inv);
+    free(pos);
     free(slot);
     free(taken);
 }
@@ -416,7 +587,15 @@ static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, 
  * being independent (Hoeffding), beyond 7 u sqrt(sum_j p_j^2 v_j^2) / l with probability < 1e-10.
  * The test computes that term per element in double from the same inputs and adds it to the usual
  * bound (one output rounding plus fp32 noise); it is small for long contexts (1/sqrt(n)) and
- * largest for a few dominant weights. */
+ * largest for a few dominant weights.
+ *
+ * [int8 kv] With ctx kv_i8 set, a case runs both backends on int8 caches of the same bytes (written by the
+ * cpu backend's kv_write). The cpu reads q * scale in fp32; the tensor-core kernels round q * scale
+ * to bf16 (relative error <= u) as they widen a tile. That moves each V element by <= u |v| (the
+ * P.V term again, so it is counted twice) and each score s_j by scale * sum_i q_i k_i e_i, |e_i| <= u,
+ * beyond 7 u scale sqrt(sum_i q_i^2 k_i^2) with probability < 1e-10 (Hoeffding); a score error d
+ * moves an output by at most 2 d sum_j p_j |v_j| / l (first order), which is added with the largest
+ * d of the token's keys. */
 
 typedef struct {
     int n_heads, n_kv, head_dim, block_size, window;
@@ -455,7 +634,7 @@ static void tok_free(attn_tokens_t *tk)
 }
 
 /* The per-element term of the bound above: u * min(sum p|v|, 7 sqrt(sum p^2 v^2)) / l. */
-static float *attn_pv_bound(const attn_shape_t *sh, int n_tok, const int32_t *seq, const int32_t *pos, const int32_t *bt,
+static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int32_t *seq, const int32_t *pos, const int32_t *bt,
                             int max_blocks, const float *q, int q_stride, const float *kc, const float *vc)
 {
     int hd = sh->head_dim, group = sh->n_heads / sh->n_kv, kv_dim = sh->n_kv * hd, bs = sh->block_size;
@@ -495,15 +674,68 @@ static float *attn_pv_bound(const attn_shape_t *sh, int n_tok, const int32_t *se
                 a2[i] += a * a;
             }
         }
+        double d_max = 0.0; /* [int8 kv] the score term of the bound */
+        for (int j = 0; i8 && j < n; j++) {
+            int p = p_begin + j;
+            size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + (size_t)(p % bs);
+            const float *k = kc + slot * kv_dim + (size_t)kvh * hd;
+            double q2 = 0.0;
+            for (int i = 0; i < hd; i++) q2 += (double)qh[i] * qh[i] * k[i] * k[i];
+            double d = 7.0 * u * scale * sqrt(q2);
+            if (d > d_max) d_max = d;
+        }
         for (int i = 0; i < hd; i++) {
             double b = 7.0 * sqrt(a2[i]);
-            bound[(size_t)wi * hd + i] = (float)(u * (a1[i] < b ? a1[i] : b) / l);
+            double pv = u * (a1[i] < b ? a1[i] : b) / l;
+            bound[(size_t)wi * hd + i] = (float)(i8 ? 2.0 * pv + 2.0 * d_max * a1[i] / l : pv);
         }
         free(s);
         free(a1);
         free(a2);
     }
     return bound;
+}
+
+/* [int8 kv] kc, vc [n_slots, n_kv * hd] -> int8 cache bytes k8, v8 (n_slots / bs units) through the
+ * cpu backend's kv_write; kc, vc are then replaced by the values the cpu reads back (q * scale). */
+static void i8_fill(sits_backend_t *cpu, float *kc, float *vc, int n_slots, int n_kv, int hd, int bs, unsigned char *k8,
+                    unsigned char *v8)
+{
+    int kv_dim = n_kv * hd;
+    size_t bytes = (size_t)(n_slots / bs) * sits_kv_i8_unit_bytes(bs, n_kv, hd), qb = sits_kv_i8_q_bytes(bs, n_kv, hd);
+    sits_dtype_t saved = cpu->kv_dtype;
+    TRY(sits_backend_set_kv_dtype(cpu, SITS_DT_I8));
+    float *qkv = xmalloc((size_t)n_slots * 2 * kv_dim * sizeof *qkv);
+    int32_t *slot = xmalloc((size_t)n_slots * 4);
+    for (int t = 0; t < n_slots; t++) {
+        memcpy(qkv + (size_t)t * 2 * kv_dim, kc + (size_t)t * kv_dim, sizeof(float) * kv_dim);
+        memcpy(qkv + (size_t)t * 2 * kv_dim + kv_dim, vc + (size_t)t * kv_dim, sizeof(float) * kv_dim);
+        slot[t] = t;
+    }
+    void *d_qkv = dev_vals(cpu, SITS_DT_F32, qkv, (size_t)n_slots * 2 * kv_dim), *d_slot = dev_i32(cpu, slot, (size_t)n_slots);
+    void *d_k = dev_poison(cpu, bytes), *d_v = dev_poison(cpu, bytes);
+    TRY(cpu->ops->kv_write(cpu, d_k, d_v, d_qkv, n_slots, 2 * kv_dim, 0, kv_dim, kv_dim, hd, bs, d_slot));
+    TRY(cpu->ops->sync(cpu));
+    TRY(cpu->ops->download(cpu, k8, d_k, bytes));
+    TRY(cpu->ops->download(cpu, v8, d_v, bytes));
+    for (int t = 0; t < n_slots; t++)
+        for (int h = 0; h < n_kv; h++) {
+            size_t unit = (size_t)(t / bs) * sits_kv_i8_unit_bytes(bs, n_kv, hd), row = (size_t)(t % bs) * n_kv + h;
+            float ks, vs;
+            memcpy(&ks, k8 + unit + qb + row * 4, 4);
+            memcpy(&vs, v8 + unit + qb + row * 4, 4);
+            for (int i = 0; i < hd; i++) {
+                kc[(size_t)t * kv_dim + (size_t)h * hd + i] = (float)(int8_t)k8[unit + row * hd + i] * ks;
+                vc[(size_t)t * kv_dim + (size_t)h * hd + i] = (float)(int8_t)v8[unit + row * hd + i] * vs;
+            }
+        }
+    dev_free(cpu, d_qkv);
+    dev_free(cpu, d_slot);
+    dev_free(cpu, d_k);
+    dev_free(cpu, d_v);
+    free(qkv);
+    free(slot);
+    cpu->kv_dtype = saved;
 }
 
 /* n_seqs sequences of lengths lens[] in a paged cache with shuffled block ids (and a few unused
@@ -536,13 +768,31 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
     size_t cache_n = (size_t)n_blocks * bs * kv_dim, out_n = (size_t)n_tok * sh->n_heads * hd;
     float *q = rand_vec(c, (size_t)n_tok * q_stride, 0.0f, 3.0f); /* peaked softmax, not a plain mean */
     float *kc = rand_vec(c, cache_n, 0.0f, 1.0f), *vc = rand_vec(c, cache_n, 0.0f, 1.0f);
+    unsigned char *i8k = NULL, *i8v = NULL; /* [int8 kv] the cache bytes both backends get */
+    size_t i8_bytes = 0;
+    sits_dtype_t saved_kv[N_BE] = { c->be[0]->kv_dtype, c->be[1]->kv_dtype };
+    if (c->kv_i8) {
+        snprintf(what + strlen(what), sizeof what - strlen(what), " int8 kv");
+        i8_bytes = (size_t)n_blocks * sits_kv_i8_unit_bytes(bs, sh->n_kv, hd);
+        i8k = xmalloc(i8_bytes);
+        i8v = xmalloc(i8_bytes);
+        i8_fill(c->be[0], kc, vc, n_blocks * bs, sh->n_kv, hd, bs, i8k, i8v);
+        for (int b = 0; b < N_BE; b++) TRY(sits_backend_set_kv_dtype(c->be[b], SITS_DT_I8));
+    }
 
     void *d_q[N_BE], *d_k[N_BE], *d_v[N_BE], *d_out[N_BE], *d_seq[N_BE], *d_pos[N_BE], *d_bt[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         d_q[b] = dev_acts(be, q, (size_t)n_tok * q_stride);
-        d_k[b] = dev_vals(be, be->kv_dtype, kc, cache_n);
-        d_v[b] = dev_vals(be, be->kv_dtype, vc, cache_n);
+        if (c->kv_i8) {
+            TRY(be->ops->alloc(be, i8_bytes, &d_k[b]));
+            TRY(be->ops->alloc(be, i8_bytes, &d_v[b]));
+            TRY(be->ops->upload(be, d_k[b], i8k, i8_bytes));
+            TRY(be->ops->upload(be, d_v[b], i8v, i8_bytes));
+        } else {
+            d_k[b] = dev_vals(be, be->kv_dtype, kc, cache_n);
+            d_v[b] = dev_vals(be, be->kv_dtype, vc, cache_n);
+        }
         d_seq[b] = dev_i32(be, tk->seq, (size_t)n_tok);
         d_pos[b] = dev_i32(be, tk->pos, (size_t)n_tok);
         d_bt[b] = dev_i32(be, bt, (size_t)n_seqs * max_blocks);
@@ -554,8 +804,9 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
         };
         TRY(be->ops->attention(be, d_out[b], d_q[b], q_stride, d_k[b], d_v[b], &a));
     }
+    for (int b = 0; b < N_BE; b++) c->be[b]->kv_dtype = saved_kv[b];
     float *ref = host_f32(c->be[0], d_out[0], out_n), *got = host_f32(c->be[1], d_out[1], out_n);
-    float *pv = attn_pv_bound(sh, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc);
+    float *pv = attn_pv_bound(sh, c->kv_i8, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc);
     const double atol = 2e-4, rtol = 8e-3;
     size_t bad = 0, worst = 0;
     double max_err = 0.0, max_ratio = 0.0;
@@ -593,6 +844,8 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
     free(q);
     free(kc);
     free(vc);
+    free(i8k);
+    free(i8v);
 }
 
 /* The original mix: the last position of each sequence (decode), a chunk of the last sequence's
@@ -682,6 +935,39 @@ static void test_attn_random(ctx_t *c, attn_shape_t sh, int n_seqs, const int *l
     }
     attn_case(c, "random positions", &sh, n_seqs, lens, &tk);
     tok_free(&tk);
+}
+
+/* [int8 kv] int8 copies of a few cases above: the generic kernel, decode (one and many splits),
+ * prefill with a cached prefix, a mixed batch, block sizes 8 / 24 (units whose scales are padded). */
+static void test_attention_i8(ctx_t *c)
+{
+    c->kv_i8 = 1;
+    {
+        int lens[24] = { 1, 2, 63, 64, 65, 129, 5000 };
+        for (int i = 7; i < 24; i++) lens[i] = rand_int(c, 1, 5001);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 24, lens);
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 64, 16, 333 }, 24, lens);
+    }
+    {
+        int one[] = { 5000 }, l2b[] = { 100, 777, 64 };
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 1, one);
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 128, 24, 0 }, 3, l2b);
+        test_attn_decode(c, (attn_shape_t){ 8, 1, 64, 8, 50 }, 3, l2b);
+    }
+    test_attn_prefill(c, (attn_shape_t){ 16, 2, 128, 16, 0 }, 0, 2048);
+    test_attn_prefill(c, (attn_shape_t){ 8, 8, 128, 16, 0 }, 3000, 1000);
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 300 }, 100, 777);
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 128, 24, 0 }, 37, 200);
+    {
+        int lens[] = { 1500, 200, 1, 5000, 33, 2048, 700, 64 };
+        test_attn_mixed(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 8, lens, 300);
+    }
+    test_attn_chunks(c, (attn_shape_t){ 8, 2, 128, 16, 0 }, 10, 20, 7);
+    /* the generic kernel: head_dim 80 and 32 (the fixtures' sizes), odd block size */
+    int l3[] = { 300, 1025 };
+    test_attn_decode(c, (attn_shape_t){ 6, 1, 80, 16, 0 }, 2, l3);
+    test_attn_prefill(c, (attn_shape_t){ 4, 2, 32, 5, 0 }, 10, 100);
+    c->kv_i8 = 0;
 }
 
 static void test_attention_all(ctx_t *c)
@@ -1280,6 +1566,23 @@ int main(void)
     test_kv_write(&c, 9, 5, 1, 6, 16); /* kv_dim 6: scalar path */
 
     test_attention_all(&c); /* [attention] */
+
+    /* [int8 kv] */
+    test_kv_write_i8(&c, 13, 8, 2, 128, 16, 4);
+    test_kv_write_i8(&c, 9, 4, 1, 64, 5, 3);   /* scales padded (5 slots x 1 head) */
+    test_kv_write_i8(&c, 7, 3, 3, 18, 8, 2);   /* odd head size */
+    test_kv_write_i8(&c, 40, 32, 8, 128, 16, 4);
+    test_attention_i8(&c);
+
+    /* [rope + kv write] Llama-3-8B TP 1 / 2 head counts, GQA 4, one KV head, small and odd head sizes */
+    for (int i8 = 0; i8 < 2; i8++) {
+        test_rope_kv_write(&c, 9, 32, 8, 128, 16, 4, i8);
+        test_rope_kv_write(&c, 3, 16, 4, 128, 16, 2, i8);
+        test_rope_kv_write(&c, 13, 4, 1, 64, 5, 3, i8);
+        test_rope_kv_write(&c, 6, 4, 1, 16, 4, 2, i8);
+        test_rope_kv_write(&c, 5, 3, 3, 80, 8, 1, i8);
+        test_rope_kv_write(&c, 4, 2, 2, 256, 16, 1, i8);
+    }
 
     test_silu_mul(&c, 3, 11008);
     test_silu_mul(&c, 7, 37);

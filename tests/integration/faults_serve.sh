@@ -10,7 +10,7 @@
 #                                                     -> start-up fails on every rank with the path named
 #   5. 50 clients that disconnect at random points (streaming and not, 5 at a time) -> the server stays
 #      healthy, every KV block comes back (/metrics), the next request gives the reference output
-#   (KV offload tier full disk: not tested -- the offload tiers do not exist yet.)
+#   (KV offload tier full disk: tests/integration/kv_offload.sh, which has the swap load it needs.)
 . "$top_srcdir/tests/integration/lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
 PY=${PYTHON:-python3}
@@ -150,5 +150,5 @@ for kind in directory symlink; do
     ok "unreadable shard ($kind): start-up fails ($rc) in ${dt}s: $(grep -m1 'model.safetensors' "$tmp/e" | cut -c1-140)"
   else bad "unreadable shard ($kind): rc $rc after ${dt}s"; tail -5 "$tmp/e"; fi
 done
-echo "skip KV offload tier full disk: the offload tiers (--kv-offload-dir) are not implemented yet"
+echo "KV offload tier full disk: see tests/integration/kv_offload.sh"
 finish

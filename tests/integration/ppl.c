@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     const int bs = 16, mb = (L + bs - 1) / bs;
     sits_model_config_t cfg;
     sits_shard_dims_t dims;
-    sits_shard_t shard = { rank, world };
+    sits_shard_t shard = { .tp_rank = rank, .tp_size = world };
     if (sits_model_config_load(argv[1], &cfg) != SITS_OK || sits_shard_dims(&cfg, &shard, &dims) != SITS_OK) {
         fprintf(stderr, "%s: bad config\n", argv[1]);
         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -14,6 +14,8 @@
  * (a near tie); logits are compared with a tolerance scaled to the row: 4% of max |logit| + 0.02, or
  * twice the error of HF's own bf16 forward on that row when larger (MODEL_DIR/bf16_err.json, written
  * by tests/ref/gen_bf16_err.py: some rows of these tiny random models move 7% in bf16 in HF too).
+ * SITS_TEST_QUANT=SPEC loads with that --quant policy ([fp8]: bf16 dequantises an FP8 checkpoint such
+ * as llama3_fp8, whose reference.json is HF on the dequantised weights).
  * Exit 0 pass, 1 fail, 77 skip. */
 #include "backend/backend.h"
 #include "comm/comm.h"
@@ -188,7 +190,9 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
     int all_idx = (int)json_integer_value(json_object_get(ref, "all_logits_prompt"));
     int np = (int)json_array_size(prompts), max_new = (int)json_array_size(json_array_get(greedy, 0));
     if (np < 1 || np > 64 || max_new < 1) { fprintf(stderr, "%s: %d prompts / %d tokens unsupported\n", path, np, max_new); g_fail++; json_decref(ref); json_decref(bf); return; }
-    sits_runner_params_t rp = { .model_dir = dir, .max_seqs = 64, .max_tokens = 256, .block_size = 4, .max_model_len = 0 };
+    /* [fp8] SITS_TEST_QUANT: a --quant spec (e.g. bf16 to dequantise an FP8 checkpoint at load) */
+    sits_runner_params_t rp = { .model_dir = dir, .max_seqs = 64, .max_tokens = 256, .block_size = 4, .max_model_len = 0,
+                                .quant = getenv("SITS_TEST_QUANT") };
     sits_runner_t *r = NULL;
     if (sits_runner_create(&rp, be, tp, NULL, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); json_decref(bf); return; }
     const sits_shard_dims_t *d = &r->w->dims;

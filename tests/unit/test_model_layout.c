@@ -230,7 +230,7 @@ static void test_check_problems(void **state)
     assert_non_null(strstr(log, "model.embed_tokens.weight: shape [16, 8], config needs [16, 12]"));
     free(log);
 
-    /* dtypes: BF16/F16 fine, I32 and F8_E4M3 refused */
+    /* dtypes: BF16/F16 fine, I32 refused, F8_E4M3 only for linear weights with a weight_scale (tests/unit/test_fp8.c) */
     assert_int_equal(check_img(&c, build(&c, NULL, NULL, 0, "model.layers.1.mlp.down_proj.weight", "BF16", &len),
                                &len, &log), SITS_OK);
     free(log);
@@ -242,8 +242,12 @@ static void test_check_problems(void **state)
     assert_non_null(strstr(log, "model.layers.1.mlp.down_proj.weight: dtype I32"));
     free(log);
     assert_int_equal(check_img(&c, build(&c, NULL, NULL, 0, "model.layers.0.self_attn.q_proj.weight", "F8_E4M3",
-                                     &len), &len, &log), SITS_ERR_FORMAT);
-    assert_non_null(strstr(log, "dtype F8_E4M3"));
+                                     &len), &len, &log), SITS_ERR_NOT_FOUND);
+    assert_non_null(strstr(log, "F8_E4M3 weight without its scale tensor model.layers.0.self_attn.q_proj.weight_scale"));
+    free(log);
+    assert_int_equal(check_img(&c, build(&c, NULL, NULL, 0, "model.norm.weight", "F8_E4M3", &len), &len, &log),
+                     SITS_ERR_FORMAT);
+    assert_non_null(strstr(log, "model.norm.weight: dtype F8_E4M3"));
     free(log);
 
     /* biases: built with all of them, checked with all of them */

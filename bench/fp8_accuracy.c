@@ -1,0 +1,258 @@
+/* fp8_accuracy.c -- [fp8] accuracy of the --quant policies against the first one (bf16): top-1
+ * agreement and KL divergence of the next-token distributions over a fixed prompt set.
+ *
+ *   bench/sits-fp8-accuracy --model DIR [--load-format auto|dummy] [--device cpu|cuda|auto]
+ *       [--policies "bf16;ffn=fp8;fp8"] [--prompts 8] [--len 64] [--seed 1234] [--threads N]
+ *       [--json FILE] [--min-top1 X] [--max-kl Y]
+ *
+ * One rank (TP 1). The prompt set: --prompts sequences of --len token ids drawn from an LCG seeded
+ * with --seed over the whole vocabulary (the same for every policy and run). For each policy (';'
+ * separates them, since a policy may contain commas) the model is loaded with that --quant spec
+ * and each prompt is prefilled in one step with the logits of every position (teacher forcing:
+ * every policy sees the same tokens). Against the first policy's logits, per position:
+ *   top-1 agreement = argmax equal (lowest id on ties), KL(p_ref || p) in nats (fp64 log-softmax).
+ * Reported per policy: top1 (fraction of positions), kl_mean, kl_max, the fp8 linear count and the
+ * weight bytes. With --min-top1 / --max-kl, exit 1 when a non-reference policy falls outside
+ * (the test uses this); the measured values are printed either way. Exit 0 ok, 1 fail, 2 usage. */
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/generate.h"
+#include "util/log.h"
+
+#define MAX_POL 16
+
+typedef struct {
+    const char *model, *load_format, *device, *json;
+    char *pol[MAX_POL];
+    int n_pol, prompts, len, threads;
+    unsigned long long seed;
+    double min_top1, max_kl;
+} opts_t;
+
+typedef struct {
+    const char *quant;
+    int fp8, positions;
+    double top1, kl_mean, kl_max, weight_bytes, load_s;
+} result_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(const char *a0)
+{
+    fprintf(stderr, "usage: %s --model DIR [--load-format auto|dummy] [--device cpu|cuda|auto] [--policies \"bf16;ffn=fp8;fp8\"]\n"
+                    "       [--prompts 8] [--len 64] [--seed 1234] [--threads N] [--json FILE] [--min-top1 X] [--max-kl Y]\n", a0);
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static char pols[1024] = "bf16;ffn=fp8;fp8";
+    *o = (opts_t){ .load_format = "auto", .device = "auto", .prompts = 8, .len = 64, .seed = 1234, .min_top1 = -1, .max_kl = -1 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) { usage(argv[0]); return -1; }
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--load-format")) o->load_format = v;
+        else if (!strcmp(a, "--device")) o->device = v;
+        else if (!strcmp(a, "--policies")) snprintf(pols, sizeof pols, "%s", v);
+        else if (!strcmp(a, "--prompts")) o->prompts = atoi(v);
+        else if (!strcmp(a, "--len")) o->len = atoi(v);
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--threads")) o->threads = atoi(v);
+        else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--min-top1")) o->min_top1 = atof(v);
+        else if (!strcmp(a, "--max-kl")) o->max_kl = atof(v);
+        else { usage(argv[0]); return -1; }
+        i++;
+    }
+    for (char *p = strtok(pols, ";"); p && o->n_pol < MAX_POL; p = strtok(NULL, ";")) o->pol[o->n_pol++] = p;
+    if (!o->model || o->n_pol < 1 || o->prompts < 1 || o->len < 1 || o->len > 4096) { usage(argv[0]); return -1; }
+    return 0;
+}
+
+/* KL(p || q) in nats of the softmaxes of logit rows a (reference) and b, and whether their argmaxes agree. */
+static double kl_row(const float *a, const float *b, int v, int *same_top1)
+{
+    double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, kl = 0;
+    int ia = 0, ib = 0;
+    for (int i = 0; i < v; i++) {
+        if (a[i] > ma) { ma = a[i]; ia = i; }
+        if (b[i] > mb) { mb = b[i]; ib = i; }
+    }
+    for (int i = 0; i < v; i++) { sa += exp(a[i] - ma); sb += exp(b[i] - mb); }
+    double la = ma + log(sa), lb = mb + log(sb);
+    for (int i = 0; i < v; i++) {
+        double lpa = a[i] - la, lpb = b[i] - lb;
+        kl += exp(lpa) * (lpa - lpb);
+    }
+    *same_top1 = ia == ib;
+    return kl > 0 ? kl : 0;
+}
+
+/* Loads the model with policy `quant`, runs every prompt, and stores (ref == NULL) or compares
+ * against ref [prompts, len, V] the logits. */
+static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t *tp, const char *quant, int32_t *const *prompts,
+                                float *ref, result_t *res)
+{
+    sits_runner_t *r = NULL;
+    sits_status_t st;
+    int L = o->len;
+    sits_runner_params_t rp = { .model_dir = o->model, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
+                                .max_seqs = L, .max_tokens = L, .max_model_len = L, .block_size = 16, .quant = quant };
+    double t0 = now_s();
+    if ((st = sits_runner_create(&rp, be, tp, NULL, &r)) != SITS_OK) {
+        fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", o->model, quant, sits_status_str(st));
+        return st;
+    }
+    res->load_s = now_s() - t0;
+    res->quant = quant;
+    res->fp8 = r->w->n_fp8;
+    res->weight_bytes = (double)r->w->bytes;
+    int V = r->w->dims.v_count, mb = r->ep.max_blocks_per_seq, need = (L + r->ep.block_size - 1) / r->ep.block_size;
+    int32_t *bt = calloc((size_t)mb, sizeof *bt), *pos = malloc(sizeof(int32_t) * (size_t)L * 3);
+    if (!bt || !pos) { st = SITS_ERR_NOMEM; goto out; }
+    int32_t *seq = pos + L, *rows = seq + L;
+    for (int i = 0; i < L; i++) { pos[i] = i; seq[i] = 0; rows[i] = i; }
+    double kl_sum = 0;
+    long agree = 0, n = 0;
+    res->kl_max = 0;
+    for (int p = 0; p < o->prompts; p++) {
+        if ((st = sits_kv_blocks_alloc(r->blocks, need, bt)) != SITS_OK) goto out;
+        sits_batch_t b = { .n_tokens = L, .tokens = prompts[p], .pos = pos, .seq = seq, .n_seqs = 1, .block_tables = bt,
+                           .n_out = L, .out_rows = rows };
+        const float *logits;
+        st = sits_engine_forward(r->engine, &b, &logits);
+        sits_kv_blocks_release(r->blocks, need, bt);
+        if (st != SITS_OK) goto out;
+        float *mine = ref + (size_t)p * L * V;
+        for (int i = 0; i < L; i++) {
+            const float *row = logits + (size_t)i * V;
+            if (res->top1 < 0) {   /* the reference policy: keep its logits */
+                memcpy(mine + (size_t)i * V, row, sizeof(float) * (size_t)V);
+                continue;
+            }
+            int same;
+            double kl = kl_row(mine + (size_t)i * V, row, V, &same);
+            kl_sum += kl;
+            agree += same;
+            if (kl > res->kl_max) res->kl_max = kl;
+            n++;
+        }
+    }
+    res->positions = o->prompts * L;
+    if (res->top1 >= 0 || n > 0) {
+        res->top1 = n ? (double)agree / (double)n : 1.0;
+        res->kl_mean = n ? kl_sum / (double)n : 0.0;
+    } else {
+        res->top1 = 1.0;   /* the reference against itself */
+        res->kl_mean = 0.0;
+    }
+out:
+    free(bt);
+    free(pos);
+    sits_runner_destroy(r);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, world = 1, rc = 1;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    sits_log_init(0);
+    opts_t o;
+    if (parse_args(argc, argv, &o)) { MPI_Finalize(); return 2; }
+    if (world != 1) {
+        fprintf(stderr, "sits-fp8-accuracy: runs on one rank (TP 1)\n");
+        MPI_Finalize();
+        return 2;
+    }
+    sits_backend_t *be = NULL;
+    sits_comm_t *tp = NULL;
+    int32_t **prompts = NULL;
+    float *ref = NULL;
+    result_t res[MAX_POL];
+    memset(res, 0, sizeof res);
+    sits_status_t st;
+    int use_cuda = !strcmp(o.device, "cuda") || (!strcmp(o.device, "auto") && sits_backend_cuda_device_count() > 0);
+    if (use_cuda) {
+        sits_backend_params_t bp = { .device = 0 };
+        st = sits_backend_cuda_create(&bp, &be);
+    } else {
+        sits_backend_params_t bp = { .threads = o.threads };
+        st = sits_backend_cpu_create(&bp, &be);
+    }
+    if (st != SITS_OK) { fprintf(stderr, "sits-fp8-accuracy: backend: %s\n", sits_status_str(st)); goto out; }
+    if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
+    sits_model_config_t cfg;
+    if ((st = sits_model_config_load(o.model, &cfg)) != SITS_OK) goto out;
+    prompts = calloc((size_t)o.prompts, sizeof *prompts);
+    ref = malloc(sizeof(float) * (size_t)o.prompts * o.len * (size_t)cfg.vocab_size);
+    if (!prompts || !ref) { st = SITS_ERR_NOMEM; goto out; }
+    unsigned long long s = o.seed;
+    for (int p = 0; p < o.prompts; p++) {
+        if (!(prompts[p] = malloc(sizeof(int32_t) * (size_t)o.len))) { st = SITS_ERR_NOMEM; goto out; }
+        for (int i = 0; i < o.len; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            prompts[p][i] = (int32_t)((s >> 33) % (unsigned long long)cfg.vocab_size);
+        }
+    }
+    printf("sits-fp8-accuracy: %s (%s weights, %d layers, hidden %d, vocab %d) on %s; %d prompts x %d tokens, seed %llu, "
+           "reference '%s'\n", o.model, o.load_format, cfg.n_layers, cfg.hidden_size, cfg.vocab_size, be->ops->name, o.prompts,
+           o.len, o.seed, o.pol[0]);
+    printf("%-32s %6s %10s %9s %11s %11s\n", "quant", "fp8", "MiB", "top1", "kl_mean", "kl_max");
+    int bad = 0;
+    for (int i = 0; i < o.n_pol; i++) {
+        res[i].top1 = i == 0 ? -1.0 : 0.0;
+        if ((st = run_policy(&o, be, tp, o.pol[i], prompts, ref, &res[i])) != SITS_OK) goto out;
+        int fail = i > 0 && ((o.min_top1 >= 0 && res[i].top1 < o.min_top1) || (o.max_kl >= 0 && res[i].kl_mean > o.max_kl));
+        bad += fail;
+        printf("%-32s %6d %10.1f %9.4f %11.3e %11.3e%s\n", res[i].quant, res[i].fp8, res[i].weight_bytes / (1 << 20), res[i].top1,
+               res[i].kl_mean, res[i].kl_max, fail ? "  FAIL (bounds: top1 >= min, kl_mean <= max)" : "");
+        fflush(stdout);
+    }
+    if (o.min_top1 >= 0 || o.max_kl >= 0)
+        printf("bounds: top1 >= %.4f, kl_mean <= %.3e: %s\n", o.min_top1, o.max_kl, bad ? "FAIL" : "ok");
+    if (o.json) {
+        json_t *arr = json_array();
+        for (int i = 0; i < o.n_pol; i++)
+            json_array_append_new(arr, json_pack("{s:s, s:i, s:f, s:i, s:f, s:f, s:f, s:f}", "quant", res[i].quant,
+                                                 "fp8_linears", res[i].fp8, "weight_bytes", res[i].weight_bytes, "positions",
+                                                 res[i].positions, "top1_agreement", res[i].top1, "kl_mean", res[i].kl_mean,
+                                                 "kl_max", res[i].kl_max, "load_s", res[i].load_s));
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:o}", "bench", "fp8_accuracy", "model", o.model,
+                              "load_format", o.load_format, "backend", be->ops->name, "prompts", o.prompts, "tokens_per_prompt",
+                              o.len, "seed", (json_int_t)o.seed, "reference", o.pol[0], "policies", arr);
+        if (!j || json_dump_file(j, o.json, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+            fprintf(stderr, "cannot write %s\n", o.json);
+            bad++;
+        } else {
+            printf("wrote %s\n", o.json);
+        }
+        json_decref(j);
+    }
+    rc = bad ? 1 : 0;
+out:
+    if (st != SITS_OK) {
+        fprintf(stderr, "sits-fp8-accuracy: %s\n", sits_status_str(st));
+        rc = 1;
+    }
+    for (int p = 0; prompts && p < o.prompts; p++) free(prompts[p]);
+    free(prompts);
+    free(ref);
+    sits_comm_destroy(tp);
+    sits_backend_destroy(be);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# bench/gpu_suite.sh PART... -- the GPU tests and benchmarks of the open issues, in parts that fit the
+# lent machine's 10-minute calls. Run from the checkout root on the GPU machine after
+# `source .dev/setup.sh`; builds into BUILD (default build-gpu) when it is missing or stale. Logs go to
+# $OUT/<part>/ (default ./gpu-out); every part appends PASS/FAIL/rc rows to $OUT/summary.txt; at the
+# end the logs are packed into $OUT/logs.tgz (the device tool brings back few files).
+#
+# Parts (2 GPUs: the two "lanes" of a part run side by side, one per GPU):
+#   tests1   tests/gpu single-GPU tests (op parity, engine step, HF fixtures, demo, int8 KV, KV offload, FP8)
+#   tests2   tests/gpu two-GPU tests (NCCL, custom all-reduce, KV migration / disaggregation, PP micro-batches)
+#            + greedy tokens GPU TP=1 == HF == TP=2
+#   decode   8B-shaped decode/prefill table beside the floor and HF transformers (bench/run_decode.sh)
+#   fp8      8B decode ms/step and prefill for --quant bf16 | ffn=fp8 | fp8; FP8 accuracy (8B dummy, demo);
+#            offline throughput 2048/128 and 128/2048 (bf16, fp8)
+#   kv       INT8 KV accuracy (8B dummy + fixtures), 8B decode at context 2048 with bf16 vs int8 KV
+#   kvlink   the KV codec table with the GPU links measured (pinned host <-> GPU, GPU 0 -> GPU 1)
+#   serving  issue 10's three serving experiments with the 8B-shaped model (bench/experiments_cpu.sh --device cuda)
+#   tp70b    70B-shaped TP=2: custom all-reduce vs NCCL only, batch 1/16/32, context 128/2048
+#   layouts  8B served as --tp 2 / --pp 2 (+ micro-batches) / --dp 2 at concurrency 1 and 32
+#   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
+set -uo pipefail
+top=$PWD
+out=${OUT:-$PWD/gpu-out}
+build=${BUILD:-$top/build-gpu}
+mkdir -p "$out"
+summary=$out/summary.txt
+touch "$summary"
+row() { printf '%-52s %s\n' "$1" "$2" | tee -a "$summary"; }
+commit=${SITS_COMMIT:-$(cat .snap/rev 2>/dev/null || git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+export SITS_COMMIT=$commit
+
+if [ ! -x "$build/sits-dist" ] || [ "$(cat "$build/.rev" 2>/dev/null)" != "$commit" ]; then
+  t0=$(date +%s)
+  autoreconf -fi > /dev/null 2>&1
+  mkdir -p "$build"
+  (cd "$build" && { [ -f Makefile ] || "$top/configure" -q > "$out/configure.log" 2>&1; } &&
+     make -j"$(nproc)" > "$out/make.log" 2>&1 && make -j"$(nproc)" check TESTS= >> "$out/make.log" 2>&1) \
+    || { row build FAIL; tail -40 "$out/make.log"; exit 1; }
+  echo "$commit" > "$build/.rev"
+  row "build ($commit)" "ok ($(( $(date +%s) - t0 )) s)"
+fi
+export top_srcdir=$top top_builddir=$build PYTHON=python3 MPIRUN=mpirun
+B=$build
+
+gtest() { # NAME CMD...: one test, PASS/SKIP/FAIL row
+  local name=$1; shift
+  local log=$out/tests/$(echo "$name" | tr '/ ' '__').log
+  mkdir -p "$out/tests"
+  local t0=$(date +%s)
+  timeout 600 "$@" > "$log" 2>&1; local rc=$?
+  case $rc in 0) r=PASS ;; 77) r=SKIP ;; *) r="FAIL ($rc)" ;; esac
+  row "$name" "$r ($(( $(date +%s) - t0 )) s)"
+  [ $rc -ne 0 ] && [ $rc -ne 77 ] && tail -15 "$log" | sed 's/^/    /'
+  return 0
+}
+
+part_tests1() {
+  for t in test_op_parity test_engine_step test_fp8_parity; do
+    [ -x "$B/tests/gpu/$t" ] && gtest "tests/gpu/$t" "$B/tests/gpu/$t"
+  done
+  for t in fixtures_cuda demo_cuda kv_int8_cuda kv_offload_cuda fp8_cuda; do
+    [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"
+  done
+}
+
+part_tests2() {
+  for t in nccl_tp2 custom_ar_tp2 kv_migrate_cuda pp_mb_cuda; do
+    [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"
+  done
+  local m=$top/tests/fixtures/models/llama_small
+  local ids want g1 g2
+  ids=$(awk 'index($0, "\"prompts\": [") {on=1; n=-1; next} on {n++; if (n==3) {gsub(/[][ ]/,""); sub(/,$/,""); print; exit}}' "$m/reference.json")
+  want=$(awk 'index($0, "\"greedy\": [") {on=1; n=-1; next} on {n++; if (n==3) {gsub(/[][ ]/,""); sub(/,$/,""); print; exit}}' "$m/reference.json")
+  g1=$(CUDA_VISIBLE_DEVICES=0 "$B/sits-dist" --model "$m" --device cuda --prompt-ids "$ids" --max-tokens 16 --temperature 0 --ignore-eos 2> "$out/tests/tp1.err")
+  row "llama_small greedy, GPU TP=1 == HF" "$([ "$g1" = "$want" ] && echo yes || echo "NO: $g1 vs $want")"
+  g2=$(mpirun -np 2 "$B/sits-dist" --model "$m" --device cuda --prompt-ids "$ids" --max-tokens 16 --temperature 0 --ignore-eos 2> "$out/tests/tp2.err")
+  row "llama_small greedy, GPU TP=2 == TP=1" "$([ "$g2" = "$g1" ] && echo yes || echo "NO: $g2")"
+}
+
+part_decode() {
+  bash "$top/bench/run_decode.sh" --build "$B" --out "$out/decode" --model "$top/bench/configs/llama3-8b" --device cuda \
+    --batch 1,8,32,64 --context 128,2048 --prefill 2048 --iters 20 --sits-args "--load-format dummy" > "$out/decode.log" 2>&1
+  row "bench/run_decode.sh 8B" "rc $?"
+  [ -f "$out/decode/decode.md" ] && cat "$out/decode/decode.md"
+}
+
+part_fp8() {
+  mkdir -p "$out/fp8"
+  for q in bf16 ffn=fp8 fp8; do
+    "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch 1,32 \
+      --context 128 --prefill 2048 --iters 20 --quant "$q" --json "$out/fp8/decode-$q.json" > "$out/fp8/decode-$q.log" 2>&1
+    row "decode --quant $q" "rc $?"
+    grep -E '^(decode|prefill)' "$out/fp8/decode-$q.log" | sed 's/^/    /'
+  done
+  "$B/bench/sits-fp8-accuracy" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda \
+    --policies "bf16;ffn=fp8;fp8" --prompts 4 --len 128 --json "$out/fp8/acc-8b.json" > "$out/fp8/acc-8b.log" 2>&1
+  row "fp8 accuracy 8B dummy" "rc $?"; tail -6 "$out/fp8/acc-8b.log" | sed 's/^/    /'
+  "$B/bench/sits-fp8-accuracy" --model "$top/models/demo" --device cuda --json "$out/fp8/acc-demo.json" > "$out/fp8/acc-demo.log" 2>&1
+  row "fp8 accuracy demo" "rc $?"; tail -6 "$out/fp8/acc-demo.log" | sed 's/^/    /'
+  for q in ${OFFLINE_QUANTS:-fp8}; do
+    "$B/bench/sits-bench-offline" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant "$q" --input 2048 --output 128 \
+      --requests 512 --max-num-seqs 256 --max-num-batched-tokens 8192 --json "$out/fp8/off-2048-128-$q.json" > "$out/fp8/off-2048-128-$q.log" 2>&1
+    row "offline 2048/128 --quant $q" "rc $?"; tail -3 "$out/fp8/off-2048-128-$q.log" | sed 's/^/    /'
+    "$B/bench/sits-bench-offline" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant "$q" --input 128 --output 2048 \
+      --requests 256 --max-num-seqs 256 --max-num-batched-tokens 8192 --json "$out/fp8/off-128-2048-$q.json" > "$out/fp8/off-128-2048-$q.log" 2>&1
+    row "offline 128/2048 --quant $q" "rc $?"; tail -3 "$out/fp8/off-128-2048-$q.log" | sed 's/^/    /'
+  done
+}
+
+part_kv() {
+  mkdir -p "$out/kv"
+  local fx=$top/tests/fixtures/models
+  "$B/bench/sits-kv-int8-accuracy" --device cuda --refs bf16 --model "$fx/llama3" --model "$fx/qwen2" --model "$fx/mistral_sharded" \
+    --model "$fx/llama_small" --dummy-model "$top/bench/configs/llama3-8b" --prompts 8 --len 512 --json "$out/kv/int8-acc.json" \
+    > "$out/kv/int8-acc.log" 2>&1
+  row "int8 KV accuracy (fixtures + 8B dummy, vs bf16 KV)" "rc $?"; tail -14 "$out/kv/int8-acc.log" | sed 's/^/    /'
+  for kd in auto int8; do
+    "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch 1,32,64 \
+      --context 2048 --prefill 0 --iters 20 --kv-cache-dtype $kd --json "$out/kv/decode-kv-$kd.json" > "$out/kv/decode-kv-$kd.log" 2>&1
+    row "decode 8B ctx 2048 --kv-cache-dtype $kd" "rc $?"; grep -E '^decode' "$out/kv/decode-kv-$kd.log" | sed 's/^/    /'
+  done
+}
+
+part_kvlink() { # both GPUs visible: the peer link is measured too
+  mkdir -p "$out/kv"
+  "$B/bench/sits-bench-kv-codec" --json "$out/kv/codec.json" > "$out/kv/codec.log" 2>&1
+  row "kv codec / link table" "rc $?"; grep -E '^(#|links|int8|fp32|bf16)' "$out/kv/codec.log" | head -30 | sed 's/^/    /'
+}
+
+part_serving() {
+  bash "$top/bench/experiments_cpu.sh" --build "$B" --out "$out/serving" --config "$top/bench/configs/llama3-8b" --np 1 \
+    --device cuda --rates "${SERVING_RATES:-30 60 120}" --duration "${SERVING_DURATION:-8}" --target-tpot-ms 30 \
+    --slo-ttft-ms 1000 --slo-tpot-ms 40 --overload-rate "${SERVING_OVERLOAD:-150}" --prompt-len uniform:128:512 \
+    --output-len fixed:64 --prefix-requests 32 --prefix-concurrency 8 > "$out/serving.log" 2>&1
+  row "serving experiments (8B, 1 GPU)" "rc $?"
+  [ -f "$out/serving/results.md" ] && cat "$out/serving/results.md"
+}
+
+part_tp70b() {
+  mkdir -p "$out/tp70b"
+  for car in 1 0; do
+    mpirun -np 2 --bind-to none "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-70b" --load-format dummy \
+      --device cuda --batch 1,16,32 --context 128,2048 --prefill 0 --iters 10 --warmup 2 --custom-allreduce $car \
+      --json "$out/tp70b/car$car.json" > "$out/tp70b/car$car.log" 2>&1
+    row "70B TP2 custom-allreduce=$car" "rc $?"
+    grep -E '^(decode|gpu memory|floor)' "$out/tp70b/car$car.log" | sed 's/^/    /'
+  done
+}
+
+part_layouts() {
+  bash "$top/bench/run_layouts.sh" --build "$B" --out "$out/layouts" --np 2 --device cuda > "$out/layouts.log" 2>&1
+  row "layouts 8B (tp/pp/dp 2)" "rc $?"
+  tail -12 "$out/layouts.log"
+}
+
+run_parts() { for p in "$@"; do echo "=== part $p ($(date +%T))"; "part_$p"; done; }
+
+for arg in "$@"; do
+  case $arg in
+    lanes:*)
+      spec=${arg#lanes:}; a=${spec%%:*}; b=${spec#*:}
+      ( export CUDA_VISIBLE_DEVICES=0; run_parts ${a//,/ } ) > "$out/lane0.log" 2>&1 &
+      p0=$!
+      ( export CUDA_VISIBLE_DEVICES=1; run_parts ${b//,/ } ) > "$out/lane1.log" 2>&1 &
+      p1=$!
+      wait $p0 $p1
+      grep -h -E '^(    |\| |kind|decode|prefill|layout)' "$out/lane0.log" "$out/lane1.log" | head -150
+      ;;
+    *) run_parts "$arg" ;;
+  esac
+done
+tar czf "$out/logs.tgz" -C "$out" --exclude=logs.tgz . 2>/dev/null
+# the device tool brings back few files: keep the archive and the summary only
+find "$out" -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name summary.txt -exec rm -rf {} +
+echo; echo "=== summary"; cat "$summary"

@@ -1,0 +1,98 @@
+/* fp8.cu -- [fp8] per-token FP8 E4M3 quantisation of activations, and the scale epilogue of the
+ * fallback FP8 GEMM path (see src/backend/cuda_fp8.c).
+ *
+ * quant_fp8_rows: one block per row of x [n, dim] bf16; s[t] = absmax(row) / 448 (1 for an all-zero
+ * row), q[t, i] = e4m3(x / s) with an IEEE division and __NV_SATFINITE round-to-nearest-even: the
+ * definition of util/dtype.h (sits_fp8_scale, sits_f32_to_f8e4m3) that the cpu backend follows.
+ * fp8_scale_out: y[t, o] = acc[t, o] * xs[t] * ws[o] (+ bias[o]); acc fp32 [n, m] row-major (the
+ * column-major [m, n] GEMM output), y bf16 or fp32. */
+#include <cuda_fp8.h>
+#include "kernels/common.cuh"
+
+static __device__ __forceinline__ float block_max(float v)
+{
+    __shared__ float red[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? red[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ uint8_t to_e4m3(float v)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+template <int V>
+static __global__ void quant_fp8_rows_kernel(uint8_t *q, float *scale, const sits_bf16_t *x, int dim)
+{
+    size_t row = blockIdx.x;
+    const sits_bf16_t *xr = x + row * dim;
+    uint8_t *qr = q + row * dim;
+    int n_groups = dim / V;
+    float mx = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) mx = fmaxf(mx, fabsf(f[k]));
+    }
+    mx = block_max(mx);
+    float s = mx > 0.0f ? __fdiv_rn(mx, 448.0f) : 1.0f;
+    if (threadIdx.x == 0) scale[row] = s;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+        if constexpr (V == 8) {
+            uint2 u;
+            uint8_t *b = reinterpret_cast<uint8_t *>(&u);
+#pragma unroll
+            for (int k = 0; k < 8; k++) b[k] = to_e4m3(__fdiv_rn(f[k], s));
+            *reinterpret_cast<uint2 *>(qr + (size_t)g * 8) = u;
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) qr[(size_t)g * V + k] = to_e4m3(__fdiv_rn(f[k], s));
+        }
+    }
+}
+
+extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim,
+                                               cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    bool vec = sits_k_vec8_ok(x, dim, dim) && ((uintptr_t)q & 7u) == 0;
+    int threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
+    if (vec) quant_fp8_rows_kernel<8><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    else quant_fp8_rows_kernel<1><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+static __global__ void fp8_scale_out_kernel(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
+                                            const sits_bf16_t *bias, int n, int m)
+{
+    size_t total = (size_t)n * m;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i / m, o = i - t * m;
+        float v = acc[i] * xs[t] * ws[o];
+        if (bias) v += sits_k_bf2f(bias[o]);
+        if (y_f32) reinterpret_cast<float *>(y)[i] = v;
+        else reinterpret_cast<sits_bf16_t *>(y)[i] = sits_k_f2bf(v);
+    }
+}
+
+extern "C" sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
+                                              const sits_bf16_t *bias, int n, int m, cudaStream_t stream)
+{
+    if (n < 0 || m <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    size_t total = (size_t)n * m, blocks = (total + 255) / 256;
+    if (blocks > 132 * 16) blocks = 132 * 16;
+    fp8_scale_out_kernel<<<(unsigned)blocks, 256, 0, stream>>>(y, y_f32, acc, xs, ws, bias, n, m);
+    return SITS_K_LAUNCH_STATUS();
+}

@@ -1,0 +1,20 @@
+/* cuda_fp8.h -- [fp8] the cuda backend's FP8 GEMM (matmul_fp8 of backend.h), private to src/backend.
+ *
+ * State hangs off the cuda backend (cuda.c creates it lazily and destroys it with the backend);
+ * it shares the backend's cuBLASLt handle, workspace and stream. See cuda_fp8.c. */
+#ifndef SITS_BACKEND_CUDA_FP8_H
+#define SITS_BACKEND_CUDA_FP8_H
+
+#include <cuda_runtime_api.h>
+#include <cublasLt.h>
+#include "util/status.h"
+
+typedef struct sits_cuda_fp8 sits_cuda_fp8_t;
+
+/* backend.h's matmul_fp8 on `stream`; *state_p is created on first use (NULL before). */
+sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
+                                   cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
+                                   const float *w_scale, const void *bias, int n, int in, int out);
+void sits_cuda_fp8_destroy(sits_cuda_fp8_t *s);
+
+#endif

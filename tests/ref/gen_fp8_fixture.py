@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""[fp8] Convert a committed fixture model into an FP8 checkpoint as published on the HF hub.
+
+Purpose: write tests/fixtures/models/<src>_fp8/ (default src: llama3) laid out like an
+  llm-compressor "FP8_DYNAMIC" checkpoint: every linear weight of the blocks (q/k/v/o/gate/up/down)
+  stored as F8_E4M3 with a per-output-channel float32 `<name>.weight_scale` [out, 1]
+  (scale = absmax(row) / 448, q = e4m3(w / scale), torch's round-to-nearest-even cast after a
+  clamp to +-448), no input_scale (activations are quantised per token at run time); embeddings,
+  norms and lm_head kept in the source dtype (`"ignore": ["lm_head"]`); config.json gains the
+  compressed-tensors `quantization_config`. reference.json (same format as gen_fixtures.py) holds
+  the logits and greedy tokens of the DEQUANTISED model (w = float(q) * scale) computed by HF
+  transformers in float32 from an independent fp32 checkpoint of those values, so a loader that
+  dequantises correctly (sits-dist --quant bf16) must reproduce it exactly like the other fixtures.
+
+Modes (nothing is written unless asked):
+  python3 tests/ref/gen_fp8_fixture.py --write [src]   (or SITS_REGEN=1 ...): write the fixture
+  python3 tests/ref/gen_fp8_fixture.py --check [src]   regenerate into a temp dir and compare
+Deterministic: the source fixture is committed and the conversion has no randomness.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_fixtures as gf  # noqa: E402  (compute_reference, write_reference, MODELS, make_prompts)
+
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+FP8_MAX = 448.0
+
+QUANT_CONFIG = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "quantization_status": "compressed",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel",
+                        "dynamic": False, "observer": "minmax"},
+            "input_activations": {"num_bits": 8, "type": "float", "symmetric": True,
+                                  "strategy": "token", "dynamic": True, "observer": None},
+        }
+    },
+    "ignore": ["lm_head"],
+}
+
+
+def is_linear(name):
+    return name.startswith("model.layers.") and name.endswith(".weight") and \
+        any("." + l + "." in name for l in LINEARS)
+
+
+def quantize(w):
+    """w [out, in] -> (q float8_e4m3fn [out, in], scale float32 [out, 1])."""
+    w = w.float()
+    amax = w.abs().amax(dim=1, keepdim=True)
+    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    q = (w / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+def convert(src_dir, out_dir, name, src_name):
+    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
+    fp8, deq = {}, {}
+    for k in sorted(tensors):
+        t = tensors[k]
+        if is_linear(k):
+            q, s = quantize(t)
+            fp8[k] = q.contiguous()
+            fp8[k + "_scale"] = s.contiguous()
+            deq[k] = (q.float() * s).contiguous()
+        else:
+            fp8[k] = t.contiguous()
+            deq[k] = t.float().contiguous()
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    os.makedirs(out_dir)
+    save_file(fp8, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    qcfg = dict(cfg)
+    qcfg["quantization_config"] = QUANT_CONFIG
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(qcfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src_dir, "generation_config.json"), out_dir)
+
+    # the independent reference: an fp32 checkpoint of the dequantised values, run by HF
+    with tempfile.TemporaryDirectory(prefix="sits-fp8-deq-") as deq_dir:
+        dcfg = dict(cfg)
+        dcfg["dtype"] = "float32"
+        with open(os.path.join(deq_dir, "config.json"), "w") as f:
+            json.dump(dcfg, f)
+        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
+        spec = gf.MODELS[src_name]
+        prompts = gf.make_prompts(spec["cfg"]["vocab_size"])
+        ref, info = gf.compute_reference(deq_dir, spec, prompts)
+        if ref is None:
+            raise SystemExit("%s: the dequantised model has no clear greedy decisions (%s)" % (name, info))
+        gf.write_reference(os.path.join(out_dir, "reference.json"), name,
+                           json.load(open(os.path.join(src_dir, "reference.json")))["generator"]["weights_seed"],
+                           prompts, spec, ref)
+    n_q = sum(1 for k in fp8 if k.endswith("_scale"))
+    return n_q, info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the fixture in place")
+    ap.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare")
+    ap.add_argument("src", nargs="?", default="llama3", help="source fixture (default llama3)")
+    args = ap.parse_args()
+    write = args.write or os.environ.get("SITS_REGEN") == "1"
+    if not write and not args.check:
+        ap.print_help()
+        return 0
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    name = args.src + "_fp8"
+    src_dir = os.path.join(gf.FIXTURE_ROOT, args.src)
+    dest = os.path.join(gf.FIXTURE_ROOT, name)
+    tmp = tempfile.mkdtemp(prefix="sits-fp8-fixture-")
+    ok = True
+    try:
+        stage = os.path.join(tmp, name)
+        n_q, info = convert(src_dir, stage, name, args.src)
+        size = gf.dir_bytes(stage)
+        assert size <= gf.MAX_DIR_BYTES, size
+        print("%s: %d fp8 linears, %d bytes, max|logit| %.3f, min greedy gap %.4f"
+              % (name, n_q, size, info["max_abs_logit"], info["min_greedy_gap"]))
+        if args.check:
+            ok = gf.compare_dirs(name, stage, dest)
+            print("%s: %s" % (name, "matches committed fixture" if ok else "MISMATCH"))
+        if write:
+            if os.path.isdir(dest):
+                shutil.rmtree(dest)
+            shutil.copytree(stage, dest)
+            for f in sorted(os.listdir(dest)):
+                print("  %s/%s %d" % (name, f, os.path.getsize(os.path.join(dest, f))))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
