@@ -64,7 +64,9 @@ part_tests1() {
 }
 
 part_tests2() {
-  for t in nccl_tp2 custom_ar_tp2 kv_migrate_cuda pp_mb_cuda; do
+  [ -n "${TESTS2_OP_PARITY:-}" ] && gtest "tests/gpu/test_op_parity" "$B/tests/gpu/test_op_parity"
+  [ -n "${TESTS2_FIXTURES:-}" ] && gtest "tests/gpu/fixtures_cuda.sh" bash "$top/tests/gpu/fixtures_cuda.sh"
+  for t in nccl_tp2 custom_ar_tp2 ${TESTS2_EXTRA:-} kv_offload_cuda kv_migrate_cuda pp_mb_cuda; do
     [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"
   done
   local m=$top/tests/fixtures/models/llama_small
@@ -138,7 +140,7 @@ part_serving() {
 
 part_tp70b() {
   mkdir -p "$out/tp70b"
-  for car in 1 0; do
+  for car in ${TP70B_CAR:-1 0}; do
     mpirun -np 2 --bind-to none "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-70b" --load-format dummy \
       --device cuda --batch 1,16,32 --context 128,2048 --prefill 0 --iters 10 --warmup 2 --custom-allreduce $car \
       --json "$out/tp70b/car$car.json" > "$out/tp70b/car$car.log" 2>&1
@@ -148,7 +150,8 @@ part_tp70b() {
 }
 
 part_layouts() {
-  bash "$top/bench/run_layouts.sh" --build "$B" --out "$out/layouts" --np 2 --device cuda > "$out/layouts.log" 2>&1
+  bash "$top/bench/run_layouts.sh" --build "$B" --out "$out/layouts" --np 2 --device cuda \
+    --requests-per-conc "${LAYOUT_REQS:-1:8 32:128}" > "$out/layouts.log" 2>&1
   row "layouts 8B (tp/pp/dp 2)" "rc $?"
   tail -12 "$out/layouts.log"
 }

@@ -24,6 +24,18 @@ static inline bool sits_k_vec8_ok(const void *p, long long n, long long stride)
     return sits_k_aligned16(p) && n % 8 == 0 && stride % 8 == 0;
 }
 
+/* The RoPE rotation of the pair (a, b) by the angle with cosine c and sine s, as a c - b s and
+ * b c + a s with every product and sum rounded on its own (no FMA contraction), so rope.cu and the
+ * fused rope_kv.cu give the same bits (and the cpu reference's fp32 arithmetic). */
+static __device__ __forceinline__ float sits_k_rot_lo(float a, float b, float c, float s)
+{
+    return __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+}
+static __device__ __forceinline__ float sits_k_rot_hi(float a, float b, float c, float s)
+{
+    return __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
 static __device__ __forceinline__ float sits_k_bf2f(sits_bf16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ sits_bf16_t sits_k_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 

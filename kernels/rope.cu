@@ -19,8 +19,8 @@ static __global__ void rope_kernel(sits_bf16_t *x, int row_stride, int n_rot_hea
         sincosf(p * inv_freq[i], &s, &c);
         sits_bf16_t *v = row + (size_t)h * head_dim;
         float a = sits_k_bf2f(v[i]), b = sits_k_bf2f(v[i + half]);
-        v[i] = sits_k_f2bf(a * c - b * s);
-        v[i + half] = sits_k_f2bf(b * c + a * s);
+        v[i] = sits_k_f2bf(sits_k_rot_lo(a, b, c, s));
+        v[i + half] = sits_k_f2bf(sits_k_rot_hi(a, b, c, s));
     }
 }
 

@@ -45,7 +45,7 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
             if (is_q || is_k) {
                 float c = s_cos[i], s = s_sin[i];
                 /* rounded to bf16 as sits_k_rope stores them, then read back by the cache write */
-                const sits_bf16_t ra = sits_k_f2bf(xa * c - xb * s), rb = sits_k_f2bf(xb * c + xa * s);
+                const sits_bf16_t ra = sits_k_f2bf(sits_k_rot_lo(xa, xb, c, s)), rb = sits_k_f2bf(sits_k_rot_hi(xa, xb, c, s));
                 x[i] = ra;
                 x[i + half] = rb;
                 xa = sits_k_bf2f(ra);

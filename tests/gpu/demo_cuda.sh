@@ -4,7 +4,7 @@
 # Exit 77 where there is no GPU.
 . "$top_srcdir/tests/integration/lib.sh"
 m="$top_srcdir/models/demo"
-n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+n=$(sits_gpu_count)
 [ "${n:-0}" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
 for p in "The" "A list comprehension" "Python is a programming language that"; do
   c=$("$SITS" --model "$m" --device cpu --prompt "$p" --max-tokens 24 --temperature 0 --ignore-eos 2>/dev/null)

@@ -8,7 +8,7 @@
 #   - --disaggregate 1:1 prefills on GPU 0 and decodes on GPU 1.
 # Exit 77 without 2 GPUs.
 . "$top_srcdir/tests/integration/lib.sh"
-n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+n=$(sits_gpu_count)
 [ "${n:-0}" -ge 2 ] || { echo "SKIP: kv_migrate_cuda needs 2 GPUs, ${n:-0} found"; exit 77; }
 command -v curl >/dev/null && command -v "${PYTHON:-python3}" >/dev/null || { echo "SKIP: needs curl and python3"; exit 77; }
 export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"

@@ -8,7 +8,7 @@
 # on a rank would also hit NCCL's shared-memory files).
 # Skips (77) without 2 GPUs or a cuda + nccl build -- the CI machine has none.
 . "$top_srcdir/tests/integration/lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+gpus=$(sits_gpu_count)
 if [ "${gpus:-0}" -lt 2 ]; then echo "SKIP: kv_offload_cuda needs 2 GPUs, ${gpus:-0} visible"; exit 77; fi
 grep -q '^#define HAVE_NCCL 1' "$top_builddir/config.h" 2>/dev/null || { echo "SKIP: not a cuda + nccl build"; exit 77; }
 export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
