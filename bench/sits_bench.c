@@ -526,7 +526,7 @@ static int on_event(void *arg, const char *data, size_t len)
         return 1;
     }
     json_error_t je;
-    json_t *o = json_loadb(data, len, 0, &je);
+    json_t *o = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     if (!o) {
         r->stream_error = 1;
         snprintf(r->err, sizeof r->err, "bad SSE data: %.120s", je.text);
@@ -586,7 +586,7 @@ static void run_request(bench_t *b, rec_t *r)
         } else r->ok = 1;
     } else {
         json_error_t je;
-        json_t *o = resp.body ? json_loads(resp.body, 0, &je) : NULL;
+        json_t *o = resp.body ? json_loads(resp.body, JSON_ALLOW_NUL, &je) : NULL;
         size_t n = 0;
         if (o && choice_text(o, &n)) {
             take_usage(r, o);

@@ -13,5 +13,5 @@ if [ "${gpus:-0}" -lt 2 ]; then echo "SKIP: kv_offload_cuda needs 2 GPUs, ${gpus
 grep -q '^#define HAVE_NCCL 1' "$top_builddir/config.h" 2>/dev/null || { echo "SKIP: not a cuda + nccl build"; exit 77; }
 export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 export KVO_MODEL="$top_srcdir/models/demo" KVO_FLAGS="--device cuda --load-format safetensors" KVO_BLOCK_BYTES=8192 \
-       KVO_SKIP_FULL_DISK=1
+       KVO_SKIP_FULL_DISK=1 KVO_PP_REFERENCE=1
 exec bash "$top_srcdir/tests/integration/kv_offload.sh"
