@@ -66,13 +66,14 @@ start_server() { # NAME FLAGS...: sets $url
   echo "server $name did not start:"; tail -20 "$out/server-$name.err"; return 1
 }
 has_mb=0
-"$SITS" --help 2>&1 | grep -q -- '--pp-microbatches' && has_mb=1
+"$SITS" --help 2>&1 | grep -c -- '--pp-microbatches' > /dev/null && has_mb=1   # -c, not -q: under pipefail an early exit kills the writer (SIGPIPE)
 rows=()
 for l in $layouts; do
   case $l in
     tp) flags=(--tp "$np") ;;
-    pp) flags=(--pp "$np"); [ $has_mb = 1 ] && flags+=(--pp-microbatches 1) ;;
-    ppmb) [ $has_mb = 1 ] || { echo "(no --pp-microbatches in this build: ppmb skipped)"; continue; }; flags=(--pp "$np" --pp-microbatches "$np") ;;
+    pp) flags=(--pp "$np") ;;   # the defaults (micro-batches only where a step has the tokens for them)
+    ppmb) [ $has_mb = 1 ] || { echo "(no --pp-microbatches in this build: ppmb skipped)"; continue; }
+          flags=(--pp "$np" --pp-microbatches "$np" --pp-microbatch-min-tokens 1) ;;   # every step split
     dp) flags=(--dp "$np") ;;
     *) echo "unknown layout $l" >&2; continue ;;
   esac

@@ -424,8 +424,8 @@ static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L
         }
         rp->quant = cfg->quant;
     }
-    if (cfg->pp_microbatches < 0 || cfg->pp_microbatch_min_tokens < 1) {
-        SITS_ERROR(SITS_SUB_INIT, "--pp-microbatches %lld / --pp-microbatch-min-tokens %lld: need 0 (one per stage) or more / 1 or more",
+    if (cfg->pp_microbatches < 0 || cfg->pp_microbatch_min_tokens < 0) {
+        SITS_ERROR(SITS_SUB_INIT, "--pp-microbatches %lld / --pp-microbatch-min-tokens %lld: need 0 (one per stage) or more / 0 (auto) or more",
                    (long long)cfg->pp_microbatches, (long long)cfg->pp_microbatch_min_tokens);
         return SITS_ERR_INVALID;
     }

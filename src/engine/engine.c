@@ -264,7 +264,11 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         if (!e->seq_last || !e->cuts) { st = SITS_ERR_NOMEM; goto err; }
     }
     e->micro_cur = -1;
-    e->min_micro_tokens = params->pp_microbatch_min_tokens > 1 ? params->pp_microbatch_min_tokens : 1;
+    /* 0 = auto: on a GPU a decode step is bound by reading the stage's weights, which every
+     * micro-batch does again (2 x H200, 8B --pp 2: 3168 tok/s served at 32 streams with 2
+     * micro-batches a step, against 5231 offline at batch 32 with whole steps; bench/RESULTS.md),
+     * so only steps of >= 128 tokens a micro-batch (prefill) split there; the cpu splits any step. */
+    e->min_micro_tokens = params->pp_microbatch_min_tokens > 0 ? params->pp_microbatch_min_tokens : be->device >= 0 ? 128 : 1;
     SITS_CHECK_GOTO(host_alloc(be, S * vloc * sizeof(float), (void **)&e->logits_host), st, err);
     SITS_CHECK_GOTO(host_alloc(be, S * rec_max, (void **)&e->recs_host), st, err);
     e->k_cache = calloc((size_t)c->n_layers, sizeof(void *));

@@ -43,7 +43,7 @@ typedef struct {
     struct sits_comm *pp_comm;
     /* [pp micro-batches] with pp_comm of more than one stage: split a step into up to this many
      * micro-batches (0 or 1: never) so that the stages overlap; see sits_engine_run. A step of n
-     * tokens gets at most n / pp_microbatch_min_tokens of them (0 counts as 1). */
+     * tokens gets at most n / pp_microbatch_min_tokens of them (0: auto, 128 on cuda, 1 on cpu). */
     int pp_microbatches, pp_microbatch_min_tokens;
 } sits_engine_params_t;
 

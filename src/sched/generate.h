@@ -37,7 +37,7 @@ typedef struct {
     int no_cuda_graphs;    /* [perf] --no-cuda-graphs: never replay decode steps as CUDA graphs */
     const char *quant;     /* [fp8] --quant spec (model/precision.h); NULL / "": auto */
     int pp_microbatches;   /* [pp micro-batches] with pp: most micro-batches a step is split into (0, 1: none) */
-    int pp_microbatch_min_tokens; /* [pp micro-batches] at least this many tokens a micro-batch on average (0: 1) */
+    int pp_microbatch_min_tokens; /* [pp micro-batches] at least this many tokens a micro-batch on average (0: auto) */
 } sits_runner_params_t;
 
 typedef struct {

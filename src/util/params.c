@@ -33,7 +33,7 @@ const sits_param_t sits_params[] = {
     { "tp", "SITS_TP", SITS_PT_INT, "0", NULL, OFF(tp), "tensor-parallel size; 0: world size / (pp x dp)" },
     { "pp", "SITS_PP", SITS_PT_INT, "1", NULL, OFF(pp), "pipeline-parallel stages" },
     { "pp-microbatches", "SITS_PP_MICROBATCHES", SITS_PT_INT, "0", NULL, OFF(pp_microbatches), "pipeline: split each step into up to N micro-batches (by sequences) so that the stages overlap; 0: the number of stages, 1: off" },
-    { "pp-microbatch-min-tokens", "SITS_PP_MICROBATCH_MIN_TOKENS", SITS_PT_INT, "1", NULL, OFF(pp_microbatch_min_tokens), "pipeline: fewer micro-batches when they would hold fewer tokens than this on average (a GPU decode step is bound by reading the weights, once per micro-batch)" },
+    { "pp-microbatch-min-tokens", "SITS_PP_MICROBATCH_MIN_TOKENS", SITS_PT_INT, "0", NULL, OFF(pp_microbatch_min_tokens), "pipeline: fewer micro-batches when they would hold fewer tokens than this on average; 0: auto = 128 on cuda (a GPU decode step is bound by reading the weights, once per micro-batch), 1 on cpu" },
     { "dp", "SITS_DP", SITS_PT_INT, "1", NULL, OFF(dp), "data-parallel replicas" },
     { "topology", NULL, SITS_PT_STR, "", "text", OFF(topology), "print the topology map (text or json) and exit" },
     { "topology-xml", "SITS_TOPOLOGY_XML", SITS_PT_STR, "", NULL, OFF(topology_xml), "use this hwloc XML topology instead of discovering the machine" },

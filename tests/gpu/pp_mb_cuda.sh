@@ -25,7 +25,7 @@ for i in 0 1 2; do
   for samp in "--temperature 0" "--temperature 0.8 --top-p 0.9 --seed 3"; do
     args=(--model "$FIX/$name" --device cuda --pp 2 --prompt-ids "$ids" --batch 3 --max-tokens 16 $samp --ignore-eos)
     want=$(timeout 180 $SITS_MPIRUN -np 2 "$SITS" "${args[@]}" --pp-microbatches 1 2> "$tmp/e0")
-    got=$(timeout 180 $SITS_MPIRUN -np 2 "$SITS" "${args[@]}" --pp-microbatches 2 --log-level info 2> "$tmp/e")
+    got=$(timeout 180 $SITS_MPIRUN -np 2 "$SITS" "${args[@]}" --pp-microbatches 2 --pp-microbatch-min-tokens 1 --log-level info 2> "$tmp/e")
     m=$(micro "$tmp/e")
     [ -n "$want" ] && [ "$got" = "$want" ] && [ "$m" = "16 32" ] \
       && ok "cuda --pp 2 --pp-microbatches 2, prompt $i, $samp: 3 sequences == whole steps ($m)" \
@@ -51,7 +51,7 @@ PYEOF
 stop() { local r p; for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p" 2>/dev/null; done; wait $srv; local rc=$?; srv=; return $rc; }
 serve_start "$tmp/m" --device cuda --pp 2 --pp-microbatches 1 --kv-cache-memory 64M || finish
 ref=$(burst); stop
-serve_start "$tmp/m" --device cuda --pp 2 --pp-microbatches 2 --kv-cache-memory 64M --log-level info || finish
+serve_start "$tmp/m" --device cuda --pp 2 --pp-microbatches 2 --pp-microbatch-min-tokens 1 --kv-cache-memory 64M --log-level info || finish
 got=$(burst); stop; rc=$?
 m=$(micro "$tmp/err")
 [ -n "$ref" ] && [ "$got" = "$ref" ] && [ $rc -eq 0 ] && [ -n "$m" ] \

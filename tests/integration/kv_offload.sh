@@ -67,10 +67,20 @@ stop() {
   else wait $srv; local rc=$?; [ $rc -eq 0 ] && ok "$1: job exits 0 on SIGTERM" || { bad "$1: exit $rc"; tail -5 "$tmp/err"; }; fi
   srv=
 }
-same() { # name file [reference, default the --tp 2 one]
+# same NAME FILE [REF]: FILE's texts equal REF's (default the --tp 2 reference). KVO_MIN_SAME=F (GPU
+# runs): at least the fraction F of them equal, the rest only complete -- bf16 GEMMs round
+# differently for each batch shape, and swapping changes which sequences share a step, so a near tie
+# can flip a later token; on the CPU (fp32, exact per row) every text must be equal.
+same() {
   local ref=${3:-$tmp/ref.jsonl}
   if grep -q ERROR "$2"; then bad "$1: a request failed: $(grep -m1 ERROR "$2")"
   elif cmp -s "$ref" "$2"; then ok "$1: $LOAD_N outputs equal the reference"
+  elif [ -n "${KVO_MIN_SAME:-}" ]; then
+    local n_same
+    n_same=$(paste -d '\n' "$ref" "$2" | awk 'NR % 2 { a = $0; next } a == $0 { n++ } END { print n + 0 }')
+    if awk -v s="$n_same" -v n="$LOAD_N" -v f="$KVO_MIN_SAME" 'BEGIN { exit !(s >= f * n) }'; then
+      ok "$1: $n_same of $LOAD_N outputs equal the reference (bf16 batch shapes; at least $KVO_MIN_SAME required)"
+    else bad "$1: only $n_same of $LOAD_N outputs equal the reference"; diff "$ref" "$2" | head -6; fi
   else bad "$1: outputs differ from the reference"; diff "$ref" "$2" | head -6; fi
 }
 # swaps NAME: reads the swap counters; sets so si sf ob_host ob_disk
