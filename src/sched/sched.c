@@ -776,8 +776,13 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
 /* ---- adaptive batch controller ----------------------------------------------------------------
  * Inter-token latencies of decoding sequences go into a ring of the last SITS_ITL_RING samples;
  * every interval the P99 of the samples of the last window is compared with the target: above
- * 1.2x the allowances (prefill tokens per step and running sequences) halve, below 0.8x they grow
- * by a quarter, within [1, max-num-seqs] and [max-num-seqs, max-num-batched-tokens]. */
+ * 1.2x the token allowance (prefill tokens per step) halves, and once it is at its floor the
+ * sequence allowance halves; below 0.8x both grow by a quarter; within [1, max-num-seqs] and
+ * [max-num-seqs, max-num-batched-tokens]. Tokens go first because the long steps that make the
+ * P99 are the ones carrying a prefill chunk: on a GPU a decode step of 8 or 64 sequences costs
+ * about the same (weight reads), so cutting sequences there only queues requests -- the first GPU
+ * experiment (bench/RESULTS.md, 2026-11-30, both halved together) fell to 47 sequences and lost
+ * its TTFT at 40 req/s. */
 
 static void itl_add(sits_sched_t *s, double t, double itl)
 {
@@ -808,8 +813,8 @@ static void controller_tick(sits_sched_t *s, double now)
     int kv_seqs = sits_kv_blocks_total(s->r->blocks);  /* at most one sequence per block */
     if (max_seqs > kv_seqs) max_seqs = kv_seqs;
     if (p99 > 1.2 * target) {
-        seqs = seqs / 2 > 1 ? seqs / 2 : 1;
-        toks = toks / 2 > s->p.max_num_seqs ? toks / 2 : s->p.max_num_seqs;
+        if (toks > s->p.max_num_seqs) toks = toks / 2 > s->p.max_num_seqs ? toks / 2 : s->p.max_num_seqs;
+        else seqs = seqs / 2 > 1 ? seqs / 2 : 1;
     } else if (p99 < 0.8 * target) {
         seqs = seqs + seqs / 4 + 1 < max_seqs ? seqs + seqs / 4 + 1 : max_seqs;
         toks = toks + toks / 4 + 1 < max_toks ? toks + toks / 4 + 1 : max_toks;
