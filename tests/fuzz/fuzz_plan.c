@@ -41,8 +41,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         put_u32(buf + 36, fnv1a(buf + SITS_PLAN_HEADER_BYTES, n - SITS_PLAN_HEADER_BYTES));
     }
     sits_plan_t p;
-    if (sits_plan_parse(buf, n, g_store, MAX_OUT, &p) == SITS_OK) {
-        FUZZ_ASSERT(p.cmd == SITS_PLAN_STEP || p.cmd == SITS_PLAN_STOP);
+    if (sits_plan_parse(buf, n, g_store, MAX_OUT, &p) == SITS_OK && p.cmd == SITS_PLAN_KV_MOVE) {
+        /* [kv move] the move body: sane counts, arrays inside the buffer, and a lossless round trip */
+        const sits_plan_move_t *m = &p.move;
+        FUZZ_ASSERT(m->role == SITS_KV_MOVE_SEND || m->role == SITS_KV_MOVE_RECV);
+        FUZZ_ASSERT(m->n_blocks > 0 && m->src_tp > 0 && m->src_pp > 0 && m->dst_tp > 0 && m->dst_pp > 0);
+        size_t ns = (size_t)m->src_tp * (size_t)m->src_pp, nd = (size_t)m->dst_tp * (size_t)m->dst_pp;
+        const unsigned char *end = buf + n;
+        FUZZ_ASSERT((const unsigned char *)(m->blocks + m->n_blocks) <= end);
+        FUZZ_ASSERT((const unsigned char *)(m->src_ranks + ns) <= end && (const unsigned char *)(m->dst_ranks + nd) <= end);
+        size_t sz = sits_plan_size(&p);
+        FUZZ_ASSERT(sz == n);
+        unsigned char *w = malloc(sz);
+        size_t wl = 0;
+        FUZZ_ASSERT(w && sits_plan_write(&p, w, sz, &wl) == SITS_OK && wl == sz && !memcmp(w, buf, sz));
+        free(w);
+    } else if (sits_plan_parse(buf, n, g_store, MAX_OUT, &p) == SITS_OK) {
+        /* STEP, STOP, and [kv offload] KV_SWAP, which has the step layout */
+        FUZZ_ASSERT(p.cmd == SITS_PLAN_STEP || p.cmd == SITS_PLAN_STOP || p.cmd == SITS_PLAN_KV_SWAP);
         FUZZ_ASSERT(p.n_tokens >= 0 && p.n_seqs >= 0 && p.max_blocks >= 0 && p.n_out >= 0 && p.n_out <= MAX_OUT);
         const unsigned char *end = buf + n;
         FUZZ_ASSERT((const unsigned char *)(p.tokens + p.n_tokens) <= end);
