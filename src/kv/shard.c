@@ -258,8 +258,9 @@ static int scales_ok(const geom_t *g, const unsigned char *raw, size_t *bad_p)
     for (size_t i = 0; i < g->rows; i++) {
         float s;
         memcpy(&s, raw + 4 * i, 4);
-        /* finite and small enough that 127 * s stays finite when dequantised */
-        if (!(s >= 0.0f && s <= 3.4028234663852886e38f / 127.0f)) { *bad_p = i; return 0; }
+        /* finite and small enough that q * s stays finite when dequantised for any int8 q, -128
+         * included (the writer clamps to [-127, 127], a forged payload need not; fuzz_kv_shard) */
+        if (!(s >= 0.0f && s <= 3.4028234663852886e38f / 128.0f)) { *bad_p = i; return 0; }
     }
     return 1;
 }
@@ -577,7 +578,7 @@ static sits_status_t validate(const void *buf, size_t len, int threads, parsed_t
     if (ps->d.dtype == SITS_KV_SHARD_INT8 && !scales_ok(&ps->g, raw, &bad)) {
         free(*owned_p);
         *owned_p = NULL;
-        BAD("int8 scale %zu is negative, not finite or above FLT_MAX/127", bad);
+        BAD("int8 scale %zu is negative, not finite or above FLT_MAX/128", bad);
     }
     *raw_p = raw;
     return SITS_OK;

@@ -446,9 +446,10 @@ static void test_header_inconsistencies(void **state)
             for (size_t e = 0; e < s.n; e++) assert_true(k[e] == SENTINEL && v2[e] == SENTINEL);
             free(k); free(v2);
         }
-        /* an int8 scale forged to NaN / negative, with both checksums resealed */
-        const float badscale[2] = { NAN, -1.0f };
-        for (int j = 0; j < 2 && c == 0; j++) {
+        /* an int8 scale forged to NaN / negative / above FLT_MAX / 128 (q = -128 times it would be
+         * -inf; tests/fuzz/findings/kv_shard-int8-q-minus-128), with both checksums resealed */
+        const float badscale[3] = { NAN, -1.0f, 3.4028234663852886e38f / 127.0f };
+        for (int j = 0; j < 3 && c == 0; j++) {
             memcpy(cp, buf, len);
             memcpy(cp + SITS_KV_SHARD_HEADER_BYTES + 4 * 5, &badscale[j], 4);
             reseal_payload(cp, len);
