@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/logit_stats.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -81,25 +82,6 @@ static int parse_args(int argc, char **argv, opts_t *o)
     return 0;
 }
 
-/* KL(p || q) in nats of the softmaxes of logit rows a (reference) and b, and whether their argmaxes agree. */
-static double kl_row(const float *a, const float *b, int v, int *same_top1)
-{
-    double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, kl = 0;
-    int ia = 0, ib = 0;
-    for (int i = 0; i < v; i++) {
-        if (a[i] > ma) { ma = a[i]; ia = i; }
-        if (b[i] > mb) { mb = b[i]; ib = i; }
-    }
-    for (int i = 0; i < v; i++) { sa += exp(a[i] - ma); sb += exp(b[i] - mb); }
-    double la = ma + log(sa), lb = mb + log(sb);
-    for (int i = 0; i < v; i++) {
-        double lpa = a[i] - la, lpb = b[i] - lb;
-        kl += exp(lpa) * (lpa - lpb);
-    }
-    *same_top1 = ia == ib;
-    return kl > 0 ? kl : 0;
-}
-
 /* Loads the model with policy `quant`, runs every prompt, and stores (ref == NULL) or compares
  * against ref [prompts, len, V] the logits. */
 static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t *tp, const char *quant, int32_t *const *prompts,
@@ -143,7 +125,7 @@ static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t
                 continue;
             }
             int same;
-            double kl = kl_row(mine + (size_t)i * V, row, V, &same);
+            double kl = sits_bench_kl_row(mine + (size_t)i * V, row, V, &same);
             kl_sum += kl;
             agree += same;
             if (kl > res->kl_max) res->kl_max = kl;

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/logit_stats.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -101,25 +102,6 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return -1;
     }
     return 0;
-}
-
-/* KL(p || q) in nats of the softmaxes of logit rows a (reference) and b, and whether their argmaxes agree. */
-static double kl_row(const float *a, const float *b, int v, int *same_top1)
-{
-    double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, kl = 0;
-    int ia = 0, ib = 0;
-    for (int i = 0; i < v; i++) {
-        if (a[i] > ma) { ma = a[i]; ia = i; }
-        if (b[i] > mb) { mb = b[i]; ib = i; }
-    }
-    for (int i = 0; i < v; i++) { sa += exp(a[i] - ma); sb += exp(b[i] - mb); }
-    double la = ma + log(sa), lb = mb + log(sb);
-    for (int i = 0; i < v; i++) {
-        double lpa = a[i] - la, lpb = b[i] - lb;
-        kl += exp(lpa) * (lpa - lpb);
-    }
-    *same_top1 = ia == ib;
-    return kl > 0 ? kl : 0;
 }
 
 /* The sequences of one model: fixture prompts + HF greedy tokens, then random ids. */
@@ -336,7 +318,7 @@ int main(int argc, char **argv)
             if ((st = engine_with_kv(r, SITS_DT_I8)) != SITS_OK || (st = run_all(&o, r, &s, l8, g8)) != SITS_OK) break;
             for (long p = 0; p < total; p++) {
                 int same;
-                double kl = kl_row(lref + (size_t)p * V, l8 + (size_t)p * V, V, &same);
+                double kl = sits_bench_kl_row(lref + (size_t)p * V, l8 + (size_t)p * V, V, &same);
                 R->kl_sum += kl;
                 if (kl > R->kl_max) R->kl_max = kl;
                 R->agree += same;
