@@ -89,7 +89,9 @@ static size_t kv_layer_block_bytes(const sits_model_config_t *cfg, const sits_sh
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
                                   int block_size)
 {
-    return (size_t)cfg->n_layers * 2 * kv_layer_block_bytes(cfg, d, kv_dtype, block_size);
+    /* this pipeline stage's layers only: a stage holds the KV of its own layers */
+    int layers = d->layer1 > d->layer0 ? d->layer1 - d->layer0 : cfg->n_layers;
+    return (size_t)layers * 2 * kv_layer_block_bytes(cfg, d, kv_dtype, block_size);
 }
 
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
@@ -276,14 +278,15 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     if (!e->meta_host || !e->seq_seen || !e->k_cache || !e->v_cache) { st = SITS_ERR_NOMEM; goto err; }
     e->kv_lbb = kv_layer_block_bytes(c, d, be->kv_dtype, params->block_size);
     size_t kv_layer = (size_t)params->n_blocks * e->kv_lbb;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = d->layer0; l < d->layer1; l++) { /* this stage's layers; the others stay NULL */
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->k_cache[l]), st, err);
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
     }
     SITS_CHECK_GOTO(op->sync(be), st, err);
     SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB, %s), up to %d tokens / %d sequences a step",
               params->n_blocks, params->block_size,
-              (double)kv_layer * 2 * c->n_layers / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens, params->max_seqs);
+              (double)kv_layer * 2 * (d->layer1 - d->layer0) / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens,
+              params->max_seqs);
     SITS_INFO(SITS_SUB_ENGINE, "engine: residual %s%s, logits %s, sampling reduction %s, cuda graphs %s (up to %d tokens)",
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
@@ -714,7 +717,7 @@ void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p)
 /* [kv export accessor] see engine.h */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p)
 {
-    if (!e || layer < 0 || layer >= e->w->cfg.n_layers) {
+    if (!e || layer < e->w->dims.layer0 || layer >= e->w->dims.layer1) {
         SITS_ERROR(SITS_SUB_ENGINE, "kv layer %d out of range", layer);
         return SITS_ERR_INVALID;
     }

@@ -4,9 +4,9 @@
  *   residual + RMSNorm -> gate/up (column-parallel) -> SiLU*mul -> down (row-parallel) -> all-reduce
  *   -> residual; final norm -> lm_head (vocab-parallel) on the rows that need logits.
  *
- * The engine owns the KV storage (per layer K and V of [n_blocks, block_size, nkv_loc, hd]) but
- * not the block allocation: a batch carries each sequence's block table, decided by the leader
- * (src/kv), identical on every rank of the TP group.
+ * The engine owns the KV storage (per layer of its pipeline stage, K and V of [n_blocks, block_size,
+ * nkv_loc, hd]) but not the block allocation: a batch carries each sequence's block table, decided by
+ * the leader (src/kv), identical on every rank of the TP group.
  *
  * [perf] A step is sits_engine_run (enqueue, no wait), then either sits_engine_sample (the
  * per-rank candidate reduction on the device, only [n_out, c] candidates come back) or
@@ -107,14 +107,15 @@ typedef struct {
 } sits_engine_stats_t;
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
 
-/* KV bytes per block on this rank (all layers, K and V). */
+/* KV bytes per block on this rank: K and V of its pipeline stage's layers (d->layer0 .. layer1; all
+ * layers without a pipeline). */
 size_t sits_engine_kv_block_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t kv_dtype,
                                   int block_size);
 
 /* [kv export accessor, added for src/kv/shard.h and bench/bench_kv_codec.c] The paged K and V storage
  * of one layer: backend buffers (host memory on the cpu backend) of [n_blocks, block_size, nkv_loc,
  * head_dim] in be->kv_dtype (I8: the block units of backend.h, q then scales per block).
- * SITS_ERR_INVALID for a layer out of range. */
+ * SITS_ERR_INVALID for a layer outside this rank's pipeline stage. */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p);
 
 /* [kv movement: offload tiers, migration] Whole blocks of this rank's KV (its pipeline stage's

@@ -139,8 +139,8 @@ swaps lz4
 [ "${si:-0}" -gt 0 ] && [ "${sf:-1}" = 0 ] && ok "lz4: $so swapped out and $si back in through LZ4 frames" || bad "lz4: swap counters"
 stop lz4
 
-# pipeline: each stage swaps its own layer (--kv-cache-memory counts a block at all layers: 64 x BB
-# is 32 blocks here too)
+# pipeline: each stage swaps its own layer (a stage's block holds its layers only: 32 x BB is 32
+# blocks here too)
 pp_ref=$tmp/ref.jsonl
 if [ -n "${KVO_PP_REFERENCE:-}" ]; then
   # bf16 on GPUs: --pp 2 rounds differently from --tp 2, so the pipeline has its own no-swap reference
@@ -149,7 +149,7 @@ if [ -n "${KVO_PP_REFERENCE:-}" ]; then
   stop "pp 2 reference"
   pp_ref=$tmp/ref_pp.jsonl
 fi
-serve_start "$MODEL" $COMMON --pp 2 --kv-cache-memory $((64 * BB)) --kv-host-bytes 1M || finish
+serve_start "$MODEL" $COMMON --pp 2 --kv-cache-memory $((32 * BB)) --kv-host-bytes 1M || finish
 load "$tmp/pp.jsonl"
 same "pp 2" "$tmp/pp.jsonl" "$pp_ref"
 swaps "pp 2"
