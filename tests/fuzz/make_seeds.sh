@@ -60,6 +60,13 @@ J
 cat > "$c/config/linear_rope" <<'J'
 {"architectures":["MistralForCausalLM"],"vocab_size":32,"hidden_size":16,"intermediate_size":32,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":null,"head_dim":null,"rope_scaling":{"type":"linear","factor":2.0},"sliding_window":null,"torch_dtype":"bfloat16"}
 J
+# [fp8] a block-wise "fp8" quantization_config (refused by the loader) beside the fixture's compressed-tensors one
+python3 - "$top/tests/fixtures/models/llama3_fp8/config.json" "$c/config/fp8_block_variant" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
 # tokenizer: the fixture cases (mode 0: text) and some id lists (mode 1, 3: ids, u16 LE)
 python3 - "$c/tokenizer" "$top/tests/fixtures/tokenizers/bytelevel/cases.json" <<'PY'
 import json, struct, sys
