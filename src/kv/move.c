@@ -1,5 +1,6 @@
 /* move.c -- the KV move message; see move.h for the wire format. */
 #include "kv/move.h"
+#include "util/le.h"
 #include "kv/shard.h"
 #include "backend/backend.h"
 #include "util/log.h"
@@ -53,13 +54,6 @@ size_t sits_kv_move_msg_bytes(const sits_kv_move_desc_t *d)
     return desc_ok(d) ? SITS_KV_MOVE_HEADER_BYTES + payload_bytes(d) : 0;
 }
 
-static void put_u16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
 /* Copy heads [h0, h1) (global) between a block unit of n_kv heads from head0 and a dense slice
  * of H = h1 - h0 heads. to_slice: unit -> slice, else slice -> unit. */
 static void copy_slice(const sits_kv_move_desc_t *d, unsigned char *unit, int n_kv, int head0, unsigned char *slice,
@@ -98,16 +92,16 @@ sits_status_t sits_kv_move_pack(const sits_kv_move_desc_t *d, const void *src, i
         copy_slice(d, (unsigned char *)src + i * ub, n_kv, head0, p + i * sb, 1);
     size_t pay = n_units * sb;
     memset(h, 0, SITS_KV_MOVE_HEADER_BYTES);
-    put_u32(h, SITS_KV_MOVE_MAGIC);
-    put_u16(h + 4, SITS_KV_MOVE_VERSION);
-    put_u16(h + 6, SITS_KV_MOVE_HEADER_BYTES);
+    sits_le_put32(h, SITS_KV_MOVE_MAGIC);
+    sits_le_put16(h + 4, SITS_KV_MOVE_VERSION);
+    sits_le_put16(h + 6, SITS_KV_MOVE_HEADER_BYTES);
     h[8] = (unsigned char)dtype_code(d->dtype);
     int32_t f[7] = { d->l0, d->l1, d->h0, d->h1, d->n_blocks, d->block_size, d->head_dim };
-    for (int i = 0; i < 7; i++) put_u32(h + 12 + 4 * i, (uint32_t)f[i]);
-    put_u64(h + 40, pay);
-    put_u32(h + 48, d->move_id);
-    put_u32(h + 52, sits_kv_crc32(0, p, pay));
-    put_u32(h + 60, sits_kv_crc32(0, h, 60));
+    for (int i = 0; i < 7; i++) sits_le_put32(h + 12 + 4 * i, (uint32_t)f[i]);
+    sits_le_put64(h + 40, pay);
+    sits_le_put32(h + 48, d->move_id);
+    sits_le_put32(h + 52, sits_kv_crc32(0, p, pay));
+    sits_le_put32(h + 60, sits_kv_crc32(0, h, 60));
     *len_p = need;
     return SITS_OK;
 }
@@ -127,20 +121,20 @@ sits_status_t sits_kv_move_unpack(const void *msg, size_t len, const sits_kv_mov
         return SITS_ERR_INVALID;
     }
     if (len < SITS_KV_MOVE_HEADER_BYTES) return reject(e->move_id, "truncated header");
-    if (get_u32(h) != SITS_KV_MOVE_MAGIC) return reject(e->move_id, "bad magic (no message, or the sender failed)");
-    if (get_u16(h + 4) != SITS_KV_MOVE_VERSION || get_u16(h + 6) != SITS_KV_MOVE_HEADER_BYTES)
+    if (sits_le_get32(h) != SITS_KV_MOVE_MAGIC) return reject(e->move_id, "bad magic (no message, or the sender failed)");
+    if (sits_le_get16(h + 4) != SITS_KV_MOVE_VERSION || sits_le_get16(h + 6) != SITS_KV_MOVE_HEADER_BYTES)
         return reject(e->move_id, "unknown version or header size");
-    if (sits_kv_crc32(0, h, 60) != get_u32(h + 60)) return reject(e->move_id, "header checksum mismatch");
+    if (sits_kv_crc32(0, h, 60) != sits_le_get32(h + 60)) return reject(e->move_id, "header checksum mismatch");
     int32_t f[7];
-    for (int i = 0; i < 7; i++) f[i] = (int32_t)get_u32(h + 12 + 4 * i);
+    for (int i = 0; i < 7; i++) f[i] = (int32_t)sits_le_get32(h + 12 + 4 * i);
     int32_t want[7] = { e->l0, e->l1, e->h0, e->h1, e->n_blocks, e->block_size, e->head_dim };
-    if (h[8] != dtype_code(e->dtype) || h[9] || get_u16(h + 10) || get_u32(h + 56) || memcmp(f, want, sizeof f) ||
-        get_u32(h + 48) != e->move_id)
+    if (h[8] != dtype_code(e->dtype) || h[9] || sits_le_get16(h + 10) || sits_le_get32(h + 56) || memcmp(f, want, sizeof f) ||
+        sits_le_get32(h + 48) != e->move_id)
         return reject(e->move_id, "header does not match the move (ranges, dtype, id)");
     size_t pay = payload_bytes(e);
-    if (get_u64(h + 40) != pay || len != need) return reject(e->move_id, "payload size mismatch");
+    if (sits_le_get64(h + 40) != pay || len != need) return reject(e->move_id, "payload size mismatch");
     const unsigned char *p = h + SITS_KV_MOVE_HEADER_BYTES;
-    if (sits_kv_crc32(0, p, pay) != get_u32(h + 52)) return reject(e->move_id, "payload checksum mismatch");
+    if (sits_kv_crc32(0, p, pay) != sits_le_get32(h + 52)) return reject(e->move_id, "payload checksum mismatch");
     size_t ub = sits_kv_layer_block_bytes(e->dtype, e->block_size, n_kv, e->head_dim);
     size_t sb = sits_kv_move_slice_bytes(e->dtype, e->block_size, e->h1 - e->h0, e->head_dim);
     size_t n_units = (size_t)e->n_blocks * (size_t)(e->l1 - e->l0) * 2;

@@ -2,6 +2,7 @@
  * the file format. Slots sit in a small array (a rank holds at most a few hundred swapped
  * sequences; lookups are linear). */
 #include "kv/offload.h"
+#include "util/le.h"
 #include "kv/shard.h"
 #include "util/log.h"
 
@@ -344,25 +345,20 @@ static void decide_codec(sits_kv_offload_t *o, const unsigned char *data, size_t
 
 /* ---- disk files ---- */
 
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
 /* header: 0 u32 magic | 4 u16 version | 6 u16 header bytes | 8 i32 slot | 12 u32 codec | 16 u64 raw |
  * 24 u64 stored | 32 u32 payload crc | 36..59 zero | 60 u32 header crc (of bytes 0..59) */
 static void header_write(unsigned char *h, int32_t slot, int codec, size_t raw, size_t stored, uint32_t crc)
 {
     memset(h, 0, SITS_KV_OFFLOAD_FILE_HEADER);
-    put_u32(h, SITS_KV_OFFLOAD_FILE_MAGIC);
+    sits_le_put32(h, SITS_KV_OFFLOAD_FILE_MAGIC);
     h[4] = SITS_KV_OFFLOAD_FILE_VERSION;
     h[6] = SITS_KV_OFFLOAD_FILE_HEADER;
-    put_u32(h + 8, (uint32_t)slot);
-    put_u32(h + 12, (uint32_t)codec);
-    put_u64(h + 16, raw);
-    put_u64(h + 24, stored);
-    put_u32(h + 32, crc);
-    put_u32(h + 60, sits_kv_crc32(0, h, 60));
+    sits_le_put32(h + 8, (uint32_t)slot);
+    sits_le_put32(h + 12, (uint32_t)codec);
+    sits_le_put64(h + 16, raw);
+    sits_le_put64(h + 24, stored);
+    sits_le_put32(h + 32, crc);
+    sits_le_put32(h + 60, sits_kv_crc32(0, h, 60));
 }
 
 static sits_status_t write_all(int fd, const unsigned char *p, size_t n)
@@ -435,9 +431,9 @@ static sits_status_t disk_read(sits_kv_offload_t *o, const rec_t *r, unsigned ch
     const char *why = st == SITS_ERR_IO ? strerror(errno) : "short file";
     if (st == SITS_OK) {
         why = "bad header";
-        if (get_u32(h) != SITS_KV_OFFLOAD_FILE_MAGIC || h[4] != SITS_KV_OFFLOAD_FILE_VERSION || h[6] != SITS_KV_OFFLOAD_FILE_HEADER ||
-            get_u32(h + 60) != sits_kv_crc32(0, h, 60) || (int32_t)get_u32(h + 8) != r->slot ||
-            get_u32(h + 12) != (uint32_t)r->codec || get_u64(h + 16) != r->raw || get_u64(h + 24) != r->stored)
+        if (sits_le_get32(h) != SITS_KV_OFFLOAD_FILE_MAGIC || h[4] != SITS_KV_OFFLOAD_FILE_VERSION || h[6] != SITS_KV_OFFLOAD_FILE_HEADER ||
+            sits_le_get32(h + 60) != sits_kv_crc32(0, h, 60) || (int32_t)sits_le_get32(h + 8) != r->slot ||
+            sits_le_get32(h + 12) != (uint32_t)r->codec || sits_le_get64(h + 16) != r->raw || sits_le_get64(h + 24) != r->stored)
             st = SITS_ERR_FORMAT;
     }
     unsigned char *buf = data;
@@ -455,7 +451,7 @@ static sits_status_t disk_read(sits_kv_offload_t *o, const rec_t *r, unsigned ch
         ssize_t x = read(fd, &extra, 1);
         if (x != 0) { st = SITS_ERR_FORMAT; why = "trailing bytes"; }
     }
-    if (st == SITS_OK && sits_kv_crc32(0, buf, r->stored) != get_u32(h + 32)) {
+    if (st == SITS_OK && sits_kv_crc32(0, buf, r->stored) != sits_le_get32(h + 32)) {
         st = SITS_ERR_FORMAT;
         why = "checksum mismatch";
     }

@@ -6,6 +6,7 @@
  * a paged slot [n_kv_heads][D] alike. LZ4 frames are (de)compressed with OpenMP over frames when
  * threads > 1; the CRC runs on one thread. */
 #include "kv/shard.h"
+#include "util/le.h"
 #include "kv/quant.h"
 #include "util/dtype.h"
 #include "util/log.h"
@@ -27,18 +28,6 @@
 #define MIN_FRAME_BYTES 4096u
 #define MAX_FRAME_BYTES ((uint32_t)1 << 26)
 
-/* ---- little-endian fields ---- */
-
-static void put_u16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
-
 /* ---- CRC-32, slice-by-8; the tables are built on the stack per call (about 4k operations) so that
  * the module keeps no global state ---- */
 
@@ -55,7 +44,7 @@ uint32_t sits_kv_crc32(uint32_t crc, const void *p_, size_t n)
     const unsigned char *p = p_;
     crc = ~crc;
     while (n >= 8) {
-        uint32_t a = crc ^ get_u32(p), b = get_u32(p + 4);
+        uint32_t a = crc ^ sits_le_get32(p), b = sits_le_get32(p + 4);
         crc = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][a >> 24] ^
               t[3][b & 0xff] ^ t[2][(b >> 8) & 0xff] ^ t[1][(b >> 16) & 0xff] ^ t[0][b >> 24];
         p += 8;
@@ -388,7 +377,7 @@ static sits_status_t pack_rows(const rows_t *r, sits_kv_codec_t codec, void *out
         size_t pos = 0;
         for (size_t f = 0; f < nf; f++) {   /* destinations never pass their sources: memmove is safe */
             memmove(base + pos, slots + f * slot, csize[f]);
-            put_u32(out + HDR + 4 * f, csize[f]);
+            sits_le_put32(out + HDR + 4 * f, csize[f]);
             pos += csize[f];
         }
         stored += 4 * nf;
@@ -398,20 +387,20 @@ static sits_status_t pack_rows(const rows_t *r, sits_kv_codec_t codec, void *out
     }
     unsigned char *h = out;
     memset(h, 0, HDR);
-    put_u32(h + 0, SITS_KV_SHARD_MAGIC);
-    put_u16(h + 4, SITS_KV_SHARD_VERSION);
-    put_u16(h + 6, HDR);
+    sits_le_put32(h + 0, SITS_KV_SHARD_MAGIC);
+    sits_le_put16(h + 4, SITS_KV_SHARD_VERSION);
+    sits_le_put16(h + 6, HDR);
     h[8] = (unsigned char)d->dtype;
     h[9] = (unsigned char)codec;
-    put_u16(h + 10, 0);
+    sits_le_put16(h + 10, 0);
     const int32_t f32[7] = { d->l0, d->l1, d->h0, d->h1, d->t0, d->t1, d->head_dim };
-    for (int i = 0; i < 7; i++) put_u32(h + 12 + 4 * i, (uint32_t)f32[i]);
-    put_u64(h + 40, g->raw);
-    put_u64(h + 48, stored);
-    put_u32(h + 56, (uint32_t)fb);
-    put_u32(h + 60, (uint32_t)nf);
-    put_u32(h + 64, sits_kv_crc32(0, out + HDR, stored));
-    put_u32(h + 92, sits_kv_crc32(0, h, 92));
+    for (int i = 0; i < 7; i++) sits_le_put32(h + 12 + 4 * i, (uint32_t)f32[i]);
+    sits_le_put64(h + 40, g->raw);
+    sits_le_put64(h + 48, stored);
+    sits_le_put32(h + 56, (uint32_t)fb);
+    sits_le_put32(h + 60, (uint32_t)nf);
+    sits_le_put32(h + 64, sits_kv_crc32(0, out + HDR, stored));
+    sits_le_put32(h + 92, sits_kv_crc32(0, h, 92));
     *len_p = HDR + stored;
 out_free:
     free(scratch);
@@ -477,28 +466,28 @@ static sits_status_t parse_header(const void *buf_, size_t len, parsed_t *ps)
     const unsigned char *h = buf_;
     if (!h) { SITS_ERROR(SITS_SUB_KV, "kv shard: no buffer"); return SITS_ERR_INVALID; }
     if (len < HDR) BAD("truncated: %zu bytes, the header alone is %d", len, HDR);
-    if (get_u32(h) != SITS_KV_SHARD_MAGIC) BAD("bad magic 0x%08x", get_u32(h));
-    if (get_u16(h + 4) != SITS_KV_SHARD_VERSION) BAD("version %u, expected %d", get_u16(h + 4), SITS_KV_SHARD_VERSION);
-    if (get_u16(h + 6) != HDR) BAD("header size %u, expected %d", get_u16(h + 6), HDR);
-    if (sits_kv_crc32(0, h, 92) != get_u32(h + 92)) BAD("header checksum mismatch");
+    if (sits_le_get32(h) != SITS_KV_SHARD_MAGIC) BAD("bad magic 0x%08x", sits_le_get32(h));
+    if (sits_le_get16(h + 4) != SITS_KV_SHARD_VERSION) BAD("version %u, expected %d", sits_le_get16(h + 4), SITS_KV_SHARD_VERSION);
+    if (sits_le_get16(h + 6) != HDR) BAD("header size %u, expected %d", sits_le_get16(h + 6), HDR);
+    if (sits_kv_crc32(0, h, 92) != sits_le_get32(h + 92)) BAD("header checksum mismatch");
     /* fields; the crc matched, so a failure below is a writer's bug or a forged header */
     if (!dtype_ok(h[8])) BAD("unknown dtype %u", h[8]);
     if (h[9] != SITS_KV_CODEC_NONE && h[9] != SITS_KV_CODEC_LZ4) BAD("unknown codec %u", h[9]);
-    if (get_u16(h + 10) != 0) BAD("unknown flags 0x%04x", get_u16(h + 10));
+    if (sits_le_get16(h + 10) != 0) BAD("unknown flags 0x%04x", sits_le_get16(h + 10));
     for (int i = 68; i < 92; i++)
         if (h[i]) BAD("reserved byte %d is not zero", i);
     int32_t f[7];
-    for (int i = 0; i < 7; i++) f[i] = (int32_t)get_u32(h + 12 + 4 * i);
+    for (int i = 0; i < 7; i++) f[i] = (int32_t)sits_le_get32(h + 12 + 4 * i);
     ps->d = (sits_kv_shard_desc_t){ .l0 = f[0], .l1 = f[1], .h0 = f[2], .h1 = f[3], .t0 = f[4], .t1 = f[5],
                                     .head_dim = f[6], .dtype = (sits_kv_shard_dtype_t)h[8], .threads = 0 };
     ps->codec = (sits_kv_codec_t)h[9];
     const char *why = NULL;
     if (!geom_of(&ps->d, &ps->g, &why)) BAD("bad ranges: %s", why);
-    uint64_t raw = get_u64(h + 40);
-    ps->stored = get_u64(h + 48);
-    ps->fb = get_u32(h + 56);
-    ps->nf = get_u32(h + 60);
-    ps->payload_crc = get_u32(h + 64);
+    uint64_t raw = sits_le_get64(h + 40);
+    ps->stored = sits_le_get64(h + 48);
+    ps->fb = sits_le_get32(h + 56);
+    ps->nf = sits_le_get32(h + 60);
+    ps->payload_crc = sits_le_get32(h + 64);
     if (raw != ps->g.raw) BAD("raw size %llu does not match the ranges (%zu)", (unsigned long long)raw, ps->g.raw);
     if (ps->codec == SITS_KV_CODEC_NONE) {
         if (ps->fb || ps->nf) BAD("frame fields set without a codec");
@@ -551,7 +540,7 @@ static sits_status_t validate(const void *buf, size_t len, int threads, parsed_t
         }
         uint64_t pos = 4 * (uint64_t)nf;
         for (size_t f = 0; f < nf; f++) {
-            cs[f] = get_u32(pl + 4 * f);
+            cs[f] = sits_le_get32(pl + 4 * f);
             off[f] = pos;
             if (cs[f] == 0 || cs[f] > ps->stored - pos) {
                 SITS_ERROR(SITS_SUB_KV, "kv shard: frame %zu size %u overruns the payload", f, cs[f]);

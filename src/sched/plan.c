@@ -1,5 +1,6 @@
 /* plan.c -- step plan serialisation; see plan.h for the wire format. */
 #include "sched/plan.h"
+#include "util/le.h"
 #include "util/log.h"
 
 #include <string.h>
@@ -12,13 +13,6 @@ static uint32_t fnv1a(const unsigned char *p, size_t n)
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
     return h;
 }
-
-static void put_u16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
 static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out)
 {
@@ -66,14 +60,14 @@ static sits_status_t move_write(const sits_plan_t *p, void *buf, size_t cap, siz
 /* h: a header with good magic and version and command KV_MOVE */
 static sits_status_t move_parse(const unsigned char *h, size_t len, sits_plan_t *plan_p)
 {
-    size_t body = get_u32(h + 32);
-    if (get_u32(h + 16) || get_u32(h + 20) || get_u32(h + 24) || get_u32(h + 28) || body < 4 * MOVE_FIXED ||
+    size_t body = sits_le_get32(h + 32);
+    if (sits_le_get32(h + 16) || sits_le_get32(h + 20) || sits_le_get32(h + 24) || sits_le_get32(h + 28) || body < 4 * MOVE_FIXED ||
         len != SITS_PLAN_HEADER_BYTES + body || body % 4) {
         SITS_ERROR(SITS_SUB_SCHED, "kv move plan: bad counts or size (%zu bytes)", len);
         return SITS_ERR_FORMAT;
     }
     const unsigned char *q = h + SITS_PLAN_HEADER_BYTES;
-    if (fnv1a(q, body) != get_u32(h + 36)) {
+    if (fnv1a(q, body) != sits_le_get32(h + 36)) {
         SITS_ERROR(SITS_SUB_SCHED, "kv move plan: checksum mismatch");
         return SITS_ERR_FORMAT;
     }
@@ -92,19 +86,19 @@ static sits_status_t move_parse(const unsigned char *h, size_t len, sits_plan_t 
             SITS_ERROR(SITS_SUB_SCHED, "kv move plan: negative block id");
             return SITS_ERR_FORMAT;
         }
-    *plan_p = (sits_plan_t){ .cmd = SITS_PLAN_KV_MOVE, .step = get_u64(h + 8), .move = m };
+    *plan_p = (sits_plan_t){ .cmd = SITS_PLAN_KV_MOVE, .step = sits_le_get64(h + 8), .move = m };
     return SITS_OK;
 }
 
 static void put_header(unsigned char *h, uint16_t cmd, uint64_t step, const int32_t counts[4], uint32_t body, uint32_t sum)
 {
-    put_u32(h, SITS_PLAN_MAGIC);
-    put_u16(h + 4, SITS_PLAN_VERSION);
-    put_u16(h + 6, cmd);
-    put_u64(h + 8, step);
-    for (int i = 0; i < 4; i++) put_u32(h + 16 + 4 * i, (uint32_t)counts[i]);
-    put_u32(h + 32, body);
-    put_u32(h + 36, sum);
+    sits_le_put32(h, SITS_PLAN_MAGIC);
+    sits_le_put16(h + 4, SITS_PLAN_VERSION);
+    sits_le_put16(h + 6, cmd);
+    sits_le_put64(h + 8, step);
+    for (int i = 0; i < 4; i++) sits_le_put32(h + 16 + 4 * i, (uint32_t)counts[i]);
+    sits_le_put32(h + 32, body);
+    sits_le_put32(h + 36, sum);
 }
 /* ---- end kv move ---- */
 
@@ -116,7 +110,7 @@ size_t sits_plan_size(const sits_plan_t *p)
 
 static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
 {
-    for (int i = 0; i < n; i++, q += 4) put_u32(q, (uint32_t)a[i]);
+    for (int i = 0; i < n; i++, q += 4) sits_le_put32(q, (uint32_t)a[i]);
     return q;
 }
 
@@ -137,24 +131,24 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         uint32_t t, tp;
         memcpy(&t, &s->temperature, 4);
         memcpy(&tp, &s->top_p, 4);
-        put_u32(q, t);
-        put_u32(q + 4, (uint32_t)s->top_k);
-        put_u32(q + 8, tp);
-        put_u32(q + 12, 0);
-        put_u64(q + 16, s->seed);
-        put_u64(q + 24, s->step);
+        sits_le_put32(q, t);
+        sits_le_put32(q + 4, (uint32_t)s->top_k);
+        sits_le_put32(q + 8, tp);
+        sits_le_put32(q + 12, 0);
+        sits_le_put64(q + 16, s->seed);
+        sits_le_put64(q + 24, s->step);
     }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
-    put_u32(h, SITS_PLAN_MAGIC);
-    put_u16(h + 4, SITS_PLAN_VERSION);
-    put_u16(h + 6, (uint16_t)p->cmd);
-    put_u64(h + 8, p->step);
-    put_u32(h + 16, (uint32_t)p->n_tokens);
-    put_u32(h + 20, (uint32_t)p->n_seqs);
-    put_u32(h + 24, (uint32_t)p->max_blocks);
-    put_u32(h + 28, (uint32_t)p->n_out);
-    put_u32(h + 32, (uint32_t)body);
-    put_u32(h + 36, fnv1a(h + SITS_PLAN_HEADER_BYTES, body));
+    sits_le_put32(h, SITS_PLAN_MAGIC);
+    sits_le_put16(h + 4, SITS_PLAN_VERSION);
+    sits_le_put16(h + 6, (uint16_t)p->cmd);
+    sits_le_put64(h + 8, p->step);
+    sits_le_put32(h + 16, (uint32_t)p->n_tokens);
+    sits_le_put32(h + 20, (uint32_t)p->n_seqs);
+    sits_le_put32(h + 24, (uint32_t)p->max_blocks);
+    sits_le_put32(h + 28, (uint32_t)p->n_out);
+    sits_le_put32(h + 32, (uint32_t)body);
+    sits_le_put32(h + 36, fnv1a(h + SITS_PLAN_HEADER_BYTES, body));
     *len_p = need;
     return SITS_OK;
 }
@@ -166,14 +160,14 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         SITS_ERROR(SITS_SUB_SCHED, "step plan truncated: %zu bytes, header needs %d", len, SITS_PLAN_HEADER_BYTES);
         return SITS_ERR_FORMAT;
     }
-    if (get_u32(h) != SITS_PLAN_MAGIC || get_u16(h + 4) != SITS_PLAN_VERSION) {
-        SITS_ERROR(SITS_SUB_SCHED, "step plan: bad magic or version %u", get_u16(h + 4));
+    if (sits_le_get32(h) != SITS_PLAN_MAGIC || sits_le_get16(h + 4) != SITS_PLAN_VERSION) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: bad magic or version %u", sits_le_get16(h + 4));
         return SITS_ERR_FORMAT;
     }
-    uint16_t cmd = get_u16(h + 6);
+    uint16_t cmd = sits_le_get16(h + 6);
     if (cmd == SITS_PLAN_KV_MOVE) return move_parse(h, len, plan_p);
-    int32_t nt = (int32_t)get_u32(h + 16), ns = (int32_t)get_u32(h + 20), mb = (int32_t)get_u32(h + 24),
-            no = (int32_t)get_u32(h + 28);
+    int32_t nt = (int32_t)sits_le_get32(h + 16), ns = (int32_t)sits_le_get32(h + 20), mb = (int32_t)sits_le_get32(h + 24),
+            no = (int32_t)sits_le_get32(h + 28);
     if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP && cmd != SITS_PLAN_KV_SWAP) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: unknown command %u", cmd);
         return SITS_ERR_FORMAT;
@@ -184,16 +178,16 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         return SITS_ERR_FORMAT;
     }
     size_t body = body_size(nt, ns, mb, no);
-    if (get_u32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
+    if (sits_le_get32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say %zu", len, SITS_PLAN_HEADER_BYTES + body);
         return SITS_ERR_FORMAT;
     }
     const unsigned char *q = h + SITS_PLAN_HEADER_BYTES;
-    if (fnv1a(q, body) != get_u32(h + 36)) {
+    if (fnv1a(q, body) != sits_le_get32(h + 36)) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: checksum mismatch");
         return SITS_ERR_FORMAT;
     }
-    sits_plan_t p = { .cmd = (sits_plan_cmd_t)cmd, .step = get_u64(h + 8), .n_tokens = nt, .n_seqs = ns, .max_blocks = mb,
+    sits_plan_t p = { .cmd = (sits_plan_cmd_t)cmd, .step = sits_le_get64(h + 8), .n_tokens = nt, .n_seqs = ns, .max_blocks = mb,
                       .n_out = no };
     /* arrays are 4-byte aligned when buf is (the broadcast buffer is malloc'ed) */
     p.tokens = (const int32_t *)q;
@@ -203,12 +197,12 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
     p.out_rows = p.block_tables + (size_t)ns * mb;
     const unsigned char *s = (const unsigned char *)(p.out_rows + no);
     for (int i = 0; i < no; i++, s += SAMPLE_BYTES) {
-        uint32_t t = get_u32(s), tp = get_u32(s + 8);
+        uint32_t t = sits_le_get32(s), tp = sits_le_get32(s + 8);
         memcpy(&store[i].temperature, &t, 4);
-        store[i].top_k = (int32_t)get_u32(s + 4);
+        store[i].top_k = (int32_t)sits_le_get32(s + 4);
         memcpy(&store[i].top_p, &tp, 4);
-        store[i].seed = get_u64(s + 16);
-        store[i].step = get_u64(s + 24);
+        store[i].seed = sits_le_get64(s + 16);
+        store[i].step = sits_le_get64(s + 24);
     }
     p.sample = store;
     for (int i = 0; i < nt; i++)

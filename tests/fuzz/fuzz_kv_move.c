@@ -10,6 +10,7 @@
  * carries the expectation; the scatter stays inside the destination's block units (ASan: the
  * destination is allocated to the exact size); a rejected message leaves the destination untouched. */
 #include "fuzz_common.h"
+#include "util/le.h"
 #include "backend/backend.h"
 #include "kv/move.h"
 #include "kv/shard.h"
@@ -17,12 +18,6 @@
 enum { HDR = SITS_KV_MOVE_HEADER_BYTES };
 static const size_t MAX_DST_BYTES = 4u << 20;
 static const sits_dtype_t DTS[3] = { SITS_DT_F32, SITS_DT_BF16, SITS_DT_I8 };
-
-static uint32_t get_u32(const unsigned char *p) { return (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24); }
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -41,17 +36,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf) return 0;
     memcpy(buf, data + 8, n);
     if ((flags & 1) && n >= HDR) {
-        uint64_t pay = get_u32(buf + 40) | (uint64_t)get_u32(buf + 44) << 32;
-        if (pay <= n - HDR) put_u32(buf + 52, sits_kv_crc32(0, buf + HDR, (size_t)pay));
-        put_u32(buf + 60, sits_kv_crc32(0, buf, 60));
+        uint64_t pay = sits_le_get32(buf + 40) | (uint64_t)sits_le_get32(buf + 44) << 32;
+        if (pay <= n - HDR) sits_le_put32(buf + 52, sits_kv_crc32(0, buf + HDR, (size_t)pay));
+        sits_le_put32(buf + 60, sits_kv_crc32(0, buf, 60));
     }
     sits_kv_move_desc_t e;
     int n_kv, head0;
     if ((flags & 2) && n >= HDR) { /* the message's own header, if small */
         int32_t f[7];
-        for (int i = 0; i < 7; i++) f[i] = (int32_t)get_u32(buf + 12 + 4 * i);
+        for (int i = 0; i < 7; i++) f[i] = (int32_t)sits_le_get32(buf + 12 + 4 * i);
         e = (sits_kv_move_desc_t){ .l0 = f[0], .l1 = f[1], .h0 = f[2], .h1 = f[3], .n_blocks = f[4], .block_size = f[5],
-                                   .head_dim = f[6], .dtype = DTS[buf[8] % 3], .move_id = get_u32(buf + 48) };
+                                   .head_dim = f[6], .dtype = DTS[buf[8] % 3], .move_id = sits_le_get32(buf + 48) };
         if (e.l0 < 0 || e.l0 > 64 || e.l1 < e.l0 + 1 || e.l1 > e.l0 + 4 || e.h0 < 0 || e.h0 > 7 || e.h1 < e.h0 + 1 || e.h1 > 8 || e.n_blocks < 1 ||
             e.n_blocks > 4 || e.block_size < 1 || e.block_size > 16 || e.head_dim < 1 || e.head_dim > 64) {
             free(buf);
@@ -79,9 +74,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sits_status_t st = sits_kv_move_unpack(buf, n, &e, dst, n_kv, head0);
     if (st == SITS_OK) {
         FUZZ_ASSERT(n == sits_kv_move_msg_bytes(&e));
-        FUZZ_ASSERT(get_u32(buf) == SITS_KV_MOVE_MAGIC && get_u32(buf + 48) == e.move_id);
+        FUZZ_ASSERT(sits_le_get32(buf) == SITS_KV_MOVE_MAGIC && sits_le_get32(buf + 48) == e.move_id);
         int32_t want[7] = { e.l0, e.l1, e.h0, e.h1, e.n_blocks, e.block_size, e.head_dim };
-        for (int i = 0; i < 7; i++) FUZZ_ASSERT((int32_t)get_u32(buf + 12 + 4 * i) == want[i]);
+        for (int i = 0; i < 7; i++) FUZZ_ASSERT((int32_t)sits_le_get32(buf + 12 + 4 * i) == want[i]);
     } else {
         FUZZ_ASSERT(st == SITS_ERR_FORMAT || st == SITS_ERR_INVALID);
         FUZZ_ASSERT(memcmp(dst, before, dbytes) == 0);

@@ -10,17 +10,12 @@
  * Known finding (tests/fuzz/findings/kv_shard-int8-scale-overflow): a scale in (FLT_MAX / 127, FLT_MAX]
  * passes the check and dequantises to inf; SITS_FUZZ_SKIP_KNOWN=1 skips that check. */
 #include "fuzz_common.h"
+#include "util/le.h"
 #include "kv/shard.h"
 #include <math.h>
 
 enum { HDR = SITS_KV_SHARD_HEADER_BYTES };
 static const size_t MAX_OUT_BYTES = 4u << 20;
-
-static uint32_t get_u64lo(const unsigned char *p) { return (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24); }
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -37,9 +32,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf) return 0;
     memcpy(buf, data + 1, n);
     if ((data[0] & 1) && n >= HDR) {
-        uint64_t stored = get_u64lo(buf + 48) | (uint64_t)get_u64lo(buf + 52) << 32;
-        if (stored <= n - HDR) put_u32(buf + 64, sits_kv_crc32(0, buf + HDR, (size_t)stored));
-        put_u32(buf + 92, sits_kv_crc32(0, buf, 92));
+        uint64_t stored = sits_le_get32(buf + 48) | (uint64_t)sits_le_get32(buf + 52) << 32;
+        if (stored <= n - HDR) sits_le_put32(buf + 64, sits_kv_crc32(0, buf + HDR, (size_t)stored));
+        sits_le_put32(buf + 92, sits_kv_crc32(0, buf, 92));
     }
     sits_kv_shard_desc_t d, d2;
     sits_kv_codec_t codec;

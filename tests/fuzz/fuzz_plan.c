@@ -5,6 +5,7 @@
  * On success every array must lie inside the buffer, every seq / out_row index must be in range, and
  * write(parse(x)) must parse again to the same plan, of the same size. */
 #include "fuzz_common.h"
+#include "util/le.h"
 #include "sched/plan.h"
 
 enum { MAX_OUT = 4096 };
@@ -15,11 +16,6 @@ static uint32_t fnv1a(const unsigned char *p, size_t n)
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
     return h;
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -37,8 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf) return 0;
     memcpy(buf, data + 1, n);
     if ((data[0] & 1) && n >= SITS_PLAN_HEADER_BYTES) {
-        put_u32(buf + 32, (uint32_t)(n - SITS_PLAN_HEADER_BYTES));
-        put_u32(buf + 36, fnv1a(buf + SITS_PLAN_HEADER_BYTES, n - SITS_PLAN_HEADER_BYTES));
+        sits_le_put32(buf + 32, (uint32_t)(n - SITS_PLAN_HEADER_BYTES));
+        sits_le_put32(buf + 36, fnv1a(buf + SITS_PLAN_HEADER_BYTES, n - SITS_PLAN_HEADER_BYTES));
     }
     sits_plan_t p;
     if (sits_plan_parse(buf, n, g_store, MAX_OUT, &p) == SITS_OK && p.cmd == SITS_PLAN_KV_MOVE) {
