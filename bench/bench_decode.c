@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench/bench_common.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -462,21 +463,7 @@ int main(int argc, char **argv)
         goto out;
     }
 #endif
-    if (use_cuda) {
-        /* one GPU per rank of a node: --gpu + the node-local rank */
-        MPI_Comm node;
-        int local = 0;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &local);
-        MPI_Comm_free(&node);
-        sits_backend_params_t bp = { .device = o.gpu + local };
-        st = sits_backend_cuda_create(&bp, &be);
-    } else {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int th = o.threads > 0 ? o.threads : (int)(cores / world > 0 ? cores / world : 1);
-        sits_backend_params_t bp = { .threads = th };
-        st = sits_backend_cpu_create(&bp, &be);
-    }
+    st = sits_bench_backend(use_cuda ? "cuda" : "cpu", o.gpu, o.threads, &be, NULL);   /* one GPU per rank of a node */
     if (st != SITS_OK) { fprintf(stderr, "sits-bench-decode: %s backend: %s\n", use_cuda ? "cuda" : "cpu", sits_status_str(st)); goto out; }
     if (o.kv_dtype) { /* [int8 kv] */
         sits_dtype_t kdt;

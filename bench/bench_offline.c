@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_common.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -107,19 +108,8 @@ int main(int argc, char **argv)
     seq_t *run = NULL;
     int32_t *tok = NULL, *pos = NULL, *seqi = NULL, *rows = NULL, *bt = NULL, *sampled = NULL, *prompt = NULL, **spare = NULL;
     sits_sample_params_t *sp = NULL;
-    int use_cuda = !strcmp(o.device, "cuda") || (!strcmp(o.device, "auto") && sits_backend_cuda_device_count() > 0);
-    if (use_cuda) {
-        MPI_Comm node;
-        int local = 0;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &local);
-        MPI_Comm_free(&node);
-        sits_backend_params_t bp = { .device = o.gpu + local };
-        st = sits_backend_cuda_create(&bp, &be);
-    } else {
-        sits_backend_params_t bp = { .threads = o.threads };
-        st = sits_backend_cpu_create(&bp, &be);
-    }
+    int use_cuda = 0;
+    st = sits_bench_backend(o.device, o.gpu, o.threads, &be, &use_cuda);
     if (st != SITS_OK) goto out;
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
 #ifdef HAVE_NCCL

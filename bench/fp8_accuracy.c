@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/logit_stats.h"
+#include "bench/bench_common.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -167,14 +167,7 @@ int main(int argc, char **argv)
     result_t res[MAX_POL];
     memset(res, 0, sizeof res);
     sits_status_t st;
-    int use_cuda = !strcmp(o.device, "cuda") || (!strcmp(o.device, "auto") && sits_backend_cuda_device_count() > 0);
-    if (use_cuda) {
-        sits_backend_params_t bp = { .device = 0 };
-        st = sits_backend_cuda_create(&bp, &be);
-    } else {
-        sits_backend_params_t bp = { .threads = o.threads };
-        st = sits_backend_cpu_create(&bp, &be);
-    }
+    st = sits_bench_backend(o.device, 0, o.threads, &be, NULL);
     if (st != SITS_OK) { fprintf(stderr, "sits-fp8-accuracy: backend: %s\n", sits_status_str(st)); goto out; }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
     sits_model_config_t cfg;

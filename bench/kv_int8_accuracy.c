@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/logit_stats.h"
+#include "bench/bench_common.h"
 #include "sched/generate.h"
 #include "util/log.h"
 
@@ -240,18 +240,13 @@ int main(int argc, char **argv)
     sits_comm_t *tp = NULL;
     sits_status_t st;
     json_t *jmodels = json_array();
-    int use_cuda = !strcmp(o.device, "cuda") || (!strcmp(o.device, "auto") && sits_backend_cuda_device_count() > 0);
-    if (use_cuda) {
-        sits_backend_params_t bp = { .device = 0 };
-        if (sits_backend_cuda_device_count() < 1 || (st = sits_backend_cuda_create(&bp, &be)) == SITS_ERR_UNSUPPORTED) {
-            printf("SKIP: no usable GPU (built without CUDA, or none visible)\n");
-            json_decref(jmodels);
-            MPI_Finalize();
-            return 77;
-        }
-    } else {
-        sits_backend_params_t bp = { .threads = o.threads };
-        st = sits_backend_cpu_create(&bp, &be);
+    int use_cuda = 0;
+    st = sits_bench_backend(o.device, 0, o.threads, &be, &use_cuda);
+    if (use_cuda && st == SITS_ERR_UNSUPPORTED) {
+        printf("SKIP: no usable GPU (built without CUDA, or none visible)\n");
+        json_decref(jmodels);
+        MPI_Finalize();
+        return 77;
     }
     if (st != SITS_OK) { fprintf(stderr, "sits-kv-int8-accuracy: backend: %s\n", sits_status_str(st)); goto out; }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;

@@ -3,22 +3,22 @@
 # Decode ms/step at several (batch, context) and prefill 1xN beside the bandwidth floor.
 # bench/run_decode.sh runs it with the HF transformers peer (bench/hf_decode.py) and merges the JSON.
 noinst_PROGRAMS += bench/sits-bench-decode
-bench_sits_bench_decode_SOURCES = bench/bench_decode.c
+bench_sits_bench_decode_SOURCES = bench/bench_decode.c bench/bench_common.c bench/bench_common.h
 bench_sits_bench_decode_LDADD = $(SITS_LIBS)
 EXTRA_DIST += bench/README.md bench/RESULTS.md bench/run_decode.sh bench/hf_decode.py bench/run_pp_mb.sh \
 	bench/configs/llama3-8b/config.json bench/configs/llama3-70b/config.json
 # [fp8] accuracy of the --quant policies vs bf16 (top-1 agreement, KL); tests/integration/fp8_accuracy.sh bounds it.
 noinst_PROGRAMS += bench/sits-fp8-accuracy
-bench_sits_fp8_accuracy_SOURCES = bench/fp8_accuracy.c bench/logit_stats.c bench/logit_stats.h
+bench_sits_fp8_accuracy_SOURCES = bench/fp8_accuracy.c bench/bench_common.c bench/bench_common.h
 bench_sits_fp8_accuracy_LDADD = $(SITS_LIBS)
 # Offline throughput (IN/OUT tokens per request, continuous batching, chunked prefill), e.g. 2048/128 and 128/2048.
 noinst_PROGRAMS += bench/sits-bench-offline
-bench_sits_bench_offline_SOURCES = bench/bench_offline.c
+bench_sits_bench_offline_SOURCES = bench/bench_offline.c bench/bench_common.c bench/bench_common.h
 bench_sits_bench_offline_LDADD = $(SITS_LIBS)
 include bench/bench.mk
 include bench/allreduce.mk
 # [int8 kv] accuracy (top-1, KL, greedy) and capacity of --kv-cache-dtype int8 vs fp32 / bf16 KV;
 # tests/integration/kv_int8_accuracy.sh bounds it.
 noinst_PROGRAMS += bench/sits-kv-int8-accuracy
-bench_sits_kv_int8_accuracy_SOURCES = bench/kv_int8_accuracy.c bench/logit_stats.c bench/logit_stats.h
+bench_sits_kv_int8_accuracy_SOURCES = bench/kv_int8_accuracy.c bench/bench_common.c bench/bench_common.h
 bench_sits_kv_int8_accuracy_LDADD = $(SITS_LIBS)
