@@ -139,6 +139,23 @@ static void head(buf_t *b, const char *name, const char *type, const char *help)
     put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* One unlabelled series with its HELP / TYPE lines. */
+static void counter(buf_t *b, const char *name, const char *help, uint64_t v)
+{
+    head(b, name, "counter", help);
+    put(b, "%s %llu\n", name, (unsigned long long)v);
+}
+static void gauge_i(buf_t *b, const char *name, const char *help, long long v)
+{
+    head(b, name, "gauge", help);
+    put(b, "%s %lld\n", name, v);
+}
+static void gauge_f(buf_t *b, const char *name, const char *help, double v)
+{
+    head(b, name, "gauge", help);
+    put(b, "%s %.6f\n", name, v);
+}
+
 static void hist_put(buf_t *b, const char *name, const char *help, const double *le, int n_le,
                      const uint64_t *counts, uint64_t count, double sum)
 {
@@ -177,12 +194,9 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
              c.itl.n_le, c.itl.counts, c.itl.count, c.itl.sum);
     hist_put(&b, "sits_e2e_request_latency_seconds", "Time from request arrival to its last token.", c.e2e.le,
              c.e2e.n_le, c.e2e.counts, c.e2e.count, c.e2e.sum);
-    head(&b, "sits_prompt_tokens_total", "counter", "Prompt tokens of finished requests.");
-    put(&b, "sits_prompt_tokens_total %llu\n", (unsigned long long)c.prompt_tokens);
-    head(&b, "sits_generation_tokens_total", "counter", "Tokens generated for finished requests.");
-    put(&b, "sits_generation_tokens_total %llu\n", (unsigned long long)c.generation_tokens);
-    head(&b, "sits_num_requests_inflight", "gauge", "Generation requests the HTTP server is serving.");
-    put(&b, "sits_num_requests_inflight %d\n", inflight);
+    counter(&b, "sits_prompt_tokens_total", "Prompt tokens of finished requests.", c.prompt_tokens);
+    counter(&b, "sits_generation_tokens_total", "Tokens generated for finished requests.", c.generation_tokens);
+    gauge_i(&b, "sits_num_requests_inflight", "Generation requests the HTTP server is serving.", inflight);
     if (c.tenants) {
         head(&b, "sits_tenant_requests_total", "counter", "Finished requests by tenant.");
         for (int t = 0; t < c.tenants->n; t++)
@@ -203,69 +217,59 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 c.t_requests[t] ? (double)c.t_slo_met[t] / (double)c.t_requests[t] : 0.0);
     }
     if (st) {
-        head(&b, "sits_num_requests_running", "gauge", "Sequences in the running batch.");
-        put(&b, "sits_num_requests_running %d\n", st->running);
-        head(&b, "sits_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.");
-        put(&b, "sits_num_requests_waiting %d\n", st->waiting);
-        head(&b, "sits_num_requests_swapped", "gauge", "Preempted sequences whose KV blocks are offloaded.");
-        put(&b, "sits_num_requests_swapped %d\n", st->swapped);
-        head(&b, "sits_kv_blocks_used", "gauge", "KV cache blocks in use.");
-        put(&b, "sits_kv_blocks_used %d\n", st->kv_blocks_total - st->kv_blocks_free);
-        head(&b, "sits_kv_blocks_free", "gauge", "KV cache blocks free.");
-        put(&b, "sits_kv_blocks_free %d\n", st->kv_blocks_free);
-        head(&b, "sits_preemptions_total", "counter", "Sequences preempted by the scheduler.");
-        put(&b, "sits_preemptions_total %llu\n", (unsigned long long)st->preemptions);
+        gauge_i(&b, "sits_num_requests_running", "Sequences in the running batch.", st->running);
+        gauge_i(&b, "sits_num_requests_waiting", "Sequences waiting to be scheduled.", st->waiting);
+        gauge_i(&b, "sits_num_requests_swapped", "Preempted sequences whose KV blocks are offloaded.", st->swapped);
+        gauge_i(&b, "sits_kv_blocks_used", "KV cache blocks in use.", st->kv_blocks_total - st->kv_blocks_free);
+        gauge_i(&b, "sits_kv_blocks_free", "KV cache blocks free.", st->kv_blocks_free);
+        counter(&b, "sits_preemptions_total", "Sequences preempted by the scheduler.", st->preemptions);
         /* [kv offload] */
-        head(&b, "sits_kv_swapped_out_total", "counter", "Preempted sequences whose KV blocks went to the offload tiers.");
-        put(&b, "sits_kv_swapped_out_total %llu\n", (unsigned long long)st->kv_swap_out);
-        head(&b, "sits_kv_swapped_in_total", "counter", "Swapped-out sequences whose KV blocks came back from the offload tiers.");
-        put(&b, "sits_kv_swapped_in_total %llu\n", (unsigned long long)st->kv_swap_in);
-        head(&b, "sits_kv_swap_failures_total", "counter", "Swaps that failed on some rank (tier full, disk error, bad checksum): recomputed instead.");
-        put(&b, "sits_kv_swap_failures_total %llu\n", (unsigned long long)st->kv_swap_failed);
+        counter(&b, "sits_kv_swapped_out_total", "Preempted sequences whose KV blocks went to the offload tiers.",
+                st->kv_swap_out);
+        counter(&b, "sits_kv_swapped_in_total", "Swapped-out sequences whose KV blocks came back from the offload tiers.",
+                st->kv_swap_in);
+        counter(&b, "sits_kv_swap_failures_total", "Swaps that failed on some rank (tier full, disk error, bad checksum): recomputed instead.",
+                st->kv_swap_failed);
         head(&b, "sits_kv_swap_out_bytes_total", "counter", "KV bytes swapped out, by tier, summed over the ranks.");
         put(&b, "sits_kv_swap_out_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_out_bytes_total{tier=\"disk\"} %llu\n",
             (unsigned long long)st->kv_swap_out_bytes[0], (unsigned long long)st->kv_swap_out_bytes[1]);
         head(&b, "sits_kv_swap_in_bytes_total", "counter", "KV bytes swapped back in, by tier, summed over the ranks.");
         put(&b, "sits_kv_swap_in_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_in_bytes_total{tier=\"disk\"} %llu\n",
             (unsigned long long)st->kv_swap_in_bytes[0], (unsigned long long)st->kv_swap_in_bytes[1]);
-        head(&b, "sits_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
-        put(&b, "sits_prefix_cache_queries_total %llu\n", (unsigned long long)st->prefix_query_tokens);
-        head(&b, "sits_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache (not recomputed).");
-        put(&b, "sits_prefix_cache_hits_total %llu\n", (unsigned long long)st->prefix_hit_tokens);
-        head(&b, "sits_prefix_cache_hit_rate", "gauge", "Prefix cache hits / queries since start.");
-        put(&b, "sits_prefix_cache_hit_rate %.6f\n",
-            st->prefix_query_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_query_tokens : 0.0);
-        head(&b, "sits_sched_allowed_num_seqs", "gauge", "Running sequences the adaptive batch controller allows.");
-        put(&b, "sits_sched_allowed_num_seqs %d\n", st->allowed_seqs);
-        head(&b, "sits_sched_allowed_batched_tokens", "gauge", "Tokens per step the adaptive batch controller allows.");
-        put(&b, "sits_sched_allowed_batched_tokens %d\n", st->allowed_tokens);
-        head(&b, "sits_sched_itl_p99_seconds", "gauge", "Windowed P99 inter-token latency seen by the controller.");
-        put(&b, "sits_sched_itl_p99_seconds %.6f\n", st->itl_p99_ms / 1e3);
-        head(&b, "sits_kv_blocks_cached", "gauge", "KV blocks registered in the prefix cache (in use or evictable).");
-        put(&b, "sits_kv_blocks_cached %d\n", st->kv_blocks_cached);
+        counter(&b, "sits_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+                st->prefix_query_tokens);
+        counter(&b, "sits_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not recomputed).",
+                st->prefix_hit_tokens);
+        gauge_f(&b, "sits_prefix_cache_hit_rate", "Prefix cache hits / queries since start.",
+                st->prefix_query_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_query_tokens : 0.0);
+        gauge_i(&b, "sits_sched_allowed_num_seqs", "Running sequences the adaptive batch controller allows.",
+                st->allowed_seqs);
+        gauge_i(&b, "sits_sched_allowed_batched_tokens", "Tokens per step the adaptive batch controller allows.",
+                st->allowed_tokens);
+        gauge_f(&b, "sits_sched_itl_p99_seconds", "Windowed P99 inter-token latency seen by the controller.",
+                st->itl_p99_ms / 1e3);
+        gauge_i(&b, "sits_kv_blocks_cached", "KV blocks registered in the prefix cache (in use or evictable).",
+                st->kv_blocks_cached);
         /* [kv move] migrations between replicas / prefill -> decode hand-offs */
-        head(&b, "sits_kv_migrations_total", "counter", "KV moves between replicas (--dp) or prefill -> decode (--disaggregate).");
-        put(&b, "sits_kv_migrations_total %llu\n", (unsigned long long)st->kv_migrations);
-        head(&b, "sits_kv_migrated_sequences_total", "counter", "Sequences carried by KV moves.");
-        put(&b, "sits_kv_migrated_sequences_total %llu\n", (unsigned long long)st->kv_migrated_seqs);
-        head(&b, "sits_kv_migrated_blocks_total", "counter", "KV blocks carried by KV moves.");
-        put(&b, "sits_kv_migrated_blocks_total %llu\n", (unsigned long long)st->kv_migrated_blocks);
-        head(&b, "sits_kv_migrated_bytes_total", "counter", "Message bytes received by the destination ranks of KV moves.");
-        put(&b, "sits_kv_migrated_bytes_total %llu\n", (unsigned long long)st->kv_migrated_bytes);
-        head(&b, "sits_kv_migrations_failed_total", "counter", "KV moves rejected by a destination rank (the sequences recomputed).");
-        put(&b, "sits_kv_migrations_failed_total %llu\n", (unsigned long long)st->kv_migrations_failed);
+        counter(&b, "sits_kv_migrations_total", "KV moves between replicas (--dp) or prefill -> decode (--disaggregate).",
+                st->kv_migrations);
+        counter(&b, "sits_kv_migrated_sequences_total", "Sequences carried by KV moves.", st->kv_migrated_seqs);
+        counter(&b, "sits_kv_migrated_blocks_total", "KV blocks carried by KV moves.", st->kv_migrated_blocks);
+        counter(&b, "sits_kv_migrated_bytes_total", "Message bytes received by the destination ranks of KV moves.",
+                st->kv_migrated_bytes);
+        counter(&b, "sits_kv_migrations_failed_total", "KV moves rejected by a destination rank (the sequences recomputed).",
+                st->kv_migrations_failed);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,
                  steps, st->step_seconds_sum);
     }
     if (otlp) {
-        head(&b, "sits_otlp_exported_requests_total", "counter", "Requests whose spans the OTLP collector accepted.");
-        put(&b, "sits_otlp_exported_requests_total %llu\n", (unsigned long long)otlp->requests_exported);
-        head(&b, "sits_otlp_dropped_requests_total", "counter", "Requests whose spans were dropped (queue full or export failed).");
-        put(&b, "sits_otlp_dropped_requests_total %llu\n", (unsigned long long)otlp->requests_dropped);
-        head(&b, "sits_otlp_failed_exports_total", "counter", "OTLP posts that failed.");
-        put(&b, "sits_otlp_failed_exports_total %llu\n", (unsigned long long)otlp->posts_failed);
+        counter(&b, "sits_otlp_exported_requests_total", "Requests whose spans the OTLP collector accepted.",
+                otlp->requests_exported);
+        counter(&b, "sits_otlp_dropped_requests_total", "Requests whose spans were dropped (queue full or export failed).",
+                otlp->requests_dropped);
+        counter(&b, "sits_otlp_failed_exports_total", "OTLP posts that failed.", otlp->posts_failed);
     }
     if (b.oom) {
         free(b.p);
