@@ -110,7 +110,7 @@ static void fused_once(bench_t *b, fused_arg_t *f)
 {
     sits_comm_t *c = b->comm[f->kind == F_NCCL_SPLIT ? M_NCCL : M_AUTO];
     if (f->kind == F_FUSED) {
-        TRY(sits_comm_custom_ar_add_rmsnorm(c, f->out, f->res, 1, f->x, f->w, f->n, f->dim, 1e-5f));
+        TRY(sits_comm_custom_ar_add_rmsnorm(c, f->out, NULL, NULL, f->res, 1, f->x, f->w, f->n, f->dim, 1e-5f));
         return;
     }
     TRY(c->ops->allreduce_sum(c, f->x, (size_t)f->n * f->dim, SITS_DT_BF16));

@@ -5,6 +5,7 @@
  *       [--batch 1,8,32,64] [--context 128,2048] [--prefill 2048] [--iters N] [--warmup N]
  *       [--fill prefill|none] [--chunk N] [--block-size N] [--load-format dummy|auto]
  *       [--bw-mib N] [--commit SHA] [--json FILE] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]
+ *       [--fp8-fused-quant 1|0]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (TP = world size; on cuda rank r of a node
  * takes GPU --gpu + r and the all-reduces go over NCCL). All ranks run the same batches in lockstep;
@@ -61,6 +62,7 @@ typedef struct {
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
     const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8); NULL: auto */
+    int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
 } opts_t;
 
 typedef struct {
@@ -134,7 +136,8 @@ static void usage(const char *argv0)
             "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
-            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]\n",
+            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]\n"
+            "       [--fp8-fused-quant 1|0]\n",
             argv0);
 }
 
@@ -145,7 +148,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     snprintf(defmodel, sizeof defmodel, "%s/bench/configs/llama3-8b", src ? src : ".");
     *o = (opts_t){ .model = defmodel, .device = "auto", .fill = "prefill", .load_format = "dummy", .gpu = 0,
                    .prefill = 2048, .iters = 20, .warmup = 3, .chunk = 2048, .block_size = 16, .bw_mib = 1024,
-                   .cuda_graphs = 1, .custom_ar = 1, .nvlink = 1 };
+                   .cuda_graphs = 1, .custom_ar = 1, .nvlink = 1, .fp8_fused = 1 };
     o->commit = getenv("SITS_COMMIT");
     parse_list("1,8,32,64", o->batch, &o->n_batch);
     parse_list("128,2048", o->context, &o->n_context);
@@ -174,6 +177,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--nvlink")) o->nvlink = atoi(v);
         else if (!strcmp(a, "--quant")) o->quant = v;   /* [fp8] e.g. bf16, ffn=fp8, fp8 */
         else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;   /* [int8 kv] */
+        else if (!strcmp(a, "--fp8-fused-quant")) o->fp8_fused = atoi(v);
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -494,7 +498,7 @@ int main(int argc, char **argv)
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = max_b, .max_tokens = max_tokens, .max_model_len = mml,
                                 .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
-                                .quant = o.quant };
+                                .quant = o.quant, .fp8_separate_quant = !o.fp8_fused };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
@@ -629,6 +633,7 @@ int main(int argc, char **argv)
                                  "warmup", o.warmup, "load_s", load_s);
         if (meta) json_object_set_new(meta, "gpu_mem_used_gb", json_real(mem_max * 1e-9));
         if (meta) json_object_set_new(meta, "quant", json_string(o.quant ? o.quant : "auto"));   /* [fp8] */
+        if (meta) json_object_set_new(meta, "fp8_fused_quant", json_boolean(o.fp8_fused));
         if (meta) json_object_set_new(meta, "kv_dtype", json_string(sits_dtype_name(be->kv_dtype)));   /* [int8 kv] */
         if (meta) json_object_set_new(meta, "fp8_linears", json_integer(r->w->n_fp8));
         if (!meta || write_json(o.json, meta, rows, n_rows)) rc = 1;

@@ -96,6 +96,11 @@ part_fp8() {
     row "decode --quant $q" "rc $?"
     grep -E '^(decode|prefill)' "$out/fp8/decode-$q.log" | sed 's/^/    /'
   done
+  # the same all-fp8 model with the activation quantisation as a kernel of its own (before the fusion)
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch 1,32 \
+    --context 128 --prefill 2048 --iters 20 --quant fp8 --fp8-fused-quant 0 --json "$out/fp8/decode-fp8-sepq.json" > "$out/fp8/decode-fp8-sepq.log" 2>&1
+  row "decode --quant fp8 --fp8-fused-quant 0" "rc $?"
+  grep -E '^(decode|prefill)' "$out/fp8/decode-fp8-sepq.log" | sed 's/^/    /'
   "$B/bench/sits-fp8-accuracy" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda \
     --policies "bf16;ffn=fp8;fp8" --prompts 4 --len 128 --json "$out/fp8/acc-8b.json" > "$out/fp8/acc-8b.log" 2>&1
   row "fp8 accuracy 8B dummy" "rc $?"; tail -6 "$out/fp8/acc-8b.log" | sed 's/^/    /'

@@ -14,7 +14,8 @@
  *   fused:             one-shot per row, then residual += bf16(sum); out = rmsnorm(residual) * w,
  *                      the same arithmetic, thread mapping and reduction order as rmsnorm.cu's
  *                      add_rmsnorm kernels (bitwise the unfused result when the pointers are 16-byte
- *                      aligned and dim % 8 == 0).
+ *                      aligned and dim % 8 == 0). [fp8] Optionally also quantises each out row to
+ *                      E4M3 for the FP8 GEMM that reads it (common.cuh's per-row definition).
  * Sums: fp32 accumulation of the bf16 inputs in rank order, one rounding to bf16 (round to nearest).
  *
  * Synchronisation without host involvement, safe under CUDA graph replay: kernel arguments never
@@ -321,12 +322,20 @@ static __device__ __forceinline__ float ar_block_sum(float v)
     return v;
 }
 
+static __device__ __forceinline__ float ar_block_max(float v)
+{
+    v = sits_k_block_max(v);
+    __syncthreads(); /* its scratch is free for the next row */
+    return v;
+}
+
 /* x [n, dim]: this rank's partial sums; rows go round-robin over the blocks (row r: block r % G).
- * RF: fp32 residual (residual += sum, never rounded) else bf16 (rounded after the add). */
+ * RF: fp32 residual (residual += sum, never rounded) else bf16 (rounded after the add).
+ * [fp8] q != NULL: also q [n, dim] E4M3 + q_scale [n] of each out row as stored (common.cuh). */
 template <int NR, int V, bool RF>
-static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_peers_t P, sits_bf16_t *out, void *residual,
-                                                                       const sits_bf16_t *x, const sits_bf16_t *w, int n,
-                                                                       int dim, float eps)
+static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_peers_t P, sits_bf16_t *out, uint8_t *q,
+                                                                       float *q_scale, void *residual, const sits_bf16_t *x,
+                                                                       const sits_bf16_t *w, int n, int dim, float eps)
 {
     uint32_t call = ar_begin(P);
     size_t half = (size_t)(call & 1) * P.half_bytes, slot = P.os_slot_bytes;
@@ -386,7 +395,7 @@ static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_pe
             }
         }
         ss = ar_block_sum(ss);
-        float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+        float inv = 1.0f / sqrtf(ss / (float)dim + eps), mx = 0.0f;
         for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
             size_t e = e_row + (size_t)g * V;
             float r[V], wf[V];
@@ -396,6 +405,17 @@ static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_pe
 #pragma unroll
             for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
             ar_st_bf<V>(out, e, vo, r);
+            if (q) mx = sits_k_absmax_bf<V>(mx, r);
+        }
+        if (q) {
+            float s = sits_k_fp8_scale(ar_block_max(mx));
+            if (threadIdx.x == 0) q_scale[row] = s;
+            for (int g = threadIdx.x; g < n_groups; g += blockDim.x) { /* the thread's own stores */
+                size_t e = e_row + (size_t)g * V;
+                float f[V];
+                ar_ld_bf<V>(out, e, vo, f);
+                sits_k_store_e4m3<V>(q + e, f, s);
+            }
         }
     }
 }
@@ -446,24 +466,25 @@ extern "C" sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_
     return SITS_K_LAUNCH_STATUS();
 }
 
-extern "C" sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, void *residual,
-                                               int residual_f32, const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim,
-                                               float eps, cudaStream_t stream)
+extern "C" sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, uint8_t *q, float *q_scale,
+                                               void *residual, int residual_f32, const sits_bf16_t *x, const sits_bf16_t *w,
+                                               int n, int dim, float eps, cudaStream_t stream)
 {
     if (!ar_peers_ok(peers) || n <= 0 || dim <= 0 || (size_t)n * dim * 2 > peers->os_slot_bytes) return SITS_ERR_INVALID;
+    if ((q != NULL) != (q_scale != NULL) || ((uintptr_t)q & 7u)) return SITS_ERR_INVALID;
     /* rmsnorm.cu's choices: 8-wide groups when dim allows, its thread count per row */
     int v8 = dim % 8 == 0;
     int threads = sits_k_row_threads(v8 ? dim / 8 : dim, 256);
 #define L_(nr_) \
     do { \
         if (v8 && residual_f32) \
-            ar_add_rmsnorm_kernel<nr_, 8, true><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, residual, x, w, n, dim, eps); \
+            ar_add_rmsnorm_kernel<nr_, 8, true><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, q, q_scale, residual, x, w, n, dim, eps); \
         else if (v8) \
-            ar_add_rmsnorm_kernel<nr_, 8, false><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, residual, x, w, n, dim, eps); \
+            ar_add_rmsnorm_kernel<nr_, 8, false><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, q, q_scale, residual, x, w, n, dim, eps); \
         else if (residual_f32) \
-            ar_add_rmsnorm_kernel<nr_, 1, true><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, residual, x, w, n, dim, eps); \
+            ar_add_rmsnorm_kernel<nr_, 1, true><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, q, q_scale, residual, x, w, n, dim, eps); \
         else \
-            ar_add_rmsnorm_kernel<nr_, 1, false><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, residual, x, w, n, dim, eps); \
+            ar_add_rmsnorm_kernel<nr_, 1, false><<<SITS_K_AR_BLOCKS, threads, 0, stream>>>(*peers, out, q, q_scale, residual, x, w, n, dim, eps); \
     } while (0)
     AR_DISPATCH(peers->size, L_)
 #undef L_

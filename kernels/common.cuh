@@ -6,6 +6,7 @@
 #define SITS_KERNELS_COMMON_CUH
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/sits_kernels.h"
@@ -85,6 +86,50 @@ static __device__ __forceinline__ float sits_k_block_sum(float v)
     __syncthreads();
     v = lane < n_warps ? red[lane] : 0.0f;
     return sits_k_warp_sum(v);
+}
+
+/* Max over the block (same rules as sits_k_block_sum, its own scratch). */
+static __device__ __forceinline__ float sits_k_block_max(float v)
+{
+    __shared__ float red_max[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) red_max[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? red_max[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* ---- [fp8] per-row E4M3 quantisation of activations, the definition of util/dtype.h --------------
+ * s = absmax(row) / 448 (1 for an all-zero row), q = e4m3(v / s): IEEE division, round to nearest
+ * even, saturating. Row producers (kernels/fp8.cu, rmsnorm.cu, silu_mul.cu, allreduce.cu) track
+ * absmax over the bf16 values they store, take the block max, then requantise their own stores. */
+static __device__ __forceinline__ float sits_k_fp8_scale(float absmax) { return absmax > 0.0f ? __fdiv_rn(absmax, 448.0f) : 1.0f; }
+
+/* max(mx, |bf16(f[k])|) over the group: the magnitudes of the values as they are stored */
+template <int V> static __device__ __forceinline__ float sits_k_absmax_bf(float mx, const float (&f)[V])
+{
+#pragma unroll
+    for (int k = 0; k < V; k++) mx = fmaxf(mx, fabsf(__bfloat162float(__float2bfloat16_rn(f[k]))));
+    return mx;
+}
+
+/* q[0..V) = e4m3(f / s); V = 8 stores one uint2 (q 8-byte aligned). */
+template <int V> static __device__ __forceinline__ void sits_k_store_e4m3(uint8_t *q, const float (&f)[V], float s)
+{
+    if constexpr (V == 8) {
+        uint2 u;
+        uint8_t *b = reinterpret_cast<uint8_t *>(&u);
+#pragma unroll
+        for (int k = 0; k < 8; k++) b[k] = (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(f[k], s), __NV_SATFINITE, __NV_E4M3);
+        *reinterpret_cast<uint2 *>(q) = u;
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) q[k] = (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(f[k], s), __NV_SATFINITE, __NV_E4M3);
+    }
 }
 
 /* dst[0..n) = src[0..n) by the whole block; V = 8 moves uint4s (n % 8 == 0, both 16-byte aligned). */

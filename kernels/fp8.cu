@@ -4,29 +4,11 @@
  * quant_fp8_rows: one block per row of x [n, dim] bf16; s[t] = absmax(row) / 448 (1 for an all-zero
  * row), q[t, i] = e4m3(x / s) with an IEEE division and __NV_SATFINITE round-to-nearest-even: the
  * definition of util/dtype.h (sits_fp8_scale, sits_f32_to_f8e4m3) that the cpu backend follows.
+ * The fused producers (rmsnorm.cu's add_rmsnorm_f32res, silu_mul.cu, allreduce.cu's fused kernel)
+ * quantise their own output rows the same way (common.cuh), bit for bit this kernel's result.
  * fp8_scale_out: y[t, o] = acc[t, o] * xs[t] * ws[o] (+ bias[o]); acc fp32 [n, m] row-major (the
  * column-major [m, n] GEMM output), y bf16 or fp32. */
-#include <cuda_fp8.h>
 #include "kernels/common.cuh"
-
-static __device__ __forceinline__ float block_max(float v)
-{
-    __shared__ float red[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    v = lane < n_warps ? red[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-static __device__ __forceinline__ uint8_t to_e4m3(float v)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
 
 template <int V>
 static __global__ void quant_fp8_rows_kernel(uint8_t *q, float *scale, const sits_bf16_t *x, int dim)
@@ -39,25 +21,14 @@ static __global__ void quant_fp8_rows_kernel(uint8_t *q, float *scale, const sit
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         float f[V];
         sits_k_load<V>(xr + (size_t)g * V, f);
-#pragma unroll
-        for (int k = 0; k < V; k++) mx = fmaxf(mx, fabsf(f[k]));
+        mx = sits_k_absmax_bf<V>(mx, f);
     }
-    mx = block_max(mx);
-    float s = mx > 0.0f ? __fdiv_rn(mx, 448.0f) : 1.0f;
+    float s = sits_k_fp8_scale(sits_k_block_max(mx));
     if (threadIdx.x == 0) scale[row] = s;
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         float f[V];
         sits_k_load<V>(xr + (size_t)g * V, f);
-        if constexpr (V == 8) {
-            uint2 u;
-            uint8_t *b = reinterpret_cast<uint8_t *>(&u);
-#pragma unroll
-            for (int k = 0; k < 8; k++) b[k] = to_e4m3(__fdiv_rn(f[k], s));
-            *reinterpret_cast<uint2 *>(qr + (size_t)g * 8) = u;
-        } else {
-#pragma unroll
-            for (int k = 0; k < V; k++) qr[(size_t)g * V + k] = to_e4m3(__fdiv_rn(f[k], s));
-        }
+        sits_k_store_e4m3<V>(qr + (size_t)g * V, f, s);
     }
 }
 

@@ -1,7 +1,9 @@
 /* rmsnorm.cu -- RMSNorm and the fused residual-add + RMSNorm between sublayers.
  * x, out, residual: [n, dim] bf16 (residual fp32 in the _f32res form); w: [dim] bf16. out = x / sqrt(mean(x^2) + eps) * w, with the
  * sum of squares and the scaling in fp32. One block per row; each thread owns the same element
- * groups in both passes, so out may alias x (and the fused form rereads its own residual writes). */
+ * groups in both passes, so out may alias x (and the fused form rereads its own residual writes).
+ * [fp8] The fp32-residual form can also quantise its output per row to E4M3 for the FP8 GEMM that
+ * reads it (the activation quantisation inside the preceding fused kernel). */
 #include "kernels/common.cuh"
 
 template <int V>
@@ -89,10 +91,12 @@ template <int V> static __device__ __forceinline__ void st_f32(float *p, const f
 }
 
 /* [perf: fp32 residual] residual (fp32) += x (bf16), never rounded; out = rmsnorm(residual) * w.
- * Same thread <-> element mapping in both passes (a thread rereads only its own residual writes). */
-template <int V>
-static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, float *residual, const sits_bf16_t *x, const sits_bf16_t *w,
-                                                 int dim, float eps)
+ * Same thread <-> element mapping in both passes (a thread rereads only its own residual writes).
+ * [fp8] Q: also q [n, dim] E4M3 + q_scale [n] of out as stored (common.cuh), from a third pass over
+ * the thread's own out writes -- the bytes sits_k_quant_fp8_rows makes from out. */
+template <int V, bool Q>
+static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
+                                                 const sits_bf16_t *x, const sits_bf16_t *w, int dim, float eps)
 {
     size_t row = blockIdx.x;
     float *rr = residual + row * dim;
@@ -113,6 +117,7 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, float *residu
     }
     ss = sits_k_block_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float mx = 0.0f;
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         float r[V], wf[V];
         ld_f32<V>(rr + (size_t)g * V, r);
@@ -120,6 +125,16 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, float *residu
 #pragma unroll
         for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
         sits_k_store<V>(orow + (size_t)g * V, r);
+        if (Q) mx = sits_k_absmax_bf<V>(mx, r);
+    }
+    if (Q) {
+        float s = sits_k_fp8_scale(sits_k_block_max(mx));
+        if (threadIdx.x == 0) q_scale[row] = s;
+        for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+            float f[V];
+            sits_k_load<V>(orow + (size_t)g * V, f);
+            sits_k_store_e4m3<V>(q + row * dim + (size_t)g * V, f, s);
+        }
     }
 }
 
@@ -147,15 +162,20 @@ extern "C" sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *resid
     return SITS_K_LAUNCH_STATUS();
 }
 
-extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, float *residual, const sits_bf16_t *x,
-                                                   const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream)
+extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
+                                                   const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
+                                                   cudaStream_t stream)
 {
-    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL)) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    /* V = 8: the fp32 residual moves as two float4 per group (16-byte aligned base, dim % 8 == 0). */
-    bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(residual) && sits_k_aligned16(w);
+    /* V = 8: the fp32 residual moves as two float4 per group (16-byte aligned base, dim % 8 == 0);
+     * q rows then start 8-byte aligned. */
+    bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(residual) && sits_k_aligned16(w) &&
+               ((uintptr_t)q & 7u) == 0;
     int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
-    if (vec) add_rmsnorm_f32res_kernel<8><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
-    else add_rmsnorm_f32res_kernel<1><<<n, threads, 0, stream>>>(out, residual, x, w, dim, eps);
+    if (vec && q) add_rmsnorm_f32res_kernel<8, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
+    else if (vec) add_rmsnorm_f32res_kernel<8, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
+    else if (q) add_rmsnorm_f32res_kernel<1, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
+    else add_rmsnorm_f32res_kernel<1, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
     return SITS_K_LAUNCH_STATUS();
 }

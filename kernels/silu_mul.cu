@@ -1,8 +1,13 @@
 /* silu_mul.cu -- the SwiGLU activation: out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:].
  * gu: [n, 2 * dim] bf16 (gate then up, the fused gate/up GEMM's output); out: [n, dim] bf16.
  * Elementwise in fp32; a grid-stride loop over groups of V elements (groups never cross a row
- * because V divides dim). */
+ * because V divides dim).
+ * [fp8] With q: one block per row instead, which also quantises the row as stored to E4M3 (q [n, dim],
+ * q_scale [n]; common.cuh) for the FP8 down projection -- the same out, and the bytes
+ * sits_k_quant_fp8_rows would make from it. */
 #include "kernels/common.cuh"
+
+static __device__ __forceinline__ float silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
 
 template <int V>
 static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups)
@@ -15,16 +20,49 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
         sits_k_load<V>(gate, a);
         sits_k_load<V>(gate + dim, b);
 #pragma unroll
-        for (int k = 0; k < V; k++) a[k] = a[k] / (1.0f + expf(-a[k])) * b[k];
+        for (int k = 0; k < V; k++) a[k] = silu_mul1(a[k], b[k]);
         sits_k_store<V>(out + t * (size_t)dim + i, a);
     }
 }
 
-extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream)
+template <int V>
+static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int dim)
 {
-    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    size_t row = blockIdx.x;
+    const sits_bf16_t *gate = gu + row * 2 * (size_t)dim;
+    sits_bf16_t *orow = out + row * (size_t)dim;
+    int n_groups = dim / V;
+    float mx = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float a[V], b[V];
+        sits_k_load<V>(gate + (size_t)g * V, a);
+        sits_k_load<V>(gate + dim + (size_t)g * V, b);
+#pragma unroll
+        for (int k = 0; k < V; k++) a[k] = silu_mul1(a[k], b[k]);
+        sits_k_store<V>(orow + (size_t)g * V, a);
+        mx = sits_k_absmax_bf<V>(mx, a);
+    }
+    float s = sits_k_fp8_scale(sits_k_block_max(mx));
+    if (threadIdx.x == 0) q_scale[row] = s;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) { /* the thread's own stores */
+        float f[V];
+        sits_k_load<V>(orow + (size_t)g * V, f);
+        sits_k_store_e4m3<V>(q + row * (size_t)dim + (size_t)g * V, f, s);
+    }
+}
+
+extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int n, int dim,
+                                         cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL)) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out);
+    bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out) && ((uintptr_t)q & 7u) == 0;
+    if (q) {
+        int threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
+        if (vec) silu_mul_fp8_kernel<8><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
+        else silu_mul_fp8_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
+        return SITS_K_LAUNCH_STATUS();
+    }
     size_t n_groups = (size_t)n * dim / (vec ? 8 : 1);
     const int threads = 256;
     size_t blocks = (n_groups + threads - 1) / threads;

@@ -109,8 +109,11 @@ sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t *q, int q_
                                   int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
                                   int window, float scale, const sits_k_attn_ws_t *ws, cudaStream_t stream);
 
-/* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up). */
-sits_status_t sits_k_silu_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
+/* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up).
+ * [fp8] q / q_scale (both or neither; q 8-byte aligned): also q [n, dim] E4M3 and q_scale [n] fp32 of
+ * out's rows as stored, the bytes sits_k_quant_fp8_rows(q, q_scale, out) would make. */
+sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int n, int dim,
+                              cudaStream_t stream);
 
 /* out[i, :] = x[rows[i], :] for i < n_rows; out [n_rows, dim], rows [n_rows]. */
 sits_status_t sits_k_gather_rows(sits_bf16_t *out, const sits_bf16_t *x, const int32_t *rows, int n_rows, int dim,
@@ -119,9 +122,9 @@ sits_status_t sits_k_gather_rows(sits_bf16_t *out, const sits_bf16_t *x, const i
 /* ---- [perf] fp32 residual stream, device sampling ---------------------------------------------- */
 
 /* out, x: [n, dim] bf16; residual: [n, dim] fp32; w: [dim] bf16. residual += x (fp32, not rounded);
- * out = rmsnorm(residual) * w (bf16). */
-sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, float *residual, const sits_bf16_t *x, const sits_bf16_t *w,
-                                        int n, int dim, float eps, cudaStream_t stream);
+ * out = rmsnorm(residual) * w (bf16). [fp8] q / q_scale as sits_k_silu_mul's. */
+sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual, const sits_bf16_t *x,
+                                        const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream);
 
 /* Mirrors of backend.h's sampling types (kernels/ includes nothing from src/backend; cuda.c checks
  * that the layouts agree). Modes: 0 greedy, 1 Gumbel-max, 2 top-c, 3 top-c + log-sum-exp. */
@@ -170,10 +173,18 @@ sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out
  * only); residual [n, dim] fp32 (residual_f32) or bf16; w [dim]. s = bf16(sum over ranks of x);
  * residual += s (fp32: not rounded; bf16: rounded); out [n, dim] = rmsnorm(residual) * w -- the
  * arithmetic of sits_k_add_rmsnorm_f32res / sits_k_add_rmsnorm after an all-reduce (bitwise when
- * the pointers are 16-byte aligned and dim % 8 == 0). out may alias x. n * dim * 2 <= os_slot_bytes. */
-sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, void *residual, int residual_f32,
-                                    const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
-                                    cudaStream_t stream);
+ * the pointers are 16-byte aligned and dim % 8 == 0). out may alias x. n * dim * 2 <= os_slot_bytes.
+ * [fp8] q / q_scale as sits_k_silu_mul's. */
+sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, uint8_t *q, float *q_scale,
+                                    void *residual, int residual_f32, const sits_bf16_t *x, const sits_bf16_t *w, int n,
+                                    int dim, float eps, cudaStream_t stream);
+
+/* ---- [kv] paged KV blocks <-> a flat buffer (kernels/kv_copy.cu) -----------------------------------
+ * For i < n_ids, j < n_bufs: flat[(i * n_bufs + j) * seg ..][seg] <-> bufs[j] + ids[i] * seg (bytes);
+ * to_cache 0 gathers into flat, 1 scatters from it. bufs [n_bufs] and ids [n_ids] are device arrays;
+ * seg % 16 == 0, all pointers 16-byte aligned. */
+sits_status_t sits_k_kv_block_copy(void *flat, void *const *bufs, int n_bufs, const int32_t *ids, int n_ids, size_t seg,
+                                   int to_cache, cudaStream_t stream);
 
 /* ---- [fp8] FP8 E4M3 weights (kernels/fp8.cu) ---------------------------------------------------
  * x [n, dim] bf16 -> q [n, dim] E4M3 bytes and scale [n] fp32 per row: scale = absmax / 448 (1 for a

@@ -189,6 +189,24 @@ typedef struct sits_backend_ops {
      * in % 16 == 0 and out % 16 == 0. NULL: no fp8 support (the engine refuses fp8 weights). */
     sits_status_t (*matmul_fp8)(sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale,
                                 const void *bias, int n, int in, int out);
+    /* [fp8: fused activation quantisation] matmul_fp8 on activations already quantised the same way:
+     * xq [n, in] E4M3 bytes, xs [n] fp32 (device). */
+    sits_status_t (*matmul_fp8q)(sits_backend_t *be, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
+                                 const float *w_scale, const void *bias, int n, int in, int out);
+    /* add_rmsnorm_f32res / silu_mul that also quantise their output rows for the FP8 GEMM reading
+     * them: xq [n, dim] E4M3 (8-byte aligned), xs [n] fp32 -- the bytes matmul_fp8 makes of `out`,
+     * so matmul_fp8q(xq, xs) == matmul_fp8(out) bit for bit. One kernel each on cuda. The three slots
+     * come together or not at all (the engine then lets matmul_fp8 quantise). */
+    sits_status_t (*add_rmsnorm_f32res_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, float *residual, const void *x,
+                                            const void *w, int n, int dim, float eps);
+    sits_status_t (*silu_mul_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim);
+    /* [kv] Paged KV blocks <-> one flat buffer, for swaps and moves: for i < n_ids, j < n_bufs,
+     * flat[(i * n_bufs + j) * seg, + seg) <-> bufs[j] + ids[i] * seg (bytes); to_cache 0 gathers the
+     * blocks into flat, 1 scatters flat into them. flat, bufs [n_bufs] (pointers to this backend's
+     * buffers) and ids [n_ids] are in this backend's memory; seg % 16 == 0, pointers 16-byte aligned.
+     * One kernel on cuda. NULL: the engine copies segment by segment. */
+    sits_status_t (*kv_block_copy)(sits_backend_t *be, void *flat, void *const *bufs, int n_bufs, const int32_t *ids, int n_ids,
+                                   size_t seg, int to_cache);
     /* [rope + kv write] = rope over the n_q + n_kv heads from column 0 of qkv [n, row_stride], then
      * kv_write with k_col = n_q * head_dim, v_col = (n_q + n_kv) * head_dim, kv_dim = n_kv * head_dim:
      * one fused pass on cuda (head_dim <= 256; SITS_ERR_UNSUPPORTED beyond, the engine then runs the

@@ -395,29 +395,31 @@ static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const flo
 /* ---- [fp8] simulated FP8 GEMM: the definition the cuda fp8 path is checked against ---------------
  * Activations are quantised per row exactly as backend.h says (sits_fp8_scale / sits_f32_to_f8e4m3),
  * weights are E4M3 bytes; products of the decoded values are summed in fp32 and scaled once. */
-static sits_status_t cpu_matmul_fp8(sits_backend_t *be, void *y_, int y_f32, const void *x_, const void *w_q, const float *w_scale,
-                                    const void *bias_, int n, int in, int out)
+
+/* q [n, dim] = e4m3(x / s[t]), s [n] = sits_fp8_scale(absmax of row t) */
+static void cpu_quant_fp8_rows(uint8_t *q, float *s, const float *x, int n, int dim)
 {
-    float *y = y_;
-    const float *x = x_, *bias = bias_;
-    const uint8_t *wq = w_q;
-    float lut[256];
-    for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
-    float *xd = malloc(sizeof(float) * ((size_t)n * in + 1)), *xs = malloc(sizeof(float) * ((size_t)n + 1));
-    if (!xd || !xs) {
-        free(xd);
-        free(xs);
-        return SITS_ERR_NOMEM;
-    }
-    /* xd [n, in] = decoded e4m3(x / sx), xs [n] = sx */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * in;
+        const float *xr = x + (size_t)t * dim;
         float mx = 0.0f;
-        for (int k = 0; k < in; k++) mx = fabsf(xr[k]) > mx ? fabsf(xr[k]) : mx;
-        xs[t] = sits_fp8_scale(mx);
-        for (int k = 0; k < in; k++) xd[(size_t)t * in + k] = lut[sits_f32_to_f8e4m3(xr[k] / xs[t])];
+        for (int k = 0; k < dim; k++) mx = fabsf(xr[k]) > mx ? fabsf(xr[k]) : mx;
+        s[t] = sits_fp8_scale(mx);
+        for (int k = 0; k < dim; k++) q[(size_t)t * dim + k] = sits_f32_to_f8e4m3(xr[k] / s[t]);
     }
+}
+
+static sits_status_t cpu_matmul_fp8q(sits_backend_t *be, void *y_, int y_f32, const void *xq_, const float *xs, const void *w_q,
+                                     const float *w_scale, const void *bias_, int n, int in, int out)
+{
+    float *y = y_;
+    const float *bias = bias_;
+    const uint8_t *wq = w_q, *xq = xq_;
+    float lut[256];
+    for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
+    float *xd = malloc(sizeof(float) * ((size_t)n * in + 1));   /* [n, in] decoded activations */
+    if (!xd) return SITS_ERR_NOMEM;
+    for (size_t i = 0; i < (size_t)n * in; i++) xd[i] = lut[xq[i]];
     int no_mem = 0;
 #pragma omp parallel
     {
@@ -433,9 +435,53 @@ static sits_status_t cpu_matmul_fp8(sits_backend_t *be, void *y_, int y_f32, con
         free(wr);
     }
     free(xd);
-    free(xs);
     (void)y_f32; /* activations are fp32 here: both output forms are the same */
     return no_mem ? SITS_ERR_NOMEM : SITS_OK;
+}
+
+static sits_status_t cpu_matmul_fp8(sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale,
+                                    const void *bias, int n, int in, int out)
+{
+    uint8_t *xq = malloc((size_t)n * in + 1);
+    float *xs = malloc(sizeof(float) * ((size_t)n + 1));
+    sits_status_t st = SITS_ERR_NOMEM;
+    if (xq && xs) {
+        cpu_quant_fp8_rows(xq, xs, x, n, in);
+        st = cpu_matmul_fp8q(be, y, y_f32, xq, xs, w_q, w_scale, bias, n, in, out);
+    }
+    free(xq);
+    free(xs);
+    return st;
+}
+
+/* [fp8: fused activation quantisation] the op, then its output rows quantised as matmul_fp8 does */
+static sits_status_t cpu_add_rmsnorm_f32res_fp8(sits_backend_t *be, void *out, void *xq, float *xs, float *residual,
+                                                const void *x, const void *w, int n, int dim, float eps)
+{
+    SITS_CHECK(cpu_add_rmsnorm(be, out, residual, x, w, n, dim, eps));
+    cpu_quant_fp8_rows(xq, xs, out, n, dim);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim)
+{
+    SITS_CHECK(cpu_silu_mul(be, out, gu, n, dim));
+    cpu_quant_fp8_rows(xq, xs, out, n, dim);
+    return SITS_OK;
+}
+
+/* [kv] the flat-buffer block copies, one memcpy per segment */
+static sits_status_t cpu_kv_block_copy(sits_backend_t *be, void *flat, void *const *bufs, int n_bufs, const int32_t *ids, int n_ids,
+                                       size_t seg, int to_cache)
+{
+    if (n_bufs <= 0 || n_ids < 0 || seg == 0 || seg % 16) return SITS_ERR_INVALID;
+    for (int i = 0; i < n_ids; i++)
+        for (int j = 0; j < n_bufs; j++) {
+            unsigned char *c = (unsigned char *)bufs[j] + (size_t)ids[i] * seg, *f = (unsigned char *)flat + ((size_t)i * n_bufs + j) * seg;
+            if (to_cache) memcpy(c, f, seg);
+            else memcpy(f, c, seg);
+        }
+    return SITS_OK;
 }
 
 static const sits_backend_ops_t cpu_ops = {
@@ -464,6 +510,10 @@ static const sits_backend_ops_t cpu_ops = {
     .matmul_f32out = cpu_matmul_f32out,
     .sample_reduce = cpu_sample_reduce,
     .matmul_fp8 = cpu_matmul_fp8,   /* [fp8] */
+    .matmul_fp8q = cpu_matmul_fp8q,
+    .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,
+    .silu_mul_fp8 = cpu_silu_mul_fp8,
+    .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -489,6 +489,14 @@ static sits_status_t cuda_matmul_fp8(sits_backend_t *be, void *y, int y_f32, con
                                 n, in, out);
 }
 
+static sits_status_t cuda_matmul_fp8q(sits_backend_t *be, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
+                                      const float *w_scale, const void *bias, int n, int in, int out)
+{
+    cuda_impl_t *c = impl_of(be);
+    return sits_cuda_fp8_matmul_q(&c->fp8, c->lt, c->workspace, CUDA_WORKSPACE_BYTES, c->stream, y, y_f32, xq, xs, w_q, w_scale,
+                                  bias, n, in, out);
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 static sits_status_t cuda_embed(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
@@ -561,7 +569,20 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
 
 static sits_status_t cuda_silu_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
 {
-    SITS_KERNEL_CHECK(sits_k_silu_mul(out, gu, n, dim, impl_of(be)->stream));
+    SITS_KERNEL_CHECK(sits_k_silu_mul(out, NULL, NULL, gu, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_silu_mul(out, xq, xs, gu, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_kv_block_copy(sits_backend_t *be, void *flat, void *const *bufs, int n_bufs, const int32_t *ids,
+                                        int n_ids, size_t seg, int to_cache)
+{
+    SITS_KERNEL_CHECK(sits_k_kv_block_copy(flat, bufs, n_bufs, ids, n_ids, seg, to_cache, impl_of(be)->stream));
     return SITS_OK;
 }
 
@@ -595,7 +616,14 @@ _Static_assert(SITS_SAMPLE_MAX_C == SITS_K_SAMPLE_MAX_C, "candidate limit");
 static sits_status_t cuda_add_rmsnorm_f32res(sits_backend_t *be, void *out, float *residual, const void *x, const void *w,
                                              int n, int dim, float eps)
 {
-    SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, residual, x, w, n, dim, eps, impl_of(be)->stream));
+    SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, NULL, NULL, residual, x, w, n, dim, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_add_rmsnorm_f32res_fp8(sits_backend_t *be, void *out, void *xq, float *xs, float *residual,
+                                                 const void *x, const void *w, int n, int dim, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, xq, xs, residual, x, w, n, dim, eps, impl_of(be)->stream));
     return SITS_OK;
 }
 
@@ -753,6 +781,10 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .matmul_fp8 = cuda_matmul_fp8,   /* [fp8] */
+    .matmul_fp8q = cuda_matmul_fp8q,
+    .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8,
+    .silu_mul_fp8 = cuda_silu_mul_fp8,
+    .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .rope_kv_write = cuda_rope_kv_write,
 };
 

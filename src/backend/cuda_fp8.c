@@ -1,8 +1,10 @@
 /* cuda_fp8.c -- [fp8] y[n, out] = (e4m3(x / sx) . w_q^T) * sx[t] * w_scale[o] (+ bias) on the GPU.
  *
  * Two steps on the backend's stream:
- *   1. sits_k_quant_fp8_rows: x [n, in] bf16 -> xq [n, in] E4M3 + xs [n] fp32 per token (a separate
- *      small kernel: the fused RMSNorm / SiLU*mul producers are not done yet);
+ *   1. sits_k_quant_fp8_rows: x [n, in] bf16 -> xq [n, in] E4M3 + xs [n] fp32 per token. Skipped by
+ *      sits_cuda_fp8_matmul_q, whose caller has them already: the engine's RMSNorm and SiLU*mul
+ *      kernels quantise their output rows themselves (only the o projection's and lm_head's inputs
+ *      go through this kernel);
  *   2. cuBLASLt FP8 GEMM in the TN layout of cuda.c: A = w_q (E4M3, [k, m] ld k, transposed),
  *      B = xq (E4M3, [k, n] ld k), D [m, n] ld m; CUBLAS_COMPUTE_32F, fast accumulation on (as vLLM's
  *      and TensorRT-LLM's Hopper FP8 kernels).
@@ -201,9 +203,7 @@ static sits_status_t ensure(cudaStream_t stream, void **buf, size_t *have, size_
     return SITS_OK;
 }
 
-sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
-                                   cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
-                                   const float *w_scale, const void *bias, int n, int in, int out)
+static sits_status_t check_shape(int n, int in, int out, int y_f32, const void *bias)
 {
     if (n < 0 || in <= 0 || out <= 0 || in % 16 || out % 16) {
         SITS_ERROR(SITS_SUB_CUDA, "matmul_fp8: bad shape n %d in %d out %d (in and out must be multiples of 16)", n, in, out);
@@ -213,27 +213,47 @@ sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t l
         SITS_ERROR(SITS_SUB_CUDA, "matmul_fp8: a bias with an fp32 output is not supported (m %d k %d)", out, in);
         return SITS_ERR_UNSUPPORTED;
     }
+    return SITS_OK;
+}
+
+sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
+                                   cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
+                                   const float *w_scale, const void *bias, int n, int in, int out)
+{
+    SITS_CHECK(check_shape(n, in, out, y_f32, bias));
     if (n == 0) return SITS_OK;
     if (!*state_p) SITS_CHECK(state_create(state_p));
     sits_cuda_fp8_t *s = *state_p;
     SITS_CHECK(ensure(stream, (void **)&s->xq, &s->xq_bytes, (size_t)n * (size_t)in, "activation"));
     SITS_CHECK(ensure(stream, (void **)&s->xs, &s->xs_bytes, (size_t)n * sizeof(float), "scale"));
     SITS_KERNEL_CHECK(sits_k_quant_fp8_rows(s->xq, s->xs, x, n, in, stream));
+    return sits_cuda_fp8_matmul_q(state_p, lt, workspace, workspace_bytes, stream, y, y_f32, s->xq, s->xs, w_q, w_scale, bias, n,
+                                  in, out);
+}
+
+sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
+                                     cudaStream_t stream, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
+                                     const float *w_scale, const void *bias, int n, int in, int out)
+{
+    SITS_CHECK(check_shape(n, in, out, y_f32, bias));
+    if (n == 0) return SITS_OK;
+    if (!*state_p) SITS_CHECK(state_create(state_p));
+    sits_cuda_fp8_t *s = *state_p;
     fp8_plan_t key = { .m = out, .n = n, .k = in, .bias = bias != NULL, .f32d = y_f32 }, *p;
     SITS_CHECK(plan_get(lt, s, &key, workspace_bytes, &p));
     const float alpha = 1.0f, beta = 0.0f;
     if (p->mode == MODE_OUTER) {
         cublasLtMatmulDesc_t d = s->desc[MODE_OUTER][p->bias];
         SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
-        SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &s->xs, sizeof s->xs));
+        SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof xs));
         if (bias) SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        SITS_CUBLAS_CHECK(cublasLtMatmul(lt, d, &alpha, w_q, p->a, s->xq, p->b, &beta, y, p->d, y, p->d, &p->algo, workspace,
+        SITS_CUBLAS_CHECK(cublasLtMatmul(lt, d, &alpha, w_q, p->a, xq, p->b, &beta, y, p->d, y, p->d, &p->algo, workspace,
                                          workspace_bytes, stream));
         return SITS_OK;
     }
     SITS_CHECK(ensure(stream, (void **)&s->acc, &s->acc_bytes, (size_t)n * (size_t)out * sizeof(float), "fp32 product"));
-    SITS_CUBLAS_CHECK(cublasLtMatmul(lt, s->desc[MODE_UNIT][0], &alpha, w_q, p->a, s->xq, p->b, &beta, s->acc, p->d, s->acc, p->d,
+    SITS_CUBLAS_CHECK(cublasLtMatmul(lt, s->desc[MODE_UNIT][0], &alpha, w_q, p->a, xq, p->b, &beta, s->acc, p->d, s->acc, p->d,
                                      &p->algo, workspace, workspace_bytes, stream));
-    SITS_KERNEL_CHECK(sits_k_fp8_scale_out(y, y_f32, s->acc, s->xs, w_scale, bias, n, out, stream));
+    SITS_KERNEL_CHECK(sits_k_fp8_scale_out(y, y_f32, s->acc, xs, w_scale, bias, n, out, stream));
     return SITS_OK;
 }

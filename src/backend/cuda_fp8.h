@@ -15,6 +15,11 @@ typedef struct sits_cuda_fp8 sits_cuda_fp8_t;
 sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
                                    cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
                                    const float *w_scale, const void *bias, int n, int in, int out);
+/* backend.h's matmul_fp8q: the same GEMM on activations quantised by the caller (xq [n, in] E4M3,
+ * xs [n] fp32 device). */
+sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
+                                     cudaStream_t stream, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
+                                     const float *w_scale, const void *bias, int n, int in, int out);
 void sits_cuda_fp8_destroy(sits_cuda_fp8_t *s);
 
 #endif

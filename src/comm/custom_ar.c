@@ -428,24 +428,29 @@ int sits_comm_custom_ar_enabled(const sits_comm_t *c)
     return impl_of(c)->enabled;
 }
 
-sits_status_t sits_comm_custom_ar_add_rmsnorm(sits_comm_t *c, void *out, void *residual, int residual_f32, void *x,
-                                              const void *w, int n, int dim, float eps)
+sits_status_t sits_comm_custom_ar_add_rmsnorm(sits_comm_t *c, void *out, void *xq, float *xs, void *residual, int residual_f32,
+                                              void *x, const void *w, int n, int dim, float eps)
 {
     if (!c || c->ops != &car_ops) return SITS_ERR_UNSUPPORTED;
     car_impl_t *a = impl_of(c);
-    if (n < 0 || dim <= 0) {
-        SITS_ERROR(SITS_SUB_COMM, "custom all-reduce + rmsnorm: %d rows of %d", n, dim);
+    if (n < 0 || dim <= 0 || (xq != NULL) != (xs != NULL)) {
+        SITS_ERROR(SITS_SUB_COMM, "custom all-reduce + rmsnorm: %d rows of %d (fp8 output %s)", n, dim,
+                   xq ? "without scales" : xs ? "scales without bytes" : "none");
         return SITS_ERR_INVALID;
     }
     if (n == 0) return SITS_OK;
     size_t count = (size_t)n * (size_t)dim;
     if (c->size > 1 && a->enabled && count * 2 <= a->oneshot_max) {
         a->n_fused++;
-        SITS_KERNEL_CHECK(sits_k_ar_add_rmsnorm(&a->peers, out, residual, residual_f32, x, w, n, dim, eps, a->stream));
+        SITS_KERNEL_CHECK(sits_k_ar_add_rmsnorm(&a->peers, out, xq, xs, residual, residual_f32, x, w, n, dim, eps, a->stream));
         return SITS_OK;
     }
     SITS_CHECK(car_allreduce_sum(c, x, count, SITS_DT_BF16));
-    if (residual_f32) SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, residual, x, w, n, dim, eps, a->stream));
-    else SITS_KERNEL_CHECK(sits_k_add_rmsnorm(out, residual, x, w, n, dim, eps, a->stream));
+    if (residual_f32) {
+        SITS_KERNEL_CHECK(sits_k_add_rmsnorm_f32res(out, xq, xs, residual, x, w, n, dim, eps, a->stream));
+        return SITS_OK;
+    }
+    SITS_KERNEL_CHECK(sits_k_add_rmsnorm(out, residual, x, w, n, dim, eps, a->stream));
+    if (xq) SITS_KERNEL_CHECK(sits_k_quant_fp8_rows(xq, xs, out, n, dim, a->stream));
     return SITS_OK;
 }

@@ -51,6 +51,21 @@ struct sits_engine {
     void *last;     /* [max_seqs, H]    rows that need logits */
     void *logits;   /* [max_seqs, v_count] fp32 when logits_f32 */
     void *recs;     /* [max_seqs] sampling records of SITS_SAMPLE_MAX_C candidates */
+    /* [fp8] the activations of the next FP8 GEMM, quantised by the kernel that produced them (the
+     * RMSNorm before qkv / gate-up, SiLU*mul before down): xq_of is the buffer (h or act) that xq / xs
+     * hold the E4M3 rows of, NULL when none; every linear() clears it */
+    uint8_t *xq;    /* [max_tokens, max(H, I_loc)] E4M3 */
+    float *xs;      /* [max_tokens] per-token scales */
+    const void *xq_of;
+    int fp8_fused;  /* the backend has the fused producers and the engine uses them */
+    /* [kv] save / load through one flat buffer (backend kv_block_copy), set up at first use:
+     * kv_bufs [2 * stage layers] = K, V of each layer (backend memory), kv_ids [kv_chunk] block ids,
+     * kv_flat [kv_chunk * bytes per block] the device staging (device backends only) */
+    void **kv_bufs;
+    int32_t *kv_ids;
+    void *kv_flat;
+    int kv_chunk;
+    int kv_copy_state;             /* 0 not set up, 1 ready, -1 not available (segment copies) */
     int res_f32, logits_f32;
     int fused_ar;                  /* the TP comm fuses all-reduce + residual add + RMSNorm (custom_ar) */
     /* step metadata: device buffer and its host image, two regions (eager, graph) */
@@ -149,7 +164,8 @@ void sits_engine_destroy(sits_engine_t *e)
                   e->stats.micro_batches);
     for (int i = 0; i < e->n_buckets; i++)
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
-    void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta };
+    void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta, e->xq, e->xs,
+                     e->kv_bufs, e->kv_ids, e->kv_flat };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     for (int l = 0; e->k_cache && l < e->w->cfg.n_layers; l++) {
@@ -225,6 +241,13 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->alloc(be, S * H * as, &e->last), st, err);
     SITS_CHECK_GOTO(op->alloc(be, S * vloc * (e->logits_f32 ? sizeof(float) : as), &e->logits), st, err);
     SITS_CHECK_GOTO(op->alloc(be, S * rec_max, &e->recs), st, err);
+    e->fp8_fused = w->n_fp8 > 0 && e->res_f32 && !params->fp8_separate_quant && op->matmul_fp8q && op->add_rmsnorm_f32res_fp8 &&
+                   op->silu_mul_fp8;
+    if (e->fp8_fused) {
+        size_t qw = H > (size_t)d->i_loc ? H : (size_t)d->i_loc;
+        SITS_CHECK_GOTO(op->alloc(be, T * qw, (void **)&e->xq), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, T * sizeof(float), (void **)&e->xs), st, err);
+    }
 
 #ifdef HAVE_NCCL
     e->fused_ar = be->act_dtype == SITS_DT_BF16 && sits_comm_custom_ar_enabled(tp_comm) == 1;
@@ -287,13 +310,16 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
               params->n_blocks, params->block_size,
               (double)kv_layer * 2 * (d->layer1 - d->layer0) / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens,
               params->max_seqs);
-    SITS_INFO(SITS_SUB_ENGINE, "engine: residual %s%s, logits %s, sampling reduction %s, cuda graphs %s (up to %d tokens)",
+    SITS_INFO(SITS_SUB_ENGINE, "engine: residual %s%s, logits %s, sampling reduction %s, cuda graphs %s (up to %d tokens)%s",
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
               e->graphs_off ? (params->no_cuda_graphs ? "off (--no-cuda-graphs)" : !comm_ok ? "off (tp comm not capturable)"
                                                                                               : "off (backend)")
                             : "on",
-              e->graphs_off ? 0 : cap);
+              e->graphs_off ? 0 : cap,
+              w->n_fp8 == 0    ? ""
+              : e->fp8_fused ? ", fp8 activations quantised in the rmsnorm / silu*mul kernels"
+                             : ", fp8 activations quantised by a kernel of their own");
     *engine_p = e;
     return SITS_OK;
 err:
@@ -303,10 +329,16 @@ err:
 
 /* ---- the forward pass --------------------------------------------------------------------------- */
 
-/* residual += x; out = rmsnorm(residual) * w, in whichever residual dtype the engine keeps. */
-static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, int n)
+/* residual += x; out = rmsnorm(residual) * w, in whichever residual dtype the engine keeps.
+ * [fp8] fp8_next: an FP8 GEMM reads h next; quantise it here when the engine fuses that. */
+static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, int n, int fp8_next)
 {
     const sits_model_config_t *c = &e->w->cfg;
+    if (fp8_next && e->fp8_fused) {
+        SITS_CHECK(e->be->ops->add_rmsnorm_f32res_fp8(e->be, e->h, e->xq, e->xs, e->x, x, w, n, c->hidden_size, c->rms_norm_eps));
+        e->xq_of = e->h;
+        return SITS_OK;
+    }
     if (e->res_f32) return e->be->ops->add_rmsnorm_f32res(e->be, e->h, e->x, x, w, n, c->hidden_size, c->rms_norm_eps);
     return e->be->ops->add_rmsnorm(e->be, e->h, e->x, x, w, n, c->hidden_size, c->rms_norm_eps);
 }
@@ -318,19 +350,27 @@ static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, in
 static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void *w, const float *w_scale, const void *bias,
                             int n, int in, int out)
 {
+    const void *q_of = e->xq_of;
+    e->xq_of = NULL;
+    if (w_scale && x == q_of) return e->be->ops->matmul_fp8q(e->be, y, 0, e->xq, e->xs, w, w_scale, bias, n, in, out);
     if (w_scale) return e->be->ops->matmul_fp8(e->be, y, 0, x, w, w_scale, bias, n, in, out);
     return e->be->ops->matmul(e->be, y, x, w, bias, n, in, out);
 }
 
-static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n)
+static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n, int fp8_next)
 {
     const sits_model_config_t *c = &e->w->cfg;
 #ifdef HAVE_NCCL
-    if (e->fused_ar)
-        return sits_comm_custom_ar_add_rmsnorm(e->comm, e->h, e->x, e->res_f32, e->proj, w, n, c->hidden_size, c->rms_norm_eps);
+    if (e->fused_ar) {
+        int q = fp8_next && e->fp8_fused;
+        SITS_CHECK(sits_comm_custom_ar_add_rmsnorm(e->comm, e->h, q ? e->xq : NULL, q ? e->xs : NULL, e->x, e->res_f32, e->proj, w,
+                                                   n, c->hidden_size, c->rms_norm_eps));
+        if (q) e->xq_of = e->h;
+        return SITS_OK;
+    }
 #endif
     SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * c->hidden_size, e->be->act_dtype));
-    return add_norm(e, e->proj, w, n);
+    return add_norm(e, e->proj, w, n, fp8_next);
 }
 
 /* [pp micro-batches] The residual stream x [n, H] from the previous stage. Micro-batch m on mpi: the
@@ -379,7 +419,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         SITS_CHECK(pp_recv(e, pp, x_bytes));
         if (e->res_f32) {
             SITS_CHECK(op->memset0(be, e->proj, (size_t)n * H * sits_dtype_size(be->act_dtype)));
-            SITS_CHECK(add_norm(e, e->proj, w->layers[d->layer0].attn_norm, n));
+            SITS_CHECK(add_norm(e, e->proj, w->layers[d->layer0].attn_norm, n, w->layers[d->layer0].qkv_scale != NULL));
         } else {
             SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[d->layer0].attn_norm, n, H, c->rms_norm_eps));
         }
@@ -387,7 +427,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         /* embeddings in act dtype, all-reduced, then x = 0 + emb (fp32) and h = rmsnorm(x) */
         SITS_CHECK(op->embed(be, e->proj, w->embed, v->tok, n, H, d->v_start, d->v_count));       /* [n, H] */
         SITS_CHECK(op->memset0(be, e->x, (size_t)n * H * sizeof(float)));
-        SITS_CHECK(reduce_add_norm(e, w->layers[0].attn_norm, n));
+        SITS_CHECK(reduce_add_norm(e, w->layers[0].attn_norm, n, w->layers[0].qkv_scale != NULL));
     } else {
         SITS_CHECK(op->embed(be, e->x, w->embed, v->tok, n, H, d->v_start, d->v_count));          /* x [n, H] */
         SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->x, (size_t)n * H, be->act_dtype));
@@ -406,16 +446,21 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         }
         SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
         SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
-        SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n));
+        SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
         SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
-        SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                             /* [n, I_loc] */
+        if (lw->down_scale && e->fp8_fused) {                                                  /* [n, I_loc] + E4M3 */
+            SITS_CHECK(op->silu_mul_fp8(be, e->act, e->xq, e->xs, e->gu, n, d->i_loc));
+            e->xq_of = e->act;
+        } else {
+            SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */
+        }
         SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         /* the last layer of a middle stage only needs the residual add: its h is not used (any norm
          * weight will do) */
         const void *next_norm = l + 1 < d->layer1 ? w->layers[l + 1].attn_norm
                                 : d->last_stage   ? w->final_norm
                                                   : lw->attn_norm;
-        SITS_CHECK(reduce_add_norm(e, next_norm, n));
+        SITS_CHECK(reduce_add_norm(e, next_norm, n, l + 1 < d->layer1 && w->layers[l + 1].qkv_scale != NULL));
     }
     if (!d->last_stage) return pp_send(e, pp, x_bytes);
     if (n_out > 0 && d->v_count > 0) {
@@ -742,34 +787,87 @@ static sits_status_t kv_check_ids(const sits_engine_t *e, int n, const int32_t *
     return SITS_OK;
 }
 
-sits_status_t sits_engine_kv_save_blocks(sits_engine_t *e, int n, const int32_t *ids, void *host)
+/* [kv] Set up the flat-buffer copies once; 0 when they are not available (the caller copies
+ * segment by segment). A device backend stages kv_chunk blocks at a time in kv_flat. */
+#define ENGINE_KV_STAGING_BYTES ((size_t)16 << 20)
+static int kv_copy_ready(sits_engine_t *e)
+{
+    if (e->kv_copy_state) return e->kv_copy_state > 0;
+    e->kv_copy_state = -1;
+    sits_backend_t *be = e->be;
+    const sits_backend_ops_t *op = be->ops;
+    int nbuf = 2 * (e->w->dims.layer1 - e->w->dims.layer0);
+    size_t per_block = sits_engine_kv_bytes_per_block(e);
+    if (!op->kv_block_copy || e->p.kv_copy_chunk < 0 || e->kv_lbb % 16 || nbuf < 1) return 0;
+    int chunk = e->p.kv_copy_chunk > 0 ? e->p.kv_copy_chunk : (int)(ENGINE_KV_STAGING_BYTES / per_block);
+    if (chunk < 1) chunk = 1;
+    if (chunk > e->p.n_blocks) chunk = e->p.n_blocks;
+    void **bufs = malloc(sizeof(void *) * (size_t)nbuf);
+    if (!bufs) return 0;
+    for (int l = e->w->dims.layer0, j = 0; l < e->w->dims.layer1; l++) { /* the order of a block's bytes on the host */
+        bufs[j++] = e->k_cache[l];
+        bufs[j++] = e->v_cache[l];
+    }
+    sits_status_t st = op->alloc(be, sizeof(void *) * (size_t)nbuf, (void **)&e->kv_bufs);
+    if (st == SITS_OK) st = op->upload(be, e->kv_bufs, bufs, sizeof(void *) * (size_t)nbuf);
+    if (st == SITS_OK) st = op->alloc(be, sizeof(int32_t) * (size_t)chunk, (void **)&e->kv_ids);
+    if (st == SITS_OK && be->device >= 0) st = op->alloc(be, (size_t)chunk * per_block, &e->kv_flat);
+    free(bufs);
+    if (st != SITS_OK) {
+        SITS_WARN(SITS_SUB_ENGINE, "engine: no room for the kv copy staging (%d blocks of %zu bytes): kv swaps and moves copy "
+                  "block by block", chunk, per_block);
+        return 0;
+    }
+    e->kv_chunk = chunk;
+    e->kv_copy_state = 1;
+    SITS_DEBUG(SITS_SUB_ENGINE, "engine: kv save / load %d blocks (%zu bytes) a copy", chunk, (size_t)chunk * per_block);
+    return 1;
+}
+
+/* host [n, layers, K|V, kv_lbb] <-> the blocks ids[n] (to_cache 1: load). A device backend gathers /
+ * scatters chunks of kv_chunk blocks through kv_flat with one kernel and one copy each; on the cpu
+ * the host buffer is the flat buffer. Without kv_block_copy: one copy per (block, layer, K|V). */
+static sits_status_t kv_blocks_io(sits_engine_t *e, int n, const int32_t *ids, unsigned char *host, int to_cache)
 {
     SITS_CHECK(kv_check_ids(e, n, ids));
-    const sits_backend_ops_t *op = e->be->ops;
-    unsigned char *dst = host;
+    sits_backend_t *be = e->be;
+    const sits_backend_ops_t *op = be->ops;
+    if (kv_copy_ready(e)) {
+        int nbuf = 2 * (e->w->dims.layer1 - e->w->dims.layer0);
+        size_t per_block = sits_engine_kv_bytes_per_block(e);
+        for (int c0 = 0; c0 < n; c0 += e->kv_chunk) {
+            int k = n - c0 < e->kv_chunk ? n - c0 : e->kv_chunk;
+            unsigned char *h = host + (size_t)c0 * per_block;
+            void *flat = be->device >= 0 ? e->kv_flat : h;                            /* [k, nbuf, kv_lbb] */
+            SITS_CHECK(op->upload(be, e->kv_ids, ids + c0, sizeof(int32_t) * (size_t)k));
+            if (to_cache && flat != h) SITS_CHECK(op->upload(be, flat, h, (size_t)k * per_block));
+            SITS_CHECK(op->kv_block_copy(be, flat, e->kv_bufs, nbuf, e->kv_ids, k, e->kv_lbb, to_cache));
+            if (!to_cache && flat != h) SITS_CHECK(op->download(be, h, flat, (size_t)k * per_block));
+        }
+        return to_cache ? op->sync(be) : SITS_OK;
+    }
     for (int i = 0; i < n; i++)
         for (int l = e->w->dims.layer0; l < e->w->dims.layer1; l++) {
             size_t off = (size_t)ids[i] * e->kv_lbb;
-            SITS_CHECK(op->download(e->be, dst, (unsigned char *)e->k_cache[l] + off, e->kv_lbb));
-            dst += e->kv_lbb;
-            SITS_CHECK(op->download(e->be, dst, (unsigned char *)e->v_cache[l] + off, e->kv_lbb));
-            dst += e->kv_lbb;
+            unsigned char *kb = (unsigned char *)e->k_cache[l] + off, *vb = (unsigned char *)e->v_cache[l] + off;
+            if (to_cache) {
+                SITS_CHECK(op->upload(be, kb, host, e->kv_lbb));
+                SITS_CHECK(op->upload(be, vb, host + e->kv_lbb, e->kv_lbb));
+            } else {
+                SITS_CHECK(op->download(be, host, kb, e->kv_lbb));
+                SITS_CHECK(op->download(be, host + e->kv_lbb, vb, e->kv_lbb));
+            }
+            host += 2 * e->kv_lbb;
         }
     return SITS_OK;
 }
 
+sits_status_t sits_engine_kv_save_blocks(sits_engine_t *e, int n, const int32_t *ids, void *host)
+{
+    return kv_blocks_io(e, n, ids, host, 0);
+}
+
 sits_status_t sits_engine_kv_load_blocks(sits_engine_t *e, int n, const int32_t *ids, const void *host)
 {
-    SITS_CHECK(kv_check_ids(e, n, ids));
-    const sits_backend_ops_t *op = e->be->ops;
-    const unsigned char *src = host;
-    for (int i = 0; i < n; i++)
-        for (int l = e->w->dims.layer0; l < e->w->dims.layer1; l++) {
-            size_t off = (size_t)ids[i] * e->kv_lbb;
-            SITS_CHECK(op->upload(e->be, (unsigned char *)e->k_cache[l] + off, src, e->kv_lbb));
-            src += e->kv_lbb;
-            SITS_CHECK(op->upload(e->be, (unsigned char *)e->v_cache[l] + off, src, e->kv_lbb));
-            src += e->kv_lbb;
-        }
-    return SITS_OK;
+    return kv_blocks_io(e, n, ids, (unsigned char *)host, 1);
 }

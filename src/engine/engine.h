@@ -45,6 +45,13 @@ typedef struct {
      * micro-batches (0 or 1: never) so that the stages overlap; see sits_engine_run. A step of n
      * tokens gets at most n / pp_microbatch_min_tokens of them (0: auto, 128 on cuda, 1 on cpu). */
     int pp_microbatches, pp_microbatch_min_tokens;
+    /* [fp8] 1: FP8 GEMMs quantise their activations in a kernel of their own instead of in the
+     * RMSNorm / SiLU*mul kernel before them (for the benchmark that measures the fusion) */
+    int fp8_separate_quant;
+    /* [kv] blocks per chunk of sits_engine_kv_save_blocks / load_blocks through the backend's
+     * kv_block_copy (0: as many as 16 MiB of device staging hold; -1: one copy per block, layer and
+     * K|V instead -- tests) */
+    int kv_copy_chunk;
 } sits_engine_params_t;
 
 /* One step's input (host arrays). Token t belongs to sequence seq[t] (an index into the

@@ -104,6 +104,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
         .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs, .pp_comm = r->pp,
         .pp_microbatches = p->pp_microbatches, .pp_microbatch_min_tokens = p->pp_microbatch_min_tokens,
+        .fp8_separate_quant = p->fp8_separate_quant,
     };
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
     size_t gfree = 0, gtotal = 0;

@@ -38,6 +38,7 @@ typedef struct {
     const char *quant;     /* [fp8] --quant spec (model/precision.h); NULL / "": auto */
     int pp_microbatches;   /* [pp micro-batches] with pp: most micro-batches a step is split into (0, 1: none) */
     int pp_microbatch_min_tokens; /* [pp micro-batches] at least this many tokens a micro-batch on average (0: auto) */
+    int fp8_separate_quant; /* [fp8] engine param of the same name (benchmarks) */
 } sits_runner_params_t;
 
 typedef struct {

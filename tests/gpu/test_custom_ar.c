@@ -19,7 +19,8 @@
  *           1001, 1 .. 64 rows (more rows than the kernel's blocks): residual exact against the host,
  *           out within 1 bf16 ulp of a double-precision host RMSNorm and within 1 ulp of the unfused
  *           device path (NCCL all-reduce + the backend's add_rmsnorm); bitwise equality with the
- *           unfused path is reported.
+ *           unfused path is reported. [fp8] Each call also quantises out to E4M3, which must be the
+ *           host's per-row quantisation of out, bit for bit.
  *   f32:    a f32 all-reduce through the custom communicator (delegated to NCCL).
  *
  * `test_custom_ar --gpus` prints the number of usable GPUs without MPI (for custom_ar_tp2.sh);
@@ -396,6 +397,44 @@ static void fused_check(ctx_t *t, const char *what, const fused_case_t *f, const
     free(res);
 }
 
+/* [fp8] q [n, dim] / qs [n] (device) must be util/dtype.h's per-row E4M3 quantisation of d->out as
+ * stored, bit for bit. */
+static void fused_check_fp8(ctx_t *t, const char *what, const fused_case_t *f, const fused_dev_t *d, const uint8_t *dq,
+                            const float *dqs)
+{
+    size_t m = (size_t)f->n * f->dim;
+    uint16_t *out = xmalloc(m * 2);
+    uint8_t *q = xmalloc(m);
+    float *qs = xmalloc((size_t)f->n * 4);
+    TRY(t->be->ops->download(t->be, out, d->out, m * 2));
+    TRY(t->be->ops->download(t->be, q, dq, m));
+    TRY(t->be->ops->download(t->be, qs, dqs, (size_t)f->n * 4));
+    t->checks++;
+    long bad = 0;
+    for (int row = 0; row < f->n; row++) {
+        float mx = 0.0f;
+        for (int j = 0; j < f->dim; j++) mx = fmaxf(mx, fabsf(sits_bf16_to_f32(out[(size_t)row * f->dim + j])));
+        float s = sits_fp8_scale(mx);
+        if (memcmp(&s, &qs[row], 4)) {
+            if (bad++ < MAX_PRINT) fprintf(stderr, "FAIL rank %d %s e4m3 row %d: scale %.9g, host %.9g\n", t->rank, what, row, qs[row], s);
+            continue;
+        }
+        for (int j = 0; j < f->dim; j++) {
+            size_t i = (size_t)row * f->dim + j;
+            uint8_t want = sits_f32_to_f8e4m3(sits_bf16_to_f32(out[i]) / s);
+            if (q[i] != want && bad++ < MAX_PRINT)
+                fprintf(stderr, "FAIL rank %d %s e4m3 [%d, %d]: 0x%02x, host 0x%02x\n", t->rank, what, row, j, q[i], want);
+        }
+    }
+    if (bad) {
+        t->failures++;
+        fprintf(stderr, "FAIL rank %d %s: %ld e4m3 values / scales differ from the host quantisation of out\n", t->rank, what, bad);
+    }
+    free(out);
+    free(q);
+    free(qs);
+}
+
 static const struct { int n, dim, res_f32; } FUSED[] = {
     { 1, 8192, 1 }, { 1, 8192, 0 }, { 3, 4096, 1 }, { 37, 1000, 1 }, { 2, 1001, 0 }, { 5, 1001, 1 }, { 64, 8192, 1 },
 };
@@ -410,7 +449,10 @@ static void case_fused(ctx_t *t, int ci, int iter)
         fused_make(t, &f, iter, 500 + (int)k, FUSED[k].n, FUSED[k].dim, FUSED[k].res_f32);
         fused_upload(t, &f, &d, 1);
         fused_upload(t, &f, &u, 1);
-        TRY(sits_comm_custom_ar_add_rmsnorm(c, d.out, d.res, f.res_f32, d.x, d.w, f.n, f.dim, 1e-5f));
+        /* [fp8] every case also asks for out's rows in E4M3 + scales (checked below) */
+        uint8_t *dq = dev_alloc(t, (size_t)f.n * f.dim);
+        float *dqs = dev_alloc(t, (size_t)f.n * 4);
+        TRY(sits_comm_custom_ar_add_rmsnorm(c, d.out, dq, dqs, d.res, f.res_f32, d.x, d.w, f.n, f.dim, 1e-5f));
         /* the unfused path: NCCL all-reduce, then the backend's add_rmsnorm */
         size_t m = (size_t)f.n * f.dim;
         TRY(t->nccl->ops->allreduce_sum(t->nccl, u.x, m, SITS_DT_BF16));
@@ -422,6 +464,9 @@ static void case_fused(ctx_t *t, int ci, int iter)
         snprintf(what, sizeof what, "fused %s iter %d n %d dim %d residual %s", CAR_NAME[ci], iter, f.n, f.dim,
                  f.res_f32 ? "f32" : "bf16");
         fused_check(t, what, &f, &d, uo);
+        fused_check_fp8(t, what, &f, &d, dq, dqs);
+        t->be->ops->free(t->be, dq);
+        t->be->ops->free(t->be, dqs);
         free(uo);
         fused_dev_free(t, &d);
         fused_dev_free(t, &u);
@@ -455,7 +500,7 @@ static void case_graph(ctx_t *t, int ci)
     void *graph = NULL;
     TRY(op->graph_begin(t->be));
     for (size_t s = 0; s < N_GSIZES; s++) TRY(c->ops->allreduce_sum(c, dev[s], GSIZES[s], SITS_DT_BF16));
-    TRY(sits_comm_custom_ar_add_rmsnorm(c, d.out, d.res, 1, d.x, d.w, f.n, f.dim, 1e-5f));
+    TRY(sits_comm_custom_ar_add_rmsnorm(c, d.out, NULL, NULL, d.res, 1, d.x, d.w, f.n, f.dim, 1e-5f));
     TRY(op->graph_end(t->be, &graph));
 
     for (int rep = 0; rep < 5; rep++) {

@@ -7,6 +7,8 @@
  * (fast accumulation) and the bf16 rounding of its output: |gpu - cpu| <= 0.01 * max|cpu| + 0.01 *
  * |cpu| (bf16 output: 2^-8 relative). Shapes: 1, 7, 64 and 300 tokens, in/out multiples of 16 up to
  * 1024 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
+ * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
+ * see run_fused_case.
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
 #include "backend/backend.h"
 #include "util/dtype.h"
@@ -118,6 +120,134 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
     return bad != 0;
 }
 
+/* ---- [fp8: fused activation quantisation] ----------------------------------------------------------
+ * On the GPU: add_rmsnorm_f32res_fp8 / silu_mul_fp8 must store the same bf16 `out` as the plain ops,
+ * their E4M3 rows + scales must be util/dtype.h's quantisation of that out (computed here on the
+ * host), and matmul_fp8q on them must equal matmul_fp8 on out, all bit for bit. Rows of different
+ * magnitudes and one all-zero row (scale 1); dim % 8 != 0 takes the kernels' scalar path. */
+static void *dl(sits_backend_t *be, const void *d, size_t bytes)
+{
+    void *h = malloc(bytes ? bytes : 1);
+    TRY(be->ops->download(be, h, d, bytes));
+    return h;
+}
+
+static int check_q(const char *what, const uint16_t *out, const uint8_t *q, const float *qs, int n, int dim)
+{
+    int bad = 0;
+    for (int t = 0; t < n; t++) {
+        float mx = 0.0f;
+        for (int k = 0; k < dim; k++) mx = fmaxf(mx, fabsf(sits_bf16_to_f32(out[(size_t)t * dim + k])));
+        float s = sits_fp8_scale(mx);
+        if (memcmp(&s, &qs[t], 4) != 0) {
+            if (bad++ < 3) fprintf(stderr, "  %s row %d: scale %.9g, host %.9g\n", what, t, qs[t], s);
+            continue;
+        }
+        for (int k = 0; k < dim; k++) {
+            uint8_t r = sits_f32_to_f8e4m3(sits_bf16_to_f32(out[(size_t)t * dim + k]) / s);
+            if (r != q[(size_t)t * dim + k]) {
+                if (bad++ < 3) fprintf(stderr, "  %s [%d, %d]: e4m3 0x%02x, host 0x%02x\n", what, t, k, q[(size_t)t * dim + k], r);
+                break;
+            }
+        }
+    }
+    return bad;
+}
+
+/* y = matmul_fp8(out) and matmul_fp8q(q, qs) on the GPU, compared byte for byte (bf16 outputs) */
+static int check_gemm(sits_backend_t *gpu, const void *d_out, const void *d_q, const float *d_qs, int n, int dim)
+{
+    if (dim % 16) return 0;
+    int m = 256;
+    float *w = malloc(sizeof(float) * (size_t)m * dim), *ws = malloc(sizeof(float) * m);
+    uint8_t *wq = malloc((size_t)m * dim);
+    for (int o = 0; o < m; o++) {
+        float mx = 0;
+        for (int k = 0; k < dim; k++) {
+            w[(size_t)o * dim + k] = 0.05f * (2 * urand() - 1);
+            mx = fmaxf(mx, fabsf(w[(size_t)o * dim + k]));
+        }
+        ws[o] = sits_fp8_scale(mx);
+        sits_fp8_quantize_row(wq + (size_t)o * dim, w + (size_t)o * dim, (size_t)dim, ws[o]);
+    }
+    void *dwq = dev_bytes(gpu, wq, (size_t)m * dim), *y1 = NULL, *y2 = NULL;
+    float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)m);
+    TRY(gpu->ops->alloc(gpu, (size_t)n * m * 2, &y1));
+    TRY(gpu->ops->alloc(gpu, (size_t)n * m * 2, &y2));
+    TRY(gpu->ops->matmul_fp8(gpu, y1, 0, d_out, dwq, dws, NULL, n, dim, m));
+    TRY(gpu->ops->matmul_fp8q(gpu, y2, 0, d_q, d_qs, dwq, dws, NULL, n, dim, m));
+    TRY(gpu->ops->sync(gpu));
+    void *h1 = dl(gpu, y1, (size_t)n * m * 2), *h2 = dl(gpu, y2, (size_t)n * m * 2);
+    int bad = memcmp(h1, h2, (size_t)n * m * 2) != 0;
+    if (bad) fprintf(stderr, "  matmul_fp8q != matmul_fp8 (n %d in %d out %d)\n", n, dim, m);
+    free(h1); free(h2); free(w); free(ws); free(wq);
+    gpu->ops->free(gpu, dwq); gpu->ops->free(gpu, dws); gpu->ops->free(gpu, y1); gpu->ops->free(gpu, y2);
+    return bad;
+}
+
+static int run_fused_case(sits_backend_t *gpu, int n, int dim)
+{
+    size_t nd = (size_t)n * dim;
+    float *x = malloc(sizeof(float) * nd * 2), *res = malloc(sizeof(float) * nd), *w = malloc(sizeof(float) * dim);
+    for (int t = 0; t < n; t++) {
+        float amp = 0.01f + 8.0f * urand();
+        for (int k = 0; k < 2 * dim; k++) {
+            float v = (n > 1 && t == n / 2) ? 0.0f : bf(amp * (2 * urand() - 1));
+            x[(size_t)t * 2 * dim + k] = v;   /* also the [n, 2 * dim] gate / up input of silu_mul */
+        }
+        for (int k = 0; k < dim; k++) res[(size_t)t * dim + k] = (n > 1 && t == n / 2) ? 0.0f : amp * (2 * urand() - 1);
+    }
+    for (int k = 0; k < dim; k++) w[k] = bf(0.5f + urand());
+    int fails = 0;
+    uint8_t *dq = NULL;
+    float *dqs = NULL;
+    TRY(gpu->ops->alloc(gpu, nd, (void **)&dq));
+    TRY(gpu->ops->alloc(gpu, (size_t)n * 4, (void **)&dqs));
+    /* add_rmsnorm_f32res: x = the first dim columns of each 2*dim row, as its own [n, dim] array */
+    float *xn = malloc(sizeof(float) * nd);
+    for (int t = 0; t < n; t++) memcpy(xn + (size_t)t * dim, x + (size_t)t * 2 * dim, sizeof(float) * dim);
+    void *dx = dev(gpu, SITS_DT_BF16, xn, nd), *dw = dev(gpu, SITS_DT_BF16, w, (size_t)dim), *o1 = NULL, *o2 = NULL;
+    float *r1 = dev(gpu, SITS_DT_F32, res, nd), *r2 = dev(gpu, SITS_DT_F32, res, nd);
+    TRY(gpu->ops->alloc(gpu, nd * 2, &o1));
+    TRY(gpu->ops->alloc(gpu, nd * 2, &o2));
+    TRY(gpu->ops->add_rmsnorm_f32res(gpu, o1, r1, dx, dw, n, dim, 1e-5f));
+    TRY(gpu->ops->add_rmsnorm_f32res_fp8(gpu, o2, dq, dqs, r2, dx, dw, n, dim, 1e-5f));
+    TRY(gpu->ops->sync(gpu));
+    {
+        uint16_t *h1 = dl(gpu, o1, nd * 2), *h2 = dl(gpu, o2, nd * 2);
+        float *hr1 = dl(gpu, r1, nd * 4), *hr2 = dl(gpu, r2, nd * 4), *hqs = dl(gpu, dqs, (size_t)n * 4);
+        uint8_t *hq = dl(gpu, dq, nd);
+        int bad = memcmp(h1, h2, nd * 2) != 0 || memcmp(hr1, hr2, nd * 4) != 0;
+        if (bad) fprintf(stderr, "  add_rmsnorm_f32res_fp8: out or residual differs from add_rmsnorm_f32res\n");
+        bad += check_q("add_rmsnorm_f32res_fp8", h2, hq, hqs, n, dim);
+        bad += check_gemm(gpu, o2, dq, dqs, n, dim);
+        printf("%s fused add_rmsnorm + e4m3 n %4d dim %5d\n", bad ? "FAIL" : "ok  ", n, dim);
+        fails += bad != 0;
+        free(h1); free(h2); free(hr1); free(hr2); free(hqs); free(hq);
+    }
+    /* silu_mul on gu [n, 2 * dim] */
+    void *dgu = dev(gpu, SITS_DT_BF16, x, nd * 2);
+    TRY(gpu->ops->silu_mul(gpu, o1, dgu, n, dim));
+    TRY(gpu->ops->silu_mul_fp8(gpu, o2, dq, dqs, dgu, n, dim));
+    TRY(gpu->ops->sync(gpu));
+    {
+        uint16_t *h1 = dl(gpu, o1, nd * 2), *h2 = dl(gpu, o2, nd * 2);
+        float *hqs = dl(gpu, dqs, (size_t)n * 4);
+        uint8_t *hq = dl(gpu, dq, nd);
+        int bad = memcmp(h1, h2, nd * 2) != 0;
+        if (bad) fprintf(stderr, "  silu_mul_fp8: out differs from silu_mul\n");
+        bad += check_q("silu_mul_fp8", h2, hq, hqs, n, dim);
+        bad += check_gemm(gpu, o2, dq, dqs, n, dim);
+        printf("%s fused silu_mul + e4m3       n %4d dim %5d\n", bad ? "FAIL" : "ok  ", n, dim);
+        fails += bad != 0;
+        free(h1); free(h2); free(hqs); free(hq);
+    }
+    void *bufs[] = { dq, dqs, dx, dw, o1, o2, r1, r2, dgu };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
+    free(x); free(xn); free(res); free(w);
+    return fails;
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -144,6 +274,13 @@ int main(void)
                 if (bias && f32) continue; /* not supported on cuda (and not used) */
                 fails += run_case(cpu, gpu, shapes[s][0], shapes[s][1], shapes[s][2], bias, f32);
             }
+    if (!gpu->ops->matmul_fp8q || !gpu->ops->add_rmsnorm_f32res_fp8 || !gpu->ops->silu_mul_fp8) {
+        printf("FAIL: the cuda backend lacks the fused fp8 producers\n");
+        fails++;
+    } else {
+        static const int fshapes[][2] = { { 1, 4096 }, { 7, 4096 }, { 64, 1024 }, { 3, 1004 }, { 300, 7168 }, { 2, 14336 } };
+        for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
+    }
     sits_backend_destroy(gpu);
     sits_backend_destroy(cpu);
     printf("%s: %d failing case(s)\n", fails ? "FAIL" : "PASS", fails);

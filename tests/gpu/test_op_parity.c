@@ -1092,6 +1092,58 @@ static void test_gather_rows(ctx_t *c, int n_x, int n_rows, int dim)
     free(rows);
 }
 
+/* [kv] kv_block_copy on both backends against the definition computed here: n_bufs cache buffers of
+ * n_blocks blocks of seg random bytes, ids a shuffled subset (so blocks are out of order); the
+ * gather must give flat[(i * n_bufs + j) * seg ..] = buf j's block ids[i], the scatter of a fresh
+ * flat must change exactly those blocks. */
+static void test_kv_block_copy(ctx_t *c, int n_bufs, int n_blocks, int n_ids, size_t seg)
+{
+    char what[128];
+    size_t buf_bytes = (size_t)n_blocks * seg, flat_bytes = (size_t)n_ids * n_bufs * seg;
+    unsigned char *cache = xmalloc(buf_bytes * n_bufs), *flat_in = xmalloc(flat_bytes), *want = xmalloc(flat_bytes);
+    unsigned char *cache_want = xmalloc(buf_bytes * n_bufs), *got = xmalloc(buf_bytes * n_bufs > flat_bytes ? buf_bytes * n_bufs : flat_bytes);
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)n_blocks);
+    for (size_t i = 0; i < buf_bytes * n_bufs; i++) cache[i] = (unsigned char)rng_next(c);
+    for (size_t i = 0; i < flat_bytes; i++) flat_in[i] = (unsigned char)rng_next(c);
+    for (int i = 0; i < n_blocks; i++) ids[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) { int k = rand_int(c, 0, i + 1), t = ids[i]; ids[i] = ids[k]; ids[k] = t; }
+    memcpy(cache_want, cache, buf_bytes * n_bufs);
+    for (int i = 0; i < n_ids; i++)
+        for (int j = 0; j < n_bufs; j++) {
+            size_t f = ((size_t)i * n_bufs + j) * seg, b = (size_t)j * buf_bytes + (size_t)ids[i] * seg;
+            memcpy(want + f, cache + b, seg);
+            memcpy(cache_want + b, flat_in + f, seg);
+        }
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *bufs_h[16], **bufs_d = NULL, *flat = NULL;
+        int32_t *ids_d = dev_i32(be, ids, (size_t)n_ids);
+        for (int j = 0; j < n_bufs; j++) {
+            TRY(be->ops->alloc(be, buf_bytes, &bufs_h[j]));
+            TRY(be->ops->upload(be, bufs_h[j], cache + (size_t)j * buf_bytes, buf_bytes));
+        }
+        TRY(be->ops->alloc(be, sizeof(void *) * n_bufs, (void **)&bufs_d));
+        TRY(be->ops->upload(be, bufs_d, bufs_h, sizeof(void *) * n_bufs));
+        TRY(be->ops->alloc(be, flat_bytes, &flat));
+        TRY(be->ops->kv_block_copy(be, flat, bufs_d, n_bufs, ids_d, n_ids, seg, 0));
+        TRY(be->ops->download(be, got, flat, flat_bytes));
+        snprintf(what, sizeof what, "kv_block_copy gather %s: %d ids x %d buffers x %zu bytes", be->ops->name, n_ids, n_bufs, seg);
+        c->checks++;
+        if (memcmp(got, want, flat_bytes)) { c->failures++; fprintf(stderr, "FAIL %s\n", what); }
+        TRY(be->ops->upload(be, flat, flat_in, flat_bytes));
+        TRY(be->ops->kv_block_copy(be, flat, bufs_d, n_bufs, ids_d, n_ids, seg, 1));
+        for (int j = 0; j < n_bufs; j++) TRY(be->ops->download(be, got + (size_t)j * buf_bytes, bufs_h[j], buf_bytes));
+        snprintf(what, sizeof what, "kv_block_copy scatter %s: %d ids x %d buffers x %zu bytes", be->ops->name, n_ids, n_bufs, seg);
+        c->checks++;
+        if (memcmp(got, cache_want, buf_bytes * n_bufs)) { c->failures++; fprintf(stderr, "FAIL %s\n", what); }
+        for (int j = 0; j < n_bufs; j++) dev_free(be, bufs_h[j]);
+        dev_free(be, bufs_d);
+        dev_free(be, flat);
+        dev_free(be, ids_d);
+    }
+    free(cache); free(flat_in); free(want); free(cache_want); free(got); free(ids);
+}
+
 /* ---- [perf] fp32 residual, fp32 logits, device sampling, CUDA graphs ---------------------------- */
 
 /* n fp32 values of a buffer as stored (no dtype conversion). */
@@ -1590,6 +1642,9 @@ int main(void)
 
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
+    test_kv_block_copy(&c, 2, 9, 5, 32768);   /* [kv] an 8B bf16 block of 16 tokens: 32 KiB a layer and K|V */
+    test_kv_block_copy(&c, 6, 40, 40, 48);
+    test_kv_block_copy(&c, 4, 7, 1, 16);
 
     test_perf_all(&c); /* [perf] */
 

@@ -320,6 +320,57 @@ static void test_cpu_matmul_fp8(void **state)
     sits_backend_destroy(be);
 }
 
+/* [fp8: fused activation quantisation] the cpu twins: add_rmsnorm_f32res_fp8 / silu_mul_fp8 give the
+ * plain ops' out, xq / xs are util/dtype.h's quantisation of out (per row, one all-zero row: scale
+ * 1), and matmul_fp8q on them equals matmul_fp8 on out, bit for bit. */
+static void test_cpu_fused_quant(void **state)
+{
+    sits_backend_t *be = NULL;
+    assert_int_equal(sits_backend_cpu_create(NULL, &be), SITS_OK);
+    const sits_backend_ops_t *op = be->ops;
+    assert_non_null(op->matmul_fp8q);
+    assert_non_null(op->add_rmsnorm_f32res_fp8);
+    assert_non_null(op->silu_mul_fp8);
+    enum { N = 4, D = 64, OUT = 32 };
+    static float x[N * 2 * D], res1[N * D], res2[N * D], nw[D], o1[N * D], o2[N * D], xs[N], ws[OUT], y1[N * OUT], y2[N * OUT];
+    static uint8_t xq[N * D], wq[OUT * D];
+    /* row 2 is zero in both views of x: [N, D] (add_rmsnorm) and [N, 2 * D] (silu_mul) */
+    for (int i = 0; i < N * 2 * D; i++) x[i] = (i / (2 * D)) == 2 || (i / D) == 2 ? 0.0f : (float)(urand() * 6 - 3);
+    for (int i = 0; i < N * D; i++) res1[i] = res2[i] = (i / D) == 2 ? 0.0f : (float)(urand() * 2 - 1);
+    for (int k = 0; k < D; k++) nw[k] = (float)(0.5 + urand());
+    for (int o = 0; o < OUT; o++) {
+        float row[D], mx = 0;
+        for (int k = 0; k < D; k++) {
+            row[k] = (float)(urand() * 0.2 - 0.1);
+            mx = fabsf(row[k]) > mx ? fabsf(row[k]) : mx;
+        }
+        ws[o] = sits_fp8_scale(mx);
+        sits_fp8_quantize_row(wq + o * D, row, D, ws[o]);
+    }
+    for (int which = 0; which < 2; which++) {
+        if (which == 0) {
+            assert_int_equal(op->add_rmsnorm_f32res(be, o1, res1, x, nw, N, D, 1e-5f), SITS_OK);
+            assert_int_equal(op->add_rmsnorm_f32res_fp8(be, o2, xq, xs, res2, x, nw, N, D, 1e-5f), SITS_OK);
+            assert_memory_equal(res1, res2, sizeof res1);
+        } else {
+            assert_int_equal(op->silu_mul(be, o1, x, N, D), SITS_OK);
+            assert_int_equal(op->silu_mul_fp8(be, o2, xq, xs, x, N, D), SITS_OK);
+        }
+        assert_memory_equal(o1, o2, sizeof o1);
+        for (int t = 0; t < N; t++) {
+            float mx = 0;
+            for (int k = 0; k < D; k++) mx = fabsf(o2[t * D + k]) > mx ? fabsf(o2[t * D + k]) : mx;
+            assert_true(xs[t] == sits_fp8_scale(mx));
+            if (t == 2) assert_true(xs[t] == 1.0f);
+            for (int k = 0; k < D; k++) assert_int_equal(xq[t * D + k], sits_f32_to_f8e4m3(o2[t * D + k] / xs[t]));
+        }
+        assert_int_equal(op->matmul_fp8(be, y1, 0, o2, wq, ws, NULL, N, D, OUT), SITS_OK);
+        assert_int_equal(op->matmul_fp8q(be, y2, 0, xq, xs, wq, ws, NULL, N, D, OUT), SITS_OK);
+        assert_memory_equal(y1, y2, sizeof y1);
+    }
+    sits_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_validation),
         cmocka_unit_test(test_quant_config),
         cmocka_unit_test(test_cpu_matmul_fp8),
+        cmocka_unit_test(test_cpu_fused_quant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
