@@ -1,6 +1,10 @@
 /* offload.c -- the host and disk KV offload tiers of one rank; see offload.h for the contract and
  * the file format. Slots sit in a small array (a rank holds at most a few hundred swapped
- * sequences; lookups are linear). */
+ * sequences; lookups are linear).
+ * Prefetch: at most one background thread per store (pf_running); settle() joins it at the top of
+ * every public call, so the thread may use the store (records, scratch buffer, warning count)
+ * without a lock. Prefetch buffers are host buffers (pinned when the backend can); a released one
+ * becomes the store's spare (the largest is kept) so that a rank does not pin memory per restore. */
 #include "kv/offload.h"
 #include "util/le.h"
 #include "kv/shard.h"
@@ -9,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +30,19 @@
 #define PAR_FRAMES 16                    /* fewer frames than this: one thread (a parallel region costs more) */
 
 typedef struct {
+    unsigned char *p;                    /* NULL: none */
+    size_t cap;
+    int pinned;                          /* from be->ops->host_alloc */
+} hbuf_t;
+
+typedef struct {
     int32_t slot;
     sits_kv_tier_t tier;
     int codec;                           /* 0 none, 1 lz4 */
     size_t raw, stored;
     unsigned char *data;                 /* host tier: the stored bytes */
+    hbuf_t pf;                           /* prefetched: the raw bytes [raw] (valid once joined, when pf_st is OK) */
+    sits_status_t pf_st;                 /* the prefetch's outcome */
 } rec_t;
 
 struct sits_kv_offload {
@@ -45,6 +58,12 @@ struct sits_kv_offload {
     size_t scratch_cap;
     int n_warn;
     sits_kv_offload_stats_t st;
+    /* prefetch */
+    pthread_t pf_thread;
+    int pf_running;                      /* pf_thread started, not joined yet */
+    int32_t pf_slot;                     /* the slot it works on */
+    hbuf_t lent;                         /* take_buf's prefetched buffer, valid until the next call */
+    hbuf_t spare;                        /* a released prefetch buffer kept for the next prefetch */
 };
 
 static double now_s(void)
@@ -145,6 +164,53 @@ sits_status_t sits_kv_offload_create(const sits_kv_offload_params_t *p, sits_kv_
     return SITS_OK;
 }
 
+/* ---- host buffers, prefetch thread join ---- */
+
+static sits_status_t hbuf_alloc(sits_kv_offload_t *o, size_t n, hbuf_t *b)
+{
+    b->pinned = 0;
+    b->cap = n ? n : 1;
+    void *p = NULL;
+    if (o->p.be && o->p.be->ops->host_alloc && o->p.be->ops->host_alloc(o->p.be, b->cap, &p) == SITS_OK) b->pinned = 1;
+    else if (!(p = malloc(b->cap))) return SITS_ERR_NOMEM;
+    b->p = p;
+    return SITS_OK;
+}
+
+static void hbuf_free(sits_kv_offload_t *o, hbuf_t *b)
+{
+    if (b->p) {
+        if (b->pinned) o->p.be->ops->host_free(o->p.be, b->p);
+        else free(b->p);
+    }
+    *b = (hbuf_t){ 0 };
+}
+
+/* b is no longer needed: it becomes the spare when larger than the one kept. */
+static void hbuf_release(sits_kv_offload_t *o, hbuf_t *b)
+{
+    if (!b->p) return;
+    if (b->cap > o->spare.cap) {
+        hbuf_free(o, &o->spare);
+        o->spare = *b;
+        *b = (hbuf_t){ 0 };
+    } else {
+        hbuf_free(o, b);
+    }
+}
+
+/* Top of every public call: wait for a running prefetch; take_buf's lent buffer expires. */
+static void settle(sits_kv_offload_t *o)
+{
+    if (o->pf_running) {
+        double t0 = now_s();
+        pthread_join(o->pf_thread, NULL);
+        o->st.prefetch_wait_s += now_s() - t0;
+        o->pf_running = 0;
+    }
+    hbuf_release(o, &o->lent);
+}
+
 static void rec_free(sits_kv_offload_t *o, rec_t *r)
 {
     if (r->tier == SITS_KV_TIER_DISK) {
@@ -153,6 +219,7 @@ static void rec_free(sits_kv_offload_t *o, rec_t *r)
         unlink(path);
     }
     free(r->data);
+    hbuf_release(o, &r->pf);
     o->st.used[r->tier] -= r->stored;
     o->st.slots--;
 }
@@ -160,8 +227,15 @@ static void rec_free(sits_kv_offload_t *o, rec_t *r)
 void sits_kv_offload_destroy(sits_kv_offload_t *o)
 {
     if (!o) return;
+    settle(o);
+    if (o->st.prefetches > 0)
+        SITS_INFO(SITS_SUB_KV, "kv offload: %llu prefetches (%llu taken), %.3f s of tier work overlapped, %.3f s waited for",
+                  (unsigned long long)o->st.prefetches, (unsigned long long)o->st.prefetch_takes, o->st.prefetch_work_s,
+                  o->st.prefetch_wait_s);
     for (int i = 0; i < o->n_rec; i++) rec_free(o, &o->rec[i]);
     free(o->rec);
+    hbuf_free(o, &o->lent);
+    hbuf_free(o, &o->spare);
     if (o->staging) {
         if (o->staging_pinned) o->p.be->ops->host_free(o->p.be, o->staging);
         else free(o->staging);
@@ -171,7 +245,7 @@ void sits_kv_offload_destroy(sits_kv_offload_t *o)
     free(o);
 }
 
-sits_status_t sits_kv_offload_staging(sits_kv_offload_t *o, size_t n, void **buf_p)
+static sits_status_t staging_get(sits_kv_offload_t *o, size_t n, void **buf_p)
 {
     if (n > o->staging_cap) {
         if (o->staging) {
@@ -191,13 +265,23 @@ sits_status_t sits_kv_offload_staging(sits_kv_offload_t *o, size_t n, void **buf
     return SITS_OK;
 }
 
+sits_status_t sits_kv_offload_staging(sits_kv_offload_t *o, size_t n, void **buf_p)
+{
+    settle(o);
+    return staging_get(o, n, buf_p);
+}
+
 static rec_t *find(const sits_kv_offload_t *o, int32_t slot)
 {
     for (int i = 0; i < o->n_rec; i++) if (o->rec[i].slot == slot) return &o->rec[i];
     return NULL;
 }
 
-int sits_kv_offload_holds(const sits_kv_offload_t *o, int32_t slot) { return find(o, slot) != NULL; }
+int sits_kv_offload_holds(sits_kv_offload_t *o, int32_t slot)
+{
+    settle(o);
+    return find(o, slot) != NULL;
+}
 
 static void rec_remove(sits_kv_offload_t *o, rec_t *r)
 {
@@ -207,11 +291,16 @@ static void rec_remove(sits_kv_offload_t *o, rec_t *r)
 
 void sits_kv_offload_drop(sits_kv_offload_t *o, int32_t slot)
 {
+    settle(o);
     rec_t *r = find(o, slot);
     if (r) rec_remove(o, r);
 }
 
-void sits_kv_offload_get_stats(const sits_kv_offload_t *o, sits_kv_offload_stats_t *stats_p) { *stats_p = o->st; }
+void sits_kv_offload_get_stats(sits_kv_offload_t *o, sits_kv_offload_stats_t *stats_p)
+{
+    settle(o);
+    *stats_p = o->st;
+}
 
 /* ---- LZ4 frames ---- */
 
@@ -471,6 +560,7 @@ sits_status_t sits_kv_offload_put(sits_kv_offload_t *o, int32_t slot, const void
                                   size_t *stored_p)
 {
     const unsigned char *data = data_;
+    settle(o);
     if (find(o, slot)) return SITS_ERR_INVALID;
     if (o->n_rec == o->cap_rec) {
         int cap = o->cap_rec ? 2 * o->cap_rec : 16;
@@ -526,8 +616,26 @@ fail:
     return st;
 }
 
-sits_status_t sits_kv_offload_take(sits_kv_offload_t *o, int32_t slot, void *data, size_t n, sits_kv_tier_t *tier_p)
+/* r's raw bytes, read from its tier and validated, into data[r->raw] (the prefetch thread or a take). */
+static sits_status_t tier_read(sits_kv_offload_t *o, const rec_t *r, unsigned char *data)
 {
+    sits_status_t st = SITS_OK;
+    if (r->tier == SITS_KV_TIER_DISK) {
+        st = disk_read(o, r, data);
+    } else if (r->codec) {
+        st = lz4_decode(o, r->data, r->stored, data, r->raw);
+        if (st != SITS_OK) WARN_LIMITED(o, "kv offload: slot %d: lz4 frames do not decode", (int)r->slot);
+    } else {
+        memcpy(data, r->data, r->raw);
+    }
+    return st;
+}
+
+/* Both takes: into data[n], or (data NULL) into the prefetch buffer, lent, or the staging buffer. */
+static sits_status_t take(sits_kv_offload_t *o, int32_t slot, void *data, size_t n, const void **data_p,
+                          sits_kv_tier_t *tier_p)
+{
+    settle(o);
     rec_t *r = find(o, slot);
     sits_status_t st = SITS_OK;
     if (!r) {
@@ -538,21 +646,76 @@ sits_status_t sits_kv_offload_take(sits_kv_offload_t *o, int32_t slot, void *dat
     if (r->raw != n) {
         WARN_LIMITED(o, "kv offload: slot %d holds %zu bytes, %zu asked for", (int)slot, r->raw, n);
         st = SITS_ERR_INVALID;
-    } else if (r->tier == SITS_KV_TIER_DISK) {
-        st = disk_read(o, r, data);
-    } else if (r->codec) {
-        st = lz4_decode(o, r->data, r->stored, data, n);
-        if (st != SITS_OK) WARN_LIMITED(o, "kv offload: slot %d: lz4 frames do not decode", (int)slot);
+    } else if (r->pf.p) {
+        o->st.prefetch_takes++;
+        st = r->pf_st;   /* warned by the prefetch thread */
+        if (st == SITS_OK && data) {
+            memcpy(data, r->pf.p, n);
+        } else if (st == SITS_OK) {
+            o->lent = r->pf;
+            r->pf = (hbuf_t){ 0 };
+            data = o->lent.p;
+        }
     } else {
-        memcpy(data, r->data, n);
+        if (!data) st = staging_get(o, n, &data);
+        if (st == SITS_OK) st = tier_read(o, r, data);
     }
     if (tier_p) *tier_p = r->tier;
     if (st == SITS_OK) {
         o->st.gets[r->tier]++;
         o->st.get_raw_bytes[r->tier] += n;
+        if (data_p) *data_p = data;
     } else {
         o->st.failures++;
     }
     rec_remove(o, r);
     return st;
+}
+
+sits_status_t sits_kv_offload_take(sits_kv_offload_t *o, int32_t slot, void *data, size_t n, sits_kv_tier_t *tier_p)
+{
+    return take(o, slot, data, n, NULL, tier_p);
+}
+
+sits_status_t sits_kv_offload_take_buf(sits_kv_offload_t *o, int32_t slot, size_t n, const void **data_p,
+                                       sits_kv_tier_t *tier_p)
+{
+    return take(o, slot, NULL, n, data_p, tier_p);
+}
+
+/* ---- prefetch ---- */
+
+static void *prefetch_main(void *arg)
+{
+    sits_kv_offload_t *o = arg;
+    double t0 = now_s();
+    rec_t *r = find(o, o->pf_slot);   /* the main thread changes no record until it joins */
+    r->pf_st = tier_read(o, r, r->pf.p);
+    o->st.prefetch_work_s += now_s() - t0;
+    return NULL;
+}
+
+sits_status_t sits_kv_offload_prefetch(sits_kv_offload_t *o, int32_t slot)
+{
+    settle(o);
+    rec_t *r = find(o, slot);
+    if (!r) return SITS_ERR_NOT_FOUND;
+    if (r->pf.p) return SITS_OK;
+    if (o->spare.p && o->spare.cap >= r->raw) {
+        r->pf = o->spare;
+        o->spare = (hbuf_t){ 0 };
+    } else {
+        SITS_CHECK(hbuf_alloc(o, r->raw + r->raw / 4, &r->pf));   /* room for a somewhat longer sequence next time */
+    }
+    r->pf_st = SITS_ERR_INTERNAL;
+    o->pf_slot = slot;
+    int e = pthread_create(&o->pf_thread, NULL, prefetch_main, o);
+    if (e != 0) {
+        WARN_LIMITED(o, "kv offload: no prefetch thread for slot %d: %s; restored when taken", (int)slot, strerror(e));
+        hbuf_release(o, &r->pf);
+        return SITS_ERR_INTERNAL;
+    }
+    o->pf_running = 1;
+    o->st.prefetches++;
+    return SITS_OK;
 }

@@ -24,7 +24,15 @@
  * that put's data: the LZ4 ratio and compress / decompress rates against the host memory copy rate
  * (the host tier's "link"), through sits_kv_codec_choose (kv/shard.h); the decision is logged.
  *
- * Not thread-safe: one store per rank, used by its main thread. */
+ * Prefetch (the restore overlapped with forward steps): sits_kv_offload_prefetch starts taking one
+ * slot's bytes from its tier (host copy, LZ4 decode, or disk read + checks) on one background
+ * thread of the store, into a buffer the store owns for that slot (pinned like the staging buffer
+ * when the backend can); the later take of that slot returns those bytes without reading the tier
+ * again, and a failure of the prefetch is reported by that take (same status, same warning).
+ *
+ * Not thread-safe, by one rule: one store per rank, used by its main thread; every public function
+ * except sits_kv_offload_path first waits for (joins) a running prefetch, so the prefetch thread
+ * alone touches the store while the main thread does anything else (forward steps). */
 #ifndef SITS_KV_OFFLOAD_H
 #define SITS_KV_OFFLOAD_H
 
@@ -60,6 +68,11 @@ typedef struct {
     int codec;                               /* 0 none, 1 lz4, -1 auto not decided yet */
     size_t host_cap;                         /* host tier capacity after the cap (0: off) */
     int disk;                                /* 1: the disk tier is usable */
+    /* prefetch: started, takes served from a prefetch (those whose prefetch failed included), seconds the main
+     * thread waited for a running prefetch (joins at any call, ideally ~0), seconds the prefetch
+     * thread worked (overlapped with whatever the main thread did meanwhile) */
+    uint64_t prefetches, prefetch_takes;
+    double prefetch_wait_s, prefetch_work_s;
 } sits_kv_offload_stats_t;
 
 typedef struct sits_kv_offload sits_kv_offload_t;
@@ -67,7 +80,7 @@ typedef struct sits_kv_offload sits_kv_offload_t;
 /* A store with no usable tier is still created (every put then fails); a disk directory that cannot
  * be created or written is logged and left out. SITS_ERR_INVALID for a bad lz4 mode. */
 sits_status_t sits_kv_offload_create(const sits_kv_offload_params_t *p, sits_kv_offload_t **o_p);
-/* Frees every slot (files removed) and the staging buffer. */
+/* Joins a running prefetch, frees every slot (files removed, prefetch buffers) and the staging buffer. */
 void sits_kv_offload_destroy(sits_kv_offload_t *o);
 
 /* A host buffer of at least n bytes for the device copies (pinned when the backend can), owned by
@@ -80,13 +93,24 @@ sits_status_t sits_kv_offload_staging(sits_kv_offload_t *o, size_t n, void **buf
 sits_status_t sits_kv_offload_put(sits_kv_offload_t *o, int32_t slot, const void *data, size_t n, sits_kv_tier_t *tier_p,
                                   size_t *stored_p);
 /* Copy the slot's bytes, validated, into data[n] (n must be its size) and release the slot, whether
- * this succeeds or not. *tier_p (may be NULL): the tier it came from. SITS_ERR_NOT_FOUND: no such slot. */
+ * this succeeds or not. *tier_p (may be NULL): the tier it came from. SITS_ERR_NOT_FOUND: no such slot.
+ * A prefetched slot's bytes come from its prefetch (its failure, if any, is returned here). */
 sits_status_t sits_kv_offload_take(sits_kv_offload_t *o, int32_t slot, void *data, size_t n, sits_kv_tier_t *tier_p);
-/* Release a slot (no-op when not held). */
+/* The same take without a copy: *data_p points at the slot's n bytes, in the slot's prefetch buffer
+ * when it was prefetched, else in the staging buffer (read there from the tier now); valid until
+ * the next call on the store. Failures as sits_kv_offload_take (the slot is released either way). */
+sits_status_t sits_kv_offload_take_buf(sits_kv_offload_t *o, int32_t slot, size_t n, const void **data_p,
+                                       sits_kv_tier_t *tier_p);
+/* Start taking slot's bytes from its tier on the store's background thread (after joining a
+ * running one), for a later take; the slot stays held. SITS_OK also when the slot is already
+ * prefetched. SITS_ERR_NOT_FOUND: no such slot; SITS_ERR_NOMEM / SITS_ERR_INTERNAL (no buffer, no
+ * thread): nothing started, the take then reads the tier itself. A tier failure is not seen here. */
+sits_status_t sits_kv_offload_prefetch(sits_kv_offload_t *o, int32_t slot);
+/* Release a slot (no-op when not held); a prefetched slot's buffer too. */
 void sits_kv_offload_drop(sits_kv_offload_t *o, int32_t slot);
-int sits_kv_offload_holds(const sits_kv_offload_t *o, int32_t slot);
+int sits_kv_offload_holds(sits_kv_offload_t *o, int32_t slot);
 
-void sits_kv_offload_get_stats(const sits_kv_offload_t *o, sits_kv_offload_stats_t *stats_p);
+void sits_kv_offload_get_stats(sits_kv_offload_t *o, sits_kv_offload_stats_t *stats_p);
 /* The disk file a slot of this store would use (tests corrupt it). */
 void sits_kv_offload_path(const sits_kv_offload_t *o, int32_t slot, char *buf, size_t len);
 

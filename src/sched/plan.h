@@ -33,8 +33,9 @@ typedef enum {
 
 /* [kv offload] KV swap orders (src/sched/swap.h). A KV_SWAP plan has the step plan's layout with
  * n_tokens = n_seqs = the number of orders and n_out = 0; order i is
- *   tokens[i] = SITS_KV_SWAP_OUT | IN | DROP, pos[i] = its slot id, seq[i] = i,
- *   block_tables row i = its block ids, then -1 to the end of the row (max_blocks).  */
+ *   tokens[i] = SITS_KV_SWAP_OUT | IN | DROP | PREFETCH, pos[i] = its slot id, seq[i] = i,
+ *   block_tables row i = its block ids, then -1 to the end of the row (max_blocks); DROP and
+ *   PREFETCH orders have no blocks (a row of -1). */
 
 /* [kv move] KV move orders (src/sched/kvmove.h). A KV_MOVE plan has no tokens, sequences or outputs
  * (those counts are 0); its body is instead, as i32:

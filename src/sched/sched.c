@@ -53,6 +53,7 @@ struct sits_req {
     /* [kv offload] */
     int swapped;                 /* its KV (n_computed tokens) waits in the ranks' offload tiers under slot */
     int32_t slot;
+    int prefetched;              /* swapped, and a prefetch order for slot went out */
     uint64_t active_step;        /* the last schedule() that gave it work (least recently active swaps first) */
 };
 
@@ -480,6 +481,7 @@ static void swap_order(sits_sched_t *s, int i, int kind, int32_t slot, int nb, c
 static void swap_forget(sits_sched_t *s, sits_req_t *q)
 {
     q->swapped = 0;
+    q->prefetched = 0;   /* the DROP frees the prefetched bytes too */
     s->n_swapped--;
     if (s->n_drops == s->cap_drops) {
         int cap = s->cap_drops ? 2 * s->cap_drops : 64;
@@ -533,6 +535,7 @@ static int swap_out(sits_sched_t *s, sits_req_t *q)
     q->n_hashed = 0;   /* restored blocks are fresh: prefix_register hashes them again */
     q->swapped = 1;
     q->slot = slot;
+    q->prefetched = 0;
     s->n_swapped++;
     pthread_mutex_lock(&s->mu);
     s->stats.kv_swap_out++;
@@ -553,6 +556,8 @@ static int swap_in(sits_sched_t *s, sits_req_t *q)
     q->n_blocks = nb;
     q->swapped = 0;
     s->n_swapped--;
+    int prefetched = q->prefetched;
+    q->prefetched = 0;
     swap_order(s, 0, SITS_KV_SWAP_IN, q->slot, nb, q->bt);
     sits_status_t st = swap_send(s, 1);
     const sits_kv_swap_result_t *res = &s->sw_res[0];
@@ -568,11 +573,31 @@ static int swap_in(sits_sched_t *s, sits_req_t *q)
     }
     pthread_mutex_lock(&s->mu);
     s->stats.kv_swap_in++;
+    s->stats.kv_swap_prefetched += prefetched;
     for (int t = 0; t < 2; t++) s->stats.kv_swap_in_bytes[t] += (uint64_t)res->bytes[t];
     pthread_mutex_unlock(&s->mu);
-    SITS_DEBUG(SITS_SUB_SCHED, "swapped in request %llu: %d tokens in %d blocks from slot %d", (unsigned long long)q->order,
-               q->n_computed, nb, (int)q->slot);
+    SITS_DEBUG(SITS_SUB_SCHED, "swapped in request %llu: %d tokens in %d blocks from slot %d%s", (unsigned long long)q->order,
+               q->n_computed, nb, (int)q->slot, prefetched ? " (prefetched)" : "");
     return 1;
+}
+
+/* Start the ranks reading swapped-out q's KV from their tiers in the background (the steps that run
+ * meanwhile hide it); its swap_in later finds the bytes in host memory. 1: the order went out. */
+static int swap_prefetch(sits_sched_t *s, sits_req_t *q)
+{
+    swap_order(s, 0, SITS_KV_SWAP_PREFETCH, q->slot, 0, NULL);
+    if (swap_send(s, 1) != SITS_OK) return 0;
+    q->prefetched = 1;
+    SITS_DEBUG(SITS_SUB_SCHED, "prefetching request %llu from slot %d", (unsigned long long)q->order, (int)q->slot);
+    return 1;
+}
+
+/* Swapped-out q fits now. While other sequences run (compute to overlap with) and it was not
+ * prefetched yet: prefetch it, 2 (this step admits nothing more); else swap_in's answer. */
+static int swap_admit(sits_sched_t *s, sits_req_t *q)
+{
+    if (s->n_running > 0 && !q->prefetched) return swap_prefetch(s, q) ? 2 : 0;
+    return swap_in(s, q);
 }
 
 /* Preempt: swap out when the ranks have offload tiers (see swap_out), else (or when that fails) by
@@ -739,13 +764,14 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             int bs = s->r->ep.block_size, need = (q->n_computed + take + bs - 1) / bs - q->n_blocks;
             int sw = 0;
             if ((s->n_running > 0 && kv_over(s, need)) ||
-                (q->swapped && (sits_kv_blocks_free_count(s->r->blocks) < need || (sw = swap_in(s, q)) == 0))) {
+                (q->swapped && (sits_kv_blocks_free_count(s->r->blocks) < need || (sw = swap_admit(s, q)) == 0))) {
                 if (!q->swapped) free_blocks(s, q);
                 if (s->fatal != SITS_OK) break;
                 if (preempt_lower(s, s->prio[q->tenant])) continue;
                 break;
             }
             if (sw < 0) continue;   /* its restore failed: admit it afresh */
+            if (sw == 2) break;     /* prefetching it this step: nothing more admitted (priority order) */
         }
         if (!ensure_blocks(s, q, q->n_computed + take)) {
             free_blocks(s, q);  /* give back the cached blocks it found */
@@ -1280,6 +1306,7 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->kv_swap_out += st.kv_swap_out;
         out->kv_swap_in += st.kv_swap_in;
         out->kv_swap_failed += st.kv_swap_failed;
+        out->kv_swap_prefetched += st.kv_swap_prefetched;
         for (int t = 0; t < 2; t++) {
             out->kv_swap_out_bytes[t] += st.kv_swap_out_bytes[t];
             out->kv_swap_in_bytes[t] += st.kv_swap_in_bytes[t];

@@ -56,8 +56,9 @@ typedef struct {
     double step_seconds_sum;               /* total time in steps */
     uint64_t step_hist[12];                /* steps by duration: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
     /* [kv offload] sequences swapped out / back in, swaps that failed on some rank (the sequence then
-     * recomputed), and the raw KV bytes they moved per tier [host, disk], summed over the replica's ranks */
-    uint64_t kv_swap_out, kv_swap_in, kv_swap_failed;
+     * recomputed), and the raw KV bytes they moved per tier [host, disk], summed over the replica's ranks;
+     * kv_swap_prefetched: swap-ins whose tier reads were prefetched (overlapped with earlier steps) */
+    uint64_t kv_swap_out, kv_swap_in, kv_swap_failed, kv_swap_prefetched;
     uint64_t kv_swap_out_bytes[2], kv_swap_in_bytes[2];
     /* [kv move] moves out of this replica (to another replica / prefill -> decode), the sequences and
      * KV blocks they carried, the message bytes received, and moves that failed (then recomputed) */

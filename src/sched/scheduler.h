@@ -18,8 +18,13 @@
  * same way. Admission (new or swapped-out sequences) then keeps use at or below T unless nothing
  * runs; a swapped-out sequence is admitted by allocating blocks and having every rank load its
  * blocks back (the swap orders go out before the step's plan), and continues exactly where it
- * was. Any failure of a swap on any rank (tier full, disk error, bad checksum) makes the ranks
- * agree to forget that copy: the sequence is preempted by recompute instead. Without offload T
+ * was. Restores overlap other work when they can: when the next sequence to admit is swapped out
+ * and would be admitted now while others run, the leader first sends only a prefetch order for it
+ * (the ranks read its bytes from their tiers on a background thread during this step) and admits
+ * nothing more this step; its restore at a later step then finds the bytes in host memory (with
+ * nothing running it is restored at once). Any failure of a swap on any rank (tier full, disk
+ * error, bad checksum) makes the ranks agree to forget that copy: the sequence is preempted by
+ * recompute instead (a failed prefetch shows at the restore, which fails). Without offload T
  * plays no part.
  *
  * Prefix caching: every full block a sequence computes is registered under the hash of its tokens

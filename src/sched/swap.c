@@ -15,7 +15,7 @@ static int order_blocks(const sits_plan_t *pl, int i, const int32_t **ids_p)
     return n;
 }
 
-static const char *const kind_name[] = { "?", "out", "in", "drop" };
+static const char *const kind_name[] = { "?", "out", "in", "drop", "prefetch" };
 
 /* One order on this rank; fills v[0] (failed) and v[1 + tier] (bytes). */
 static void run_order(sits_runner_t *r, const sits_plan_t *pl, int i, int64_t *v)
@@ -31,6 +31,11 @@ static void run_order(sits_runner_t *r, const sits_plan_t *pl, int i, int64_t *v
         if (o) sits_kv_offload_drop(o, slot);
         return;
     }
+    if (kind == SITS_KV_SWAP_PREFETCH) {   /* no agreement: a failure shows at the IN */
+        st = o ? sits_kv_offload_prefetch(o, slot) : SITS_ERR_UNSUPPORTED;
+        SITS_DEBUG(SITS_SUB_KV, "kv swap prefetch of slot %d: %s", (int)slot, sits_status_str(st));
+        return;
+    }
     if (kind != SITS_KV_SWAP_OUT && kind != SITS_KV_SWAP_IN) {
         SITS_WARN(SITS_SUB_KV, "kv swap: unknown order %d", kind);
         v[0] = 1;
@@ -43,16 +48,16 @@ static void run_order(sits_runner_t *r, const sits_plan_t *pl, int i, int64_t *v
         st = SITS_ERR_UNSUPPORTED;
     } else if (nb < 1) {
         st = SITS_ERR_INVALID;
-    } else {
-        st = sits_kv_offload_staging(o, bytes, &stage);
     }
     if (kind == SITS_KV_SWAP_OUT) {
+        if (st == SITS_OK) st = sits_kv_offload_staging(o, bytes, &stage);
         if (st == SITS_OK) st = sits_engine_kv_save_blocks(r->engine, nb, ids, stage);
         if (st == SITS_OK) st = sits_kv_offload_put(o, slot, stage, bytes, &tier, NULL);
     } else {
-        if (st == SITS_OK) st = sits_kv_offload_take(o, slot, stage, bytes, &tier);
+        const void *src = NULL;   /* the prefetched bytes, or the staging buffer */
+        if (st == SITS_OK) st = sits_kv_offload_take_buf(o, slot, bytes, &src, &tier);
         else if (o) sits_kv_offload_drop(o, slot);
-        if (st == SITS_OK) st = sits_engine_kv_load_blocks(r->engine, nb, ids, stage);
+        if (st == SITS_OK) st = sits_engine_kv_load_blocks(r->engine, nb, ids, src);
     }
     if (st != SITS_OK) {
         v[0] = 1;
@@ -78,7 +83,9 @@ sits_status_t sits_kv_swap_run(sits_runner_t *r, const sits_plan_t *pl, sits_kv_
     /* a shadow of a remote replica stores nothing: it only takes part in the agreement */
     for (int i = 0; r->engine && i < n; i++) run_order(r, pl, i, v + (size_t)i * W);
     sits_status_t st = SITS_OK;
-    if (r->ctl->size > 1 && n > 0) {
+    int agree = 0;   /* PREFETCH orders alone need no agreement (the same plan on every rank) */
+    for (int i = 0; i < n; i++) agree |= pl->tokens[i] != SITS_KV_SWAP_PREFETCH;
+    if (r->ctl->size > 1 && agree) {
         MPI_Request req;
         if (MPI_Iallreduce(MPI_IN_PLACE, v, n * W, MPI_INT64_T, MPI_SUM, r->ctl->mpi, &req) != MPI_SUCCESS) st = SITS_ERR_MPI;
         else st = sits_comm_mpi_wait(&req, r->ctl->timeout_s, "kv swap agreement", r->ctl->mpi);

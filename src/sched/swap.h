@@ -8,7 +8,13 @@
  *        buffer) and put them in the tiers under the slot;
  *   IN   take the slot from the tiers (validated) and load it into the order's blocks, which the
  *        leader has just allocated (sits_engine_kv_load_blocks); the slot is released either way;
- *   DROP release the slot (its request finished or was cancelled while swapped out).
+ *        a prefetched slot's bytes are already in host memory (sits_kv_offload_take_buf);
+ *   DROP release the slot (its request finished or was cancelled while swapped out);
+ *   PREFETCH  start taking the slot's bytes from the tiers on the store's background thread
+ *        (sits_kv_offload_prefetch; no blocks), for a later IN: the leader sends it for a request it
+ *        will restore next while other sequences run, so the tier work overlaps their steps. It
+ *        cannot fail visibly (a tier failure is reported by the IN); a plan of PREFETCH orders only
+ *        has no agreement.
  * A local failure (tier full, disk error, checksum, no store) is never an error of the call: the
  * ranks then sum (failed ranks, bytes per tier) of every order over the replica's control comm
  * (r->ctl, the leader and any front-end shadow included), so that all agree; an OUT that failed
@@ -23,7 +29,7 @@
 #include "sched/generate.h"
 #include "sched/plan.h"
 
-enum { SITS_KV_SWAP_OUT = 1, SITS_KV_SWAP_IN = 2, SITS_KV_SWAP_DROP = 3 };
+enum { SITS_KV_SWAP_OUT = 1, SITS_KV_SWAP_IN = 2, SITS_KV_SWAP_DROP = 3, SITS_KV_SWAP_PREFETCH = 4 };
 
 /* Per order, summed over the ranks of ctl. */
 typedef struct {

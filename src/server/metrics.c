@@ -230,6 +230,9 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 st->kv_swap_in);
         counter(&b, "sits_kv_swap_failures_total", "Swaps that failed on some rank (tier full, disk error, bad checksum): recomputed instead.",
                 st->kv_swap_failed);
+        counter(&b, "sits_kv_swap_prefetched_total",
+                "Swapped-out sequences brought back whose KV bytes the ranks had prefetched from the offload tiers "
+                "while earlier steps ran.", st->kv_swap_prefetched);
         head(&b, "sits_kv_swap_out_bytes_total", "counter", "KV bytes swapped out, by tier, summed over the ranks.");
         put(&b, "sits_kv_swap_out_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_out_bytes_total{tier=\"disk\"} %llu\n",
             (unsigned long long)st->kv_swap_out_bytes[0], (unsigned long long)st->kv_swap_out_bytes[1]);

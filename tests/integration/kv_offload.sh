@@ -13,7 +13,9 @@
 #              no hang, the job exits 0 on SIGTERM
 # Every run must give exactly the reference's texts (greedy), and the swaps must really have
 # happened (/metrics: swapped out and back in, bytes per tier, failures) -- so a run that never
-# swapped, or swapped and restored wrong KV, fails.
+# swapped, or swapped and restored wrong KV, fails. The host and disk runs must also have restored
+# some sequences from prefetched bytes (sits_kv_swap_prefetched_total: the restore's tier reads
+# overlapped with earlier steps) -- with the same outputs.
 # Knobs (tests/gpu/kv_offload_cuda.sh sets them): KVO_MODEL (a model directory; default: random
 # weights, byte-level tokenizer), KVO_FLAGS (more server flags, e.g. --device cuda --load-format
 # safetensors), KVO_BLOCK_BYTES (KV bytes of one 4-token block per rank at tp 2 / pp 2; default
@@ -83,14 +85,15 @@ same() {
     else bad "$1: only $n_same of $LOAD_N outputs equal the reference"; diff "$ref" "$2" | head -6; fi
   else bad "$1: outputs differ from the reference"; diff "$ref" "$2" | head -6; fi
 }
-# swaps NAME: reads the swap counters; sets so si sf ob_host ob_disk
+# swaps NAME: reads the swap counters; sets so si sf pf ob_host ob_disk
 swaps() {
   curl -s "$url/metrics" > "$tmp/metrics"
   get() { awk -v m="$1" '$1 == m { print $2 }' "$tmp/metrics"; }
   so=$(get sits_kv_swapped_out_total); si=$(get sits_kv_swapped_in_total); sf=$(get sits_kv_swap_failures_total)
+  pf=$(get sits_kv_swap_prefetched_total)
   ob_host=$(get 'sits_kv_swap_out_bytes_total{tier="host"}'); ob_disk=$(get 'sits_kv_swap_out_bytes_total{tier="disk"}')
   ib_host=$(get 'sits_kv_swap_in_bytes_total{tier="host"}'); ib_disk=$(get 'sits_kv_swap_in_bytes_total{tier="disk"}')
-  echo "     $1: swapped out $so, in $si, failed $sf; bytes out host $ob_host disk $ob_disk, in host $ib_host disk $ib_disk; preemptions $(get sits_preemptions_total)"
+  echo "     $1: swapped out $so, in $si ($pf prefetched), failed $sf; bytes out host $ob_host disk $ob_disk, in host $ib_host disk $ib_disk; preemptions $(get sits_preemptions_total)"
 }
 # idle: every sequence done, nothing left swapped out, every block free
 idle_check() {
@@ -117,6 +120,7 @@ swaps host
 [ "${so:-0}" -gt 0 ] && [ "${si:-0}" -gt 0 ] && [ "${ob_host:-0}" -gt 0 ] && [ "${ib_host:-0}" -gt 0 ] && [ "${ob_disk:-1}" = 0 ] && [ "${sf:-1}" = 0 ] \
   && ok "host: $so swapped out, $si back in, $ob_host bytes through the host tier, none failed" || bad "host: swap counters"
 [ "$so" = "$si" ] && ok "host: every swapped-out sequence came back" || bad "host: $so out, $si in"
+[ "${pf:-0}" -gt 0 ] && [ "$pf" -le "$si" ] && ok "host: $pf of the $si restores were prefetched" || bad "host: prefetched ${pf:-none} of $si"
 idle_check host
 stop host
 
@@ -127,6 +131,7 @@ same disk "$tmp/disk.jsonl"
 swaps disk
 [ "${si:-0}" -gt 0 ] && [ "${ob_disk:-0}" -gt 0 ] && [ "${ib_disk:-0}" -gt 0 ] && [ "${sf:-1}" = 0 ] \
   && ok "disk: $so swapped out, $ob_disk bytes to the disk tier and $ib_disk back, none failed" || bad "disk: swap counters"
+[ "${pf:-0}" -gt 0 ] && [ "$pf" -le "$si" ] && ok "disk: $pf of the $si restores were prefetched" || bad "disk: prefetched ${pf:-none} of $si"
 idle_check disk
 [ -z "$(ls -A "$tmp/kv" 2>/dev/null)" ] && ok "disk: no file left in the offload directory" || bad "disk: files left: $(ls "$tmp/kv" | head -3)"
 stop disk

@@ -849,7 +849,7 @@ static void test_metrics(client_t *c, fake_sched_t *f)
         "sits_num_requests_waiting gauge", "sits_kv_blocks_used gauge", "sits_kv_blocks_free gauge",
         "sits_preemptions_total counter", "sits_step_seconds histogram", "sits_kv_swapped_out_total counter",
         "sits_kv_swapped_in_total counter", "sits_kv_swap_failures_total counter", "sits_kv_swap_out_bytes_total counter",
-        "sits_kv_swap_in_bytes_total counter",
+        "sits_kv_swap_in_bytes_total counter", "sits_kv_swap_prefetched_total counter",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char want[128], help[128];   /* whole lines: text starts with "# HELP" or has it after a newline */
@@ -868,6 +868,7 @@ static void test_metrics(client_t *c, fake_sched_t *f)
           metric(text, "sits_preemptions_total") == 7, "/metrics scheduler gauges");
     CHECK(metric(text, "sits_num_requests_swapped") == 1 && metric(text, "sits_kv_swapped_out_total") == 5 &&
           metric(text, "sits_kv_swapped_in_total") == 4 && metric(text, "sits_kv_swap_failures_total") == 2 &&
+          metric(text, "sits_kv_swap_prefetched_total") == 3 &&
           metric(text, "sits_kv_swap_out_bytes_total{tier=\"host\"}") == 4096 &&
           metric(text, "sits_kv_swap_out_bytes_total{tier=\"disk\"}") == 1024 &&
           metric(text, "sits_kv_swap_in_bytes_total{tier=\"host\"}") == 3072 &&
@@ -978,8 +979,8 @@ int main(int argc, char **argv)
     f.stats = (sits_sched_stats_t){ .running = 3, .waiting = 2, .swapped = 1, .kv_blocks_total = 100,
                                     .kv_blocks_free = 58, .max_model_len = MAX_LEN, .preemptions = 7, .steps = 16,
                                     .step_seconds_sum = 1.25, .step_hist = { 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 1 },
-                                    .kv_swap_out = 5, .kv_swap_in = 4, .kv_swap_failed = 2, .kv_swap_out_bytes = { 4096, 1024 },
-                                    .kv_swap_in_bytes = { 3072, 512 } };
+                                    .kv_swap_out = 5, .kv_swap_in = 4, .kv_swap_failed = 2, .kv_swap_prefetched = 3,
+                                    .kv_swap_out_bytes = { 4096, 1024 }, .kv_swap_in_bytes = { 3072, 512 } };
     sits_server_params_t p = { .host = "127.0.0.1", .port = 0, .model_name = MODEL, .max_model_len = MAX_LEN,
                                .max_body_bytes = 65536, .default_max_tokens = 16, .seed = 1234 };
     sits_server_t *srv = NULL;

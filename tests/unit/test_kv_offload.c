@@ -3,7 +3,11 @@
  * threads, a compressed host slot stored smaller), the spill to the disk tier when the host tier is
  * full (file present while held, removed after take / drop / destroy), refusal of a corrupted,
  * truncated or missing disk file (and of a wrong size) with the slot released, a store whose disk
- * directory cannot be created, no tier at all, and the lz4 auto decision. */
+ * directory cannot be created, no tier at all, and the lz4 auto decision. Prefetch: prefetch then
+ * take_buf / take gives the exact bytes from the host, LZ4 and disk tiers (raw and LZ4), the tier file
+ * is read once (deleting it after the prefetch joined changes nothing), a corrupted or missing disk
+ * file found by the prefetch gives the synchronous take's status, drop and destroy of a prefetched
+ * slot free it (ASan build), several prefetches queue (each joins the previous one). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -304,6 +308,126 @@ static void test_auto(void **state)
     sits_kv_offload_destroy(o);
 }
 
+/* slot 1 on the host tier, slot 2 on the disk tier of a store of the given codec */
+static void test_prefetch(void **state)
+{
+    const size_t n = 3 * 65536 + 777;
+    for (int lz4 = 0; lz4 <= 1; lz4++) {
+        sits_kv_offload_t *o = make(n + 64, tmpdir, lz4 ? SITS_KV_LZ4_ON : SITS_KV_LZ4_OFF, 2);
+        unsigned char *a = make_data(n, 1, 50 + lz4), *b = make_data(n, 0, 60 + lz4);
+        sits_kv_tier_t t;
+        assert_int_equal(sits_kv_offload_put(o, 1, a, n, &t, NULL), SITS_OK);
+        assert_int_equal(t, SITS_KV_TIER_HOST);
+        assert_int_equal(sits_kv_offload_put(o, 2, b, n, &t, NULL), SITS_OK);
+        assert_int_equal(t, SITS_KV_TIER_DISK);
+        char path[4200];
+        sits_kv_offload_path(o, 2, path, sizeof path);
+        /* both prefetched (the second joins the first); twice is a no-op; an unknown slot is refused */
+        assert_int_equal(sits_kv_offload_prefetch(o, 1), SITS_OK);
+        assert_int_equal(sits_kv_offload_prefetch(o, 2), SITS_OK);
+        assert_int_equal(sits_kv_offload_prefetch(o, 2), SITS_OK);
+        assert_int_equal(sits_kv_offload_prefetch(o, 99), SITS_ERR_NOT_FOUND);
+        assert_true(sits_kv_offload_holds(o, 1) && sits_kv_offload_holds(o, 2));
+        /* the disk slot's bytes are in memory now: its file is not read again */
+        assert_true(file_exists(path));
+        assert_int_equal(unlink(path), 0);
+        const void *p = NULL;
+        assert_int_equal(sits_kv_offload_take_buf(o, 2, n, &p, &t), SITS_OK);
+        assert_int_equal(t, SITS_KV_TIER_DISK);
+        assert_memory_equal(p, b, n);
+        assert_false(sits_kv_offload_holds(o, 2));
+        unsigned char *back = malloc(n);
+        assert_int_equal(sits_kv_offload_take(o, 1, back, n, &t), SITS_OK);   /* the copying take of a prefetch */
+        assert_int_equal(t, SITS_KV_TIER_HOST);
+        assert_memory_equal(back, a, n);
+        /* take_buf without a prefetch: the staging buffer */
+        assert_int_equal(sits_kv_offload_put(o, 3, b, n, &t, NULL), SITS_OK);
+        assert_int_equal(t, SITS_KV_TIER_HOST);
+        void *stage = NULL;
+        assert_int_equal(sits_kv_offload_staging(o, n, &stage), SITS_OK);
+        assert_int_equal(sits_kv_offload_take_buf(o, 3, n, &p, &t), SITS_OK);
+        assert_ptr_equal(p, stage);
+        assert_memory_equal(p, b, n);
+        /* a prefetched slot asked with the wrong size: refused and released, as a synchronous take */
+        assert_int_equal(sits_kv_offload_put(o, 4, a, n, NULL, NULL), SITS_OK);
+        assert_int_equal(sits_kv_offload_prefetch(o, 4), SITS_OK);
+        assert_int_equal(sits_kv_offload_take_buf(o, 4, n - 1, &p, NULL), SITS_ERR_INVALID);
+        assert_false(sits_kv_offload_holds(o, 4));
+        /* a prefetch reuses the spare buffer: many rounds, each bytes exact */
+        for (int i = 0; i < 5; i++) {
+            assert_int_equal(sits_kv_offload_put(o, 10 + i, i % 2 ? a : b, n, &t, NULL), SITS_OK);
+            assert_int_equal(sits_kv_offload_prefetch(o, 10 + i), SITS_OK);
+            assert_int_equal(sits_kv_offload_take_buf(o, 10 + i, n, &p, NULL), SITS_OK);
+            assert_memory_equal(p, i % 2 ? a : b, n);
+        }
+        /* drop of a prefetched slot (host and disk) frees it and removes its file; destroy of one too */
+        assert_int_equal(sits_kv_offload_put(o, 5, a, n, &t, NULL), SITS_OK);
+        assert_int_equal(sits_kv_offload_put(o, 6, b, n, &t, NULL), SITS_OK);
+        assert_int_equal(t, SITS_KV_TIER_DISK);
+        sits_kv_offload_path(o, 6, path, sizeof path);
+        assert_int_equal(sits_kv_offload_prefetch(o, 5), SITS_OK);
+        sits_kv_offload_drop(o, 5);
+        assert_int_equal(sits_kv_offload_prefetch(o, 6), SITS_OK);
+        sits_kv_offload_drop(o, 6);
+        assert_false(file_exists(path));
+        assert_int_equal(sits_kv_offload_put(o, 7, b, n, &t, NULL), SITS_OK);
+        assert_int_equal(sits_kv_offload_put(o, 8, b, n, &t, NULL), SITS_OK);
+        sits_kv_offload_path(o, 8, path, sizeof path);
+        assert_int_equal(sits_kv_offload_prefetch(o, 7), SITS_OK);
+        assert_int_equal(sits_kv_offload_prefetch(o, 8), SITS_OK);
+        sits_kv_offload_stats_t st;
+        sits_kv_offload_get_stats(o, &st);
+        assert_int_equal(st.prefetches, 12);   /* a second prefetch of a slot is not one */
+        assert_int_equal(st.prefetch_takes, 7);   /* the wrong-size take is not served */
+        assert_int_equal(st.failures, 1);
+        assert_int_equal(st.gets[SITS_KV_TIER_DISK], 1);
+        assert_int_equal(st.gets[SITS_KV_TIER_HOST], 7);
+        assert_true(st.prefetch_work_s > 0);
+        sits_kv_offload_destroy(o);   /* slot 8 may still be prefetching */
+        assert_false(file_exists(path));
+        free(back);
+        free(a);
+        free(b);
+    }
+}
+
+/* a damaged or missing disk file found by the prefetch: the take returns the synchronous take's status */
+static void test_prefetch_corrupt(void **state)
+{
+    const size_t n = 2 * 65536 + 100;
+    struct { long off; int trunc; int unlink; } cases[] = {
+        { 0, 0, 0 }, { 16, 0, 0 }, { 64 + 5, 0, 0 }, { 64 + 100, 1, 0 }, { 0, 0, 1 },
+    };
+    for (int lz4 = 0; lz4 <= 1; lz4++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            sits_status_t want = SITS_OK, got = SITS_OK;
+            for (int pf = 0; pf <= 1; pf++) {
+                sits_kv_offload_t *o = make(0, tmpdir, lz4 ? SITS_KV_LZ4_ON : SITS_KV_LZ4_OFF, 1);
+                unsigned char *a = make_data(n, 1, 70 + c);
+                assert_int_equal(sits_kv_offload_put(o, 5, a, n, NULL, NULL), SITS_OK);
+                char path[4200];
+                sits_kv_offload_path(o, 5, path, sizeof path);
+                if (cases[c].unlink) assert_int_equal(unlink(path), 0);
+                else damage(path, cases[c].off, cases[c].trunc);
+                if (pf) assert_int_equal(sits_kv_offload_prefetch(o, 5), SITS_OK);
+                const void *p = NULL;
+                sits_status_t st = sits_kv_offload_take_buf(o, 5, n, &p, NULL);
+                if (pf) got = st;
+                else want = st;
+                assert_false(sits_kv_offload_holds(o, 5));
+                assert_false(file_exists(path));
+                sits_kv_offload_stats_t s;
+                sits_kv_offload_get_stats(o, &s);
+                assert_int_equal(s.failures, 1);
+                assert_int_equal(s.prefetch_takes, (uint64_t)pf);
+                free(a);
+                sits_kv_offload_destroy(o);
+            }
+            if (want == SITS_OK) fail_msg("case %zu (lz4 %d): damage not detected", c, lz4);
+            assert_int_equal(got, want);
+        }
+}
+
 int main(void)
 {
     sits_log_init(-1);
@@ -314,6 +438,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_files),
         cmocka_unit_test(test_unusable),
         cmocka_unit_test(test_auto),
+        cmocka_unit_test(test_prefetch),
+        cmocka_unit_test(test_prefetch_corrupt),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir) ? 1 : 0;
 }
