@@ -15,6 +15,7 @@
 #   kv       INT8 KV accuracy (8B dummy + fixtures), 8B decode at context 2048 with bf16 vs int8 KV
 #   kvlink   the KV codec table with the GPU links measured (pinned host <-> GPU, GPU 0 -> GPU 1)
 #   serving  issue 10's three serving experiments with the 8B-shaped model (bench/experiments_cpu.sh --device cuda)
+#            (SERVING_RATES, SERVING_DURATION, SERVING_OVERLOAD; SERVING_ONLY=1,2,3 picks experiments)
 #   tp70b    70B-shaped TP=2: custom all-reduce vs NCCL only, batch 1/16/32, context 128/2048
 #   layouts  8B served as --tp 2 / --pp 2 (+ micro-batches) / --dp 2 at concurrency 1 and 32
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
@@ -140,7 +141,7 @@ part_serving() {
   bash "$top/bench/experiments_cpu.sh" --build "$B" --out "$out/serving" --config "$top/bench/configs/llama3-8b" --np 1 \
     --device cuda --rates "${SERVING_RATES:-30 60 120}" --duration "${SERVING_DURATION:-8}" --target-tpot-ms 30 \
     --slo-ttft-ms 1000 --slo-tpot-ms 40 --overload-rate "${SERVING_OVERLOAD:-150}" --prompt-len uniform:128:512 \
-    --output-len fixed:64 --prefix-requests 32 --prefix-concurrency 8 > "$out/serving.log" 2>&1
+    --output-len fixed:64 --prefix-requests 32 --prefix-concurrency 8 --only "${SERVING_ONLY:-1,2,3}" > "$out/serving.log" 2>&1
   row "serving experiments (8B, 1 GPU)" "rc $?"
   [ -f "$out/serving/results.md" ] && cat "$out/serving/results.md"
 }

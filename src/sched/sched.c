@@ -16,8 +16,8 @@
 
 enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
 
-#define SITS_ITL_RING 4096      /* inter-token latency samples kept for the controller */
-#define SITS_ITL_WINDOW_S 2.0   /* the controller's P99 looks at this many seconds */
+#define SITS_ITL_RING 4096      /* TPOT samples (one per finished request) kept for the controller */
+#define SITS_ITL_WINDOW_S 2.0   /* the controller's P99 looks at the requests finished this many seconds back */
 
 struct sits_req {
     pthread_mutex_t mu;
@@ -44,7 +44,7 @@ struct sits_req {
     /* scheduler thread only */
     int state;
     int n_computed;              /* tokens whose K/V are in the cache */
-    double last_token_s;         /* when its last token was produced (inter-token latency) */
+    double first_token_s, last_token_s;  /* when its first / last token was produced (its TPOT) */
     int32_t *bt;                 /* block table [max_blocks_per_seq] */
     int n_blocks;
     uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
@@ -800,15 +800,20 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
 }
 
 /* ---- adaptive batch controller ----------------------------------------------------------------
- * Inter-token latencies of decoding sequences go into a ring of the last SITS_ITL_RING samples;
- * every interval the P99 of the samples of the last window is compared with the target: above
+ * The TPOT of every request that finishes -- (last token - first token) / (tokens - 1), the
+ * per-request statistic an SLO on TPOT (sits-bench --slo-tpot-ms) is written against -- goes into
+ * a ring of the last SITS_ITL_RING samples; every interval the P99 of the samples of the last
+ * window is compared with the target: above
  * 1.2x the token allowance (prefill tokens per step) halves, and once it is at its floor the
  * sequence allowance halves; below 0.8x both grow by a quarter; within [1, max-num-seqs] and
  * [max-num-seqs, max-num-batched-tokens]. Tokens go first because the long steps that make the
  * P99 are the ones carrying a prefill chunk: on a GPU a decode step of 8 or 64 sequences costs
  * about the same (weight reads), so cutting sequences there only queues requests -- the first GPU
  * experiment (bench/RESULTS.md, 2026-11-30, both halved together) fell to 47 sequences and lost
- * its TTFT at 40 req/s. */
+ * its TTFT at 40 req/s. The samples were single inter-token gaps at first: their P99 is a step that
+ * carried a prefill chunk (hundreds of ms on a GPU), far above any request's TPOT, so the second GPU
+ * run (tokens first) still cut the token budget while every request's TPOT met its SLO, and lost
+ * goodput to TTFT (84 % at 20 req/s, 61 % at 80). */
 
 static void itl_add(sits_sched_t *s, double t, double itl)
 {
@@ -916,7 +921,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         int32_t t = s->wk.tokens[o++];
         double tnow = now_s();
         if (q->n_gen == 0 && q->t_first_token == 0) q->t_first_token = wall_s();
-        if (q->n_gen > 0 && was_prompt == 0 && q->last_token_s > 0) itl_add(s, tnow, tnow - q->last_token_s);
+        if (q->n_gen == 0) q->first_token_s = tnow;
         q->last_token_s = tnow;
         pthread_mutex_lock(&q->mu);
         q->tokens[q->n_prompt + q->n_gen] = t;
@@ -928,6 +933,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
         else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
         if (why != SITS_FINISH_NONE) {
+            if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
             for (int i = 0; i < s->n_running; i++)
                 if (s->running[i] == q) {
                     memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));

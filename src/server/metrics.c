@@ -249,7 +249,7 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 st->allowed_seqs);
         gauge_i(&b, "sits_sched_allowed_batched_tokens", "Tokens per step the adaptive batch controller allows.",
                 st->allowed_tokens);
-        gauge_f(&b, "sits_sched_itl_p99_seconds", "Windowed P99 inter-token latency seen by the controller.",
+        gauge_f(&b, "sits_sched_itl_p99_seconds", "Windowed P99 TPOT of the requests finished lately, as the controller sees it.",
                 st->itl_p99_ms / 1e3);
         gauge_i(&b, "sits_kv_blocks_cached", "KV blocks registered in the prefix cache (in use or evictable).",
                 st->kv_blocks_cached);

@@ -63,7 +63,7 @@ const sits_param_t sits_params[] = {
     { "trace-file", "SITS_TRACE_FILE", SITS_PT_STR, "", NULL, OFF(trace_file), "server: append one JSON line per finished request (queued, first scheduled, first token, finished, tokens, preemptions)" },
     { "gemm-autotune", "SITS_GEMM_AUTOTUNE", SITS_PT_BOOL, "1", "1", OFF(gemm_autotune), "cuda: time cuBLASLt's candidate algorithms for each decode GEMM shape on first use and keep the fastest (--no-gemm-autotune: the heuristic's first)" },
     { "otlp-endpoint", "SITS_OTLP_ENDPOINT", SITS_PT_STR, "", NULL, OFF(otlp_endpoint), "server: export each request's timeline as OTLP/HTTP JSON spans to http://HOST:PORT (POST /v1/traces)" },
-    { "target-tpot-p99-ms", "SITS_TARGET_TPOT_P99_MS", SITS_PT_FLOAT, "0", NULL, OFF(target_tpot_p99_ms), "adaptive batching: keep the P99 inter-token latency near this (0: off)" },
+    { "target-tpot-p99-ms", "SITS_TARGET_TPOT_P99_MS", SITS_PT_FLOAT, "0", NULL, OFF(target_tpot_p99_ms), "adaptive batching: keep the P99 TPOT of finished requests near this (0: off)" },
     { "controller-interval", "SITS_CONTROLLER_INTERVAL", SITS_PT_FLOAT, "0.1", NULL, OFF(controller_interval), "adaptive batching: seconds between adjustments" },
     { "gpu-memory-utilization", "SITS_GPU_MEMORY_UTILIZATION", SITS_PT_FLOAT, "0.9", NULL, OFF(gpu_memory_utilization), "server on GPUs: share of each GPU's memory for weights, activations and the KV cache (when --kv-cache-memory is 0)" },
     { "kv-migrate-threshold", "SITS_KV_MIGRATE_THRESHOLD", SITS_PT_FLOAT, "0.85", NULL, OFF(kv_migrate_threshold), "--dp: when a replica uses more than this share of its KV blocks, move a running sequence (with its KV) to a replica with room (0 or 1: off)" },
