@@ -16,7 +16,8 @@
  * in the shard) ratio and compress / decompress GB/s of raw bytes on 1 and 2 threads for the fp32,
  * bf16 (truncated) and int8 (+ scales) payloads; the whole shard (int8, none | lz4) pack / unpack
  * GB/s of fp32 bytes; CRC-32 GB/s. The "link" of this machine is single-thread host memcpy GB/s.
- * CUDA builds with a GPU also measure the links KV crosses there -- pinned host <-> GPU (offload) and
+ * CUDA builds with a GPU also time saving / loading one 8B sequence's KV blocks per segment vs through
+ * kv_block_copy (measure_kv_block_io), and measure the links KV crosses there -- pinned host <-> GPU (offload) and
  * GPU 0 -> GPU 1 peer copies (migration inside a node) -- and print the decision for each. */
 #include <mpi.h>
 #include <jansson.h>
@@ -312,6 +313,77 @@ static void measure_gpu_links(json_t *root)
     (void)cudaGetLastError();
     json_object_set_new(root, "gpu_links", jl);
 }
+
+/* [kv] Saving / loading one sequence's KV blocks on GPU 0 through the cuda backend, the two ways
+ * sits_engine_kv_save_blocks / load_blocks can: one copy per (block, layer, K|V) segment, or the
+ * backend's kv_block_copy gathering / scattering 16 MiB chunks through a device buffer with one copy
+ * each (the engine's default). Llama-3-8B shape, bf16: 32 layers, blocks of 16 tokens x 8 KV heads x
+ * 128 = 32 KiB per layer and K|V; a 2048-token sequence = 128 blocks (shuffled ids) = 256 MiB, to and
+ * from pinned host memory. */
+static double ms_since(double t0) { return (now() - t0) * 1e3; }
+
+static void measure_kv_block_io(json_t *root)
+{
+    sits_backend_t *g = NULL;
+    sits_backend_params_t gp = { .device = 0 };
+    if (sits_backend_cuda_create(&gp, &g) != SITS_OK) return;
+    const sits_backend_ops_t *op = g->ops;
+    enum { LAYERS = 32, NBUF = 2 * LAYERS, CACHE_BLOCKS = 256, SEQ_BLOCKS = 128 };
+    size_t seg = 16 * 8 * 128 * 2, per_block = NBUF * seg, total = SEQ_BLOCKS * per_block;
+    int chunk = (int)(((size_t)16 << 20) / per_block);
+    void *bufs[NBUF] = { 0 }, **d_bufs = NULL, *flat = NULL, *host = NULL;
+    int32_t ids[SEQ_BLOCKS], *d_ids = NULL;
+    for (int i = 0; i < SEQ_BLOCKS; i++) ids[i] = (i * 37 + 11) % CACHE_BLOCKS;   /* scattered, distinct */
+    int ok = op->host_alloc(g, total, &host) == SITS_OK;
+    for (int j = 0; ok && j < NBUF; j++) ok = op->alloc(g, CACHE_BLOCKS * seg, &bufs[j]) == SITS_OK && op->memset0(g, bufs[j], CACHE_BLOCKS * seg) == SITS_OK;
+    ok = ok && op->alloc(g, sizeof bufs, (void **)&d_bufs) == SITS_OK && op->upload(g, d_bufs, bufs, sizeof bufs) == SITS_OK &&
+         op->alloc(g, sizeof ids, (void **)&d_ids) == SITS_OK && op->alloc(g, (size_t)chunk * per_block, &flat) == SITS_OK;
+    double ms[2][2] = { { 0 } };   /* [per segment, flat][save, load], best of 3 after a warm-up */
+    for (int rep = 0; ok && rep < 4; rep++)
+        for (int way = 0; way < 2; way++)
+            for (int load = 0; load < 2; load++) {
+                double t0 = now();
+                if (way == 0) {
+                    unsigned char *h = host;
+                    for (int i = 0; i < SEQ_BLOCKS; i++)
+                        for (int j = 0; j < NBUF; j++, h += seg) {
+                            unsigned char *c = (unsigned char *)bufs[j] + (size_t)ids[i] * seg;
+                            ok = ok && (load ? op->upload(g, c, h, seg) : op->download(g, h, c, seg)) == SITS_OK;
+                        }
+                } else {
+                    for (int c0 = 0; c0 < SEQ_BLOCKS; c0 += chunk) {
+                        int k = SEQ_BLOCKS - c0 < chunk ? SEQ_BLOCKS - c0 : chunk;
+                        unsigned char *h = (unsigned char *)host + (size_t)c0 * per_block;
+                        ok = ok && op->upload(g, d_ids, ids + c0, sizeof(int32_t) * (size_t)k) == SITS_OK;
+                        if (load) ok = ok && op->upload(g, flat, h, (size_t)k * per_block) == SITS_OK;
+                        ok = ok && op->kv_block_copy(g, flat, d_bufs, NBUF, d_ids, k, seg, load) == SITS_OK;
+                        if (!load) ok = ok && op->download(g, h, flat, (size_t)k * per_block) == SITS_OK;
+                    }
+                }
+                ok = ok && op->sync(g) == SITS_OK;
+                double t = ms_since(t0);
+                if (rep > 0 && (ms[way][load] == 0 || t < ms[way][load])) ms[way][load] = t;
+            }
+    if (ok) {
+        printf("# kv blocks of one 2048-token Llama-3-8B sequence (%d blocks x %d buffers x %zu B = %zu MiB) <-> pinned host, GPU 0:\n",
+               SEQ_BLOCKS, NBUF, seg, total >> 20);
+        printf("#   %-34s %10s %10s\n", "", "save ms", "load ms");
+        printf("#   %-34s %10.2f %10.2f   (%d copies each)\n", "one copy per (block, layer, K|V)", ms[0][0], ms[0][1], SEQ_BLOCKS * NBUF);
+        printf("#   %-34s %10.2f %10.2f   (%.1f / %.1f GB/s)\n", "kv_block_copy, 16 MiB chunks", ms[1][0], ms[1][1],
+               total / ms[1][0] / 1e6, total / ms[1][1] / 1e6);
+        json_object_set_new(root, "kv_block_io", json_pack("{s:i,s:I,s:f,s:f,s:f,s:f}", "blocks", SEQ_BLOCKS, "bytes", (json_int_t)total,
+                                                             "save_per_segment_ms", ms[0][0], "load_per_segment_ms", ms[0][1],
+                                                             "save_flat_ms", ms[1][0], "load_flat_ms", ms[1][1]));
+    } else {
+        printf("# kv block io: set-up or a copy failed on the GPU; not measured\n");
+    }
+    for (int j = 0; j < NBUF; j++) if (bufs[j]) op->free(g, bufs[j]);
+    if (d_bufs) op->free(g, d_bufs);
+    if (d_ids) op->free(g, d_ids);
+    if (flat) op->free(g, flat);
+    if (host) op->host_free(g, host);
+    sits_backend_destroy(g);
+}
 #endif
 
 static void run_set(const kvset_t *s, double link, json_t *jsets)
@@ -443,6 +515,7 @@ int main(int argc, char **argv)
                              "frame_bytes", (int)FRAME, "margin", SITS_KV_CODEC_MARGIN);
 #ifdef HAVE_CUDA
     measure_gpu_links(root);
+    measure_kv_block_io(root);
 #endif
     json_t *sets = json_array();
     sits_backend_t *be = NULL;
