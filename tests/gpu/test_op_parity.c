@@ -1092,6 +1092,37 @@ static void test_gather_rows(ctx_t *c, int n_x, int n_rows, int dim)
     free(rows);
 }
 
+/* upload / download of `bytes` from page-locked host memory (host_alloc) and from malloc'ed memory:
+ * the cuda backend sends a large pinned source in one DMA, the rest through its staging buffers;
+ * both must round-trip the bytes exactly, and the source may be overwritten as soon as upload returns. */
+static void test_upload_paths(ctx_t *c, size_t bytes)
+{
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        for (int pinned = 0; pinned < 2; pinned++) {
+            unsigned char *src = NULL, *back = xmalloc(bytes), *want = xmalloc(bytes);
+            if (pinned && be->ops->host_alloc) TRY(be->ops->host_alloc(be, bytes, (void **)&src));
+            else src = xmalloc(bytes);
+            for (size_t i = 0; i < bytes; i++) want[i] = src[i] = (unsigned char)rng_next(c);
+            void *d = NULL;
+            TRY(be->ops->alloc(be, bytes, &d));
+            TRY(be->ops->upload(be, d, src, bytes));
+            memset(src, 0xa5, bytes);   /* upload has returned: the device copy must not change */
+            TRY(be->ops->download(be, back, d, bytes));
+            c->checks++;
+            if (memcmp(back, want, bytes)) {
+                c->failures++;
+                fprintf(stderr, "FAIL upload %s of %zu bytes from %s memory\n", be->ops->name, bytes, pinned ? "pinned" : "pageable");
+            }
+            dev_free(be, d);
+            if (pinned && be->ops->host_free) be->ops->host_free(be, src);
+            else free(src);
+            free(back);
+            free(want);
+        }
+    }
+}
+
 /* [kv] kv_block_copy on both backends against the definition computed here: n_bufs cache buffers of
  * n_blocks blocks of seg random bytes, ids a shuffled subset (so blocks are out of order); the
  * gather must give flat[(i * n_bufs + j) * seg ..] = buf j's block ids[i], the scatter of a fresh
@@ -1642,6 +1673,8 @@ int main(void)
 
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
+    test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */
+    test_upload_paths(&c, 4096);
     test_kv_block_copy(&c, 2, 9, 5, 32768);   /* [kv] an 8B bf16 block of 16 tokens: 32 KiB a layer and K|V */
     test_kv_block_copy(&c, 6, 40, 40, 48);
     test_kv_block_copy(&c, 4, 7, 1, 16);
