@@ -12,6 +12,7 @@
 #include "util/log.h"
 #include "util/params.h"
 #include "topology/topology.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "server/server.h"
 #include "sched/scheduler.h"
@@ -470,8 +471,14 @@ static int encode_prompt(const sits_config_t *cfg, sits_tokenizer_t **tok_p, int
     const char *text = cfg->prompt;
     if (cfg->chat || cfg->chat_template) {
         sits_chat_msg_t m = { "user", cfg->prompt };
-        if (sits_chat_render(tok, cfg->chat_template, &m, 1, 1, &rendered) != SITS_OK) {
-            fprintf(stderr, "sits-dist: cannot render the chat template (see the log above; --chat-template NAME picks one)\n");
+        sits_chat_t *chat = NULL;
+        sits_tmpl_error_t terr = { 0 };
+        sits_status_t cst = sits_chat_load(cfg->model, cfg->chat_template, &chat);
+        if (cst == SITS_OK) cst = sits_chat_render_simple(chat, &m, 1, 1, &rendered, &terr);
+        sits_chat_destroy(chat);
+        if (cst != SITS_OK) {
+            fprintf(stderr, "sits-dist: cannot render the chat template: %s\n",
+                    terr.msg[0] ? terr.msg : "see the log above; --chat-template FILE|NAME picks one");
             sits_tokenizer_destroy(tok);
             return EXIT_USAGE;
         }
@@ -489,6 +496,70 @@ static int encode_prompt(const sits_config_t *cfg, sits_tokenizer_t **tok_p, int
     *n_p = (int)n;
     *tok_p = tok;
     return 0;
+}
+
+/* Sampling defaults of requests (--generation-config auto | vllm | DIR). */
+static sits_status_t load_gen_defaults(const sits_config_t *cfg, sits_gen_defaults_t *d)
+{
+    memset(d, 0, sizeof *d);
+    const char *src = cfg->generation_config && cfg->generation_config[0] ? cfg->generation_config : "auto";
+    if (!strcmp(src, "vllm")) return SITS_OK;
+    SITS_CHECK(sits_model_gen_defaults_load(!strcmp(src, "auto") ? cfg->model : src, d));
+    if (d->has_temperature || d->has_top_p || d->has_top_k)
+        SITS_INFO(SITS_SUB_INIT, "request sampling defaults from %s/generation_config.json:%s%.3g%s%.3g%s%d",
+                  !strcmp(src, "auto") ? cfg->model : src, d->has_temperature ? " temperature " : "",
+                  d->has_temperature ? d->temperature : 0.0, d->has_top_p ? " top_p " : "", d->has_top_p ? d->top_p : 0.0,
+                  d->has_top_k ? " top_k " : "", d->has_top_k ? d->top_k : 0);
+    return SITS_OK;
+}
+
+/* --render-chat FILE: the chat template on a conversation, printed exactly (no newline added). Needs only
+ * the model's tokenizer_config.json / chat_template.jinja. Returns an exit code. */
+static int run_render_chat(const sits_config_t *cfg)
+{
+    json_error_t jerr;
+    json_t *in = json_load_file(cfg->render_chat, 0, &jerr);
+    if (!in) {
+        fprintf(stderr, "sits-dist: --render-chat %s: line %d: %s\n", cfg->render_chat, jerr.line, jerr.text);
+        return EXIT_USAGE;
+    }
+    int rc = EXIT_USAGE;
+    sits_chat_t *chat = NULL;
+    char *out = NULL;
+    size_t len = 0;
+    const json_t *msgs = json_object_get(in, "messages"), *agp = json_object_get(in, "add_generation_prompt");
+    const json_t *cfm = json_object_get(in, "continue_final_message"), *kw = json_object_get(in, "chat_template_kwargs");
+    const json_t *name = json_object_get(in, "chat_template_name");
+    if (!json_is_object(in) || !json_is_array(msgs) || (agp && !json_is_boolean(agp)) || (cfm && !json_is_boolean(cfm)) ||
+        (kw && !json_is_object(kw)) || (name && !json_is_string(name))) {
+        fprintf(stderr, "sits-dist: --render-chat %s: need an object {\"messages\": [...], \"tools\": [...], "
+                        "\"documents\": [...], \"add_generation_prompt\": bool, \"continue_final_message\": bool, "
+                        "\"chat_template_kwargs\": {...}, \"chat_template_name\": string}\n", cfg->render_chat);
+        goto out;
+    }
+    if (sits_chat_load(cfg->model, cfg->chat_template, &chat) != SITS_OK) {
+        fprintf(stderr, "sits-dist: cannot load the chat template of %s (see the log above)\n", cfg->model);
+        rc = 1;
+        goto out;
+    }
+    sits_chat_input_t ci = { .messages = msgs, .tools = json_object_get(in, "tools"),
+                             .documents = json_object_get(in, "documents"), .kwargs = kw,
+                             .template_name = name ? json_string_value(name) : NULL,
+                             .add_generation_prompt = json_is_true(agp), .continue_final_message = json_is_true(cfm) };
+    sits_tmpl_error_t terr = { 0 };
+    if (sits_chat_render(chat, &ci, &out, &len, &terr) != SITS_OK) {
+        fprintf(stderr, "sits-dist: chat template (%s): %s\n", sits_chat_source(chat), terr.msg[0] ? terr.msg : "failed");
+        rc = 1;
+        goto out;
+    }
+    fwrite(out, 1, len, stdout);
+    fflush(stdout);
+    rc = 0;
+out:
+    free(out);
+    sits_chat_destroy(chat);
+    json_decref(in);
+    return rc;
 }
 
 /* --tokenize / --detokenize: print and exit (rank 0). */
@@ -567,6 +638,17 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         if (urc) return urc;
     }
 
+    /* generation_config.json gives the sampling flags left at their defaults */
+    sits_gen_defaults_t gen = { 0 };
+    if (load_gen_defaults(cfg, &gen) != SITS_OK) {
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    double temperature = cfg->temperature, top_p = cfg->top_p;
+    int top_k = (int)cfg->top_k;
+    if (gen.has_temperature && !sits_config_is_set(cfg, "temperature")) temperature = gen.temperature;
+    if (gen.has_top_p && !sits_config_is_set(cfg, "top-p")) top_p = gen.top_p;
+    if (gen.has_top_k && !sits_config_is_set(cfg, "top-k")) top_k = gen.top_k;
     uint64_t seed = (uint64_t)cfg->seed;
     if (cfg->seed < 0) {
         seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
@@ -600,8 +682,8 @@ static int run_offline(const sits_config_t *cfg, const sits_layout_t *L, int ran
         plen[i] = n_ids;
         outs[i] = malloc(sizeof(int32_t) * (size_t)cfg->max_tokens);
         if (!outs[i]) { st = SITS_ERR_NOMEM; goto out; }
-        sp[i] = (sits_sample_params_t){ .temperature = (float)cfg->temperature, .top_k = (int)cfg->top_k,
-                                        .top_p = (float)cfg->top_p, .seed = seed + (uint64_t)i };
+        sp[i] = (sits_sample_params_t){ .temperature = (float)temperature, .top_k = top_k,
+                                        .top_p = (float)top_p, .seed = seed + (uint64_t)i };
     }
     sits_gen_stats_t gs;
     st = sits_generate(r, batch, prompts, plen, (int)cfg->max_tokens, sp, cfg->ignore_eos, outs, olen, NULL, NULL, &gs);
@@ -686,6 +768,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_runner_t *r = NULL;
     sits_backend_t *be = NULL;
     sits_tokenizer_t *tok = NULL;
+    sits_chat_t *chat = NULL;
+    sits_gen_defaults_t gen = { 0 };
     sits_sched_t *sched = NULL;
     sits_server_t *srv = NULL;
     sits_tenants_t tenants;
@@ -714,6 +798,16 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .no_cuda_graphs = !cfg->cuda_graphs, .gpu_memory_utilization = cfg->gpu_memory_utilization,
     };
     double t0 = now_s();
+    /* the text layer first: a tokenizer or chat template that cannot load is refused before the weights */
+    if (rank == 0) {
+        st = sits_tokenizer_load(cfg->model, &tok);
+        if (st == SITS_OK) st = sits_chat_load(cfg->model, cfg->chat_template, &chat);
+        if (st == SITS_OK) st = load_gen_defaults(cfg, &gen);
+    }
+    if ((st = agree(st, "tokenizer and chat template load", cfg->step_timeout)) != SITS_OK) {
+        rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
+        goto out;
+    }
     st = rank_setup(cfg, L, &rp, &k);
     if (st != SITS_OK) {
         rc = st == SITS_ERR_INVALID ? EXIT_USAGE : 1;
@@ -728,8 +822,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         goto out;
     }
     if (rank == 0) {
-        st = sits_tokenizer_load(cfg->model, &tok);
-        if (st == SITS_OK && cfg->tenants) {
+        if (cfg->tenants) {
             if (cfg->api_key) {
                 SITS_ERROR(SITS_SUB_INIT, "--api-key and --tenants do not go together: put the keys in the tenants file");
                 st = SITS_ERR_INVALID;
@@ -786,7 +879,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .host = cfg->host, .port = (int)cfg->port, .api_key = cfg->api_key, .model_name = name,
                 .tenants = cfg->tenants ? &tenants : NULL,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
-                .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
+                .max_body_bytes = (size_t)cfg->max_body_bytes, .chat = chat, .gen = gen,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
                 .otlp = otlp,
             };
@@ -828,6 +921,7 @@ out:
     sits_otlp_destroy(otlp);   /* after the schedulers: posts the last finished requests */
     sits_tenants_free(&tenants);
     if (trace) fclose(trace);
+    sits_chat_destroy(chat);
     sits_tokenizer_destroy(tok);
     rank_fini(&k);
     return rc;
@@ -879,6 +973,8 @@ int sits_cli_main(int argc, char **argv)
         rc = EXIT_USAGE;
     } else if (cfg.tokenize || cfg.detokenize) {
         rc = rank == 0 ? run_tokenizer_mode(&cfg) : 0;
+    } else if (cfg.render_chat) {
+        rc = rank == 0 ? run_render_chat(&cfg) : 0;
     } else {
         sits_layout_t L;
         sits_status_t st = layout_init(&cfg, &L);

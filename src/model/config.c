@@ -524,3 +524,58 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         inv_freq[i] = (float)inv;
     }
 }
+
+sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)
+{
+    memset(d, 0, sizeof *d);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/generation_config.json", model_dir);
+    json_error_t jerr;
+    json_t *g = json_load_file(path, 0, &jerr);
+    if (!g) {
+        FILE *f = fopen(path, "rb");
+        if (!f) return SITS_OK;   /* optional */
+        fclose(f);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: line %d: %s", path, jerr.line, jerr.text);
+        return SITS_ERR_FORMAT;
+    }
+    sits_status_t st = SITS_OK;
+    if (!json_is_object(g)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: not a JSON object", path);
+        st = SITS_ERR_FORMAT;
+        goto out;
+    }
+    const json_t *v = json_object_get(g, "temperature");
+    if (v && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) <= 100)) goto bad_temperature;
+        d->temperature = json_number_value(v);
+        d->has_temperature = 1;
+    }
+    v = json_object_get(g, "top_p");
+    if (v && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) <= 1)) goto bad_top_p;
+        d->top_p = json_number_value(v);
+        d->has_top_p = 1;
+    }
+    v = json_object_get(g, "top_k");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30)) goto bad_top_k;
+        d->top_k = (int)json_integer_value(v);
+        d->has_top_k = 1;
+    }
+    goto out;
+bad_temperature:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: temperature must be a number >= 0", path);
+    st = SITS_ERR_FORMAT;
+    goto out;
+bad_top_p:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: top_p must be a number in (0, 1]", path);
+    st = SITS_ERR_FORMAT;
+    goto out;
+bad_top_k:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: top_k must be an integer >= 0", path);
+    st = SITS_ERR_FORMAT;
+out:
+    json_decref(g);
+    return st;
+}

@@ -54,6 +54,20 @@ typedef struct {
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg);
 /* Read and parse DIR/config.json. */
 sits_status_t sits_model_config_load(const char *model_dir, sits_model_config_t *cfg);
+/* Sampling defaults as the model ships them (generation_config.json), used for requests that leave a field
+ * unset, as vLLM's --generation-config auto: temperature, top_p, top_k; max_new_tokens is ignored.
+ * A field is present only when the file gives a number in range (do_sample is not consulted, as vLLM). */
+typedef struct {
+    int has_temperature, has_top_p, has_top_k;
+    double temperature;   /* >= 0 */
+    double top_p;         /* (0, 1] */
+    int top_k;            /* >= 0; 0 = off */
+} sits_gen_defaults_t;
+
+/* Read DIR/generation_config.json into *d (all fields absent when the file is). A malformed file or an
+ * out-of-range value is refused with the file and key (SITS_ERR_FORMAT). */
+sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d);
+
 /* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2]. */
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq);
 

@@ -29,3 +29,6 @@ tests_unit_test_fp8_SOURCES = tests/unit/test_fp8.c tests/unit/test_model_common
 tests_unit_test_fp8_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_FIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures/models"'
 tests_unit_test_fp8_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 endif
+# generation_config.json sampling defaults (offline and served)
+TESTS += tests/integration/gen_defaults.sh
+EXTRA_DIST += tests/integration/gen_defaults.sh

@@ -173,49 +173,152 @@ static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_req
     return -1;
 }
 
-/* message content: a string, or an array of {"type": "text", "text": "..."} parts (joined). */
-static int message_content(json_t *c, size_t i, char **text_p, sits_srv_error_t *err)
+/* message content: a string, or an array of {"type": "text", "text": "..."} parts, joined with "\n" as
+ * vLLM does for templates that take string content. Returns a new reference. */
+static json_t *message_content(json_t *c, size_t i, sits_srv_error_t *err)
 {
-    if (json_is_string(c)) {
-        *text_p = strdup(json_string_value(c));
-        goto check_alloc;
+    if (json_is_string(c)) return json_incref(c);
+    if (!json_is_array(c)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                           "messages[%zu].content must be a string or an array of text parts", i);
+        return NULL;
     }
-    if (json_is_array(c)) {
-        size_t total = 1;
+    size_t total = 1;
+    for (size_t k = 0; k < json_array_size(c); k++) {
+        json_t *part = json_array_get(c, k);
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") != 0 ||
+            !json_is_string(text)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                               "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": string} parts are "
+                               "supported", i, k);
+            return NULL;
+        }
+        total += json_string_length(text) + 1;
+    }
+    char *s = malloc(total);
+    json_t *out = NULL;
+    if (s) {
+        size_t off = 0;
         for (size_t k = 0; k < json_array_size(c); k++) {
-            json_t *part = json_array_get(c, k);
-            json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-            if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") != 0 ||
-                !json_is_string(text)) {
-                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                                   "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": string} parts are "
-                                   "supported", i, k);
-                return -1;
-            }
-            total += json_string_length(text);
+            json_t *text = json_object_get(json_array_get(c, k), "text");
+            if (k) s[off++] = '\n';
+            memcpy(s + off, json_string_value(text), json_string_length(text));
+            off += json_string_length(text);
         }
-        char *s = malloc(total);
-        if (s) {
-            size_t off = 0;
-            for (size_t k = 0; k < json_array_size(c); k++) {
-                json_t *text = json_object_get(json_array_get(c, k), "text");
-                memcpy(s + off, json_string_value(text), json_string_length(text));
-                off += json_string_length(text);
-            }
-            s[off] = 0;
-        }
-        *text_p = s;
-        goto check_alloc;
+        out = json_stringn_nocheck(s, off);
+        free(s);
     }
-    sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                       "messages[%zu].content must be a string or an array of text parts", i);
-    return -1;
-check_alloc:
-    if (!*text_p) {
+    if (!out) sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    return out;
+}
+
+/* An assistant message's tool_calls as the templates take them (transformers' format): function.arguments
+ * parsed from the OpenAI JSON string into an object, as vLLM does. Returns a new reference. */
+static json_t *message_tool_calls(json_t *calls, size_t i, sits_srv_error_t *err)
+{
+    if (!json_is_array(calls)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu].tool_calls must be an array", i);
+        return NULL;
+    }
+    json_t *out = json_deep_copy(calls);
+    if (!out) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
+        return NULL;
     }
-    return 0;
+    for (size_t k = 0; k < json_array_size(out); k++) {
+        json_t *call = json_array_get(out, k), *fn = json_object_get(call, "function");
+        if (!json_is_object(call) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                               "messages[%zu].tool_calls[%zu] must be {\"type\": \"function\", \"function\": {\"name\": "
+                               "string, \"arguments\": string}}", i, k);
+            goto fail;
+        }
+        json_t *args = json_object_get(fn, "arguments");
+        if (json_is_string(args)) {
+            json_error_t jerr;
+            json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &jerr);
+            if (!parsed) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                                   "messages[%zu].tool_calls[%zu].function.arguments is not valid JSON: %s", i, k, jerr.text);
+                goto fail;
+            }
+            json_object_set_new(fn, "arguments", parsed);
+        }
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* messages -> the template's messages: role, content (string), and name / tool_calls / tool_call_id kept. */
+static json_t *chat_messages(json_t *m, sits_srv_error_t *err)
+{
+    json_t *out = json_array();
+    if (!out) goto nomem;
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        json_t *e = json_array_get(m, i);
+        if (!json_is_object(e)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu] must be an object", i);
+            goto fail;
+        }
+        json_t *role = json_object_get(e, "role");
+        if (!json_is_string(role)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu].role must be a string", i);
+            goto fail;
+        }
+        const char *r = json_string_value(role);
+        if (strcmp(r, "developer") == 0) r = "system";   /* OpenAI's newer name for system */
+        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 && strcmp(r, "tool") != 0) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                               "messages[%zu].role '%.64s' is not supported (system, developer, user, assistant, tool)",
+                               i, json_string_value(role));
+            goto fail;
+        }
+        json_t *msg = json_pack("{s:s}", "role", r);
+        if (!msg || json_array_append_new(out, msg) != 0) goto nomem;
+        json_t *content = json_object_get(e, "content"), *calls = json_object_get(e, "tool_calls");
+        int has_calls = calls && !json_is_null(calls);
+        if (has_calls && strcmp(r, "assistant") != 0) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                               "messages[%zu]: only assistant messages carry tool_calls", i);
+            goto fail;
+        }
+        json_t *c;
+        if ((!content || json_is_null(content)) && has_calls) {
+            c = json_string("");       /* an assistant turn that only calls tools */
+            if (!c) goto nomem;
+        } else if (!content || json_is_null(content)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu].content is required", i);
+            goto fail;
+        } else if (!(c = message_content(content, i, err))) {
+            goto fail;
+        }
+        json_object_set_new(msg, "content", c);
+        if (has_calls) {
+            json_t *tc = message_tool_calls(calls, i, err);
+            if (!tc) goto fail;
+            json_object_set_new(msg, "tool_calls", tc);
+        }
+        static const char *const keep[] = { "name", "tool_call_id" };
+        for (int k = 0; k < 2; k++) {
+            json_t *v = json_object_get(e, keep[k]);
+            if (!v || json_is_null(v)) continue;
+            if (!json_is_string(v)) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu].%s must be a string",
+                                   i, keep[k]);
+                goto fail;
+            }
+            json_object_set(msg, keep[k], v);
+        }
+    }
+    return out;
+nomem:
+    sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+fail:
+    json_decref(out);
+    return NULL;
 }
 
 static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
@@ -229,73 +332,55 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' must be an array");
         return -1;
     }
-    size_t n = json_array_size(m);
-    if (n == 0) {
+    if (json_array_size(m) == 0) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' must not be empty");
         return -1;
     }
-    if (!lim->chat_template) {
+    if (!sits_chat_available(lim->chat)) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                           "this model has no chat template the server recognises; use /v1/completions or start "
-                           "the server with --chat-template");
+                           "this model has no chat template; use /v1/completions or start the server with "
+                           "--chat-template FILE|NAME");
+        return -1;
+    }
+    /* vLLM's extra chat fields */
+    int add_gen = 1, cont = 0;
+    if (get_bool(root, "add_generation_prompt", &add_gen, err) != 0) return -1;
+    if (get_bool(root, "continue_final_message", &cont, err) != 0) return -1;
+    json_t *kwargs = field(root, "chat_template_kwargs");
+    if (kwargs && !json_is_object(kwargs)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "chat_template_kwargs",
+                           "'chat_template_kwargs' must be an object");
+        return -1;
+    }
+    json_t *tools = field(root, "tools");   /* checked by refuse_unsupported: only with tool_choice "none" */
+    json_t *docs = field(root, "documents");
+    if (docs && !json_is_array(docs)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "documents", "'documents' must be an array");
         return -1;
     }
     int rc = -1;
-    sits_chat_msg_t *msgs = calloc(n, sizeof *msgs);
-    char **texts = calloc(n, sizeof *texts);
     char *rendered = NULL;
-    if (!msgs || !texts) {
-        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *e = json_array_get(m, i);
-        if (!json_is_object(e)) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu] must be an object", i);
-            goto out;
-        }
-        json_t *role = json_object_get(e, "role");
-        if (!json_is_string(role)) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                               "messages[%zu].role must be a string", i);
-            goto out;
-        }
-        const char *r = json_string_value(role);
-        if (strcmp(r, "developer") == 0) r = "system";   /* OpenAI's newer name for system */
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                               "messages[%zu].role '%.64s' is not supported (system, user, assistant)", i,
-                               json_string_value(role));
-            goto out;
-        }
-        json_t *content = json_object_get(e, "content");
-        if (!content || json_is_null(content)) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                               "messages[%zu].content is required", i);
-            goto out;
-        }
-        if (message_content(content, i, &texts[i], err) != 0) goto out;
-        msgs[i].role = r;
-        msgs[i].content = texts[i];
-    }
-    sits_status_t st = sits_chat_render(lim->tok, lim->chat_template, msgs, n, 1, &rendered);
-    if (st == SITS_ERR_INVALID) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages",
-                           "the conversation does not fit the %s chat template (roles must alternate "
-                           "user/assistant, after an optional system message)", lim->chat_template);
+    json_t *msgs = chat_messages(m, err);
+    if (!msgs) return -1;
+    sits_chat_input_t in = { .messages = msgs, .tools = tools, .documents = docs, .kwargs = kwargs,
+                             .add_generation_prompt = add_gen, .continue_final_message = cont };
+    sits_tmpl_error_t terr = { 0 };
+    size_t len = 0;
+    sits_status_t st = sits_chat_render(lim->chat, &in, &rendered, &len, &terr);
+    if (st == SITS_ERR_INVALID || st == SITS_ERR_NOT_FOUND) {
+        /* the template's own message (raise_exception) says what the conversation lacks, as vLLM reports it */
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "chat template: %.400s", terr.msg);
         goto out;
     }
     if (st != SITS_OK) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "chat template failed: %s", sits_status_str(st));
         goto out;
     }
-    if (encode(lim, rendered, strlen(rendered), 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
+    /* the template writes BOS itself: encode without the post-processor (transformers, vLLM) */
+    if (encode(lim, rendered, len, 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
     rc = 0;
 out:
-    if (texts)
-        for (size_t i = 0; i < n; i++) free(texts[i]);
-    free(texts);
-    free(msgs);
+    json_decref(msgs);
     free(rendered);
     return rc;
 }
@@ -392,9 +477,21 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
         return -1;
     }
     v = field(root, "tools");
-    if (v && (!json_is_array(v) || json_array_size(v) != 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools", "tools are not supported");
-        return -1;
+    if (v && !json_is_null(v)) {
+        /* the template renders tools, but the model's tool calls are not parsed yet: only tool_choice "none"
+         * (the tools are described to the model, its answer is text) */
+        json_t *choice = field(root, "tool_choice");
+        if (!json_is_array(v)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools", "'tools' must be an array");
+            return -1;
+        }
+        if (kind != SITS_SRV_CHAT || (json_array_size(v) != 0 &&
+            !(json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0))) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools",
+                               "tool calls are not parsed yet: pass tool_choice \"none\" to have the chat template "
+                               "describe the tools to the model (its answer is then plain text)");
+            return -1;
+        }
     }
     v = field(root, "suffix");
     if (kind == SITS_SRV_COMPLETIONS && v && (!json_is_string(v) || json_string_length(v) != 0)) {
@@ -442,10 +539,11 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     if (refuse_unsupported(root, kind, err) != 0) goto fail;
 
     /* sampling */
-    double temperature = 1.0, top_p = 1.0;
+    double temperature = lim->gen.has_temperature ? lim->gen.temperature : 1.0;
+    double top_p = lim->gen.has_top_p ? lim->gen.top_p : 1.0;
     if (get_number(root, "temperature", 0.0, 0, 2.0, &temperature, err) != 0) goto fail;
     if (get_number(root, "top_p", 0.0, 1, 1.0, &top_p, err) != 0) goto fail;
-    json_int_t top_k = -1, seed = 0, max_tokens = 0;
+    json_int_t top_k = lim->gen.has_top_k ? lim->gen.top_k : -1, seed = 0, max_tokens = 0;
     int has_max = 0;
     if (get_int(root, "top_k", &top_k, NULL, err) != 0) goto fail;
     if (top_k < -1 || top_k > (json_int_t)lim->vocab_size) BAD("top_k", "'top_k' must be -1, 0 (off) or 1..%d", lim->vocab_size);

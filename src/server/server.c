@@ -37,7 +37,7 @@
 enum { NEXT_TIMEOUT_MS = 100, TOK_BATCH = 64 };
 
 struct sits_server {
-    char *host, *api_key, *model_name, *chat_template;
+    char *host, *api_key, *model_name;
     int port;
     size_t max_body;
     unsigned idle_timeout;
@@ -739,7 +739,6 @@ static void server_free(sits_server_t *s)
     free(s->host);
     free(s->api_key);
     free(s->model_name);
-    free(s->chat_template);
     sits_srv_metrics_fini(&s->metrics);
     free(s);
 }
@@ -765,20 +764,9 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     SITS_ALLOC_CHECK_GOTO(s->model_name, st, err_free);
     if (p->api_key && p->api_key[0]) SITS_ALLOC_CHECK_GOTO(s->api_key, st, err_free);
 
-    /* chat template: the override by name, else what tokenizer_config.json holds; none -> chat gives 400 */
-    sits_chat_kind_t kind = SITS_CHAT_NONE;
-    if (p->chat_template && p->chat_template[0]) {
-        SITS_CHECK_GOTO(sits_chat_template_by_name(p->chat_template, &kind), st, err_free);
-    } else if (sits_tokenizer_chat_template(tok)) {
-        if (sits_chat_template_detect(sits_tokenizer_chat_template(tok), &kind) != SITS_OK) kind = SITS_CHAT_NONE;
-    }
-    if (kind != SITS_CHAT_NONE) {
-        s->chat_template = strdup(sits_chat_template_name(kind));
-        SITS_ALLOC_CHECK_GOTO(s->chat_template, st, err_free);
-    } else {
-        SITS_WARN(SITS_SUB_HTTP, "no chat template recognised: /v1/chat/completions will answer 400 "
-                                 "(use --chat-template NAME)");
-    }
+    if (!sits_chat_available(p->chat))
+        SITS_WARN(SITS_SUB_HTTP, "the model has no chat template: /v1/chat/completions will answer 400 "
+                                 "(use --chat-template FILE|NAME)");
     s->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)1 << 20;
     s->idle_timeout = p->idle_timeout_s > 0 ? (unsigned)p->idle_timeout_s : 60u;
     s->seed = p->seed;
@@ -790,7 +778,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
         .tok = tok, .model_name = s->model_name, .max_model_len = p->max_model_len,
         .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
         .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
-        .chat_template = s->chat_template,
+        .chat = p->chat, .gen = p->gen,
     };
     s->start_time = (long long)time(NULL);
     struct timespec ts;
@@ -817,7 +805,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     }
     SITS_INFO(SITS_SUB_HTTP, "serving '%s' on http://%s:%d (auth %s, max body %zu bytes, chat template %s)",
               s->model_name, s->host, s->port, s->api_key ? "on" : "off", s->max_body,
-              s->chat_template ? s->chat_template : "none");
+              sits_chat_source(p->chat));
     *srv_p = s;
     return SITS_OK;
 err_free:

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include "sched/sched.h"
 #include "sched/tenants.h"
+#include "model/config.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "util/otlp.h"
 #include "util/status.h"
@@ -37,7 +39,8 @@ typedef struct {
     int max_model_len;         /* context length: prompt + max_tokens must fit; required (> 0) */
     int vocab_size;            /* model vocabulary (token-id prompts must be below it); 0: the tokenizer's */
     size_t max_body_bytes;     /* larger request bodies get 413; 0: 1 MiB */
-    const char *chat_template; /* template family name override; NULL or "": recognised from tokenizer_config */
+    const sits_chat_t *chat;   /* the model's chat template(s) (tokenizer/chat.h); NULL or none: chat gets 400 */
+    sits_gen_defaults_t gen;   /* generation_config.json defaults of temperature / top_p / top_k */
     int default_max_tokens;    /* completions without max_tokens (OpenAI: 16; clamped to the context); 0: 16.
                                 * Chat without max_tokens gets the rest of the context. */
     uint64_t seed;             /* requests without "seed" get a seed derived from this and a request counter */

@@ -13,6 +13,8 @@
 #include "sched/sched.h"
 #include "sched/tenants.h"
 #include "server/server.h"
+#include "model/config.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256 };
@@ -35,7 +37,8 @@ typedef struct {
     int max_model_len;
     int vocab_size;
     int default_max_tokens;
-    const char *chat_template;   /* resolved family name, NULL: no chat template (chat -> 400) */
+    const sits_chat_t *chat;     /* the model's chat template(s); none loaded: chat requests get 400 */
+    sits_gen_defaults_t gen;     /* generation_config.json sampling defaults for fields a request leaves unset */
 } sits_srv_limits_t;
 
 /* A validated request. */

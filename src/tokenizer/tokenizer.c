@@ -907,13 +907,6 @@ static sits_status_t load_side_configs(sits_tokenizer_t *t, const char *dir)
     if (gc) SITS_CHECK_GOTO(stop_add_json(t, json_object_get(gc, "eos_token_id")), st, out);
     if (cc) SITS_CHECK_GOTO(stop_add_json(t, json_object_get(cc, "eos_token_id")), st, out);
     if (t->eos_token) SITS_CHECK_GOTO(stop_add(t, sits_tokenizer_token_to_id(t, t->eos_token)), st, out);
-    if (t->chat_template) {
-        sits_chat_kind_t kind;
-        if (sits_chat_template_detect(t->chat_template, &kind) == SITS_OK) {
-            if (kind == SITS_CHAT_LLAMA3) SITS_CHECK_GOTO(stop_add(t, sits_tokenizer_token_to_id(t, "<|eot_id|>")), st, out);
-            if (kind == SITS_CHAT_CHATML) SITS_CHECK_GOTO(stop_add(t, sits_tokenizer_token_to_id(t, "<|im_end|>")), st, out);
-        }
-    }
 out:
     json_decref(tc);
     json_decref(gc);

@@ -1,5 +1,5 @@
 /* tokenizer.h -- HF tokenizer.json BPE tokenizers (byte-level and SentencePiece-style), added tokens,
- * streaming detokenization and chat templates.
+ * streaming detokenization (chat templates: chat.h).
  *
  * Encoding follows huggingface/tokenizers exactly: added tokens are split out of the raw text first
  * (leftmost-longest, lstrip/rstrip), each remaining segment goes through the normalizer, the
@@ -39,8 +39,8 @@ sits_status_t sits_tokenizer_decode(const sits_tokenizer_t *tok, const int32_t *
 size_t sits_tokenizer_vocab_size(const sits_tokenizer_t *tok);      /* max id + 1 over model and added tokens */
 int32_t sits_tokenizer_bos_id(const sits_tokenizer_t *tok);         /* -1 when none */
 int32_t sits_tokenizer_eos_id(const sits_tokenizer_t *tok);         /* first stop id, -1 when none */
-/* Ids that end generation: eos ids of generation_config.json / config.json / tokenizer_config.json and
- * the end-of-turn token of the chat template (<|eot_id|>, <|im_end|>) when in the vocabulary. */
+/* Ids that end generation: eos ids of generation_config.json (one or a list, in its order), then
+ * config.json's, then tokenizer_config.json's eos_token -- what transformers' generate and vLLM stop on. */
 size_t sits_tokenizer_stop_ids(const sits_tokenizer_t *tok, const int32_t **ids_p);
 int sits_tokenizer_is_special(const sits_tokenizer_t *tok, int32_t id);
 /* Token string of an id (raw vocabulary form, e.g. "Ġthe"), NULL when out of range. */
@@ -57,36 +57,6 @@ sits_status_t sits_detok_create(const sits_tokenizer_t *tok, int skip_special, s
 sits_status_t sits_detok_push(sits_detok_t *dt, int32_t id, const char **text_p, size_t *len_p);
 sits_status_t sits_detok_flush(sits_detok_t *dt, const char **text_p, size_t *len_p);
 void sits_detok_destroy(sits_detok_t *dt);
-
-/* ---- chat templates ---- */
-typedef enum {
-    SITS_CHAT_NONE = 0,
-    SITS_CHAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> (Llama-3 Instruct) */
-    SITS_CHAT_LLAMA2,   /* [INST] <<SYS>> ... [/INST] (Llama-2-chat) */
-    SITS_CHAT_MISTRAL,  /* [INST] ... [/INST] without system (Mistral-Instruct v0.1/v0.2) */
-    SITS_CHAT_CHATML    /* <|im_start|>role\n...<|im_end|>\n (Qwen2) */
-} sits_chat_kind_t;
-
-typedef struct {
-    const char *role;     /* "system", "user", "assistant" */
-    const char *content;  /* UTF-8, NUL-terminated */
-} sits_chat_msg_t;
-
-/* "llama3", "llama2", "mistral", "chatml" (also "qwen2") -> kind; unknown -> SITS_ERR_INVALID, logged. */
-sits_status_t sits_chat_template_by_name(const char *name, sits_chat_kind_t *kind_p);
-/* Recognise a tokenizer_config.json chat_template string; unknown -> SITS_ERR_UNSUPPORTED, logged. */
-sits_status_t sits_chat_template_detect(const char *template_text, sits_chat_kind_t *kind_p);
-const char *sits_chat_template_name(sits_chat_kind_t kind);
-/* Render as transformers apply_chat_template(tokenize=False) does for that family. bos/eos: token
- * strings (may be ""). Role-order violations the real template raises on -> SITS_ERR_INVALID.
- * *out_p is malloc'd and NUL-terminated. */
-sits_status_t sits_chat_render_kind(sits_chat_kind_t kind, const char *bos, const char *eos,
-                                    const sits_chat_msg_t *msgs, size_t n, int add_generation_prompt, char **out_p);
-/* template_name NULL or "": recognise tokenizer_config.json's chat_template (error when absent/unknown);
- * else the named family (e.g. from --chat-template). bos/eos strings come from tokenizer_config.json.
- * The rendered text already holds BOS: encode it with add_special = 0. */
-sits_status_t sits_chat_render(const sits_tokenizer_t *tok, const char *template_name, const sits_chat_msg_t *msgs,
-                               size_t n, int add_generation_prompt, char **out_p);
 
 /* Strict UTF-8 check (no overlongs, surrogates or code points > U+10FFFF). Returns 1 when valid; else 0
  * and the offset of the first bad byte in *bad_p (if non-NULL). */

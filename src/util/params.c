@@ -21,7 +21,9 @@ const sits_param_t sits_params[] = {
     { "prompt", NULL, SITS_PT_STR, "", NULL, OFF(prompt), "offline: prompt text (encoded with the model's tokenizer.json)" },
     { "tokenize", NULL, SITS_PT_STR, "", NULL, OFF(tokenize), "print the token ids of this text and exit" },
     { "detokenize", NULL, SITS_PT_STR, "", NULL, OFF(detokenize), "print the text of these comma-separated ids and exit" },
-    { "chat-template", "SITS_CHAT_TEMPLATE", SITS_PT_STR, "", NULL, OFF(chat_template), "chat template name (llama3, llama2, chatml); default: recognised from tokenizer_config.json" },
+    { "chat-template", "SITS_CHAT_TEMPLATE", SITS_PT_STR, "", NULL, OFF(chat_template), "chat template: a Jinja file, a named template of the model, or a built-in (llama3, llama2, mistral, chatml); default: the model's chat_template.jinja / tokenizer_config.json" },
+    { "render-chat", NULL, SITS_PT_STR, "", NULL, OFF(render_chat), "render the chat template on FILE ({\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": bool, ...}), print the prompt exactly and exit" },
+    { "generation-config", "SITS_GENERATION_CONFIG", SITS_PT_STR, "auto", NULL, OFF(generation_config), "sampling defaults for requests that leave temperature / top_p / top_k unset: auto (the model's generation_config.json), vllm (none: temperature 1, top_p 1, top_k off), or a directory holding a generation_config.json" },
     { "chat", NULL, SITS_PT_BOOL, "0", "1", OFF(chat), "offline: send --prompt as a user message through the chat template" },
     { "max-tokens", NULL, SITS_PT_INT, "16", NULL, OFF(max_tokens), "offline: tokens to generate" },
     { "temperature", NULL, SITS_PT_FLOAT, "1.0", NULL, OFF(temperature), "sampling temperature; 0 = greedy" },
@@ -245,6 +247,13 @@ static int is_default(const sits_config_t *cfg, const sits_param_t *p)
     format_value(&d, p, b, sizeof b);
     if (p->type == SITS_PT_STR) free(*(char **)((char *)&d + p->offset));
     return !strcmp(a, b);
+}
+
+int sits_config_is_set(const sits_config_t *cfg, const char *name)
+{
+    for (size_t i = 0; i < sits_params_count; i++)
+        if (!strcmp(sits_params[i].name, name)) return !is_default(cfg, &sits_params[i]);
+    return 0;
 }
 
 void sits_config_print(const sits_config_t *cfg, FILE *out)

@@ -30,7 +30,9 @@ typedef struct sits_config {
     char *prompt;           /* text prompt (needs tokenizer.json) */
     char *tokenize;         /* text to encode and print */
     char *detokenize;       /* ids to decode and print */
-    char *chat_template;    /* override the template name */
+    char *chat_template;    /* chat template override: a file, a named template of the model, or a built-in */
+    char *render_chat;      /* --render-chat FILE: print the rendered chat prompt and exit */
+    char *generation_config;/* auto | vllm | DIR: where request sampling defaults come from */
     int chat;               /* offline: render --prompt as a user message with the chat template */
     int64_t max_tokens;
     double temperature;
@@ -106,6 +108,8 @@ sits_status_t sits_config_parse(int argc, char **argv, sits_config_t *cfg, char 
 void sits_config_free(sits_config_t *cfg);
 /* One line per parameter: name, value, env var, help. */
 void sits_config_print(const sits_config_t *cfg, FILE *out);
+/* 1 when parameter `name` (as on the command line, e.g. "temperature") differs from its default. */
+int sits_config_is_set(const sits_config_t *cfg, const char *name);
 /* INFO-log every parameter that differs from its default. */
 void sits_config_log_nondefaults(const sits_config_t *cfg);
 /* "64K", "2G", "1.5GiB" -> bytes. */

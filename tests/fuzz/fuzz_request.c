@@ -1,8 +1,8 @@
 /* fuzz_request.c -- libFuzzer target: the server's request parsing and validation
  * (sits_srv_request_parse of src/server/api.c, the function server.c calls on every POST body) for
  * both endpoints, with the byte-level fixture tokenizer (SITS_FUZZ_TOKENIZER overrides the path).
- * Input byte 0: bit 0 picks the endpoint (completions / chat), bits 1-3 the chat template (none,
- * llama3, llama2, mistral, chatml); the rest is the body.
+ * Input byte 0: bit 0 picks the endpoint (completions / chat), bits 1-3 the chat template (none, the
+ * fixture's own tokenizer_config.json template, the built-ins llama2, mistral, chatml); the rest is the body.
  * On success the request must be servable: 1 <= n_prompt, n_prompt + max_tokens <= max_model_len,
  * every prompt id < vocab_size, sampling params in range, stop strings non-empty valid UTF-8.
  * On failure the error must carry a 4xx/5xx status and a message, and render as JSON. */
@@ -16,7 +16,8 @@
 
 static sits_tokenizer_t *g_tok;
 static int g_skip_known;
-static const char *const g_templates[8] = { NULL, "llama3", "llama2", "mistral", "chatml", NULL, "llama3", "chatml" };
+static sits_chat_t *g_chats[5];   /* none, the model's own, built-in llama2, mistral, chatml */
+static const int g_chat_of[8] = { 0, 1, 2, 3, 4, 0, 1, 4 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -32,6 +33,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         exit(2);
     }
     free(json);
+    /* the chat templates: the fixture directory's tokenizer_config.json and three built-ins */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    static const char *const names[5] = { NULL, NULL, "llama2", "mistral", "chatml" };
+    for (int i = 1; i < 5; i++)
+        if (sits_chat_load(dir, names[i], &g_chats[i]) != SITS_OK) {
+            fprintf(stderr, "fuzz: cannot load chat template %d of %s\n", i, dir);
+            exit(2);
+        }
     return 0;
 }
 
@@ -41,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sits_srv_limits_t lim = {
         .tok = g_tok, .model_name = "m", .max_model_len = 512,
         .vocab_size = (int)sits_tokenizer_vocab_size(g_tok), .default_max_tokens = 16,
-        .chat_template = g_templates[(data[0] >> 1) & 7],
+        .chat = g_chats[g_chat_of[(data[0] >> 1) & 7]],
     };
     sits_srv_kind_t kind = (data[0] & 1) ? SITS_SRV_CHAT : SITS_SRV_COMPLETIONS;
     size_t n = size - 1;

@@ -193,7 +193,10 @@ static int load_fixtures(const char *srcdir, const sits_tokenizer_t *tok, fixtur
         fprintf(stderr, "cannot read %s: %s\n", path, e.text);
         return -1;
     }
-    const char *tmpl = sits_tokenizer_chat_template(tok);
+    /* the fixture's own chat_template (tokenizer_config.json), to find transformers' renders of it */
+    snprintf(path, sizeof path, "%s/tests/fixtures/tokenizers/bytelevel/tokenizer_config.json", srcdir);
+    json_t *tcfg = json_load_file(path, 0, &e);
+    const char *tmpl = tcfg ? jstr(tcfg, "chat_template") : NULL;
     found = 0;
     for (size_t i = 0; i < json_array_size(cases) && !found; i++) {
         json_t *c = json_array_get(cases, i);
@@ -207,6 +210,7 @@ static int load_fixtures(const char *srcdir, const sits_tokenizer_t *tok, fixtur
         found = 1;
     }
     json_decref(cases);
+    json_decref(tcfg);
     if (!found) {
         fprintf(stderr, "no llama3 conversation with add_generation_prompt in %s\n", path);
         return -1;
@@ -597,7 +601,7 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { H, "{\"messages\":{\"role\":\"user\"}}", 400, NULL },
         { H, "{\"messages\":[{\"role\":\"robot\",\"content\":\"hi\"}]}", 400, NULL },
         { H, "{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", 400, NULL },
-        { H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", 400, NULL },
+        { H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"tool_calls\":[]}]}", 400, NULL },
         { H, "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400, NULL },
         { H, "{\"messages\":[{\"role\":\"user\"}]}", 400, NULL },
         { H, "{\"messages\":[\"hi\"]}", 400, NULL },
@@ -981,8 +985,13 @@ int main(int argc, char **argv)
                                     .step_seconds_sum = 1.25, .step_hist = { 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 1 },
                                     .kv_swap_out = 5, .kv_swap_in = 4, .kv_swap_failed = 2, .kv_swap_prefetched = 3,
                                     .kv_swap_out_bytes = { 4096, 1024 }, .kv_swap_in_bytes = { 3072, 512 } };
+    sits_chat_t *chat = NULL;
+    if (sits_chat_load(dir, NULL, &chat) != SITS_OK) {
+        fprintf(stderr, "FAIL: cannot load the fixture's chat template %s\n", dir);
+        return 1;
+    }
     sits_server_params_t p = { .host = "127.0.0.1", .port = 0, .model_name = MODEL, .max_model_len = MAX_LEN,
-                               .max_body_bytes = 65536, .default_max_tokens = 16, .seed = 1234 };
+                               .max_body_bytes = 65536, .default_max_tokens = 16, .seed = 1234, .chat = chat };
     sits_server_t *srv = NULL;
     if (sits_server_create(&p, tok, &fake_sched_api, &f, &srv) != SITS_OK) {
         fprintf(stderr, "FAIL: the server did not start\n");
@@ -1033,6 +1042,7 @@ int main(int argc, char **argv)
     if (fd >= 0) close(fd);
 
     json_decref(fx.chat_msgs);
+    sits_chat_destroy(chat);
     fake_sched_fini(&f);
     sits_tokenizer_destroy(tok);
     if (failures) {

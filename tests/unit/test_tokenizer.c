@@ -5,7 +5,7 @@
  * the post-processor, decode (skip_special 0/1) equal to HF's decode, decode of a cut id list (lossy
  * UTF-8) equal to HF's, streaming decode equal to full decode with every chunk valid UTF-8, and for the
  * byte-level tokenizer decode(encode(s)) == s. Then: invalid UTF-8 refused, unsupported components
- * refused at load, configs (bos, stop ids), and chat templates rendered byte-exactly.
+ * refused at load, configs (bos, stop ids). Chat templates: tests/unit/test_chat.c.
  * Exit 0 pass, 1 fail, 77 skip (fixtures missing). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,71 +245,6 @@ static void check_refused(const char *fixdir)
     json_decref(base);
 }
 
-static void check_chat(const char *fixdir)
-{
-    char path[2100];
-    snprintf(path, sizeof(path), "%s/chat/cases.json", fixdir);
-    json_error_t jerr;
-    json_t *cases = json_load_file(path, 0, &jerr);
-    if (!cases) { EXPECT(0, "%s: %s", path, jerr.text); return; }
-    size_t ci, nok = 0;
-    json_t *c;
-    json_array_foreach(cases, ci, c) {
-        const char *fam = json_string_value(json_object_get(c, "family"));
-        sits_chat_kind_t kind = SITS_CHAT_NONE, byname = SITS_CHAT_NONE;
-        EXPECT(sits_chat_template_detect(json_string_value(json_object_get(c, "template")), &kind) == SITS_OK,
-               "chat case %zu: %s template not recognised", ci, fam);
-        EXPECT(sits_chat_template_by_name(fam, &byname) == SITS_OK && byname == kind, "chat case %zu: %s detected as %s",
-               ci, fam, sits_chat_template_name(kind));
-        const json_t *jm = json_object_get(c, "messages");
-        size_t n = json_array_size(jm);
-        sits_chat_msg_t msgs[8];
-        for (size_t i = 0; i < n && i < 8; i++) {
-            msgs[i].role = json_string_value(json_object_get(json_array_get(jm, i), "role"));
-            msgs[i].content = json_string_value(json_object_get(json_array_get(jm, i), "content"));
-        }
-        char *out = NULL;
-        sits_status_t st = sits_chat_render_kind(kind, json_string_value(json_object_get(c, "bos_token")),
-                                                 json_string_value(json_object_get(c, "eos_token")), msgs, n,
-                                                 json_is_true(json_object_get(c, "add_generation_prompt")), &out);
-        if (json_is_true(json_object_get(c, "error"))) {
-            EXPECT(st == SITS_ERR_INVALID, "chat case %zu (%s): transformers raised, we rendered \"%s\"", ci, fam, out ? out : "");
-        } else {
-            const char *exp = json_string_value(json_object_get(c, "expected"));
-            int ok = st == SITS_OK && !strcmp(out, exp);
-            EXPECT(ok, "chat case %zu (%s gen %d):\n  got \"%s\"\n  hf  \"%s\"", ci, fam,
-                   json_is_true(json_object_get(c, "add_generation_prompt")), out ? out : "(error)", exp);
-            nok += ok;
-        }
-        free(out);
-    }
-    printf("chat: %zu cases, %zu rendered byte-exact\n", json_array_size(cases), nok);
-    sits_chat_kind_t k;
-    EXPECT(sits_chat_template_by_name("vicuna", &k) == SITS_ERR_INVALID, "unknown template name accepted");
-    EXPECT(sits_chat_template_detect("{{ messages }}", &k) == SITS_ERR_UNSUPPORTED, "unknown template text accepted");
-    json_decref(cases);
-
-    /* from the model dir: tokenizer_config.json's template and bos/eos strings */
-    char dir[2100];
-    snprintf(dir, sizeof(dir), "%s/bytelevel", fixdir);
-    sits_tokenizer_t *tok = NULL;
-    if (sits_tokenizer_load(dir, &tok) != SITS_OK) { EXPECT(0, "load"); return; }
-    sits_chat_msg_t m[2] = { { "system", "S" }, { "user", " U " } };
-    char *out = NULL;
-    EXPECT(sits_chat_render(tok, NULL, m, 2, 1, &out) == SITS_OK && !strcmp(out,
-           "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user"
-           "<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"), "render from model dir");
-    free(out);
-    out = NULL;
-    EXPECT(sits_chat_render(tok, "nonesuch", m, 2, 1, &out) == SITS_ERR_INVALID, "unknown --chat-template accepted");
-    free(out);
-    out = NULL;
-    EXPECT(sits_chat_render(tok, "chatml", m, 2, 0, &out) == SITS_OK &&
-           !strcmp(out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n U <|im_end|>\n"), "override by name");
-    free(out);
-    sits_tokenizer_destroy(tok);
-}
-
 int main(void)
 {
     sits_log_init(-1);
@@ -330,7 +265,6 @@ int main(void)
         if (run_model(fixdir, models[i]) < 0) return 1;
     check_configs(fixdir);
     check_refused(fixdir);
-    check_chat(fixdir);
     printf("%d passed, %d failed\n", g_checks - g_fail, g_fail);
     return g_fail ? 1 : 0;
 }
