@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 enum { EXIT_USAGE = 2 };
+#define REPLY_GRACE_S 10.0   /* after the drain: time for the clients to receive their last bytes */
 
 static void print_help(FILE *out)
 {
@@ -670,9 +672,20 @@ static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, 
     return SITS_OK;
 }
 
+/* Signals (the only mutable globals besides the logger: a handler has no other way in). The first
+ * SIGTERM/SIGINT drains: the server answers 503 from that instant (g_srv), the scheduler finishes
+ * what was admitted (up to --shutdown-timeout), the server delivers every response; a second one
+ * stops at once (g_stop 2). */
 static volatile sig_atomic_t g_stop;
+static sits_server_t *_Atomic g_srv;
 
-static void on_signal(int sig) { g_stop = 1; }
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_stop < 2) g_stop++;
+    sits_server_t *srv = atomic_load(&g_srv);
+    if (srv) sits_server_drain_signal(srv);
+}
 
 static void stop_admitting(void *srv) { sits_server_stop_admitting(srv); }
 
@@ -788,7 +801,10 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat_template = cfg->chat_template,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
-                .otlp = otlp,
+                .otlp = otlp, .max_connections = (int)cfg->max_connections,
+                .max_connections_per_client = (int)cfg->max_connections_per_client,
+                .http_threads = (int)cfg->http_threads, .read_timeout_s = cfg->request_read_timeout,
+                .drain_signals = 1,
             };
             st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
                         : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
@@ -796,6 +812,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     }
     if (agree(st, "server start", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
+        atomic_store(&g_srv, srv);
+        if (g_stop) sits_server_drain_signal(srv);   /* a signal during start-up */
         const char *host = cfg->host ? cfg->host : "127.0.0.1";
         int port = sits_server_port(srv);
         char lay[96];
@@ -810,6 +828,16 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
         st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, srv);
+        /* every admitted request has its end (or "abort" at the drain timeout): let the clients
+         * receive their responses before the server closes the sockets (not after a second signal) */
+        double until = now_s() + REPLY_GRACE_S;
+        while (g_stop < 2 && sits_server_inflight(srv) > 0 && now_s() < until) {
+            struct timespec ts = { 0, 10 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        if (sits_server_inflight(srv) > 0)
+            SITS_WARN(SITS_SUB_HTTP, "stopping with %d responses not completely sent", sits_server_inflight(srv));
+        atomic_store(&g_srv, NULL);
         sits_server_destroy(srv);
         srv = NULL;
         fprintf(stderr, "sits-dist: stopped\n");

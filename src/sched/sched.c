@@ -1176,7 +1176,7 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
             collect(ss[i]);
             any_busy |= busy(ss[i]);
         }
-        if (drain_until > 0 && (now_s() > drain_until || !any_busy)) break;
+        if (drain_until > 0 && (now_s() > drain_until || !any_busy || *stop >= 2)) break;   /* 2: a second signal */
         /* launch every replica's step first (remote replicas compute meanwhile), then complete them,
          * the local one (replica 0, whose forward pass runs on this rank) first */
         for (int i = 0; i < n && st == SITS_OK; i++) {

@@ -84,7 +84,8 @@ sits_status_t sits_sched_set_replica(sits_sched_t *s, int role, int tp, int pp, 
 
 /* Runs steps until *stop becomes non-zero and the running requests drained (or the drain timeout
  * passed: the rest are cancelled); then sends the followers a STOP plan. on_stop(ctx) is called once
- * when the stop is first seen (the server stops admitting). */
+ * when the stop is first seen (the server stops admitting). *stop >= 2 (a second signal) ends the
+ * drain at once: what still runs is cancelled. */
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx);
 
 /* Data parallelism: the same loop over several schedulers, one per replica (replica 0 local, the
