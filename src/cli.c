@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 enum { EXIT_USAGE = 2 };
+#define CPU_KV_SHARE 0.25   /* serve on the CPU without --kv-cache-memory: KV at most this share of the free memory */
 #define REPLY_GRACE_S 10.0   /* after the drain: time for the clients to receive their last bytes */
 
 static void print_help(FILE *out)
@@ -151,7 +152,7 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
         SITS_ERROR(SITS_SUB_INIT, "unknown --device '%s' (auto, cpu or cuda)", dev);
         return SITS_ERR_INVALID;
     }
-    int threads = (int)cfg->threads;
+    int threads = (int)cfg->threads;   /* --threads, else the binding's cores shared out (layout_init) */
     if (threads <= 0) threads = bound_cores > 0 ? bound_cores : me->n_cores;
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -167,7 +168,7 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
 typedef struct {
     sits_topo_t *topo;
     sits_placement_t *pl;
-    int bound_cores;
+    int bound_cores;                   /* CPU threads: the binding's cores shared out among the ranks on them */
     MPI_Comm tp_mpi, pp_mpi, dp_mpi;   /* this rank's groups (pp/dp: one rank each until --pp/--dp exist) */
     int disagg_p, disagg_d;            /* [kv move] --disaggregate P:D (0: off): TP groups [0, P) and [P, P + D) */
 } sits_layout_t;
@@ -208,6 +209,13 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
     }
     if (agree(st, "rank placement", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
     if (cfg->bind && !cfg->topology) sits_topo_bind(L->topo, L->pl, &L->bound_cores);
+    if (!cfg->topology) {
+        /* CPU threads: the cores of this rank's binding divided among the ranks that share them */
+        int threads = 0;
+        st = sits_topo_rank_threads(MPI_COMM_WORLD, L->topo, &threads, NULL);
+        if (st != SITS_OK) return st;
+        if (threads > 0) L->bound_cores = threads;
+    }
     /* one communicator per group kind, from the placement (a TP group is not always consecutive ranks) */
     static const sits_topo_group_t kinds[3] = { SITS_TOPO_GROUP_TP, SITS_TOPO_GROUP_PP, SITS_TOPO_GROUP_DP };
     MPI_Comm *out[3] = { &L->tp_mpi, &L->pp_mpi, &L->dp_mpi };
@@ -725,6 +733,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .max_seqs = (int)cfg->max_num_seqs, .max_tokens = (int)cfg->max_num_batched_tokens,
         .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
         .no_cuda_graphs = !cfg->cuda_graphs, .gpu_memory_utilization = cfg->gpu_memory_utilization,
+        .host_kv_share = CPU_KV_SHARE, .host_ranks = L->pl->ranks[L->pl->self].local_size,
     };
     double t0 = now_s();
     st = rank_setup(cfg, L, &rp, &k);
@@ -861,8 +870,22 @@ out:
     return rc;
 }
 
+/* OpenMP threads that spin at barriers lose whole time slices when a core is busy elsewhere (measured
+ * on the 2-core CI machine with two other busy processes: 159 ms a decode step with 2 spinning
+ * threads, 0.4 ms with passive ones). libgomp reads OMP_WAIT_POLICY once, before main: when the user
+ * did not set it, run this same program again with it set to passive (before MPI_Init, so the launcher
+ * sees one process; the pid stays). Returns only when nothing was re-executed. */
+static void omp_passive_reexec(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("SITS_OMP_REEXEC")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv("SITS_OMP_REEXEC", "1", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");   /* exec failed: go on as we are */
+}
+
 int sits_cli_main(int argc, char **argv)
 {
+    omp_passive_reexec(argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(stdout); return 0; }
         if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }

@@ -4,6 +4,9 @@
 #                                    (finish "abort", never a cut stream); a second signal stops at once
 #   tests/integration/conn_flood.sh  5,000 idle + 100 slow-body connections: /health and a completion
 #                                    within 1 s, idle connections kept, per-client limit answers 503
-# Both use tests/integration/serve_client.py (python3, loopback only, bounded).
-TESTS += tests/integration/lifecycle.sh tests/integration/conn_flood.sh
-EXTRA_DIST += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/serve_client.py
+#   tests/integration/cpu_side.sh    CPU threads from the binding shared among ranks, KV sized by need
+#                                    (capped), the per-step overhead of a tiny model
+# lifecycle and conn_flood use tests/integration/serve_client.py (python3, loopback only, bounded).
+TESTS += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/cpu_side.sh
+EXTRA_DIST += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/cpu_side.sh \
+	tests/integration/serve_client.py

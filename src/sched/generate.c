@@ -118,6 +118,18 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         SITS_INFO(SITS_SUB_KV, "kv cache: %.2f GiB of %.2f GiB (gpu memory utilization %.2f)", (double)kv_bytes / (1ull << 30),
                   (double)gtotal / (1ull << 30), p->gpu_memory_utilization);
     }
+    if (kv_bytes <= 0 && p->host_kv_share > 0 && be->device < 0) {
+        /* CPU: what the sequences can use, capped by a share of the memory: a 135M model with 8k positions
+         * and 64 sequences would otherwise reserve 25 GB (--kv-cache-memory sets it exactly) */
+        double need = (double)ep.max_blocks_per_seq * p->max_seqs * (double)per_block;
+        double cap = p->host_kv_share * (double)sits_kv_host_mem_available() / (p->host_ranks > 0 ? p->host_ranks : 1);
+        kv_bytes = (int64_t)(need < cap ? need : cap);
+        if (kv_bytes < (int64_t)per_block) kv_bytes = (int64_t)per_block;
+        SITS_INFO(SITS_SUB_KV, "kv cache (cpu): %.2f GiB (%s; for %d sequences x %d positions: %.2f GiB; cap %.0f%% of the "
+                  "available memory / %d ranks: %.2f GiB; --kv-cache-memory sets it)", (double)kv_bytes / (1ull << 30),
+                  need < cap ? "all the sequences need" : "capped", p->max_seqs, mml, need / (1ull << 30),
+                  100.0 * p->host_kv_share, p->host_ranks > 0 ? p->host_ranks : 1, cap / (1ull << 30));
+    }
     ep.n_blocks = kv_bytes > 0 ? (int)((size_t)kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
     if (ep.n_blocks < 1) {
         SITS_ERROR(SITS_SUB_KV, "--kv-cache-memory %lld bytes holds no KV block of %zu bytes", (long long)p->kv_bytes, per_block);
