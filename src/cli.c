@@ -721,6 +721,11 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         if (rank == 0) fprintf(stderr, "sits-dist: need --max-num-seqs, --max-num-batched-tokens, --max-waiting >= 1 and 0 <= --port <= 65535\n");
         return EXIT_USAGE;
     }
+    if (cfg->max_num_batched_tokens < cfg->max_num_seqs) {   /* before anything loads (a decode step is one token a sequence) */
+        if (rank == 0) fprintf(stderr, "sits-dist: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
+                               (long long)cfg->max_num_batched_tokens, (long long)cfg->max_num_seqs);
+        return EXIT_USAGE;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -6,7 +6,11 @@
 #                                    within 1 s, idle connections kept, per-client limit answers 503
 #   tests/integration/cpu_side.sh    CPU threads from the binding shared among ranks, KV sized by need
 #                                    (capped), the per-step overhead of a tiny model
+#   tests/gpu/memory_plan_cuda.sh    the 8B shape at --max-num-seqs 1024 (bf16, fp8) on one GPU: plan logged, a
+#                                    burst served, no device allocation after start-up; refusal before
+#                                    loading; the largest --max-num-seqs that starts (skips without a GPU)
 # lifecycle and conn_flood use tests/integration/serve_client.py (python3, loopback only, bounded).
-TESTS += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/cpu_side.sh
+TESTS += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/cpu_side.sh \
+	tests/gpu/memory_plan_cuda.sh
 EXTRA_DIST += tests/integration/lifecycle.sh tests/integration/conn_flood.sh tests/integration/cpu_side.sh \
-	tests/integration/serve_client.py
+	tests/integration/serve_client.py tests/gpu/memory_plan_cuda.sh

@@ -24,6 +24,9 @@
       must each get 503 with Retry-After to a /health request, never a reset. --slow-cut S: then every
       slow body must be cut by the server (its read timeout) within S seconds, none before the checks.
       Prints a JSON summary; exits 1 on a violation.
+  burst  --port P --n N [--prompt-len L] [--max-tokens K]
+      N completions at once (token-id prompts, greedy, ignore_eos): each must answer 200 with
+      finish_reason "length" and K tokens (tests/gpu/memory_plan_cuda.sh: a burst at --max-num-seqs).
 All traffic goes to 127.0.0.1 only, and every wait is bounded."""
 import argparse
 import asyncio
@@ -341,6 +344,38 @@ async def flood(a):
     return 1 if s.get("violations") else 0
 
 
+async def one_burst(port, model, i, prompt_len, max_tokens, vocab, res):
+    ids = [(7919 * (i + 1) * (k + 3)) % min(vocab, 3000) + 1 for k in range(prompt_len)]
+    body = json.dumps({"model": model, "prompt": ids, "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    try:
+        r, w = await asyncio.open_connection(HOST, port)
+        w.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await w.drain()
+        raw = await asyncio.wait_for(r.read(), 600)
+        w.close()
+        head, _, payload = raw.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        o = json.loads(payload)
+        res.append((status, o["choices"][0]["finish_reason"], o["usage"]["completion_tokens"]))
+    except Exception as e:
+        res.append((-1, "%s: %s" % (type(e).__name__, e), 0))
+
+
+async def burst(a):
+    res = []
+    t0 = time.time()
+    await asyncio.gather(*[one_burst(a.port, a.model, i, a.prompt_len, a.max_tokens, a.vocab, res) for i in range(a.n)])
+    ok = sum(1 for st, fin, n in res if st == 200 and fin == "length" and n == a.max_tokens)
+    s = {"n": a.n, "ok": ok, "seconds": round(time.time() - t0, 2),
+         "bad": [r for r in res if not (r[0] == 200 and r[1] == "length")][:3]}
+    if ok != a.n:
+        fail(s, "%d of %d requests gave HTTP 200 with finish_reason length and %d tokens" % (ok, a.n, a.max_tokens))
+    print(json.dumps(s))
+    return 1 if s.get("violations") else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -359,7 +394,16 @@ def main():
     f.add_argument("--over", type=int, default=0)
     f.add_argument("--slow-cut", type=float, default=0,
                    help="then wait up to this many seconds for the server to cut every slow body")
+    b = sub.add_parser("burst")
+    b.add_argument("--port", type=int, required=True)
+    b.add_argument("--n", type=int, default=1024)
+    b.add_argument("--prompt-len", type=int, default=32)
+    b.add_argument("--max-tokens", type=int, default=16)
+    b.add_argument("--vocab", type=int, default=3000)
+    b.add_argument("--model", default="m")
     a = ap.parse_args()
+    if a.cmd == "burst":
+        return asyncio.run(burst(a))
     if a.cmd == "drain":
         return cmd_drain(a)
     return asyncio.run(asyncio.wait_for(flood(a), 120))
