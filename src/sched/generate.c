@@ -188,6 +188,11 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     }
     r->ep = ep;
     SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, r->tp_dev, &r->engine), st, err);
+    size_t gfree = 0, gtotal = 0;
+    if (sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK)   /* [memory plan] what the reserve has left */
+        SITS_INFO(SITS_SUB_KV, "memory plan: after allocation %.3f GiB free of %.2f GiB (cuda graphs and nccl take theirs "
+                  "from here; 1 - utilization leaves %.2f GiB beyond the plan's reserve)", gib((double)gfree), gib((double)gtotal),
+                  gib((1.0 - (p->gpu_memory_utilization > 0 ? p->gpu_memory_utilization : 0.9)) * (double)gtotal));
     SITS_CHECK_GOTO(sits_kv_blocks_create(ep.n_blocks, &r->blocks), st, err);
     r->load_s = now_s() - t0;
     *r_p = r;
