@@ -697,6 +697,20 @@ static void on_signal(int sig)
 
 static void stop_admitting(void *srv) { sits_server_stop_admitting(srv); }
 
+/* The drain is over (every admitted request finished, or ended "abort" at --shutdown-timeout): let
+ * the clients receive their whole responses before the ranks and the server stop (not after a
+ * second signal). */
+static void deliver_replies(void *srv)
+{
+    double until = now_s() + REPLY_GRACE_S;
+    while (g_stop < 2 && sits_server_inflight(srv) > 0 && now_s() < until) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    if (sits_server_inflight(srv) > 0)
+        SITS_WARN(SITS_SUB_HTTP, "stopping with %d responses not completely sent", sits_server_inflight(srv));
+}
+
 /* Serve mode: the leader runs the HTTP server and the scheduler; the other ranks follow its plans. */
 static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank, int world)
 {
@@ -841,16 +855,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 r->ep.block_size,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
-        st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, srv);
-        /* every admitted request has its end (or "abort" at the drain timeout): let the clients
-         * receive their responses before the server closes the sockets (not after a second signal) */
-        double until = now_s() + REPLY_GRACE_S;
-        while (g_stop < 2 && sits_server_inflight(srv) > 0 && now_s() < until) {
-            struct timespec ts = { 0, 10 * 1000000L };
-            nanosleep(&ts, NULL);
-        }
-        if (sits_server_inflight(srv) > 0)
-            SITS_WARN(SITS_SUB_HTTP, "stopping with %d responses not completely sent", sits_server_inflight(srv));
+        st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, deliver_replies, srv);
         atomic_store(&g_srv, NULL);
         sits_server_destroy(srv);
         srv = NULL;

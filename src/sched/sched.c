@@ -1149,12 +1149,13 @@ static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *
 
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
 {
-    return sits_sched_run_many(&s, 1, stop, on_stop, ctx);
+    return sits_sched_run_many(&s, 1, stop, on_stop, NULL, ctx);
 }
 
 static int busy(const sits_sched_t *s) { return s->n_running > 0 || s->n_waiting > 0; }
 
-sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
+sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *),
+                                  void (*on_drained)(void *), void *ctx)
 {
     sits_status_t st = SITS_OK;
     double drain_until = 0;
@@ -1239,8 +1240,11 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
         while (s->n_running > 0) finish(s, s->running[--s->n_running], why);
         while (s->n_waiting > 0) finish(s, s->waiting[--s->n_waiting], why);
         update_gauges(s);
+    }
+    if (on_drained) on_drained(ctx);   /* every request has its end: the front-end delivers the responses */
+    for (int i = 0; i < n; i++) {
         sits_plan_t stop_plan = { .cmd = SITS_PLAN_STOP };
-        sits_status_t e = sits_worker_send(s->r, &s->wk, &stop_plan);
+        sits_status_t e = sits_worker_send(ss[i]->r, &ss[i]->wk, &stop_plan);
         if (st2 == SITS_OK) st2 = e;
     }
     free(nb);

@@ -55,7 +55,7 @@ const sits_param_t sits_params[] = {
     { "max-connections", "SITS_MAX_CONNECTIONS", SITS_PT_INT, "10000", NULL, OFF(max_connections), "server: open connections answered normally; beyond, new requests get 503 with Retry-After (served from an event loop: idle connections cost no thread)" },
     { "max-connections-per-client", "SITS_MAX_CONNECTIONS_PER_CLIENT", SITS_PT_INT, "1024", NULL, OFF(max_connections_per_client), "server: open connections from one client address before its new requests get 503 with Retry-After (0: no limit)" },
     { "http-threads", "SITS_HTTP_THREADS", SITS_PT_INT, "4", NULL, OFF(http_threads), "server: event-loop threads of the HTTP server (each serves many connections)" },
-    { "request-read-timeout", "SITS_REQUEST_READ_TIMEOUT", SITS_PT_FLOAT, "30", NULL, OFF(request_read_timeout), "server: seconds a client may take to send a request's headers and body (slower: 408 / closed); idle keep-alive connections close after 60 s" },
+    { "request-read-timeout", "SITS_REQUEST_READ_TIMEOUT", SITS_PT_FLOAT, "30", NULL, OFF(request_read_timeout), "server: seconds a client may take to send a request body once its headers arrived (slower: the connection is closed); headers that stall and idle keep-alive connections are closed after 60 s without a byte" },
     { "max-waiting", "SITS_MAX_WAITING", SITS_PT_INT, "1024", NULL, OFF(max_waiting), "server: queued requests before 429" },
     { "max-num-seqs", "SITS_MAX_NUM_SEQS", SITS_PT_INT, "64", NULL, OFF(max_num_seqs), "sequences decoded together in one step" },
     { "max-num-batched-tokens", "SITS_MAX_NUM_BATCHED_TOKENS", SITS_PT_INT, "2048", NULL, OFF(max_num_batched_tokens), "tokens in one step (prefill chunks + decodes)" },
