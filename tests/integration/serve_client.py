@@ -24,6 +24,10 @@
       must each get 503 with Retry-After to a /health request, never a reset. --slow-cut S: then every
       slow body must be cut by the server (its read timeout) within S seconds, none before the checks.
       Prints a JSON summary; exits 1 on a violation.
+  full   --port P --held N [--over K]
+      N idle connections (the server's --max-connections), then K more that each ask /health: every
+      one must get 503 with Retry-After, never a reset; after the N close, /health answers 200 again.
+
   burst  --port P --n N [--prompt-len L] [--max-tokens K]
       N completions at once (token-id prompts, greedy, ignore_eos): each must answer 200 with
       finish_reason "length" and K tokens (tests/gpu/memory_plan_cuda.sh: a burst at --max-num-seqs).
@@ -376,6 +380,32 @@ async def burst(a):
     return 1 if s.get("violations") else 0
 
 
+async def full(a):
+    """--max-connections N on the server: N + extra connections, then a /health request on each of the
+    last `over`: every one must get 503 with Retry-After (never a reset)."""
+    s = {"held": a.held, "over": a.over}
+    socks = []
+    per = 500
+    for k in range((a.held + per - 1) // per):
+        await open_idle("127.0.0.%d" % (2 + k), a.port, min(per, a.held - k * per), socks)
+    await asyncio.sleep(1.0)
+    res = await asyncio.gather(*[timed_request(a.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.202")
+                                 for _ in range(a.over)])
+    s["503_retry_after"] = sum(1 for st, hd, _ in res if " 503 " in st + " " and "retry-after" in hd.lower())
+    s["other"] = [st for st, _, _ in res if " 503 " not in st + " "][:3]
+    if s["503_retry_after"] != a.over:
+        fail(s, "%d of %d connections beyond --max-connections got 503 + Retry-After" % (s["503_retry_after"], a.over))
+    for sk in socks:
+        sk.close()
+    await asyncio.sleep(1.0)
+    st, _, t = await timed_request(a.port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s["health_after_release"] = st
+    if " 200 " not in st + " ":
+        fail(s, "/health after the connections closed: %r" % st)
+    print(json.dumps(s))
+    return 1 if s.get("violations") else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -401,7 +431,13 @@ def main():
     b.add_argument("--max-tokens", type=int, default=16)
     b.add_argument("--vocab", type=int, default=3000)
     b.add_argument("--model", default="m")
+    u = sub.add_parser("full")
+    u.add_argument("--port", type=int, required=True)
+    u.add_argument("--held", type=int, required=True)
+    u.add_argument("--over", type=int, default=20)
     a = ap.parse_args()
+    if a.cmd == "full":
+        return asyncio.run(asyncio.wait_for(full(a), 60))
     if a.cmd == "burst":
         return asyncio.run(burst(a))
     if a.cmd == "drain":
