@@ -6,7 +6,7 @@
  *   1st call: headers only. Connection over the limits (503 + Retry-After), route (404), method
  *             (405 + Allow), auth on /v1/ (401), draining (503), Content-Length over max_body_bytes
  *             (413) are answered before any body is read. (Headers that stall are cut by MHD's idle
- *             timeout, --request-read-timeout seconds without a byte.)
+ *             timeout: idle_timeout_s, 60 s, without a byte.)
  *   next calls: body pieces, appended up to max_body_bytes (beyond: discarded, 413 at the end); a body
  *             still arriving after the read timeout closes the connection.
  *   last call: parse + validate + tokenize (api.c), submit to the scheduler (busy -> 429), hand the
