@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@
 #include <unistd.h>
 
 enum { EXIT_USAGE = 2 };
+#define CPU_KV_SHARE 0.25   /* serve on the CPU without --kv-cache-memory: KV at most this share of the free memory */
+#define REPLY_GRACE_S 10.0   /* after the drain: time for the clients to receive their last bytes */
 
 static void print_help(FILE *out)
 {
@@ -150,7 +153,7 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
         SITS_ERROR(SITS_SUB_INIT, "unknown --device '%s' (auto, cpu or cuda)", dev);
         return SITS_ERR_INVALID;
     }
-    int threads = (int)cfg->threads;
+    int threads = (int)cfg->threads;   /* --threads, else the binding's cores shared out (layout_init) */
     if (threads <= 0) threads = bound_cores > 0 ? bound_cores : me->n_cores;
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -166,7 +169,7 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
 typedef struct {
     sits_topo_t *topo;
     sits_placement_t *pl;
-    int bound_cores;
+    int bound_cores;                   /* CPU threads: the binding's cores shared out among the ranks on them */
     MPI_Comm tp_mpi, pp_mpi, dp_mpi;   /* this rank's groups (pp/dp: one rank each until --pp/--dp exist) */
     int disagg_p, disagg_d;            /* [kv move] --disaggregate P:D (0: off): TP groups [0, P) and [P, P + D) */
 } sits_layout_t;
@@ -207,6 +210,13 @@ static sits_status_t layout_init(const sits_config_t *cfg, sits_layout_t *L)
     }
     if (agree(st, "rank placement", cfg->step_timeout) != SITS_OK) return st != SITS_OK ? st : SITS_ERR_PEER;
     if (cfg->bind && !cfg->topology) sits_topo_bind(L->topo, L->pl, &L->bound_cores);
+    if (!cfg->topology) {
+        /* CPU threads: the cores of this rank's binding divided among the ranks that share them */
+        int threads = 0;
+        st = sits_topo_rank_threads(MPI_COMM_WORLD, L->topo, &threads, NULL);
+        if (st != SITS_OK) return st;
+        if (threads > 0) L->bound_cores = threads;
+    }
     /* one communicator per group kind, from the placement (a TP group is not always consecutive ranks) */
     static const sits_topo_group_t kinds[3] = { SITS_TOPO_GROUP_TP, SITS_TOPO_GROUP_PP, SITS_TOPO_GROUP_DP };
     MPI_Comm *out[3] = { &L->tp_mpi, &L->pp_mpi, &L->dp_mpi };
@@ -752,11 +762,36 @@ static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, 
     return SITS_OK;
 }
 
+/* Signals (the only mutable globals besides the logger: a handler has no other way in). The first
+ * SIGTERM/SIGINT drains: the server answers 503 from that instant (g_srv), the scheduler finishes
+ * what was admitted (up to --shutdown-timeout), the server delivers every response; a second one
+ * stops at once (g_stop 2). */
 static volatile sig_atomic_t g_stop;
+static sits_server_t *_Atomic g_srv;
 
-static void on_signal(int sig) { g_stop = 1; }
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_stop < 2) g_stop++;
+    sits_server_t *srv = atomic_load(&g_srv);
+    if (srv) sits_server_drain_signal(srv);
+}
 
 static void stop_admitting(void *srv) { sits_server_stop_admitting(srv); }
+
+/* The drain is over (every admitted request finished, or ended "abort" at --shutdown-timeout): let
+ * the clients receive their whole responses before the ranks and the server stop (not after a
+ * second signal). */
+static void deliver_replies(void *srv)
+{
+    double until = now_s() + REPLY_GRACE_S;
+    while (g_stop < 2 && sits_server_inflight(srv) > 0 && now_s() < until) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    if (sits_server_inflight(srv) > 0)
+        SITS_WARN(SITS_SUB_HTTP, "stopping with %d responses not completely sent", sits_server_inflight(srv));
+}
 
 /* Serve mode: the leader runs the HTTP server and the scheduler; the other ranks follow its plans. */
 static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank, int world)
@@ -784,6 +819,11 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         if (rank == 0) fprintf(stderr, "sits-dist: need --max-num-seqs, --max-num-batched-tokens, --max-waiting >= 1 and 0 <= --port <= 65535\n");
         return EXIT_USAGE;
     }
+    if (cfg->max_num_batched_tokens < cfg->max_num_seqs) {   /* before anything loads (a decode step is one token a sequence) */
+        if (rank == 0) fprintf(stderr, "sits-dist: --max-num-batched-tokens (%lld) must be at least --max-num-seqs (%lld)\n",
+                               (long long)cfg->max_num_batched_tokens, (long long)cfg->max_num_seqs);
+        return EXIT_USAGE;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -796,6 +836,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .max_seqs = (int)cfg->max_num_seqs, .max_tokens = (int)cfg->max_num_batched_tokens,
         .max_model_len = (int)cfg->max_model_len, .block_size = (int)cfg->block_size, .kv_bytes = cfg->kv_cache_memory,
         .no_cuda_graphs = !cfg->cuda_graphs, .gpu_memory_utilization = cfg->gpu_memory_utilization,
+        .host_kv_share = CPU_KV_SHARE, .host_ranks = L->pl->ranks[L->pl->self].local_size,
     };
     double t0 = now_s();
     /* the text layer first: a tokenizer or chat template that cannot load is refused before the weights */
@@ -881,7 +922,10 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat = chat, .gen = gen,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
-                .otlp = otlp,
+                .otlp = otlp, .max_connections = (int)cfg->max_connections,
+                .max_connections_per_client = (int)cfg->max_connections_per_client,
+                .http_threads = (int)cfg->http_threads, .read_timeout_s = cfg->request_read_timeout,
+                .drain_signals = 1,
             };
             st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
                         : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);
@@ -889,6 +933,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     }
     if (agree(st, "server start", cfg->step_timeout) != SITS_OK) goto out;
     if (rank == 0) {
+        atomic_store(&g_srv, srv);
+        if (g_stop) sits_server_drain_signal(srv);   /* a signal during start-up */
         const char *host = cfg->host ? cfg->host : "127.0.0.1";
         int port = sits_server_port(srv);
         char lay[96];
@@ -902,7 +948,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 r->ep.block_size,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
-        st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, srv);
+        st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, deliver_replies, srv);
+        atomic_store(&g_srv, NULL);
         sits_server_destroy(srv);
         srv = NULL;
         fprintf(stderr, "sits-dist: stopped\n");
@@ -927,8 +974,22 @@ out:
     return rc;
 }
 
+/* OpenMP threads that spin at barriers lose whole time slices when a core is busy elsewhere (measured
+ * on the 2-core CI machine with two other busy processes: 159 ms a decode step with 2 spinning
+ * threads, 0.4 ms with passive ones). libgomp reads OMP_WAIT_POLICY once, before main: when the user
+ * did not set it, run this same program again with it set to passive (before MPI_Init, so the launcher
+ * sees one process; the pid stays). Returns only when nothing was re-executed. */
+static void omp_passive_reexec(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("SITS_OMP_REEXEC")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv("SITS_OMP_REEXEC", "1", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");   /* exec failed: go on as we are */
+}
+
 int sits_cli_main(int argc, char **argv)
 {
+    omp_passive_reexec(argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(stdout); return 0; }
         if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }

@@ -129,3 +129,72 @@ sits_status_t sits_topo_bind(const sits_topo_t *topo, const sits_placement_t *pl
     hwloc_bitmap_free(set);
     return SITS_OK;
 }
+
+/* The cores (logical indexes of topo->core_type objects) that intersect this process's current CPU
+ * binding, as a bit array of `words` 64-bit words. */
+static sits_status_t bound_core_bits(const sits_topo_t *topo, uint64_t *bits, int words, int *n_p)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set) return SITS_ERR_NOMEM;
+    int n = 0;
+    if (hwloc_get_cpubind(topo->hw, set, HWLOC_CPUBIND_PROCESS) < 0) {   /* unknown: all of the machine */
+        hwloc_bitmap_copy(set, hwloc_topology_get_topology_cpuset(topo->hw));
+    }
+    int n_cores = hwloc_get_nbobjs_by_type(topo->hw, topo->core_type);
+    for (int i = 0; i < n_cores && i < 64 * words; i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(topo->hw, topo->core_type, (unsigned)i);
+        if (o && o->cpuset && hwloc_bitmap_intersects(o->cpuset, set)) {
+            bits[i / 64] |= 1ull << (i % 64);
+            n++;
+        }
+    }
+    hwloc_bitmap_free(set);
+    *n_p = n;
+    return SITS_OK;
+}
+
+sits_status_t sits_topo_rank_threads(MPI_Comm world, const sits_topo_t *topo, int *threads_p, int *n_share_p)
+{
+    sits_status_t st = SITS_OK;
+    MPI_Comm local = MPI_COMM_NULL;
+    uint64_t *all = NULL;
+    int rank, n_local, me, n_mine = 0;
+    int n_cores = hwloc_get_nbobjs_by_type(topo->hw, topo->core_type);
+    int words = n_cores > 0 ? (n_cores + 63) / 64 : 1;
+    *threads_p = 0;
+    if (n_share_p) *n_share_p = 0;
+    if (topo->from_xml) return SITS_OK;   /* not this machine's binding: unknown (every rank alike) */
+    uint64_t *mine = calloc((size_t)words, sizeof *mine);
+    if (!mine) return SITS_ERR_NOMEM;
+    SITS_MPI_CHECK_GOTO(MPI_Comm_rank(world, &rank), st, out);
+    SITS_MPI_CHECK_GOTO(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local), st, out);
+    SITS_MPI_CHECK_GOTO(MPI_Comm_size(local, &n_local), st, out);
+    SITS_MPI_CHECK_GOTO(MPI_Comm_rank(local, &me), st, out);
+    SITS_CHECK_GOTO(bound_core_bits(topo, mine, words, &n_mine), st, out);
+    all = malloc((size_t)n_local * (size_t)words * sizeof *all);
+    if (!all) {
+        st = SITS_ERR_NOMEM;
+        goto out;
+    }
+    /* every rank of the node describes the machine the same way (same hwloc topology) */
+    SITS_MPI_CHECK_GOTO(MPI_Allgather(mine, words, MPI_UINT64_T, all, words, MPI_UINT64_T, local), st, out);
+    double share = 0;
+    int most = 1;
+    for (int i = 0; i < 64 * words; i++) {
+        if (!(mine[i / 64] >> (i % 64) & 1)) continue;
+        int k = 0;
+        for (int q = 0; q < n_local; q++) k += (int)(all[(size_t)q * (size_t)words + (size_t)(i / 64)] >> (i % 64) & 1);
+        share += 1.0 / k;
+        if (k > most) most = k;
+    }
+    int threads = (int)(share + 1e-9);
+    *threads_p = threads > 0 ? threads : 1;
+    if (n_share_p) *n_share_p = most;
+    SITS_INFO(SITS_SUB_TOPO, "rank %d: %d cores in its binding, shared by up to %d ranks of the node: %d threads", rank,
+              n_mine, most, *threads_p);
+out:
+    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+    free(all);
+    free(mine);
+    return st;
+}

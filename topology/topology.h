@@ -140,6 +140,14 @@ sits_status_t sits_topo_place(MPI_Comm world, const sits_topo_t *topo, int tp, i
  * backend's thread count); 0 when unknown. */
 sits_status_t sits_topo_bind(const sits_topo_t *topo, const sits_placement_t *pl, int *n_cores_p);
 
+/* Collective over `world`: the CPU threads this rank should run. The cores of its current binding
+ * (sits_topo_bind's, or what the launcher set: mpirun --bind-to, a Slurm cpuset, taskset; the whole
+ * machine when unbound), each counted 1/k when k ranks of the node have it in theirs; at least 1.
+ * *n_share_p (may be NULL): the most ranks sharing one of its cores. Two ranks left unbound on two
+ * cores get 1 thread each, not 2 (oversubscribed OpenMP teams run many times slower). A topology
+ * loaded from XML is not this machine's: *threads_p = 0 (unknown). */
+sits_status_t sits_topo_rank_threads(MPI_Comm world, const sits_topo_t *topo, int *threads_p, int *n_share_p);
+
 /* Reports. A record describes one rank (host, node summary, GPU, NVLink peers, NUMA, cores);
  * the document holds the layout, the groups and every rank's record. */
 sits_status_t sits_topo_report_record(const sits_topo_t *topo, const sits_placement_t *pl, int world_rank,

@@ -31,6 +31,42 @@
 
 typedef struct sits_backend sits_backend_t;
 
+/* [memory plan] Device memory set aside at start-up, one item a line of the start-up log. Items with
+ * held 1 were allocated before the plan was made (they are in the "in use" figure already). */
+enum { SITS_MEM_PLAN_MAX = 24 };
+typedef struct {
+    char name[64];
+    size_t bytes;
+    int held;
+} sits_mem_item_t;
+typedef struct sits_mem_plan {
+    sits_mem_item_t item[SITS_MEM_PLAN_MAX];
+    int n;
+    size_t total;        /* bytes of the items with held 0: what the plan still has to allocate */
+} sits_mem_plan_t;
+/* The largest shapes a step sends through the backend: n_tokens rows through linears of up to
+ * max_in inputs and max_out outputs; n_logits rows through lm_head (vocab_out outputs of hidden_in
+ * inputs); fp8: some linears are FP8 (fp8_lm_head: lm_head too), whose activations the backend
+ * quantises itself unless fp8_fused (the engine's kernels hand them over quantised, except the o
+ * projection's and lm_head's inputs). */
+typedef struct sits_mem_shape {
+    int n_tokens, max_in, max_out;
+    int n_logits, hidden_in, vocab_out;
+    int fp8, fp8_lm_head, fp8_fused;
+} sits_mem_shape_t;
+
+static inline void sits_mem_plan_add(sits_mem_plan_t *p, const char *name, size_t bytes, int held)
+{
+    if (p->n >= SITS_MEM_PLAN_MAX) return;
+    sits_mem_item_t *it = &p->item[p->n++];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof it->name; i++) it->name[i] = name[i];
+    it->name[i] = 0;
+    it->bytes = bytes;
+    it->held = held;
+    if (!held) p->total += bytes;
+}
+
 /* [int8 kv] Bytes of the int8 part of one block unit (see above), and of the whole unit. */
 static inline size_t sits_kv_i8_q_bytes(int block_size, int n_kv, int head_dim)
 {
@@ -214,7 +250,14 @@ typedef struct sits_backend_ops {
     sits_status_t (*rope_kv_write)(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                    const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
                                    const int32_t *slot_mapping);
+    /* [memory plan] optional (NULL: the backend holds nothing beyond what op->alloc hands out): adds to
+     * plan the device memory the backend holds (held 1: allocated already, at create) or will need
+     * (held 0) for steps of the given shape; with reserve 1 it also allocates the latter now, so that
+     * no step allocates device memory later. */
+    sits_status_t (*mem_plan)(sits_backend_t *be, const sits_mem_shape_t *shape, int reserve, sits_mem_plan_t *plan);
 } sits_backend_ops_t;
+
+
 
 /* Largest candidate count sample_reduce takes on cuda (the engine uses the host path beyond). */
 #define SITS_SAMPLE_MAX_C 1024
@@ -243,6 +286,9 @@ int sits_backend_cuda_device_count(void);
 void *sits_backend_cuda_stream(sits_backend_t *be);
 /* Free and total memory of a cuda backend's GPU (cudaMemGetInfo); SITS_ERR_UNSUPPORTED otherwise. */
 sits_status_t sits_backend_cuda_mem_info(sits_backend_t *be, size_t *free_p, size_t *total_p);
+/* [memory plan] Device allocations (cudaMalloc) this backend made so far, and their bytes; 0 on
+ * other backends. A server counts those after start-up: the step path must make none. */
+uint64_t sits_backend_cuda_dev_allocs(sits_backend_t *be, uint64_t *bytes_p);
 /* [nccl hook] A health check run while sync / download / download_f32 wait for the stream: with at
  * least one registered, those waits poll the stream and call every check on each not-ready poll
  * with the seconds waited so far. A check returns SITS_OK to keep waiting; on a fault it aborts the

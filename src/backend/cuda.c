@@ -65,6 +65,7 @@ typedef struct {
     sits_k_attn_ws_t attn_ws;          /* [attention] split-K / token-list scratch and the SM count */
     sits_cuda_fp8_t *fp8;              /* [fp8] FP8 GEMM state (cuda_fp8.c), created on first use */
     int tune;                          /* [perf: gemm autotune] time the heuristic's candidates (see plan_build) */
+    uint64_t dev_allocs, dev_alloc_bytes; /* [memory plan] cudaMallocs: the fixed buffers and cuda_alloc's */
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
@@ -118,6 +119,8 @@ static sits_status_t cuda_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
         SITS_ERROR(SITS_SUB_CUDA, "cudaMalloc of %zu bytes on gpu %d: %s", bytes, be->device, cudaGetErrorString(e));
         return e == cudaErrorMemoryAllocation ? SITS_ERR_NOMEM : SITS_ERR_CUDA;
     }
+    impl_of(be)->dev_allocs++;
+    impl_of(be)->dev_alloc_bytes += bytes;
     *ptr_p = p;
     return SITS_OK;
 }
@@ -770,6 +773,33 @@ static void cuda_destroy(sits_backend_t *be)
     free(be);
 }
 
+/* [memory plan] The fixed buffers made at create (held) and the FP8 GEMM scratch the shapes need:
+ * the activations the GEMM quantises itself (every linear's without the fused kernels, else the o
+ * projection's and lm_head's), their scales, and the fp32 product of the unit-scale fallback (taken
+ * per shape when cuBLASLt has no outer-vector algorithm for it: planned for every shape). */
+static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *sh, int reserve, sits_mem_plan_t *plan)
+{
+    cuda_impl_t *c = impl_of(be);
+    sits_mem_plan_add(plan, "cublaslt workspace", CUDA_WORKSPACE_BYTES, 1);
+    sits_mem_plan_add(plan, "attention scratch", CUDA_ATTN_SCRATCH_BYTES, 1);
+    if (!sh->fp8) return SITS_OK;
+    size_t T = (size_t)sh->n_tokens, S = (size_t)sh->n_logits;
+    size_t xq = T * (size_t)sh->max_in, rows = T > S ? T : S;
+    if (S * (size_t)sh->hidden_in > xq) xq = S * (size_t)sh->hidden_in;
+    size_t acc = T * (size_t)sh->max_out;
+    if (sh->fp8_lm_head && S * (size_t)sh->vocab_out > acc) acc = S * (size_t)sh->vocab_out;
+    acc *= sizeof(float);
+    size_t xs = rows * sizeof(float);
+    sits_mem_plan_add(plan, "fp8 gemm: quantised activations", sits_cuda_fp8_scratch_bytes(xq), 0);
+    sits_mem_plan_add(plan, "fp8 gemm: activation scales", sits_cuda_fp8_scratch_bytes(xs), 0);
+    sits_mem_plan_add(plan, "fp8 gemm: fp32 products (fallback)", sits_cuda_fp8_scratch_bytes(acc), 0);
+    if (reserve) {
+        SITS_CUDA_CHECK(cudaSetDevice(be->device));
+        SITS_CHECK(sits_cuda_fp8_reserve(&c->fp8, c->stream, xq, xs, acc));
+    }
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -806,6 +836,7 @@ static const sits_backend_ops_t cuda_ops = {
     .silu_mul_fp8 = cuda_silu_mul_fp8,
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .rope_kv_write = cuda_rope_kv_write,
+    .mem_plan = cuda_mem_plan,   /* [memory plan] */
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)
@@ -827,6 +858,8 @@ static sits_status_t impl_create(cuda_impl_t **impl_p)
         SITS_CUDA_CHECK_GOTO(cudaMalloc(&c->attn_ws.scratch, CUDA_ATTN_SCRATCH_BYTES), st, err);
         c->attn_ws.scratch_bytes = CUDA_ATTN_SCRATCH_BYTES;
     }
+    c->dev_allocs = 2;
+    c->dev_alloc_bytes = CUDA_WORKSPACE_BYTES + CUDA_ATTN_SCRATCH_BYTES;
     for (int i = 0; i < 2; i++) {
         SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&c->desc[i], CUBLAS_COMPUTE_32F, CUDA_R_32F), st, err);
         SITS_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(c->desc[i], CUBLASLT_MATMUL_DESC_TRANSA, &trans_t,
@@ -907,6 +940,16 @@ sits_status_t sits_backend_cuda_mem_info(sits_backend_t *be, size_t *free_p, siz
     SITS_CUDA_CHECK(cudaSetDevice(be->device));
     SITS_CUDA_CHECK(cudaMemGetInfo(free_p, total_p));
     return SITS_OK;
+}
+
+uint64_t sits_backend_cuda_dev_allocs(sits_backend_t *be, uint64_t *bytes_p)
+{
+    if (bytes_p) *bytes_p = 0;
+    if (!be || be->ops != &cuda_ops) return 0;
+    cuda_impl_t *c = impl_of(be);
+    uint64_t fb = 0, n = c->dev_allocs + sits_cuda_fp8_allocs(c->fp8, &fb);
+    if (bytes_p) *bytes_p = c->dev_alloc_bytes + fb;
+    return n;
 }
 
 /* ---- [nccl hook] accessors for the NCCL communicator ---------------------------------------- */

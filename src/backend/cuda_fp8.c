@@ -46,6 +46,7 @@ struct sits_cuda_fp8 {
     float *xs;                         /* [n] their scales */
     float *acc;                        /* fallback: [n, out] fp32 products */
     size_t xq_bytes, xs_bytes, acc_bytes;     /* allocated sizes */
+    uint64_t allocs, alloc_bytes;             /* [memory plan] cudaMallocs made, for the after-start-up count */
     fp8_plan_t *plans;
     int n_plans, cap_plans;
     int logged_fallback;
@@ -182,8 +183,8 @@ static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8
     return SITS_OK;
 }
 
-/* *buf of at least `bytes` (grown outside graph capture only). */
-static sits_status_t ensure(cudaStream_t stream, void **buf, size_t *have, size_t bytes, const char *what)
+/* *buf of at least `bytes` (grown outside graph capture only); counted in s. */
+static sits_status_t ensure(sits_cuda_fp8_t *s, cudaStream_t stream, void **buf, size_t *have, size_t bytes, const char *what)
 {
     if (*have >= bytes) return SITS_OK;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -197,10 +198,29 @@ static sits_status_t ensure(cudaStream_t stream, void **buf, size_t *have, size_
     cudaFree(*buf);
     *buf = NULL;
     *have = 0;
-    size_t grow = bytes + bytes / 4;
+    size_t grow = sits_cuda_fp8_scratch_bytes(bytes);
     SITS_CUDA_CHECK(cudaMalloc(buf, grow));
     *have = grow;
+    s->allocs++;
+    s->alloc_bytes += grow;
     return SITS_OK;
+}
+
+sits_status_t sits_cuda_fp8_reserve(sits_cuda_fp8_t **state_p, cudaStream_t stream, size_t xq_bytes, size_t xs_bytes,
+                                    size_t acc_bytes)
+{
+    if (!*state_p) SITS_CHECK(state_create(state_p));
+    sits_cuda_fp8_t *s = *state_p;
+    if (xq_bytes) SITS_CHECK(ensure(s, stream, (void **)&s->xq, &s->xq_bytes, xq_bytes, "activation"));
+    if (xs_bytes) SITS_CHECK(ensure(s, stream, (void **)&s->xs, &s->xs_bytes, xs_bytes, "scale"));
+    if (acc_bytes) SITS_CHECK(ensure(s, stream, (void **)&s->acc, &s->acc_bytes, acc_bytes, "fp32 product"));
+    return SITS_OK;
+}
+
+uint64_t sits_cuda_fp8_allocs(const sits_cuda_fp8_t *s, uint64_t *bytes_p)
+{
+    if (bytes_p) *bytes_p = s ? s->alloc_bytes : 0;
+    return s ? s->allocs : 0;
 }
 
 static sits_status_t check_shape(int n, int in, int out, int y_f32, const void *bias)
@@ -224,8 +244,8 @@ sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t l
     if (n == 0) return SITS_OK;
     if (!*state_p) SITS_CHECK(state_create(state_p));
     sits_cuda_fp8_t *s = *state_p;
-    SITS_CHECK(ensure(stream, (void **)&s->xq, &s->xq_bytes, (size_t)n * (size_t)in, "activation"));
-    SITS_CHECK(ensure(stream, (void **)&s->xs, &s->xs_bytes, (size_t)n * sizeof(float), "scale"));
+    SITS_CHECK(ensure(s, stream, (void **)&s->xq, &s->xq_bytes, (size_t)n * (size_t)in, "activation"));
+    SITS_CHECK(ensure(s, stream, (void **)&s->xs, &s->xs_bytes, (size_t)n * sizeof(float), "scale"));
     SITS_KERNEL_CHECK(sits_k_quant_fp8_rows(s->xq, s->xs, x, n, in, stream));
     return sits_cuda_fp8_matmul_q(state_p, lt, workspace, workspace_bytes, stream, y, y_f32, s->xq, s->xs, w_q, w_scale, bias, n,
                                   in, out);
@@ -251,7 +271,7 @@ sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t
                                          workspace_bytes, stream));
         return SITS_OK;
     }
-    SITS_CHECK(ensure(stream, (void **)&s->acc, &s->acc_bytes, (size_t)n * (size_t)out * sizeof(float), "fp32 product"));
+    SITS_CHECK(ensure(s, stream, (void **)&s->acc, &s->acc_bytes, (size_t)n * (size_t)out * sizeof(float), "fp32 product"));
     SITS_CUBLAS_CHECK(cublasLtMatmul(lt, s->desc[MODE_UNIT][0], &alpha, w_q, p->a, xq, p->b, &beta, s->acc, p->d, s->acc, p->d,
                                      &p->algo, workspace, workspace_bytes, stream));
     SITS_KERNEL_CHECK(sits_k_fp8_scale_out(y, y_f32, s->acc, xs, w_scale, bias, n, out, stream));

@@ -14,12 +14,14 @@
 #include "util/log.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ENGINE_GRAPH_MAX 256     /* largest graph bucket */
 #define ENGINE_MAX_BUCKETS 16
 #define ENGINE_MAX_MICRO 32      /* [pp micro-batches] most micro-batches of one step */
+#define ENGINE_KV_STAGING_BYTES ((size_t)16 << 20)   /* [kv] device staging of block saves / loads */
 
 typedef struct {
     size_t tok, pos, seq, slot, out, rows, bt; /* byte offsets from the region start */
@@ -183,6 +185,83 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e);
 }
 
+/* [memory plan] Bytes of each step buffer (one definition for sits_engine_create's allocations and
+ * sits_engine_mem_plan's figures). */
+typedef struct {
+    size_t x, h, qkv, attn, proj, gu, act, last, logits, recs, xq, xs;
+} step_bytes_t;
+
+static step_bytes_t step_bytes(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
+                               const sits_backend_t *be, int res_f32, int logits_f32, int fp8_fused)
+{
+    size_t T = (size_t)p->max_tokens, S = (size_t)p->max_seqs, H = (size_t)c->hidden_size;
+    size_t as = sits_dtype_size(be->act_dtype), vloc = d->v_count ? (size_t)d->v_count : 1;
+    step_bytes_t b = {
+        .x = T * H * (res_f32 ? sizeof(float) : as), .h = T * H * as, .qkv = T * (size_t)d->qkv_dim * as,
+        .attn = T * (size_t)d->nh_loc * c->head_dim * as, .proj = T * H * as, .gu = T * 2 * (size_t)d->i_loc * as,
+        .act = T * (size_t)d->i_loc * as, .last = S * H * as, .logits = S * vloc * (logits_f32 ? sizeof(float) : as),
+        .recs = S * SITS_SAMPLE_REC_BYTES(SITS_SAMPLE_MAX_C),
+    };
+    if (fp8_fused) {
+        b.xq = T * (H > (size_t)d->i_loc ? H : (size_t)d->i_loc);
+        b.xs = T * sizeof(float);
+    }
+    return b;
+}
+
+/* The largest graph bucket: steps of up to this many sequences replay captured graphs. */
+static int graph_cap(const sits_engine_params_t *p)
+{
+    int cap = p->max_tokens < p->max_seqs ? p->max_tokens : p->max_seqs;
+    return cap > ENGINE_GRAPH_MAX ? ENGINE_GRAPH_MAX : cap;
+}
+
+/* The backend's share of the plan: the shapes the step sends through it. */
+static sits_status_t backend_mem_plan(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
+                                      sits_backend_t *be, int fp8, int fp8_fused, int reserve, sits_mem_plan_t *plan)
+{
+    if (!be->ops->mem_plan) return SITS_OK;
+    int max_in = c->hidden_size > d->i_loc ? c->hidden_size : d->i_loc;
+    if (d->nh_loc * c->head_dim > max_in) max_in = d->nh_loc * c->head_dim;
+    int max_out = d->qkv_dim > 2 * d->i_loc ? d->qkv_dim : 2 * d->i_loc;
+    if (c->hidden_size > max_out) max_out = c->hidden_size;
+    sits_mem_shape_t sh = {
+        .n_tokens = p->max_tokens, .max_in = max_in, .max_out = max_out, .n_logits = p->max_seqs,
+        .hidden_in = c->hidden_size, .vocab_out = d->v_count, .fp8 = fp8, .fp8_lm_head = fp8, .fp8_fused = fp8_fused,
+    };
+    return be->ops->mem_plan(be, &sh, reserve, plan);
+}
+
+sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
+                                   sits_backend_t *be, int fp8, sits_mem_plan_t *plan)
+{
+    const sits_backend_ops_t *op = be->ops;
+    int res_f32 = op->add_rmsnorm_f32res != NULL, logits_f32 = op->matmul_f32out != NULL;
+    int fp8_fused = fp8 && res_f32 && !p->fp8_separate_quant && op->matmul_fp8q && op->add_rmsnorm_f32res_fp8 && op->silu_mul_fp8;
+    step_bytes_t b = step_bytes(p, c, d, be, res_f32, logits_f32, fp8_fused);
+    char name[64];
+    snprintf(name, sizeof name, "activations (%d tokens a step)", p->max_tokens);
+    sits_mem_plan_add(plan, name, b.x + b.h + b.qkv + b.attn + b.proj + b.gu + b.act + b.xq + b.xs, 0);
+    snprintf(name, sizeof name, "logits (%d sequences x %d vocab)", p->max_seqs, d->v_count);
+    sits_mem_plan_add(plan, name, b.last + b.logits, 0);
+    sits_mem_plan_add(plan, "sampling records", b.recs, 0);
+    int graphs = !p->no_cuda_graphs && op->graph_begin && op->graph_end && op->graph_launch, cap = graph_cap(p);
+    size_t meta = meta_layout(p->max_tokens, p->max_seqs, p->max_blocks_per_seq).bytes +
+                  meta_layout(graphs ? cap : 1, graphs ? cap : 1, p->max_blocks_per_seq).bytes;
+    sits_mem_plan_add(plan, "step metadata (tokens, positions, block tables)", meta, 0);
+    if (be->device >= 0 && op->kv_block_copy) {
+        int layers = d->layer1 - d->layer0;
+        size_t per_block = sits_engine_kv_block_bytes(c, d, be->kv_dtype, p->block_size);
+        int chunk = (int)(ENGINE_KV_STAGING_BYTES / (per_block ? per_block : 1));
+        if (chunk < 1) chunk = 1;
+        sits_mem_plan_add(plan, "kv swap / move staging", (size_t)chunk * per_block + sizeof(int32_t) * (size_t)chunk +
+                                                                 sizeof(void *) * 2 * (size_t)layers, 0);
+    }
+    return backend_mem_plan(p, c, d, be, fp8, fp8_fused, 0, plan);
+}
+
+static int kv_copy_ready(sits_engine_t *e);
+
 /* Graph buckets 1, 2, 4, ... below cap, then cap itself. */
 static void make_buckets(sits_engine_t *e, int cap)
 {
@@ -227,26 +306,30 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         free(e);
         return SITS_ERR_UNSUPPORTED;
     }
-    size_t T = (size_t)params->max_tokens, S = (size_t)params->max_seqs, H = (size_t)c->hidden_size;
-    size_t as = sits_dtype_size(be->act_dtype);
+    size_t S = (size_t)params->max_seqs;
     size_t vloc = d->v_count ? (size_t)d->v_count : 1;
     size_t rec_max = SITS_SAMPLE_REC_BYTES(SITS_SAMPLE_MAX_C);
-    SITS_CHECK_GOTO(op->alloc(be, T * H * (e->res_f32 ? sizeof(float) : as), &e->x), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * H * as, &e->h), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->qkv_dim * as, &e->qkv), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->nh_loc * c->head_dim * as, &e->attn), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * H * as, &e->proj), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * 2 * (size_t)d->i_loc * as, &e->gu), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)d->i_loc * as, &e->act), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, S * H * as, &e->last), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, S * vloc * (e->logits_f32 ? sizeof(float) : as), &e->logits), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, S * rec_max, &e->recs), st, err);
     e->fp8_fused = w->n_fp8 > 0 && e->res_f32 && !params->fp8_separate_quant && op->matmul_fp8q && op->add_rmsnorm_f32res_fp8 &&
                    op->silu_mul_fp8;
+    step_bytes_t b = step_bytes(params, c, d, be, e->res_f32, e->logits_f32, e->fp8_fused);   /* as planned */
+    SITS_CHECK_GOTO(op->alloc(be, b.x, &e->x), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.h, &e->h), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.qkv, &e->qkv), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.attn, &e->attn), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.proj, &e->proj), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.gu, &e->gu), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.act, &e->act), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.last, &e->last), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.logits, &e->logits), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.recs, &e->recs), st, err);
     if (e->fp8_fused) {
-        size_t qw = H > (size_t)d->i_loc ? H : (size_t)d->i_loc;
-        SITS_CHECK_GOTO(op->alloc(be, T * qw, (void **)&e->xq), st, err);
-        SITS_CHECK_GOTO(op->alloc(be, T * sizeof(float), (void **)&e->xs), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, b.xq, (void **)&e->xq), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, b.xs, (void **)&e->xs), st, err);
+    }
+    if (be->ops->mem_plan) {   /* [memory plan] the backend's scratch for the largest shapes, now */
+        sits_mem_plan_t bp;
+        memset(&bp, 0, sizeof bp);
+        SITS_CHECK_GOTO(backend_mem_plan(params, c, d, be, w->n_fp8 > 0, e->fp8_fused, 1, &bp), st, err);
     }
 
 #ifdef HAVE_NCCL
@@ -256,8 +339,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
      * the custom all-reduce, whose kernels synchronise through device memory) */
     int comm_ok = tp_comm->size == 1 ||
                   (tp_comm->ops->name && (!strcmp(tp_comm->ops->name, "nccl") || !strcmp(tp_comm->ops->name, "custom_ar")));
-    int cap = params->max_tokens < params->max_seqs ? params->max_tokens : params->max_seqs;
-    if (cap > ENGINE_GRAPH_MAX) cap = ENGINE_GRAPH_MAX;
+    int cap = graph_cap(params);
     /* pipeline stages exchange activations with blocking host calls on the CPU path: no graphs then */
     if (params->pp_comm && params->pp_comm->size > 1) comm_ok = 0;
     if (!(w->dims.first_stage && w->dims.last_stage) && !params->pp_comm) {
@@ -285,7 +367,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     }
     if (e->max_micro > 1) {
         e->seq_last = malloc(sizeof(int) * S);
-        e->cuts = malloc(sizeof(int) * T);
+        e->cuts = malloc(sizeof(int) * (size_t)params->max_tokens);
         if (!e->seq_last || !e->cuts) { st = SITS_ERR_NOMEM; goto err; }
     }
     e->micro_cur = -1;
@@ -306,6 +388,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
     }
     SITS_CHECK_GOTO(op->sync(be), st, err);
+    if (be->device >= 0) kv_copy_ready(e);   /* [memory plan] the swap / move staging now, not in a step */
     SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB, %s), up to %d tokens / %d sequences a step",
               params->n_blocks, params->block_size,
               (double)kv_layer * 2 * (d->layer1 - d->layer0) / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens,
@@ -789,7 +872,6 @@ static sits_status_t kv_check_ids(const sits_engine_t *e, int n, const int32_t *
 
 /* [kv] Set up the flat-buffer copies once; 0 when they are not available (the caller copies
  * segment by segment). A device backend stages kv_chunk blocks at a time in kv_flat. */
-#define ENGINE_KV_STAGING_BYTES ((size_t)16 << 20)
 static int kv_copy_ready(sits_engine_t *e)
 {
     if (e->kv_copy_state) return e->kv_copy_state > 0;

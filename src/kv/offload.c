@@ -117,8 +117,7 @@ static int disk_usable(const char *dir, int rank)
     return 1;
 }
 
-/* MemAvailable of /proc/meminfo (else free pages), bytes; 0 when unknown. */
-static size_t mem_available(void)
+size_t sits_kv_host_mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
@@ -138,7 +137,7 @@ sits_status_t sits_kv_offload_create(const sits_kv_offload_params_t *p, sits_kv_
     if (!o) return SITS_ERR_NOMEM;
     o->p = *p;
     o->p.dir = NULL;
-    size_t avail = mem_available();
+    size_t avail = sits_kv_host_mem_available();
     if (p->cap_to_free_ram && avail > 0 && o->p.host_bytes > avail / 2) {
         SITS_INFO(SITS_SUB_KV, "kv offload: host tier capped to half of the available memory: %.2f GiB (asked %.2f GiB)",
                   (double)(avail / 2) / (1u << 30), (double)p->host_bytes / (1u << 30));

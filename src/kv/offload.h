@@ -117,4 +117,8 @@ void sits_kv_offload_path(const sits_kv_offload_t *o, int32_t slot, char *buf, s
 /* "auto" | "on" | "off" -> mode. */
 sits_status_t sits_kv_lz4_mode_parse(const char *s, sits_kv_lz4_mode_t *mode_p);
 
+/* MemAvailable of /proc/meminfo (what the kernel can hand out without swapping; else free pages), in
+ * bytes; 0 when unknown. Sizes the host tier here and the CPU backend's KV cache (sched/generate.c). */
+size_t sits_kv_host_mem_available(void);
+
 #endif

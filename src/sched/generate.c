@@ -4,11 +4,14 @@
 #include "kv/offload.h"
 #include "util/log.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MEM_PLAN_RESERVE_BYTES ((size_t)1 << 30)   /* cuda graphs, nccl channels, allocator slack */
 
 static double now_s(void)
 {
@@ -68,6 +71,71 @@ void sits_runner_destroy(sits_runner_t *r)
     free(r);
 }
 
+static double gib(double b) { return b / (double)(1ull << 30); }
+
+/* [memory plan] What this rank sets aside, before its weights load, and the KV bytes that leaves
+ * (*kv_bytes_p, when the caller did not fix them): on a GPU the share --gpu-memory-utilization gives,
+ * less what is in use already (CUDA context, communicators, the backend's workspaces), the weights,
+ * every buffer a step at --max-num-seqs / --max-num-batched-tokens needs (sits_engine_mem_plan) and a
+ * reserve for what allocates outside our allocator (CUDA graphs, NCCL); on the CPU the sequences'
+ * need capped at a share of the available memory. One log line per item. Refuses (SITS_ERR_INVALID,
+ * with the numbers) a configuration whose KV would not hold one sequence of max_model_len tokens. */
+static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p, sits_backend_t *be, const sits_shard_t *shard,
+                                 const sits_shard_dims_t *d, const sits_engine_params_t *ep, size_t per_block,
+                                 int64_t *kv_bytes_p)
+{
+    size_t weights = 0, weights_bf16 = 0;
+    SITS_CHECK(sits_model_weights_shard_bytes_quant(&r->cfg, shard, be->weight_dtype, p->quant, r->st, &weights));
+    SITS_CHECK(sits_model_weights_shard_bytes_quant(&r->cfg, shard, be->weight_dtype, "bf16,lm_head=bf16", r->st, &weights_bf16));
+    sits_mem_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    SITS_CHECK(sits_engine_mem_plan(ep, &r->cfg, d, be, weights != weights_bf16, &plan));
+    size_t gfree = 0, gtotal = 0;
+    int gpu = sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK;
+    size_t reserve = gpu ? MEM_PLAN_RESERVE_BYTES : 0;
+    double one_seq = (double)ep->max_blocks_per_seq * (double)per_block, need = one_seq * ep->max_seqs;
+    double budget, in_use, kv;
+    const char *where = gpu ? "gpu" : "host";
+    if (gpu) {
+        budget = (p->gpu_memory_utilization > 0 ? p->gpu_memory_utilization : 0.9) * (double)gtotal;
+        in_use = (double)(gtotal - gfree);
+    } else {
+        budget = (double)sits_kv_host_mem_available() / (p->host_ranks > 0 ? p->host_ranks : 1);
+        in_use = 0;
+    }
+    double left = budget - in_use - (double)weights - (double)plan.total - (double)reserve;
+    int set = *kv_bytes_p > 0;
+    if (set) kv = (double)*kv_bytes_p;                       /* --kv-cache-memory */
+    else if (gpu && p->gpu_memory_utilization > 0) kv = left;  /* server: the rest of the share */
+    else if (!gpu && p->host_kv_share > 0) kv = fmin(need, p->host_kv_share * budget);   /* a 135M model would reserve 25 GB */
+    else kv = need;                                          /* offline: the batch */
+    int rank = shard->tp_rank;
+    SITS_INFO(SITS_SUB_KV, "memory plan (tp rank %d, %s): %s %.2f GiB%s", rank, where, gpu ? "usable" : "available / ranks",
+              gib(budget), gpu ? "" : " (the KV cache takes at most its configured share)");
+    if (gpu) SITS_INFO(SITS_SUB_KV, "memory plan:   in use before loading (context, communicators): %.3f GiB", gib(in_use));
+    SITS_INFO(SITS_SUB_KV, "memory plan:   weights: %.3f GiB%s", gib((double)weights), weights != weights_bf16 ? " (fp8 linears)" : "");
+    for (int i = 0; i < plan.n; i++)
+        SITS_INFO(SITS_SUB_KV, "memory plan:   %s: %.3f GiB%s", plan.item[i].name, gib((double)plan.item[i].bytes),
+                  plan.item[i].held ? " (held already)" : "");
+    if (reserve) SITS_INFO(SITS_SUB_KV, "memory plan:   reserve (cuda graphs, nccl, allocator): %.3f GiB", gib((double)reserve));
+    SITS_INFO(SITS_SUB_KV, "memory plan:   kv cache: %.3f GiB = %d blocks of %d tokens (%d sequences of %d tokens need %.3f GiB)",
+              gib(kv), kv > 0 ? (int)(kv / (double)per_block) : 0, ep->block_size, ep->max_seqs, r->max_model_len, gib(need));
+    /* sized here: at least one whole sequence; set by hand: at least one block (longer requests get 400) */
+    int fits = kv >= (set ? (double)per_block : one_seq) && (gpu ? kv <= left : kv + (double)weights + (double)plan.total <= budget);
+    if (!fits) {
+        SITS_ERROR(SITS_SUB_KV, "memory plan: the configuration does not fit on the %s of tp rank %d: %.2f GiB %s - %.2f GiB in "
+                   "use - %.2f GiB weights - %.2f GiB for steps of %d tokens / %d sequences - %.2f GiB reserve = %.2f GiB, and "
+                   "the KV cache %s %.2f GiB (one sequence of %d tokens: %.3f GiB). Lower --max-num-seqs, "
+                   "--max-num-batched-tokens, --max-model-len or --kv-cache-memory, or raise --gpu-memory-utilization",
+                   where, rank, gib(budget), gpu ? "usable" : "available", gib(in_use), gib((double)weights),
+                   gib((double)plan.total), ep->max_tokens, ep->max_seqs, gib((double)reserve), gib(left),
+                   set ? "was set to" : "would get", gib(kv), r->max_model_len, gib(one_seq));
+        return SITS_ERR_INVALID;
+    }
+    *kv_bytes_p = (int64_t)kv;
+    return SITS_OK;
+}
+
 sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
                                  sits_runner_t **r_p)
 {
@@ -95,8 +163,6 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         SITS_CHECK_GOTO(sits_model_weights_shard_bytes_quant(&r->cfg, &sq, be->weight_dtype, p->quant, r->st, &b), st, err);
         lp.group_total += b;
     }
-    SITS_CHECK_GOTO(sits_model_weights_load_quant(&r->cfg, r->st, be, &shard, p->dummy_seed, p->quant,
-                                                  report ? load_progress : NULL, &lp, &r->w), st, err);
     int mml = p->max_model_len > 0 ? p->max_model_len : r->cfg.max_position_embeddings;
     r->max_model_len = mml;
     int bs = p->block_size > 0 ? p->block_size : 16;
@@ -106,18 +172,14 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         .pp_microbatches = p->pp_microbatches, .pp_microbatch_min_tokens = p->pp_microbatch_min_tokens,
         .fp8_separate_quant = p->fp8_separate_quant,
     };
-    size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &r->w->dims, be->kv_dtype, bs);
-    size_t gfree = 0, gtotal = 0;
+    /* [memory plan] before the weights load: a configuration that cannot fit is refused here */
     int64_t kv_bytes = p->kv_bytes;
-    if (kv_bytes <= 0 && p->gpu_memory_utilization > 0 && sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK) {
-        /* the share of the GPU left after the weights, less room for activations and workspaces */
-        double H = r->cfg.hidden_size, act = (double)p->max_tokens * (8.0 * H + 3.0 * r->w->dims.i_loc +
-                                                                       (double)r->w->dims.v_count) * 4.0;
-        double room = p->gpu_memory_utilization * (double)gtotal - (double)(gtotal - gfree) - act - (1ull << 30);
-        kv_bytes = room > (double)per_block ? (int64_t)room : (int64_t)per_block;
-        SITS_INFO(SITS_SUB_KV, "kv cache: %.2f GiB of %.2f GiB (gpu memory utilization %.2f)", (double)kv_bytes / (1ull << 30),
-                  (double)gtotal / (1ull << 30), p->gpu_memory_utilization);
-    }
+    sits_shard_dims_t dims;
+    SITS_CHECK_GOTO(sits_shard_dims(&r->cfg, &shard, &dims), st, err);
+    size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &dims, be->kv_dtype, bs);
+    SITS_CHECK_GOTO(plan_memory(r, p, be, &shard, &dims, &ep, per_block, &kv_bytes), st, err);
+    SITS_CHECK_GOTO(sits_model_weights_load_quant(&r->cfg, r->st, be, &shard, p->dummy_seed, p->quant,
+                                                  report ? load_progress : NULL, &lp, &r->w), st, err);
     ep.n_blocks = kv_bytes > 0 ? (int)((size_t)kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
     if (ep.n_blocks < 1) {
         SITS_ERROR(SITS_SUB_KV, "--kv-cache-memory %lld bytes holds no KV block of %zu bytes", (long long)p->kv_bytes, per_block);
@@ -126,6 +188,11 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     }
     r->ep = ep;
     SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, r->tp_dev, &r->engine), st, err);
+    size_t gfree = 0, gtotal = 0;
+    if (sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK)   /* [memory plan] what the reserve has left */
+        SITS_INFO(SITS_SUB_KV, "memory plan: after allocation %.3f GiB free of %.2f GiB (cuda graphs and nccl take theirs "
+                  "from here; 1 - utilization leaves %.2f GiB beyond the plan's reserve)", gib((double)gfree), gib((double)gtotal),
+                  gib((1.0 - (p->gpu_memory_utilization > 0 ? p->gpu_memory_utilization : 0.9)) * (double)gtotal));
     SITS_CHECK_GOTO(sits_kv_blocks_create(ep.n_blocks, &r->blocks), st, err);
     r->load_s = now_s() - t0;
     *r_p = r;

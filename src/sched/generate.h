@@ -29,6 +29,9 @@ typedef struct {
     int block_size;
     int64_t kv_bytes;      /* 0: gpu_memory_utilization on GPUs, else enough blocks for max_seqs x max_model_len */
     double gpu_memory_utilization; /* share of the GPU's memory for weights + activations + KV (0: off) */
+    double host_kv_share;  /* CPU backend, kv_bytes 0: KV blocks for max_seqs x max_model_len, but at most this
+                            * share of the host's available memory divided by host_ranks (0: no cap) */
+    int host_ranks;        /* ranks sharing this host's memory (0: 1) */
     /* pipeline parallelism (NULL / 0: one stage): pp joins this TP rank's peers across the stages
      * (group rank = stage, activations); ctl spans every rank of the model instance (plans, and the
      * sampled tokens broadcast from token_root = the last stage's TP rank 0, as a rank of ctl) */

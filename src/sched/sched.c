@@ -98,6 +98,7 @@ struct sits_sched {
     int kv_role, rep_tp, rep_pp;
     int32_t *rep_ranks;                      /* [rep_pp * rep_tp] world ranks; NULL: not described */
     uint32_t kv_move_no;                     /* replica 0: moves ordered so far (ids) */
+    uint64_t dev_alloc_mark, dev_alloc_mark_bytes; /* [memory plan] the backend's device allocations at create */
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -274,6 +275,7 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     if (!s) return SITS_ERR_NOMEM;
     s->p = *p;
     s->r = r;
+    if (r->be) s->dev_alloc_mark = sits_backend_cuda_dev_allocs(r->be, &s->dev_alloc_mark_bytes);   /* [memory plan] */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     int S = p->max_num_seqs, T = p->max_num_batched_tokens, mb = r->ep.max_blocks_per_seq;
@@ -870,6 +872,11 @@ static void update_gauges(sits_sched_t *s)
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
     s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
     s->stats.swapped = s->n_swapped;
+    if (s->r->be) {   /* [memory plan] */
+        uint64_t bytes = 0, n = sits_backend_cuda_dev_allocs(s->r->be, &bytes);
+        s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
+        s->stats.dev_alloc_bytes_after_start = bytes - s->dev_alloc_mark_bytes;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1142,12 +1149,13 @@ static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *
 
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
 {
-    return sits_sched_run_many(&s, 1, stop, on_stop, ctx);
+    return sits_sched_run_many(&s, 1, stop, on_stop, NULL, ctx);
 }
 
 static int busy(const sits_sched_t *s) { return s->n_running > 0 || s->n_waiting > 0; }
 
-sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx)
+sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *),
+                                  void (*on_drained)(void *), void *ctx)
 {
     sits_status_t st = SITS_OK;
     double drain_until = 0;
@@ -1176,7 +1184,7 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
             collect(ss[i]);
             any_busy |= busy(ss[i]);
         }
-        if (drain_until > 0 && (now_s() > drain_until || !any_busy)) break;
+        if (drain_until > 0 && (now_s() > drain_until || !any_busy || *stop >= 2)) break;   /* 2: a second signal */
         /* launch every replica's step first (remote replicas compute meanwhile), then complete them,
          * the local one (replica 0, whose forward pass runs on this rank) first */
         for (int i = 0; i < n && st == SITS_OK; i++) {
@@ -1219,6 +1227,10 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
             pthread_mutex_unlock(&s0->mu);
         }
     }
+    if (ss[0]->stats.dev_allocs_after_start > 0)   /* [memory plan] the step path allocated after all */
+        SITS_WARN(SITS_SUB_SCHED, "%llu device allocations (%.1f MiB) after start-up (the memory plan missed them)",
+                  (unsigned long long)ss[0]->stats.dev_allocs_after_start,
+                  (double)ss[0]->stats.dev_alloc_bytes_after_start / (1 << 20));
     /* whatever is left is cancelled (drain timeout) or failed (engine error); then every replica stops */
     sits_status_t st2 = SITS_OK;
     for (int i = 0; i < n; i++) {
@@ -1228,8 +1240,11 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
         while (s->n_running > 0) finish(s, s->running[--s->n_running], why);
         while (s->n_waiting > 0) finish(s, s->waiting[--s->n_waiting], why);
         update_gauges(s);
+    }
+    if (on_drained) on_drained(ctx);   /* every request has its end: the front-end delivers the responses */
+    for (int i = 0; i < n; i++) {
         sits_plan_t stop_plan = { .cmd = SITS_PLAN_STOP };
-        sits_status_t e = sits_worker_send(s->r, &s->wk, &stop_plan);
+        sits_status_t e = sits_worker_send(ss[i]->r, &ss[i]->wk, &stop_plan);
         if (st2 == SITS_OK) st2 = e;
     }
     free(nb);

@@ -63,6 +63,9 @@ typedef struct {
     /* [kv move] moves out of this replica (to another replica / prefill -> decode), the sequences and
      * KV blocks they carried, the message bytes received, and moves that failed (then recomputed) */
     uint64_t kv_migrations, kv_migrated_seqs, kv_migrated_blocks, kv_migrated_bytes, kv_migrations_failed;
+    /* [memory plan] device allocations (cudaMalloc) the leader's backend made since the scheduler was
+     * created, and their bytes: the step path must make none (0 on the CPU) */
+    uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
 } sits_sched_stats_t;
 
 typedef struct sits_sched_api {

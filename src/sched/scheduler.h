@@ -84,14 +84,17 @@ sits_status_t sits_sched_set_replica(sits_sched_t *s, int role, int tp, int pp, 
 
 /* Runs steps until *stop becomes non-zero and the running requests drained (or the drain timeout
  * passed: the rest are cancelled); then sends the followers a STOP plan. on_stop(ctx) is called once
- * when the stop is first seen (the server stops admitting). */
+ * when the stop is first seen (the server stops admitting). *stop >= 2 (a second signal) ends the
+ * drain at once: what still runs is cancelled. sits_sched_run_many calls on_drained(ctx) (may be
+ * NULL) once every request has finished, before the followers get their STOP plan: the front-end
+ * delivers the last responses there, so that the ranks stop only after the clients have them. */
 sits_status_t sits_sched_run(sits_sched_t *s, volatile sig_atomic_t *stop, void (*on_stop)(void *), void *ctx);
 
 /* Data parallelism: the same loop over several schedulers, one per replica (replica 0 local, the
  * others driving remote replicas through shadow runners, sits_runner_create_shadow). Every step
  * launches all replicas' plans first and then completes them, so the replicas compute at once. */
 sits_status_t sits_sched_run_many(sits_sched_t **scheds, int n, volatile sig_atomic_t *stop, void (*on_stop)(void *),
-                                  void *ctx);
+                                  void (*on_drained)(void *), void *ctx);
 
 /* The front-end's view of several replicas: submit routes a request to the replica with the fewest
  * queued requests (then the most free KV blocks); statistics are summed. Use with sits_router_api. */

@@ -1,18 +1,32 @@
-/* server.c -- the HTTP front-end: libmicrohttpd in thread-per-connection mode, routing, bearer auth,
- * body limits, and the two generation loops (whole response, SSE stream).
+/* server.c -- the HTTP front-end: libmicrohttpd as an event loop (epoll, a pool of --http-threads
+ * threads, connections suspended while they wait for tokens), routing, bearer auth, body limits,
+ * connection limits, and the generation pump.
  *
- * Request flow on a connection thread (MHD calls `handle` several times per request):
- *   1st call: headers only. Route (404), method (405 + Allow), auth on /v1/ (401), draining (503),
- *             Content-Length over max_body_bytes (413) are answered before any body is read.
- *   next calls: body pieces, appended up to max_body_bytes (beyond: discarded, 413 at the end).
- *   last call: parse + validate + tokenize (api.c), submit to the scheduler (busy -> 429), then
- *     - non-streaming: loop on api->next (100 ms slices) until the request finishes, queue the JSON;
- *     - streaming: queue a chunked response whose reader callback runs the same loop and hands MHD
- *       SSE events as they come (the callback blocks; it never returns 0 bytes).
- *   Between slices both loops check whether the peer closed its socket (recv MSG_PEEK == 0) and
- *   whether the server is stopping; either cancels the request.
- *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request, also on client aborts: it cancels
- *   a request that did not finish, releases it and frees the connection state.
+ * Request flow (MHD calls `handle` several times per request, on one of its event-loop threads):
+ *   1st call: headers only. Connection over the limits (503 + Retry-After), route (404), method
+ *             (405 + Allow), auth on /v1/ (401), draining (503), Content-Length over max_body_bytes
+ *             (413) are answered before any body is read. (Headers that stall are cut by MHD's idle
+ *             timeout: idle_timeout_s, 60 s, without a byte.)
+ *   next calls: body pieces, appended up to max_body_bytes (beyond: discarded, 413 at the end); a body
+ *             still arriving after the read timeout closes the connection.
+ *   last call: parse + validate + tokenize (api.c), submit to the scheduler (busy -> 429), hand the
+ *     request to the pump, then
+ *     - non-streaming: suspend the connection; the pump resumes it once the output is over and the
+ *       handler, called again, queues the JSON;
+ *     - streaming: queue a chunked response whose reader hands MHD the SSE events the pump queued,
+ *       and suspends the connection (0 bytes) when there are none yet.
+ *   The pump thread (pump_main) polls every submitted request without blocking, detokenizes, applies
+ *   stop strings, queues stream events, resumes parked connections, and checks whether the peer of a
+ *   parked connection closed its socket (recv MSG_PEEK == 0: cancel).
+ *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
+ *   the client went away): it takes the request off the pump, cancels it if it did not finish,
+ *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
+ *   inflight == 0 means every admitted client received its whole response.
+ * Locks: gen_mu (the pump's list) before conn_t.mu (a request's generation state and stream buffer);
+ * MHD callbacks take only conn_t.mu, except gen_start / completed which take only gen_mu.
+ * A connection is only suspended by an MHD callback holding conn_t.mu and seeing `stopping` clear, and
+ * the pump's last pass (after `stopping` is set) resumes every suspended one, so MHD_stop_daemon never
+ * meets a suspended connection.
  * The connection's idle timeout is switched off while a request generates (a long generation is not
  * idleness) and switched back on after (which restarts MHD's timer). */
 #include "server/server.h"
@@ -24,17 +38,38 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { NEXT_TIMEOUT_MS = 100, TOK_BATCH = 64 };
+enum { TOK_BATCH = 64, IP_BUCKETS = 1024, MHD_LIMIT_SLACK = 256 };
+#define PUMP_IDLE_NS 2000000L   /* the pump sleeps this long when a pass found nothing (or a submit wakes it) */
+#define PEER_CHECK_S 0.2        /* how often the pump looks whether a parked connection's client left */
+
+/* Open connections from one client address. */
+typedef struct ip_entry {
+    struct ip_entry *next;
+    unsigned char addr[16];
+    int len, count;
+} ip_entry_t;
+
+/* MHD's socket context: one per TCP connection (several requests with keep-alive). */
+typedef struct {
+    ip_entry_t *ip;
+    double t_open;
+    int over_limit;    /* opened beyond --max-connections or the per-client limit: every request 503 */
+} sock_ctx_t;
+
+typedef struct conn conn_t;
 
 struct sits_server {
     char *host, *api_key, *model_name;
@@ -58,11 +93,24 @@ struct sits_server {
     atomic_uint_fast64_t counter;
     sits_srv_metrics_t metrics;
     sits_otlp_t *otlp;
+    double read_timeout;
+    int drain_signals;      /* a pending SIGTERM / SIGINT counts as draining (our threads block them) */
+    /* the pump: requests being generated */
+    pthread_mutex_t gen_mu;
+    pthread_cond_t gen_cv;
+    conn_t *gen_head;
+    pthread_t pump;
+    int pump_started;
+    /* open connections, in total and by client address */
+    pthread_mutex_t cn_mu;
+    int n_conns, max_conns, max_per_client;
+    ip_entry_t *ip[IP_BUCKETS];
+    atomic_uint_fast64_t conns_refused;
 };
 
 typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
 
-typedef struct {
+struct conn {
     sits_server_t *srv;
     struct MHD_Connection *mc;
     route_t route;
@@ -91,7 +139,14 @@ typedef struct {
     char *pend;
     size_t pend_len, pend_off, pend_cap;
     int stream_done;        /* [DONE] is in pend */
-} conn_t;
+    /* the pump (guarded by mu once the request was submitted) */
+    pthread_mutex_t mu;
+    int in_gen;             /* on the pump's list (gen_mu) */
+    conn_t *gnext, *gprev;
+    int suspended;          /* parked by an MHD callback, waiting for the pump */
+    int gone;               /* the client left or the stream failed: no response */
+    double t_check;         /* last peer_closed check */
+};
 
 static double now_s(void)
 {
@@ -106,6 +161,20 @@ static uint64_t mix64(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* Draining: stop_admitting / drain_signal was called, or (drain_signals) a SIGTERM / SIGINT is
+ * pending on the process: sent, not yet handled by the thread the kernel chose (the main thread may
+ * be busy computing a step for milliseconds). The server's threads block both signals, so sigpending
+ * shows them here from the instant kill() returned: no request is admitted after the signal. */
+static int draining(sits_server_t *srv)
+{
+    if (atomic_load(&srv->draining) || atomic_load(&srv->stopping)) return 1;
+    if (!srv->drain_signals) return 0;
+    sigset_t pend;
+    if (sigpending(&pend) != 0 || !(sigismember(&pend, SIGTERM) == 1 || sigismember(&pend, SIGINT) == 1)) return 0;
+    atomic_store(&srv->draining, 1);
+    return 1;
 }
 
 /* ---------------- responses ---------------- */
@@ -139,7 +208,7 @@ static enum MHD_Result reply(conn_t *c, int status, const char *ctype, char *bod
 
 static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
 {
-    const char *hdrs[3] = { NULL, NULL, NULL };
+    const char *hdrs[5] = { NULL, NULL, NULL, NULL, NULL };
     if (err->status == 401) {
         hdrs[0] = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
         hdrs[1] = "Bearer";
@@ -149,6 +218,10 @@ static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
     } else if (err->status == 429 || err->status == 503) {
         hdrs[0] = MHD_HTTP_HEADER_RETRY_AFTER;
         hdrs[1] = "1";
+        if (err->code && strcmp(err->code, "too_many_connections") == 0) {   /* free the slot */
+            hdrs[2] = MHD_HTTP_HEADER_CONNECTION;
+            hdrs[3] = "close";
+        }
     }
     if (err->status == 500) SITS_WARN(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
     else SITS_DEBUG(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
@@ -187,6 +260,21 @@ static void gen_over(conn_t *c, sits_finish_t f)
     c->t_over = now_s();
 }
 
+/* The end of the output: flush what the detokenizer and the stop-string matcher hold. */
+static void gen_end(conn_t *c, sits_finish_t f)
+{
+    gen_over(c, f);
+    if (sits_srv_textout_finish(&c->to) != SITS_OK) c->finish = SITS_FINISH_ERROR;
+    if (c->to.stopped) c->finish = SITS_FINISH_STOP;
+}
+
+/* Shutdown (or the client is gone): cancel the request and end its output with finish_reason "abort". */
+static void gen_abort(conn_t *c)
+{
+    gen_cancel(c);
+    gen_end(c, SITS_FINISH_CANCELLED);
+}
+
 static int is_stop_id(const sits_server_t *srv, int32_t id)
 {
     for (size_t i = 0; i < srv->n_stop_ids; i++)
@@ -194,13 +282,14 @@ static int is_stop_id(const sits_server_t *srv, int32_t id)
     return 0;
 }
 
-/* One slice: wait up to NEXT_TIMEOUT_MS for tokens and turn them into text (c->to.out). */
-static void gen_poll(conn_t *c)
+/* Takes the tokens that arrived (without waiting) and turns them into text (c->to.out). Returns 1 when
+ * something changed (tokens or the end). Caller holds c->mu. */
+static int gen_poll(conn_t *c)
 {
     sits_server_t *srv = c->srv;
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
-    int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, NEXT_TIMEOUT_MS);
+    int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, 0);
     if (n > 0) {
         double t = now_s();
         if (c->n_gen == 0) {
@@ -221,111 +310,17 @@ static void gen_poll(conn_t *c)
             SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
             gen_cancel(c);
             gen_over(c, SITS_FINISH_ERROR);
-            return;
+            return 1;
         }
         if (c->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
             gen_cancel(c);
             gen_over(c, SITS_FINISH_STOP);
-            return;
+            return 1;
         }
     }
     if (n < 0) fin = SITS_FINISH_ERROR;
-    if (fin == SITS_FINISH_NONE && atomic_load(&srv->stopping)) {
-        gen_cancel(c);
-        fin = SITS_FINISH_CANCELLED;
-    }
-    if (fin != SITS_FINISH_NONE) {
-        gen_over(c, fin);
-        if (sits_srv_textout_finish(&c->to) != SITS_OK) c->finish = SITS_FINISH_ERROR;
-        if (c->to.stopped) c->finish = SITS_FINISH_STOP;
-    }
-}
-
-/* Submits the validated request. Returns 0, or -1 with err set. */
-static int gen_start(conn_t *c, sits_srv_error_t *err)
-{
-    sits_server_t *srv = c->srv;
-    uint64_t k = atomic_fetch_add(&srv->counter, 1);
-    if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
-    c->rq.sample.step = 0;
-    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
-             (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
-    c->created = (long long)time(NULL);
-    if (sits_srv_textout_init(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len,
-                              c->rq.n_stop) != SITS_OK) {
-        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
-    c->to_valid = 1;
-    if (srv->tenants) {
-        int lim = srv->tenants->t[c->tenant].max_concurrent;
-        if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
-            atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-            sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
-                               "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
-            return -1;
-        }
-        if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
-    }
-    sits_req_params_t p = {
-        .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
-        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
-        .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
-    };
-    char msg[256] = "";
-    sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
-    if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-    if (st == SITS_ERR_BUSY) {
-        sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
-                           "the server has too many waiting requests; retry later");
-        return -1;
-    }
-    if (st == SITS_ERR_INVALID) {
-        sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
-                           msg[0] ? msg : "the request does not fit the model's context");
-        return -1;
-    }
-    if (st != SITS_OK) {
-        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "the scheduler refused the request: %s",
-                           msg[0] ? msg : sits_status_str(st));
-        return -1;
-    }
-    atomic_fetch_add(&srv->inflight, 1);
-    c->t_last = c->t_arrival;
-    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    return 0;
-}
-
-/* Generation no longer needs the connection's idle timer off; setting it from 0 restarts the timer. */
-static void gen_restore_timeout(conn_t *c)
-{
-    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->srv->idle_timeout);
-}
-
-static enum MHD_Result run_whole(conn_t *c)
-{
-    sits_server_t *srv = c->srv;
-    while (!c->over) {
-        gen_poll(c);
-        if (!c->over && peer_closed(c->mc)) {
-            SITS_INFO(SITS_SUB_HTTP, "request %s: client went away, cancelling", c->id);
-            gen_cancel(c);
-            return MHD_NO;
-        }
-    }
-    gen_restore_timeout(c);
-    sits_srv_error_t err;
-    if (c->finish == SITS_FINISH_ERROR) {
-        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
-        return reply_error(c, &err);
-    }
-    if (c->finish == SITS_FINISH_CANCELLED && atomic_load(&srv->stopping)) {
-        sits_srv_error_set(&err, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        return reply_error(c, &err);
-    }
-    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
-                                        c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
-    return reply_json(c, 200, body);
+    if (fin != SITS_FINISH_NONE) gen_end(c, fin);
+    return n != 0 || fin != SITS_FINISH_NONE;
 }
 
 /* Appends an SSE event (malloc'd s) to the pending output. */
@@ -348,6 +343,124 @@ static int pend_add(conn_t *c, char *s, size_t len)
     c->pend_len += len;
     free(s);
     return 0;
+}
+
+/* Submits the validated request. Returns 0, or -1 with err set. */
+static int gen_start(conn_t *c, sits_srv_error_t *err)
+{
+    sits_server_t *srv = c->srv;
+    uint64_t k = atomic_fetch_add(&srv->counter, 1);
+    if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
+    c->rq.sample.step = 0;
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
+             (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
+    c->created = (long long)time(NULL);
+    if (sits_srv_textout_init(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len,
+                              c->rq.n_stop) != SITS_OK) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    c->to_valid = 1;
+    if (c->rq.stream && c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
+        size_t len = 0;
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, "assistant", "", 0, NULL,
+                                     c->rq.include_usage, &len);
+        if (pend_add(c, s, len) != 0) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+    }
+    if (srv->tenants) {
+        int lim = srv->tenants->t[c->tenant].max_concurrent;
+        if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
+            atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
+            sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
+                               "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
+            return -1;
+        }
+        if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
+    }
+    sits_req_params_t p = {
+        .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
+        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
+        .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
+    };
+    char msg[256] = "";
+    sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
+    if (st == SITS_ERR_BUSY && atomic_load(&srv->draining)) {   /* the scheduler stopped admitting first */
+        sits_srv_error_set(err, 503, "server_error", "service_unavailable", NULL,
+                           "the server is draining and admits no new requests");
+        return -1;
+    }
+    if (st == SITS_ERR_BUSY) {
+        sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
+                           "the server has too many waiting requests; retry later");
+        return -1;
+    }
+    if (st == SITS_ERR_INVALID) {
+        sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
+                           msg[0] ? msg : "the request does not fit the model's context");
+        return -1;
+    }
+    if (st != SITS_OK) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "the scheduler refused the request: %s",
+                           msg[0] ? msg : sits_status_str(st));
+        return -1;
+    }
+    atomic_fetch_add(&srv->inflight, 1);
+    c->t_last = c->t_arrival;
+    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    /* hand the request to the pump; from now on c's generation state is guarded by c->mu */
+    pthread_mutex_lock(&srv->gen_mu);
+    c->gnext = srv->gen_head;
+    c->gprev = NULL;
+    if (srv->gen_head) srv->gen_head->gprev = c;
+    srv->gen_head = c;
+    c->in_gen = 1;
+    pthread_cond_signal(&srv->gen_cv);
+    pthread_mutex_unlock(&srv->gen_mu);
+    return 0;
+}
+
+/* Generation no longer needs the connection's idle timer off; setting it from 0 restarts the timer. */
+static void gen_restore_timeout(conn_t *c)
+{
+    MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->srv->idle_timeout);
+}
+
+/* Parks the connection until the pump has something for it (caller holds c->mu, inside an MHD callback). */
+static void gen_park(conn_t *c)
+{
+    c->suspended = 1;
+    MHD_suspend_connection(c->mc);
+}
+
+/* Whole response: called when the request was submitted and again each time the pump resumes the
+ * connection; queues the body once the output is over. */
+static enum MHD_Result run_whole(conn_t *c)
+{
+    sits_server_t *srv = c->srv;
+    pthread_mutex_lock(&c->mu);
+    if (!c->over && atomic_load(&srv->stopping)) gen_abort(c);   /* the pump is gone */
+    if (!c->over) {
+        gen_park(c);
+        pthread_mutex_unlock(&c->mu);
+        return MHD_YES;
+    }
+    int gone = c->gone;
+    pthread_mutex_unlock(&c->mu);
+    if (gone) return MHD_NO;
+    gen_restore_timeout(c);
+    if (c->finish == SITS_FINISH_ERROR) {
+        sits_srv_error_t err;
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
+        return reply_error(c, &err);
+    }
+    /* finish "abort" (shutdown timeout / immediate stop): the text so far, still a whole response */
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
+                                        c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
+    return reply_json(c, 200, body);
 }
 
 /* Released text -> one content chunk. */
@@ -389,44 +502,52 @@ static int stream_end(conn_t *c)
     return 0;
 }
 
+/* MHD asks for more of the stream: hand it what the pump queued; with nothing queued, park the
+ * connection (returning 0 bytes) until the pump resumes it. */
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     conn_t *c = cls;
+    ssize_t ret;
     (void)pos;
+    pthread_mutex_lock(&c->mu);
     for (;;) {
         if (c->pend_off < c->pend_len) {
             size_t n = c->pend_len - c->pend_off;
             if (n > max) n = max;
             memcpy(buf, c->pend + c->pend_off, n);
             c->pend_off += n;
-            return (ssize_t)n;
+            ret = (ssize_t)n;
+            break;
         }
-        if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (c->stream_done) {
+            ret = MHD_CONTENT_READER_END_OF_STREAM;
+            break;
+        }
+        if (c->gone) {
+            ret = MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
         if (c->over) {
-            if (stream_end(c) != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            if (stream_end(c) != 0) {
+                ret = MHD_CONTENT_READER_END_WITH_ERROR;
+                break;
+            }
             continue;
         }
-        if (peer_closed(c->mc)) {
-            SITS_INFO(SITS_SUB_HTTP, "request %s: client went away mid-stream, cancelling", c->id);
-            gen_cancel(c);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (atomic_load(&c->srv->stopping)) {   /* the pump is gone: end the stream here */
+            gen_abort(c);
+            continue;
         }
-        gen_poll(c);
-        if (!c->over && stream_text(c) != 0) {
-            gen_cancel(c);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
+        gen_park(c);
+        ret = 0;
+        break;
     }
+    pthread_mutex_unlock(&c->mu);
+    return ret;
 }
 
 static enum MHD_Result run_stream(conn_t *c)
 {
-    if (c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
-        size_t len = 0;
-        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, "assistant", "", 0, NULL,
-                                     c->rq.include_usage, &len);
-        if (pend_add(c, s, len) != 0) return MHD_NO;
-    }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, c, NULL);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -440,11 +561,74 @@ static enum MHD_Result run_stream(conn_t *c)
     return ok;
 }
 
+/* One request of the pump's pass (caller holds gen_mu and c->mu). Returns 1 when it made progress. */
+static int pump_one(conn_t *c, int stop, double t)
+{
+    int progress = 0;
+    if (!c->over && !c->gone) {
+        if (stop) {
+            gen_abort(c);
+            progress = 1;
+        } else {
+            progress = gen_poll(c);
+            if (!c->over && c->rq.stream && stream_text(c) != 0) {
+                SITS_ERROR(SITS_SUB_HTTP, "request %s: out of memory for the stream", c->id);
+                c->gone = 1;
+                gen_abort(c);
+            }
+        }
+    }
+    /* a parked connection is not watched by MHD: look for a client that went away ourselves */
+    if (c->suspended && !c->over && t - c->t_check >= PEER_CHECK_S) {
+        c->t_check = t;
+        if (peer_closed(c->mc)) {
+            SITS_INFO(SITS_SUB_HTTP, "request %s: client went away, cancelling", c->id);
+            c->gone = 1;
+            gen_abort(c);
+        }
+    }
+    if (c->suspended && (c->over || c->gone || c->pend_off < c->pend_len)) {
+        c->suspended = 0;
+        MHD_resume_connection(c->mc);
+        progress = 1;
+    }
+    return progress;
+}
+
+/* The pump: one thread moves every request's tokens from the scheduler to its connection and wakes
+ * the connection's event loop; HTTP threads never block on generation. On stop it ends every request
+ * still running (finish "abort") and resumes every parked connection (MHD_stop_daemon needs that). */
+static void *pump_main(void *arg)
+{
+    sits_server_t *srv = arg;
+    pthread_mutex_lock(&srv->gen_mu);
+    for (;;) {
+        int stop = atomic_load(&srv->stopping), progress = 0;
+        double t = now_s();
+        for (conn_t *c = srv->gen_head; c; c = c->gnext) {
+            pthread_mutex_lock(&c->mu);
+            progress |= pump_one(c, stop, t);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (stop) break;
+        if (!progress) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_nsec += PUMP_IDLE_NS;
+            if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&srv->gen_cv, &srv->gen_mu, &dl);
+        }
+    }
+    pthread_mutex_unlock(&srv->gen_mu);
+    return NULL;
+}
+
 static enum MHD_Result handle_generate(conn_t *c)
 {
     sits_server_t *srv = c->srv;
     sits_srv_error_t err;
-    if (atomic_load(&srv->draining) || atomic_load(&srv->stopping)) {
+    if (c->req) return c->rq.stream ? MHD_YES : run_whole(c);   /* resumed by the pump */
+    if (draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
         return reply_error(c, &err);
@@ -558,6 +742,15 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     sits_srv_error_t err;
     int is_post_route = c->route == R_COMPLETIONS || c->route == R_CHAT;
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const sock_ctx_t *sc = ci ? ci->socket_context : NULL;
+    if (sc && sc->over_limit) {
+        atomic_fetch_add(&srv->conns_refused, 1);
+        sits_srv_error_set(&err, 503, "server_error", "too_many_connections", NULL,
+                           "the server holds too many connections (from this client or in all); retry later");
+        *ret = reply_error(c, &err);
+        return 1;
+    }
     if (c->route == R_NONE) {
         sits_srv_error_set(&err, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %.200s",
                            method, url);
@@ -571,7 +764,7 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     } else if (!srv->tenants && srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or invalid API key: send 'Authorization: Bearer <key>'");
-    } else if (is_post_route && (atomic_load(&srv->draining) || atomic_load(&srv->stopping))) {
+    } else if (is_post_route && draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
     } else {
@@ -595,6 +788,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         if (!c) return MHD_NO;
         c->srv = srv;
         c->mc = mc;
+        pthread_mutex_init(&c->mu, NULL);
         c->t_arrival = now_s();
         c->route = route_of(url);
         *con_cls = c;
@@ -610,6 +804,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (c->route != R_COMPLETIONS && c->route != R_CHAT) return MHD_YES;
+        if (now_s() - c->t_arrival > srv->read_timeout) {   /* a body that trickles in: close */
+            SITS_INFO(SITS_SUB_HTTP, "request body not complete after %.0f s: closing the connection", srv->read_timeout);
+            return MHD_NO;
+        }
         if (c->body_too_big || c->body_len + n > c->srv->max_body) {
             c->body_too_big = 1;
             return MHD_YES;
@@ -635,7 +833,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     case R_METRICS: return handle_metrics(c);
     case R_PAGE: return handle_page(c);   /* chat page (issue 12) */
     case R_HEALTH:
-        if (atomic_load(&srv->draining)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
+        if (draining(srv)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
         return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
     default: return MHD_NO;
     }
@@ -648,6 +846,14 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     (void)mc;
     if (!c) return;
     *con_cls = NULL;
+    if (c->in_gen) {   /* off the pump's list: from here on this thread alone touches c */
+        pthread_mutex_lock(&srv->gen_mu);
+        if (c->gprev) c->gprev->gnext = c->gnext;
+        else srv->gen_head = c->gnext;
+        if (c->gnext) c->gnext->gprev = c->gprev;
+        pthread_mutex_unlock(&srv->gen_mu);
+        c->in_gen = 0;
+    }
     if (c->req) {
         if (!c->over) {   /* the client went away (or MHD gave up on it) before the end */
             if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
@@ -668,7 +874,85 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     if (c->rq_valid) sits_srv_request_free(&c->rq);
     free(c->body);
     free(c->pend);
+    pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* ---------------- connections ---------------- */
+
+static unsigned ip_hash(const unsigned char *a, int len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < len; i++) h = (h ^ a[i]) * 1099511628211ull;
+    return (unsigned)(h % IP_BUCKETS);
+}
+
+/* The entry of addr with its count raised (NULL: not an IP address, or out of memory). Holds cn_mu. */
+static ip_entry_t *ip_ref(sits_server_t *srv, const struct sockaddr *sa)
+{
+    unsigned char a[16];
+    int len;
+    if (sa->sa_family == AF_INET) {
+        memcpy(a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        len = 4;
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        len = 16;
+    } else {
+        return NULL;
+    }
+    unsigned h = ip_hash(a, len);
+    ip_entry_t *e = srv->ip[h];
+    while (e && (e->len != len || memcmp(e->addr, a, (size_t)len) != 0)) e = e->next;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) return NULL;
+        memcpy(e->addr, a, (size_t)len);
+        e->len = len;
+        e->next = srv->ip[h];
+        srv->ip[h] = e;
+    }
+    e->count++;
+    return e;
+}
+
+static void ip_unref(sits_server_t *srv, ip_entry_t *e)
+{
+    if (--e->count > 0) return;
+    ip_entry_t **pp = &srv->ip[ip_hash(e->addr, e->len)];
+    while (*pp != e) pp = &(*pp)->next;
+    *pp = e->next;
+    free(e);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: counts open connections, in all and per client address, and marks a
+ * connection opened beyond a limit (its requests get 503 + Retry-After, see early_checks). Idle
+ * connections cost no thread (event loop), only a socket and MHD's per-connection memory. */
+static void conn_notify(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+    sits_server_t *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        sock_ctx_t *sc = calloc(1, sizeof *sc);
+        if (!sc) return;
+        sc->t_open = now_s();
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        pthread_mutex_lock(&srv->cn_mu);
+        srv->n_conns++;
+        if (ci && ci->client_addr) sc->ip = ip_ref(srv, ci->client_addr);
+        sc->over_limit = srv->n_conns > srv->max_conns ||
+                         (srv->max_per_client > 0 && sc->ip && sc->ip->count > srv->max_per_client);
+        pthread_mutex_unlock(&srv->cn_mu);
+        *socket_context = sc;
+        return;
+    }
+    sock_ctx_t *sc = *socket_context;
+    if (!sc) return;
+    pthread_mutex_lock(&srv->cn_mu);
+    srv->n_conns--;
+    if (sc->ip) ip_unref(srv, sc->ip);
+    pthread_mutex_unlock(&srv->cn_mu);
+    free(sc);
+    *socket_context = NULL;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -708,7 +992,7 @@ static sits_status_t open_listener(const char *host, int port, int *fd_p, int *p
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 256) == 0) {
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) {   /* capped by somaxconn */
             *v6_p = ai->ai_family == AF_INET6;
             break;
         }
@@ -739,8 +1023,30 @@ static void server_free(sits_server_t *s)
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    for (int i = 0; i < IP_BUCKETS; i++)
+        while (s->ip[i]) {
+            ip_entry_t *e = s->ip[i];
+            s->ip[i] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&s->gen_mu);
+    pthread_cond_destroy(&s->gen_cv);
+    pthread_mutex_destroy(&s->cn_mu);
     sits_srv_metrics_fini(&s->metrics);
     free(s);
+}
+
+/* Room for max_conns sockets: the soft file limit raised towards the hard one (logged when short). */
+static void raise_fd_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+    rlim_t cur = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = cur;
+    if (rl.rlim_cur < want)
+        SITS_WARN(SITS_SUB_HTTP, "open files limited to %llu (hard limit): fewer than the %u connections allowed",
+                  (unsigned long long)rl.rlim_cur, want);
 }
 
 sits_status_t sits_server_create(const sits_server_params_t *p, const sits_tokenizer_t *tok,
@@ -755,6 +1061,9 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     sits_server_t *s = calloc(1, sizeof *s);
     if (!s) return SITS_ERR_NOMEM;
     sits_srv_metrics_init(&s->metrics);
+    pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_cond_init(&s->gen_cv, NULL);
+    pthread_mutex_init(&s->cn_mu, NULL);
     s->tenants = p->tenants && p->tenants->n > 0 ? p->tenants : NULL;
     s->metrics.tenants = s->tenants;
     s->host = strdup(p->host && p->host[0] ? p->host : "127.0.0.1");
@@ -770,6 +1079,10 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)1 << 20;
     s->idle_timeout = p->idle_timeout_s > 0 ? (unsigned)p->idle_timeout_s : 60u;
     s->seed = p->seed;
+    s->read_timeout = p->read_timeout_s > 0 ? p->read_timeout_s : 30.0;
+    s->max_conns = p->max_connections > 0 ? p->max_connections : 10000;
+    s->max_per_client = p->max_connections_per_client;
+    s->drain_signals = p->drain_signals;
     s->otlp = p->otlp;
     s->api = api;
     s->sched = sched;
@@ -787,27 +1100,55 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
 
     int fd = -1, v6 = 0;
     SITS_CHECK_GOTO(open_listener(s->host, p->port, &fd, &s->port, &v6), st, err_free);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-    unsigned max_conn = p->max_connections > 0 ? (unsigned)p->max_connections : 512u;
+    /* the server's threads (pump, MHD's pool) inherit a mask that blocks SIGTERM / SIGINT: they leave
+     * the handler to the main thread, and a sent signal stays visible to draining() until handled */
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    if (s->drain_signals) {
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGINT);
+    }
+    pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+    /* the pump first: a request submitted by MHD is on its list */
+    if (pthread_create(&s->pump, NULL, pump_main, s) != 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "cannot start the generation pump thread");
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        close(fd);
+        st = SITS_ERR_NOMEM;
+        goto err_free;
+    }
+    s->pump_started = 1;
+    /* an event loop: epoll on a pool of threads; connections waiting for tokens are suspended */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     (v6 ? MHD_USE_IPv6 : 0);
+    unsigned pool = p->http_threads > 0 ? (unsigned)p->http_threads : 4u;
+    /* MHD's own limit lies above ours, so that a connection past ours is still answered (503), not dropped */
+    unsigned hard = (unsigned)s->max_conns + MHD_LIMIT_SLACK;
+    raise_fd_limit(hard + 64);
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,   /* first, or MHD logs some to stderr */
                               MHD_OPTION_LISTEN_SOCKET, fd,
                               MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s,
                               MHD_OPTION_CONNECTION_TIMEOUT, s->idle_timeout,
-                              MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                              MHD_OPTION_CONNECTION_LIMIT, hard,
+                              MHD_OPTION_THREAD_POOL_SIZE, pool,
                               MHD_OPTION_END);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     if (!s->mhd) {
         SITS_ERROR(SITS_SUB_HTTP, "MHD_start_daemon failed on %s:%d", s->host, s->port);
         close(fd);
         st = SITS_ERR_IO;
-        goto err_free;
+        goto err_stop_pump;
     }
     SITS_INFO(SITS_SUB_HTTP, "serving '%s' on http://%s:%d (auth %s, max body %zu bytes, chat template %s)",
               s->model_name, s->host, s->port, s->api_key ? "on" : "off", s->max_body,
               sits_chat_source(p->chat));
     *srv_p = s;
     return SITS_OK;
+err_stop_pump:
+    atomic_store(&s->stopping, 1);
+    pthread_join(s->pump, NULL);
 err_free:
     server_free(s);
     return st;
@@ -824,6 +1165,11 @@ void sits_server_stop_admitting(sits_server_t *srv)
     SITS_INFO(SITS_SUB_HTTP, "draining: new requests get 503, %d in flight", atomic_load(&srv->inflight));
 }
 
+void sits_server_drain_signal(sits_server_t *srv)
+{
+    atomic_store(&srv->draining, 1);
+}
+
 int sits_server_inflight(const sits_server_t *srv)
 {
     return atomic_load(&((sits_server_t *)srv)->inflight);
@@ -832,7 +1178,12 @@ int sits_server_inflight(const sits_server_t *srv)
 void sits_server_destroy(sits_server_t *srv)
 {
     if (!srv) return;
-    atomic_store(&srv->stopping, 1);   /* generation loops cancel within one NEXT_TIMEOUT_MS slice */
-    MHD_stop_daemon(srv->mhd);         /* closes the sockets, joins every connection thread */
+    atomic_store(&srv->stopping, 1);
+    /* the pump's last pass ends what still runs (finish "abort") and resumes every parked connection */
+    pthread_mutex_lock(&srv->gen_mu);
+    pthread_cond_signal(&srv->gen_cv);
+    pthread_mutex_unlock(&srv->gen_mu);
+    if (srv->pump_started) pthread_join(srv->pump, NULL);
+    MHD_stop_daemon(srv->mhd);   /* closes the sockets, joins the event-loop threads */
     server_free(srv);
 }

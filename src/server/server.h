@@ -6,9 +6,15 @@
  * through the sits_sched_api_t table (thread-safe, see sched/sched.h), waits for tokens, detokenizes
  * them incrementally, applies stop strings and writes the responses.
  *
- * Threads: MHD runs one thread per connection; that thread blocks in api->next() (100 ms slices)
- * while a request generates, and checks between slices whether the client went away (then the
- * request is cancelled and released) or the server is stopping.
+ * Threads: MHD runs an event loop (epoll) on a pool of http_threads threads; idle and slow
+ * connections cost no thread. One pump thread moves tokens from the scheduler to the connections
+ * (which wait suspended) and notices clients that went away (the request is cancelled and released).
+ * Connections beyond max_connections in all, or beyond max_connections_per_client from one address,
+ * get 503 with Retry-After and Connection: close on their requests (never a reset).
+ *
+ * Shutdown (see cli.c): sits_server_drain_signal from the signal handler (503 from then on), the
+ * scheduler drains, sits_server_inflight() reaching 0 means every admitted client has received its
+ * whole response; then destroy.
  *
  * Auth: when api_key is set, every /v1/ path needs "Authorization: Bearer <key>" (401 otherwise);
  * /health and /metrics stay open (load balancers and Prometheus scrape them).
@@ -44,8 +50,14 @@ typedef struct {
     int default_max_tokens;    /* completions without max_tokens (OpenAI: 16; clamped to the context); 0: 16.
                                 * Chat without max_tokens gets the rest of the context. */
     uint64_t seed;             /* requests without "seed" get a seed derived from this and a request counter */
-    int max_connections;       /* MHD connection limit (each is a thread); 0: 512 */
-    int idle_timeout_s;        /* keep-alive connections idle this long are closed; 0: 60 */
+    int max_connections;       /* connections served normally; beyond, 503 + Retry-After; 0: 10000 */
+    int max_connections_per_client; /* per client address; beyond, 503 + Retry-After; 0: no limit */
+    int http_threads;          /* event-loop threads; 0: 4 */
+    double read_timeout_s;     /* a request body must arrive within this many seconds of its headers; 0: 30 */
+    int drain_signals;         /* 1: a SIGTERM / SIGINT pending on the process already counts as draining
+                                * (the server's threads block both; the caller's handler then runs on
+                                * another thread and calls sits_server_drain_signal) */
+    int idle_timeout_s;        /* connections without a byte this long are closed (also stalled headers); 0: 60 */
     sits_otlp_t *otlp;         /* --otlp-endpoint exporter, for its counters in /metrics; NULL: off */
 } sits_server_params_t;
 
@@ -61,9 +73,15 @@ int sits_server_port(const sits_server_t *srv);
 /* Draining: from now on new generation requests get 503 with Retry-After (and /health 503);
  * requests in flight continue. */
 void sits_server_stop_admitting(sits_server_t *srv);
-/* Generation requests in flight (submitted and not yet finished/abandoned). */
+/* The same, async-signal-safe (one atomic store, no log): call it from a SIGTERM handler so that
+ * /health and new requests answer 503 from the signal on. */
+void sits_server_drain_signal(sits_server_t *srv);
+/* Generation requests in flight: submitted, and their response not yet completely sent (or the
+ * client gone). 0 after a drain: every admitted client has its whole response. */
 int sits_server_inflight(const sits_server_t *srv);
-/* Cancels the requests still in flight, stops MHD (joins its threads) and frees everything. */
+/* Ends the requests still in flight (finish "abort") and resumes their connections, stops MHD (joins
+ * its threads; what was not sent by then is lost) and frees everything. For complete responses call
+ * it once sits_server_inflight() is 0. */
 void sits_server_destroy(sits_server_t *srv);
 
 #endif

@@ -72,6 +72,10 @@ typedef struct sits_config {
     char *served_model_name;
     int64_t max_body_bytes;
     int64_t max_waiting;
+    int64_t max_connections;             /* soft limit: beyond it new requests get 503 + Retry-After */
+    int64_t max_connections_per_client;  /* per client address; 0: none */
+    int64_t http_threads;                /* HTTP event-loop threads */
+    double request_read_timeout;         /* seconds for a request's headers + body */
     int64_t max_num_seqs;
     int64_t max_num_batched_tokens;
     double shutdown_timeout;

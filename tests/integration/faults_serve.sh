@@ -21,13 +21,7 @@ tmp=$(mktemp -d)
 srv=
 cleanup() { [ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-serve_setup "$tmp/m"
-# big enough to stream for ~10 s or more on a loaded 2-core machine
-cat > "$tmp/m/config.json" <<'JSON'
-{"model_type": "llama", "vocab_size": 3013, "hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 8,
- "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
- "hidden_act": "silu", "bos_token_id": 3000, "eos_token_id": 3001}
-JSON
+serve_setup_slow "$tmp/m"   # big enough to stream for ~10 s or more on a loaded 2-core machine
 FLAGS="--max-num-seqs 8 --block-size 4 --kv-cache-memory 4M --seed 1"
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 LONG='{"model":"m","prompt":"Hello there","max_tokens":400,"temperature":0,"ignore_eos":true'

@@ -29,6 +29,28 @@ JSON
   port=$((20000 + $$ % 20000))
   url=http://127.0.0.1:$port
 }
+# serve_setup_slow DIR: serve_setup with a model big enough (8 layers, hidden 256) that a request of a
+# few hundred tokens streams for seconds on the 2-core CI machine
+serve_setup_slow() {
+  serve_setup "$1"
+  cat > "$1/config.json" <<'JSON'
+{"model_type": "llama", "vocab_size": 3013, "hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 8,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+ "hidden_act": "silu", "bos_token_id": 3000, "eos_token_id": 3001}
+JSON
+}
+# serve_tmp: a temporary directory $tmp, removed (and any rank still running from it killed) on exit
+serve_tmp() {
+  tmp=$(mktemp -d)
+  srv=
+  trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
+# need_py_curl: skip (77) without curl or python3; sets PY
+need_py_curl() {
+  command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
+  PY=${PYTHON:-python3}
+  command -v "$PY" >/dev/null || { echo "SKIP: python3 is needed"; exit 77; }
+}
 # serve_start DIR [flags...]: mpirun -np 2 sits-dist serving DIR on a free port (--port 0); sets
 # $srv, $port and $url from the server's ready line; waits for /health
 serve_start() {
