@@ -28,4 +28,12 @@ TESTS += tests/unit/test_fp8
 tests_unit_test_fp8_SOURCES = tests/unit/test_fp8.c tests/unit/test_model_common.h
 tests_unit_test_fp8_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_FIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures/models"'
 tests_unit_test_fp8_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+# [gguf] GGUF parsing, dequantisation and HF mapping vs gguf-py / transformers (tests/unit/data/gguf,
+# written by tests/ref/gen_gguf_fixture.py), corrupt images refused.
+check_PROGRAMS += tests/unit/test_gguf
+TESTS += tests/unit/test_gguf
+tests_unit_test_gguf_SOURCES = tests/unit/test_gguf.c tests/unit/test_model_common.h
+tests_unit_test_gguf_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_GGUF_DATA_DIR='"$(abs_top_srcdir)/tests/unit/data/gguf"'
+tests_unit_test_gguf_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 endif
+EXTRA_DIST += tests/unit/data/gguf
