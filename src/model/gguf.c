@@ -348,7 +348,7 @@ static sits_status_t parse_tensor_info(sits_gguf_t *g, cur_t *c, uint64_t i, sit
         t->ne[d] = (int64_t)v;
     }
     SITS_CHECK(cur_u32(c, "ggml type", t->name, &type));
-    if ((int)type >= N_GGML_TYPES || !ggml_types[type].name) {
+    if (type >= (uint32_t)N_GGML_TYPES || !ggml_types[type].name) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: unknown ggml type %u", g->what, t->name, type);
         return SITS_ERR_FORMAT;
     }

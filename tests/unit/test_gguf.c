@@ -279,7 +279,7 @@ static void test_model_dir(void **state)
     unlink(path2);
 
     /* a K-quant tensor: refused by type and name */
-    size_t klen;
+    size_t klen = 0;
     char *k = tm_read_file(SITS_GGUF_DATA_DIR "/kquant.gguf", &klen);
     assert_non_null(k);
     assert_int_equal(tm_write_file(path, k, klen), 0);
@@ -409,6 +409,8 @@ static const patch_t patches[] = {
     { "duplicate key", "test.u16", -4, 4, 0x3233752eu /* ".u32" */, SITS_ERR_FORMAT, "test.u32", "present twice" },
     { "n_dims 5", "blk.0.attn_q.weight", TI_NDIMS, 4, 5, SITS_ERR_FORMAT, "blk.0.attn_q.weight", "5 dimensions" },
     { "ggml type 99", "blk.0.attn_q.weight", TI_TYPE, 4, 99, SITS_ERR_FORMAT, "blk.0.attn_q.weight", "unknown ggml type 99" },
+    { "ggml type 2^32-1021", "blk.0.attn_q.weight", TI_TYPE, 4, 0xfffffc03u, SITS_ERR_FORMAT, "blk.0.attn_q.weight",
+      "unknown ggml type 4294966275" }, /* found by fuzz_gguf: a u32 read as a negative int */
     { "ggml type 4 (removed)", "blk.0.attn_q.weight", TI_TYPE, 4, 4, SITS_ERR_FORMAT, "blk.0.attn_q.weight",
       "unknown ggml type 4" },
     { "ne0 not a block multiple", "blk.0.attn_q.weight", TI_NE0, 8, 48, SITS_ERR_FORMAT, "blk.0.attn_q.weight",
