@@ -12,7 +12,8 @@ symlinks the GGUF next to these files):
   tokenizer_config.json  the GGUF's chat_template, bos/eos/unk/pad tokens, add_bos_token false
   reference.json         for each chat: the rendered prompt, HF's prompt ids (apply_chat_template,
                          add_generation_prompt=True), HF's fp32 greedy continuation (32 new tokens or
-                         to eos) and its text, and the top-10 (id, logit) of the last prompt position
+                         to eos) and its text, the top-10 (id, logit) of the last prompt position, and
+                         the smallest best - second-best logit margin over the greedy steps
   README.md, LICENSE     where it comes from (the wheel's Apache-2.0 LICENSE)
 
 Usage: python3 tests/ref/gen_real_model.py [--gguf PATH | --wheel PATH] [--out DIR]
@@ -201,16 +202,22 @@ def main():
             x = torch.tensor([ids])
             with torch.no_grad():
                 last = model(x).logits[0, -1].float()
-                out = model.generate(x, max_new_tokens=MAX_NEW, do_sample=False, num_beams=1,
-                                     attention_mask=torch.ones_like(x), pad_token_id=eos)
+                gen = model.generate(x, max_new_tokens=MAX_NEW, do_sample=False, num_beams=1,
+                                     attention_mask=torch.ones_like(x), pad_token_id=eos,
+                                     return_dict_in_generate=True, output_logits=True)
+            out = gen.sequences
             new = [int(t) for t in out[0, len(ids):]]
+            # best - second-best logit at each greedy step: how close a tie an fp32 implementation must resolve
+            margins = [float(v[0] - v[1]) for v in (torch.topk(l[0].float(), 2).values for l in gen.logits)]
             top = torch.topk(last, 10)
             finish = "stop" if new and new[-1] == eos else "length"
             chats.append(dict(
                 name=name, messages=msgs, prompt_text=text, prompt_ids=ids, greedy_ids=new,
                 greedy_text=tok.decode(new, skip_special_tokens=True), finish_reason=finish,
-                top10_ids=[int(i) for i in top.indices], top10_logits=[float(v) for v in top.values]))
-            print("%s: %d prompt ids -> %d new (%s): %r" % (name, len(ids), len(new), finish, chats[-1]["greedy_text"]))
+                top10_ids=[int(i) for i in top.indices], top10_logits=[float(v) for v in top.values],
+                min_top2_margin=min(margins), min_top2_margin_step=margins.index(min(margins))))
+            print("%s: %d prompt ids -> %d new (%s), smallest top-2 margin %.4g at step %d: %r" % (
+                name, len(ids), len(new), finish, min(margins), margins.index(min(margins)), chats[-1]["greedy_text"]))
 
         doc = dict(
             generator="tests/ref/gen_real_model.py (transformers %s, torch %s, tokenizers %s, gguf %s)" % (
