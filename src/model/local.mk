@@ -1,7 +1,7 @@
 # src/model: config.json, safetensors, tensor layout, sharded loading.
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
 	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
-	src/model/precision.c src/model/precision.h
+	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
 # Inputs (and the Python script that made them) live in tests/unit/data/model.
@@ -28,7 +28,15 @@ TESTS += tests/unit/test_fp8
 tests_unit_test_fp8_SOURCES = tests/unit/test_fp8.c tests/unit/test_model_common.h
 tests_unit_test_fp8_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_FIXTURE_DIR='"$(abs_top_srcdir)/tests/fixtures/models"'
 tests_unit_test_fp8_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+# [gguf] GGUF parsing, dequantisation and HF mapping vs gguf-py / transformers (tests/unit/data/gguf,
+# written by tests/ref/gen_gguf_fixture.py), corrupt images refused.
+check_PROGRAMS += tests/unit/test_gguf
+TESTS += tests/unit/test_gguf
+tests_unit_test_gguf_SOURCES = tests/unit/test_gguf.c tests/unit/test_model_common.h
+tests_unit_test_gguf_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_GGUF_DATA_DIR='"$(abs_top_srcdir)/tests/unit/data/gguf"'
+tests_unit_test_gguf_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 endif
 # generation_config.json sampling defaults (offline and served)
 TESTS += tests/integration/gen_defaults.sh
 EXTRA_DIST += tests/integration/gen_defaults.sh
+EXTRA_DIST += tests/unit/data/gguf

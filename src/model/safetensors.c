@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "model/gguf.h"
 #include "util/log.h"
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
@@ -27,8 +28,9 @@
 
 typedef struct {
     char *path;       /* as named in messages and in sits_st_tensor_t.file */
-    void *map;        /* NULL for a caller-owned buffer (sits_st_parse) */
+    void *map;        /* NULL for a caller-owned buffer (sits_st_parse) or a GGUF */
     size_t map_len;
+    float *owned;     /* a GGUF's tensors dequantised to fp32 (the tensors point into it); else NULL */
 } st_file_t;
 
 struct sits_st {
@@ -61,6 +63,7 @@ void sits_st_close(sits_st_t *st)
     free(st->tensors);
     for (size_t i = 0; i < st->n_files; i++) {
         if (st->files[i].map) munmap(st->files[i].map, st->files[i].map_len);
+        free(st->files[i].owned);
         free(st->files[i].path);
     }
     free(st->files);
@@ -79,7 +82,7 @@ static sits_status_t st_add_file(sits_st_t *st, const char *path, void *map, siz
     }
     char *p = strdup(path);
     if (!p) goto err_nomem;
-    st->files[st->n_files] = (st_file_t){ p, map, map_len };
+    st->files[st->n_files] = (st_file_t){ p, map, map_len, NULL };
     *idx_p = st->n_files++;
     return SITS_OK;
 err_nomem:
@@ -391,6 +394,150 @@ err_close:
     return s;
 }
 
+/* The llama-architecture numbers the q/k un-permutation needs, from the GGUF metadata (as
+ * transformers reads them: llama.attention.head_count, .head_count_kv defaulting to it). */
+static sits_status_t gguf_heads(const sits_gguf_t *g, int64_t *n_head_p, int64_t *n_kv_p)
+{
+    const char *path = sits_gguf_path(g), *arch = NULL;
+    size_t alen = 0;
+    const sits_gguf_kv_t *a = sits_gguf_kv_find(g, "general.architecture");
+    if (!a || sits_gguf_kv_get_str(g, a, 0, &arch, &alen) != SITS_OK) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: missing or not a string", path);
+        return SITS_ERR_FORMAT;
+    }
+    if (alen != 5 || memcmp(arch, "llama", 5) != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama GGUF files can be loaded", path,
+                   (int)(alen > 64 ? 64 : alen), arch);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    const sits_gguf_kv_t *h = sits_gguf_kv_find(g, "llama.attention.head_count");
+    const sits_gguf_kv_t *k = sits_gguf_kv_find(g, "llama.attention.head_count_kv");
+    if (!h || h->type == SITS_GGUF_ARRAY || sits_gguf_kv_get_i64(h, 0, n_head_p) != SITS_OK || *n_head_p <= 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key llama.attention.head_count: missing or not a positive integer", path);
+        return SITS_ERR_FORMAT;
+    }
+    *n_kv_p = *n_head_p;
+    if (k && (k->type == SITS_GGUF_ARRAY || sits_gguf_kv_get_i64(k, 0, n_kv_p) != SITS_OK || *n_kv_p <= 0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key llama.attention.head_count_kv: not a positive integer", path);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
+/* A GGUF's tensors, dequantised to fp32 into one buffer owned by st, under their HF names and
+ * shapes (GGUF dims reversed), attn_q / attn_k rows un-permuted; tensors without an HF name
+ * (rope_freqs, ...) are skipped. Everything is checked (names, types, sizes) before the buffer is
+ * allocated. */
+static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
+{
+    sits_status_t s;
+    sits_gguf_t *g = NULL;
+    float *buf = NULL, *tmp = NULL;
+    size_t fi, n_before = st->n, n_skip = 0, n_type[64] = { 0 };
+    uint64_t total = 0, max_qk = 0;
+    int64_t n_head, n_kv;
+    char hf[320];
+    SITS_CHECK(sits_gguf_open(path, &g));
+    SITS_CHECK_GOTO(gguf_heads(g, &n_head, &n_kv), s, out_close);
+    size_t n = sits_gguf_tensor_count(g);
+    for (size_t i = 0; i < n; i++) {
+        const sits_gguf_tensor_t *t = sits_gguf_tensor_at(g, i);
+        if (sits_gguf_hf_name(t->name, hf, sizeof hf) != SITS_OK) continue;
+        if (!sits_ggml_type_supported(t->ggml_type)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are)",
+                       path, t->name, sits_ggml_type_name(t->ggml_type));
+            s = SITS_ERR_UNSUPPORTED;
+            goto out_close;
+        }
+        uint64_t numel = sits_gguf_tensor_numel(t);
+        if (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.")) {
+            int64_t nh = strstr(t->name, ".attn_q.") ? n_head : n_kv, rows = t->ndim >= 2 ? t->ne[1] : t->ne[0];
+            if (t->ndim > 2 || rows % nh != 0 || (rows / nh) % 2 != 0) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: %lld rows do not split into %lld heads of even size", path,
+                           t->name, (long long)rows, (long long)nh);
+                s = SITS_ERR_FORMAT;
+                goto out_close;
+            }
+            if (numel > max_qk) max_qk = numel;
+        }
+        total += numel; /* each numel <= file bytes * 32, so no overflow for any file that exists */
+    }
+    if (total > SIZE_MAX / sizeof(float)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %llu fp32 values do not fit in memory", path, (unsigned long long)total);
+        s = SITS_ERR_NOMEM;
+        goto out_close;
+    }
+    buf = malloc(total ? (size_t)total * sizeof *buf : 1);
+    tmp = malloc(max_qk ? (size_t)max_qk * sizeof *tmp : 1);
+    if (!buf || !tmp) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory for %llu dequantised bytes", path,
+                   (unsigned long long)(total * sizeof *buf));
+        s = SITS_ERR_NOMEM;
+        goto out_free;
+    }
+    SITS_CHECK_GOTO(st_add_file(st, path, NULL, 0, &fi), s, out_free);
+    st->files[fi].owned = buf; /* st frees it from now on */
+    SITS_CHECK_GOTO(st_reserve(st, n, path), s, out_free_tmp);
+    float *dst = buf;
+    for (size_t i = 0; i < n; i++) {
+        const sits_gguf_tensor_t *t = sits_gguf_tensor_at(g, i);
+        if (sits_gguf_hf_name(t->name, hf, sizeof hf) != SITS_OK) {
+            SITS_INFO(SITS_SUB_MODEL, "%s: tensor %s has no transformers counterpart: skipped", path, t->name);
+            n_skip++;
+            continue;
+        }
+        uint64_t numel = sits_gguf_tensor_numel(t);
+        SITS_CHECK_GOTO(sits_gguf_dequantize(g, t, dst), s, err_unwind);
+        if (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.")) {
+            int64_t rows = t->ndim >= 2 ? t->ne[1] : t->ne[0], cols = t->ndim >= 2 ? t->ne[0] : 1;
+            SITS_CHECK_GOTO(sits_gguf_unpermute_qk(dst, rows, cols, strstr(t->name, ".attn_q.") ? n_head : n_kv, tmp),
+                            s, err_unwind);
+        }
+        sits_st_tensor_t *e = &st->tensors[st->n];
+        memset(e, 0, sizeof *e);
+        if (!(e->name = strdup(hf))) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", path);
+            s = SITS_ERR_NOMEM;
+            goto err_unwind;
+        }
+        e->dtype = SITS_DT_F32;
+        e->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) e->shape[d] = t->ne[t->ndim - 1 - d];
+        e->data = dst;
+        e->nbytes = (size_t)numel * sizeof *dst;
+        e->file = st->files[fi].path;
+        st->n++;
+        dst += numel;
+        n_type[t->ggml_type & 63]++;
+    }
+    char types[256] = "";
+    for (int ty = 0, len = 0; ty < 64; ty++) {
+        if (!n_type[ty] || len >= (int)sizeof types) continue;
+        int w = snprintf(types + len, sizeof types - (size_t)len, "%s%s x%zu", len ? ", " : "", sits_ggml_type_name(ty),
+                         n_type[ty]);
+        if (w > 0) len += w;
+    }
+    SITS_INFO(SITS_SUB_MODEL, "%s: GGUF v%u: dequantised %zu tensors (%s) to fp32 under their transformers names, "
+              "%llu bytes; q/k rows un-permuted for %lld/%lld heads; %zu tensors skipped", path, sits_gguf_version(g),
+              st->n - n_before, types, (unsigned long long)(total * sizeof *buf), (long long)n_head, (long long)n_kv,
+              n_skip);
+    s = SITS_OK;
+    goto out_free_tmp;
+err_unwind:
+    for (size_t i = n_before; i < st->n; i++) free(st->tensors[i].name);
+    st->n = n_before;
+out_free_tmp:
+    free(tmp);
+    sits_gguf_close(g);
+    return s;
+out_free:
+    free(buf);
+    free(tmp);
+out_close:
+    sits_gguf_close(g);
+    return s;
+}
+
 static int path_join(char *buf, size_t len, const char *dir, const char *name)
 {
     int n = snprintf(buf, len, "%s/%s", dir, name);
@@ -526,21 +673,12 @@ out_decref:
     return s;
 }
 
-/* No index: model.safetensors, else every *.safetensors in name order. */
-static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
+/* The names of DIR's entries ending in suffix, sorted, into *names_p (caller frees each and the array). */
+static sits_status_t list_suffix(const char *dir, const char *suffix, char ***names_p, size_t *n_p)
 {
     sits_status_t s = SITS_OK;
-    char path[4096];
     char **names = NULL;
-    size_t n_names = 0, cap = 0;
-    if (!path_join(path, sizeof path, dir, "model.safetensors")) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: directory path too long", dir);
-        return SITS_ERR_INVALID;
-    }
-    if (access(path, F_OK) == 0) {
-        SITS_CHECK(st_map_into(st, path));
-        return st_finish(st);
-    }
+    size_t n_names = 0, cap = 0, sl = strlen(suffix);
     DIR *d = opendir(dir);
     if (!d) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: cannot open directory: %s", dir, strerror(errno));
@@ -548,7 +686,7 @@ static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
     }
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
         size_t l = strlen(de->d_name);
-        if (l <= 12 || strcmp(de->d_name + l - 12, ".safetensors") != 0) continue;
+        if (l <= sl || strcmp(de->d_name + l - sl, suffix) != 0) continue;
         if (n_names == cap) {
             cap = cap ? 2 * cap : 8;
             char **nn = realloc(names, cap * sizeof *nn);
@@ -558,12 +696,55 @@ static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
         if (!(names[n_names] = strdup(de->d_name))) goto err_nomem;
         n_names++;
     }
+    closedir(d);
+    if (n_names > 1) qsort(names, n_names, sizeof *names, str_ptr_cmp);
+    *names_p = names;
+    *n_p = n_names;
+    return SITS_OK;
+err_nomem:
+    SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory listing the directory", dir);
+    s = SITS_ERR_NOMEM;
+    for (size_t i = 0; i < n_names; i++) free(names[i]);
+    free(names);
+    closedir(d);
+    return s;
+}
+
+/* No index: model.safetensors, else every *.safetensors in name order, else the one *.gguf. */
+static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
+{
+    sits_status_t s = SITS_OK;
+    char path[4096];
+    char **names = NULL;
+    size_t n_names = 0;
+    if (!path_join(path, sizeof path, dir, "model.safetensors")) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: directory path too long", dir);
+        return SITS_ERR_INVALID;
+    }
+    if (access(path, F_OK) == 0) {
+        SITS_CHECK(st_map_into(st, path));
+        return st_finish(st);
+    }
+    SITS_CHECK(list_suffix(dir, ".safetensors", &names, &n_names));
     if (n_names == 0) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: no %s and no *.safetensors file", dir, ST_INDEX_NAME);
-        s = SITS_ERR_NOT_FOUND;
+        free(names);
+        SITS_CHECK(list_suffix(dir, ".gguf", &names, &n_names));
+        if (n_names != 1) {
+            if (n_names == 0) SITS_ERROR(SITS_SUB_MODEL, "%s: no %s, no *.safetensors and no *.gguf file", dir, ST_INDEX_NAME);
+            else SITS_ERROR(SITS_SUB_MODEL, "%s: no *.safetensors and %zu *.gguf files (%s, %s, ...): keep one", dir,
+                            n_names, names[0], names[1]);
+            s = n_names == 0 ? SITS_ERR_NOT_FOUND : SITS_ERR_INVALID;
+            goto out_free;
+        }
+        if (!path_join(path, sizeof path, dir, names[0])) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: path of %s too long", dir, names[0]);
+            s = SITS_ERR_INVALID;
+            goto out_free;
+        }
+        SITS_CHECK_GOTO(st_gguf_into(st, path), s, out_free);
+        s = st_finish(st);
         goto out_free;
     }
-    qsort(names, n_names, sizeof *names, str_ptr_cmp);
     for (size_t i = 0; i < n_names; i++) {
         if (!path_join(path, sizeof path, dir, names[i])) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: path of %s too long", dir, names[i]);
@@ -573,14 +754,9 @@ static sits_status_t st_open_plain(sits_st_t *st, const char *dir)
         SITS_CHECK_GOTO(st_map_into(st, path), s, out_free);
     }
     s = st_finish(st);
-    goto out_free;
-err_nomem:
-    SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory listing the directory", dir);
-    s = SITS_ERR_NOMEM;
 out_free:
     for (size_t i = 0; i < n_names; i++) free(names[i]);
     free(names);
-    closedir(d);
     return s;
 }
 

@@ -7,7 +7,13 @@
  * any large allocation): header within the file, JSON well-formed and an object, dtype known,
  * shape non-negative integers, 0 <= b <= e <= data size, e - b == prod(shape) * dtype size,
  * no two tensors overlapping; index: weight_map an object of strings naming files that exist,
- * every tensor listed present in its file. Data is never cast in place: it may be unaligned. */
+ * every tensor listed present in its file. Data is never cast in place: it may be unaligned.
+ *
+ * GGUF: a directory whose weights are one *.gguf file (no index, no *.safetensors) loads through
+ * model/gguf.h: its llama-architecture tensors are dequantised to one fp32 buffer owned by the
+ * handle and exposed as F32 entries under their transformers names and shapes (q/k rows
+ * un-permuted, as transformers' GGUF loader does). config.json and the tokenizer files still come
+ * from the directory. */
 #ifndef SITS_MODEL_SAFETENSORS_H
 #define SITS_MODEL_SAFETENSORS_H
 
@@ -38,7 +44,7 @@ sits_status_t sits_st_parse(const void *buf, size_t len, const char *what, sits_
 sits_status_t sits_st_open_file(const char *path, sits_st_t **st_p);
 /* A model directory: model.safetensors.index.json if present (all its shards), else the single
  * *.safetensors file (model.safetensors preferred; several unindexed files are merged, and a
- * tensor name present twice is an error). */
+ * tensor name present twice is an error), else the one *.gguf file (several are an error). */
 sits_status_t sits_st_open_dir(const char *dir, sits_st_t **st_p);
 void sits_st_close(sits_st_t *st);
 

@@ -38,7 +38,7 @@ fi
 CFLAGS="${CFLAGS/-fopenmp/$OMP}"
 
 srcs="src/util/status.c src/util/log.c src/util/params.c src/util/dtype.c
-      src/model/safetensors.c src/model/config.c
+      src/model/safetensors.c src/model/gguf.c src/model/config.c
       src/tokenizer/tokenizer.c src/tokenizer/decode.c src/tokenizer/chat.c
       src/server/api.c src/server/textout.c
       src/sched/plan.c src/kv/shard.c src/kv/quant.c src/kv/move.c src/backend/kv_dtype.c"
@@ -54,7 +54,7 @@ done
 rm -f "$out/libsits_fuzz.a"
 ar cr "$out/libsits_fuzz.a" "${objs[@]}"
 
-for t in safetensors st_index config tokenizer request plan kv_shard kv_move; do
+for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do
   echo "  LD fuzz_$t"
   $CC $CFLAGS $SAN -fsanitize=fuzzer "$here/fuzz_$t.c" "$out/libsits_fuzz.a" $LIBS $OMP -o "$out/fuzz_$t"
 done

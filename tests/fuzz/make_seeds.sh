@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 b=${1:-/tmp/sits-fuzz-build}
 c="$here/corpus"
-for t in safetensors st_index config tokenizer request plan kv_shard kv_move; do rm -rf "${c:?}/$t"; mkdir -p "$c/$t"; done
+for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do rm -rf "${c:?}/$t"; mkdir -p "$c/$t"; done
 
 # safetensors: headers of the fixture checkpoints (header + a little data, truncated to 4 KiB max)
 # and hand-made small files
@@ -91,6 +91,9 @@ w chat_parts '\x09{"messages":[{"role":"user","content":[{"type":"text","text":"
 w chat_dev '\x05{"messages":[{"role":"developer","content":"s"},{"role":"user","content":"u"}],"temperature":1.5}'
 w chat_none '\x01{"messages":[{"role":"user","content":"x"}]}'
 w chat_bad '\x07{"messages":[{"role":"tool","content":"x"}]}'
+# gguf: the unit-test fixture (written by gguf-py: every supported type, metadata of every value type) and
+# its K-quant variant
+cp "$top/tests/unit/data/gguf/tiny.gguf" "$top/tests/unit/data/gguf/kquant.gguf" "$c/gguf/"
 # plan, kv_shard, kv_move: written by the library
 "$b/gen_seeds" "$c"
-for t in safetensors st_index config tokenizer request plan kv_shard kv_move; do echo "$t: $(ls "$c/$t" | wc -l) seeds"; done
+for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do echo "$t: $(ls "$c/$t" | wc -l) seeds"; done

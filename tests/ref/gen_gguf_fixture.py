@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""gen_gguf_fixture.py -- the GGUF unit-test fixture (tests/unit/data/gguf/), written and read back by
+the `gguf` package (gguf-py, llama.cpp's own Python library) and transformers' GGUF loader.
+
+Writes:
+  tiny.gguf      a 2-layer llama (hidden 64, 4 heads / 2 KV heads, head_dim 16, ffn 64, vocab 64) whose
+                 tensors use every type sits-dist dequantises -- F32, F16, BF16, Q8_0, Q4_0, Q4_1 --
+                 including permuted attn_q / attn_k in several types, a tensor without an HF name
+                 (rope_freqs.weight, skipped by the loader) and metadata of every GGUF value type.
+  kquant.gguf    the same header, three of the tensors and blk.0.ffn_up.weight as Q6_K (random bytes):
+                 refused by type and name.
+  expected.json  for each tensor of tiny.gguf: the GGUF name, the transformers name (None when skipped),
+                 the ggml type, the HF shape and where its expected fp32 values are in expected.f32;
+                 the metadata values; the data section offset.
+  expected.f32   the expected values (little-endian fp32), from transformers'
+                 load_gguf_checkpoint(return_tensors=True, model_to_load=LlamaForCausalLM(config)),
+                 i.e. gguf.dequantize + LlamaTensorProcessor's reverse permutation + its name map.
+
+Usage: python3 tests/ref/gen_gguf_fixture.py [OUT_DIR]   (needs numpy, gguf, torch, transformers)
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as Q
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                          "..", "unit", "data", "gguf")
+HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 64, 4, 2, 64, 64, 2
+HEAD_DIM = HIDDEN // HEADS
+rng = np.random.default_rng(19)
+
+
+def llama_permute(w, n_head):
+    # convert_hf_to_gguf.py LlamaModel.permute: HF rows -> llama.cpp's interleaved rope rows
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+# (GGUF name, HF-layout numpy shape, ggml type); q/k are written permuted, as convert_hf_to_gguf.py does
+TENSORS = [("token_embd.weight", (VOCAB, HIDDEN), Q.Q8_0), ("output_norm.weight", (HIDDEN,), Q.F32),
+           ("output.weight", (VOCAB, HIDDEN), Q.Q4_1), ("rope_freqs.weight", (HEAD_DIM // 2,), Q.F32)]
+LAYER_TYPES = [
+    dict(attn_q=Q.Q4_0, attn_k=Q.Q4_1, attn_v=Q.F16, attn_output=Q.BF16, ffn_gate=Q.Q8_0, ffn_up=Q.Q4_0,
+         ffn_down=Q.Q4_1, attn_norm=Q.F32, ffn_norm=Q.F32),
+    dict(attn_q=Q.F16, attn_k=Q.BF16, attn_v=Q.Q8_0, attn_output=Q.Q4_1, ffn_gate=Q.F32, ffn_up=Q.F16,
+         ffn_down=Q.BF16, attn_norm=Q.F16, ffn_norm=Q.BF16),
+]
+SHAPES = dict(attn_q=(HIDDEN, HIDDEN), attn_k=(KV_HEADS * HEAD_DIM, HIDDEN), attn_v=(KV_HEADS * HEAD_DIM, HIDDEN),
+              attn_output=(HIDDEN, HIDDEN), ffn_gate=(FFN, HIDDEN), ffn_up=(FFN, HIDDEN), ffn_down=(HIDDEN, FFN),
+              attn_norm=(HIDDEN,), ffn_norm=(HIDDEN,))
+for layer, types in enumerate(LAYER_TYPES):
+    for part, t in types.items():
+        TENSORS.append((f"blk.{layer}.{part}.weight", SHAPES[part], t))
+
+# metadata of every value type (beyond what the llama loader needs)
+META = {
+    "test.u8": (200, gguf.GGUFValueType.UINT8), "test.i8": (-100, gguf.GGUFValueType.INT8),
+    "test.u16": (60000, gguf.GGUFValueType.UINT16), "test.i16": (-30000, gguf.GGUFValueType.INT16),
+    "test.u32": (4000000000, gguf.GGUFValueType.UINT32), "test.i32": (-2000000000, gguf.GGUFValueType.INT32),
+    "test.f32": (0.1, gguf.GGUFValueType.FLOAT32), "test.bool": (True, gguf.GGUFValueType.BOOL),
+    "test.str": ("h\u00e9llo \u4e16\u754c", gguf.GGUFValueType.STRING),
+    "test.u64": (18000000000000000000, gguf.GGUFValueType.UINT64),
+    "test.i64": (-9000000000000000000, gguf.GGUFValueType.INT64), "test.f64": (2.5e-300, gguf.GGUFValueType.FLOAT64),
+}
+ARRAYS = {"test.arr_i32": [1, -2, 3, 2147483647], "test.arr_str": ["a", "", "\u00fc\u00df", "<|im_end|>"],
+          "test.arr_f32": [0.5, -1.25]}
+
+
+def value(name, shape, t):
+    if name.endswith("norm.weight"):
+        return (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+    w = (0.2 * rng.standard_normal(shape)).astype(np.float32)
+    if t == Q.F16:  # some f16 subnormals and the largest value
+        w.flat[:3] = [3e-6, -6e-8, 65504.0]
+    return w
+
+
+def write(path, tensors, with_kquant=False):
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(HEAD_DIM)
+    w.add_vocab_size(VOCAB)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(VOCAB)])
+    w.add_token_types([1] * VOCAB)
+    for k, (v, vt) in META.items():
+        w.add_key_value(k, v, vt)
+    w.add_array("test.arr_i32", ARRAYS["test.arr_i32"])
+    w.add_array("test.arr_str", ARRAYS["test.arr_str"])
+    w.add_array("test.arr_f32", ARRAYS["test.arr_f32"])
+    for name, arr, t in tensors:
+        if t in (Q.F32, Q.F16):
+            w.add_tensor(name, arr.astype(np.float32 if t == Q.F32 else np.float16))
+        else:
+            q = gguf.quantize(arr, t)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
+    if with_kquant:
+        raw = rng.integers(0, 256, size=(2, 210), dtype=np.uint8)  # 2 rows of one 256-element Q6_K block
+        w.add_tensor("blk.0.ffn_up.weight", raw, raw_shape=raw.shape, raw_dtype=Q.Q6_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    os.makedirs(OUT, exist_ok=True)
+    tensors, originals = [], {}
+    for name, shape, t in TENSORS:
+        arr = value(name, shape, t)
+        originals[name] = arr
+        if ".attn_q." in name:
+            arr = llama_permute(arr, HEADS)
+        elif ".attn_k." in name:
+            arr = llama_permute(arr, KV_HEADS)
+        tensors.append((name, arr, t))
+    tiny = os.path.join(OUT, "tiny.gguf")
+    write(tiny, tensors)
+    write(os.path.join(OUT, "kquant.gguf"), tensors[:3], with_kquant=True)
+
+    # what transformers makes of it: config from the metadata, tensors dequantised, un-permuted, renamed
+    parsed = load_gguf_checkpoint(tiny, return_tensors=False)
+    cfg = LlamaConfig(**{k: v for k, v in parsed["config"].items()
+                         if k not in ("model_type", "_model_name_or_path", "tie_word_embeddings")},
+                      tie_word_embeddings=False)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size) == (HEADS, KV_HEADS, HIDDEN), cfg
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    hf = load_gguf_checkpoint(tiny, return_tensors=True, model_to_load=model)["tensors"]
+
+    reader = gguf.GGUFReader(tiny)
+    # the reader's own view of each tensor, dequantised by gguf-py (independent of the name map)
+    by_gguf = {t.name: t for t in reader.tensors}
+    # transformers' own GGUF -> HF name map for this model
+    from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map, LlamaTensorProcessor
+    name_map = get_gguf_hf_weights_map(model, LlamaTensorProcessor(config=parsed["config"]))
+    entries, blobs, off = [], [], 0
+    for name, _, t in TENSORS:
+        hf_name = name_map.get(name)
+        if hf_name is not None and hf_name in hf:
+            vals = hf[hf_name].to(torch.float32).numpy()
+        else:
+            hf_name = None
+            vals = gguf.dequantize(by_gguf[name].data, by_gguf[name].tensor_type)
+        vals = np.ascontiguousarray(vals, dtype="<f4")
+        # sanity: transformers gives back the HF-layout values we started from, up to quantisation error
+        err = np.abs(vals.astype(np.float64) - originals[name]).max() / np.abs(originals[name]).max()
+        assert err < 0.1, (name, err)
+        entries.append(dict(gguf_name=name, hf_name=hf_name, type=t.name, hf_shape=list(vals.shape),
+                            gguf_ne=[int(x) for x in by_gguf[name].shape], offset=off, count=int(vals.size),
+                            data_offset=int(by_gguf[name].data_offset)))
+        blobs.append(vals.tobytes())
+        off += vals.size * 4
+    with open(os.path.join(OUT, "expected.f32"), "wb") as f:
+        f.write(b"".join(blobs))
+
+    meta = {}
+    for k, f in reader.fields.items():
+        if not k.startswith("test."):
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            et = f.types[1] if len(f.types) > 1 else gguf.GGUFValueType.INT32
+            vals = [f.parts[i].tobytes().decode() if et == gguf.GGUFValueType.STRING else f.parts[i].tolist()[0]
+                    for i in f.data]
+            meta[k] = dict(type=int(vt), elem_type=int(et), values=vals)
+        else:
+            v = f.parts[f.data[0]]
+            v = v.tobytes().decode() if vt == gguf.GGUFValueType.STRING else v.tolist()[0]
+            if vt == gguf.GGUFValueType.UINT64:
+                v = "u64:%d" % v  # past int64: JSON readers (jansson) refuse it as a number
+            meta[k] = dict(type=int(vt), elem_type=int(vt), values=[v])
+    doc = dict(
+        generator="tests/ref/gen_gguf_fixture.py (gguf %s, transformers %s)" % (
+            getattr(gguf, "__version__", "?"), __import__("transformers").__version__),
+        heads=HEADS, kv_heads=KV_HEADS, tensor_count=len(reader.tensors), kv_count=len(reader.fields) - 3,
+        alignment=32, data_start=int(reader.data_offset), tensors=entries, metadata=meta)
+    with open(os.path.join(OUT, "expected.json"), "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print("wrote", OUT, "with", len(entries), "tensors,", sum(e["hf_name"] is not None for e in entries), "with HF names")
+
+
+if __name__ == "__main__":
+    main()
