@@ -218,6 +218,12 @@ int tmpl_getattr(trt_t *rt, tv_t obj, const char *name, size_t n, tv_t *out)
         *out = undef_attr(rt, obj, name, n, 0);
         return 0;
     case TV_LOOP: return loop_attr(rt, obj.u.lp, name, n, out);
+    case TV_INT: case TV_BOOL: case TV_FLOAT:
+        /* the number attributes real / imag (int(True).real is 1) */
+        if (n == 4 && !memcmp(name, "real", 4)) { *out = obj.type == TV_FLOAT ? obj : tv_int(obj.u.i); return 0; }
+        if (n == 4 && !memcmp(name, "imag", 4)) { *out = obj.type == TV_FLOAT ? tv_float(0.0) : tv_int(0); return 0; }
+        *out = undef_attr(rt, obj, name, n, 0);
+        return 0;
     default:
         *out = undef_attr(rt, obj, name, n, 0);
         return 0;
@@ -274,36 +280,66 @@ static int cp_cased(uint32_t c)
     return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
 }
 
-/* mode 0: map every code point with f; 1: Python title(); 2: capitalize(); 3: jinja2's title filter;
- * 4: swapcase */
+/* Python's str.upper() uses SpecialCasing: these code points become several (always <= 3 code points,
+ * at most 2x the UTF-8 bytes of the input, which str_map reserves). */
+static const char *full_upper(uint32_t c)
+{
+    switch (c) {
+    case 0xdf: return "SS";
+    case 0x149: return "\xca\xbcN";
+    case 0x1f0: return "J\xcc\x8c";
+    case 0xfb00: return "FF";
+    case 0xfb01: return "FI";
+    case 0xfb02: return "FL";
+    case 0xfb03: return "FFI";
+    case 0xfb04: return "FFL";
+    case 0xfb05: return "ST";
+    case 0xfb06: return "ST";
+    default: return NULL;
+    }
+}
+
+/* Case mappings of a string, as Python does them: mode 0 maps every code point with f (upper or lower);
+ * 1: str.title(); 2: str.capitalize(); 3: jinja2's |title (words split at [-\s({[<], first char upper(),
+ * rest lower()); 4: str.swapcase(). Code points with a multi-character SpecialCasing mapping use it. */
 static int str_map(trt_t *rt, tv_t s, int mode, cp_map_fn f, tv_t *out)
 {
-    char *o = rt_alloc(rt, s.u.s.n * 2 + 4);
+    size_t cap = s.u.s.n * 2 + 4;
+    char *o = rt_alloc(rt, cap);
     size_t i = 0, k = 0, idx = 0;
     int prev_cased = 0, word_start = 1;
     if (!o) return -1;
     while (i < s.u.s.n) {
         uint32_t c, m;
+        int to = 0; /* 1 upper, 2 lower, 3 title, 0 unchanged */
         u8_decode(s.u.s.p, s.u.s.n, &i, &c);
         switch (mode) {
-        case 0: m = f(c); break;
-        case 1: m = cp_cased(c) ? (prev_cased ? cp_lower(c) : cp_title(c)) : c; prev_cased = cp_cased(c); break;
-        case 2: m = idx == 0 ? cp_title(c) : cp_lower(c); break;
+        case 0: to = f == cp_upper ? 1 : 2; break;
+        case 1: if (cp_cased(c)) to = prev_cased ? 2 : 3; prev_cased = cp_cased(c); break;
+        case 2: to = idx == 0 ? 3 : 2; break;
         case 3: {
             int sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_isspace(c);
-            if (sep) { m = word_start ? cp_upper(c) : c; word_start = 0; if (sep) { word_start = 0; } }
-            else m = word_start ? cp_upper(c) : cp_lower(c);
-            /* a run of separators is one item: its first char is upper()ed (a no-op for these), and the
-             * next non-separator starts a new item */
+            to = sep ? 0 : word_start ? 1 : 2;
             word_start = sep;
             break;
         }
-        default: m = cp_upper(c) != c ? cp_upper(c) : cp_lower(c); break;
+        default: to = cp_upper(c) != c ? 1 : cp_lower(c) != c ? 2 : 0; break;
         }
+        idx++;
+        const char *full = NULL;
+        if (to == 1) full = full_upper(c);
+        else if (to == 3 && c == 0xdf) full = "Ss";
+        else if (to == 2 && c == 0x130) full = "i\xcc\x87";
+        if (full) {
+            size_t fl = strlen(full);
+            memcpy(o + k, full, fl);
+            k += fl;
+            continue;
+        }
+        m = to == 1 ? cp_upper(c) : to == 2 ? cp_lower(c) : to == 3 ? cp_title(c) : c;
         if (m > 0x10ffff) m = c;
         k += (size_t)u8_encode(m, o + k);
-        idx++;
-        if (k + 4 > s.u.s.n * 2 + 4) return tmpl_fail(rt, SITS_ERR_INTERNAL, "case mapping overflow");
+        if (k + 4 > cap) return tmpl_fail(rt, SITS_ERR_INTERNAL, "case mapping overflow");
     }
     *out = tv_str(o, k);
     return 0;
@@ -841,9 +877,15 @@ int tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, tv_t *
 }
 
 /* ---- filters ---- */
-static int attr_path(trt_t *rt, tv_t item, tv_t attr, tv_t *out)
+/* jinja2's make_attrgetter: "a.0.b" looked up part by part (digit parts as ints); with a default, an
+ * undefined intermediate is replaced by it before the next part */
+static int attr_path(trt_t *rt, tv_t item, tv_t attr, const tv_t *def, tv_t *out)
 {
-    if (attr.type != TV_STR) return tmpl_getitem(rt, item, attr, out);
+    if (attr.type != TV_STR) {
+        if (tmpl_getitem(rt, item, attr, out)) return -1;
+        if (def && out->type == TV_UNDEF) *out = *def;
+        return 0;
+    }
     const char *p = attr.u.s.p;
     size_t n = attr.u.s.n, a = 0;
     *out = item;
@@ -855,6 +897,7 @@ static int attr_path(trt_t *rt, tv_t item, tv_t attr, tv_t *out)
         tv_t key = tv_str(p + a, b - a);
         if (digits && b - a < 18) key = tv_int(strtoll(p + a, NULL, 10));
         if (tmpl_getitem(rt, *out, key, out)) return -1;
+        if (def && out->type == TV_UNDEF) *out = *def;
         if (b >= n) break;
         a = b + 1;
     }
@@ -926,7 +969,7 @@ static int select_filter(trt_t *rt, tv_t v, tv_t *pos, int npos, const char **kw
     }
     for (size_t i = 0; i < items->n; i++) {
         tv_t x = items->v[i], r;
-        if (lookup_attr && attr_path(rt, x, pos[0], &x)) return -1;
+        if (lookup_attr && attr_path(rt, x, pos[0], NULL, &x)) return -1;
         if (test == -3) r = tv_bool(tv_truthy(x));
         else if (tmpl_apply_test(rt, test, x, pos + off + 1, npos - off - 1, &r)) return -1;
         if (tv_truthy(r) == want && tl_push(rt, res, items->v[i])) return -1;
@@ -944,7 +987,7 @@ static int minmax(trt_t *rt, tv_t v, tv_t *a, int want_max, tv_t *out)
     tv_t bk = {0};
     for (size_t i = 0; i < items->n; i++) {
         tv_t k = items->v[i];
-        if (!NOT_GIVEN(a[1]) && a[1].type != TV_NONE && attr_path(rt, k, a[1], &k)) return -1;
+        if (!NOT_GIVEN(a[1]) && a[1].type != TV_NONE && attr_path(rt, k, a[1], NULL, &k)) return -1;
         if (!cs) k = lower_key(rt, k);
         if (i == 0) { bk = k; continue; }
         int c;
@@ -989,6 +1032,7 @@ static int do_round(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 static int do_indent(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 {
     tv_t s, ind = tv_str("    ", 4);
+    if (v.type == TV_UNDEF) return undef_err(rt, v);   /* s += "\n" fails on Undefined */
     if (soft_str(rt, v, &s)) return -1;
     if (!NOT_GIVEN(a[0])) {
         if (a[0].type == TV_STR) ind = a[0];
@@ -1029,6 +1073,7 @@ static int do_indent(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 
 static int do_int(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 {
+    if (v.type == TV_UNDEF) return undef_err(rt, v);   /* int(Undefined) raises UndefinedError */
     tv_t def = NOT_GIVEN(a[0]) ? tv_int(0) : a[0];
     int64_t base = 10;
     if (!NOT_GIVEN(a[1]) && want_int(rt, a[1], "int", &base)) return -1;
@@ -1062,6 +1107,7 @@ static int do_int(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 
 static int do_float(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 {
+    if (v.type == TV_UNDEF) return undef_err(rt, v);
     tv_t def = NOT_GIVEN(a[0]) ? tv_float(0.0) : a[0];
     switch (v.type) {
     case TV_INT: case TV_BOOL: *out = tv_float((double)v.u.i); return 0;
@@ -1294,7 +1340,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         return 0;
     case F_LAST:
         BIND0();
-        if (v.type == TV_UNDEF) return tmpl_fail(rt, SITS_ERR_INVALID, "'Undefined' object is not reversible");
+        if (v.type == TV_UNDEF) { *out = tv_undef("No last item, sequence was empty."); return 0; }
         if (v.type == TV_LIST && v.kind == LK_ITER) return tmpl_fail(rt, SITS_ERR_INVALID, "'generator' object is not reversible");
         if (tv_iter(rt, v, &items)) return -1;
         *out = items->n ? items->v[items->n - 1] : tv_undef("No last item, sequence was empty.");
@@ -1325,7 +1371,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         if (!NOT_GIVEN(a[1]) && a[1].type != TV_NONE) {
             tlist_t *m = tl_new(rt, items->n);
             if (!m) return -1;
-            for (size_t i = 0; i < items->n; i++) if (attr_path(rt, items->v[i], a[1], &m->v[m->n++])) return -1;
+            for (size_t i = 0; i < items->n; i++) if (attr_path(rt, items->v[i], a[1], NULL, &m->v[m->n++])) return -1;
             items = m;
         }
         return str_concat_list(rt, items, sep, 0, out);
@@ -1360,8 +1406,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
             if (attr.type == TV_UNDEF) return tmpl_fail(rt, SITS_ERR_INVALID, "map requires a filter argument");
             for (size_t i = 0; i < items->n; i++) {
                 tv_t x;
-                if (attr_path(rt, items->v[i], attr, &x)) return -1;
-                if (has_def && x.type == TV_UNDEF) x = def;
+                if (attr_path(rt, items->v[i], attr, has_def ? &def : NULL, &x)) return -1;
                 if (tl_push(rt, res, x)) return -1;
             }
             return 0;
@@ -1427,7 +1472,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
             if (!NOT_GIVEN(attr) && attr.type != TV_NONE) {
                 if (attr.type == TV_STR && memchr(attr.u.s.p, ',', attr.u.s.n))
                     return tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "sorting by several attributes is not supported");
-                if (attr_path(rt, l->v[i], attr, &keys[i])) return -1;
+                if (attr_path(rt, l->v[i], attr, NULL, &keys[i])) return -1;
             }
             if (!cs) keys[i] = lower_key(rt, keys[i]);
         }
@@ -1455,7 +1500,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         if (tv_iter(rt, v, &items)) return -1;
         for (size_t i = 0; i < items->n; i++) {
             tv_t x = items->v[i];
-            if (!NOT_GIVEN(a[0]) && a[0].type != TV_NONE && attr_path(rt, x, a[0], &x)) return -1;
+            if (!NOT_GIVEN(a[0]) && a[0].type != TV_NONE && attr_path(rt, x, a[0], NULL, &x)) return -1;
             if ((acc.type == TV_INT || acc.type == TV_BOOL) && (x.type == TV_INT || x.type == TV_BOOL)) {
                 int64_t r;
                 if (__builtin_add_overflow(acc.u.i, x.u.i, &r)) return tmpl_fail(rt, SITS_ERR_INVALID, "integer overflow");

@@ -165,9 +165,9 @@ static size_t scan_digits(const char *s, size_t n, size_t i)
 static int lx_number(lex_t *lx, const char *s, size_t n, size_t *ip, int line)
 {
     size_t i = *ip, j = scan_digits(s, n, i), end = j;
-    int is_float = 0;
-    if (j < n && s[j] == '.' && scan_digits(s, n, j + 1) > j + 1) { end = scan_digits(s, n, j + 1); is_float = 1; }
-    if (end < n && (s[end] == 'e' || s[end] == 'E')) {
+    int is_float = 0, after_dot = i > 0 && s[i - 1] == '.';   /* jinja2: (?<!\.) -- x.0.1 is two lookups */
+    if (!after_dot && j < n && s[j] == '.' && scan_digits(s, n, j + 1) > j + 1) { end = scan_digits(s, n, j + 1); is_float = 1; }
+    if (!after_dot && end < n && (s[end] == 'e' || s[end] == 'E')) {
         size_t e = end + 1;
         if (e < n && (s[e] == '+' || s[e] == '-')) e++;
         size_t ee = scan_digits(s, n, e);

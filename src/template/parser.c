@@ -273,6 +273,20 @@ static node_t *parse_test(prs_t *p, node_t *operand)
     return t;
 }
 
+/* fn(args); x.name(args) is refused when no value type has a method of that name */
+static node_t *parse_call(prs_t *p, node_t *fn)
+{
+    node_t *c = p_node(p, N_CALL, CUR(p)->line);
+    if (!c) return NULL;
+    if (fn->type == N_GETATTR && !tmpl_method_known(fn->str, fn->slen)) {
+        p_fail(p, SITS_ERR_UNSUPPORTED, c->line, "unsupported method '%.*s'", (int)fn->slen, fn->str);
+        return NULL;
+    }
+    c->a = fn;
+    if (parse_call_args(p, &c->args)) return NULL;
+    return c;
+}
+
 static node_t *parse_filter_expr(prs_t *p, node_t *n)
 {
     while (n) {
@@ -283,11 +297,7 @@ static node_t *parse_filter_expr(prs_t *p, node_t *n)
         } else if (is_name(p, "is")) {
             n = parse_test(p, n);
         } else if (is_op(p, "(")) {
-            node_t *c = p_node(p, N_CALL, CUR(p)->line);
-            if (!c) return NULL;
-            c->a = n;
-            if (parse_call_args(p, &c->args)) return NULL;
-            n = c;
+            if (!(n = parse_call(p, n))) return NULL;
         } else {
             break;
         }
@@ -364,11 +374,7 @@ static node_t *parse_postfix(prs_t *p, node_t *n)
             }
             n = g;
         } else if (is_op(p, "(")) {
-            node_t *c = p_node(p, N_CALL, line);
-            if (!c) return NULL;
-            c->a = n;
-            if (parse_call_args(p, &c->args)) return NULL;
-            n = c;
+            if (!(n = parse_call(p, n))) return NULL;
         } else {
             break;
         }

@@ -124,6 +124,16 @@ CASES = [
     ("content_parts", [{"role": "user", "content": [{"type": "text", "text": "Part one."},
                                                     {"type": "text", "text": "Part two."}]}], None, True, {}),
     ("thinking_off", [{"role": "user", "content": "Quick answer please."}], None, True, {"enable_thinking": False}),
+    ("parallel_tools", [{"role": "user", "content": "Weather in Paris and Oslo, then search."},
+                        {"role": "assistant", "content": "Checking.", "tool_calls": [
+                            {"id": "call_a", "type": "function",
+                             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                            {"id": "call_b", "type": "function",
+                             "function": {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}}]},
+                        {"role": "tool", "tool_call_id": "call_a", "name": "get_weather", "content": "18C"},
+                        {"role": "tool", "tool_call_id": "call_b", "name": "get_weather", "content": "9C"},
+                        {"role": "assistant", "content": "Paris 18C, Oslo 9C."},
+                        {"role": "user", "content": "Thanks!"}], TOOLS, True, {}),
 ]
 
 
@@ -234,7 +244,50 @@ FEATURES = [
     ("is_test_bare_args", "{{ 3 is divisibleby(3) }}{{ x is sameas x }}{{ [1] is sequence and true }}{{ 'a' if 1 is odd else 'b' }}", {"x": [1]}),
     ("nested_data_repr", "{{ messages }}", {"messages": [{"role": "user", "content": "it's \"q\"", "n": 1.5, "b": None, "t": [True]}]}),
     ("int_overflow_error", "{{ 9223372036854775807 + 1 }}", {}),
+    ("markup_concat", "{{ 'a'|safe + '<b>' }}|{{ '<x>' + 'y'|safe }}|{{ ('<'|safe) * 2 }}|{{ '<'|e }}|{{ ('<'|e)|e }}|{{ '<'|forceescape|forceescape }}|{{ ('<a>'|safe).upper() + '&' }}|{{ 'x'|safe ~ '<' }}|{{ ('a b'|safe).replace('a', '<') }}|{{ ('<'|safe)|trim + '>' }}|{{ ('q'|safe)|string + '\"' }}", {}),
+    ("for_over_undefined", "{% for x in u %}x{% else %}empty{% endfor %}", {}),
+    ("error_for_over_none", "{% for x in n %}x{% endfor %}", {"n": None}),
+    ("repr_unicode", "{{ ['\u2028', '\x7f', '\u00e9', '\u00a0', '\U0001F600', '\u200b', '\x1b[0m', '\ud7ff'] }}", {}),
+    ("float_printing", "{{ 1e22 }} {{ 1.5e300 }} {{ -0.0 }} {{ 100.0 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 2.5|round(1) }} {{ 1/7 }} {{ 3.14159|round(3) }} {{ 2.675|round(2) }} {{ 0.1 + 0.2 }} {{ 123456789.123456789 }} {{ -1.5e-10 }}", {}),
+    ("tojson_numbers", "{{ {'f': 1.0, 'g': 1e-07, 'i': 10 ** 15, 'n': -2, 'b': false}|tojson }}|{{ x|tojson }}", {"x": {"big": 12345678901234, "r": 0.5, "e": 1e100}}),
+    ("tojson_escapes", "{{ '\x00\x1f\u2028\x7f/'|tojson }}|{{ '\u00e9\U0001F600'|tojson(ensure_ascii=true) }}|{{ {'k': 'v'}|tojson(indent=2, separators=(',', ' = ')) }}", {}),
+    ("loop_depth", "{% for a in [[1, [2]], 3] recursive %}{{ loop.depth }}{{ loop.depth0 }}{% if a is iterable %}({{ loop(a) }}){% endif %};{% endfor %}", {}),
+    ("macro_default_refs_param", "{% macro m(a, b=a * 2) %}{{ a }}-{{ b }}{% endmacro %}{{ m(3) }}|{{ m(3, 1) }}|{{ m(b=5, a=1) }}", {}),
+    ("macro_missing_arg", "{% macro m(a, b) %}[{{ a }}][{{ b }}][{{ b is defined }}]{% endmacro %}{{ m(1) }}", {}),
+    ("error_macro_too_many", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
+    ("error_macro_bad_kwarg", "{% macro m(a) %}{% endmacro %}{{ m(z=1) }}", {}),
+    ("set_in_if_in_loop", "{% for i in [1, 2] %}{% if i == 1 %}{% set y = 'one' %}{% endif %}[{{ y }}]{% endfor %}", {}),
+    ("namespace_in_macro", "{% set ns = namespace(c=0) %}{% macro inc() %}{% set ns.c = ns.c + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.c }}", {}),
+    ("dict_literal", "{{ {'b': 1, 'a': 2, 'b': 3} }}|{{ {1: 'x', true: 'y'} }}|{{ 1 in {'a': 1}.values() }}|{{ {'a': 1}.items()|list }}", {}),
+    ("string_order", "{{ '\u00e9' > 'z' }}{{ 'a' < 'aa' }}{{ 'B' < 'a' }}{{ [1, 'a'] == [1, 'a'] }}{{ (1, 2) == [1, 2] }}", {}),
+    ("split_edges", "{{ ''.split() }}|{{ ''.split(',') }}|{{ 'a,'.split(',') }}|{{ '  '.split(' ') }}|{{ 'a\tb\nc'.split() }}|{{ 'a b c'.rsplit(None, 1) }}|{{ 'aXbXc'.split('X', 0) }}|{{ 'x'.split('x') }}", {}),
+    ("strip_unicode_ws", "[{{ '\u3000x\u00a0'.strip() }}]|[{{ '\u3000x\u00a0'|trim }}]|[{{ '\u200bx'.strip() }}]|[{{ 'abcxcba'.strip('abc') }}]", {}),
+    ("title_variants", "{{ \"they're bill's friends\"|title }}|{{ \"they're bill's friends\".title() }}|{{ 'hello_world-x (y) [z] {w} <v>'|title }}|{{ 'éCOLE'|capitalize }}|{{ 'ÉCOLE'|lower }}|{{ 'straße'|upper }}|{{ 'a1b2'.title() }}", {}),
+    ("error_items_on_list", "{{ [1]|items|list }}", {}),
+    ("getattr_index", "{{ 'abc'.0 }}|{{ [[1, 2]].0.1 }}|{{ none.x }}|[{{ 1.real }}]", {}),
+    ("error_attr_of_none_attr", "{{ none.x.y }}", {}),
+    ("ws_nested_indent", "{%- for m in messages %}\n    {%- if m.role == 'user' %}\n        {{- 'U:' + m.content }}\n    {%- else %}\nA: {{ m.content }}\n    {% endif %}\n{%- endfor %}\n", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
+    ("ws_tabs_lstrip", "\t\t{% if true %}x{% endif %}\n  \t{% for i in [1] %}{{ i }}{% endfor %}\n{{ 'a' }}   {% if true %}b{% endif %}\n   {# c #}x\n{%- raw -%}  r  {%- endraw -%}  z", {}),
+    ("ws_minus_unicode", "a\u3000 {%- if true %}b{% endif -%} \u00a0\nc", {}),
+    ("ws_block_end_eats_one_newline", "{% if true %}\n\nx{% endif %}\n\n{% for i in [1] %}\n{{ i }}\n{% endfor %}\n", {}),
+    ("ws_comment_only_line", "a\n    {#- c #}\n  b\n  {# c -#}\n  c", {}),
+    ("selectattr_tests", "{{ msgs|selectattr('role', 'in', ['user', 'tool'])|map(attribute='content')|join('/') }}|{{ msgs|rejectattr('tool_calls', 'defined')|list|length }}|{{ msgs|selectattr('tool_calls')|list|length }}|{{ msgs|map(attribute='role')|unique|list }}|{{ msgs|map(attribute='tool_calls.0.name', default='-')|list }}", {"msgs": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "tool_calls": [{"name": "f"}]}, {"role": "tool", "content": "c"}]}),
+    ("loop_over_items_filter", "{% for k, v in d|items %}{{ k }}:{{ v }},{% endfor %}|{% for k, v in d|dictsort %}{{ k }}{% endfor %}|{% for p in d.items() if p[1] > 1 %}{{ p[0] }}{% endfor %}", {"d": {"x": 1, "y": 2, "W": 3}}),
+    ("conditional_chains", "{% if a %}A{% elif b %}B{% elif c %}C{% else %}D{% endif %}{% if not a and not b %}!{% endif %}{% if a is not defined or a == 0 %}?{% endif %}", {"a": 0, "b": "", "c": [1]}),
+    ("string_concat_numbers", "{{ 'n=' ~ 1.0 ~ ',' ~ none ~ ',' ~ true ~ ',' ~ [1] ~ ',' ~ {'a': 'b'} }}", {}),
+    ("list_concat_slice_step", "{{ ([1, 2] + [3])[::-2] }}|{{ (1, 2) + (3,) }}|{{ 'abcdef'[1:5:2] }}|{{ [1, 2, 3][5:] }}|{{ [1, 2, 3][-10:2] }}", {}),
+    ("count_vs_length", "{{ [1, 2]|count }}|{{ {'a': 1}|count }}|{{ 'abc'|count }}|{{ 'a b c'|wordcount }}", {}),
+    ("indent_first_blank", "{{ 'l1\n\nl3\n'|indent(2) }}|{{ 'l1\n\nl3\n'|indent(2, true, true) }}|{{ ''|indent(4, true) }}", {}),
 ]
+
+
+# Every filter on an undefined value, one snippet each (jinja2's Undefined fails on some, not others).
+FEATURES += [(f"undefined_filter_{i}", "[{{ u|%s }}]" % f, {}) for i, f in enumerate([
+    "length", "count", "trim", "upper", "lower", "title", "capitalize", "string", "list", "join(',')", "first",
+    "last", "int", "float", "default('d')", "items|list", "sort", "reverse|list", "sum", "select|list",
+    "map('upper')|list", "max", "min", "unique|list", "safe", "e", "tojson", "abs", "round", "replace('a', 'b')",
+    "indent", "center(3)", "wordcount", "truncate(2)", "dictsort", "batch(2)|list", "selectattr('x')|list",
+    "attr('x')", "d('x', true)"])]
 
 
 def render_feature(name, src, variables):
