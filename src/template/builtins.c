@@ -876,6 +876,108 @@ int tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, tv_t *
     return 0;
 }
 
+/* Python's printf-style 'fmt % args': %%, %s %r %d %i %f %e %g %x %o %c with flags - + 0 space, width
+ * and precision; %(name)s with a dict argument. */
+int tmpl_str_percent(trt_t *rt, tv_t fmt, tv_t args, tv_t *out)
+{
+    tv_t *av = &args;
+    size_t an = 1, ai = 0;
+    int mapping = args.type == TV_DICT;
+    /* CPython: a non-tuple argument with __getitem__ (dict, list) may go unused without an error */
+    int lenient = mapping || (args.type == TV_LIST && args.kind != LK_TUPLE);
+    if (args.type == TV_LIST && args.kind == LK_TUPLE) { av = args.u.l->v; an = args.u.l->n; }
+    const char *p = fmt.u.s.p;
+    size_t n = fmt.u.s.n, i = 0;
+    tbuf_t b = { 0 };
+    int r = 0;
+    while (i < n && !r) {
+        if (p[i] != '%') { r = tbuf_putc(rt, &b, p[i++]); continue; }
+        if (++i >= n) { r = tmpl_fail(rt, SITS_ERR_INVALID, "incomplete format"); break; }
+        if (p[i] == '%') { r = tbuf_putc(rt, &b, '%'); i++; continue; }
+        tv_t v;
+        if (p[i] == '(') {
+            size_t e = i + 1;
+            while (e < n && p[e] != ')') e++;
+            if (e >= n || !mapping) { r = tmpl_fail(rt, SITS_ERR_INVALID, "format requires a mapping"); break; }
+            int k = td_find_str(args.u.d, p + i + 1, e - i - 1);
+            if (k < 0) { r = tmpl_fail(rt, SITS_ERR_INVALID, "KeyError: '%.*s'", (int)(e - i - 1), p + i + 1); break; }
+            v = args.u.d->v[k];
+            i = e + 1;
+        } else if (mapping) {
+            v = args;
+            ai = an;
+        } else {
+            if (ai >= an) { r = tmpl_fail(rt, SITS_ERR_INVALID, "not enough arguments for format string"); break; }
+            v = av[ai++];
+        }
+        char spec[32], num[512];
+        size_t k = 0;
+        spec[k++] = '%';
+        while (i < n && strchr("-+0 #", p[i]) && k < 8) spec[k++] = p[i++];
+        int width = 0, prec = -1;
+        while (i < n && p[i] >= '0' && p[i] <= '9' && width < 10000) width = width * 10 + (p[i++] - '0');
+        if (i < n && p[i] == '.') {
+            prec = 0;
+            i++;
+            while (i < n && p[i] >= '0' && p[i] <= '9' && prec < 1000) prec = prec * 10 + (p[i++] - '0');
+        }
+        if (i >= n) { r = tmpl_fail(rt, SITS_ERR_INVALID, "incomplete format"); break; }
+        char conv = p[i++];
+        int left = memchr(spec, '-', k) != NULL;
+        tbuf_t t = { 0 };
+        if (conv == 's' || conv == 'r' || conv == 'a') {
+            r = conv == 's' ? tv_str_append(rt, &t, v) : tv_repr_append(rt, &t, v);
+            if (!r && prec >= 0) t.n = cp_offset(t.p, t.n, (size_t)prec);
+        } else if (strchr("dixXoeEfFgGc", conv)) {
+            int isnum = v.type == TV_INT || v.type == TV_BOOL || v.type == TV_FLOAT;
+            if (!isnum) r = tmpl_fail(rt, SITS_ERR_INVALID, "%%%c format: a real number is required, not %s", conv, tv_type_name(v));
+            else if (conv == 'c') {
+                char u[4];
+                int64_t cp = v.type == TV_FLOAT ? -1 : v.u.i;
+                if (cp < 0 || cp > 0x10ffff) r = tmpl_fail(rt, SITS_ERR_INVALID, "%%c arg not in range(0x110000)");
+                else r = tbuf_put(rt, &t, u, (size_t)u8_encode((uint32_t)cp, u));
+            } else {
+                if (prec >= 0) k += (size_t)snprintf(spec + k, sizeof(spec) - k, ".%d", prec);
+                if (strchr("dixXo", conv)) {
+                    if (v.type == TV_FLOAT && (isnan(v.u.f) || isinf(v.u.f) || fabs(v.u.f) >= 9.2e18)) {
+                        r = tmpl_fail(rt, SITS_ERR_INVALID, "cannot convert float to integer");
+                    } else {
+                        long long x = v.type == TV_FLOAT ? (long long)v.u.f : (long long)v.u.i;
+                        snprintf(spec + k, sizeof(spec) - k, "ll%c", conv == 'i' ? 'd' : conv);
+                        snprintf(num, sizeof(num), spec, x);
+                        r = tbuf_puts(rt, &t, num);
+                    }
+                } else {
+                    double x = v.type == TV_FLOAT ? v.u.f : (double)v.u.i;
+                    snprintf(spec + k, sizeof(spec) - k, "%c", conv);
+                    snprintf(num, sizeof(num), spec, x);
+                    r = tbuf_puts(rt, &t, num);
+                }
+            }
+        } else {
+            r = tmpl_fail(rt, SITS_ERR_INVALID, "unsupported format character '%c'", conv);
+        }
+        if (!r) {
+            size_t len = u8_len(t.p ? t.p : "", t.n);
+            int zero = memchr(spec, '0', k) && !left && strchr("dixXoeEfFgG", conv);
+            if (!zero) for (size_t q = len; !left && q < (size_t)width && !r; q++) r = tbuf_putc(rt, &b, ' ');
+            if (zero && t.n && (t.p[0] == '-' || t.p[0] == '+') && len < (size_t)width) {
+                r = tbuf_putc(rt, &b, t.p[0]);
+                memmove(t.p, t.p + 1, --t.n);
+                for (size_t q = len; q < (size_t)width && !r; q++) r = tbuf_putc(rt, &b, '0');
+            } else if (zero) for (size_t q = len; q < (size_t)width && !r; q++) r = tbuf_putc(rt, &b, '0');
+            if (!r && t.n) r = tbuf_put(rt, &b, t.p, t.n);
+            for (size_t q = len; left && q < (size_t)width && !r; q++) r = tbuf_putc(rt, &b, ' ');
+        }
+        tbuf_release(&t);
+    }
+    if (!r && !lenient && ai < an)
+        r = tmpl_fail(rt, SITS_ERR_INVALID, "not all arguments converted during string formatting");
+    if (!r) r = tbuf_to_str(rt, &b, out);
+    tbuf_release(&b);
+    return r;
+}
+
 /* ---- filters ---- */
 /* jinja2's make_attrgetter: "a.0.b" looked up part by part (digit parts as ints); with a default, an
  * undefined intermediate is replaced by it before the next part */
@@ -951,6 +1053,21 @@ static int copy_items(trt_t *rt, tv_t v, tlist_t **l_p)
     return 0;
 }
 
+/* A generator filter's source: a non-iterable gives a generator that raises when consumed (Python
+ * generators run lazily), returned in *out with 1. */
+static int gen_source(trt_t *rt, tv_t v, tlist_t **items_p, tv_t *out)
+{
+    if ((v.type == TV_LIST && !v.u.l->err) || v.type == TV_STR || v.type == TV_DICT || v.type == TV_UNDEF)
+        return tv_iter(rt, v, items_p);
+    tlist_t *l = tl_new(rt, 0);
+    char *m = rt_alloc(rt, 64);
+    if (!l || !m) return -1;
+    if (v.type == TV_LIST) l->err = v.u.l->err;   /* a generator over a failing generator fails alike */
+    else { snprintf(m, 64, "'%s' object is not iterable", tv_type_name(v)); l->err = m; }
+    *out = tv_list(l, LK_ITER);
+    return 1;
+}
+
 static int select_filter(trt_t *rt, tv_t v, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw,
                          int lookup_attr, int want, tv_t *out)
 {
@@ -959,7 +1076,8 @@ static int select_filter(trt_t *rt, tv_t v, tv_t *pos, int npos, const char **kw
     *out = tv_list(res, LK_ITER);
     if (!tv_truthy(v)) return 0;
     if (nkw) return tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "keyword arguments to select filters are not supported");
-    if (tv_iter(rt, v, &items)) return -1;
+    int g = gen_source(rt, v, &items, out);
+    if (g) return g < 0 ? -1 : 0;
     int off = lookup_attr ? 1 : 0, test = -3;
     if (lookup_attr && npos < 1) return tmpl_fail(rt, SITS_ERR_INVALID, "Missing parameter for attribute name");
     if (npos > off) {
@@ -1033,7 +1151,9 @@ static int do_indent(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 {
     tv_t s, ind = tv_str("    ", 4);
     if (v.type == TV_UNDEF) return undef_err(rt, v);   /* s += "\n" fails on Undefined */
-    if (soft_str(rt, v, &s)) return -1;
+    if (v.type != TV_STR)
+        return tmpl_fail(rt, SITS_ERR_INVALID, "unsupported operand type(s) for +=: '%s' and 'str'", tv_type_name(v));
+    s = v;
     if (!NOT_GIVEN(a[0])) {
         if (a[0].type == TV_STR) ind = a[0];
         else {
@@ -1132,6 +1252,15 @@ static int do_truncate(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
 {
     tv_t s, end = tv_str("...", 3);
     int64_t length = 255, leeway = 5;
+    if (v.type != TV_STR && v.type != TV_UNDEF) {
+        /* jinja2 returns any value whose len() fits as is; it only cuts strings */
+        int64_t len;
+        if (!NOT_GIVEN(a[0]) && want_int(rt, a[0], "truncate", &length)) return -1;
+        if (!NOT_GIVEN(a[3]) && a[3].type != TV_NONE && want_int(rt, a[3], "truncate", &leeway)) return -1;
+        if (tv_len(rt, v, &len)) return -1;
+        if (len <= length + leeway) { *out = v; return 0; }
+        return tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "truncate of a long %s is not supported", tv_type_name(v));
+    }
     if (soft_str(rt, v, &s)) return -1;
     if (!NOT_GIVEN(a[0]) && want_int(rt, a[0], "truncate", &length)) return -1;
     int killwords = !NOT_GIVEN(a[1]) && tv_truthy(a[1]);
@@ -1255,7 +1384,9 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
     case F_BATCH: case F_SLICE: {
         int64_t cnt = 0;
         BIND("count", "fill_with");
-        if (want_int(rt, a[0], fname, &cnt) || tv_iter(rt, v, &items)) return -1;
+        if (want_int(rt, a[0], fname, &cnt)) return -1;
+        int g = gen_source(rt, v, &items, out);
+        if (g) return g < 0 ? -1 : 0;
         if (cnt <= 0) return tmpl_fail(rt, SITS_ERR_INVALID, "%s count must be positive", fname);
         tlist_t *res = tl_new(rt, 0), *cur = NULL;
         if (!res) return -1;
@@ -1354,7 +1485,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         if (!l) return -1;
         *out = tv_list(l, LK_ITER);
         if (v.type == TV_UNDEF) return 0;
-        if (v.type != TV_DICT) return tmpl_fail(rt, SITS_ERR_INVALID, "Can only get item pairs from a mapping.");
+        if (v.type != TV_DICT) { l->err = "Can only get item pairs from a mapping."; return 0; }
         for (size_t i = 0; i < v.u.d->n; i++) {
             tlist_t *pr = tl_new(rt, 2);
             if (!pr) return -1;
@@ -1394,7 +1525,9 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         tlist_t *res = tl_new(rt, 0);
         if (!res) return -1;
         *out = tv_list(res, LK_ITER);
-        if (tv_iter(rt, v, &items)) return -1;
+        if (!tv_truthy(v)) return 0;   /* sync_do_map: "if value:" before iterating */
+        int g = gen_source(rt, v, &items, out);
+        if (g) return g < 0 ? -1 : 0;
         if (npos == 0) {
             tv_t attr = tv_undef(NULL), def = tv_none();
             int has_def = 0;
@@ -1453,7 +1586,7 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         if (!l) return -1;
         for (size_t i = items->n; i-- > 0;) l->v[l->n++] = items->v[i];
         /* reversed() of a sequence is an iterator; a generator becomes a reversed list */
-        *out = tv_list(l, (v.type == TV_LIST && v.kind == LK_ITER) || v.type == TV_UNDEF ? LK_LIST : LK_ITER);
+        *out = tv_list(l, v.type == TV_LIST && v.kind == LK_ITER ? LK_LIST : LK_ITER);
         return 0;
     }
     case F_ROUND: BIND("precision", "method"); return do_round(rt, v, a, out);
@@ -1464,6 +1597,10 @@ int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char
         tv_t cs_v = id == F_SORT ? a[1] : a[0], attr = id == F_SORT ? a[2] : a[1];
         int cs = !NOT_GIVEN(cs_v) && tv_truthy(cs_v);
         tlist_t *l;
+        if (id == F_UNIQUE) {
+            int g = gen_source(rt, v, &l, out);
+            if (g) return g < 0 ? -1 : 0;
+        }
         if (copy_items(rt, v, &l)) return -1;
         tv_t *keys = rt_alloc(rt, (l->n ? l->n : 1) * sizeof(tv_t));
         if (!keys) return -1;

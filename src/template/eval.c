@@ -131,7 +131,11 @@ static int arith(trt_t *rt, int op, tv_t a, tv_t b, tv_t *out)
             }
             return 0;
         case OP_POW:
-            if (y < 0) { *out = tv_float(pow((double)x, (double)y)); return 0; }
+            if (y < 0) {
+                if (x == 0) return tmpl_fail(rt, SITS_ERR_INVALID, "0.0 cannot be raised to a negative power");
+                *out = tv_float(pow((double)x, (double)y));
+                return 0;
+            }
             if (x == 0 || x == 1) r = y == 0 ? 1 : x;
             else if (x == -1) r = (y % 2) ? -1 : 1;
             else {
@@ -160,7 +164,11 @@ static int arith(trt_t *rt, int op, tv_t a, tv_t b, tv_t *out)
             *out = tv_float(op == OP_MOD ? m : floor(x / y));
             return 0;
         }
-        case OP_POW: *out = tv_float(pow(x, y)); return 0;
+        case OP_POW:
+            if (x == 0 && y < 0) return tmpl_fail(rt, SITS_ERR_INVALID, "0.0 cannot be raised to a negative power");
+            if (x < 0 && y != floor(y)) return tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "complex results are not supported");
+            *out = tv_float(pow(x, y));
+            return 0;
         }
     }
     if (op == OP_ADD && a.type == TV_STR && b.type == TV_STR) {
@@ -191,8 +199,7 @@ static int arith(trt_t *rt, int op, tv_t a, tv_t b, tv_t *out)
         if (seq_a && is_intlike(b)) return seq_repeat(rt, a, b.u.i, out);
         if (seq_b && is_intlike(a)) return seq_repeat(rt, b, a.u.i, out);
     }
-    if (op == OP_MOD && a.type == TV_STR)
-        return tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "printf-style string formatting ('%%' on a string) is not supported");
+    if (op == OP_MOD && a.type == TV_STR) return tmpl_str_percent(rt, a, b, out);
     return tmpl_fail(rt, SITS_ERR_INVALID, "unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op),
                      tv_type_name(a), tv_type_name(b));
 ovf:
@@ -212,6 +219,7 @@ static int contains(trt_t *rt, tv_t item, tv_t c, int *res)
         return 0;
     case TV_LIST:
         *res = 0;
+        if (c.u.l->err) return tmpl_fail(rt, SITS_ERR_INVALID, "%s", c.u.l->err);
         if (c.kind == LK_ITEMS || c.kind == LK_KEYS || c.kind == LK_VALUES || c.kind == LK_LIST || c.kind == LK_TUPLE ||
             c.kind == LK_ITER)
             for (size_t i = 0; i < c.u.l->n; i++) if (tv_eq(c.u.l->v[i], item)) { *res = 1; break; }

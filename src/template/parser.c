@@ -951,7 +951,9 @@ static int check_soft(prs_t *p, const node_t *n, int soft)
     case N_FOR: s_c = s_d = s_e = 0; s_a = 0; break;
     case N_MACRO: case N_GENERATION: s_in = s_a = s_b = 0; break;
     case N_CALLBLOCK: s_b = 0; s_in = 0; break;
-    case N_FILTERBLOCK: case N_SETBLOCK: case N_WITH: s_b = 0; break;
+    case N_FILTERBLOCK: s_a = s_b = 0; break;
+    case N_SETBLOCK: s_b = s_c = 0; break;
+    case N_WITH: s_b = 0; break;
     default: break;
     }
     if (check_soft(p, n->a, s_a) || check_soft(p, n->b, s_b) || check_soft(p, n->c, s_c) ||

@@ -59,7 +59,8 @@ typedef struct tv {
     } u;
 } tv_t;
 
-struct tlist { tv_t *v; size_t n, cap; };
+/* err: a generator that raises when consumed (jinja2's generator filters over a non-iterable fail lazily) */
+struct tlist { tv_t *v; size_t n, cap; const char *err; };
 struct tdict { tv_t *k, *v; size_t n, cap; };
 
 /* ---- AST ---- */
@@ -216,6 +217,7 @@ int tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, tv_t *
 int tmpl_call_global(trt_t *rt, int id, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
 int tmpl_global_lookup(const char *name, size_t n);  /* G_* or -1 */
 int tmpl_html_escape(trt_t *rt, tv_t v, tv_t *out);  /* markupsafe.escape: a Markup is returned as is */
+int tmpl_str_percent(trt_t *rt, tv_t fmt, tv_t args, tv_t *out); /* fmt % args */
 int tmpl_getattr(trt_t *rt, tv_t obj, const char *name, size_t n, tv_t *out);  /* x.name */
 int tmpl_getitem(trt_t *rt, tv_t obj, tv_t key, tv_t *out);                    /* x[key] */
 int tmpl_call_value(trt_t *rt, tv_t fn, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);

@@ -675,7 +675,10 @@ int tv_len(trt_t *rt, tv_t v, int64_t *len_p)
 int tv_iter(trt_t *rt, tv_t v, tlist_t **items_p)
 {
     switch (v.type) {
-    case TV_LIST: *items_p = v.u.l; return 0;
+    case TV_LIST:
+        if (v.u.l->err) return tmpl_fail(rt, SITS_ERR_INVALID, "%s", v.u.l->err);
+        *items_p = v.u.l;
+        return 0;
     case TV_UNDEF: return (*items_p = tl_new(rt, 0)) ? 0 : -1;
     case TV_DICT: {
         tlist_t *l = tl_new(rt, v.u.d->n);

@@ -277,6 +277,17 @@ FEATURES = [
     ("string_concat_numbers", "{{ 'n=' ~ 1.0 ~ ',' ~ none ~ ',' ~ true ~ ',' ~ [1] ~ ',' ~ {'a': 'b'} }}", {}),
     ("list_concat_slice_step", "{{ ([1, 2] + [3])[::-2] }}|{{ (1, 2) + (3,) }}|{{ 'abcdef'[1:5:2] }}|{{ [1, 2, 3][5:] }}|{{ [1, 2, 3][-10:2] }}", {}),
     ("count_vs_length", "{{ [1, 2]|count }}|{{ {'a': 1}|count }}|{{ 'abc'|count }}|{{ 'a b c'|wordcount }}", {}),
+    ("percent_format", "{{ '%s=%d' % ('a', 3) }}|{{ '%5.2f|%-4s|%04d|%x|%r|%%|%+d' % (3.14159, 'ab', 42, 255, 'q', -5) }}|{{ 'no args' % () }}|{{ '%(k)s!' % {'k': 'v'} }}|{{ 'plain' % {} }}|{{ '%s' % [1, 2] }}|{{ '%.1s|%c|%5s|%e|%g' % ('xyz', 65, 'é', 12345.678, 0.0001) }}", {}),
+    ("error_percent_extra", "{{ 'x' % 5 }}", {}),
+    ("error_percent_missing", "{{ '%s %s' % ('a',) }}", {}),
+    ("soft_frames", "{% for x in [1] %}{% if false %}{{ x|nosuch }}{% endif %}{% endfor %}{{ 1 if true else 2|nosuch }}ok", {}),
+    ("compile_error_filter_block_in_if", "{% if 1 %}{% filter nosuch %}x{% endfilter %}{% endif %}", {}),
+    ("compile_error_loop_in_if", "{% if true %}{% for x in [1] %}{{ x|nosuch }}{% endfor %}{% endif %}", {}),
+    ("compile_error_setblock_in_if", "{% if true %}{% set x %}{{ 1|nosuch }}{% endset %}{% endif %}", {}),
+    ("compile_error_unknown_test", "{{ 1 is nosuchtest }}", {}),
+    ("map_select_falsy", "{{ false|map(attribute='x')|list }}|{{ 0|select|list }}|{{ none|reject|list }}|{{ ''|map('upper')|list }}", {}),
+    ("percent_lenient", "{{ 'x' % [1] }}|{{ 'y' % {'a': 1} }}|{{ '%s' % [1, 2] }}|{{ '%s' % {'a': 1} }}", {}),
+    ("truncate_non_str", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3) }}", {}),
     ("indent_first_blank", "{{ 'l1\n\nl3\n'|indent(2) }}|{{ 'l1\n\nl3\n'|indent(2, true, true) }}|{{ ''|indent(4, true) }}", {}),
 ]
 
