@@ -30,7 +30,7 @@ static int p_fail(prs_t *p, sits_status_t st, int line, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(m, sizeof(m), fmt, ap);
         va_end(ap);
-        tmpl_err_set(p->err, line, "line %d: %s", line, m);
+        sits_tmpl_err_set(p->err, line, "line %d: %s", line, m);
         p->st = st;
     }
     return -1;
@@ -38,7 +38,7 @@ static int p_fail(prs_t *p, sits_status_t st, int line, const char *fmt, ...)
 
 static node_t *p_node(prs_t *p, int type, int line)
 {
-    node_t *n = tmpl_arena_alloc(&p->t->arena, sizeof(*n));
+    node_t *n = sits_tmpl_arena_alloc(&p->t->arena, sizeof(*n));
     if (!n) { p->st = SITS_ERR_NOMEM; return NULL; }
     n->type = (uint16_t)type;
     n->line = line;
@@ -89,12 +89,12 @@ static int intern(prs_t *p, const char *s, size_t n)
         if (strlen(t->names[i]) == n && memcmp(t->names[i], s, n) == 0) return i;
     if (t->nnames == t->capnames) {
         int cap = t->capnames ? t->capnames * 2 : 32;
-        const char **nn = tmpl_arena_alloc(&t->arena, (size_t)cap * sizeof(*nn));
+        const char **nn = sits_tmpl_arena_alloc(&t->arena, (size_t)cap * sizeof(*nn));
         if (!nn) { p->st = SITS_ERR_NOMEM; return -1; }
         if (t->nnames) memcpy(nn, t->names, (size_t)t->nnames * sizeof(*nn));
         t->names = nn; t->capnames = cap;
     }
-    char *c = tmpl_arena_alloc(&t->arena, n + 1);
+    char *c = sits_tmpl_arena_alloc(&t->arena, n + 1);
     if (!c) { p->st = SITS_ERR_NOMEM; return -1; }
     memcpy(c, s, n);
     t->names[t->nnames] = c;
@@ -107,7 +107,7 @@ static int nv_push(prs_t *p, nvec_t *v, node_t *x)
 {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 4;
-        node_t **nv = tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nv));
+        node_t **nv = sits_tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nv));
         if (!nv) { p->st = SITS_ERR_NOMEM; return -1; }
         if (v->n) memcpy(nv, v->v, (size_t)v->n * sizeof(*nv));
         v->v = nv; v->cap = cap;
@@ -194,12 +194,12 @@ static int parse_call_args(prs_t *p, targs_t *a)
             if (!v) return -1;
             if (kwv.n == kwcap) {
                 kwcap = kwcap ? kwcap * 2 : 4;
-                const char **nk = tmpl_arena_alloc(&p->t->arena, (size_t)kwcap * sizeof(*nk));
+                const char **nk = sits_tmpl_arena_alloc(&p->t->arena, (size_t)kwcap * sizeof(*nk));
                 if (!nk) { p->st = SITS_ERR_NOMEM; return -1; }
                 if (kwv.n) memcpy(nk, kwn, (size_t)kwv.n * sizeof(*nk));
                 kwn = nk;
             }
-            char *s = tmpl_arena_alloc(&p->t->arena, nm->n + 1);
+            char *s = sits_tmpl_arena_alloc(&p->t->arena, nm->n + 1);
             if (!s) { p->st = SITS_ERR_NOMEM; return -1; }
             memcpy(s, nm->p, nm->n);
             kwn[kwv.n] = s;
@@ -236,7 +236,7 @@ static node_t *parse_filter(prs_t *p, node_t *operand, int line)
     node_t *f = p_node(p, N_FILTER, line);
     if (!f) return NULL;
     f->a = operand; f->str = nm; f->slen = nl;
-    int id = tmpl_filter_lookup(nm, nl);
+    int id = sits_tmpl_filter_lookup(nm, nl);
     if (id == -1) { p_fail(p, SITS_ERR_UNSUPPORTED, line, "unsupported filter '%.*s'", (int)nl, nm); return NULL; }
     f->op = (int16_t)id;
     if (is_op(p, "(") && parse_call_args(p, &f->args)) return NULL;
@@ -253,7 +253,7 @@ static node_t *parse_test(prs_t *p, node_t *operand)
     node_t *t = p_node(p, N_TEST, line);
     if (!t) return NULL;
     t->a = operand; t->str = nm; t->slen = nl; t->flag = neg;
-    int id = tmpl_test_lookup(nm, nl);
+    int id = sits_tmpl_test_lookup(nm, nl);
     if (id == -1) { p_fail(p, SITS_ERR_UNSUPPORTED, line, "unsupported test '%.*s'", (int)nl, nm); return NULL; }
     t->op = (int16_t)id;
     const ttok_t *c = CUR(p);
@@ -265,7 +265,7 @@ static node_t *parse_test(prs_t *p, node_t *operand)
         if (is_name(p, "is")) { p_fail(p, SITS_ERR_FORMAT, line, "you cannot chain multiple tests with is"); return NULL; }
         node_t *arg = parse_primary(p);
         if (!arg || !(arg = parse_postfix(p, arg))) return NULL;
-        node_t **v = tmpl_arena_alloc(&p->t->arena, sizeof(*v));
+        node_t **v = sits_tmpl_arena_alloc(&p->t->arena, sizeof(*v));
         if (!v) { p->st = SITS_ERR_NOMEM; return NULL; }
         v[0] = arg;
         t->args.pos = v; t->args.npos = 1;
@@ -278,7 +278,7 @@ static node_t *parse_call(prs_t *p, node_t *fn)
 {
     node_t *c = p_node(p, N_CALL, CUR(p)->line);
     if (!c) return NULL;
-    if (fn->type == N_GETATTR && !tmpl_method_known(fn->str, fn->slen)) {
+    if (fn->type == N_GETATTR && !sits_tmpl_method_known(fn->str, fn->slen)) {
         p_fail(p, SITS_ERR_UNSUPPORTED, c->line, "unsupported method '%.*s'", (int)fn->slen, fn->str);
         return NULL;
     }
@@ -408,7 +408,7 @@ static node_t *parse_primary(prs_t *p)
         size_t total = 0;
         int j = p->i;
         while (p->tk[j].type == T_STRING) total += p->tk[j++].n;
-        char *s = tmpl_arena_alloc(&p->t->arena, total + 1);
+        char *s = sits_tmpl_arena_alloc(&p->t->arena, total + 1);
         if (!s) { p->st = SITS_ERR_NOMEM; return NULL; }
         total = 0;
         while (CUR(p)->type == T_STRING) { memcpy(s + total, CUR(p)->p, CUR(p)->n); total += CUR(p)->n; p->i++; }
@@ -569,7 +569,7 @@ static node_t *parse_compare(prs_t *p)
         if (!x || nv_push(p, &v, x)) return NULL;
         if (v.n > cap) {
             int nc = v.cap;
-            int *no = tmpl_arena_alloc(&p->t->arena, (size_t)nc * sizeof(int));
+            int *no = sits_tmpl_arena_alloc(&p->t->arena, (size_t)nc * sizeof(int));
             if (!no) { p->st = SITS_ERR_NOMEM; return NULL; }
             if (ops) memcpy(no, ops, (size_t)(v.n - 1) * sizeof(int));
             ops = no; cap = nc;
@@ -745,12 +745,12 @@ static int parse_params(prs_t *p, targs_t *a)
         if (!is_name(p, NULL)) return p_fail(p, SITS_ERR_FORMAT, CUR(p)->line, "expected a parameter name");
         if (defs.n == cap) {
             cap = cap ? cap * 2 : 4;
-            const char **nn = tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nn));
+            const char **nn = sits_tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nn));
             if (!nn) { p->st = SITS_ERR_NOMEM; return -1; }
             if (defs.n) memcpy(nn, names, (size_t)defs.n * sizeof(*nn));
             names = nn;
         }
-        char *s = tmpl_arena_alloc(&p->t->arena, CUR(p)->n + 1);
+        char *s = sits_tmpl_arena_alloc(&p->t->arena, CUR(p)->n + 1);
         if (!s) { p->st = SITS_ERR_NOMEM; return -1; }
         memcpy(s, CUR(p)->p, CUR(p)->n);
         names[defs.n] = s;
@@ -964,7 +964,7 @@ static int check_soft(prs_t *p, const node_t *n, int soft)
     return 0;
 }
 
-sits_status_t tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err)
+sits_status_t sits_tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err)
 {
     prs_t p = { .t = t, .tk = toks, .n = ntoks, .err = err, .st = SITS_OK };
     node_t *root = parse_body(&p, NULL, NULL);
