@@ -1150,8 +1150,9 @@ static int do_round(trt_t *rt, tv_t v, tv_t *a, tv_t *out)
         }
         return 0;
     }
-    double p = pow(10.0, (double)prec);
-    *out = tv_float((fl ? floor(x * p) : ceil(x * p)) / p);
+    double p = pow(10.0, (double)prec), y = x * p;
+    if (isinf(y) || isnan(y)) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "cannot convert float infinity to integer");
+    *out = tv_float((fl ? floor(y) : ceil(y)) / p);
     return 0;
 }
 

@@ -161,9 +161,20 @@ static int arith(trt_t *rt, int op, tv_t a, tv_t b, tv_t *out)
             return 0;
         case OP_FLOORDIV: case OP_MOD: {
             if (y == 0) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "float modulo");
-            double m = fmod(x, y);
-            if (m != 0 && ((m < 0) != (y < 0))) m += y;
-            *out = tv_float(op == OP_MOD ? m : floor(x / y));
+            /* CPython's float_divmod */
+            double m = fmod(x, y), div = (x - m) / y, fd;
+            if (m != 0) {
+                if ((y < 0) != (m < 0)) { m += y; div -= 1.0; }
+            } else {
+                m = copysign(0.0, y);
+            }
+            if (div != 0) {
+                fd = floor(div);
+                if (div - fd > 0.5) fd += 1.0;
+            } else {
+                fd = copysign(0.0, x / y);
+            }
+            *out = tv_float(op == OP_MOD ? m : fd);
             return 0;
         }
         case OP_POW:
@@ -653,7 +664,17 @@ static int run_for(trt_t *rt, const node_t *n, frame_t *f, tv_t iterable, int de
             tv_t c;
             if (++rt->iterations > TMPL_MAX_ITER) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "more than 10 million loop iterations");
             if (assign(rt, n->a, lf, items->v[i]) || sits_tmpl_eval(rt, n->c, lf, &c)) return -1;
-            if (sits_tmpl_tv_truthy(c) && sits_tmpl_tl_push(rt, kept, items->v[i])) return -1;
+            if (!sits_tmpl_tv_truthy(c)) continue;
+            tv_t item = items->v[i];
+            if (n->a->type == N_TUPLE) {
+                /* jinja2's filtered loop yields the unpacked targets again, as a tuple */
+                tlist_t *src, *tup;
+                if (sits_tmpl_tv_iter(rt, item, &src) || !(tup = sits_tmpl_tl_new(rt, src->n))) return -1;
+                TMEMCPY(tup->v, src->v, src->n * sizeof(tv_t));
+                tup->n = src->n;
+                item = sits_tmpl_tv_list(tup, LK_TUPLE);
+            }
+            if (sits_tmpl_tl_push(rt, kept, item)) return -1;
         }
         items = kept;
     }
@@ -706,12 +727,14 @@ static int exec_node(trt_t *rt, const node_t *n, frame_t *f)
     case N_SETBLOCK: {
         frame_t *bf = frame_new(rt, f);
         if (!bf || (r = capture(rt, n->b, bf, &v))) { r = -1; break; }
+        if (rt->brk) break;   /* a break/continue inside the block leaves before the assignment */
         if (!(r = apply_chain(rt, n->c, f, v, &v))) r = assign(rt, n->a, f, v);
         break;
     }
     case N_FILTERBLOCK: {
         frame_t *bf = frame_new(rt, f);
         if (!bf || capture(rt, n->b, bf, &v)) { r = -1; break; }
+        if (rt->brk) break;   /* as in jinja2, the buffered text is dropped */
         if (!(r = apply_chain(rt, n->a, f, v, &v))) r = sits_tmpl_tv_str_append(rt, rt->out, v);
         break;
     }

@@ -15,6 +15,7 @@ typedef struct {
     const ttok_t *tk;
     int n, i;
     int depth;
+    int in_loop;    /* break/continue allowed: inside a for body, not across a macro or call block */
     sits_tmpl_error_t *err;
     sits_status_t st;
 } prs_t;
@@ -699,7 +700,10 @@ static node_t *stmt_for(prs_t *p, int line)
     if (!(n->b = parse_tuple(p, 0, 0, 0, "recursive"))) return NULL;
     if (skip_name(p, "if") && !(n->c = parse_expr(p, 1))) return NULL;
     if (skip_name(p, "recursive")) n->flag = 1;
+    int saved = p->in_loop;
+    p->in_loop = 1;
     if (expect_end(p) || !(n->d = parse_body(p, ends, &w))) return NULL;
+    p->in_loop = saved;
     if (!strcmp(w, "else") && (expect_end(p) || !(n->e = parse_body(p, ends2, &w)))) return NULL;
     return expect_end(p) ? NULL : n;
 }
@@ -778,7 +782,10 @@ static node_t *stmt_macro(prs_t *p, int line)
     n->name_id = intern(p, n->str, n->slen);
     p->i++;
     if (parse_params(p, &n->args) || expect_end(p)) return NULL;
+    int saved = p->in_loop;
+    p->in_loop = 0;
     if (!(n->b = parse_body(p, ends, &w))) return NULL;
+    p->in_loop = saved;
     if (is_name(p, NULL)) p->i++; /* {% endmacro name %} */
     return expect_end(p) ? NULL : n;
 }
@@ -792,7 +799,10 @@ static node_t *stmt_call(prs_t *p, int line)
     if (is_op(p, "(") && parse_params(p, &n->args)) return NULL;
     if (!(n->a = parse_expr(p, 1))) return NULL;
     if (n->a->type != N_CALL) { p_fail(p, SITS_ERR_FORMAT, line, "expected call"); return NULL; }
+    int saved = p->in_loop;
+    p->in_loop = 0;
     if (expect_end(p) || !(n->b = parse_body(p, ends, &w)) || expect_end(p)) return NULL;
+    p->in_loop = saved;
     n->str = "caller"; n->slen = 6;
     return n;
 }
@@ -848,6 +858,10 @@ static node_t *parse_statement(prs_t *p)
     if (name_eq(t, "filter")) return stmt_filter(p, line);
     if (name_eq(t, "with")) return stmt_with(p, line);
     if (name_eq(t, "break") || name_eq(t, "continue")) {
+        if (!p->in_loop) {
+            p_fail(p, SITS_ERR_FORMAT, line, "'%.*s' outside loop", (int)t->n, t->p);
+            return NULL;
+        }
         node_t *n = p_node(p, name_eq(t, "break") ? N_BREAK : N_CONTINUE, line);
         return (!n || expect_end(p)) ? NULL : n;
     }
@@ -860,7 +874,10 @@ static node_t *parse_statement(prs_t *p)
         static const char *const ends[] = { "endgeneration", NULL };
         const char *w;
         node_t *n = p_node(p, N_GENERATION, line);
+        int saved = p->in_loop;
+        p->in_loop = 0;   /* the body is a caller() in transformers' AssistantTracker */
         if (!n || expect_end(p) || !(n->b = parse_body(p, ends, &w)) || expect_end(p)) return NULL;
+        p->in_loop = saved;
         return n;
     }
     static const char *const known[] = { "block", "extends", "include", "import", "from", "autoescape", NULL };

@@ -26,6 +26,9 @@ import copy
 import datetime
 import glob
 import json
+import math
+import random
+import struct
 import os
 import subprocess
 import sys
@@ -301,6 +304,137 @@ FEATURES += [(f"undefined_filter_{i}", "[{{ u|%s }}]" % f, {}) for i, f in enume
     "attr('x')", "d('x', true)"])]
 
 
+# Float printing and arithmetic over a fixed set of awkward doubles (random bit patterns included).
+_FR = random.Random(7)
+FLOATS = [0.1, 0.5, 2.675, 1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 123.456, 5e-324, 1.7976931348623157e308,
+          -0.5, 1e22, 2.5, 3.5, -68.0, 28.9, 10.2] + [round(_FR.uniform(-1e6, 1e6), _FR.randint(0, 9)) for _ in range(20)]
+for _ in range(20):
+    _f = struct.unpack("d", struct.pack("Q", _FR.getrandbits(64)))[0]
+    if math.isfinite(_f):
+        FLOATS.append(_f)
+FEATURES.append(("float_ops", "{% for f in fs %}{{ f }}|{{ f|tojson }}|{{ f|round(3) }}|{{ f * 3 }}|{{ f // 1.7 }}|"
+                 "{{ f % 1.3 }}|{{ (f|string)|float }}|{{ f / 7 }}|{{ f|int if f|abs < 1e18 else 0 }}\n{% endfor %}",
+                 {"fs": FLOATS}))
+
+
+FEATURES += [
+    ("break_in_blocks", "{% for i in [1, 2] %}{% set y %}a{% break %}{% endset %}{{ i }}{% endfor %}|{% for i in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}{{ i }}{% endfor %}|{% for i in [1, 2] %}{% with %}{% break %}{% endwith %}{% endfor %}", {}),
+    ("compile_error_break_outside", "{% break %}", {}),
+    ("compile_error_continue_after_loop", "{% for i in [1] %}{% endfor %}{% continue %}", {}),
+    ("compile_error_break_in_call", "{% macro m() %}{{ caller() }}{% endmacro %}{% for i in [1] %}{% call m() %}{% break %}{% endcall %}{% endfor %}", {}),
+    ("compile_error_break_in_macro", "{% for i in [1] %}{% macro q() %}{% break %}{% endmacro %}{% endfor %}", {}),
+    ("filtered_tuple_loop", "{% for k, v in [['a', 1], ['b', 2], ['c', 3]] if v > 1 %}{{ loop.previtem }}{{ k }}{{ loop.nextitem }};{% endfor %}", {}),
+]
+
+# Random snippets (fixed seeds): expressions over every operator / filter / test / method, and statement
+# structures (loops, ifs, namespaces, macros, call/set/filter blocks, whitespace control). Snippets whose
+# reference output prints a generator's address are skipped (not reproducible anywhere).
+_EXPR_ATOMS = ["1", "2", "0", "-3", "2.5", "0.1", "1e3", "'a'", "'Hello World'", "''", "' x '", "none", "true", "false",
+               "[1, 2, 3]", "['b', 'a']", "{'k': 1, 'j': 'v'}", "(1, 'x')", "s", "n", "l", "d", "u", "m", "m.role",
+               "m['content']", "d.k", "l[0]", "l[-1]", "s[1:]", "l|length", "'é日'", "msgs", "msgs[0]"]
+_BINOPS = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "and", "or", "in", "not in", "**"]
+_FILTERS = ["length", "trim", "upper", "lower", "title", "capitalize", "string", "list", "first", "last", "int", "float",
+            "default('D')", "join(',')", "join", "sort", "reverse|list", "unique|list", "sum", "max", "min", "tojson",
+            "tojson(indent=1)", "items|list", "dictsort", "abs", "round", "round(1)", "replace('a', 'X')", "indent(2)",
+            "center(7)", "wordcount", "selectattr('role', 'equalto', 'user')|list", "map(attribute='role')|list",
+            "select|list", "reject|list", "batch(2)|list", "e", "safe", "map('upper')|list", "count", "truncate(5)",
+            "rejectattr('content')|list", "d('z', true)"]
+_TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
+          "boolean", "true", "false", "odd", "even", "divisibleby 2", "eq 1", "in [1, 'a']", "lower", "upper", "callable"]
+_METHODS = ["strip()", "upper()", "lower()", "split()", "split(',')", "startswith('a')", "endswith('o')",
+            "replace('l', 'L')", "title()", "find('l')", "count('l')", "get('k')", "get('zz', 5)", "items()", "keys()",
+            "values()", "lstrip('H')", "rstrip()", "capitalize()", "index(1)", "isdigit()", "format(1)", "zfill(4)",
+            "splitlines()"]
+_EXPR_VARS = {"s": "hello", "n": 7, "l": [3, 1, 2], "d": {"k": 1, "j": "v"}, "m": {"role": "user", "content": "hi"},
+              "msgs": [{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}]}
+
+
+def _random_expr(r, d=0):
+    x = r.random()
+    if d > 3 or x < 0.3:
+        return r.choice(_EXPR_ATOMS)
+    if x < 0.5:
+        return f"({_random_expr(r, d + 1)} {r.choice(_BINOPS)} {_random_expr(r, d + 1)})"
+    if x < 0.65:
+        return f"{_random_expr(r, d + 1)}|{r.choice(_FILTERS)}"
+    if x < 0.75:
+        return f"({_random_expr(r, d + 1)} is {'not ' if r.random() < 0.3 else ''}{r.choice(_TESTS)})"
+    if x < 0.85:
+        return f"({_random_expr(r, d + 1)}).{r.choice(_METHODS)}"
+    if x < 0.92:
+        return f"({_random_expr(r, d + 1)} if {_random_expr(r, d + 1)} else {_random_expr(r, d + 1)})"
+    return f"not {_random_expr(r, d + 1)}"
+
+
+_ITERS = ["msgs", "d.items()", "d", "range(3)", "msgs|reverse", "msgs|selectattr('role', 'equalto', 'user')"]
+_SEXPRS = ["x", "i", "loop.index", "loop.first", "loop.last", "loop.previtem", "loop.nextitem", "loop.length", "ns.a",
+           "ns.b", "m.role", "m.content", "m.content|trim", "msgs|length", "y", "k", "v", "caller()", "varargs",
+           "kwargs", "a", "b", "msgs[0].content", "(ns.a ~ '-')", "loop.cycle('p', 'q')", "mac(1)", "mac(a=2, b='z')",
+           "1 + ns.a|length"]
+_STMT_VARS = {"msgs": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi\nthere"},
+                       {"role": "assistant", "content": "yo"}], "d": {"p": 1, "q": [2]}, "x": "X"}
+
+
+def _random_stmts(r):
+    def ws():
+        return r.choice(["", "", "-", "+"])
+
+    def ws2():
+        return r.choice(["", "", "-"])
+
+    def pre():
+        return r.choice(["", " ", "\n", "  \n  ", "\t", "\n\n    ", "x\n  "])
+
+    def out():
+        return pre() + "{{" + ws2() + " " + r.choice(_SEXPRS) + " " + ws2() + "}}"
+
+    def body(d):
+        return "".join(stmt(d + 1) for _ in range(r.randint(1, 3)))
+
+    def stmt(d):
+        if d > 3 or r.random() < 0.3:
+            return out()
+        t = r.random()
+        if t < 0.2:
+            target = r.choice(["m", "x", "k, v"])
+            cond = r.choice(["", " if loop is not defined", " if m is defined"])
+            els = f"{{%{ws()} else {ws()}%}}" + body(d) if r.random() < 0.3 else ""
+            return (pre() + f"{{%{ws()} for {target} in {r.choice(_ITERS)}{cond} {ws()}%}}" + body(d) + els +
+                    f"{{%{ws()} endfor {ws()}%}}")
+        if t < 0.35:
+            elif_ = f"{{%{ws()} elif {r.choice(_SEXPRS)} {ws()}%}}" + body(d) if r.random() < 0.4 else ""
+            else_ = f"{{%{ws()} else {ws()}%}}" + body(d) if r.random() < 0.5 else ""
+            return (pre() + f"{{%{ws()} if {r.choice(_SEXPRS)} {ws()}%}}" + body(d) + elif_ + else_ +
+                    f"{{%{ws()} endif {ws()}%}}")
+        if t < 0.5:
+            return pre() + f"{{%{ws()} set ns.{r.choice(['a', 'b'])} = {r.choice(_SEXPRS)} {ws()}%}}"
+        if t < 0.6:
+            return pre() + f"{{%{ws()} set y = {r.choice(_SEXPRS)} {ws()}%}}"
+        if t < 0.68:
+            return pre() + f"{{%{ws()} set y {ws()}%}}" + body(d) + f"{{%{ws()} endset {ws()}%}}"
+        if t < 0.82:
+            return pre() + f"{{%{ws()} call(a) mac(3) {ws()}%}}" + body(d) + "{% endcall %}"
+        if t < 0.9:
+            return pre() + "{#" + ws2() + " comment " + ws2() + "#}"
+        return pre() + f"{{%{ws()} filter upper {ws()}%}}" + body(d) + "{% endfilter %}"
+
+    head = ("{% set ns = namespace(a='', b=0) %}{% macro mac(a, b='B') %}[{{ a }}{{ b }}"
+            "{{ caller() if caller is defined }}{{ varargs|length }}]{% endmacro %}")
+    return head + "".join(stmt(0) for _ in range(r.randint(1, 4))) + r.choice(["", "\n", "  \n"])
+
+
+def random_features():
+    out = []
+    r = random.Random(20240726)
+    for i in range(300):
+        src = "".join(
+            r.choice(["", "\n", "  ", "\t"]) + "{{ " + _random_expr(r) + " }}" for _ in range(r.randint(1, 3)))
+        out.append((f"random_expr_{i}", src, _EXPR_VARS))
+    for i in range(150):
+        out.append((f"random_stmts_{i}", _random_stmts(r), _STMT_VARS))
+    return out
+
+
 def render_feature(name, src, variables):
     rec = {"name": name, "template": src, "vars": variables}
     try:
@@ -350,7 +484,9 @@ def main():
         "now": NOW,
         "cases": [c[0] for c in CASES],
         "templates": {},
-        "features": [render_feature(*f) for f in FEATURES],
+        "features": [render_feature(*f) for f in FEATURES] + [
+            rec for rec in (render_feature(*f) for f in random_features())
+            if " at 0x" not in rec.get("output", "")],
     }
     for name, raw in templates.items():
         src = raw.decode("utf-8")
