@@ -956,9 +956,11 @@ done:
 
 /* jinja2 refuses an unknown filter or test at compile time unless it sits in an {% if %} or a
  * conditional expression of the same frame (loops, macros, call/filter/set blocks open a new one). */
-static int check_soft(prs_t *p, const node_t *n, int soft)
+static int check_soft(prs_t *p, const node_t *n, int soft, int depth)
 {
     if (!n) return 0;
+    /* operator chains (a + b + ... , x|f|g|...) build deep left-leaning trees without nesting brackets */
+    if (depth > TMPL_MAX_AST_DEPTH) return p_fail(p, SITS_ERR_FORMAT, n->line, "expression nested too deeply");
     if ((n->type == N_FILTER || n->type == N_TEST) && n->op == -2 && !soft)
         return p_fail(p, SITS_ERR_FORMAT, n->line, "no %s named '%.*s'", n->type == N_FILTER ? "filter" : "test",
                       (int)n->slen, n->str);
@@ -973,11 +975,13 @@ static int check_soft(prs_t *p, const node_t *n, int soft)
     case N_WITH: s_b = 0; break;
     default: break;
     }
-    if (check_soft(p, n->a, s_a) || check_soft(p, n->b, s_b) || check_soft(p, n->c, s_c) ||
-        check_soft(p, n->d, s_d) || check_soft(p, n->e, s_e)) return -1;
-    for (int i = 0; i < n->nkids; i++) if (check_soft(p, n->kids[i], n->type == N_BODY ? soft : s_in)) return -1;
-    for (int i = 0; i < n->args.npos; i++) if (check_soft(p, n->args.pos[i], s_in)) return -1;
-    for (int i = 0; i < n->args.nkw; i++) if (check_soft(p, n->args.kwv[i], s_in)) return -1;
+    depth++;
+    if (check_soft(p, n->a, s_a, depth) || check_soft(p, n->b, s_b, depth) || check_soft(p, n->c, s_c, depth) ||
+        check_soft(p, n->d, s_d, depth) || check_soft(p, n->e, s_e, depth)) return -1;
+    for (int i = 0; i < n->nkids; i++)
+        if (check_soft(p, n->kids[i], n->type == N_BODY ? soft : s_in, depth)) return -1;
+    for (int i = 0; i < n->args.npos; i++) if (check_soft(p, n->args.pos[i], s_in, depth)) return -1;
+    for (int i = 0; i < n->args.nkw; i++) if (check_soft(p, n->args.kwv[i], s_in, depth)) return -1;
     return 0;
 }
 
@@ -986,7 +990,7 @@ sits_status_t sits_tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sit
     prs_t p = { .t = t, .tk = toks, .n = ntoks, .err = err, .st = SITS_OK };
     node_t *root = parse_body(&p, NULL, NULL);
     if (!root) return p.st != SITS_OK ? p.st : SITS_ERR_FORMAT;
-    if (check_soft(&p, root, 0)) return p.st;
+    if (check_soft(&p, root, 0, 0)) return p.st;
     t->root = root;
     return SITS_OK;
 }

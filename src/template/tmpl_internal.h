@@ -151,7 +151,8 @@ typedef struct {
 
 #define TMPL_MAX_OUTPUT ((size_t)64 << 20)
 #define TMPL_MAX_CALL_DEPTH 256
-#define TMPL_MAX_EVAL_DEPTH 3000
+#define TMPL_MAX_EVAL_DEPTH 1000   /* nested evaluations (expressions, statements, values printed): bounds the C stack */
+#define TMPL_MAX_AST_DEPTH 500     /* depth of a compiled template's tree */
 #define TMPL_MAX_ITER ((size_t)10000000)
 #define TMPL_MAX_MEMORY ((size_t)1 << 30)
 #define TMPL_MAX_PARSE_DEPTH 200

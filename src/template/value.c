@@ -286,8 +286,14 @@ int sits_tmpl_tv_truthy(tv_t v)
 static int is_num(tv_t v) { return v.type == TV_BOOL || v.type == TV_INT || v.type == TV_FLOAT; }
 static double num_f(tv_t v) { return v.type == TV_FLOAT ? v.u.f : (double)v.u.i; }
 
-int sits_tmpl_tv_eq(tv_t a, tv_t b)
+static int eq_rec(tv_t a, tv_t b, int depth);
+
+/* Python raises RecursionError comparing values nested ~1000 deep; here such values compare unequal. */
+int sits_tmpl_tv_eq(tv_t a, tv_t b) { return eq_rec(a, b, 0); }
+
+static int eq_rec(tv_t a, tv_t b, int depth)
 {
+    if (depth > TMPL_MAX_EVAL_DEPTH) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.type != TV_FLOAT && b.type != TV_FLOAT) return a.u.i == b.u.i;
         return num_f(a) == num_f(b);
@@ -299,13 +305,13 @@ int sits_tmpl_tv_eq(tv_t a, tv_t b)
     case TV_LIST:
         if (a.kind == LK_ITER || b.kind == LK_ITER) return a.u.l == b.u.l;
         if ((a.kind == LK_TUPLE) != (b.kind == LK_TUPLE) || a.u.l->n != b.u.l->n) return 0;
-        for (size_t i = 0; i < a.u.l->n; i++) if (!sits_tmpl_tv_eq(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++) if (!eq_rec(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case TV_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             int j = sits_tmpl_td_find(b.u.d, a.u.d->k[i]);
-            if (j < 0 || !sits_tmpl_tv_eq(a.u.d->v[i], b.u.d->v[j])) return 0;
+            if (j < 0 || !eq_rec(a.u.d->v[i], b.u.d->v[j], depth + 1)) return 0;
         }
         return 1;
     case TV_FUNC: return a.u.fn == b.u.fn;
@@ -333,7 +339,10 @@ int sits_tmpl_tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res)
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (sits_tmpl_tv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
-            return sits_tmpl_tv_cmp(rt, a.u.l->v[i], b.u.l->v[i], res);
+            if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
+            int r = sits_tmpl_tv_cmp(rt, a.u.l->v[i], b.u.l->v[i], res);
+            rt->depth--;
+            return r;
         }
         *res = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
         return 0;
@@ -475,6 +484,12 @@ static int scalar_str(trt_t *rt, tbuf_t *b, tv_t v)
 int sits_tmpl_tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v)
 {
     if (v.type == TV_STR) return str_repr(rt, b, v.u.s.p, v.u.s.n);
+    if (v.type == TV_LIST || v.type == TV_DICT || v.type == TV_NS) {
+        if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
+        int r = scalar_str(rt, b, v);
+        rt->depth--;
+        return r;
+    }
     if (v.type == TV_UNDEF) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "repr of an undefined value is not supported");
     return scalar_str(rt, b, v);
 }

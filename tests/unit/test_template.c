@@ -217,7 +217,7 @@ static void test_robustness(void)
     }
     /* deep nesting at compile */
     size_t n = 200000;
-    char *deep = malloc(2 * n + 16);
+    char *deep = malloc(2 * n + 16 > 600000 ? 2 * n + 16 : 600000);
     if (!deep) return;
     strcpy(deep, "{{ ");
     memset(deep + 3, '(', n);
@@ -232,6 +232,14 @@ static void test_robustness(void)
     for (size_t i = 0; i < 5000; i++) k += (size_t)sprintf(deep + k, "not ");
     k += (size_t)sprintf(deep + k, "x }}");
     EXPECT(sits_tmpl_compile(deep, k, &t, &err) == SITS_ERR_FORMAT, "deep not chain not refused");
+    /* long operator and filter chains: flat source, deep trees */
+    static const char *const chains[] = { "1 + ", "x|trim|", "x.y", "a and ", "x[0]" };
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        k = (size_t)sprintf(deep, "{{ x");
+        for (size_t i = 0; i < 50000; i++) k += (size_t)sprintf(deep + k, "%s", c == 2 ? ".y" : c == 4 ? "[0]" : chains[c]);
+        k += (size_t)sprintf(deep + k, "%s }}", c == 1 ? "trim" : c == 2 || c == 4 ? "" : "1");
+        EXPECT(sits_tmpl_compile(deep, k, &t, &err) == SITS_ERR_FORMAT, "chain \"%s\" x 50000 not refused", chains[c]);
+    }
     free(deep);
 
     /* hostile renders stop with SITS_ERR_INVALID */
@@ -244,6 +252,9 @@ static void test_robustness(void)
         "{% for i in range(100000) %}{% for item in [1] recursive %}{{ loop([1]) }}{% endfor %}{% endfor %}",
         "{{ [1] * 100000000000 }}",
         "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+        "{% set ns = namespace(l=[]) %}{% for i in range(50000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+        "{% set ns = namespace(l=[]) %}{% for i in range(50000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l|tojson }}",
+        "{% set ns = namespace(l=[]) %}{% for i in range(50000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l < ns.l }}",
     };
     for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
         char *out = NULL;
