@@ -225,8 +225,7 @@ int sits_tmpl_call_value(trt_t *rt, tv_t fn, tv_t *pos, int npos, const char **k
 
 /* ---- front end (lexer.c, parser.c) ---- */
 typedef enum {
-    T_EOF, T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING, T_INT, T_FLOAT, T_OP,
-    T_RAW
+    T_EOF, T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING, T_INT, T_FLOAT, T_OP
 } ttok_type_t;
 
 typedef struct {

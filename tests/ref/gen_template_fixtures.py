@@ -137,6 +137,11 @@ CASES = [
                         {"role": "tool", "tool_call_id": "call_b", "name": "get_weather", "content": "9C"},
                         {"role": "assistant", "content": "Paris 18C, Oslo 9C."},
                         {"role": "user", "content": "Thanks!"}], TOOLS, True, {}),
+    ("tool_call_null_content", [{"role": "user", "content": "Weather in Zürich?"},
+                                {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+                                {"role": "tool", "tool_call_id": "call_0001", "content": "sunny"}], TOOLS, True, {}),
+    ("documents", [{"role": "system", "content": SYS}, {"role": "user", "content": "Summarise the documents."}],
+     None, True, {"documents": [{"title": "Doc A", "text": "Alpha text."}, {"title": "Doc B", "text": "Beta\ntext."}]}),
 ]
 
 
@@ -147,12 +152,15 @@ def render_case(src, name, case):
     kwargs.update(extra)
     # The variables exactly as render_jinja_template hands them to the template.
     chat = ctu._alias_reasoning_fields(ctu._plain_template_data(copy.deepcopy(messages)))
-    env_vars = {"messages": chat, "tools": copy.deepcopy(tools), "documents": None, "add_generation_prompt": agp}
+    documents = kwargs.pop("documents", None)
+    env_vars = {"messages": chat, "tools": copy.deepcopy(tools), "documents": copy.deepcopy(documents),
+                "add_generation_prompt": agp}
     env_vars.update(kwargs)
     rec = {"case": cname, "vars": env_vars}
     try:
         out, _ = ctu.render_jinja_template(conversations=[copy.deepcopy(messages)], tools=copy.deepcopy(tools),
-                                           chat_template=src, add_generation_prompt=agp, **kwargs)
+                                           documents=copy.deepcopy(documents), chat_template=src,
+                                           add_generation_prompt=agp, **kwargs)
         rec["output"] = out[0]
     except jinja2.exceptions.TemplateSyntaxError as e:
         rec["compile_error"] = f"{type(e).__name__}: {e}"

@@ -94,7 +94,6 @@ static void check_render(const char *label, const sits_tmpl_t *t, const json_t *
     free(out);
 }
 
-static const char *g_fixdir;
 
 static void test_corpus(const json_t *exp, const char *fixdir)
 {
@@ -309,7 +308,6 @@ static void test_mutations(const json_t *exp, const char *fixdir)
         free(src);
     }
     printf("mutations: %d mutated templates, %d compiled and rendered without crashing\n", n, compiled);
-    (void)g_fixdir;
 }
 
 static void bench(const char *fixdir)
@@ -368,7 +366,6 @@ int main(void)
     tzset();
     sits_tmpl_render_opts_t opts = { .now = (time_t)json_integer_value(json_object_get(exp, "now")) };
     g_opts = &opts;
-    g_fixdir = fixdir;
 
     test_corpus(exp, fixdir);
     test_features(exp);
