@@ -819,15 +819,19 @@ int sits_tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, t
     memcpy(nm, name, nlen);
     nm[nlen] = 0;
     if (self.type == TV_STR && (m = name_in(str_methods, name, nlen)) >= 0) {
+        /* markupsafe.Markup's methods that return Markup (or lists / tuples of it) */
         static const char *const markup_kept[] = { "capitalize", "title", "lower", "upper", "replace", "ljust",
                                                    "rjust", "lstrip", "rstrip", "center", "strip", "swapcase",
-                                                   "zfill", NULL };
+                                                   "zfill", "split", "rsplit", "splitlines", "partition",
+                                                   "rpartition", NULL };
         int keep = self.kind == 1 && name_in(markup_kept, name, nlen) >= 0;
         *found_p = 1;
         if (keep && !strcmp(nm, "replace"))   /* Markup.replace escapes its string arguments */
             for (int i = 0; i < npos && i < 2; i++) if (sits_tmpl_html_escape(rt, pos[i], &pos[i])) return -1;
         if (str_method(rt, self, m, nm, pos, npos, kwn, kwv, nkw, out)) return -1;
         if (keep && out->type == TV_STR) out->kind = 1;
+        if (keep && out->type == TV_LIST)
+            for (size_t i = 0; i < out->u.l->n; i++) if (out->u.l->v[i].type == TV_STR) out->u.l->v[i].kind = 1;
         return 0;
     }
     if (self.type == TV_DICT && (m = name_in(dict_methods, name, nlen)) >= 0) {
@@ -1637,8 +1641,15 @@ int sits_tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const
         if (!u || !seen) return -1;
         for (size_t i = 0; i < l->n; i++) {
             int dup = 0;
-            if (keys[i].type == TV_LIST && keys[i].kind != LK_TUPLE) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "unhashable type: 'list'");
-            if (keys[i].type == TV_DICT) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "unhashable type: 'dict'");
+            if ((keys[i].type == TV_LIST && keys[i].kind != LK_TUPLE && keys[i].kind != LK_ITER) ||
+                keys[i].type == TV_DICT) {
+                /* the generator fails when consumed */
+                tlist_t *g = sits_tmpl_tl_new(rt, 0);
+                if (!g) return -1;
+                g->err = keys[i].type == TV_DICT ? "unhashable type: 'dict'" : "unhashable type: 'list'";
+                *out = sits_tmpl_tv_list(g, LK_ITER);
+                return 0;
+            }
             for (size_t j = 0; j < seen->n && !dup; j++) dup = sits_tmpl_tv_eq(seen->v[j], keys[i]);
             if (!dup && (sits_tmpl_tl_push(rt, seen, keys[i]) || sits_tmpl_tl_push(rt, u, l->v[i]))) return -1;
         }

@@ -238,6 +238,8 @@ static int contains(trt_t *rt, tv_t item, tv_t c, int *res)
             for (size_t i = 0; i < c.u.l->n; i++) if (sits_tmpl_tv_eq(c.u.l->v[i], item)) { *res = 1; break; }
         return 0;
     case TV_DICT:
+        if ((item.type == TV_LIST && item.kind != LK_TUPLE && item.kind != LK_ITER) || item.type == TV_DICT)
+            return sits_tmpl_fail(rt, SITS_ERR_INVALID, "unhashable type: '%s'", sits_tmpl_type_name(item));
         *res = sits_tmpl_td_find(c.u.d, item) >= 0;
         return 0;
     case TV_UNDEF:

@@ -483,6 +483,9 @@ static int scalar_str(trt_t *rt, tbuf_t *b, tv_t v)
 
 int sits_tmpl_tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v)
 {
+    if (v.type == TV_STR && v.kind == 1)   /* repr(Markup('x')) */
+        return sits_tmpl_tbuf_put(rt, b, "Markup(", 7) || str_repr(rt, b, v.u.s.p, v.u.s.n) ||
+               sits_tmpl_tbuf_putc(rt, b, ')') ? -1 : 0;
     if (v.type == TV_STR) return str_repr(rt, b, v.u.s.p, v.u.s.n);
     if (v.type == TV_LIST || v.type == TV_DICT || v.type == TV_NS) {
         if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");

@@ -298,6 +298,9 @@ FEATURES = [
     ("compile_error_unknown_test", "{{ 1 is nosuchtest }}", {}),
     ("map_select_falsy", "{{ false|map(attribute='x')|list }}|{{ 0|select|list }}|{{ none|reject|list }}|{{ ''|map('upper')|list }}", {}),
     ("percent_lenient", "{{ 'x' % [1] }}|{{ 'y' % {'a': 1} }}|{{ '%s' % [1, 2] }}|{{ '%s' % {'a': 1} }}", {}),
+    ("markup_methods", "{{ ('a,b'|e).split(',') }}|{{ ('x y'|safe).partition(' ') }}|{{ ['<'|e, 'p'] }}|{{ ('<a>'|e).upper() }}", {}),
+    ("error_unhashable_in", "{{ [1] in {'a': 1} }}", {}),
+    ("unique_lazy_unhashable", "{{ [{'a': 1}]|unique|int }}|{{ [[1], [1]]|unique|list|length if false else 'lazy' }}", {}),
     ("truncate_non_str", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3) }}", {}),
     ("indent_first_blank", "{{ 'l1\n\nl3\n'|indent(2) }}|{{ 'l1\n\nl3\n'|indent(2, true, true) }}|{{ ''|indent(4, true) }}", {}),
 ]
