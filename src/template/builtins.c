@@ -96,7 +96,8 @@ int sits_tmpl_method_known(const char *name, size_t n)
 {
     return name_in(str_methods, name, n) >= 0 || name_in(dict_methods, name, n) >= 0 ||
            name_in(dict_unsafe, name, n) >= 0 || name_in(list_methods, name, n) >= 0 ||
-           name_in(list_unsafe, name, n) >= 0 || (n == 5 && !memcmp(name, "cycle", 5));
+           name_in(list_unsafe, name, n) >= 0 || (n == 5 && !memcmp(name, "cycle", 5)) ||
+           (n == 7 && !memcmp(name, "changed", 7));
 }
 
 int sits_tmpl_global_lookup(const char *name, size_t n) { return name_in(globals, name, n); }
@@ -176,15 +177,15 @@ static int loop_attr(trt_t *rt, tloop_t *lp, const char *name, size_t n, tv_t *o
     else if (IS("depth0")) *out = tv_int(lp->depth0);
     else if (IS("previtem")) *out = i > 0 ? lp->items->v[i - 1] : tv_undef("there is no previous item");
     else if (IS("nextitem")) *out = i + 1 < len ? lp->items->v[i + 1] : tv_undef("there is no next item");
-    else if (IS("cycle")) {
+    else if (IS("cycle") || IS("changed")) {
         tfunc_t *fn = sits_tmpl_rt_alloc(rt, sizeof(*fn));
         if (!fn) return -1;
-        fn->kind = FN_LOOP_CYCLE; fn->loop = lp;
+        fn->kind = IS("cycle") ? FN_LOOP_CYCLE : FN_LOOP_CHANGED;
+        fn->loop = lp;
         tv_t v = { .type = TV_FUNC };
         v.u.fn = fn;
         *out = v;
-    } else if (IS("changed")) return sits_tmpl_fail(rt, SITS_ERR_UNSUPPORTED, "loop.changed is not supported");
-    else *out = tv_undef("'LoopContext object' has no such attribute");
+    } else *out = tv_undef("'LoopContext object' has no such attribute");
 #undef IS
     return 0;
 }

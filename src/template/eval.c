@@ -454,6 +454,19 @@ int sits_tmpl_call_value(trt_t *rt, tv_t fv, tv_t *pos, int npos, const char **k
         *out = pos[fn->loop->index0 % (size_t)npos];
         return 0;
     }
+    case FN_LOOP_CHANGED: {
+        /* True when the argument tuple differs from the previous call's (jinja2 LoopContext.changed) */
+        tloop_t *lp = fn->loop;
+        tlist_t *now = sits_tmpl_tl_new(rt, (size_t)npos);
+        if (!now || nkw) return nkw ? sits_tmpl_fail(rt, SITS_ERR_INVALID, "changed() takes no keyword arguments") : -1;
+        TMEMCPY(now->v, pos, (size_t)npos * sizeof(tv_t));
+        now->n = (size_t)npos;
+        int changed = !lp->changed_last ||
+            !sits_tmpl_tv_eq(sits_tmpl_tv_list(lp->changed_last, LK_TUPLE), sits_tmpl_tv_list(now, LK_TUPLE));
+        if (changed) lp->changed_last = now;
+        *out = tv_bool(changed);
+        return 0;
+    }
     default:
         return sits_tmpl_fail(rt, SITS_ERR_INVALID, "object is not callable");
     }

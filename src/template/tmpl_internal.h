@@ -116,9 +116,10 @@ struct tloop {
     int depth0;
     const node_t *fornode;   /* recursive loops: loop(x) re-runs this node */
     frame_t *outer;
+    tlist_t *changed_last;   /* loop.changed(): the arguments of the last call, NULL before the first */
 };
 
-enum { FN_MACRO, FN_BUILTIN, FN_METHOD, FN_LOOP_CYCLE, FN_LOOP_CALL };
+enum { FN_MACRO, FN_BUILTIN, FN_METHOD, FN_LOOP_CYCLE, FN_LOOP_CHANGED };
 struct tfunc {
     int kind;
     int id;                  /* FN_BUILTIN: G_*; FN_METHOD: method id */

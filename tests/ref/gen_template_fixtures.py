@@ -301,6 +301,7 @@ FEATURES = [
     ("markup_methods", "{{ ('a,b'|e).split(',') }}|{{ ('x y'|safe).partition(' ') }}|{{ ['<'|e, 'p'] }}|{{ ('<a>'|e).upper() }}", {}),
     ("error_unhashable_in", "{{ [1] in {'a': 1} }}", {}),
     ("unique_lazy_unhashable", "{{ [{'a': 1}]|unique|int }}|{{ [[1], [1]]|unique|list|length if false else 'lazy' }}", {}),
+    ("loop_changed", "{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}[{{ x }}]{% endif %}{{ loop.changed(x, 'k') }};{% endfor %}", {}),
     ("truncate_non_str", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3) }}", {}),
     ("indent_first_blank", "{{ 'l1\n\nl3\n'|indent(2) }}|{{ 'l1\n\nl3\n'|indent(2, true, true) }}|{{ ''|indent(4, true) }}", {}),
 ]
