@@ -21,7 +21,7 @@ static int lx_push(lex_t *lx, ttok_type_t type, int line, const char *p, size_t 
 {
     if (lx->n == lx->cap) {
         int cap = lx->cap ? lx->cap * 2 : 256;
-        ttok_t *t = tmpl_arena_alloc(lx->a, (size_t)cap * sizeof(*t));
+        ttok_t *t = sits_tmpl_arena_alloc(lx->a, (size_t)cap * sizeof(*t));
         if (!t) return -1;
         if (lx->n) memcpy(t, lx->t, (size_t)lx->n * sizeof(*t));
         lx->t = t; lx->cap = cap;
@@ -37,9 +37,9 @@ static int ws_at(const char *s, size_t n, size_t i, size_t *w)
 {
     size_t j = i;
     uint32_t cp;
-    u8_decode(s, n, &j, &cp);
+    sits_tmpl_u8_decode(s, n, &j, &cp);
     *w = j - i;
-    return py_isspace(cp);
+    return sits_tmpl_py_isspace(cp);
 }
 
 static size_t rstrip_len(const char *s, size_t n)
@@ -98,7 +98,7 @@ static int hexval(char c)
 /* Python unicode-escape decoding of a string literal body. -1 on a malformed \x, \u or \U or \N. */
 static int unescape(lex_t *lx, const char *s, size_t n, const char **out_p, size_t *out_n)
 {
-    char *o = tmpl_arena_alloc(lx->a, n + 1);
+    char *o = sits_tmpl_arena_alloc(lx->a, n + 1);
     size_t k = 0;
     if (!o) return -2;
     for (size_t i = 0; i < n; i++) {
@@ -127,7 +127,7 @@ static int unescape(lex_t *lx, const char *s, size_t n, const char **out_p, size
                 int m = 0;
                 while (m < 3 && i < n && s[i] >= '0' && s[i] <= '7') cp = cp * 8 + (uint32_t)(s[i++] - '0'), m++;
                 i--;
-                k += (size_t)u8_encode(cp, o + k);
+                k += (size_t)sits_tmpl_u8_encode(cp, o + k);
                 continue;
             }
             o[k++] = '\\'; o[k++] = c;
@@ -138,7 +138,7 @@ static int unescape(lex_t *lx, const char *s, size_t n, const char **out_p, size
             cp = cp * 16 + (uint32_t)hexval(s[++i]);
         }
         if (cp > 0x10ffff) return -1;
-        k += (size_t)u8_encode(cp, o + k);
+        k += (size_t)sits_tmpl_u8_encode(cp, o + k);
     }
     *out_p = o; *out_n = k;
     return 0;
@@ -165,9 +165,9 @@ static size_t scan_digits(const char *s, size_t n, size_t i)
 static int lx_number(lex_t *lx, const char *s, size_t n, size_t *ip, int line)
 {
     size_t i = *ip, j = scan_digits(s, n, i), end = j;
-    int is_float = 0;
-    if (j < n && s[j] == '.' && scan_digits(s, n, j + 1) > j + 1) { end = scan_digits(s, n, j + 1); is_float = 1; }
-    if (end < n && (s[end] == 'e' || s[end] == 'E')) {
+    int is_float = 0, after_dot = i > 0 && s[i - 1] == '.';   /* jinja2: (?<!\.) -- x.0.1 is two lookups */
+    if (!after_dot && j < n && s[j] == '.' && scan_digits(s, n, j + 1) > j + 1) { end = scan_digits(s, n, j + 1); is_float = 1; }
+    if (!after_dot && end < n && (s[end] == 'e' || s[end] == 'E')) {
         size_t e = end + 1;
         if (e < n && (s[e] == '+' || s[e] == '-')) e++;
         size_t ee = scan_digits(s, n, e);
@@ -189,7 +189,7 @@ static int lx_number(lex_t *lx, const char *s, size_t n, size_t *ip, int line)
             char *ep;
             unsigned long long v = strtoull(buf, &ep, 10);
             if (v > INT64_MAX || k >= sizeof(buf) - 1) {
-                tmpl_err_set(lx->err, line, "line %d: integer literal too large", line);
+                sits_tmpl_err_set(lx->err, line, "line %d: integer literal too large", line);
                 return -1;
             }
             t->i = (int64_t)v;
@@ -209,7 +209,7 @@ static int lx_tag(lex_t *lx, const char *s, size_t n, size_t *ip, int *line, int
     char close = is_var ? '}' : '%';
     for (;;) {
         if (i >= n) {
-            tmpl_err_set(lx->err, *line, "line %d: unexpected end of template, expected '%s'", *line,
+            sits_tmpl_err_set(lx->err, *line, "line %d: unexpected end of template, expected '%s'", *line,
                          is_var ? "}}" : "%}");
             return -1;
         }
@@ -258,14 +258,14 @@ static int lx_tag(lex_t *lx, const char *s, size_t n, size_t *ip, int *line, int
             size_t j = i + 1;
             while (j < n && s[j] != c) j += (s[j] == '\\') ? 2 : 1;
             if (j >= n) {
-                tmpl_err_set(lx->err, *line, "line %d: unterminated string", *line);
+                sits_tmpl_err_set(lx->err, *line, "line %d: unterminated string", *line);
                 return -1;
             }
             const char *v; size_t vn;
             int r = unescape(lx, s + i + 1, j - i - 1, &v, &vn);
             if (r == -2) return -2;
             if (r) {
-                tmpl_err_set(lx->err, *line, "line %d: malformed escape in string literal", *line);
+                sits_tmpl_err_set(lx->err, *line, "line %d: malformed escape in string literal", *line);
                 return -1;
             }
             if (lx_push(lx, T_STRING, *line, v, vn)) return -2;
@@ -278,18 +278,18 @@ static int lx_tag(lex_t *lx, const char *s, size_t n, size_t *ip, int *line, int
             if (i + 1 < n && s[i] == ops2[k][0] && s[i + 1] == ops2[k][1]) { oplen = 2; break; }
         if (!oplen && c && strchr(ops1, c)) oplen = 1;
         if (!oplen) {
-            tmpl_err_set(lx->err, *line, "line %d: unexpected char '%c'", *line, c);
+            sits_tmpl_err_set(lx->err, *line, "line %d: unexpected char '%c'", *line, c);
             return -1;
         }
         if (oplen == 1 && (c == '(' || c == '[' || c == '{')) {
             if (depth >= TMPL_MAX_PARSE_DEPTH) {
-                tmpl_err_set(lx->err, *line, "line %d: brackets nested too deeply", *line);
+                sits_tmpl_err_set(lx->err, *line, "line %d: brackets nested too deeply", *line);
                 return -1;
             }
             stack[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
         } else if (oplen == 1 && (c == ')' || c == ']' || c == '}')) {
             if (depth == 0 || stack[depth - 1] != c) {
-                tmpl_err_set(lx->err, *line, "line %d: unexpected '%c'", *line, c);
+                sits_tmpl_err_set(lx->err, *line, "line %d: unexpected '%c'", *line, c);
                 return -1;
             }
             depth--;
@@ -317,11 +317,11 @@ static size_t match_raw(const char *s, size_t n, size_t i, const char *word, int
     return 0;
 }
 
-sits_status_t tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **toks_p, int *ntoks_p,
+sits_status_t sits_tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **toks_p, int *ntoks_p,
                        sits_tmpl_error_t *err)
 {
     lex_t lx = { .a = a, .err = err };
-    char *s = tmpl_arena_alloc(a, len + 1);
+    char *s = sits_tmpl_arena_alloc(a, len + 1);
     size_t n = 0;
     if (!s) return SITS_ERR_NOMEM;
     for (size_t i = 0; i < len; i++) {
@@ -353,7 +353,7 @@ sits_status_t tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **to
             for (; k + 1 < n; k++)
                 if (s[k] == '{' && s[k + 1] == '%' && (e = match_raw(s, n, k, "endraw", 1))) break;
             if (!e) {
-                tmpl_err_set(err, line, "line %d: missing end of raw directive", line);
+                sits_tmpl_err_set(err, line, "line %d: missing end of raw directive", line);
                 return SITS_ERR_FORMAT;
             }
             char esign = (s[k + 2] == '-' || s[k + 2] == '+') ? s[k + 2] : 0;
@@ -372,7 +372,7 @@ sits_status_t tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **to
                 if (s[k] == '#' && s[k + 1] == '}') { e = k + 2; if (e < n && s[e] == '\n') e++; break; }
             }
             if (!e) {
-                tmpl_err_set(err, line, "line %d: missing end of comment tag", line);
+                sits_tmpl_err_set(err, line, "line %d: missing end of comment tag", line);
                 return SITS_ERR_FORMAT;
             }
             line += count_nl(s + j, e - j);

@@ -15,6 +15,7 @@ typedef struct {
     const ttok_t *tk;
     int n, i;
     int depth;
+    int in_loop;    /* break/continue allowed: inside a for body, not across a macro or call block */
     sits_tmpl_error_t *err;
     sits_status_t st;
 } prs_t;
@@ -30,7 +31,7 @@ static int p_fail(prs_t *p, sits_status_t st, int line, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(m, sizeof(m), fmt, ap);
         va_end(ap);
-        tmpl_err_set(p->err, line, "line %d: %s", line, m);
+        sits_tmpl_err_set(p->err, line, "line %d: %s", line, m);
         p->st = st;
     }
     return -1;
@@ -38,7 +39,7 @@ static int p_fail(prs_t *p, sits_status_t st, int line, const char *fmt, ...)
 
 static node_t *p_node(prs_t *p, int type, int line)
 {
-    node_t *n = tmpl_arena_alloc(&p->t->arena, sizeof(*n));
+    node_t *n = sits_tmpl_arena_alloc(&p->t->arena, sizeof(*n));
     if (!n) { p->st = SITS_ERR_NOMEM; return NULL; }
     n->type = (uint16_t)type;
     n->line = line;
@@ -89,12 +90,12 @@ static int intern(prs_t *p, const char *s, size_t n)
         if (strlen(t->names[i]) == n && memcmp(t->names[i], s, n) == 0) return i;
     if (t->nnames == t->capnames) {
         int cap = t->capnames ? t->capnames * 2 : 32;
-        const char **nn = tmpl_arena_alloc(&t->arena, (size_t)cap * sizeof(*nn));
+        const char **nn = sits_tmpl_arena_alloc(&t->arena, (size_t)cap * sizeof(*nn));
         if (!nn) { p->st = SITS_ERR_NOMEM; return -1; }
         if (t->nnames) memcpy(nn, t->names, (size_t)t->nnames * sizeof(*nn));
         t->names = nn; t->capnames = cap;
     }
-    char *c = tmpl_arena_alloc(&t->arena, n + 1);
+    char *c = sits_tmpl_arena_alloc(&t->arena, n + 1);
     if (!c) { p->st = SITS_ERR_NOMEM; return -1; }
     memcpy(c, s, n);
     t->names[t->nnames] = c;
@@ -107,7 +108,7 @@ static int nv_push(prs_t *p, nvec_t *v, node_t *x)
 {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 4;
-        node_t **nv = tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nv));
+        node_t **nv = sits_tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nv));
         if (!nv) { p->st = SITS_ERR_NOMEM; return -1; }
         if (v->n) memcpy(nv, v->v, (size_t)v->n * sizeof(*nv));
         v->v = nv; v->cap = cap;
@@ -194,12 +195,12 @@ static int parse_call_args(prs_t *p, targs_t *a)
             if (!v) return -1;
             if (kwv.n == kwcap) {
                 kwcap = kwcap ? kwcap * 2 : 4;
-                const char **nk = tmpl_arena_alloc(&p->t->arena, (size_t)kwcap * sizeof(*nk));
+                const char **nk = sits_tmpl_arena_alloc(&p->t->arena, (size_t)kwcap * sizeof(*nk));
                 if (!nk) { p->st = SITS_ERR_NOMEM; return -1; }
                 if (kwv.n) memcpy(nk, kwn, (size_t)kwv.n * sizeof(*nk));
                 kwn = nk;
             }
-            char *s = tmpl_arena_alloc(&p->t->arena, nm->n + 1);
+            char *s = sits_tmpl_arena_alloc(&p->t->arena, nm->n + 1);
             if (!s) { p->st = SITS_ERR_NOMEM; return -1; }
             memcpy(s, nm->p, nm->n);
             kwn[kwv.n] = s;
@@ -236,7 +237,7 @@ static node_t *parse_filter(prs_t *p, node_t *operand, int line)
     node_t *f = p_node(p, N_FILTER, line);
     if (!f) return NULL;
     f->a = operand; f->str = nm; f->slen = nl;
-    int id = tmpl_filter_lookup(nm, nl);
+    int id = sits_tmpl_filter_lookup(nm, nl);
     if (id == -1) { p_fail(p, SITS_ERR_UNSUPPORTED, line, "unsupported filter '%.*s'", (int)nl, nm); return NULL; }
     f->op = (int16_t)id;
     if (is_op(p, "(") && parse_call_args(p, &f->args)) return NULL;
@@ -253,7 +254,7 @@ static node_t *parse_test(prs_t *p, node_t *operand)
     node_t *t = p_node(p, N_TEST, line);
     if (!t) return NULL;
     t->a = operand; t->str = nm; t->slen = nl; t->flag = neg;
-    int id = tmpl_test_lookup(nm, nl);
+    int id = sits_tmpl_test_lookup(nm, nl);
     if (id == -1) { p_fail(p, SITS_ERR_UNSUPPORTED, line, "unsupported test '%.*s'", (int)nl, nm); return NULL; }
     t->op = (int16_t)id;
     const ttok_t *c = CUR(p);
@@ -265,12 +266,26 @@ static node_t *parse_test(prs_t *p, node_t *operand)
         if (is_name(p, "is")) { p_fail(p, SITS_ERR_FORMAT, line, "you cannot chain multiple tests with is"); return NULL; }
         node_t *arg = parse_primary(p);
         if (!arg || !(arg = parse_postfix(p, arg))) return NULL;
-        node_t **v = tmpl_arena_alloc(&p->t->arena, sizeof(*v));
+        node_t **v = sits_tmpl_arena_alloc(&p->t->arena, sizeof(*v));
         if (!v) { p->st = SITS_ERR_NOMEM; return NULL; }
         v[0] = arg;
         t->args.pos = v; t->args.npos = 1;
     }
     return t;
+}
+
+/* fn(args); x.name(args) is refused when no value type has a method of that name */
+static node_t *parse_call(prs_t *p, node_t *fn)
+{
+    node_t *c = p_node(p, N_CALL, CUR(p)->line);
+    if (!c) return NULL;
+    if (fn->type == N_GETATTR && !sits_tmpl_method_known(fn->str, fn->slen)) {
+        p_fail(p, SITS_ERR_UNSUPPORTED, c->line, "unsupported method '%.*s'", (int)fn->slen, fn->str);
+        return NULL;
+    }
+    c->a = fn;
+    if (parse_call_args(p, &c->args)) return NULL;
+    return c;
 }
 
 static node_t *parse_filter_expr(prs_t *p, node_t *n)
@@ -283,11 +298,7 @@ static node_t *parse_filter_expr(prs_t *p, node_t *n)
         } else if (is_name(p, "is")) {
             n = parse_test(p, n);
         } else if (is_op(p, "(")) {
-            node_t *c = p_node(p, N_CALL, CUR(p)->line);
-            if (!c) return NULL;
-            c->a = n;
-            if (parse_call_args(p, &c->args)) return NULL;
-            n = c;
+            if (!(n = parse_call(p, n))) return NULL;
         } else {
             break;
         }
@@ -364,11 +375,7 @@ static node_t *parse_postfix(prs_t *p, node_t *n)
             }
             n = g;
         } else if (is_op(p, "(")) {
-            node_t *c = p_node(p, N_CALL, line);
-            if (!c) return NULL;
-            c->a = n;
-            if (parse_call_args(p, &c->args)) return NULL;
-            n = c;
+            if (!(n = parse_call(p, n))) return NULL;
         } else {
             break;
         }
@@ -402,7 +409,7 @@ static node_t *parse_primary(prs_t *p)
         size_t total = 0;
         int j = p->i;
         while (p->tk[j].type == T_STRING) total += p->tk[j++].n;
-        char *s = tmpl_arena_alloc(&p->t->arena, total + 1);
+        char *s = sits_tmpl_arena_alloc(&p->t->arena, total + 1);
         if (!s) { p->st = SITS_ERR_NOMEM; return NULL; }
         total = 0;
         while (CUR(p)->type == T_STRING) { memcpy(s + total, CUR(p)->p, CUR(p)->n); total += CUR(p)->n; p->i++; }
@@ -563,7 +570,7 @@ static node_t *parse_compare(prs_t *p)
         if (!x || nv_push(p, &v, x)) return NULL;
         if (v.n > cap) {
             int nc = v.cap;
-            int *no = tmpl_arena_alloc(&p->t->arena, (size_t)nc * sizeof(int));
+            int *no = sits_tmpl_arena_alloc(&p->t->arena, (size_t)nc * sizeof(int));
             if (!no) { p->st = SITS_ERR_NOMEM; return NULL; }
             if (ops) memcpy(no, ops, (size_t)(v.n - 1) * sizeof(int));
             ops = no; cap = nc;
@@ -693,7 +700,10 @@ static node_t *stmt_for(prs_t *p, int line)
     if (!(n->b = parse_tuple(p, 0, 0, 0, "recursive"))) return NULL;
     if (skip_name(p, "if") && !(n->c = parse_expr(p, 1))) return NULL;
     if (skip_name(p, "recursive")) n->flag = 1;
+    int saved = p->in_loop;
+    p->in_loop = 1;
     if (expect_end(p) || !(n->d = parse_body(p, ends, &w))) return NULL;
+    p->in_loop = saved;
     if (!strcmp(w, "else") && (expect_end(p) || !(n->e = parse_body(p, ends2, &w)))) return NULL;
     return expect_end(p) ? NULL : n;
 }
@@ -739,12 +749,12 @@ static int parse_params(prs_t *p, targs_t *a)
         if (!is_name(p, NULL)) return p_fail(p, SITS_ERR_FORMAT, CUR(p)->line, "expected a parameter name");
         if (defs.n == cap) {
             cap = cap ? cap * 2 : 4;
-            const char **nn = tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nn));
+            const char **nn = sits_tmpl_arena_alloc(&p->t->arena, (size_t)cap * sizeof(*nn));
             if (!nn) { p->st = SITS_ERR_NOMEM; return -1; }
             if (defs.n) memcpy(nn, names, (size_t)defs.n * sizeof(*nn));
             names = nn;
         }
-        char *s = tmpl_arena_alloc(&p->t->arena, CUR(p)->n + 1);
+        char *s = sits_tmpl_arena_alloc(&p->t->arena, CUR(p)->n + 1);
         if (!s) { p->st = SITS_ERR_NOMEM; return -1; }
         memcpy(s, CUR(p)->p, CUR(p)->n);
         names[defs.n] = s;
@@ -772,7 +782,10 @@ static node_t *stmt_macro(prs_t *p, int line)
     n->name_id = intern(p, n->str, n->slen);
     p->i++;
     if (parse_params(p, &n->args) || expect_end(p)) return NULL;
+    int saved = p->in_loop;
+    p->in_loop = 0;
     if (!(n->b = parse_body(p, ends, &w))) return NULL;
+    p->in_loop = saved;
     if (is_name(p, NULL)) p->i++; /* {% endmacro name %} */
     return expect_end(p) ? NULL : n;
 }
@@ -786,7 +799,10 @@ static node_t *stmt_call(prs_t *p, int line)
     if (is_op(p, "(") && parse_params(p, &n->args)) return NULL;
     if (!(n->a = parse_expr(p, 1))) return NULL;
     if (n->a->type != N_CALL) { p_fail(p, SITS_ERR_FORMAT, line, "expected call"); return NULL; }
+    int saved = p->in_loop;
+    p->in_loop = 0;
     if (expect_end(p) || !(n->b = parse_body(p, ends, &w)) || expect_end(p)) return NULL;
+    p->in_loop = saved;
     n->str = "caller"; n->slen = 6;
     return n;
 }
@@ -842,6 +858,10 @@ static node_t *parse_statement(prs_t *p)
     if (name_eq(t, "filter")) return stmt_filter(p, line);
     if (name_eq(t, "with")) return stmt_with(p, line);
     if (name_eq(t, "break") || name_eq(t, "continue")) {
+        if (!p->in_loop) {
+            p_fail(p, SITS_ERR_FORMAT, line, "'%.*s' outside loop", (int)t->n, t->p);
+            return NULL;
+        }
         node_t *n = p_node(p, name_eq(t, "break") ? N_BREAK : N_CONTINUE, line);
         return (!n || expect_end(p)) ? NULL : n;
     }
@@ -854,7 +874,10 @@ static node_t *parse_statement(prs_t *p)
         static const char *const ends[] = { "endgeneration", NULL };
         const char *w;
         node_t *n = p_node(p, N_GENERATION, line);
+        int saved = p->in_loop;
+        p->in_loop = 0;   /* the body is a caller() in transformers' AssistantTracker */
         if (!n || expect_end(p) || !(n->b = parse_body(p, ends, &w)) || expect_end(p)) return NULL;
+        p->in_loop = saved;
         return n;
     }
     static const char *const known[] = { "block", "extends", "include", "import", "from", "autoescape", NULL };
@@ -933,9 +956,11 @@ done:
 
 /* jinja2 refuses an unknown filter or test at compile time unless it sits in an {% if %} or a
  * conditional expression of the same frame (loops, macros, call/filter/set blocks open a new one). */
-static int check_soft(prs_t *p, const node_t *n, int soft)
+static int check_soft(prs_t *p, const node_t *n, int soft, int depth)
 {
     if (!n) return 0;
+    /* operator chains (a + b + ... , x|f|g|...) build deep left-leaning trees without nesting brackets */
+    if (depth > TMPL_MAX_AST_DEPTH) return p_fail(p, SITS_ERR_FORMAT, n->line, "expression nested too deeply");
     if ((n->type == N_FILTER || n->type == N_TEST) && n->op == -2 && !soft)
         return p_fail(p, SITS_ERR_FORMAT, n->line, "no %s named '%.*s'", n->type == N_FILTER ? "filter" : "test",
                       (int)n->slen, n->str);
@@ -945,23 +970,27 @@ static int check_soft(prs_t *p, const node_t *n, int soft)
     case N_FOR: s_c = s_d = s_e = 0; s_a = 0; break;
     case N_MACRO: case N_GENERATION: s_in = s_a = s_b = 0; break;
     case N_CALLBLOCK: s_b = 0; s_in = 0; break;
-    case N_FILTERBLOCK: case N_SETBLOCK: case N_WITH: s_b = 0; break;
+    case N_FILTERBLOCK: s_a = s_b = 0; break;
+    case N_SETBLOCK: s_b = s_c = 0; break;
+    case N_WITH: s_b = 0; break;
     default: break;
     }
-    if (check_soft(p, n->a, s_a) || check_soft(p, n->b, s_b) || check_soft(p, n->c, s_c) ||
-        check_soft(p, n->d, s_d) || check_soft(p, n->e, s_e)) return -1;
-    for (int i = 0; i < n->nkids; i++) if (check_soft(p, n->kids[i], n->type == N_BODY ? soft : s_in)) return -1;
-    for (int i = 0; i < n->args.npos; i++) if (check_soft(p, n->args.pos[i], s_in)) return -1;
-    for (int i = 0; i < n->args.nkw; i++) if (check_soft(p, n->args.kwv[i], s_in)) return -1;
+    depth++;
+    if (check_soft(p, n->a, s_a, depth) || check_soft(p, n->b, s_b, depth) || check_soft(p, n->c, s_c, depth) ||
+        check_soft(p, n->d, s_d, depth) || check_soft(p, n->e, s_e, depth)) return -1;
+    for (int i = 0; i < n->nkids; i++)
+        if (check_soft(p, n->kids[i], n->type == N_BODY ? soft : s_in, depth)) return -1;
+    for (int i = 0; i < n->args.npos; i++) if (check_soft(p, n->args.pos[i], s_in, depth)) return -1;
+    for (int i = 0; i < n->args.nkw; i++) if (check_soft(p, n->args.kwv[i], s_in, depth)) return -1;
     return 0;
 }
 
-sits_status_t tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err)
+sits_status_t sits_tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err)
 {
     prs_t p = { .t = t, .tk = toks, .n = ntoks, .err = err, .st = SITS_OK };
     node_t *root = parse_body(&p, NULL, NULL);
     if (!root) return p.st != SITS_OK ? p.st : SITS_ERR_FORMAT;
-    if (check_soft(&p, root, 0)) return p.st;
+    if (check_soft(&p, root, 0, 0)) return p.st;
     t->root = root;
     return SITS_OK;
 }

@@ -27,8 +27,8 @@ typedef struct {
     int hit_limit;  /* set when an allocation failed for the limit, not for malloc */
 } tmpl_arena_t;
 
-void *tmpl_arena_alloc(tmpl_arena_t *a, size_t n); /* 16-aligned, zeroed; NULL on malloc failure or limit */
-void tmpl_arena_free(tmpl_arena_t *a);
+void *sits_tmpl_arena_alloc(tmpl_arena_t *a, size_t n); /* 16-aligned, zeroed; NULL on malloc failure or limit */
+void sits_tmpl_arena_free(tmpl_arena_t *a);
 
 /* ---- values ---- */
 typedef enum {
@@ -59,7 +59,8 @@ typedef struct tv {
     } u;
 } tv_t;
 
-struct tlist { tv_t *v; size_t n, cap; };
+/* err: a generator that raises when consumed (jinja2's generator filters over a non-iterable fail lazily) */
+struct tlist { tv_t *v; size_t n, cap; const char *err; };
 struct tdict { tv_t *k, *v; size_t n, cap; };
 
 /* ---- AST ---- */
@@ -115,9 +116,10 @@ struct tloop {
     int depth0;
     const node_t *fornode;   /* recursive loops: loop(x) re-runs this node */
     frame_t *outer;
+    tlist_t *changed_last;   /* loop.changed(): the arguments of the last call, NULL before the first */
 };
 
-enum { FN_MACRO, FN_BUILTIN, FN_METHOD, FN_LOOP_CYCLE, FN_LOOP_CALL };
+enum { FN_MACRO, FN_BUILTIN, FN_METHOD, FN_LOOP_CYCLE, FN_LOOP_CHANGED };
 struct tfunc {
     int kind;
     int id;                  /* FN_BUILTIN: G_*; FN_METHOD: method id */
@@ -150,14 +152,15 @@ typedef struct {
 
 #define TMPL_MAX_OUTPUT ((size_t)64 << 20)
 #define TMPL_MAX_CALL_DEPTH 256
-#define TMPL_MAX_EVAL_DEPTH 3000
+#define TMPL_MAX_EVAL_DEPTH 1000   /* nested evaluations (expressions, statements, values printed): bounds the C stack */
+#define TMPL_MAX_AST_DEPTH 500     /* depth of a compiled template's tree */
 #define TMPL_MAX_ITER ((size_t)10000000)
 #define TMPL_MAX_MEMORY ((size_t)1 << 30)
 #define TMPL_MAX_PARSE_DEPTH 200
 
 /* ---- errors ---- */
-int tmpl_fail(trt_t *rt, sits_status_t st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void tmpl_err_set(sits_tmpl_error_t *err, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sits_tmpl_fail(trt_t *rt, sits_status_t st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void sits_tmpl_err_set(sits_tmpl_error_t *err, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- value helpers (value.c) ---- */
 static inline tv_t tv_undef(const char *hint) { tv_t v = { .type = TV_UNDEF }; v.u.hint = hint; return v; }
@@ -167,63 +170,63 @@ static inline tv_t tv_int(int64_t i) { tv_t v = { .type = TV_INT }; v.u.i = i; r
 static inline tv_t tv_float(double f) { tv_t v = { .type = TV_FLOAT }; v.u.f = f; return v; }
 static inline tv_t tv_str(const char *p, size_t n) { tv_t v = { .type = TV_STR }; v.u.s.p = p; v.u.s.n = n; return v; }
 
-int tbuf_put(trt_t *rt, tbuf_t *b, const char *p, size_t n);
-int tbuf_puts(trt_t *rt, tbuf_t *b, const char *s);
-int tbuf_putc(trt_t *rt, tbuf_t *b, char c);
-int tbuf_printf(trt_t *rt, tbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int tbuf_to_str(trt_t *rt, tbuf_t *b, tv_t *out); /* copies into the arena, resets b's length */
-void tbuf_release(tbuf_t *b);
+int sits_tmpl_tbuf_put(trt_t *rt, tbuf_t *b, const char *p, size_t n);
+int sits_tmpl_tbuf_puts(trt_t *rt, tbuf_t *b, const char *s);
+int sits_tmpl_tbuf_putc(trt_t *rt, tbuf_t *b, char c);
+int sits_tmpl_tbuf_printf(trt_t *rt, tbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sits_tmpl_tbuf_to_str(trt_t *rt, tbuf_t *b, tv_t *out); /* copies into the arena, resets b's length */
+void sits_tmpl_tbuf_release(tbuf_t *b);
 
-void *rt_alloc(trt_t *rt, size_t n);
-tv_t *rt_str_dup(trt_t *rt, const char *p, size_t n, tv_t *out);
-tlist_t *tl_new(trt_t *rt, size_t cap);
-int tl_push(trt_t *rt, tlist_t *l, tv_t v);
-tv_t tv_list(tlist_t *l, int kind);
-tdict_t *td_new(trt_t *rt, size_t cap);
-int td_set(trt_t *rt, tdict_t *d, tv_t k, tv_t v);      /* replaces an equal key */
-int td_find(const tdict_t *d, tv_t k);                    /* index or -1 */
-int td_find_str(const tdict_t *d, const char *p, size_t n);
-tv_t tv_dict(tdict_t *d);
+void *sits_tmpl_rt_alloc(trt_t *rt, size_t n);
+tv_t *sits_tmpl_rt_str_dup(trt_t *rt, const char *p, size_t n, tv_t *out);
+tlist_t *sits_tmpl_tl_new(trt_t *rt, size_t cap);
+int sits_tmpl_tl_push(trt_t *rt, tlist_t *l, tv_t v);
+tv_t sits_tmpl_tv_list(tlist_t *l, int kind);
+tdict_t *sits_tmpl_td_new(trt_t *rt, size_t cap);
+int sits_tmpl_td_set(trt_t *rt, tdict_t *d, tv_t k, tv_t v);      /* replaces an equal key */
+int sits_tmpl_td_find(const tdict_t *d, tv_t k);                    /* index or -1 */
+int sits_tmpl_td_find_str(const tdict_t *d, const char *p, size_t n);
+tv_t sits_tmpl_tv_dict(tdict_t *d);
 
-int tv_truthy(tv_t v);
-int tv_eq(tv_t a, tv_t b);
-int tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res);          /* Python <; -1 with TypeError */
-int tv_str_append(trt_t *rt, tbuf_t *b, tv_t v);          /* str(v) */
-int tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v);         /* repr(v) */
-int tv_to_str(trt_t *rt, tv_t v, tv_t *out);              /* str(v) as a TV_STR (no copy for strings) */
-int tv_json_append(trt_t *rt, tbuf_t *b, tv_t v, const char *indent, size_t indent_n, int level,
+int sits_tmpl_tv_truthy(tv_t v);
+int sits_tmpl_tv_eq(tv_t a, tv_t b);
+int sits_tmpl_tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res);          /* Python <; -1 with TypeError */
+int sits_tmpl_tv_str_append(trt_t *rt, tbuf_t *b, tv_t v);          /* str(v) */
+int sits_tmpl_tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v);         /* repr(v) */
+int sits_tmpl_tv_to_str(trt_t *rt, tv_t v, tv_t *out);              /* str(v) as a TV_STR (no copy for strings) */
+int sits_tmpl_tv_json_append(trt_t *rt, tbuf_t *b, tv_t v, const char *indent, size_t indent_n, int level,
                    const char *item_sep, const char *key_sep, int sort_keys, int ensure_ascii);
-int tv_from_json(trt_t *rt, const json_t *j, tv_t *out);
-int tv_iter(trt_t *rt, tv_t v, tlist_t **items_p);        /* items of an iterable (dict: keys, str: chars) */
-const char *tv_type_name(tv_t v);                         /* Python's type name: 'str', 'dict', ... */
-int tv_len(trt_t *rt, tv_t v, int64_t *len_p);            /* TypeError for non-sized */
-void tmpl_format_float(double f, char *buf, size_t cap);  /* Python repr() */
+int sits_tmpl_tv_from_json(trt_t *rt, const json_t *j, tv_t *out);
+int sits_tmpl_tv_iter(trt_t *rt, tv_t v, tlist_t **items_p);        /* items of an iterable (dict: keys, str: chars) */
+const char *sits_tmpl_type_name(tv_t v);                         /* Python's type name: 'str', 'dict', ... */
+int sits_tmpl_tv_len(trt_t *rt, tv_t v, int64_t *len_p);            /* TypeError for non-sized */
+void sits_tmpl_format_float(double f, char *buf, size_t cap);  /* Python repr() */
 
 /* UTF-8 and Python str helpers */
-int u8_decode(const char *p, size_t n, size_t *i, uint32_t *cp); /* -1 on bad byte (decodes as U+FFFD) */
-int u8_encode(uint32_t cp, char *out);
-size_t u8_len(const char *p, size_t n);
-int py_isspace(uint32_t cp);
+int sits_tmpl_u8_decode(const char *p, size_t n, size_t *i, uint32_t *cp); /* -1 on bad byte (decodes as U+FFFD) */
+int sits_tmpl_u8_encode(uint32_t cp, char *out);
+size_t sits_tmpl_u8_len(const char *p, size_t n);
+int sits_tmpl_py_isspace(uint32_t cp);
 
 /* ---- builtins (builtins.c) ---- */
-int tmpl_filter_lookup(const char *name, size_t n);  /* >= 0 implemented, -1 jinja2 builtin not implemented, -2 unknown */
-int tmpl_test_lookup(const char *name, size_t n);
-int tmpl_method_known(const char *name, size_t n);   /* some value type has a method of that name */
-int tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
-int tmpl_apply_test(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, tv_t *out);
-int tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, tv_t *pos, int npos,
+int sits_tmpl_filter_lookup(const char *name, size_t n);  /* >= 0 implemented, -1 jinja2 builtin not implemented, -2 unknown */
+int sits_tmpl_test_lookup(const char *name, size_t n);
+int sits_tmpl_method_known(const char *name, size_t n);   /* some value type has a method of that name */
+int sits_tmpl_apply_filter(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
+int sits_tmpl_apply_test(trt_t *rt, int id, tv_t v, tv_t *pos, int npos, tv_t *out);
+int sits_tmpl_call_method(trt_t *rt, tv_t self, const char *name, size_t nlen, tv_t *pos, int npos,
                      const char **kwn, tv_t *kwv, int nkw, tv_t *out, int *found_p);
-int tmpl_call_global(trt_t *rt, int id, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
-int tmpl_global_lookup(const char *name, size_t n);  /* G_* or -1 */
-int tmpl_html_escape(trt_t *rt, tv_t v, tv_t *out);  /* markupsafe.escape: a Markup is returned as is */
-int tmpl_getattr(trt_t *rt, tv_t obj, const char *name, size_t n, tv_t *out);  /* x.name */
-int tmpl_getitem(trt_t *rt, tv_t obj, tv_t key, tv_t *out);                    /* x[key] */
-int tmpl_call_value(trt_t *rt, tv_t fn, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
+int sits_tmpl_call_global(trt_t *rt, int id, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
+int sits_tmpl_global_lookup(const char *name, size_t n);  /* G_* or -1 */
+int sits_tmpl_html_escape(trt_t *rt, tv_t v, tv_t *out);  /* markupsafe.escape: a Markup is returned as is */
+int sits_tmpl_str_percent(trt_t *rt, tv_t fmt, tv_t args, tv_t *out); /* fmt % args */
+int sits_tmpl_getattr(trt_t *rt, tv_t obj, const char *name, size_t n, tv_t *out);  /* x.name */
+int sits_tmpl_getitem(trt_t *rt, tv_t obj, tv_t key, tv_t *out);                    /* x[key] */
+int sits_tmpl_call_value(trt_t *rt, tv_t fn, tv_t *pos, int npos, const char **kwn, tv_t *kwv, int nkw, tv_t *out);
 
 /* ---- front end (lexer.c, parser.c) ---- */
 typedef enum {
-    T_EOF, T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING, T_INT, T_FLOAT, T_OP,
-    T_RAW
+    T_EOF, T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING, T_INT, T_FLOAT, T_OP
 } ttok_type_t;
 
 typedef struct {
@@ -233,11 +236,11 @@ typedef struct {
     int64_t i; double f;
 } ttok_t;
 
-sits_status_t tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **toks_p, int *ntoks_p,
+sits_status_t sits_tmpl_lex(const char *src, size_t len, tmpl_arena_t *a, ttok_t **toks_p, int *ntoks_p,
                        sits_tmpl_error_t *err);
-sits_status_t tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err);
+sits_status_t sits_tmpl_parse(sits_tmpl_t *t, const ttok_t *toks, int ntoks, sits_tmpl_error_t *err);
 
 /* eval.c, used by builtins for macros and loop calls */
-int tmpl_eval(trt_t *rt, const node_t *n, frame_t *f, tv_t *out);
+int sits_tmpl_eval(trt_t *rt, const node_t *n, frame_t *f, tv_t *out);
 
 #endif

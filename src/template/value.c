@@ -17,7 +17,7 @@ struct tmpl_chunk {
     _Alignas(16) char data[];
 };
 
-void *tmpl_arena_alloc(tmpl_arena_t *a, size_t n)
+void *sits_tmpl_arena_alloc(tmpl_arena_t *a, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
@@ -38,7 +38,7 @@ void *tmpl_arena_alloc(tmpl_arena_t *a, size_t n)
     return p;
 }
 
-void tmpl_arena_free(tmpl_arena_t *a)
+void sits_tmpl_arena_free(tmpl_arena_t *a)
 {
     tmpl_chunk_t *c = a->head;
     while (c) { tmpl_chunk_t *nx = c->next; free(c); c = nx; }
@@ -46,7 +46,7 @@ void tmpl_arena_free(tmpl_arena_t *a)
     a->total = 0;
 }
 
-void tmpl_err_set(sits_tmpl_error_t *err, int line, const char *fmt, ...)
+void sits_tmpl_err_set(sits_tmpl_error_t *err, int line, const char *fmt, ...)
 {
     if (!err) return;
     va_list ap;
@@ -57,7 +57,7 @@ void tmpl_err_set(sits_tmpl_error_t *err, int line, const char *fmt, ...)
     err->raised = 0;
 }
 
-int tmpl_fail(trt_t *rt, sits_status_t st, const char *fmt, ...)
+int sits_tmpl_fail(trt_t *rt, sits_status_t st, const char *fmt, ...)
 {
     if (rt->st != SITS_OK) return -1;
     rt->st = st;
@@ -74,25 +74,25 @@ int tmpl_fail(trt_t *rt, sits_status_t st, const char *fmt, ...)
     return -1;
 }
 
-void *rt_alloc(trt_t *rt, size_t n)
+void *sits_tmpl_rt_alloc(trt_t *rt, size_t n)
 {
-    void *p = tmpl_arena_alloc(&rt->arena, n);
+    void *p = sits_tmpl_arena_alloc(&rt->arena, n);
     if (!p) {
-        if (rt->arena.hit_limit) tmpl_fail(rt, SITS_ERR_INVALID, "template memory limit exceeded");
-        else tmpl_fail(rt, SITS_ERR_NOMEM, "out of memory");
+        if (rt->arena.hit_limit) sits_tmpl_fail(rt, SITS_ERR_INVALID, "template memory limit exceeded");
+        else sits_tmpl_fail(rt, SITS_ERR_NOMEM, "out of memory");
     }
     return p;
 }
 
 /* ---- output buffers (malloc'd, they outlive nothing but a render) ---- */
-int tbuf_put(trt_t *rt, tbuf_t *b, const char *p, size_t n)
+int sits_tmpl_tbuf_put(trt_t *rt, tbuf_t *b, const char *p, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
-        if (b->n + n > TMPL_MAX_OUTPUT) return tmpl_fail(rt, SITS_ERR_INVALID, "output larger than 64 MiB");
+        if (b->n + n > TMPL_MAX_OUTPUT) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "output larger than 64 MiB");
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->n + n + 1) cap *= 2;
         char *np = realloc(b->p, cap);
-        if (!np) return tmpl_fail(rt, SITS_ERR_NOMEM, "out of memory");
+        if (!np) return sits_tmpl_fail(rt, SITS_ERR_NOMEM, "out of memory");
         b->p = np; b->cap = cap;
     }
     if (n) memcpy(b->p + b->n, p, n);
@@ -101,10 +101,10 @@ int tbuf_put(trt_t *rt, tbuf_t *b, const char *p, size_t n)
     return 0;
 }
 
-int tbuf_puts(trt_t *rt, tbuf_t *b, const char *s) { return tbuf_put(rt, b, s, strlen(s)); }
-int tbuf_putc(trt_t *rt, tbuf_t *b, char c) { return tbuf_put(rt, b, &c, 1); }
+int sits_tmpl_tbuf_puts(trt_t *rt, tbuf_t *b, const char *s) { return sits_tmpl_tbuf_put(rt, b, s, strlen(s)); }
+int sits_tmpl_tbuf_putc(trt_t *rt, tbuf_t *b, char c) { return sits_tmpl_tbuf_put(rt, b, &c, 1); }
 
-int tbuf_printf(trt_t *rt, tbuf_t *b, const char *fmt, ...)
+int sits_tmpl_tbuf_printf(trt_t *rt, tbuf_t *b, const char *fmt, ...)
 {
     char tmp[256];
     va_list ap;
@@ -113,12 +113,12 @@ int tbuf_printf(trt_t *rt, tbuf_t *b, const char *fmt, ...)
     va_end(ap);
     if (k < 0) k = 0;
     if ((size_t)k >= sizeof(tmp)) k = sizeof(tmp) - 1;
-    return tbuf_put(rt, b, tmp, (size_t)k);
+    return sits_tmpl_tbuf_put(rt, b, tmp, (size_t)k);
 }
 
-int tbuf_to_str(trt_t *rt, tbuf_t *b, tv_t *out)
+int sits_tmpl_tbuf_to_str(trt_t *rt, tbuf_t *b, tv_t *out)
 {
-    char *p = rt_alloc(rt, b->n + 1);
+    char *p = sits_tmpl_rt_alloc(rt, b->n + 1);
     if (!p) return -1;
     if (b->n) memcpy(p, b->p, b->n);
     *out = tv_str(p, b->n);
@@ -126,11 +126,11 @@ int tbuf_to_str(trt_t *rt, tbuf_t *b, tv_t *out)
     return 0;
 }
 
-void tbuf_release(tbuf_t *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; }
+void sits_tmpl_tbuf_release(tbuf_t *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; }
 
-tv_t *rt_str_dup(trt_t *rt, const char *p, size_t n, tv_t *out)
+tv_t *sits_tmpl_rt_str_dup(trt_t *rt, const char *p, size_t n, tv_t *out)
 {
-    char *c = rt_alloc(rt, n + 1);
+    char *c = sits_tmpl_rt_alloc(rt, n + 1);
     if (!c) return NULL;
     if (n) memcpy(c, p, n);
     *out = tv_str(c, n);
@@ -138,23 +138,23 @@ tv_t *rt_str_dup(trt_t *rt, const char *p, size_t n, tv_t *out)
 }
 
 /* ---- lists and dicts ---- */
-tlist_t *tl_new(trt_t *rt, size_t cap)
+tlist_t *sits_tmpl_tl_new(trt_t *rt, size_t cap)
 {
-    tlist_t *l = rt_alloc(rt, sizeof(*l));
+    tlist_t *l = sits_tmpl_rt_alloc(rt, sizeof(*l));
     if (!l) return NULL;
     if (cap) {
-        if (cap > TMPL_MAX_MEMORY / sizeof(tv_t)) { tmpl_fail(rt, SITS_ERR_INVALID, "template memory limit exceeded"); return NULL; }
-        if (!(l->v = rt_alloc(rt, cap * sizeof(tv_t)))) return NULL;
+        if (cap > TMPL_MAX_MEMORY / sizeof(tv_t)) { sits_tmpl_fail(rt, SITS_ERR_INVALID, "template memory limit exceeded"); return NULL; }
+        if (!(l->v = sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t)))) return NULL;
         l->cap = cap;
     }
     return l;
 }
 
-int tl_push(trt_t *rt, tlist_t *l, tv_t v)
+int sits_tmpl_tl_push(trt_t *rt, tlist_t *l, tv_t v)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        tv_t *nv = rt_alloc(rt, cap * sizeof(tv_t));
+        tv_t *nv = sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t));
         if (!nv) return -1;
         if (l->n) memcpy(nv, l->v, l->n * sizeof(tv_t));
         l->v = nv; l->cap = cap;
@@ -163,41 +163,41 @@ int tl_push(trt_t *rt, tlist_t *l, tv_t v)
     return 0;
 }
 
-tv_t tv_list(tlist_t *l, int kind) { tv_t v = { .type = TV_LIST, .kind = (uint8_t)kind }; v.u.l = l; return v; }
-tv_t tv_dict(tdict_t *d) { tv_t v = { .type = TV_DICT }; v.u.d = d; return v; }
+tv_t sits_tmpl_tv_list(tlist_t *l, int kind) { tv_t v = { .type = TV_LIST, .kind = (uint8_t)kind }; v.u.l = l; return v; }
+tv_t sits_tmpl_tv_dict(tdict_t *d) { tv_t v = { .type = TV_DICT }; v.u.d = d; return v; }
 
-tdict_t *td_new(trt_t *rt, size_t cap)
+tdict_t *sits_tmpl_td_new(trt_t *rt, size_t cap)
 {
-    tdict_t *d = rt_alloc(rt, sizeof(*d));
+    tdict_t *d = sits_tmpl_rt_alloc(rt, sizeof(*d));
     if (!d) return NULL;
     if (cap) {
-        if (!(d->k = rt_alloc(rt, cap * sizeof(tv_t))) || !(d->v = rt_alloc(rt, cap * sizeof(tv_t)))) return NULL;
+        if (!(d->k = sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t))) || !(d->v = sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t)))) return NULL;
         d->cap = cap;
     }
     return d;
 }
 
-int td_find_str(const tdict_t *d, const char *p, size_t n)
+int sits_tmpl_td_find_str(const tdict_t *d, const char *p, size_t n)
 {
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].type == TV_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, p, n) == 0) return (int)i;
     return -1;
 }
 
-int td_find(const tdict_t *d, tv_t k)
+int sits_tmpl_td_find(const tdict_t *d, tv_t k)
 {
-    if (k.type == TV_STR) return td_find_str(d, k.u.s.p, k.u.s.n);
-    for (size_t i = 0; i < d->n; i++) if (tv_eq(d->k[i], k)) return (int)i;
+    if (k.type == TV_STR) return sits_tmpl_td_find_str(d, k.u.s.p, k.u.s.n);
+    for (size_t i = 0; i < d->n; i++) if (sits_tmpl_tv_eq(d->k[i], k)) return (int)i;
     return -1;
 }
 
-int td_set(trt_t *rt, tdict_t *d, tv_t k, tv_t v)
+int sits_tmpl_td_set(trt_t *rt, tdict_t *d, tv_t k, tv_t v)
 {
-    int i = td_find(d, k);
+    int i = sits_tmpl_td_find(d, k);
     if (i >= 0) { d->v[i] = v; return 0; }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        tv_t *nk = rt_alloc(rt, cap * sizeof(tv_t)), *nv = nk ? rt_alloc(rt, cap * sizeof(tv_t)) : NULL;
+        tv_t *nk = sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t)), *nv = nk ? sits_tmpl_rt_alloc(rt, cap * sizeof(tv_t)) : NULL;
         if (!nv) return -1;
         if (d->n) { memcpy(nk, d->k, d->n * sizeof(tv_t)); memcpy(nv, d->v, d->n * sizeof(tv_t)); }
         d->k = nk; d->v = nv; d->cap = cap;
@@ -207,7 +207,7 @@ int td_set(trt_t *rt, tdict_t *d, tv_t k, tv_t v)
 }
 
 /* ---- UTF-8 ---- */
-int u8_decode(const char *p, size_t n, size_t *i, uint32_t *cp)
+int sits_tmpl_u8_decode(const char *p, size_t n, size_t *i, uint32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)p;
     size_t k = *i;
@@ -224,19 +224,19 @@ int u8_decode(const char *p, size_t n, size_t *i, uint32_t *cp)
     return 0;
 }
 
-int u8_encode(uint32_t cp, char *o)
+int sits_tmpl_u8_encode(uint32_t cp, char *o)
 {
     return (int)utf8proc_encode_char((utf8proc_int32_t)cp, (utf8proc_uint8_t *)o);
 }
 
-size_t u8_len(const char *p, size_t n)
+size_t sits_tmpl_u8_len(const char *p, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += ((unsigned char)p[i] & 0xc0) != 0x80;
     return c;
 }
 
-int py_isspace(uint32_t cp)
+int sits_tmpl_py_isspace(uint32_t cp)
 {
     return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 ||
            cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
@@ -244,7 +244,7 @@ int py_isspace(uint32_t cp)
 }
 
 /* ---- Python semantics ---- */
-const char *tv_type_name(tv_t v)
+const char *sits_tmpl_type_name(tv_t v)
 {
     switch (v.type) {
     case TV_UNDEF: return "Undefined";
@@ -270,7 +270,7 @@ const char *tv_type_name(tv_t v)
     return "object";
 }
 
-int tv_truthy(tv_t v)
+int sits_tmpl_tv_truthy(tv_t v)
 {
     switch (v.type) {
     case TV_UNDEF: case TV_NONE: return 0;
@@ -286,8 +286,14 @@ int tv_truthy(tv_t v)
 static int is_num(tv_t v) { return v.type == TV_BOOL || v.type == TV_INT || v.type == TV_FLOAT; }
 static double num_f(tv_t v) { return v.type == TV_FLOAT ? v.u.f : (double)v.u.i; }
 
-int tv_eq(tv_t a, tv_t b)
+static int eq_rec(tv_t a, tv_t b, int depth);
+
+/* Python raises RecursionError comparing values nested ~1000 deep; here such values compare unequal. */
+int sits_tmpl_tv_eq(tv_t a, tv_t b) { return eq_rec(a, b, 0); }
+
+static int eq_rec(tv_t a, tv_t b, int depth)
 {
+    if (depth > TMPL_MAX_EVAL_DEPTH) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.type != TV_FLOAT && b.type != TV_FLOAT) return a.u.i == b.u.i;
         return num_f(a) == num_f(b);
@@ -299,13 +305,13 @@ int tv_eq(tv_t a, tv_t b)
     case TV_LIST:
         if (a.kind == LK_ITER || b.kind == LK_ITER) return a.u.l == b.u.l;
         if ((a.kind == LK_TUPLE) != (b.kind == LK_TUPLE) || a.u.l->n != b.u.l->n) return 0;
-        for (size_t i = 0; i < a.u.l->n; i++) if (!tv_eq(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++) if (!eq_rec(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case TV_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            int j = td_find(b.u.d, a.u.d->k[i]);
-            if (j < 0 || !tv_eq(a.u.d->v[i], b.u.d->v[j])) return 0;
+            int j = sits_tmpl_td_find(b.u.d, a.u.d->k[i]);
+            if (j < 0 || !eq_rec(a.u.d->v[i], b.u.d->v[j], depth + 1)) return 0;
         }
         return 1;
     case TV_FUNC: return a.u.fn == b.u.fn;
@@ -315,7 +321,7 @@ int tv_eq(tv_t a, tv_t b)
     }
 }
 
-int tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res)
+int sits_tmpl_tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res)
 {
     if (is_num(a) && is_num(b)) {
         if (a.type != TV_FLOAT && b.type != TV_FLOAT) *res = a.u.i < b.u.i ? -1 : a.u.i > b.u.i;
@@ -332,17 +338,20 @@ int tv_cmp(trt_t *rt, tv_t a, tv_t b, int *res)
         (a.kind == LK_TUPLE) == (b.kind == LK_TUPLE)) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (tv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
-            return tv_cmp(rt, a.u.l->v[i], b.u.l->v[i], res);
+            if (sits_tmpl_tv_eq(a.u.l->v[i], b.u.l->v[i])) continue;
+            if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
+            int r = sits_tmpl_tv_cmp(rt, a.u.l->v[i], b.u.l->v[i], res);
+            rt->depth--;
+            return r;
         }
         *res = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
         return 0;
     }
-    return tmpl_fail(rt, SITS_ERR_INVALID, "'<' not supported between instances of '%s' and '%s'",
-                     tv_type_name(a), tv_type_name(b));
+    return sits_tmpl_fail(rt, SITS_ERR_INVALID, "'<' not supported between instances of '%s' and '%s'",
+                     sits_tmpl_type_name(a), sits_tmpl_type_name(b));
 }
 
-void tmpl_format_float(double f, char *buf, size_t cap)
+void sits_tmpl_format_float(double f, char *buf, size_t cap)
 {
     if (isnan(f)) { snprintf(buf, cap, "nan"); return; }
     if (isinf(f)) { snprintf(buf, cap, f < 0 ? "-inf" : "inf"); return; }
@@ -403,24 +412,24 @@ static int str_repr(trt_t *rt, tbuf_t *b, const char *p, size_t n)
 {
     int has_sq = memchr(p, '\'', n) != NULL, has_dq = memchr(p, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    if (tbuf_putc(rt, b, q)) return -1;
+    if (sits_tmpl_tbuf_putc(rt, b, q)) return -1;
     size_t i = 0;
     while (i < n) {
         size_t st = i;
         uint32_t cp;
-        u8_decode(p, n, &i, &cp);
+        sits_tmpl_u8_decode(p, n, &i, &cp);
         int r;
-        if (cp == (uint32_t)q || cp == '\\') { char e[2] = { '\\', (char)cp }; r = tbuf_put(rt, b, e, 2); }
-        else if (cp == '\n') r = tbuf_put(rt, b, "\\n", 2);
-        else if (cp == '\r') r = tbuf_put(rt, b, "\\r", 2);
-        else if (cp == '\t') r = tbuf_put(rt, b, "\\t", 2);
-        else if (py_isprintable(cp)) r = tbuf_put(rt, b, p + st, i - st);
-        else if (cp < 0x100) r = tbuf_printf(rt, b, "\\x%02x", cp);
-        else if (cp < 0x10000) r = tbuf_printf(rt, b, "\\u%04x", cp);
-        else r = tbuf_printf(rt, b, "\\U%08x", cp);
+        if (cp == (uint32_t)q || cp == '\\') { char e[2] = { '\\', (char)cp }; r = sits_tmpl_tbuf_put(rt, b, e, 2); }
+        else if (cp == '\n') r = sits_tmpl_tbuf_put(rt, b, "\\n", 2);
+        else if (cp == '\r') r = sits_tmpl_tbuf_put(rt, b, "\\r", 2);
+        else if (cp == '\t') r = sits_tmpl_tbuf_put(rt, b, "\\t", 2);
+        else if (py_isprintable(cp)) r = sits_tmpl_tbuf_put(rt, b, p + st, i - st);
+        else if (cp < 0x100) r = sits_tmpl_tbuf_printf(rt, b, "\\x%02x", cp);
+        else if (cp < 0x10000) r = sits_tmpl_tbuf_printf(rt, b, "\\u%04x", cp);
+        else r = sits_tmpl_tbuf_printf(rt, b, "\\U%08x", cp);
         if (r) return -1;
     }
-    return tbuf_putc(rt, b, q);
+    return sits_tmpl_tbuf_putc(rt, b, q);
 }
 
 static int seq_repr(trt_t *rt, tbuf_t *b, tv_t v)
@@ -431,105 +440,116 @@ static int seq_repr(trt_t *rt, tbuf_t *b, tv_t v)
     else if (v.kind == LK_ITEMS) { open = "dict_items(["; close = "])"; }
     else if (v.kind == LK_KEYS) { open = "dict_keys(["; close = "])"; }
     else if (v.kind == LK_VALUES) { open = "dict_values(["; close = "])"; }
-    else if (v.kind == LK_ITER) return tmpl_fail(rt, SITS_ERR_INVALID, "printing a generator object is not supported");
-    if (tbuf_puts(rt, b, open)) return -1;
+    else if (v.kind == LK_ITER) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "printing a generator object is not supported");
+    if (sits_tmpl_tbuf_puts(rt, b, open)) return -1;
     for (size_t i = 0; i < l->n; i++) {
-        if (i && tbuf_put(rt, b, ", ", 2)) return -1;
-        if (tv_repr_append(rt, b, l->v[i])) return -1;
+        if (i && sits_tmpl_tbuf_put(rt, b, ", ", 2)) return -1;
+        if (sits_tmpl_tv_repr_append(rt, b, l->v[i])) return -1;
     }
-    return tbuf_puts(rt, b, close);
+    return sits_tmpl_tbuf_puts(rt, b, close);
 }
 
 static int dict_repr(trt_t *rt, tbuf_t *b, const tdict_t *d)
 {
-    if (tbuf_putc(rt, b, '{')) return -1;
+    if (sits_tmpl_tbuf_putc(rt, b, '{')) return -1;
     for (size_t i = 0; i < d->n; i++) {
-        if (i && tbuf_put(rt, b, ", ", 2)) return -1;
-        if (tv_repr_append(rt, b, d->k[i]) || tbuf_put(rt, b, ": ", 2) || tv_repr_append(rt, b, d->v[i])) return -1;
+        if (i && sits_tmpl_tbuf_put(rt, b, ", ", 2)) return -1;
+        if (sits_tmpl_tv_repr_append(rt, b, d->k[i]) || sits_tmpl_tbuf_put(rt, b, ": ", 2) ||
+            sits_tmpl_tv_repr_append(rt, b, d->v[i]))
+            return -1;
     }
-    return tbuf_putc(rt, b, '}');
+    return sits_tmpl_tbuf_putc(rt, b, '}');
 }
 
 static int scalar_str(trt_t *rt, tbuf_t *b, tv_t v)
 {
     char num[64];
     switch (v.type) {
-    case TV_NONE: return tbuf_put(rt, b, "None", 4);
-    case TV_BOOL: return v.u.i ? tbuf_put(rt, b, "True", 4) : tbuf_put(rt, b, "False", 5);
-    case TV_INT: return tbuf_printf(rt, b, "%lld", (long long)v.u.i);
-    case TV_FLOAT: tmpl_format_float(v.u.f, num, sizeof(num)); return tbuf_puts(rt, b, num);
+    case TV_NONE: return sits_tmpl_tbuf_put(rt, b, "None", 4);
+    case TV_BOOL: return v.u.i ? sits_tmpl_tbuf_put(rt, b, "True", 4) : sits_tmpl_tbuf_put(rt, b, "False", 5);
+    case TV_INT: return sits_tmpl_tbuf_printf(rt, b, "%lld", (long long)v.u.i);
+    case TV_FLOAT: sits_tmpl_format_float(v.u.f, num, sizeof(num)); return sits_tmpl_tbuf_puts(rt, b, num);
     case TV_DICT: return dict_repr(rt, b, v.u.d);
     case TV_LIST: return seq_repr(rt, b, v);
     case TV_NS:
-        if (tbuf_puts(rt, b, "<Namespace ")) return -1;
+        if (sits_tmpl_tbuf_puts(rt, b, "<Namespace ")) return -1;
         if (dict_repr(rt, b, v.u.d)) return -1;
-        return tbuf_putc(rt, b, '>');
+        return sits_tmpl_tbuf_putc(rt, b, '>');
     case TV_UNDEF: return 0;
     default:
-        return tmpl_fail(rt, SITS_ERR_INVALID, "printing a %s object is not supported", tv_type_name(v));
+        return sits_tmpl_fail(rt, SITS_ERR_INVALID, "printing a %s object is not supported", sits_tmpl_type_name(v));
     }
 }
 
-int tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v)
+int sits_tmpl_tv_repr_append(trt_t *rt, tbuf_t *b, tv_t v)
 {
+    if (v.type == TV_STR && v.kind == 1)   /* repr(Markup('x')) */
+        return sits_tmpl_tbuf_put(rt, b, "Markup(", 7) || str_repr(rt, b, v.u.s.p, v.u.s.n) ||
+               sits_tmpl_tbuf_putc(rt, b, ')') ? -1 : 0;
     if (v.type == TV_STR) return str_repr(rt, b, v.u.s.p, v.u.s.n);
-    if (v.type == TV_UNDEF) return tmpl_fail(rt, SITS_ERR_INVALID, "repr of an undefined value is not supported");
+    if (v.type == TV_LIST || v.type == TV_DICT || v.type == TV_NS) {
+        if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
+        int r = scalar_str(rt, b, v);
+        rt->depth--;
+        return r;
+    }
+    if (v.type == TV_UNDEF) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "repr of an undefined value is not supported");
     return scalar_str(rt, b, v);
 }
 
-int tv_str_append(trt_t *rt, tbuf_t *b, tv_t v)
+int sits_tmpl_tv_str_append(trt_t *rt, tbuf_t *b, tv_t v)
 {
-    if (v.type == TV_STR) return tbuf_put(rt, b, v.u.s.p, v.u.s.n);
+    if (v.type == TV_STR) return sits_tmpl_tbuf_put(rt, b, v.u.s.p, v.u.s.n);
     return scalar_str(rt, b, v);
 }
 
-int tv_to_str(trt_t *rt, tv_t v, tv_t *out)
+int sits_tmpl_tv_to_str(trt_t *rt, tv_t v, tv_t *out)
 {
     if (v.type == TV_STR) { *out = v; return 0; }
     if (v.type == TV_UNDEF) { *out = tv_str("", 0); return 0; }
     tbuf_t b = { 0 };
-    int r = tv_str_append(rt, &b, v);
-    if (!r) r = tbuf_to_str(rt, &b, out);
-    tbuf_release(&b);
+    int r = sits_tmpl_tv_str_append(rt, &b, v);
+    if (!r) r = sits_tmpl_tbuf_to_str(rt, &b, out);
+    sits_tmpl_tbuf_release(&b);
     return r;
 }
 
 /* ---- JSON (Python json.dumps) ---- */
 static int json_str(trt_t *rt, tbuf_t *b, const char *p, size_t n, int ensure_ascii)
 {
-    if (tbuf_putc(rt, b, '"')) return -1;
+    if (sits_tmpl_tbuf_putc(rt, b, '"')) return -1;
     size_t i = 0;
     while (i < n) {
         size_t st = i;
         uint32_t cp;
-        u8_decode(p, n, &i, &cp);
+        sits_tmpl_u8_decode(p, n, &i, &cp);
         int r;
         switch (cp) {
-        case '"': r = tbuf_put(rt, b, "\\\"", 2); break;
-        case '\\': r = tbuf_put(rt, b, "\\\\", 2); break;
-        case '\n': r = tbuf_put(rt, b, "\\n", 2); break;
-        case '\r': r = tbuf_put(rt, b, "\\r", 2); break;
-        case '\t': r = tbuf_put(rt, b, "\\t", 2); break;
-        case '\b': r = tbuf_put(rt, b, "\\b", 2); break;
-        case '\f': r = tbuf_put(rt, b, "\\f", 2); break;
+        case '"': r = sits_tmpl_tbuf_put(rt, b, "\\\"", 2); break;
+        case '\\': r = sits_tmpl_tbuf_put(rt, b, "\\\\", 2); break;
+        case '\n': r = sits_tmpl_tbuf_put(rt, b, "\\n", 2); break;
+        case '\r': r = sits_tmpl_tbuf_put(rt, b, "\\r", 2); break;
+        case '\t': r = sits_tmpl_tbuf_put(rt, b, "\\t", 2); break;
+        case '\b': r = sits_tmpl_tbuf_put(rt, b, "\\b", 2); break;
+        case '\f': r = sits_tmpl_tbuf_put(rt, b, "\\f", 2); break;
         default:
-            if (cp < 0x20) r = tbuf_printf(rt, b, "\\u%04x", cp);
-            else if (cp < 0x7f || !ensure_ascii) r = tbuf_put(rt, b, p + st, i - st);
-            else if (cp < 0x10000) r = tbuf_printf(rt, b, "\\u%04x", cp);
+            if (cp < 0x20) r = sits_tmpl_tbuf_printf(rt, b, "\\u%04x", cp);
+            else if (cp < 0x7f || !ensure_ascii) r = sits_tmpl_tbuf_put(rt, b, p + st, i - st);
+            else if (cp < 0x10000) r = sits_tmpl_tbuf_printf(rt, b, "\\u%04x", cp);
             else {
                 uint32_t c = cp - 0x10000;
-                r = tbuf_printf(rt, b, "\\u%04x\\u%04x", 0xd800 + (c >> 10), 0xdc00 + (c & 0x3ff));
+                r = sits_tmpl_tbuf_printf(rt, b, "\\u%04x\\u%04x", 0xd800 + (c >> 10), 0xdc00 + (c & 0x3ff));
             }
         }
         if (r) return -1;
     }
-    return tbuf_putc(rt, b, '"');
+    return sits_tmpl_tbuf_putc(rt, b, '"');
 }
 
 static int json_nl(trt_t *rt, tbuf_t *b, const char *indent, size_t indent_n, int level)
 {
-    if (tbuf_putc(rt, b, '\n')) return -1;
-    for (int i = 0; i < level; i++) if (tbuf_put(rt, b, indent, indent_n)) return -1;
+    if (sits_tmpl_tbuf_putc(rt, b, '\n')) return -1;
+    for (int i = 0; i < level; i++) if (sits_tmpl_tbuf_put(rt, b, indent, indent_n)) return -1;
     return 0;
 }
 
@@ -538,12 +558,12 @@ static int json_key(trt_t *rt, tbuf_t *b, tv_t k, int ensure_ascii)
     char num[64];
     switch (k.type) {
     case TV_STR: return json_str(rt, b, k.u.s.p, k.u.s.n, ensure_ascii);
-    case TV_BOOL: return tbuf_puts(rt, b, k.u.i ? "\"true\"" : "\"false\"");
-    case TV_NONE: return tbuf_puts(rt, b, "\"null\"");
-    case TV_INT: return tbuf_printf(rt, b, "\"%lld\"", (long long)k.u.i);
-    case TV_FLOAT: tmpl_format_float(k.u.f, num, sizeof(num)); return tbuf_printf(rt, b, "\"%s\"", num);
+    case TV_BOOL: return sits_tmpl_tbuf_puts(rt, b, k.u.i ? "\"true\"" : "\"false\"");
+    case TV_NONE: return sits_tmpl_tbuf_puts(rt, b, "\"null\"");
+    case TV_INT: return sits_tmpl_tbuf_printf(rt, b, "\"%lld\"", (long long)k.u.i);
+    case TV_FLOAT: sits_tmpl_format_float(k.u.f, num, sizeof(num)); return sits_tmpl_tbuf_printf(rt, b, "\"%s\"", num);
     default:
-        return tmpl_fail(rt, SITS_ERR_INVALID, "keys must be str, int, float, bool or None, not %s", tv_type_name(k));
+        return sits_tmpl_fail(rt, SITS_ERR_INVALID, "keys must be str, int, float, bool or None, not %s", sits_tmpl_type_name(k));
     }
 }
 
@@ -554,48 +574,48 @@ static int key_less(tv_t a, tv_t b)
     return c ? c < 0 : a.u.s.n < b.u.s.n;
 }
 
-int tv_json_append(trt_t *rt, tbuf_t *b, tv_t v, const char *indent, size_t indent_n, int level,
+int sits_tmpl_tv_json_append(trt_t *rt, tbuf_t *b, tv_t v, const char *indent, size_t indent_n, int level,
                    const char *item_sep, const char *key_sep, int sort_keys, int ensure_ascii)
 {
     char num[64];
-    if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
+    if (++rt->depth > TMPL_MAX_EVAL_DEPTH) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "value nested too deeply");
     int r = 0;
     switch (v.type) {
-    case TV_NONE: r = tbuf_put(rt, b, "null", 4); break;
-    case TV_BOOL: r = v.u.i ? tbuf_put(rt, b, "true", 4) : tbuf_put(rt, b, "false", 5); break;
-    case TV_INT: r = tbuf_printf(rt, b, "%lld", (long long)v.u.i); break;
+    case TV_NONE: r = sits_tmpl_tbuf_put(rt, b, "null", 4); break;
+    case TV_BOOL: r = v.u.i ? sits_tmpl_tbuf_put(rt, b, "true", 4) : sits_tmpl_tbuf_put(rt, b, "false", 5); break;
+    case TV_INT: r = sits_tmpl_tbuf_printf(rt, b, "%lld", (long long)v.u.i); break;
     case TV_FLOAT:
-        if (isnan(v.u.f)) r = tbuf_puts(rt, b, "NaN");
-        else if (isinf(v.u.f)) r = tbuf_puts(rt, b, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else { tmpl_format_float(v.u.f, num, sizeof(num)); r = tbuf_puts(rt, b, num); }
+        if (isnan(v.u.f)) r = sits_tmpl_tbuf_puts(rt, b, "NaN");
+        else if (isinf(v.u.f)) r = sits_tmpl_tbuf_puts(rt, b, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else { sits_tmpl_format_float(v.u.f, num, sizeof(num)); r = sits_tmpl_tbuf_puts(rt, b, num); }
         break;
     case TV_STR: r = json_str(rt, b, v.u.s.p, v.u.s.n, ensure_ascii); break;
     case TV_LIST:
         if (v.kind != LK_LIST && v.kind != LK_TUPLE) {
-            r = tmpl_fail(rt, SITS_ERR_INVALID, "Object of type %s is not JSON serializable", tv_type_name(v));
+            r = sits_tmpl_fail(rt, SITS_ERR_INVALID, "Object of type %s is not JSON serializable", sits_tmpl_type_name(v));
             break;
         }
-        if (v.u.l->n == 0) { r = tbuf_put(rt, b, "[]", 2); break; }
-        r = tbuf_putc(rt, b, '[');
+        if (v.u.l->n == 0) { r = sits_tmpl_tbuf_put(rt, b, "[]", 2); break; }
+        r = sits_tmpl_tbuf_putc(rt, b, '[');
         for (size_t i = 0; !r && i < v.u.l->n; i++) {
-            if (i) r = tbuf_puts(rt, b, item_sep);
+            if (i) r = sits_tmpl_tbuf_puts(rt, b, item_sep);
             if (!r && indent) r = json_nl(rt, b, indent, indent_n, level + 1);
-            if (!r) r = tv_json_append(rt, b, v.u.l->v[i], indent, indent_n, level + 1, item_sep, key_sep,
+            if (!r) r = sits_tmpl_tv_json_append(rt, b, v.u.l->v[i], indent, indent_n, level + 1, item_sep, key_sep,
                                        sort_keys, ensure_ascii);
         }
         if (!r && indent) r = json_nl(rt, b, indent, indent_n, level);
-        if (!r) r = tbuf_putc(rt, b, ']');
+        if (!r) r = sits_tmpl_tbuf_putc(rt, b, ']');
         break;
     case TV_DICT: {
         const tdict_t *d = v.u.d;
-        if (d->n == 0) { r = tbuf_put(rt, b, "{}", 2); break; }
-        size_t *ord = rt_alloc(rt, d->n * sizeof(size_t));
+        if (d->n == 0) { r = sits_tmpl_tbuf_put(rt, b, "{}", 2); break; }
+        size_t *ord = sits_tmpl_rt_alloc(rt, d->n * sizeof(size_t));
         if (!ord) { r = -1; break; }
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
         if (sort_keys) {
             for (size_t i = 0; i < d->n; i++)
                 if (d->k[i].type != TV_STR) {
-                    r = tmpl_fail(rt, SITS_ERR_INVALID, "'<' not supported between dict keys of mixed types");
+                    r = sits_tmpl_fail(rt, SITS_ERR_INVALID, "'<' not supported between dict keys of mixed types");
                     break;
                 }
             for (size_t i = 1; !r && i < d->n; i++) /* insertion sort: stable, dicts are small */
@@ -603,27 +623,27 @@ int tv_json_append(trt_t *rt, tbuf_t *b, tv_t v, const char *indent, size_t inde
                     size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
                 }
         }
-        if (!r) r = tbuf_putc(rt, b, '{');
+        if (!r) r = sits_tmpl_tbuf_putc(rt, b, '{');
         for (size_t i = 0; !r && i < d->n; i++) {
-            if (i) r = tbuf_puts(rt, b, item_sep);
+            if (i) r = sits_tmpl_tbuf_puts(rt, b, item_sep);
             if (!r && indent) r = json_nl(rt, b, indent, indent_n, level + 1);
             if (!r) r = json_key(rt, b, d->k[ord[i]], ensure_ascii);
-            if (!r) r = tbuf_puts(rt, b, key_sep);
-            if (!r) r = tv_json_append(rt, b, d->v[ord[i]], indent, indent_n, level + 1, item_sep, key_sep,
+            if (!r) r = sits_tmpl_tbuf_puts(rt, b, key_sep);
+            if (!r) r = sits_tmpl_tv_json_append(rt, b, d->v[ord[i]], indent, indent_n, level + 1, item_sep, key_sep,
                                        sort_keys, ensure_ascii);
         }
         if (!r && indent) r = json_nl(rt, b, indent, indent_n, level);
-        if (!r) r = tbuf_putc(rt, b, '}');
+        if (!r) r = sits_tmpl_tbuf_putc(rt, b, '}');
         break;
     }
     default:
-        r = tmpl_fail(rt, SITS_ERR_INVALID, "Object of type %s is not JSON serializable", tv_type_name(v));
+        r = sits_tmpl_fail(rt, SITS_ERR_INVALID, "Object of type %s is not JSON serializable", sits_tmpl_type_name(v));
     }
     rt->depth--;
     return r;
 }
 
-int tv_from_json(trt_t *rt, const json_t *j, tv_t *out)
+int sits_tmpl_tv_from_json(trt_t *rt, const json_t *j, tv_t *out)
 {
     switch (json_typeof(j)) {
     case JSON_NULL: *out = tv_none(); return 0;
@@ -633,34 +653,34 @@ int tv_from_json(trt_t *rt, const json_t *j, tv_t *out)
     case JSON_REAL: *out = tv_float(json_real_value(j)); return 0;
     case JSON_STRING: *out = tv_str(json_string_value(j), json_string_length(j)); return 0;
     case JSON_ARRAY: {
-        tlist_t *l = tl_new(rt, json_array_size(j));
+        tlist_t *l = sits_tmpl_tl_new(rt, json_array_size(j));
         if (!l) return -1;
         for (size_t i = 0; i < json_array_size(j); i++)
-            if (tv_from_json(rt, json_array_get(j, i), &l->v[l->n++])) return -1;
-        *out = tv_list(l, LK_LIST);
+            if (sits_tmpl_tv_from_json(rt, json_array_get(j, i), &l->v[l->n++])) return -1;
+        *out = sits_tmpl_tv_list(l, LK_LIST);
         return 0;
     }
     case JSON_OBJECT: {
-        tdict_t *d = td_new(rt, json_object_size(j));
+        tdict_t *d = sits_tmpl_td_new(rt, json_object_size(j));
         const char *k;
         json_t *v;
         if (!d) return -1;
         json_object_foreach((json_t *)j, k, v) {
             d->k[d->n] = tv_str(k, strlen(k));
-            if (tv_from_json(rt, v, &d->v[d->n])) return -1;
+            if (sits_tmpl_tv_from_json(rt, v, &d->v[d->n])) return -1;
             d->n++;
         }
-        *out = tv_dict(d);
+        *out = sits_tmpl_tv_dict(d);
         return 0;
     }
     }
-    return tmpl_fail(rt, SITS_ERR_INVALID, "unsupported JSON value");
+    return sits_tmpl_fail(rt, SITS_ERR_INVALID, "unsupported JSON value");
 }
 
-int tv_len(trt_t *rt, tv_t v, int64_t *len_p)
+int sits_tmpl_tv_len(trt_t *rt, tv_t v, int64_t *len_p)
 {
     switch (v.type) {
-    case TV_STR: *len_p = (int64_t)u8_len(v.u.s.p, v.u.s.n); return 0;
+    case TV_STR: *len_p = (int64_t)sits_tmpl_u8_len(v.u.s.p, v.u.s.n); return 0;
     case TV_LIST:
         if (v.kind == LK_ITER) break;
         *len_p = (int64_t)v.u.l->n;
@@ -669,16 +689,19 @@ int tv_len(trt_t *rt, tv_t v, int64_t *len_p)
     case TV_UNDEF: *len_p = 0; return 0;
     default: break;
     }
-    return tmpl_fail(rt, SITS_ERR_INVALID, "object of type '%s' has no len()", tv_type_name(v));
+    return sits_tmpl_fail(rt, SITS_ERR_INVALID, "object of type '%s' has no len()", sits_tmpl_type_name(v));
 }
 
-int tv_iter(trt_t *rt, tv_t v, tlist_t **items_p)
+int sits_tmpl_tv_iter(trt_t *rt, tv_t v, tlist_t **items_p)
 {
     switch (v.type) {
-    case TV_LIST: *items_p = v.u.l; return 0;
-    case TV_UNDEF: return (*items_p = tl_new(rt, 0)) ? 0 : -1;
+    case TV_LIST:
+        if (v.u.l->err) return sits_tmpl_fail(rt, SITS_ERR_INVALID, "%s", v.u.l->err);
+        *items_p = v.u.l;
+        return 0;
+    case TV_UNDEF: return (*items_p = sits_tmpl_tl_new(rt, 0)) ? 0 : -1;
     case TV_DICT: {
-        tlist_t *l = tl_new(rt, v.u.d->n);
+        tlist_t *l = sits_tmpl_tl_new(rt, v.u.d->n);
         if (!l) return -1;
         TMEMCPY(l->v, v.u.d->k, v.u.d->n * sizeof(tv_t));
         l->n = v.u.d->n;
@@ -686,20 +709,20 @@ int tv_iter(trt_t *rt, tv_t v, tlist_t **items_p)
         return 0;
     }
     case TV_STR: {
-        tlist_t *l = tl_new(rt, u8_len(v.u.s.p, v.u.s.n));
+        tlist_t *l = sits_tmpl_tl_new(rt, sits_tmpl_u8_len(v.u.s.p, v.u.s.n));
         size_t i = 0;
         if (!l) return -1;
         while (i < v.u.s.n) {
             size_t st = i;
             uint32_t cp;
-            u8_decode(v.u.s.p, v.u.s.n, &i, &cp);
-            if (l->n == l->cap) { if (tl_push(rt, l, tv_str(v.u.s.p + st, i - st))) return -1; }
+            sits_tmpl_u8_decode(v.u.s.p, v.u.s.n, &i, &cp);
+            if (l->n == l->cap) { if (sits_tmpl_tl_push(rt, l, tv_str(v.u.s.p + st, i - st))) return -1; }
             else l->v[l->n++] = tv_str(v.u.s.p + st, i - st);
         }
         *items_p = l;
         return 0;
     }
     default:
-        return tmpl_fail(rt, SITS_ERR_INVALID, "'%s' object is not iterable", tv_type_name(v));
+        return sits_tmpl_fail(rt, SITS_ERR_INVALID, "'%s' object is not iterable", sits_tmpl_type_name(v));
     }
 }

@@ -26,6 +26,9 @@ import copy
 import datetime
 import glob
 import json
+import math
+import random
+import struct
 import os
 import subprocess
 import sys
@@ -124,6 +127,21 @@ CASES = [
     ("content_parts", [{"role": "user", "content": [{"type": "text", "text": "Part one."},
                                                     {"type": "text", "text": "Part two."}]}], None, True, {}),
     ("thinking_off", [{"role": "user", "content": "Quick answer please."}], None, True, {"enable_thinking": False}),
+    ("parallel_tools", [{"role": "user", "content": "Weather in Paris and Oslo, then search."},
+                        {"role": "assistant", "content": "Checking.", "tool_calls": [
+                            {"id": "call_a", "type": "function",
+                             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                            {"id": "call_b", "type": "function",
+                             "function": {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}}]},
+                        {"role": "tool", "tool_call_id": "call_a", "name": "get_weather", "content": "18C"},
+                        {"role": "tool", "tool_call_id": "call_b", "name": "get_weather", "content": "9C"},
+                        {"role": "assistant", "content": "Paris 18C, Oslo 9C."},
+                        {"role": "user", "content": "Thanks!"}], TOOLS, True, {}),
+    ("tool_call_null_content", [{"role": "user", "content": "Weather in Zürich?"},
+                                {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+                                {"role": "tool", "tool_call_id": "call_0001", "content": "sunny"}], TOOLS, True, {}),
+    ("documents", [{"role": "system", "content": SYS}, {"role": "user", "content": "Summarise the documents."}],
+     None, True, {"documents": [{"title": "Doc A", "text": "Alpha text."}, {"title": "Doc B", "text": "Beta\ntext."}]}),
 ]
 
 
@@ -134,12 +152,15 @@ def render_case(src, name, case):
     kwargs.update(extra)
     # The variables exactly as render_jinja_template hands them to the template.
     chat = ctu._alias_reasoning_fields(ctu._plain_template_data(copy.deepcopy(messages)))
-    env_vars = {"messages": chat, "tools": copy.deepcopy(tools), "documents": None, "add_generation_prompt": agp}
+    documents = kwargs.pop("documents", None)
+    env_vars = {"messages": chat, "tools": copy.deepcopy(tools), "documents": copy.deepcopy(documents),
+                "add_generation_prompt": agp}
     env_vars.update(kwargs)
     rec = {"case": cname, "vars": env_vars}
     try:
         out, _ = ctu.render_jinja_template(conversations=[copy.deepcopy(messages)], tools=copy.deepcopy(tools),
-                                           chat_template=src, add_generation_prompt=agp, **kwargs)
+                                           documents=copy.deepcopy(documents), chat_template=src,
+                                           add_generation_prompt=agp, **kwargs)
         rec["output"] = out[0]
     except jinja2.exceptions.TemplateSyntaxError as e:
         rec["compile_error"] = f"{type(e).__name__}: {e}"
@@ -234,7 +255,196 @@ FEATURES = [
     ("is_test_bare_args", "{{ 3 is divisibleby(3) }}{{ x is sameas x }}{{ [1] is sequence and true }}{{ 'a' if 1 is odd else 'b' }}", {"x": [1]}),
     ("nested_data_repr", "{{ messages }}", {"messages": [{"role": "user", "content": "it's \"q\"", "n": 1.5, "b": None, "t": [True]}]}),
     ("int_overflow_error", "{{ 9223372036854775807 + 1 }}", {}),
+    ("markup_concat", "{{ 'a'|safe + '<b>' }}|{{ '<x>' + 'y'|safe }}|{{ ('<'|safe) * 2 }}|{{ '<'|e }}|{{ ('<'|e)|e }}|{{ '<'|forceescape|forceescape }}|{{ ('<a>'|safe).upper() + '&' }}|{{ 'x'|safe ~ '<' }}|{{ ('a b'|safe).replace('a', '<') }}|{{ ('<'|safe)|trim + '>' }}|{{ ('q'|safe)|string + '\"' }}", {}),
+    ("for_over_undefined", "{% for x in u %}x{% else %}empty{% endfor %}", {}),
+    ("error_for_over_none", "{% for x in n %}x{% endfor %}", {"n": None}),
+    ("repr_unicode", "{{ ['\u2028', '\x7f', '\u00e9', '\u00a0', '\U0001F600', '\u200b', '\x1b[0m', '\ud7ff'] }}", {}),
+    ("float_printing", "{{ 1e22 }} {{ 1.5e300 }} {{ -0.0 }} {{ 100.0 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ 2.5|round(1) }} {{ 1/7 }} {{ 3.14159|round(3) }} {{ 2.675|round(2) }} {{ 0.1 + 0.2 }} {{ 123456789.123456789 }} {{ -1.5e-10 }}", {}),
+    ("tojson_numbers", "{{ {'f': 1.0, 'g': 1e-07, 'i': 10 ** 15, 'n': -2, 'b': false}|tojson }}|{{ x|tojson }}", {"x": {"big": 12345678901234, "r": 0.5, "e": 1e100}}),
+    ("tojson_escapes", "{{ '\x00\x1f\u2028\x7f/'|tojson }}|{{ '\u00e9\U0001F600'|tojson(ensure_ascii=true) }}|{{ {'k': 'v'}|tojson(indent=2, separators=(',', ' = ')) }}", {}),
+    ("loop_depth", "{% for a in [[1, [2]], 3] recursive %}{{ loop.depth }}{{ loop.depth0 }}{% if a is iterable %}({{ loop(a) }}){% endif %};{% endfor %}", {}),
+    ("macro_default_refs_param", "{% macro m(a, b=a * 2) %}{{ a }}-{{ b }}{% endmacro %}{{ m(3) }}|{{ m(3, 1) }}|{{ m(b=5, a=1) }}", {}),
+    ("macro_missing_arg", "{% macro m(a, b) %}[{{ a }}][{{ b }}][{{ b is defined }}]{% endmacro %}{{ m(1) }}", {}),
+    ("error_macro_too_many", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
+    ("error_macro_bad_kwarg", "{% macro m(a) %}{% endmacro %}{{ m(z=1) }}", {}),
+    ("set_in_if_in_loop", "{% for i in [1, 2] %}{% if i == 1 %}{% set y = 'one' %}{% endif %}[{{ y }}]{% endfor %}", {}),
+    ("namespace_in_macro", "{% set ns = namespace(c=0) %}{% macro inc() %}{% set ns.c = ns.c + 1 %}{% endmacro %}{{ inc() }}{{ inc() }}{{ ns.c }}", {}),
+    ("dict_literal", "{{ {'b': 1, 'a': 2, 'b': 3} }}|{{ {1: 'x', true: 'y'} }}|{{ 1 in {'a': 1}.values() }}|{{ {'a': 1}.items()|list }}", {}),
+    ("string_order", "{{ '\u00e9' > 'z' }}{{ 'a' < 'aa' }}{{ 'B' < 'a' }}{{ [1, 'a'] == [1, 'a'] }}{{ (1, 2) == [1, 2] }}", {}),
+    ("split_edges", "{{ ''.split() }}|{{ ''.split(',') }}|{{ 'a,'.split(',') }}|{{ '  '.split(' ') }}|{{ 'a\tb\nc'.split() }}|{{ 'a b c'.rsplit(None, 1) }}|{{ 'aXbXc'.split('X', 0) }}|{{ 'x'.split('x') }}", {}),
+    ("strip_unicode_ws", "[{{ '\u3000x\u00a0'.strip() }}]|[{{ '\u3000x\u00a0'|trim }}]|[{{ '\u200bx'.strip() }}]|[{{ 'abcxcba'.strip('abc') }}]", {}),
+    ("title_variants", "{{ \"they're bill's friends\"|title }}|{{ \"they're bill's friends\".title() }}|{{ 'hello_world-x (y) [z] {w} <v>'|title }}|{{ 'éCOLE'|capitalize }}|{{ 'ÉCOLE'|lower }}|{{ 'straße'|upper }}|{{ 'a1b2'.title() }}", {}),
+    ("error_items_on_list", "{{ [1]|items|list }}", {}),
+    ("getattr_index", "{{ 'abc'.0 }}|{{ [[1, 2]].0.1 }}|{{ none.x }}|[{{ 1.real }}]", {}),
+    ("error_attr_of_none_attr", "{{ none.x.y }}", {}),
+    ("ws_nested_indent", "{%- for m in messages %}\n    {%- if m.role == 'user' %}\n        {{- 'U:' + m.content }}\n    {%- else %}\nA: {{ m.content }}\n    {% endif %}\n{%- endfor %}\n", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
+    ("ws_tabs_lstrip", "\t\t{% if true %}x{% endif %}\n  \t{% for i in [1] %}{{ i }}{% endfor %}\n{{ 'a' }}   {% if true %}b{% endif %}\n   {# c #}x\n{%- raw -%}  r  {%- endraw -%}  z", {}),
+    ("ws_minus_unicode", "a\u3000 {%- if true %}b{% endif -%} \u00a0\nc", {}),
+    ("ws_block_end_eats_one_newline", "{% if true %}\n\nx{% endif %}\n\n{% for i in [1] %}\n{{ i }}\n{% endfor %}\n", {}),
+    ("ws_comment_only_line", "a\n    {#- c #}\n  b\n  {# c -#}\n  c", {}),
+    ("selectattr_tests", "{{ msgs|selectattr('role', 'in', ['user', 'tool'])|map(attribute='content')|join('/') }}|{{ msgs|rejectattr('tool_calls', 'defined')|list|length }}|{{ msgs|selectattr('tool_calls')|list|length }}|{{ msgs|map(attribute='role')|unique|list }}|{{ msgs|map(attribute='tool_calls.0.name', default='-')|list }}", {"msgs": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "tool_calls": [{"name": "f"}]}, {"role": "tool", "content": "c"}]}),
+    ("loop_over_items_filter", "{% for k, v in d|items %}{{ k }}:{{ v }},{% endfor %}|{% for k, v in d|dictsort %}{{ k }}{% endfor %}|{% for p in d.items() if p[1] > 1 %}{{ p[0] }}{% endfor %}", {"d": {"x": 1, "y": 2, "W": 3}}),
+    ("conditional_chains", "{% if a %}A{% elif b %}B{% elif c %}C{% else %}D{% endif %}{% if not a and not b %}!{% endif %}{% if a is not defined or a == 0 %}?{% endif %}", {"a": 0, "b": "", "c": [1]}),
+    ("string_concat_numbers", "{{ 'n=' ~ 1.0 ~ ',' ~ none ~ ',' ~ true ~ ',' ~ [1] ~ ',' ~ {'a': 'b'} }}", {}),
+    ("list_concat_slice_step", "{{ ([1, 2] + [3])[::-2] }}|{{ (1, 2) + (3,) }}|{{ 'abcdef'[1:5:2] }}|{{ [1, 2, 3][5:] }}|{{ [1, 2, 3][-10:2] }}", {}),
+    ("count_vs_length", "{{ [1, 2]|count }}|{{ {'a': 1}|count }}|{{ 'abc'|count }}|{{ 'a b c'|wordcount }}", {}),
+    ("percent_format", "{{ '%s=%d' % ('a', 3) }}|{{ '%5.2f|%-4s|%04d|%x|%r|%%|%+d' % (3.14159, 'ab', 42, 255, 'q', -5) }}|{{ 'no args' % () }}|{{ '%(k)s!' % {'k': 'v'} }}|{{ 'plain' % {} }}|{{ '%s' % [1, 2] }}|{{ '%.1s|%c|%5s|%e|%g' % ('xyz', 65, 'é', 12345.678, 0.0001) }}", {}),
+    ("error_percent_extra", "{{ 'x' % 5 }}", {}),
+    ("error_percent_missing", "{{ '%s %s' % ('a',) }}", {}),
+    ("soft_frames", "{% for x in [1] %}{% if false %}{{ x|nosuch }}{% endif %}{% endfor %}{{ 1 if true else 2|nosuch }}ok", {}),
+    ("compile_error_filter_block_in_if", "{% if 1 %}{% filter nosuch %}x{% endfilter %}{% endif %}", {}),
+    ("compile_error_loop_in_if", "{% if true %}{% for x in [1] %}{{ x|nosuch }}{% endfor %}{% endif %}", {}),
+    ("compile_error_setblock_in_if", "{% if true %}{% set x %}{{ 1|nosuch }}{% endset %}{% endif %}", {}),
+    ("compile_error_unknown_test", "{{ 1 is nosuchtest }}", {}),
+    ("map_select_falsy", "{{ false|map(attribute='x')|list }}|{{ 0|select|list }}|{{ none|reject|list }}|{{ ''|map('upper')|list }}", {}),
+    ("percent_lenient", "{{ 'x' % [1] }}|{{ 'y' % {'a': 1} }}|{{ '%s' % [1, 2] }}|{{ '%s' % {'a': 1} }}", {}),
+    ("markup_methods", "{{ ('a,b'|e).split(',') }}|{{ ('x y'|safe).partition(' ') }}|{{ ['<'|e, 'p'] }}|{{ ('<a>'|e).upper() }}", {}),
+    ("error_unhashable_in", "{{ [1] in {'a': 1} }}", {}),
+    ("unique_lazy_unhashable", "{{ [{'a': 1}]|unique|int }}|{{ [[1], [1]]|unique|list|length if false else 'lazy' }}", {}),
+    ("loop_changed", "{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}[{{ x }}]{% endif %}{{ loop.changed(x, 'k') }};{% endfor %}", {}),
+    ("truncate_non_str", "{{ [1, 2]|truncate(5) }}|{{ {'a': 1}|truncate(3) }}", {}),
+    ("indent_first_blank", "{{ 'l1\n\nl3\n'|indent(2) }}|{{ 'l1\n\nl3\n'|indent(2, true, true) }}|{{ ''|indent(4, true) }}", {}),
 ]
+
+
+# Every filter on an undefined value, one snippet each (jinja2's Undefined fails on some, not others).
+FEATURES += [(f"undefined_filter_{i}", "[{{ u|%s }}]" % f, {}) for i, f in enumerate([
+    "length", "count", "trim", "upper", "lower", "title", "capitalize", "string", "list", "join(',')", "first",
+    "last", "int", "float", "default('d')", "items|list", "sort", "reverse|list", "sum", "select|list",
+    "map('upper')|list", "max", "min", "unique|list", "safe", "e", "tojson", "abs", "round", "replace('a', 'b')",
+    "indent", "center(3)", "wordcount", "truncate(2)", "dictsort", "batch(2)|list", "selectattr('x')|list",
+    "attr('x')", "d('x', true)"])]
+
+
+# Float printing and arithmetic over a fixed set of awkward doubles (random bit patterns included).
+_FR = random.Random(7)
+FLOATS = [0.1, 0.5, 2.675, 1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 123.456, 5e-324, 1.7976931348623157e308,
+          -0.5, 1e22, 2.5, 3.5, -68.0, 28.9, 10.2] + [round(_FR.uniform(-1e6, 1e6), _FR.randint(0, 9)) for _ in range(20)]
+for _ in range(20):
+    _f = struct.unpack("d", struct.pack("Q", _FR.getrandbits(64)))[0]
+    if math.isfinite(_f):
+        FLOATS.append(_f)
+FEATURES.append(("float_ops", "{% for f in fs %}{{ f }}|{{ f|tojson }}|{{ f|round(3) }}|{{ f * 3 }}|{{ f // 1.7 }}|"
+                 "{{ f % 1.3 }}|{{ (f|string)|float }}|{{ f / 7 }}|{{ f|int if f|abs < 1e18 else 0 }}\n{% endfor %}",
+                 {"fs": FLOATS}))
+
+
+FEATURES += [
+    ("break_in_blocks", "{% for i in [1, 2] %}{% set y %}a{% break %}{% endset %}{{ i }}{% endfor %}|{% for i in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}{{ i }}{% endfor %}|{% for i in [1, 2] %}{% with %}{% break %}{% endwith %}{% endfor %}", {}),
+    ("compile_error_break_outside", "{% break %}", {}),
+    ("compile_error_continue_after_loop", "{% for i in [1] %}{% endfor %}{% continue %}", {}),
+    ("compile_error_break_in_call", "{% macro m() %}{{ caller() }}{% endmacro %}{% for i in [1] %}{% call m() %}{% break %}{% endcall %}{% endfor %}", {}),
+    ("compile_error_break_in_macro", "{% for i in [1] %}{% macro q() %}{% break %}{% endmacro %}{% endfor %}", {}),
+    ("filtered_tuple_loop", "{% for k, v in [['a', 1], ['b', 2], ['c', 3]] if v > 1 %}{{ loop.previtem }}{{ k }}{{ loop.nextitem }};{% endfor %}", {}),
+]
+
+# Random snippets (fixed seeds): expressions over every operator / filter / test / method, and statement
+# structures (loops, ifs, namespaces, macros, call/set/filter blocks, whitespace control). Snippets whose
+# reference output prints a generator's address are skipped (not reproducible anywhere).
+_EXPR_ATOMS = ["1", "2", "0", "-3", "2.5", "0.1", "1e3", "'a'", "'Hello World'", "''", "' x '", "none", "true", "false",
+               "[1, 2, 3]", "['b', 'a']", "{'k': 1, 'j': 'v'}", "(1, 'x')", "s", "n", "l", "d", "u", "m", "m.role",
+               "m['content']", "d.k", "l[0]", "l[-1]", "s[1:]", "l|length", "'é日'", "msgs", "msgs[0]"]
+_BINOPS = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "and", "or", "in", "not in", "**"]
+_FILTERS = ["length", "trim", "upper", "lower", "title", "capitalize", "string", "list", "first", "last", "int", "float",
+            "default('D')", "join(',')", "join", "sort", "reverse|list", "unique|list", "sum", "max", "min", "tojson",
+            "tojson(indent=1)", "items|list", "dictsort", "abs", "round", "round(1)", "replace('a', 'X')", "indent(2)",
+            "center(7)", "wordcount", "selectattr('role', 'equalto', 'user')|list", "map(attribute='role')|list",
+            "select|list", "reject|list", "batch(2)|list", "e", "safe", "map('upper')|list", "count", "truncate(5)",
+            "rejectattr('content')|list", "d('z', true)"]
+_TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
+          "boolean", "true", "false", "odd", "even", "divisibleby 2", "eq 1", "in [1, 'a']", "lower", "upper", "callable"]
+_METHODS = ["strip()", "upper()", "lower()", "split()", "split(',')", "startswith('a')", "endswith('o')",
+            "replace('l', 'L')", "title()", "find('l')", "count('l')", "get('k')", "get('zz', 5)", "items()", "keys()",
+            "values()", "lstrip('H')", "rstrip()", "capitalize()", "index(1)", "isdigit()", "format(1)", "zfill(4)",
+            "splitlines()"]
+_EXPR_VARS = {"s": "hello", "n": 7, "l": [3, 1, 2], "d": {"k": 1, "j": "v"}, "m": {"role": "user", "content": "hi"},
+              "msgs": [{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}]}
+
+
+def _random_expr(r, d=0):
+    x = r.random()
+    if d > 3 or x < 0.3:
+        return r.choice(_EXPR_ATOMS)
+    if x < 0.5:
+        return f"({_random_expr(r, d + 1)} {r.choice(_BINOPS)} {_random_expr(r, d + 1)})"
+    if x < 0.65:
+        return f"{_random_expr(r, d + 1)}|{r.choice(_FILTERS)}"
+    if x < 0.75:
+        return f"({_random_expr(r, d + 1)} is {'not ' if r.random() < 0.3 else ''}{r.choice(_TESTS)})"
+    if x < 0.85:
+        return f"({_random_expr(r, d + 1)}).{r.choice(_METHODS)}"
+    if x < 0.92:
+        return f"({_random_expr(r, d + 1)} if {_random_expr(r, d + 1)} else {_random_expr(r, d + 1)})"
+    return f"not {_random_expr(r, d + 1)}"
+
+
+_ITERS = ["msgs", "d.items()", "d", "range(3)", "msgs|reverse", "msgs|selectattr('role', 'equalto', 'user')"]
+_SEXPRS = ["x", "i", "loop.index", "loop.first", "loop.last", "loop.previtem", "loop.nextitem", "loop.length", "ns.a",
+           "ns.b", "m.role", "m.content", "m.content|trim", "msgs|length", "y", "k", "v", "caller()", "varargs",
+           "kwargs", "a", "b", "msgs[0].content", "(ns.a ~ '-')", "loop.cycle('p', 'q')", "mac(1)", "mac(a=2, b='z')",
+           "1 + ns.a|length"]
+_STMT_VARS = {"msgs": [{"role": "system", "content": " sys "}, {"role": "user", "content": "hi\nthere"},
+                       {"role": "assistant", "content": "yo"}], "d": {"p": 1, "q": [2]}, "x": "X"}
+
+
+def _random_stmts(r):
+    def ws():
+        return r.choice(["", "", "-", "+"])
+
+    def ws2():
+        return r.choice(["", "", "-"])
+
+    def pre():
+        return r.choice(["", " ", "\n", "  \n  ", "\t", "\n\n    ", "x\n  "])
+
+    def out():
+        return pre() + "{{" + ws2() + " " + r.choice(_SEXPRS) + " " + ws2() + "}}"
+
+    def body(d):
+        return "".join(stmt(d + 1) for _ in range(r.randint(1, 3)))
+
+    def stmt(d):
+        if d > 3 or r.random() < 0.3:
+            return out()
+        t = r.random()
+        if t < 0.2:
+            target = r.choice(["m", "x", "k, v"])
+            cond = r.choice(["", " if loop is not defined", " if m is defined"])
+            els = f"{{%{ws()} else {ws()}%}}" + body(d) if r.random() < 0.3 else ""
+            return (pre() + f"{{%{ws()} for {target} in {r.choice(_ITERS)}{cond} {ws()}%}}" + body(d) + els +
+                    f"{{%{ws()} endfor {ws()}%}}")
+        if t < 0.35:
+            elif_ = f"{{%{ws()} elif {r.choice(_SEXPRS)} {ws()}%}}" + body(d) if r.random() < 0.4 else ""
+            else_ = f"{{%{ws()} else {ws()}%}}" + body(d) if r.random() < 0.5 else ""
+            return (pre() + f"{{%{ws()} if {r.choice(_SEXPRS)} {ws()}%}}" + body(d) + elif_ + else_ +
+                    f"{{%{ws()} endif {ws()}%}}")
+        if t < 0.5:
+            return pre() + f"{{%{ws()} set ns.{r.choice(['a', 'b'])} = {r.choice(_SEXPRS)} {ws()}%}}"
+        if t < 0.6:
+            return pre() + f"{{%{ws()} set y = {r.choice(_SEXPRS)} {ws()}%}}"
+        if t < 0.68:
+            return pre() + f"{{%{ws()} set y {ws()}%}}" + body(d) + f"{{%{ws()} endset {ws()}%}}"
+        if t < 0.82:
+            return pre() + f"{{%{ws()} call(a) mac(3) {ws()}%}}" + body(d) + "{% endcall %}"
+        if t < 0.9:
+            return pre() + "{#" + ws2() + " comment " + ws2() + "#}"
+        return pre() + f"{{%{ws()} filter upper {ws()}%}}" + body(d) + "{% endfilter %}"
+
+    head = ("{% set ns = namespace(a='', b=0) %}{% macro mac(a, b='B') %}[{{ a }}{{ b }}"
+            "{{ caller() if caller is defined }}{{ varargs|length }}]{% endmacro %}")
+    return head + "".join(stmt(0) for _ in range(r.randint(1, 4))) + r.choice(["", "\n", "  \n"])
+
+
+def random_features():
+    out = []
+    r = random.Random(20240726)
+    for i in range(300):
+        src = "".join(
+            r.choice(["", "\n", "  ", "\t"]) + "{{ " + _random_expr(r) + " }}" for _ in range(r.randint(1, 3)))
+        out.append((f"random_expr_{i}", src, _EXPR_VARS))
+    for i in range(150):
+        out.append((f"random_stmts_{i}", _random_stmts(r), _STMT_VARS))
+    return out
 
 
 def render_feature(name, src, variables):
@@ -286,7 +496,9 @@ def main():
         "now": NOW,
         "cases": [c[0] for c in CASES],
         "templates": {},
-        "features": [render_feature(*f) for f in FEATURES],
+        "features": [render_feature(*f) for f in FEATURES] + [
+            rec for rec in (render_feature(*f) for f in random_features())
+            if " at 0x" not in rec.get("output", "")],
     }
     for name, raw in templates.items():
         src = raw.decode("utf-8")
