@@ -1,7 +1,8 @@
-# src/tokenizer: tokenizer.json BPE (byte-level and SentencePiece-style), added tokens, streaming
+# src/tokenizer: tokenizer.json (normalizers, pre-tokenizers, BPE/Unigram/WordPiece, decoders, post-processors), added tokens, streaming
 # detokenizer, chat templates. Test: tests/unit/test_tokenizer (fixtures from tests/ref/gen_tokenizer_fixtures.py).
 libsits_a_SOURCES += src/tokenizer/tokenizer.h src/tokenizer/tok_internal.h src/tokenizer/tokenizer.c \
-	src/tokenizer/decode.c src/tokenizer/chat.c
+	src/tokenizer/tok_util.c src/tokenizer/normalizers.c src/tokenizer/pretok.c src/tokenizer/models.c \
+	src/tokenizer/decoders.c src/tokenizer/postproc.c src/tokenizer/chat.c
 
 check_PROGRAMS += tests/unit/test_tokenizer
 tests_unit_test_tokenizer_SOURCES = tests/unit/test_tokenizer.c
