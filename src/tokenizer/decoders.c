@@ -14,9 +14,13 @@
  * Streaming keeps the ids since a prefix offset and decodes two windows per push, [prefix, read) and
  * [prefix, end): the new text is the second minus the first when it extends it and does not end in U+FFFD
  * (an incomplete character); then prefix = read, read = end. Decoders only look at neighbours and at the
- * first/last token, and both windows share their first token, so the pieces add up to the full decode.
+ * first/last token, and both windows share their first token, so the pieces add up to the full decode; once
+ * the window has left the first id, the first-token effects of the whole text (Metaspace's dropped
+ * replacement, the start of a Strip after Fuse) are turned off.
  * With a ByteFallback decoder a run of byte tokens decodes as a whole (valid UTF-8 or one U+FFFD per byte),
- * so nothing is emitted while the last id is a byte token. */
+ * so nothing is emitted while the last id is a byte token. A Strip with stop > 0 after Fuse cuts the end of
+ * the whole text: the windows are decoded without that cut, and up to `stop` trailing copies of its
+ * character are held back until more text follows (dropped at the flush). */
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/tok_internal.h"
@@ -342,7 +346,12 @@ void sits_tok_dec_free(sits_tok_dec_t *steps, size_t n)
 /* ------------------------------------------------------------------ decode */
 
 /* ids (already checked) -> text appended to out */
-static sits_status_t decode_ids(const sits_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, tok_buf_t *out)
+/* Streaming windows: DEC_STREAM leaves out the `stop` of a Strip after Fuse/ByteLevel (the streaming decoder
+ * applies it to the end of the stream); DEC_MID decodes ids from the middle of the text: no Metaspace
+ * first-token drop, no `start` of a Strip after Fuse/ByteLevel. */
+enum { DEC_STREAM = 1, DEC_MID = 2 };
+static sits_status_t decode_ids(const sits_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, int mode,
+                                tok_buf_t *out)
 {
     tok_strs_t a = { 0 }, b = { 0 };
     int bad = sits_tok_buf_put(out, "", 0);
@@ -354,9 +363,17 @@ static sits_status_t decode_ids(const sits_tokenizer_t *t, const int32_t *ids, s
     if (!t->has_decoder) {
         for (size_t i = 0; i < a.n && !bad; i++) bad = (i && sits_tok_buf_put(out, " ", 1)) || sits_tok_buf_put(out, a.v[i].p, a.v[i].n);
     } else {
+        int joined = 0;
         for (size_t s = 0; s < t->n_dec && !bad; s++) {
             b.n = 0;
-            bad = t->dec[s].ops->apply(&t->dec[s], &a, &b);
+            sits_tok_dec_t step = t->dec[s];
+            if (joined && step.ops == &STRIP_OPS) {
+                if (mode & DEC_STREAM) step.stop = 0;
+                if (mode & DEC_MID) step.start = 0;
+            }
+            if ((mode & DEC_MID) && step.ops == &METASPACE_OPS) step.prepend = SITS_PREPEND_NEVER;
+            joined |= step.ops == &FUSE_OPS || step.ops == &BYTELEVEL_OPS;
+            bad = step.ops->apply(&step, &a, &b);
             tok_strs_t x = a;
             a = b;
             b = x;
@@ -383,7 +400,7 @@ sits_status_t sits_tokenizer_decode(const sits_tokenizer_t *t, const int32_t *id
 {
     tok_buf_t out = { 0 };
     SITS_CHECK(check_ids(t, ids, n));
-    sits_status_t st = decode_ids(t, ids, n, skip_special, &out);
+    sits_status_t st = decode_ids(t, ids, n, skip_special, 0, &out);
     if (st != SITS_OK) {
         TOK_ERR("out of memory decoding %zu ids", n);
         free(out.p);
@@ -402,6 +419,9 @@ struct sits_detok {
     tok_ids_t ids;        /* ids since the window start (specials already dropped when skipped) */
     size_t read;          /* ids[0..read) have been emitted */
     int hold_byte_runs;   /* ByteFallback: a run of <0xXX> tokens decodes only once it has ended */
+    const sits_tok_dec_t *end_strip;  /* a Strip with stop > 0 after Fuse/ByteLevel: it cuts the end of the text */
+    tok_buf_t tail;       /* end_strip: trailing copies of its character held back (at most stop) */
+    int mid;              /* the window no longer starts at the first id */
     tok_buf_t prev, cur, out;
 };
 
@@ -411,7 +431,12 @@ sits_status_t sits_detok_create(const sits_tokenizer_t *t, int skip_special, sit
     if (!d) return SITS_ERR_NOMEM;
     d->tok = t;
     d->skip_special = skip_special;
-    for (size_t s = 0; s < t->n_dec; s++) d->hold_byte_runs |= t->dec[s].ops == &BYTEFALLBACK_OPS;
+    int joined = 0;
+    for (size_t s = 0; s < t->n_dec; s++) {
+        d->hold_byte_runs |= t->dec[s].ops == &BYTEFALLBACK_OPS;
+        joined |= t->dec[s].ops == &FUSE_OPS || t->dec[s].ops == &BYTELEVEL_OPS;
+        if (joined && t->dec[s].ops == &STRIP_OPS && t->dec[s].stop > 0 && !d->end_strip) d->end_strip = &t->dec[s];
+    }
     *dt_p = d;
     return SITS_OK;
 }
@@ -423,6 +448,7 @@ void sits_detok_destroy(sits_detok_t *d)
     free(d->prev.p);
     free(d->cur.p);
     free(d->out.p);
+    free(d->tail.p);
     free(d);
 }
 
@@ -438,8 +464,9 @@ static sits_status_t detok_step(sits_detok_t *d, int final, const char **text_p,
         const sits_tok_entry_t *e = &d->tok->tokens[d->ids.p[d->ids.n - 1]];
         if (byte_token(e->s, e->len, &byte)) return SITS_OK;
     }
-    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->read, 0, &d->prev));
-    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->ids.n, 0, &d->cur));
+    int mode = DEC_STREAM | (d->mid ? DEC_MID : 0);
+    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->read, 0, mode, &d->prev));
+    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->ids.n, 0, mode, &d->cur));
     if (sits_tok_buf_put(&d->out, "", 0)) return SITS_ERR_NOMEM;
     int extends = d->cur.n > d->prev.n && memcmp(d->cur.p, d->prev.p, d->prev.n) == 0;
     int incomplete = d->cur.n >= 3 && memcmp(d->cur.p + d->cur.n - 3, FFFD, 3) == 0;
@@ -448,7 +475,22 @@ static sits_status_t detok_step(sits_detok_t *d, int final, const char **text_p,
         /* the next window starts at the first id not yet read */
         memmove(d->ids.p, d->ids.p + d->read, (d->ids.n - d->read) * sizeof(int32_t));
         d->ids.n -= d->read;
+        d->mid |= d->read > 0;
         d->read = d->ids.n;
+    }
+    if (d->end_strip) {
+        /* out = tail + out; hold back its trailing copies of the strip character (at most stop); at the end of
+         * the stream they are what the Strip removes */
+        const char *c = d->end_strip->a;
+        size_t cl = strlen(c), keep = 0;
+        if (sits_tok_buf_put(&d->tail, d->out.p, d->out.n)) return SITS_ERR_NOMEM;
+        while (keep < (size_t)d->end_strip->stop && d->tail.n >= (keep + 1) * cl &&
+               memcmp(d->tail.p + d->tail.n - (keep + 1) * cl, c, cl) == 0) keep++;
+        d->out.n = 0;
+        if (sits_tok_buf_put(&d->out, d->tail.p, d->tail.n - keep * cl)) return SITS_ERR_NOMEM;
+        memmove(d->tail.p, d->tail.p + d->tail.n - keep * cl, keep * cl);
+        d->tail.n = keep * cl;
+        if (final) d->tail.n = 0;
     }
     *text_p = d->out.p;
     *len_p = d->out.n;

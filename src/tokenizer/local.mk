@@ -13,3 +13,8 @@ TESTS += tests/unit/test_tokenizer
 noinst_PROGRAMS += bench/sits-bench-tokenizer
 bench_sits_bench_tokenizer_SOURCES = bench/bench_tokenizer.c
 bench_sits_bench_tokenizer_LDADD = $(SITS_LIBS)
+
+check_PROGRAMS += tests/unit/test_tokenizer_real
+tests_unit_test_tokenizer_real_SOURCES = tests/unit/test_tokenizer_real.c
+tests_unit_test_tokenizer_real_LDADD = $(SITS_LIBS)
+TESTS += tests/unit/test_tokenizer_real

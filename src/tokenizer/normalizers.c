@@ -1,6 +1,6 @@
 /* normalizers.c -- tokenizers' normalizers on UTF-8 strings (no offset tracking: ids need none).
  *
- * NFC/NFD/NFKC/NFKD (libutf8proc), Lowercase (Rust char::to_lowercase), Strip, StripAccents (drop Mn),
+ * NFC/NFD/NFKC/NFKD (libutf8proc), Lowercase (Rust char::to_lowercase), Strip, StripAccents (drop M*),
  * Replace (String or Regex, every non-overlapping match left to right), Prepend (non-empty input only),
  * BertNormalizer (clean_text, handle_chinese_chars, strip_accents, lowercase, in that order), ByteLevel
  * (bytes -> GPT-2 alphabet) and Precompiled (SentencePiece precompiled_charsmap, as the spm_precompiled
@@ -71,12 +71,14 @@ static sits_status_t strip_apply(const sits_tok_norm_t *nm, const char *in, size
     return sits_tok_buf_put(out, in + s, e - s) ? SITS_ERR_NOMEM : SITS_OK;
 }
 
-static sits_status_t drop_mn(const char *in, size_t n, tok_buf_t *out)
+/* all_marks: drop M* (StripAccents), else only Mn (BertNormalizer) */
+static sits_status_t drop_marks(const char *in, size_t n, int all_marks, tok_buf_t *out)
 {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t l = sits_tok_utf8_next(in + i, n - i, &cp);
-        if (!sits_tok_is_mark_nonspacing(cp) && sits_tok_buf_put(out, in + i, l)) return SITS_ERR_NOMEM;
+        int drop = all_marks ? sits_tok_is_mark(cp) : sits_tok_is_mark_nonspacing(cp);
+        if (!drop && sits_tok_buf_put(out, in + i, l)) return SITS_ERR_NOMEM;
         i += l;
     }
     return SITS_OK;
@@ -85,7 +87,7 @@ static sits_status_t drop_mn(const char *in, size_t n, tok_buf_t *out)
 static sits_status_t accents_apply(const sits_tok_norm_t *nm, const char *in, size_t n, tok_buf_t *out)
 {
     (void)nm;
-    return drop_mn(in, n, out);
+    return drop_marks(in, n, 1, out);
 }
 
 static sits_status_t replace_apply(const sits_tok_norm_t *nm, const char *in, size_t n, tok_buf_t *out)
@@ -144,7 +146,7 @@ static sits_status_t bert_apply(const sits_tok_norm_t *nm, const char *in, size_
         nfd.flag1 = 1;
         if ((st = nf_apply(&nfd, a.p, a.n, &b)) != SITS_OK) goto out;
         a.n = 0;
-        if ((st = drop_mn(b.p ? b.p : "", b.n, &a)) != SITS_OK) goto out;
+        if ((st = drop_marks(b.p ? b.p : "", b.n, 0, &a)) != SITS_OK) goto out;
         st = SITS_ERR_NOMEM;
     }
     if (nm->flag4) {

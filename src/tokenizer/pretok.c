@@ -39,7 +39,7 @@ static int seg_push(tok_ctx_t *c, size_t *nseg, size_t s, size_t e, int m)
 static int pred(int kind, uint32_t delim, uint32_t cp)
 {
     switch (kind) {
-    case PRED_DIGIT: return cp >= '0' && cp <= '9';
+    case PRED_DIGIT: return sits_tok_is_numeric(cp);
     case PRED_SPACE: return sits_tok_is_white_space(cp);
     case PRED_PUNCT: return sits_tok_is_punct(cp);
     case PRED_CHAR: return cp == delim;

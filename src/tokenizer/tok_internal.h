@@ -47,7 +47,9 @@ int sits_tok_is_white_space(uint32_t cp);                               /* Rust 
 int sits_tok_utf8_step(const unsigned char *s, size_t len, size_t *n_p);
 /* Character classes (libutf8proc general categories; without it only ASCII is classified). */
 int sits_tok_is_punct(uint32_t cp);      /* ASCII punctuation or Unicode P* (tokenizers is_punc) */
-int sits_tok_is_mark_nonspacing(uint32_t cp);
+int sits_tok_is_numeric(uint32_t cp);   /* N* (Rust char::is_numeric; Digits splits on it) */
+int sits_tok_is_mark_nonspacing(uint32_t cp);  /* Mn (BertNormalizer strip_accents) */
+int sits_tok_is_mark(uint32_t cp);              /* M* (StripAccents: unicode-normalization is_combining_mark) */
 int sits_tok_is_other(uint32_t cp);      /* C* (Cc Cf Cn Co Cs) */
 int sits_tok_is_word_char(uint32_t cp);  /* L* M* Nd Pc (regex \w) */
 /* Lowercase by Rust char::to_lowercase (U+0130 -> "i\u0307"); appends to out. */

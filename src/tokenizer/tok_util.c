@@ -221,10 +221,32 @@ int sits_tok_is_punct(uint32_t cp)
 #endif
 }
 
+int sits_tok_is_numeric(uint32_t cp)
+{
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+#ifdef HAVE_UTF8PROC
+    int c = cat(cp);
+    return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
+#else
+    return 0;
+#endif
+}
+
 int sits_tok_is_mark_nonspacing(uint32_t cp)
 {
 #ifdef HAVE_UTF8PROC
     return cp >= 0x300 && cat(cp) == UTF8PROC_CATEGORY_MN;
+#else
+    (void)cp;
+    return 0;
+#endif
+}
+
+int sits_tok_is_mark(uint32_t cp)
+{
+#ifdef HAVE_UTF8PROC
+    int c = cat(cp);
+    return cp >= 0x300 && c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME;
 #else
     (void)cp;
     return 0;
@@ -299,7 +321,7 @@ sits_status_t sits_tok_regex_compile(const char *pattern, int literal, pcre2_cod
     char *fixed = literal ? NULL : regex_fix(pattern);
     if (!literal && !fixed) return SITS_ERR_NOMEM;
     const char *pat = literal ? pattern : fixed;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  /* LITERAL refuses UCP */
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opts, &err, &erroff, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];

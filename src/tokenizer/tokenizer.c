@@ -80,6 +80,12 @@ static sits_status_t parse_added(sits_tokenizer_t *t, const json_t *added)
             a->pattern = sits_tok_strndup(c, e->len);
         }
         if (!a->pattern) { st = SITS_ERR_NOMEM; break; }
+        if (a->normalized && (a->plen != e->len || memcmp(a->pattern, e->s, e->len) != 0)) {
+            /* tokenizers keeps the normalized form as the token's string (id_to_token, decode) */
+            free(e->s);
+            e->len = a->plen;
+            if (!(e->s = sits_tok_strndup(a->pattern, a->plen))) { st = SITS_ERR_NOMEM; break; }
+        }
     }
     free(norm.p);
     free(tmp.p);
