@@ -350,10 +350,13 @@ void sits_tok_dec_free(sits_tok_dec_t *steps, size_t n)
  * applies it to the end of the stream); DEC_MID decodes ids from the middle of the text: no Metaspace
  * first-token drop, no `start` of a Strip after Fuse/ByteLevel. */
 enum { DEC_STREAM = 1, DEC_MID = 2 };
+typedef struct { tok_strs_t a, b; } dec_scratch_t;  /* string lists reused across calls */
+
 static sits_status_t decode_ids(const sits_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, int mode,
-                                tok_buf_t *out)
+                                dec_scratch_t *sc, tok_buf_t *out)
 {
-    tok_strs_t a = { 0 }, b = { 0 };
+    tok_strs_t a = sc->a, b = sc->b;
+    a.n = b.n = 0;
     int bad = sits_tok_buf_put(out, "", 0);
     for (size_t i = 0; i < n && !bad; i++) {
         const sits_tok_entry_t *e = &t->tokens[ids[i]];
@@ -380,8 +383,8 @@ static sits_status_t decode_ids(const sits_tokenizer_t *t, const int32_t *ids, s
         }
         for (size_t i = 0; i < a.n && !bad; i++) bad = sits_tok_buf_put(out, a.v[i].p, a.v[i].n);
     }
-    strs_free(&a);
-    strs_free(&b);
+    sc->a = a;
+    sc->b = b;
     return bad ? SITS_ERR_NOMEM : SITS_OK;
 }
 
@@ -400,7 +403,10 @@ sits_status_t sits_tokenizer_decode(const sits_tokenizer_t *t, const int32_t *id
 {
     tok_buf_t out = { 0 };
     SITS_CHECK(check_ids(t, ids, n));
-    sits_status_t st = decode_ids(t, ids, n, skip_special, 0, &out);
+    dec_scratch_t sc = { 0 };
+    sits_status_t st = decode_ids(t, ids, n, skip_special, 0, &sc, &out);
+    strs_free(&sc.a);
+    strs_free(&sc.b);
     if (st != SITS_OK) {
         TOK_ERR("out of memory decoding %zu ids", n);
         free(out.p);
@@ -422,6 +428,7 @@ struct sits_detok {
     const sits_tok_dec_t *end_strip;  /* a Strip with stop > 0 after Fuse/ByteLevel: it cuts the end of the text */
     tok_buf_t tail;       /* end_strip: trailing copies of its character held back (at most stop) */
     int mid;              /* the window no longer starts at the first id */
+    dec_scratch_t sc;
     tok_buf_t prev, cur, out;
 };
 
@@ -449,6 +456,8 @@ void sits_detok_destroy(sits_detok_t *d)
     free(d->cur.p);
     free(d->out.p);
     free(d->tail.p);
+    strs_free(&d->sc.a);
+    strs_free(&d->sc.b);
     free(d);
 }
 
@@ -465,8 +474,8 @@ static sits_status_t detok_step(sits_detok_t *d, int final, const char **text_p,
         if (byte_token(e->s, e->len, &byte)) return SITS_OK;
     }
     int mode = DEC_STREAM | (d->mid ? DEC_MID : 0);
-    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->read, 0, mode, &d->prev));
-    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->ids.n, 0, mode, &d->cur));
+    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->read, 0, mode, &d->sc, &d->prev));
+    SITS_CHECK(decode_ids(d->tok, d->ids.p, d->ids.n, 0, mode, &d->sc, &d->cur));
     if (sits_tok_buf_put(&d->out, "", 0)) return SITS_ERR_NOMEM;
     int extends = d->cur.n > d->prev.n && memcmp(d->cur.p, d->prev.p, d->prev.n) == 0;
     int incomplete = d->cur.n >= 3 && memcmp(d->cur.p + d->cur.n - 3, FFFD, 3) == 0;

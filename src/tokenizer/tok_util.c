@@ -116,25 +116,26 @@ void sits_tok_strmap_put(sits_tok_strmap_t *m, const tok_keys_t *k, int32_t id)
 
 static int gpt2_direct(uint32_t c) { return (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF); }
 
+/* The 68 bytes outside the direct ranges, in increasing order (0x00-0x20, 0x7F, 0x80-0xA0, 0xAD), map to
+ * U+0100 + n. */
 uint32_t sits_tok_byte_to_cp(uint8_t b)
 {
     if (gpt2_direct(b)) return b;
-    uint32_t n = 0;  /* the other 68 bytes, in increasing order, map to U+0100 + n */
-    for (uint32_t c = 0; c < b; c++) n += !gpt2_direct(c);
-    return 0x100 + n;
+    if (b <= 0x20) return 0x100u + b;
+    if (b == 0x7F) return 0x121;
+    if (b <= 0xA0) return 0x122u + (b - 0x80u);
+    return 0x143;  /* 0xAD */
 }
 
 int sits_tok_cp_to_byte(uint32_t cp)
 {
     if (gpt2_direct(cp)) return (int)cp;
-    if (cp < 0x100 || cp >= 0x100 + 68) return -1;
+    if (cp < 0x100 || cp > 0x143) return -1;
     uint32_t n = cp - 0x100;
-    for (uint32_t c = 0; c < 256; c++) {
-        if (gpt2_direct(c)) continue;
-        if (n == 0) return (int)c;
-        n--;
-    }
-    return -1;
+    if (n <= 0x20) return (int)n;
+    if (n == 33) return 0x7F;
+    if (n < 67) return (int)(0x80 + n - 34);
+    return 0xAD;
 }
 
 size_t sits_tok_utf8_encode(uint32_t cp, char *o)
@@ -345,6 +346,7 @@ int sits_tok_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
             rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+        /* rc 0: the ovector is too small for the groups; the whole match (pair 0) is still there */
         if (rc == PCRE2_ERROR_NOMATCH) return 1;
         if (rc < 0) {
             PCRE2_UCHAR msg[128];
@@ -368,7 +370,7 @@ int sits_tok_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *
 sits_status_t sits_tok_regex_replace(const pcre2_code *re, const char *content, const char *s, size_t n,
                                      tok_buf_t *out)
 {
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
     if (!md) return SITS_ERR_NOMEM;
     sits_status_t st = SITS_OK;
     size_t pos = 0, ms, me, cl = strlen(content);

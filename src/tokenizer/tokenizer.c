@@ -552,7 +552,8 @@ sits_status_t sits_tokenizer_encode(const sits_tokenizer_t *t, const char *text,
     sits_status_t st = SITS_OK;
     tok_ctx_t c = { 0 };
     tok_spans_t raw = { 0 }, norm = { 0 };
-    if (t->need_regex_md && !(c.md = pcre2_match_data_create(32, NULL))) { st = SITS_ERR_NOMEM; goto out; }
+    /* one ovector pair: only the whole match is read (pcre2_match resets every pair of a larger one per call) */
+    if (t->need_regex_md && !(c.md = pcre2_match_data_create(1, NULL))) { st = SITS_ERR_NOMEM; goto out; }
     if (add_special)
         for (size_t i = 0; i < t->n_post_prefix; i++)
             if (sits_tok_ids_push(&c.out, t->post_prefix[i])) { st = SITS_ERR_NOMEM; goto out; }
