@@ -9,9 +9,10 @@
  * Steps: Split (String or Regex), ByteLevel (add_prefix_space per piece, GPT-2 regex when use_regex; the
  * byte -> alphabet mapping is left to the model when ByteLevel is the last step, else done here), Digits,
  * Metaspace, Whitespace (\w+|[^\w\s]+ kept, the rest removed), WhitespaceSplit, Punctuation,
- * CharDelimiterSplit, BertPreTokenizer (= whitespace Removed then punctuation Isolated), Sequence
- * (flattened). UnicodeScripts is refused: it needs the Unicode Script property, which neither PCRE2's
- * API nor libutf8proc exposes per character. */
+ * CharDelimiterSplit, BertPreTokenizer (= whitespace Removed then punctuation Isolated), UnicodeScripts
+ * (the script of a character is the group of an alternation of PCRE2's \p{sc:...} that matches it; as in
+ * tokenizers' Unicode 9.0 table, characters assigned later, unassigned or private-use ones are Any; splits as
+ * tokenizers' unicode_scripts.rs, including its quirks), Sequence (flattened). */
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/tok_internal.h"
@@ -22,6 +23,24 @@ static const char GPT2_REGEX[] =
 static const char WHITESPACE_REGEX[] = "[" WORD_CLASS "]+|[^" WORD_CLASS "\\s]+";
 
 enum { PRED_NONE, PRED_DIGIT, PRED_SPACE, PRED_PUNCT, PRED_CHAR };
+
+/* PCRE2 10.42's script names (pcre2test -LS), sorted */
+static const char SCRIPT_NAMES[] =
+    "adlam ahom anatolianhieroglyphs arabic armenian avestan balinese bamum bassavah batak bengali bhaiksuki "
+    "bopomofo brahmi braille buginese buhid canadianaboriginal carian caucasianalbanian chakma cham cherokee "
+    "chorasmian common coptic cuneiform cypriot cyprominoan cyrillic deseret devanagari divesakuru dogra "
+    "duployan egyptianhieroglyphs elbasan elymaic ethiopic georgian glagolitic gothic grantha greek gujarati "
+    "gunjalagondi gurmukhi han hangul hanifirohingya hanunoo hatran hebrew hiragana imperialaramaic inherited "
+    "inscriptionalpahlavi inscriptionalparthian javanese kaithi kannada katakana kayahli kharoshthi "
+    "khitansmallscript khmer khojki khudawadi lao latin lepcha limbu lineara linearb lisu lycian lydian "
+    "mahajani makasar malayalam mandaic manichaean marchen masaramgondi medefaidrin meeteimayek mendekikakui "
+    "meroiticcursive meroitichieroglyphs miao modi mongolian mro multani myanmar nabataean nandinagari newa "
+    "newtailue nko nushu nyiakengpuachuehmong ogham olchiki oldhungarian olditalic oldnortharabian oldpermic "
+    "oldpersian oldsogdian oldsoutharabian oldturkic olduyghur oriya osage osmanya pahawhhmong palmyrene "
+    "paucinhau phagspa phoenician psalterpahlavi rejang runic samaritan saurashtra sharada shavian siddham "
+    "signwriting sinhala sogdian sorasompeng soyombo sundanese sylotinagri syriac tagalog tagbanwa taile "
+    "taitham taiviet takri tamil tangsa tangut telugu thaana thai tibetan tifinagh tirhuta toto ugaritic "
+    "unknown vai vithkuqi wancho warangciti yezidi yiii zanabazarsquare ";
 
 static int seg_push(tok_ctx_t *c, size_t *nseg, size_t s, size_t e, int m)
 {
@@ -240,6 +259,81 @@ static sits_status_t metaspace_apply(const sits_tok_pre_t *p, tok_ctx_t *c, cons
     return SITS_OK;
 }
 
+/* tokenizers unicode_scripts.rs: ' ' is Any; Hiragana, Katakana, Hangul and U+30FC count as Han. A split
+ * falls before every character whose script differs from the last non-Any one (the first character
+ * included); the text before the first split is dropped (ranges.windows(2)), as there. */
+static sits_status_t scripts_apply(const sits_tok_pre_t *p, tok_ctx_t *c, const char **buf_p, tok_buf_t *dst,
+                                   const tok_pieces_t *in, tok_pieces_t *out)
+{
+    (void)c;
+    (void)dst;
+    const char *buf = *buf_p;
+    const int ANY = -2, NONE = -3;
+    pcre2_match_data *md = pcre2_match_data_create(256, NULL);
+    if (!md) return SITS_ERR_NOMEM;
+    sits_status_t st = SITS_OK;
+    out->n = 0;
+    for (size_t pi = 0; pi < in->n && st == SITS_OK; pi++) {
+        const char *s = buf + in->p[pi].off;
+        size_t n = in->p[pi].len, first = (size_t)-1, prev = 0;
+        int last = NONE;
+        for (size_t i = 0; i < n && st == SITS_OK;) {
+            uint32_t cp;
+            size_t l = sits_tok_utf8_next(s + i, n - i, &cp);
+            int sc = ANY;  /* matched by no group */
+            if (cp == ' ' || sits_tok_after_unicode9(cp)) sc = ANY;
+            else if (cp == 0x30FC) sc = p->scripts[0];  /* Han */
+            else {
+                int rc = pcre2_match(p->re, (PCRE2_SPTR)s, i + l, i, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL);
+                if (rc > 1) {
+                    sc = rc - 1;
+                    if (sc == p->scripts[1] || sc == p->scripts[2] || sc == p->scripts[3]) sc = p->scripts[0];
+                    if (sc == p->scripts[4]) sc = ANY;  /* not in the table (unassigned, private use) */
+                }
+            }
+            if (sc != ANY && last != ANY && last != sc) {
+                if (first == (size_t)-1) first = i;
+                else if (sits_tok_pieces_push(out, in->p[pi].off + prev, i - prev, in->p[pi].at_zero && prev == 0))
+                    st = SITS_ERR_NOMEM;
+                prev = i;
+            }
+            if (sc != ANY) last = sc;
+            i += l;
+        }
+        if (st == SITS_OK && first != (size_t)-1 && n > prev &&
+            sits_tok_pieces_push(out, in->p[pi].off + prev, n - prev, in->p[pi].at_zero && prev == 0)) st = SITS_ERR_NOMEM;
+    }
+    pcre2_match_data_free(md);
+    return st;
+}
+
+static const sits_tok_pre_ops_t SCRIPTS_OPS = { "UnicodeScripts", scripts_apply };
+
+/* \p{sc:...} alternation, one group per script; the group numbers of Han, Hiragana, Katakana, Hangul */
+static sits_status_t scripts_parse(sits_tok_pre_t *p)
+{
+    tok_buf_t pat = { 0 };
+    sits_status_t st = SITS_ERR_NOMEM;
+    int k = 0;
+    for (const char *s = SCRIPT_NAMES; *s;) {
+        const char *e = strchr(s, ' ');
+        size_t n = (size_t)(e - s);
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)n, s);
+        k++;
+        static const char *const HAN_LIKE[5] = { "han", "hiragana", "katakana", "hangul", "unknown" };
+        for (int h = 0; h < 5; h++)
+            if (!strcmp(name, HAN_LIKE[h])) p->scripts[h] = k;
+        if ((k > 1 && sits_tok_buf_put(&pat, "|", 1)) || sits_tok_buf_put(&pat, "(\\p{sc:", 7) ||
+            sits_tok_buf_put(&pat, name, n) || sits_tok_buf_put(&pat, "})", 2)) goto out;
+        s = e + 1;
+    }
+    st = sits_tok_regex_compile(pat.p, 0, &p->re);
+out:
+    free(pat.p);
+    return st;
+}
+
 static const sits_tok_pre_ops_t SPLIT_OPS = { "Split", split_apply }, PRED_OPS = { "split by character", pred_apply },
     BYTELEVEL_OPS = { "ByteLevel", bytelevel_apply }, METASPACE_OPS = { "Metaspace", metaspace_apply };
 
@@ -354,6 +448,10 @@ static sits_status_t parse_one(const json_t *o, sits_tok_pre_t **steps_p, size_t
         p->behavior = SITS_SPLIT_REMOVED;
         p->invert = 1;
         return sits_tok_regex_compile(WHITESPACE_REGEX, 0, &p->re);
+    }
+    if (!strcmp(type, "UnicodeScripts")) {
+        if (!(p = add_step(steps_p, n_p, &SCRIPTS_OPS))) return SITS_ERR_NOMEM;
+        return scripts_parse(p);
     }
     TOK_ERR("unsupported tokenizer component: pre_tokenizer %s", type);
     return SITS_ERR_UNSUPPORTED;

@@ -52,6 +52,7 @@ int sits_tok_is_mark_nonspacing(uint32_t cp);  /* Mn (BertNormalizer strip_accen
 int sits_tok_is_mark(uint32_t cp);              /* M* (StripAccents: unicode-normalization is_combining_mark) */
 int sits_tok_is_other(uint32_t cp);      /* C* (Cc Cf Cn Co Cs) */
 int sits_tok_is_word_char(uint32_t cp);  /* L* M* Nd Pc (regex \w) */
+int sits_tok_after_unicode9(uint32_t cp);  /* assigned after Unicode 9.0 (UnicodeScripts' table) */
 /* Lowercase by Rust char::to_lowercase (U+0130 -> "i\u0307"); appends to out. */
 int sits_tok_lower_append(uint32_t cp, tok_buf_t *out);
 
@@ -129,6 +130,7 @@ struct sits_tok_pre {
     uint32_t delim;                      /* CharDelimiterSplit */
     char *replacement;                   /* Metaspace */
     sits_tok_prepend_t prepend;          /* Metaspace */
+    int scripts[5];                      /* UnicodeScripts: group numbers of Han, Hiragana, Katakana, Hangul, Unknown */
 };
 sits_status_t sits_tok_pre_parse(const json_t *o, sits_tok_pre_t **steps_p, size_t *n_p);
 int sits_tok_pre_is_bytelevel(const sits_tok_pre_t *p);

@@ -27,6 +27,7 @@ Per GGUF:
      Replace(Regex), the ByteLevel normalizer, Whitespace/WhitespaceSplit/CharDelimiterSplit/Split(String) and
      every split behavior and invert, Metaspace split, BPE continuing_subword_prefix/end_of_word_suffix/fuse_unk,
      Unigram byte_fallback, BPEDecoder, CTC, Strip(stop), Bert/RobertaProcessing, Sequence post-processor,
+     UnicodeScripts,
      single_word/lstrip/rstrip/normalized added tokens) put on the real vocabularies, or a BPE trained here on
      the Debian Reference (Debian package debian-reference-en); HF tokenizers gives the expected values.
 
@@ -319,7 +320,15 @@ def trained_bpe_suffix(_tok):
     return tok
 
 
+def var_scripts(tok):
+    """UnicodeScripts then ByteLevel(use_regex) on Qwen2's byte-level BPE."""
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.UnicodeScripts(),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    return tok
+
+
 VARIANTS = {
+    "v-scripts": ("qwen2", var_scripts),
     "v-bert-norms": ("bert-bge", var_bert),
     "v-bert-ctc": ("bert-bge", var_bert_ctc),
     "v-gpt2-splits": ("gpt-2", var_gpt2),
