@@ -290,6 +290,10 @@ static int unigram_word(const sits_tokenizer_t *t, tok_ctx_t *c, const char *w, 
         }
         if (!single) {
             size_t e = st + mblen;
+            if (t->unk_id < 0) {
+                TOK_ERR("Unigram: a character has no piece and the model has no unk_id");
+                return -2;
+            }
             double sc = t->unk_score + base;
             if (c->best_from[e] < 0 || sc > c->score[e]) { c->score[e] = sc; c->best_from[e] = (int32_t)st; c->best_id[e] = t->unk_id; }
         }

@@ -163,7 +163,7 @@ sits_status_t sits_tok_post_parse(const json_t *o, const sits_tokenizer_t *t, in
 /* models.c */
 typedef struct {
     const char *name;
-    /* word w[0..n) (a pre-token) -> ids appended to c->out */
+    /* word w[0..n) (a pre-token) -> ids appended to c->out; 0 ok, -1 out of memory, -2 not encodable (logged) */
     int (*encode_word)(const sits_tokenizer_t *t, tok_ctx_t *c, const char *w, size_t n);
 } sits_tok_model_ops_t;
 

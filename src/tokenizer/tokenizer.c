@@ -420,7 +420,8 @@ static int encode_word(const sits_tokenizer_t *t, tok_ctx_t *c, const char *w, s
         if (r) return r < 0 ? -1 : 0;
     }
     size_t start = c->out.n;
-    if (t->model->encode_word(t, c, w, n)) return -1;
+    int r = t->model->encode_word(t, c, w, n);
+    if (r) return r;
     if (cacheable) cache_put(t, w, n, h, c->out.p + start, c->out.n - start);
     return 0;
 }
@@ -440,8 +441,10 @@ static sits_status_t encode_piece(const sits_tokenizer_t *t, tok_ctx_t *c, const
         if (buf != before) which ^= 1;
         tok_pieces_t *tmp = cur; cur = nxt; nxt = tmp;
     }
-    for (size_t i = 0; i < cur->n; i++)
-        if (encode_word(t, c, buf + cur->p[i].off, cur->p[i].len)) return SITS_ERR_NOMEM;
+    for (size_t i = 0; i < cur->n; i++) {
+        int r = encode_word(t, c, buf + cur->p[i].off, cur->p[i].len);
+        if (r) return r == -2 ? SITS_ERR_INVALID : SITS_ERR_NOMEM;
+    }
     return SITS_OK;
 }
 

@@ -233,6 +233,18 @@ static void check_refused(const char *fixdir)
     sits_tokenizer_destroy(tok);
     free(s);
     json_decref(base);
+    /* a Unigram model without unk_id cannot encode a character it has no piece for (HF raises) */
+    static const char UNI[] = "{\"model\": {\"type\": \"Unigram\", \"unk_id\": null, \"vocab\": [[\"a\", -1.0]]}}";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tok = NULL;
+    EXPECT(sits_tokenizer_load_json_string(UNI, strlen(UNI), &tok) == SITS_OK, "unigram without unk loads");
+    EXPECT(tok && sits_tokenizer_encode(tok, "aa", 2, 0, &ids, &n) == SITS_OK && n == 2 && ids[0] == 0, "unigram 'aa'");
+    free(ids);
+    ids = NULL;
+    EXPECT(tok && sits_tokenizer_encode(tok, "ab", 2, 0, &ids, &n) == SITS_ERR_INVALID, "unigram 'ab' without unk refused");
+    free(ids);
+    sits_tokenizer_destroy(tok);
 }
 
 static void check_chat(const char *fixdir)
