@@ -66,7 +66,7 @@ int sits_tok_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *
 /* Replace every match of re in s by content into out (appends). */
 sits_status_t sits_tok_regex_replace(const pcre2_code *re, const char *content, const char *s, size_t n,
                                      tok_buf_t *out);
-/* A {"String": s} or {"Regex": r} pattern object compiled; *literal_p set when it was String. */
+/* A {"String": s} pattern -> *str_p (malloc'd), a {"Regex": r} one -> *re_p (compiled); the other is NULL. */
 sits_status_t sits_tok_pattern_parse(const json_t *pat, const char *what, pcre2_code **re_p, char **str_p);
 const char *sits_tok_jstr(const json_t *o, const char *key);
 int sits_tok_jbool(const json_t *o, const char *key, int def);

@@ -38,6 +38,8 @@ Usage:
     PATH: the sdist .tar.gz or its extracted directory; default: `pip download --no-deps --no-binary :all:
           llama-cpp-python==0.3.36` into a temp dir.
     without --write: regenerate into memory and compare with the committed files (exit 1 on a difference).
+    --retrain: train the v-bpe-suffix BPE again (BpeTrainer's tie order is random per process, so by default
+    the committed one is reused).
 Needs: transformers 5.24.0, tokenizers 0.23.3, gguf 0.19.0 (tests/ref/requirements.txt), xz via Python lzma.
 """
 import argparse
@@ -215,6 +217,7 @@ BUILDERS = {"bert-bge": build_bert, "nomic-bert-moe": build_xlmr_unigram}
 # Components no converted model uses, put on real vocabularies (HF tokenizers computes the expected ids; these
 # are not checked against llama.cpp). Each maps a base tokenizer to a new one.
 CORPUS = "/usr/share/debian-reference/debian-reference.en.txt.gz"  # Debian package debian-reference-en (GPL-2+)
+RETRAIN = False  # --retrain: train v-bpe-suffix again instead of reading the committed one
 
 
 def with_json(tok, edit):
@@ -307,6 +310,10 @@ def trained_bpe_suffix(_tok):
     Debian Reference text; Lowercase, WhitespaceSplit + Punctuation; BPEDecoder."""
     import gzip
     from tokenizers import trainers
+    committed = os.path.join(OUT, "v-bpe-suffix.json.xz")
+    if os.path.exists(committed) and not RETRAIN:
+        # BpeTrainer breaks ties in Rust HashMap order (random per process): reuse the committed model
+        return Tokenizer.from_str(lzma.decompress(open(committed, "rb").read()).decode("utf-8"))
     with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line.strip()][:20000]
     tok = Tokenizer(models.BPE(unk_token="[UNK]", fuse_unk=True, continuing_subword_prefix="##",
@@ -439,8 +446,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sdist")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--retrain", action="store_true", help="train v-bpe-suffix again (not reproducible bit for bit)")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
+    global RETRAIN
+    RETRAIN = a.retrain
     mdir = sdist_models(a.sdist)
     expected = {"generator": {"script": "tests/ref/gen_tokenizer_real.py", "source": SDIST,
                               "transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
