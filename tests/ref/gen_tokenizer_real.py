@@ -376,6 +376,20 @@ HARD = [
 ]
 
 
+POOL = list("abcXYZ019 _-.,!?'\"()<>#") + [" ", "  ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "日", "本", "語", "한",
+    "ア", "ー", "ع", "ر", "ب", "ि", "क", "्", "ไ", "ท", "👍", "🏽", "\u200d", "👨", "\u0301", "\u0308", "ﬁ", "Ｆ",
+    "①", "²", "İ", "ß", "ǅ", "\u00ad", "\ufeff", "\u200b", "½", "٣", "🦙", "\u2581", "Ġ", "##", "</w>", "<0x41>"]
+
+
+def random_strings(tok, name, n=40):
+    """Seeded random mixes of POOL and the model's added tokens (differential fuzzing against HF)."""
+    import random
+    rnd = random.Random("sits-" + name)
+    added = [a.content for a in tok.get_added_tokens_decoder().values()][:8]
+    pool = POOL + added
+    return ["".join(rnd.choice(pool) for _ in range(rnd.randint(1, 24))) for _ in range(n)]
+
+
 def special_strings(tok):
     """Strings with the model's own added tokens (up to four) inside text."""
     added = [t for t in tok.get_added_tokens_decoder().values()]
@@ -480,7 +494,7 @@ def main():
                 print(f"{name}: DROPPED ({expected['dropped'][name]})")
                 continue
             verified = True
-        texts = list(inp or []) + HARD + special_strings(tok)
+        texts = list(inp or []) + HARD + special_strings(tok) + random_strings(tok, name)
         expected["tokenizers"][name] = {
             "file": f"{name}.json.xz", "verified_against_llama_cpp_out": verified,
             "n_inp": len(inp or []), "cases": [case(tok, t) for t in texts]}
@@ -493,7 +507,7 @@ def main():
         tok = Tokenizer.from_str(make(convert(base, bpath)).to_str())
         js = tok.to_str()
         inp, _ = read_inp_out(bpath)
-        texts = list(inp or []) + HARD + special_strings(tok)
+        texts = list(inp or []) + HARD + special_strings(tok) + random_strings(tok, name)
         expected["tokenizers"][name] = {
             "file": f"{name}.json.xz", "verified_against_llama_cpp_out": False, "variant_of": base,
             "what": make.__doc__.strip().replace("\n", " "), "n_inp": len(inp or []),

@@ -155,7 +155,8 @@ static int run_tokenizer(const char *dir, const char *name, const json_t *spec)
         n_dec += d;
     }
     printf("%-16s %s: %3zu strings, ids equal HF (with and without specials) %3zu, decode + streaming equal %3zu\n",
-           name, json_is_true(json_object_get(spec, "verified_against_llama_cpp_out")) ? "verified  " : "unverified",
+           name, json_is_true(json_object_get(spec, "verified_against_llama_cpp_out")) ? "verified  "
+                 : json_object_get(spec, "variant_of") ? "variant   " : "unverified",
            json_array_size(cases), n_ids, n_dec);
     sits_tokenizer_destroy(tok);
     return 0;
