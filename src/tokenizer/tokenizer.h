@@ -1,12 +1,18 @@
-/* tokenizer.h -- HF tokenizer.json BPE tokenizers (byte-level and SentencePiece-style), added tokens,
- * streaming detokenization (chat templates: chat.h).
+/* tokenizer.h -- HF tokenizer.json tokenizers (every normalizer, pre-tokenizer, model, decoder and
+ * post-processor of huggingface/tokenizers an LLM tokenizer uses), added tokens, streaming detokenization
+ * (chat templates: chat.h).
  *
- * Encoding follows huggingface/tokenizers exactly: added tokens are split out of the raw text first
- * (leftmost-longest, lstrip/rstrip), each remaining segment goes through the normalizer, the
- * pre-tokenizer (PCRE2, UTF + UCP, JIT) and the BPE model (merge by rank, leftmost first), then the
- * post-processor adds BOS when add_special is set. Decoding maps ids to token strings and runs the
- * decoder chain; invalid UTF-8 produced by byte tokens becomes U+FFFD (as Rust's from_utf8_lossy).
- * Components that are not implemented are refused at load, naming them.
+ * Encoding follows huggingface/tokenizers exactly: added tokens with normalized=false are split out of the
+ * raw text first (leftmost-longest, single_word, lstrip/rstrip), each remaining segment goes through the
+ * normalizer (NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, BertNormalizer,
+ * Precompiled, ByteLevel), then added tokens with normalized=true are split out of the normalized text, the
+ * rest goes through the pre-tokenizer (ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit,
+ * Punctuation, CharDelimiterSplit, UnicodeScripts, BertPreTokenizer; PCRE2, UTF + UCP, JIT) and the model
+ * (BPE, Unigram, WordPiece), then the post-processor (TemplateProcessing, Bert/RobertaProcessing) adds its
+ * ids when add_special is set. Decoding maps ids to token strings and runs the decoder chain (ByteLevel,
+ * Metaspace, WordPiece, BPEDecoder, Replace, ByteFallback, Fuse, Strip, CTC); invalid UTF-8 produced by byte
+ * tokens becomes U+FFFD (as Rust's from_utf8_lossy). Components that are not implemented (WordLevel, Nmt,
+ * BPE dropout, ...) are refused at load, naming them.
  *
  * A loaded tokenizer is immutable except for an internal word cache guarded by a mutex: encode and
  * decode may be called from several threads at once. A sits_detok_t belongs to one thread/sequence. */
@@ -20,7 +26,7 @@
 typedef struct sits_tokenizer sits_tokenizer_t;
 typedef struct sits_detok sits_detok_t;
 
-/* Reads model_dir/tokenizer.json (required), tokenizer_config.json (bos/eos token strings, chat_template),
+/* Reads model_dir/tokenizer.json (required), tokenizer_config.json (bos/eos token strings),
  * generation_config.json and config.json (bos_token_id, eos_token_id: int or list), all optional. */
 sits_status_t sits_tokenizer_load(const char *model_dir, sits_tokenizer_t **tok_p);
 /* Only a tokenizer.json document (no side files); used by tests for refused components. */
@@ -28,7 +34,8 @@ sits_status_t sits_tokenizer_load_json_string(const char *json, size_t len, sits
 void sits_tokenizer_destroy(sits_tokenizer_t *tok);
 
 /* text: len bytes of UTF-8 (invalid UTF-8 -> SITS_ERR_INVALID). add_special: apply the post-processor
- * (BOS of TemplateProcessing). *ids_p is malloc'd (free()); may be NULL when *n_p == 0. */
+ * (e.g. BOS of TemplateProcessing; the empty text then gives only those ids). *ids_p is malloc'd (free());
+ * may be NULL when *n_p == 0. */
 sits_status_t sits_tokenizer_encode(const sits_tokenizer_t *tok, const char *text, size_t len, int add_special,
                                     int32_t **ids_p, size_t *n_p);
 /* ids -> UTF-8 text (malloc'd, NUL-terminated; *len_p excludes the NUL). skip_special drops special
@@ -47,8 +54,6 @@ int sits_tokenizer_is_special(const sits_tokenizer_t *tok, int32_t id);
 const char *sits_tokenizer_id_to_token(const sits_tokenizer_t *tok, int32_t id);
 /* Id of a token string (added tokens first, then the model vocabulary), -1 when absent. */
 int32_t sits_tokenizer_token_to_id(const sits_tokenizer_t *tok, const char *token);
-/* chat_template string of tokenizer_config.json, NULL when none. */
-const char *sits_tokenizer_chat_template(const sits_tokenizer_t *tok);
 
 /* Incremental decoder: push ids one at a time, get the bytes that are ready. Never emits a broken UTF-8
  * sequence; the concatenation of all pushes and the flush equals sits_tokenizer_decode of all ids.

@@ -20,8 +20,8 @@ cat > "$out/config.h" <<CFG
 #define HAVE_PCRE2 1
 #define HAVE_LZ4 1
 CFG
-libs="jansson libpcre2-8 liblz4"
-if pkg-config --exists libutf8proc; then echo "#define HAVE_UTF8PROC 1" >> "$out/config.h"; libs="$libs libutf8proc"; fi
+libs="jansson libpcre2-8 liblz4 libutf8proc"
+echo "#define HAVE_UTF8PROC 1" >> "$out/config.h"
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=c11 -O1 -g -fopenmp -include $out/config.h -I$top/src -I$top $(pkg-config --cflags $libs)"
@@ -39,7 +39,9 @@ CFLAGS="${CFLAGS/-fopenmp/$OMP}"
 
 srcs="src/util/status.c src/util/log.c src/util/params.c src/util/dtype.c
       src/model/safetensors.c src/model/gguf.c src/model/config.c
-      src/tokenizer/tokenizer.c src/tokenizer/decode.c src/tokenizer/chat.c
+      src/tokenizer/tokenizer.c src/tokenizer/tok_util.c src/tokenizer/normalizers.c src/tokenizer/pretok.c
+      src/tokenizer/models.c src/tokenizer/decoders.c src/tokenizer/postproc.c src/tokenizer/chat.c
+      src/template/lexer.c src/template/parser.c src/template/value.c src/template/eval.c src/template/builtins.c
       src/server/api.c src/server/textout.c
       src/sched/plan.c src/kv/shard.c src/kv/quant.c src/kv/move.c src/backend/kv_dtype.c"
 objs=()
@@ -54,7 +56,7 @@ done
 rm -f "$out/libsits_fuzz.a"
 ar cr "$out/libsits_fuzz.a" "${objs[@]}"
 
-for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do
+for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move template; do
   echo "  LD fuzz_$t"
   $CC $CFLAGS $SAN -fsanitize=fuzzer "$here/fuzz_$t.c" "$out/libsits_fuzz.a" $LIBS $OMP -o "$out/fuzz_$t"
 done

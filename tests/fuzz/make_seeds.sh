@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 b=${1:-/tmp/sits-fuzz-build}
 c="$here/corpus"
-for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do rm -rf "${c:?}/$t"; mkdir -p "$c/$t"; done
+for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move template; do rm -rf "${c:?}/$t"; mkdir -p "$c/$t"; done
 
 # safetensors: headers of the fixture checkpoints (header + a little data, truncated to 4 KiB max)
 # and hand-made small files
@@ -97,3 +97,11 @@ cp "$top/tests/unit/data/gguf/tiny.gguf" "$top/tests/unit/data/gguf/kquant.gguf"
 # plan, kv_shard, kv_move: written by the library
 "$b/gen_seeds" "$c"
 for t in safetensors gguf st_index config tokenizer request plan kv_shard kv_move; do echo "$t: $(ls "$c/$t" | wc -l) seeds"; done
+
+# template: a dozen real chat templates of different families (tests/fixtures/templates), as they are
+for f in meta-llama-Llama-3.1-8B-Instruct Qwen-Qwen2.5-7B-Instruct Qwen-Qwen3-0.6B mistralai-Mistral-Nemo-Instruct-2407 \
+         google-gemma-2-2b-it openai-gpt-oss-120b microsoft-Phi-3.5-mini-instruct deepseek-ai-DeepSeek-V3.1 \
+         NousResearch-Hermes-3-Llama-3.1-8B-tool_use CohereForAI-c4ai-command-r7b-12-2024-tool_use \
+         meetkai-functionary-medium-v3.1 HuggingFaceTB-SmolLM3-3B; do
+  cp "$top/tests/fixtures/templates/$f.jinja" "$c/template/$f"
+done

@@ -10,7 +10,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 t=${1:?usage: run.sh TIME_PER_TARGET [TARGET...]}
 shift
-targets=${*:-safetensors gguf st_index config tokenizer request plan kv_shard kv_move}
+targets=${*:-safetensors gguf st_index config tokenizer request plan kv_shard kv_move template}
 b=${FUZZ_BUILD:-/tmp/sits-fuzz-build}
 w=${FUZZ_WORK:-/tmp/sits-fuzz-work}
 [ -x "$b/fuzz_plan" ] || "$here/build.sh" "$b" || exit $?
