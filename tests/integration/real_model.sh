@@ -79,7 +79,7 @@ echo "cpu decode step time (ms/step, this machine):$steps_ms"
 tok_err=
 "$SITS" --model "$m" --tokenize "x" > /dev/null 2> "$tmp/e" || tok_err=$(grep -m1 -i "unsupported\|error" "$tmp/e")
 if [ -n "$tok_err" ]; then
-  echo "SKIP (b), (c): this build cannot load the model's tokenizer: $tok_err"
+  bad "(b), (c): the model's own tokenizer.json does not load: $tok_err"
   finish
 fi
 "$PY" - "$FIXD/reference.json" "$SITS" "$m" <<'PYEOF' && ok "(b) --tokenize of each rendered prompt gives HF's prompt ids" || bad "(b) --tokenize differs from HF"
