@@ -37,7 +37,7 @@ static void print_help(FILE *out)
             "usage: mpirun -np N sits-dist --model DIR [--port 8000] [flags]      (OpenAI-compatible server on rank 0)\n"
             "       sits-dist --model DIR --prompt-ids 128000,791,... --max-tokens 32 --temperature 0\n"
             "       sits-dist --model DIR --prompt \"text\" [--chat] | --tokenize \"text\" | --detokenize 1,2,3\n"
-            "       sits-dist --print-config | --help | --version\n\n"
+            "       sits-dist --print-config | --help | --help-man (the man page, troff) | --version\n\n"
             "flags (--name value or --name=value; booleans also --name / --no-name):\n",
             PACKAGE_VERSION);
     for (size_t i = 0; i < sits_params_count; i++) {
@@ -810,6 +810,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 now_s() - t0, host, port, cfg->api_key ? " -H 'Authorization: Bearer $SITS_API_KEY'" : "",
                 cfg->served_model_name ? cfg->served_model_name : (strrchr(cfg->model, '/') && strrchr(cfg->model, '/')[1] ? strrchr(cfg->model, '/') + 1 : cfg->model));
         st = sits_sched_run_many(scheds, D, &g_stop, stop_admitting, srv);
+        sits_server_wait_idle(srv, 5.0);   /* the drained requests' responses are still being written */
         sits_server_destroy(srv);
         srv = NULL;
         fprintf(stderr, "sits-dist: stopped\n");
@@ -838,6 +839,7 @@ int sits_cli_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(stdout); return 0; }
         if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }
+        if (!strcmp(argv[i], "--help-man")) { sits_config_print_man(PACKAGE_VERSION, stdout); return 0; }
     }
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {

@@ -841,6 +841,16 @@ int sits_server_inflight(const sits_server_t *srv)
     return atomic_load(&((sits_server_t *)srv)->inflight);
 }
 
+int sits_server_wait_idle(sits_server_t *srv, double timeout_s)
+{
+    const struct timespec slice = { 0, 10 * 1000 * 1000 };
+    for (double waited = 0; atomic_load(&srv->inflight) > 0 && waited < timeout_s; waited += 0.01)
+        nanosleep(&slice, NULL);
+    int left = atomic_load(&srv->inflight);
+    if (left > 0) SITS_WARN(SITS_SUB_HTTP, "stopping with %d request(s) whose response was not sent in %.0f s", left, timeout_s);
+    return left;
+}
+
 void sits_server_destroy(sits_server_t *srv)
 {
     if (!srv) return;

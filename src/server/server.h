@@ -60,6 +60,11 @@ int sits_server_port(const sits_server_t *srv);
 void sits_server_stop_admitting(sits_server_t *srv);
 /* Generation requests in flight (submitted and not yet finished/abandoned). */
 int sits_server_inflight(const sits_server_t *srv);
+/* Waits (polling every 10 ms, up to timeout_s) until no generation request is in flight: each one's
+ * response has been sent in full (MHD's completion callback ran) or its client went away. Call it
+ * after the scheduler drained and before destroy(), which would cut off responses still being
+ * written. Returns the requests still in flight (0: all delivered). */
+int sits_server_wait_idle(sits_server_t *srv, double timeout_s);
 /* Cancels the requests still in flight, stops MHD (joins its threads) and frees everything. */
 void sits_server_destroy(sits_server_t *srv);
 
