@@ -106,6 +106,10 @@ sits_status_t sits_config_parse(int argc, char **argv, sits_config_t *cfg, char 
 void sits_config_free(sits_config_t *cfg);
 /* One line per parameter: name, value, env var, help. */
 void sits_config_print(const sits_config_t *cfg, FILE *out);
+/* The man page sits-dist.1 (troff -man) written from the table: synopsis, one .TP entry per flag
+ * with its type, default and environment variable, then the logging variables. `version` goes into
+ * the title line. */
+void sits_config_print_man(const char *version, FILE *out);
 /* INFO-log every parameter that differs from its default. */
 void sits_config_log_nondefaults(const sits_config_t *cfg);
 /* "64K", "2G", "1.5GiB" -> bytes. */
