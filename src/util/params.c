@@ -282,7 +282,7 @@ static void man_text(FILE *out, const char *s)
 
 void sits_config_print_man(const char *version, FILE *out)
 {
-    static const char *const type_arg[] = { [SITS_PT_INT] = "N", [SITS_PT_FLOAT] = "X", [SITS_PT_STR] = "S",
+    static const char *const type_arg[] = { [SITS_PT_INT] = "INT", [SITS_PT_FLOAT] = "NUM", [SITS_PT_STR] = "STR",
                                               [SITS_PT_BOOL] = "", [SITS_PT_SIZE] = "BYTES" };
     fprintf(out, ".TH SITS\\-DIST 1 \"\" \"sits\\-dist %s\" \"User Commands\"\n", version);
     fputs(".SH NAME\nsits\\-dist \\- distributed tensor\\-parallel LLM inference server\n"
@@ -301,9 +301,10 @@ void sits_config_print_man(const char *version, FILE *out)
           "Precedence: defaults, then the environment variable, then the command line.\n", out);
     for (size_t i = 0; i < sits_params_count; i++) {
         const sits_param_t *p = &sits_params[i];
-        fputs(".TP\n.B \\-\\-", out);
+        fputs(".TP\n\\fB\\-\\-", out);   /* the tag: one line, "--name ARG" or "--name[=ARG]" */
         man_text(out, p->name);
-        if (p->type != SITS_PT_BOOL) fprintf(out, p->implicit ? "\n[=\\fI%s\\fR]" : "\n\\fI%s\\fR", type_arg[p->type]);
+        fputs("\\fR", out);
+        if (p->type != SITS_PT_BOOL) fprintf(out, p->implicit ? "[=\\fI%s\\fR]" : " \\fI%s\\fR", type_arg[p->type]);
         fputs("\n", out);
         man_text(out, p->help);
         fputs(".\n", out);
