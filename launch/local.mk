@@ -34,4 +34,5 @@ uninstall-local:
 	rm -f '$(DESTDIR)$(modulefiledir)/$(VERSION).lua'
 
 TESTS += tests/integration/install.sh tests/integration/prometheus.sh tests/integration/slurm.sh
-EXTRA_DIST += tests/integration/install.sh tests/integration/prometheus.sh tests/integration/slurm.sh
+EXTRA_DIST += tests/integration/install.sh tests/integration/prometheus.sh tests/integration/slurm.sh \
+	tests/integration/prometheus_rules_test.yml
