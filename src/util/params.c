@@ -285,7 +285,8 @@ void sits_config_print_man(const char *version, FILE *out)
     static const char *const type_arg[] = { [SITS_PT_INT] = "INT", [SITS_PT_FLOAT] = "NUM", [SITS_PT_STR] = "STR",
                                               [SITS_PT_BOOL] = "", [SITS_PT_SIZE] = "BYTES" };
     fprintf(out, ".TH SITS\\-DIST 1 \"\" \"sits\\-dist %s\" \"User Commands\"\n", version);
-    fputs(".SH NAME\nsits\\-dist \\- distributed tensor\\-parallel LLM inference server\n"
+    fputs(".nh\n.ad l\n"   /* no hyphenation, ragged right: flag and variable names stay whole */
+          ".SH NAME\nsits\\-dist \\- distributed tensor\\-parallel LLM inference server\n"
           ".SH SYNOPSIS\n"
           ".B mpirun \\-np\n.I N\n.B sits\\-dist \\-\\-model\n.I DIR\n[\\fIflags\\fR]\n.br\n"
           ".B srun \\-\\-mpi=pmix \\-n\n.I N\n.B sits\\-dist \\-\\-model\n.I DIR\n[\\fIflags\\fR]\n.br\n"
