@@ -12,7 +12,7 @@
 #     (greedy); `module unload` takes them away. (Skipped part, and 77 if the rest passed, without
 #     Lmod: apt-get install lmod.)
 . "$top_srcdir/tests/integration/lib.sh"
-command -v groff >/dev/null 2>&1 || { echo "SKIP: no groff"; exit 77; }
+command -v groff >/dev/null 2>&1 || { echo "SKIP: no groff (apt-get install groff-base)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 version=$("$SITS" --version | sed -n 's/^sits-dist //p')
@@ -61,7 +61,7 @@ if cmp -s "$tmp/gen.1" "$top_builddir/sits-dist.1"; then ok "sits-dist.1 is sits
 else bad "sits-dist.1 differs from sits-dist --help-man"; fi
 warn=$(groff -man -ww -z "$tmp/gen.1" 2>&1)
 [ -z "$warn" ] && ok "groff -man -ww: no warning" || { bad "groff warnings:"; echo "$warn" | head; }
-text=$(groff -man -Tascii -rLL=250n "$tmp/gen.1" 2>/dev/null | col -bx)
+text=$(groff -man -Tascii -P-cbou -rLL=250n "$tmp/gen.1" 2>/dev/null)   # plain text: no overstrike
 flat=$(printf '%s' "$text" | tr '\n' ' ' | tr -s ' ')   # paragraphs wrap: one line
 missing=
 while read -r flag _ env _; do

@@ -26,19 +26,22 @@ RECIPE="$top_srcdir/launch/sits-dist.sbatch"
 tmp=$(mktemp -d /tmp/sits-slurm.XXXXXX)
 chmod 755 "$tmp"                     # munged wants its socket's folder searchable by all
 node=$(hostname -s)
-ctld_port=$((30000 + ($$ % 5000) * 2)); slurmd_port=$((ctld_port + 1))
 export SLURM_CONF="$tmp/slurm.conf"
-ctld= slurmd_pid=
+ctld='' slurmd_pid=''
+# a TCP port free right now (the kernel's pick for an ephemeral bind)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Slurm's clients retry for a long time when the controller is gone: bound each call
+sq() { timeout 15 squeue "$@"; }
 
 stop_cluster() {
   local ids
-  if [ -n "$slurmd_pid" ]; then
-    ids=$(squeue -h -o %i 2>/dev/null)
+  if [ -n "$slurmd_pid" ] && [ -n "$ctld" ] && kill -0 "$ctld" 2>/dev/null; then
+    ids=$(sq -h -o %i 2>/dev/null)
     # shellcheck disable=SC2086
-    [ -n "$ids" ] && scancel $ids 2>/dev/null
-    for _ in $(seq 150); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
-    kill -TERM "$slurmd_pid" 2>/dev/null; wait "$slurmd_pid" 2>/dev/null
+    [ -n "$ids" ] && timeout 15 scancel $ids 2>/dev/null
+    for _ in $(seq 150); do [ -z "$(sq -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
   fi
+  [ -n "$slurmd_pid" ] && { kill -TERM "$slurmd_pid" 2>/dev/null; wait "$slurmd_pid" 2>/dev/null; }
   [ -n "$ctld" ] && { kill -TERM "$ctld" 2>/dev/null; wait "$ctld" 2>/dev/null; }
   [ -f "$tmp/munged.pid" ] && munged --stop --socket="$tmp/munge.sock" >/dev/null 2>&1
   slurmd_pid= ctld=
@@ -68,11 +71,15 @@ mungekey -c -k "$tmp/munge.key" -b 1024 && chmod 600 "$tmp/munge.key"
 munged -f --socket="$tmp/munge.sock" --key-file="$tmp/munge.key" --log-file="$tmp/munged.log" \
        --pid-file="$tmp/munged.pid" --seed-file="$tmp/munged.seed" \
   || { echo "SKIP: munged does not start here: $(tail -3 "$tmp/munged.log" 2>/dev/null)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is needed (free ports)"; exit 77; }
+# write_conf CTLD_PORT SLURMD_PORT
+write_conf() {
 cat > "$SLURM_CONF" <<EOF
 ClusterName=sitstest
 SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
+SlurmctldPort=$1
+SlurmdPort=$2
+MessageTimeout=5
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -99,18 +106,34 @@ MailProg=/bin/true
 NodeName=$node NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=10 State=UP
 EOF
+}
+write_conf 6817 6818   # for srun --mpi=list only: the daemons get free ports below
 srun --mpi=list 2>&1 | grep -qw pmix || { echo "SKIP: Slurm has no PMIx plugin (srun --mpi=list: $(srun --mpi=list 2>&1 | tr '\n\t' '  '))"; exit 77; }
-slurmctld -D -i -f "$SLURM_CONF" > "$tmp/slurmctld.out" 2>&1 &
-ctld=$!
-slurmd -D -f "$SLURM_CONF" -N "$node" > "$tmp/slurmd.out" 2>&1 &
-slurmd_pid=$!
-for _ in $(seq 100); do sinfo -h -o %T 2>/dev/null | grep -qx idle && break; sleep 0.2; done
-if ! sinfo -h -o %T 2>/dev/null | grep -qx idle; then
-  bad "the one-node cluster did not come up: sinfo '$(sinfo -h 2>&1)'"
-  tail -5 "$tmp/slurmctld.log" "$tmp/slurmd.log" "$tmp/slurmctld.out" "$tmp/slurmd.out" 2>&1
+# start_cluster: slurmctld + slurmd on fresh free ports; 0 once the node is idle (within 20 s),
+# 1 with both stopped when a daemon died (a port taken meanwhile) or the node did not come up
+start_cluster() {
+  write_conf "$(free_port)" "$(free_port)"
+  slurmctld -D -i -f "$SLURM_CONF" > "$tmp/slurmctld.out" 2>&1 &
+  ctld=$!
+  slurmd -D -f "$SLURM_CONF" -N "$node" > "$tmp/slurmd.out" 2>&1 &
+  slurmd_pid=$!
+  for _ in $(seq 100); do
+    kill -0 "$ctld" 2>/dev/null && kill -0 "$slurmd_pid" 2>/dev/null || break
+    timeout 10 sinfo -h -o %T 2>/dev/null | grep -qx idle && return 0
+    sleep 0.2
+  done
+  echo "cluster start failed: $(tail -n 2 "$tmp/slurmctld.out" "$tmp/slurmd.out" 2>&1 | tr '\n' ' ')"
+  kill -TERM "$slurmd_pid" "$ctld" 2>/dev/null; wait "$slurmd_pid" "$ctld" 2>/dev/null
+  slurmd_pid='' ctld=''
+  return 1
+}
+up=0
+for _ in 1 2 3; do start_cluster && { up=1; break; }; done
+if [ $up -ne 1 ]; then
+  bad "the one-node cluster did not come up in 3 tries"; tail -5 "$tmp/slurmctld.log" "$tmp/slurmd.log" 2>&1
   finish
 fi
-ok "slurmctld + slurmd up: $(sinfo -h -o '%P %D node(s) %c CPUs %T' | head -1)"
+ok "slurmctld + slurmd up: $(timeout 10 sinfo -h -o '%P %D node(s) %c CPUs %T' | head -1)"
 
 # --- helpers ---------------------------------------------------------------------------------------
 # The job environment: the built binary, loopback transports (no UCX / InfiniBand here: mpi_env.sh's
@@ -118,10 +141,10 @@ ok "slurmctld + slurmd up: $(sinfo -h -o '%P %D node(s) %c CPUs %T' | head -1)"
 export SITS_BIN="$SITS" SITS_HOST=127.0.0.1 SITS_PORT=0
 cd "$tmp/work" || exit 1
 # submit ARGS...: sbatch the recipe from the work folder; prints the job id
-submit() { sbatch --parsable --gpus-per-node=0 "$@" 2>"$tmp/sbatch.err" | cut -d';' -f1; }
+submit() { timeout 30 sbatch --parsable --gpus-per-node=0 "$@" 2>"$tmp/sbatch.err" | cut -d';' -f1; }
 job_out() { echo "$tmp/work/logs/sits-dist-$1.out"; }
-job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-job_exit() { scontrol show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p'; }
+job_state() { timeout 15 scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+job_exit() { timeout 15 scontrol show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p'; }
 # wait_done JOB SECONDS: 0 once the job has left the queue (ended), 1 if it is still there
 wait_done() {
 
@@ -164,7 +187,7 @@ drain_check() {
   for _ in $(seq 50); do   # until the server has it (up to 5 s)
     [ "$(curl -s "$url/metrics" | sed -n 's/^sits_num_requests_inflight //p')" = 1 ] && break; sleep 0.1
   done
-  if [ "$how" = plain ]; then scancel "$job"; else scancel --signal=TERM "$job"; fi
+  if [ "$how" = plain ]; then timeout 15 scancel "$job"; else timeout 15 scancel --signal=TERM "$job"; fi
   wait $c
   if grep -q '"finish_reason":"length"' "$resp" && grep -q '"completion_tokens":160' "$resp"; then
     ok "scancel ($how) with a request in flight: its full answer (160 tokens, finish length)"
@@ -187,7 +210,7 @@ fail_check() {
   local name=$1 pat=$2; shift 2
   local j; j=$(submit --time=1 "$@")
   [ -n "$j" ] || { bad "$name: sbatch failed: $(cat "$tmp/sbatch.err")"; return; }
-  if ! wait_done "$j" 90; then bad "$name: job $j still $(job_state "$j") after 90 s (a hang)"; scancel "$j"; return; fi
+  if ! wait_done "$j" 90; then bad "$name: job $j still $(job_state "$j") after 90 s (a hang)"; timeout 15 scancel "$j"; return; fi
   local st; st=$(job_state "$j")
   if [ "$st" = FAILED ] && grep -qE -- "$pat" "$(job_out "$j")"; then
     ok "$name: job FAILED (exit $(job_exit "$j")) with \"$(grep -oE -m1 -- "$pat" "$(job_out "$j")")\" in its output"
