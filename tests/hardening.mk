@@ -13,3 +13,7 @@ EXTRA_DIST += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh
 AM_TESTS_ENVIRONMENT += SITS_SAN_FLAGS='$(SITS_SAN_FLAGS)'; export SITS_SAN_FLAGS; \
 	if test -n "$$SITS_SAN_FLAGS"; then ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0}; \
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}; export ASAN_OPTIONS UBSAN_OPTIONS; fi;
+# the soak's JSON summary (tests/soak/soak-<seconds>s.json in the build tree): make distcheck's
+# distcleancheck wants the build tree empty after distclean
+clean-local:
+	-rm -f tests/soak/soak-*s.json
