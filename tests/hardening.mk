@@ -5,7 +5,10 @@
 #   tests/soak/soak.sh                 CI soak: 80 % of measured capacity for 60 s (SOAK_SECONDS=1800 by hand)
 # The libFuzzer targets (tests/fuzz/) build with clang through tests/fuzz/build.sh, outside make check.
 TESTS += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh tests/soak/soak.sh
-EXTRA_DIST += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh tests/soak tests/fuzz \
+# tests/soak by file, not as a folder: `make dist` takes a folder from the build tree when one of that
+# name is there, and a VPATH build's tests/soak holds the soak's logs, not its scripts
+EXTRA_DIST += tests/integration/faults_serve.sh tests/integration/leaks_serve.sh tests/fuzz \
+	tests/soak/soak.sh tests/soak/loadgen.py tests/soak/sse_check.py \
 	tests/lsan.supp tests/RELIABILITY.md
 # In an --enable-asan build every test runs with leak detection off (Open MPI keeps its allocations until
 # exit; leaks_serve.sh turns it on with tests/lsan.supp) and UBSan fatal with a stack; a caller's
