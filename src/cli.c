@@ -41,7 +41,7 @@ static void print_help(FILE *out)
             "usage: mpirun -np N sits-dist --model DIR [--port 8000] [flags]      (OpenAI-compatible server on rank 0)\n"
             "       sits-dist --model DIR --prompt-ids 128000,791,... --max-tokens 32 --temperature 0\n"
             "       sits-dist --model DIR --prompt \"text\" [--chat] | --tokenize \"text\" | --detokenize 1,2,3\n"
-            "       sits-dist --print-config | --help | --version\n\n"
+            "       sits-dist --print-config | --help | --help-man (the man page, troff) | --version\n\n"
             "flags (--name value or --name=value; booleans also --name / --no-name):\n",
             PACKAGE_VERSION);
     for (size_t i = 0; i < sits_params_count; i++) {
@@ -993,6 +993,7 @@ int sits_cli_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(stdout); return 0; }
         if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }
+        if (!strcmp(argv[i], "--help-man")) { sits_config_print_man(PACKAGE_VERSION, stdout); return 0; }
     }
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {

@@ -1,4 +1,4 @@
-/* log.c -- logger implementation; see log.h. Messages go to stderr or SITS_LOG_FILE. */
+/* log.c -- logger implementation; see log.h. Messages go to stderr or SITS_LOG_FILE (errors to both). */
 #include "util/log.h"
 
 #include <stdarg.h>
@@ -100,5 +100,10 @@ void sits_log_printf(sits_log_level_t level, uint32_t sub, const char *file, int
     if (level <= SITS_LOG_WARN || level >= SITS_LOG_DEBUG) fprintf(out, "[%s:%d] ", base, line);
     fprintf(out, "%s\n", msg);
     fflush(out);
+    /* errors also reach stderr when the log goes to a file: a batch job's output (Slurm's --output)
+     * then says why the job failed, not only rank-N.log */
+    if (out != stderr && level == SITS_LOG_ERROR)
+        fprintf(stderr, "%s:%d:%d ERROR %s [%s:%d] %s\n", g_log.host[0] ? g_log.host : "?", (int)getpid(), g_log.rank,
+                sname, base, line, msg);
     pthread_mutex_unlock(&g_log.lock);
 }

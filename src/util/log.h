@@ -2,7 +2,8 @@
  *
  * Environment: SITS_LOG_LEVEL=error|warn|info|debug|trace (default warn),
  * SITS_LOG_SUBSYS=all or a comma list (init,topo,comm,model,kv,sched,http,cuda,engine,tok,backend;
- * a leading ^ excludes), SITS_LOG_FILE=path (%h host, %p pid, %r rank expanded).
+ * a leading ^ excludes), SITS_LOG_FILE=path (%h host, %p pid, %r rank expanded);
+ * ERROR lines then go to stderr as well (a batch job's output shows why it failed).
  * The macros test level and mask before formatting anything. The logger is the one piece of
  * global mutable state in sits-dist. */
 #ifndef SITS_UTIL_LOG_H

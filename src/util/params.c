@@ -281,3 +281,57 @@ void sits_config_log_nondefaults(const sits_config_t *cfg)
         SITS_INFO(SITS_SUB_INIT, "config %s = %s", sits_params[i].name, val);
     }
 }
+
+/* Text for troff: backslash -> \e, '-' -> \- (a real minus: flags stay copy-pastable), and a line
+ * must not start with '.' or '\'' (a request): the writer only emits text inside lines it opened. */
+static void man_text(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\') fputs("\\e", out);
+        else if (*s == '-') fputs("\\-", out);
+        else fputc(*s, out);
+    }
+}
+
+void sits_config_print_man(const char *version, FILE *out)
+{
+    static const char *const type_arg[] = { [SITS_PT_INT] = "INT", [SITS_PT_FLOAT] = "NUM", [SITS_PT_STR] = "STR",
+                                              [SITS_PT_BOOL] = "", [SITS_PT_SIZE] = "BYTES" };
+    fprintf(out, ".TH SITS\\-DIST 1 \"\" \"sits\\-dist %s\" \"User Commands\"\n", version);
+    fputs(".nh\n.ad l\n"   /* no hyphenation, ragged right: flag and variable names stay whole */
+          ".SH NAME\nsits\\-dist \\- distributed tensor\\-parallel LLM inference server\n"
+          ".SH SYNOPSIS\n"
+          ".B mpirun \\-np\n.I N\n.B sits\\-dist \\-\\-model\n.I DIR\n[\\fIflags\\fR]\n.br\n"
+          ".B srun \\-\\-mpi=pmix \\-n\n.I N\n.B sits\\-dist \\-\\-model\n.I DIR\n[\\fIflags\\fR]\n.br\n"
+          ".B sits\\-dist \\-\\-model\n.I DIR\n.B \\-\\-prompt\n.I TEXT\n[\\fIflags\\fR]\n.br\n"
+          ".B sits\\-dist\n\\-\\-print\\-config | \\-\\-help | \\-\\-help\\-man | \\-\\-version\n"
+          ".SH DESCRIPTION\n"
+          "One MPI rank per GPU (or per CPU share with the CPU backend). Without an offline flag\n"
+          "(\\-\\-prompt, \\-\\-prompt\\-ids, \\-\\-tokenize, \\-\\-detokenize, \\-\\-topology) rank 0 serves an\n"
+          "OpenAI\\-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics).\n"
+          "SIGTERM or SIGINT drains: new requests get 503, running ones finish (\\-\\-shutdown\\-timeout).\n"
+          ".SH OPTIONS\n"
+          "Every flag is \\-\\-name value or \\-\\-name=value; booleans are also \\-\\-name and \\-\\-no\\-name.\n"
+          "Precedence: defaults, then the environment variable, then the command line.\n", out);
+    for (size_t i = 0; i < sits_params_count; i++) {
+        const sits_param_t *p = &sits_params[i];
+        fputs(".TP\n\\fB\\-\\-", out);   /* the tag: one line, "--name ARG" or "--name[=ARG]" */
+        man_text(out, p->name);
+        fputs("\\fR", out);
+        if (p->type != SITS_PT_BOOL) fprintf(out, p->implicit ? "[=\\fI%s\\fR]" : " \\fI%s\\fR", type_arg[p->type]);
+        fputs("\n", out);
+        man_text(out, p->help);
+        fputs(".\n", out);
+        if (p->def[0]) {
+            fputs("Default: ", out);
+            man_text(out, p->def);
+            fputs(".\n", out);
+        }
+        if (p->env) fprintf(out, "Environment: \\fB%s\\fR.\n", p->env);
+    }
+    fputs(".SH ENVIRONMENT\n"
+          ".TP\n.B SITS_LOG_LEVEL\nerror | warn | info | debug | trace.\n"
+          ".TP\n.B SITS_LOG_SUBSYS\ncomma\\-separated subsystems to log (default all).\n"
+          ".TP\n.B SITS_LOG_FILE\nlog file; %r is replaced by the rank.\n"
+          ".SH SEE ALSO\n.BR mpirun (1),\n.BR srun (1),\n.BR sbatch (1)\n", out);
+}

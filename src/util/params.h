@@ -114,6 +114,10 @@ void sits_config_free(sits_config_t *cfg);
 void sits_config_print(const sits_config_t *cfg, FILE *out);
 /* 1 when parameter `name` (as on the command line, e.g. "temperature") differs from its default. */
 int sits_config_is_set(const sits_config_t *cfg, const char *name);
+/* The man page sits-dist.1 (troff -man) written from the table: synopsis, one .TP entry per flag
+ * with its type, default and environment variable, then the logging variables. `version` goes into
+ * the title line. */
+void sits_config_print_man(const char *version, FILE *out);
 /* INFO-log every parameter that differs from its default. */
 void sits_config_log_nondefaults(const sits_config_t *cfg);
 /* "64K", "2G", "1.5GiB" -> bytes. */

@@ -30,6 +30,7 @@ printf 'localhost slots=4\n' > "$tmp/hosts"
 cat > "$tmp/bin/srun" <<'SH'
 #!/bin/bash
 # srun -> mpirun (test stand-in). SRUN_ECHO=1: print the srun command line instead.
+[ "$*" = --mpi=list ] && { printf 'MPI plugin types are...\n\tpmix\n\tnone\n'; exit 0; }
 [ -n "${SRUN_ECHO:-}" ] && { echo "srun $*"; exit 0; }
 nodes=1 per_node=1 mapping=
 while [ $# -gt 0 ]; do
@@ -72,10 +73,12 @@ else
 fi
 
 # --- sbatch: 2 nodes x 8 GPUs, the intended command line ---------------------------------------
+mkdir -p "$tmp/models/big" && echo '{}' > "$tmp/models/big/config.json"   # the recipe checks the path
 out=$(cd "$tmp" && PATH="$tmp/bin:$PATH" SRUN_ECHO=1 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE='8(x2)' \
-      SLURM_JOB_ID=7 bash "$L/sits-dist.sbatch" /models/big --api-key k 2>&1)
+      SLURM_JOB_ID=7 bash "$L/sits-dist.sbatch" "$tmp/models/big" --api-key k 2>&1)
 if has "$out" "srun --mpi=pmix --nodes=2 --ntasks-per-node=8 --distribution=block --cpu-bind=none --gpu-bind=none" \
-   && has "$out" "--model /models/big --tp 8 --pp 2 --host 0.0.0.0 --port 8000 --api-key k"; then
+   && has "$out" "--model $tmp/models/big --tp 8 --pp 2 --host 0.0.0.0 --port 8000 --api-key k" \
+   && has "$out" "sits-dist.sbatch: srun exited with 0"; then
   ok "sbatch recipe, 2 x 8 GPUs: srun line with tp 8 x pp 2"
 else
   bad "sbatch 2 x 8 command line"; echo "$out"
