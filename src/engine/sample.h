@@ -31,7 +31,23 @@ typedef struct {
     float top_p;         /* 1: off; (0, 1] */
     uint64_t seed;
     uint64_t step;       /* index of the token being sampled within its sequence (RNG counter) */
+    /* [logprobs] the row's log-probabilities (sits_sample_logprobs): logprobs 1 asks for them, with
+     * top_logprobs (0..SITS_LOGPROB_MAX_TOP) best alternatives; lp_target is the id scored (a prompt
+     * row: the next prompt token), < 0 for the sampled token. Not read by the sampler itself. */
+    int logprobs, top_logprobs;
+    int32_t lp_target;
 } sits_sample_params_t;
+
+/* [logprobs] One row's log-probabilities: log-softmax of the raw logits (before any sampling
+ * transform) over the whole vocabulary, fp32 logits, the normaliser accumulated in double. */
+#define SITS_LOGPROB_MAX_TOP 20
+typedef struct {
+    int32_t id;                          /* the id scored (lp_target, or the sampled token) */
+    float logprob;
+    int n_top;                           /* = top_logprobs */
+    int32_t top_id[SITS_LOGPROB_MAX_TOP]; /* best first; ties: the lower id first */
+    float top_logprob[SITS_LOGPROB_MAX_TOP];
+} sits_logprob_t;
 
 /* The uniform variate in (0, 1) used for vocabulary id `id` (exposed for tests). */
 double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
@@ -41,6 +57,17 @@ double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
  * A rank may hold no vocabulary (v_count 0). */
 sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
                           const sits_sample_params_t *params, int32_t *tokens_p);
+
+/* [logprobs] Collective over comm like sits_sample: for every row i with params[i].logprobs, out_p[i]
+ * receives the log-probability of params[i].lp_target (or of tokens[i] when that is < 0) and the
+ * top_logprobs best ids. Each rank reduces its vocabulary slice to (log-sum-exp, the target's logit
+ * when it holds it, its local top-N); the records are all-gathered and merged the same way on every
+ * rank, so TP = N gives TP = 1's values (up to the order of the log-sum-exp's double sums).
+ * Rows without logprobs are left untouched. */
+sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
+                                   const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p);
+/* 1 when some row of params[n] asks for logprobs. */
+int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params);
 
 /* ---- the pieces of sits_sample (for the engine's device path) ---- */
 

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#define SAMPLE_BYTES 32
+#define SAMPLE_BYTES 48
 
 static uint32_t fnv1a(const unsigned char *p, size_t n)
 {
@@ -137,6 +137,10 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         sits_le_put32(q + 12, 0);
         sits_le_put64(q + 16, s->seed);
         sits_le_put64(q + 24, s->step);
+        sits_le_put32(q + 32, (uint32_t)s->logprobs);
+        sits_le_put32(q + 36, (uint32_t)s->top_logprobs);
+        sits_le_put32(q + 40, (uint32_t)s->lp_target);
+        sits_le_put32(q + 44, 0);
     }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);
@@ -203,6 +207,13 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         memcpy(&store[i].top_p, &tp, 4);
         store[i].seed = sits_le_get64(s + 16);
         store[i].step = sits_le_get64(s + 24);
+        store[i].logprobs = (int32_t)sits_le_get32(s + 32) != 0;
+        store[i].top_logprobs = (int32_t)sits_le_get32(s + 36);
+        store[i].lp_target = (int32_t)sits_le_get32(s + 40);
+        if (store[i].top_logprobs < 0 || store[i].top_logprobs > SITS_LOGPROB_MAX_TOP) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: top_logprobs %d out of range", store[i].top_logprobs);
+            return SITS_ERR_FORMAT;
+        }
     }
     p.sample = store;
     for (int i = 0; i < nt; i++)

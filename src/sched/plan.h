@@ -1,13 +1,14 @@
 /* plan.h -- the step plan: what every rank of a TP group runs in one step, serialised by the
  * leader and broadcast over the group's control communicator.
  *
- * Wire format (version 1, little-endian, 4-byte aligned, no padding between arrays):
+ * Wire format (version 2, little-endian, 4-byte aligned, no padding between arrays):
  *   u32 magic "SITP" | u16 version | u16 cmd | u64 step | i32 n_tokens | i32 n_seqs |
  *   i32 max_blocks | i32 n_out | u32 body_bytes | u32 checksum (FNV-1a of the body)
  *   body: tokens[n_tokens] pos[n_tokens] seq[n_tokens]          (i32)
  *         block_tables[n_seqs * max_blocks]                      (i32)
  *         out_rows[n_out]                                        (i32)
- *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step }
+ *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step,
+ *                         i32 logprobs, i32 top_logprobs, i32 lp_target, u32 pad }   (48 bytes)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */
@@ -20,7 +21,7 @@
 #include "util/status.h"
 
 #define SITS_PLAN_MAGIC 0x50544953u  /* "SITP" little-endian */
-#define SITS_PLAN_VERSION 1
+#define SITS_PLAN_VERSION 2   /* 2: logprob fields in the sample records */
 #define SITS_PLAN_HEADER_BYTES 40
 #define SITS_PLAN_MAX_ITEMS (1 << 24)
 

@@ -33,6 +33,11 @@ struct sits_req {
     uint64_t order;              /* arrival order */
     int tenant;                  /* index in the scheduler's tenant table */
     char id[48];                 /* the API's request id (tracing), may be empty */
+    /* [logprobs] (sits_req_params_t); glp [max_tokens] of generated tokens, plp [n_prompt] of prompt
+     * tokens (entry 0 unused); written under mu by the scheduler thread */
+    int logprobs, top_logprobs, prompt_logprobs;
+    sits_logprob_t *glp, *plp;
+    int n_lp_rows;               /* scheduler thread: prompt-logprob rows of this request in the step in flight */
     /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
     double t_queued, t_scheduled, t_first_token;
     int n_preempted, n_prefix_hit;
@@ -129,6 +134,8 @@ static void req_unref(sits_req_t *q)
     free(q->stop_ids);
     free(q->bt);
     free(q->hashes);
+    free(q->glp);
+    free(q->plp);
     free(q);
 }
 
@@ -153,6 +160,10 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
     }
+    if (p->top_logprobs < 0 || p->top_logprobs > SITS_LOGPROB_MAX_TOP) {
+        snprintf(err, err_len, "top_logprobs must be in [0, %d]", SITS_LOGPROB_MAX_TOP);
+        return SITS_ERR_INVALID;
+    }
     if (p->tenant < 0 || p->tenant >= s->n_tenants) {
         snprintf(err, err_len, "unknown tenant %d", p->tenant);
         return SITS_ERR_INVALID;
@@ -168,8 +179,11 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->bt = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(int32_t));
     q->hashes = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(uint64_t));
     q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
-    if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids)) {
-        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q);
+    q->glp = p->logprobs ? calloc((size_t)p->max_tokens, sizeof *q->glp) : NULL;
+    q->plp = p->prompt_logprobs ? calloc((size_t)p->n_prompt, sizeof *q->plp) : NULL;
+    if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids) || (p->logprobs && !q->glp) ||
+        (p->prompt_logprobs && !q->plp)) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q);
         return SITS_ERR_NOMEM;
     }
     memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
@@ -179,6 +193,9 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->max_tokens = p->max_tokens;
     q->sample = p->sample;
     q->ignore_eos = p->ignore_eos;
+    q->logprobs = p->logprobs != 0;
+    q->prompt_logprobs = p->prompt_logprobs != 0;
+    q->top_logprobs = p->top_logprobs;
     q->tenant = p->tenant;
     if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
@@ -235,6 +252,25 @@ static int api_next(sits_req_t *q, int32_t *tokens, int cap, sits_finish_t *fini
     return n;
 }
 
+static int api_logprobs(sits_req_t *q, int prompt, int from, int n, sits_logprob_t *out_p)
+{
+    pthread_mutex_lock(&q->mu);
+    const sits_logprob_t *src = prompt ? q->plp : q->glp;
+    int avail = !src ? 0 : prompt ? (q->n_delivered > 0 ? q->n_prompt : 0) : q->n_delivered;
+    int k = from < 0 || from >= avail ? 0 : (avail - from < n ? avail - from : n);
+    if (k > 0) memcpy(out_p, src + from, sizeof *out_p * (size_t)k);
+    pthread_mutex_unlock(&q->mu);
+    return k;
+}
+
+static int api_cached_tokens(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->n_prefix_hit;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
 static void api_cancel(sits_req_t *q)
 {
     pthread_mutex_lock(&q->mu);
@@ -258,6 +294,7 @@ static void api_stats(void *sched, sits_sched_stats_t *st)
 
 const sits_sched_api_t sits_sched_api = {
     .submit = api_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = api_stats,
+    .logprobs = api_logprobs, .cached_tokens = api_cached_tokens,
 };
 
 /* ---- scheduler thread ---------------------------------------------------------------------- */
@@ -659,7 +696,9 @@ static void prefix_lookup(sits_sched_t *s, sits_req_t *q, int total)
     }
     q->n_hashed = q->n_blocks;
     q->n_computed = q->n_blocks * bs;
+    pthread_mutex_lock(&q->mu);
     if (q->n_computed > q->n_prefix_hit) q->n_prefix_hit = q->n_computed;
+    pthread_mutex_unlock(&q->mu);
     pthread_mutex_lock(&s->mu);
     s->stats.prefix_query_tokens += (uint64_t)total;
     s->stats.prefix_hit_tokens += (uint64_t)q->n_computed;
@@ -718,6 +757,22 @@ static int run_take(sits_sched_t *s, int i, int take, int *nb)
     return 1;
 }
 
+/* [logprobs] Prompt positions of q's chunk this step whose next token is a prompt token (scored
+ * rows when q asks for prompt logprobs). */
+static int prompt_lp_rows(const sits_req_t *q)
+{
+    if (!q->prompt_logprobs || q->take <= 0) return 0;
+    int end = q->n_computed + q->take < q->n_prompt - 1 ? q->n_computed + q->take : q->n_prompt - 1;
+    return end > q->n_computed ? end - q->n_computed : 0;
+}
+
+/* Output rows q's chunk this step needs: its prompt-logprob rows and its sampled row. */
+static int step_rows(sits_req_t *q)
+{
+    if (q->take <= 0) return 0;
+    return prompt_lp_rows(q) + (q->n_computed + q->take == total_tokens(q));
+}
+
 /* Pick this step's work into s->batch; returns the number of sequences.
  * Order: every decoding sequence gets its token (oldest first), then running sequences still
  * prefilling get chunks, then waiting requests are admitted -- prefill within the token budget
@@ -757,7 +812,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             break;
         }
         int total = total_tokens(q);
-        if (s->p.prefix_caching && !q->swapped) prefix_lookup(s, q, total);
+        if (s->p.prefix_caching && !q->swapped && !q->prompt_logprobs) prefix_lookup(s, q, total);
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
         if (s->p.kv_offload) {
             /* [kv offload] admission keeps use at or below the threshold while anything runs */
@@ -785,6 +840,18 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         s->running[s->n_running++] = q;
         q->take = take;
         budget -= take;
+    }
+    /* [logprobs] every prompt position of a prompt-logprobs chunk is an output row: keep the step's
+     * rows within the engine's max_seqs by shortening such chunks (a chunk of 1 token has 1 row) */
+    int rows = 0;
+    for (int i = 0; i < s->n_running; i++) rows += step_rows(s->running[i]);
+    for (int i = s->n_running - 1; i >= 0 && rows > s->p.max_num_seqs; i--) {
+        sits_req_t *q = s->running[i];
+        while (q->prompt_logprobs && q->take > 1 && rows > s->p.max_num_seqs) {
+            rows -= step_rows(q);
+            q->take--;
+            rows += step_rows(q);
+        }
     }
     /* the batch: every running sequence with work this step (preemptions above may have removed some) */
     nb = 0;
@@ -888,10 +955,21 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             nt++;
         }
         memcpy(s->bt + (size_t)b * mb, q->bt, sizeof(int32_t) * (size_t)q->n_blocks);
+        q->n_lp_rows = prompt_lp_rows(q);
+        for (int j = 0; j < q->n_lp_rows; j++) {
+            /* [logprobs] position n_computed + j scores prompt token n_computed + j + 1; its sampled token is dropped */
+            s->rows[no] = nt - q->take + j;
+            s->sp[no] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f, .logprobs = 1,
+                                                .top_logprobs = q->top_logprobs, .lp_target = q->tokens[q->n_computed + j + 1] };
+            no++;
+        }
         if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
             s->rows[no] = nt - 1;
             s->sp[no] = q->sample;
             s->sp[no].step = (uint64_t)q->n_gen;
+            s->sp[no].logprobs = q->logprobs;
+            s->sp[no].top_logprobs = q->top_logprobs;
+            s->sp[no].lp_target = -1;
             no++;
         }
     }
@@ -911,6 +989,13 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
     int o = 0, gen = 0, prompt = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
+        if (q->n_lp_rows > 0) {
+            pthread_mutex_lock(&q->mu);
+            for (int j = 0; j < q->n_lp_rows; j++) q->plp[q->n_computed + j + 1] = s->wk.lp[o + j];
+            pthread_mutex_unlock(&q->mu);
+            o += q->n_lp_rows;
+            q->n_lp_rows = 0;
+        }
         int was_prompt = q->n_computed < q->n_prompt;
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
@@ -924,6 +1009,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         if (q->n_gen == 0) q->first_token_s = tnow;
         q->last_token_s = tnow;
         pthread_mutex_lock(&q->mu);
+        if (q->glp) q->glp[q->n_gen] = s->wk.lp[o - 1];
         q->tokens[q->n_prompt + q->n_gen] = t;
         q->n_gen++;
         pthread_cond_broadcast(&q->cv);
@@ -1327,4 +1413,5 @@ static void router_stats(void *router, sits_sched_stats_t *out)
 
 const sits_sched_api_t sits_router_api = {
     .submit = router_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = router_stats,
+    .logprobs = api_logprobs, .cached_tokens = api_cached_tokens,
 };

@@ -34,6 +34,10 @@ typedef struct {
     int n_stop_ids;
     int tenant;                  /* index in the tenants table (0 without a tenants file) */
     const char *id;              /* the API's request id, for the trace file (copied; may be NULL) */
+    /* [logprobs] logprobs: each generated token's log-probability and top_logprobs (0..20) best
+     * alternatives; prompt_logprobs: the same for every prompt token after the first (echo). A request
+     * with prompt_logprobs does not start from the prefix cache (its prompt's logits are needed). */
+    int logprobs, top_logprobs, prompt_logprobs;
 } sits_req_params_t;
 
 typedef struct sits_req sits_req_t;
@@ -75,6 +79,14 @@ typedef struct sits_sched_api {
     void (*cancel)(sits_req_t *req);
     void (*release)(sits_req_t *req);
     void (*stats)(void *sched, sits_sched_stats_t *stats_p);
+    /* [logprobs] Copies up to n entries from index `from` of the request's generated-token (prompt 0)
+     * or prompt-token (prompt 1; entry i scores prompt token i, entry 0 is never filled) log-probabilities
+     * into out_p; returns how many: generated entries exist for the tokens next() delivered, prompt
+     * entries once the first token was delivered. 0 when the request did not ask for them. May be NULL. */
+    int (*logprobs)(sits_req_t *req, int prompt, int from, int n, sits_logprob_t *out_p);
+    /* Prompt tokens the request found in the prefix cache (usage.prompt_tokens_details.cached_tokens).
+     * May be NULL. */
+    int (*cached_tokens)(sits_req_t *req);
 } sits_sched_api_t;
 
 extern const sits_sched_api_t sits_sched_api;

@@ -12,7 +12,8 @@ sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
     w->cap = 0;
     w->store = malloc(sizeof *w->store * (size_t)max_seqs);
     w->tokens = malloc(sizeof *w->tokens * (size_t)max_seqs);
-    if (!w->store || !w->tokens) {
+    w->lp = calloc((size_t)max_seqs, sizeof *w->lp);
+    if (!w->store || !w->tokens || !w->lp) {
         sits_worker_fini(w);
         return SITS_ERR_NOMEM;
     }
@@ -24,6 +25,8 @@ void sits_worker_fini(sits_worker_t *w)
     free(w->buf);
     free(w->store);
     free(w->tokens);
+    free(w->lp);
+    w->lp = NULL;
     w->buf = NULL;
     w->store = NULL;
     w->tokens = NULL;
@@ -92,6 +95,12 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
             cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
         }
         SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
+        if (sits_sample_wants_logprobs(plan->n_out, plan->sample)) {
+            /* [logprobs] of the raw logits, on this rank's vocabulary slice, merged across the TP group */
+            const float *logits = NULL;
+            SITS_CHECK(sits_engine_logits(r->engine, &logits));
+            SITS_CHECK(sits_sample_logprobs(r->tp, logits, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens, w->lp));
+        }
     }
     if (!r->bcast_tokens) return SITS_OK;
     /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */

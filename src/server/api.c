@@ -5,8 +5,8 @@
  * Validation answers 400 invalid_request_error (param names the field) for wrong types and ranges,
  * 404 model_not_found for another model, 400 context_length_exceeded when prompt + max_tokens does
  * not fit max_model_len. JSON null counts as "absent" for optional fields (clients send nulls).
- * Features we do not implement (n > 1, logprobs, echo, penalties, logit_bias, tools, suffix) are
- * refused with 400 rather than silently ignored. */
+ * Features we do not implement (n > 1, penalties, logit_bias, tools, suffix) are refused with 400 rather
+ * than silently ignored. [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. */
 #include "server/srv_internal.h"
 #include "util/log.h"
 
@@ -76,6 +76,41 @@ static int get_bool(json_t *o, const char *key, int *val_p, sits_srv_error_t *er
     }
     *val_p = json_is_true(v);
     return 0;
+}
+
+static int get_int(json_t *o, const char *key, json_int_t *val_p, int *present_p, sits_srv_error_t *err);
+
+/* [logprobs] completions: logprobs N in [0, 20] (N best alternatives; the sampled token is scored
+ * even at 0, as vLLM does), echo; chat: logprobs bool, top_logprobs in [0, 20] only with logprobs. */
+static int parse_logprobs(json_t *root, sits_srv_kind_t kind, sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    json_int_t n = 0;
+    int present = 0;
+    if (kind == SITS_SRV_COMPLETIONS) {
+        if (get_int(root, "logprobs", &n, &present, err) != 0) return -1;
+        if (present && (n < 0 || n > SITS_LOGPROB_MAX_TOP)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "'logprobs' must be in [0, %d], got %lld",
+                               SITS_LOGPROB_MAX_TOP, (long long)n);
+            return -1;
+        }
+        req->logprobs = present;
+        req->top_logprobs = (int)n;
+        if (get_bool(root, "return_tokens_as_token_ids", &req->lp_ids, err) != 0) return -1;
+        return get_bool(root, "echo", &req->echo, err);
+    }
+    if (get_bool(root, "logprobs", &req->logprobs, err) != 0) return -1;
+    if (get_int(root, "top_logprobs", &n, &present, err) != 0) return -1;
+    if (present && (n < 0 || n > SITS_LOGPROB_MAX_TOP)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "'top_logprobs' must be in [0, %d], got %lld",
+                           SITS_LOGPROB_MAX_TOP, (long long)n);
+        return -1;
+    }
+    if (present && n > 0 && !req->logprobs) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return -1;
+    }
+    req->top_logprobs = (int)n;
+    return get_bool(root, "return_tokens_as_token_ids", &req->lp_ids, err);
 }
 
 /* Optional integer; *present_p tells whether it was given. */
@@ -164,9 +199,18 @@ static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_req
         }
         p = json_array_get(p, 0);
     }
-    if (json_is_string(p))
+    if (json_is_string(p)) {
+        if (req->echo) {
+            req->echo_text = strndup(json_string_value(p), json_string_length(p));
+            req->echo_len = json_string_length(p);
+            if (!req->echo_text) {
+                sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+                return -1;
+            }
+        }
         return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", &req->prompt, &req->n_prompt,
                       err);
+    }
     if (json_is_array(p)) return get_ids(p, lim->vocab_size, &req->prompt, &req->n_prompt, err);
     sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
                        "'prompt' must be a string or an array of token ids");
@@ -445,20 +489,11 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "best_of", "only best_of = 1 is supported");
         return -1;
     }
-    json_t *v = field(root, "logprobs");
-    if (v && !json_is_false(v) && !(json_is_integer(v) && json_integer_value(v) == 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "logprobs are not supported");
-        return -1;
-    }
-    v = field(root, "top_logprobs");
-    if (v && !(json_is_integer(v) && json_integer_value(v) == 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "logprobs are not supported");
-        return -1;
-    }
+    json_t *v;
     int echo = 0;
     if (get_bool(root, "echo", &echo, err) != 0) return -1;
-    if (echo) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is not supported");
+    if (echo && kind == SITS_SRV_CHAT) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is only supported by /v1/completions");
         return -1;
     }
     static const char *const penalties[] = { "presence_penalty", "frequency_penalty" };
@@ -553,6 +588,7 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     req->sample.top_k = top_k > 0 ? (int)top_k : 0;
     req->sample.seed = (uint64_t)seed;
     if (get_bool(root, "ignore_eos", &req->ignore_eos, err) != 0) goto fail;
+    if (parse_logprobs(root, kind, req, err) != 0) goto fail;
 
     /* max_tokens (chat: max_completion_tokens wins, as in OpenAI's newer API) */
     int has_mct = 0;
@@ -565,7 +601,8 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     } else if (get_int(root, "max_tokens", &max_tokens, &has_max, err) != 0) {
         goto fail;
     }
-    if (has_max && max_tokens < 1) BAD(max_param, "'%s' must be at least 1, got %lld", max_param, (long long)max_tokens);
+    if (has_max && max_tokens < (req->echo ? 0 : 1))
+        BAD(max_param, "'%s' must be at least %d, got %lld", max_param, req->echo ? 0 : 1, (long long)max_tokens);
     if (has_max && max_tokens >= lim->max_model_len)
         BAD(max_param, "'%s' is %lld but this model's maximum context length is %d tokens (prompt included)",
             max_param, (long long)max_tokens, lim->max_model_len);
@@ -581,6 +618,7 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
             goto fail;
         }
     }
+    if (req->echo && req->stream) BAD("echo", "'echo' is not supported with stream = true");
     if (parse_stop(root, req, err) != 0) goto fail;
 
     /* the prompt, tokenized */
@@ -620,6 +658,8 @@ void sits_srv_request_free(sits_srv_request_t *req)
 {
     free(req->prompt);
     req->prompt = NULL;
+    free(req->echo_text);
+    req->echo_text = NULL;
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     req->n_stop = 0;
 }
@@ -646,26 +686,108 @@ const char *sits_srv_finish_str(sits_finish_t f)
     }
 }
 
-static json_t *usage_obj(int n_prompt, int n_gen)
+static json_t *usage_obj(int n_prompt, int n_gen, int cached)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", n_prompt, "completion_tokens", n_gen, "total_tokens",
-                     n_prompt + n_gen);
+    json_t *u = json_pack("{s:i, s:i, s:i}", "prompt_tokens", n_prompt, "completion_tokens", n_gen, "total_tokens",
+                          n_prompt + n_gen);
+    if (u && cached >= 0) json_object_set_new(u, "prompt_tokens_details", json_pack("{s:i}", "cached_tokens", cached));
+    return u;
+}
+
+/* [logprobs] One token's text for the logprobs lists (special tokens as their text), or vLLM's
+ * "token_id:N" with return_tokens_as_token_ids (as_ids: tok is then NULL-safe). */
+static json_t *token_text(const sits_tokenizer_t *tok, int32_t id, int as_ids)
+{
+    if (as_ids) {
+        char b[32];
+        snprintf(b, sizeof b, "token_id:%d", (int)id);
+        return json_string(b);
+    }
+    char *t = NULL;
+    size_t len = 0;
+    if (sits_tokenizer_decode(tok, &id, 1, 0, &t, &len) != SITS_OK) return json_string("");
+    json_t *s = json_stringn(t, len);
+    free(t);
+    return s ? s : json_string("");
+}
+
+static json_t *token_bytes(const sits_tokenizer_t *tok, int32_t id)
+{
+    char *t = NULL;
+    size_t len = 0;
+    json_t *a = json_array();
+    if (sits_tokenizer_decode(tok, &id, 1, 0, &t, &len) == SITS_OK)
+        for (size_t i = 0; i < len; i++) json_array_append_new(a, json_integer((unsigned char)t[i]));
+    free(t);
+    return a;
+}
+
+static json_t *chat_entry(const sits_tokenizer_t *tok, int32_t id, float lp, int as_ids)
+{
+    return json_pack("{s:o, s:f, s:o}", "token", token_text(tok, id, as_ids), "logprob", (double)lp, "bytes", token_bytes(tok, id));
+}
+
+json_t *sits_srv_logprobs_json(sits_srv_kind_t kind, const sits_tokenizer_t *tok, const sits_logprob_t *plp, int n_plp,
+                               const int32_t *prompt, const sits_logprob_t *glp, int n_glp, size_t text_base, int as_ids)
+{
+    if (kind == SITS_SRV_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; i < n_glp; i++) {
+            json_t *e = chat_entry(tok, glp[i].id, glp[i].logprob, as_ids), *top = json_array();
+            for (int t = 0; t < glp[i].n_top; t++) json_array_append_new(top, chat_entry(tok, glp[i].top_id[t], glp[i].top_logprob[t], as_ids));
+            json_object_set_new(e, "top_logprobs", top);
+            json_array_append_new(content, e);
+        }
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = text_base;
+    for (int i = 0; i < n_plp + n_glp; i++) {
+        const sits_logprob_t *e = i < n_plp ? &plp[i] : &glp[i - n_plp];
+        int32_t id = i < n_plp ? prompt[i] : e->id;
+        json_t *ts = token_text(tok, id, as_ids);
+        json_array_append(tokens, ts);
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(ts);
+        json_decref(ts);
+        if (i == 0 && n_plp > 0) {   /* the first prompt token has no context to be scored in */
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_array_append_new(lps, json_real(e->logprob));
+        json_t *top = json_object();
+        for (int t = 0; t < e->n_top; t++) {
+            json_t *k = token_text(tok, e->top_id[t], as_ids);
+            /* two ids can share a text: keep the better (first) one, as vLLM's dict does */
+            if (!json_object_get(top, json_string_value(k))) json_object_set_new(top, json_string_value(k), json_real(e->top_logprob[t]));
+            json_decref(k);
+        }
+        /* the scored token is always among the alternatives (OpenAI's top_logprobs hold the chosen one) */
+        json_t *k = token_text(tok, id, as_ids);
+        if (!json_object_get(top, json_string_value(k))) json_object_set_new(top, json_string_value(k), json_real(e->logprob));
+        json_decref(k);
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops, "text_offset", offs);
 }
 
 char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen)
+                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen,
+                             json_t *logprobs, int cached)
 {
     json_t *choice;
+    json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS)
-        choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, text_len, "logprobs", "finish_reason",
+        choice = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", text, text_len, "logprobs", lp, "finish_reason",
                            finish);
     else
-        choice = json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
-                           text, text_len, "logprobs", "finish_reason", finish);
+        choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", 0, "message", "role", "assistant", "content",
+                           text, text_len, "logprobs", lp, "finish_reason", finish);
     if (!choice) return NULL;
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion", "created",
-                          (json_int_t)created, "model", model, "choices", choice, "usage", usage_obj(n_prompt, n_gen));
+                          (json_int_t)created, "model", model, "choices", choice, "usage", usage_obj(n_prompt, n_gen, cached));
     if (!o) return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -693,18 +815,19 @@ static char *sse_event(json_t *o, size_t *len_p)
 
 char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
                          const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
-                         size_t *len_p)
+                         json_t *logprobs, size_t *len_p)
 {
     json_t *choice;
     json_t *fin = finish ? json_string(finish) : json_null();
+    json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS) {
-        choice = json_pack("{s:i, s:s%, s:n, s:o}", "index", 0, "text", text ? text : "", text ? text_len : 0,
-                           "logprobs", "finish_reason", fin);
+        choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", 0, "text", text ? text : "", text ? text_len : 0,
+                           "logprobs", lp, "finish_reason", fin);
     } else {
         json_t *delta = json_object();
         if (delta && role) json_object_set_new(delta, "role", json_string(role));
         if (delta && text) json_object_set_new(delta, "content", json_stringn(text, text_len));
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", fin);
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", lp, "finish_reason", fin);
     }
     if (!choice) return NULL;
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
@@ -715,11 +838,11 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
 }
 
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int n_prompt,
-                         int n_gen, size_t *len_p)
+                         int n_gen, int cached, size_t *len_p)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
-                          (json_int_t)created, "model", model, "choices", "usage", usage_obj(n_prompt, n_gen));
+                          (json_int_t)created, "model", model, "choices", "usage", usage_obj(n_prompt, n_gen, cached));
     return sse_event(o, len_p);
 }
 

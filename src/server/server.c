@@ -83,6 +83,8 @@ typedef struct {
     sits_finish_t finish;
     double t_last, t_over;
     int n_gen;
+    int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
+    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
     sits_srv_textout_t to;
     int to_valid;
     char id[48];
@@ -201,6 +203,7 @@ static void gen_poll(conn_t *c)
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
     int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, NEXT_TIMEOUT_MS);
+    if (n > 0 && c->rq.max_tokens == 0) n = 0;   /* [logprobs] echo scoring: the one token generated is not output */
     if (n > 0) {
         double t = now_s();
         if (c->n_gen == 0) {
@@ -271,7 +274,13 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
         .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
+        .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
     };
+    if (p.max_tokens == 0) p.max_tokens = 1;   /* echo scoring: one step computes the prompt's logits */
+    if (c->rq.logprobs && !srv->api->logprobs) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
+        return -1;
+    }
     char msg[256] = "";
     sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
     if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
@@ -302,6 +311,48 @@ static void gen_restore_timeout(conn_t *c)
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->srv->idle_timeout);
 }
 
+static int cached_tokens(conn_t *c)
+{
+    return c->srv->api->cached_tokens ? c->srv->api->cached_tokens(c->req) : -1;
+}
+
+/* [logprobs] The choice's logprobs of generated tokens [from, to) (and of the prompt when prompt is
+ * set) into *lp_p. Returns 0, or -1 when out of memory. */
+static int logprobs_json(conn_t *c, int prompt, int from, int to, size_t base, json_t **lp_p)
+{
+    sits_server_t *srv = c->srv;
+    int np = prompt ? c->rq.n_prompt : 0, ng = to > from ? to - from : 0;
+    sits_logprob_t *buf = calloc((size_t)(np + ng) + 1, sizeof *buf);
+    if (!buf) return -1;
+    int got_p = np > 0 ? srv->api->logprobs(c->req, 1, 0, np, buf) : 0;
+    int got_g = ng > 0 ? srv->api->logprobs(c->req, 0, from, ng, buf + got_p) : 0;
+    *lp_p = sits_srv_logprobs_json(c->rq.kind, srv->lim.tok, buf, got_p, c->rq.prompt, buf + got_p, got_g, base, c->rq.lp_ids);
+    free(buf);
+    return *lp_p ? 0 : -1;
+}
+
+/* [logprobs] echo: the prompt's text (as given, or decoded from ids) followed by text (malloc'd). */
+static char *echo_text(conn_t *c, const char *text, size_t text_len, size_t *len_p)
+{
+    char *ptext = NULL;
+    size_t plen = 0;
+    if (c->rq.echo_text) {
+        ptext = c->rq.echo_text;
+        plen = c->rq.echo_len;
+    } else if (sits_tokenizer_decode(c->srv->lim.tok, c->rq.prompt, (size_t)c->rq.n_prompt, 1, &ptext, &plen) != SITS_OK) {
+        return NULL;
+    }
+    char *out = malloc(plen + text_len + 1);
+    if (out) {
+        memcpy(out, ptext, plen);
+        memcpy(out + plen, text, text_len);
+        out[plen + text_len] = 0;
+        *len_p = plen + text_len;
+    }
+    if (ptext != c->rq.echo_text) free(ptext);
+    return out;
+}
+
 static enum MHD_Result run_whole(conn_t *c)
 {
     sits_server_t *srv = c->srv;
@@ -323,8 +374,26 @@ static enum MHD_Result run_whole(conn_t *c)
         sits_srv_error_set(&err, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return reply_error(c, &err);
     }
-    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
-                                        c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
+    json_t *lp = NULL;
+    if (c->rq.logprobs && logprobs_json(c, c->rq.echo, 0, c->n_gen, 0, &lp) != 0) {
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
+        return reply_error(c, &err);
+    }
+    const char *text = c->to.out ? c->to.out : "";
+    size_t text_len = c->to.out_len;
+    char *joined = NULL;
+    if (c->rq.echo) {   /* the prompt's text, then the output */
+        joined = echo_text(c, text, text_len, &text_len);
+        if (!joined) {
+            json_decref(lp);
+            sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
+            return reply_error(c, &err);
+        }
+        text = joined;
+    }
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, text, text_len,
+                                        sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen, lp, cached_tokens(c));
+    free(joined);
     return reply_json(c, 200, body);
 }
 
@@ -355,8 +424,14 @@ static int stream_text(conn_t *c)
 {
     if (c->to.out_len == 0) return 0;
     size_t len = 0;
+    json_t *lp = NULL;
+    if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
+        if (logprobs_json(c, 0, c->n_lp, c->n_gen, c->streamed, &lp) != 0) return -1;
+        c->n_lp = c->n_gen;
+    }
+    c->streamed += c->to.out_len;
     char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, NULL, c->to.out, c->to.out_len,
-                                 NULL, c->rq.include_usage, &len);
+                                 NULL, c->rq.include_usage, lp, &len);
     c->to.out_len = 0;
     return pend_add(c, s, len);
 }
@@ -374,12 +449,17 @@ static int stream_end(conn_t *c)
         s = sits_srv_error_sse(&err, &len);
     } else {
         const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
+        json_t *lp = NULL;
+        if (c->rq.logprobs && c->n_lp < c->n_gen) {   /* tokens that made no text (eos, held bytes) */
+            if (logprobs_json(c, 0, c->n_lp, c->n_gen, c->streamed, &lp) != 0) return -1;
+            c->n_lp = c->n_gen;
+        }
         s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0,
-                               sits_srv_finish_str(c->finish), c->rq.include_usage, &len);
+                               sits_srv_finish_str(c->finish), c->rq.include_usage, lp, &len);
     }
     if (pend_add(c, s, len) != 0) return -1;
     if (c->rq.include_usage) {
-        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, &len);
+        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, cached_tokens(c), &len);
         if (pend_add(c, s, len) != 0) return -1;
     }
     s = strdup("data: [DONE]\n\n");
@@ -424,7 +504,7 @@ static enum MHD_Result run_stream(conn_t *c)
     if (c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
         size_t len = 0;
         char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, "assistant", "", 0, NULL,
-                                     c->rq.include_usage, &len);
+                                     c->rq.include_usage, NULL, &len);
         if (pend_add(c, s, len) != 0) return MHD_NO;
     }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, c, NULL);

@@ -7,6 +7,7 @@
 #ifndef SITS_SERVER_SRV_INTERNAL_H
 #define SITS_SERVER_SRV_INTERNAL_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,7 +56,20 @@ typedef struct {
     int n_stop;
     int stream;
     int include_usage;
+    /* [logprobs] completions: logprobs N (top N); chat: logprobs true + top_logprobs N. echo
+     * (completions): the prompt text (echo_text, malloc'd) precedes the output, and with logprobs the
+     * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */
+    int logprobs, top_logprobs, echo;
+    int lp_ids;               /* return_tokens_as_token_ids (vLLM): tokens as "token_id:N" */
+    char *echo_text;
+    size_t echo_len;
 } sits_srv_request_t;
+
+/* [logprobs] The "logprobs" member of one choice: completions' {tokens, token_logprobs, top_logprobs,
+ * text_offset} (prompt entries first when n_plp > 0, plp[0] scored null) or chat's {content: [...]};
+ * text_offset counts from text_base; as_ids: tokens as "token_id:N". Returns a new reference (NULL: out of memory). */
+json_t *sits_srv_logprobs_json(sits_srv_kind_t kind, const sits_tokenizer_t *tok, const sits_logprob_t *plp, int n_plp,
+                               const int32_t *prompt, const sits_logprob_t *glp, int n_glp, size_t text_base, int as_ids);
 
 /* api.c */
 /* Parses and validates body (len bytes). On success fills req (free with sits_srv_request_free) and
@@ -68,18 +82,20 @@ void sits_srv_error_set(sits_srv_error_t *err, int status, const char *type, con
 /* malloc'd JSON text of the error body. */
 char *sits_srv_error_json(const sits_srv_error_t *err);
 const char *sits_srv_finish_str(sits_finish_t f);   /* "stop", "length", "abort", ... */
-/* Whole (non-streaming) response body. */
+/* Whole (non-streaming) response body. logprobs: the choice's "logprobs" (consumed; NULL -> null);
+ * cached: usage.prompt_tokens_details.cached_tokens (< 0: no details). */
 char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen);
+                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen,
+                             json_t *logprobs, int cached);
 /* One SSE event "data: {...}\n\n" (malloc'd, *len_p set). text may be NULL (no content key in the chat
  * delta), role non-NULL only in the first chat chunk, finish NULL while running. usage_null adds
  * "usage": null (stream_options.include_usage). */
 char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
                          const char *role, const char *text, size_t text_len, const char *finish,
-                         int usage_null, size_t *len_p);
+                         int usage_null, json_t *logprobs, size_t *len_p);
 /* The usage chunk: choices [] and usage. */
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                         int n_prompt, int n_gen, size_t *len_p);
+                         int n_prompt, int n_gen, int cached, size_t *len_p);
 /* An error event in a stream (the status line was already sent): data: {"error": {...}}. */
 char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p);
 

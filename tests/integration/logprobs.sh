@@ -1,0 +1,52 @@
+#!/bin/bash
+# [logprobs] completions echo + logprobs against HF transformers (tests/fixtures/logprobs, written by
+# tests/ref/gen_logprob_fixtures.py) on the fixture checkpoints and the demo model, served at TP 1, 2
+# (and 4 for llama_small) on the CPU: prompt and generated tokens' logprobs within 1e-4 (+1e-4 rel),
+# greedy tokens identical, top-5 alternatives; the TP sizes against each other; bad logprob
+# parameters answered 400 naming the parameter.
+. "$top_srcdir/tests/integration/lib.sh"
+PY=${PYTHON:-python3}
+command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
+tmp=$(mktemp -d)
+srv=
+trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; rm -rf "$tmp"' EXIT
+CHECK="$top_srcdir/tests/integration/logprobs_check.py"
+REF="$top_srcdir/tests/fixtures/logprobs"
+
+stop() { kill -TERM $srv 2>/dev/null; wait $srv; srv=; }
+
+for m in llama_small llama3 qwen2 mistral_sharded demo; do
+  if [ $m = demo ]; then dir="$top_srcdir/models/demo"; else
+    dir="$tmp/$m"; mkdir -p "$dir"; cp "$FIX/$m"/*.json "$FIX/$m"/*.safetensors "$dir/"
+    cp "$top_srcdir/tests/fixtures/tokenizers/bytelevel/tokenizer.json" "$dir/"   # prompts go in as ids
+  fi
+  nps="1 2"; [ $m = llama_small ] && nps="1 2 4"
+  for np in $nps; do
+    serve_np $np "$dir" || continue
+    if "$PY" "$CHECK" "$url" "$REF/$m.json" "$tmp/$m.$np.json"; then ok "$m tp $np: logprobs vs HF"; else bad "$m tp $np: logprobs vs HF"; fi
+    if [ $m = llama_small ] && [ $np = 2 ]; then
+      for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
+                  '{"prompt":"a","logprobs":"x"}:logprobs' '{"prompt":"a","echo":1}:echo' \
+                  '{"prompt":"a","max_tokens":0}:max_tokens' '{"prompt":"a","echo":true,"stream":true}:echo' \
+                  '{"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}:top_logprobs' \
+                  '{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}:top_logprobs'; do
+        b=${body%:*}; want=${body##*:}
+        ep=completions; case $b in *messages*) ep=chat/completions;; esac
+        r=$(curl -s -w ' %{http_code}' "$url/v1/$ep" -d "$b")
+        case $r in *"\"param\":\"$want\""*" 400") ok "400 naming $want: $b";; *) bad "want 400 naming $want for $b, got $r";; esac
+      done
+    fi
+    stop
+  done
+  for np in $nps; do
+    [ $np = 1 ] && continue
+    "$PY" - "$tmp/$m.1.json" "$tmp/$m.$np.json" <<'PYEOF' && ok "$m: tp $np equals tp 1 (within 2e-5)" || bad "$m: tp $np vs tp 1"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+d = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+print(f"  max |tp1 - tpN| = {d:.2e}")
+sys.exit(0 if d <= 2e-5 else 1)
+PYEOF
+  done
+done
+finish
