@@ -853,3 +853,69 @@ char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p)
                           err->code ? json_string(err->code) : json_null());
     return sse_event(o, len_p);
 }
+
+/* ---- /tokenize and /detokenize (vLLM's shapes) ----
+ * tokenize: {"prompt": text, "add_special_tokens": bool (default true)} or {"messages": [...], chat
+ * fields as /v1/chat/completions} -> {"count", "max_model_len", "tokens"};
+ * detokenize: {"tokens": [ids]} -> {"prompt": text} (special tokens kept, as vLLM). */
+char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *body, size_t len, sits_srv_error_t *err)
+{
+    sits_srv_request_t req;
+    memset(&req, 0, sizeof req);
+    char *out = NULL, *text = NULL;
+    json_t *root = NULL, *o = NULL;
+    size_t bad = 0;
+    if (!sits_utf8_valid(body, len, &bad)) BAD(NULL, "request body is not valid UTF-8 (byte %zu)", bad);
+    json_error_t jerr;
+    root = json_loadb(body, len, 0, &jerr);
+    if (!root) BAD(NULL, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) BAD(NULL, "the request body must be a JSON object");
+    json_t *model = field(root, "model");
+    if (model && (!json_is_string(model) || strcmp(json_string_value(model), lim->model_name) != 0)) {
+        sits_srv_error_set(err, 404, "invalid_request_error", "model_not_found", "model", "The model does not exist (this server serves '%.200s')",
+                           lim->model_name);
+        goto fail;
+    }
+    if (detok) {
+        json_t *t = field(root, "tokens");
+        if (!json_is_array(t)) BAD("tokens", "'tokens' must be an array of token ids");
+        size_t n = json_array_size(t);
+        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        if (!ids) BAD(NULL, "out of memory");
+        req.prompt = ids;
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(t, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= lim->vocab_size)
+                BAD("tokens", "tokens[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
+            ids[i] = (int32_t)json_integer_value(e);
+        }
+        size_t tl = 0;
+        if (sits_tokenizer_decode(lim->tok, ids, n, 0, &text, &tl) != SITS_OK) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "detokenizing failed");
+            goto fail;
+        }
+        o = json_pack("{s:s%}", "prompt", text, tl);
+    } else {
+        int add_special = 1;
+        if (get_bool(root, "add_special_tokens", &add_special, err) != 0) goto fail;
+        if (field(root, "messages")) {
+            if (parse_messages(lim, root, &req, err) != 0) goto fail;
+        } else {
+            json_t *p = field(root, "prompt");
+            if (!json_is_string(p)) BAD("prompt", "'prompt' (a string) or 'messages' is required");
+            if (encode(lim, json_string_value(p), json_string_length(p), add_special, "prompt", &req.prompt, &req.n_prompt, err) != 0)
+                goto fail;
+        }
+        json_t *ids = json_array();
+        for (int i = 0; ids && i < req.n_prompt; i++) json_array_append_new(ids, json_integer(req.prompt[i]));
+        o = json_pack("{s:i, s:i, s:o, s:n}", "count", req.n_prompt, "max_model_len", lim->max_model_len, "tokens", ids,
+                      "token_strs");
+    }
+    if (!o || !(out = json_dumps(o, JSON_COMPACT))) sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+fail:
+    json_decref(o);
+    json_decref(root);
+    free(text);
+    sits_srv_request_free(&req);
+    return out;
+}

@@ -60,7 +60,13 @@ struct sits_server {
     sits_otlp_t *otlp;
 };
 
-typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
+typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE } route_t;
+
+/* Routes that take a POST body. */
+static int has_body(route_t r)
+{
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
+}
 
 typedef struct {
     sits_server_t *srv;
@@ -147,7 +153,7 @@ static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
         hdrs[1] = "Bearer";
     } else if (err->status == 405) {
         hdrs[0] = MHD_HTTP_HEADER_ALLOW;
-        hdrs[1] = (c->route == R_COMPLETIONS || c->route == R_CHAT) ? "POST" : "GET, HEAD";
+        hdrs[1] = has_body(c->route) ? "POST" : "GET, HEAD";
     } else if (err->status == 429 || err->status == 503) {
         hdrs[0] = MHD_HTTP_HEADER_RETRY_AFTER;
         hdrs[1] = "1";
@@ -593,6 +599,18 @@ static enum MHD_Result handle_page(conn_t *c)
 }
 /* ---- end chat page ---- */
 
+/* /tokenize, /detokenize (vLLM's shapes; api.c) */
+static enum MHD_Result handle_tokenize(conn_t *c)
+{
+    sits_srv_error_t err;
+    if (c->body_too_big) {
+        sits_srv_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL, "the request body is too large");
+        return reply_error(c, &err);
+    }
+    char *out = sits_srv_tokenize(&c->srv->lim, c->route == R_DETOKENIZE, c->body ? c->body : "", c->body_len, &err);
+    return out ? reply_json(c, 200, out) : reply_error(c, &err);
+}
+
 /* ---------------- routing ---------------- */
 
 static route_t route_of(const char *url)
@@ -604,6 +622,8 @@ static route_t route_of(const char *url)
     if (strcmp(url, "/health") == 0) return R_HEALTH;
     if (strcmp(url, "/metrics") == 0) return R_METRICS;
     if (strcmp(url, "/") == 0) return R_PAGE;   /* chat page (issue 12) */
+    if (strcmp(url, "/tokenize") == 0) return R_TOKENIZE;      /* vLLM's paths (no /v1/) */
+    if (strcmp(url, "/detokenize") == 0) return R_DETOKENIZE;
     return R_NONE;
 }
 
@@ -636,7 +656,8 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
 {
     sits_server_t *srv = c->srv;
     sits_srv_error_t err;
-    int is_post_route = c->route == R_COMPLETIONS || c->route == R_CHAT;
+    int is_post_route = has_body(c->route);
+    int authed = strncmp(url, "/v1/", 4) == 0 || c->route == R_TOKENIZE || c->route == R_DETOKENIZE;
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (c->route == R_NONE) {
         sits_srv_error_set(&err, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %.200s",
@@ -644,14 +665,14 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     } else if (is_post_route ? strcmp(method, "POST") != 0 : !get) {
         sits_srv_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
                            "method %s is not allowed on %.200s (use %s)", method, url, is_post_route ? "POST" : "GET");
-    } else if (srv->tenants && strncmp(url, "/v1/", 4) == 0 && (c->tenant = auth_tenant(srv, c->mc)) < 0) {
+    } else if (srv->tenants && authed && (c->tenant = auth_tenant(srv, c->mc)) < 0) {
         c->tenant = 0;
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or unknown API key: send 'Authorization: Bearer <key>' with a key of the tenants file");
-    } else if (!srv->tenants && srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
+    } else if (!srv->tenants && srv->api_key && authed && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or invalid API key: send 'Authorization: Bearer <key>'");
-    } else if (is_post_route && (atomic_load(&srv->draining) || atomic_load(&srv->stopping))) {
+    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT) && (atomic_load(&srv->draining) || atomic_load(&srv->stopping))) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
     } else {
@@ -689,7 +710,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (c->route != R_COMPLETIONS && c->route != R_CHAT) return MHD_YES;
+        if (!has_body(c->route)) return MHD_YES;
         if (c->body_too_big || c->body_len + n > c->srv->max_body) {
             c->body_too_big = 1;
             return MHD_YES;
@@ -714,6 +735,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     case R_MODEL: return handle_models(c, url);
     case R_METRICS: return handle_metrics(c);
     case R_PAGE: return handle_page(c);   /* chat page (issue 12) */
+    case R_TOKENIZE:
+    case R_DETOKENIZE: return handle_tokenize(c);
     case R_HEALTH:
         if (atomic_load(&srv->draining)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
         return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));

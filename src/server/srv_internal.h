@@ -96,6 +96,8 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
 /* The usage chunk: choices [] and usage. */
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
                          int n_prompt, int n_gen, int cached, size_t *len_p);
+/* POST /tokenize (detok 0) or /detokenize (detok 1): the JSON reply (malloc'd), or NULL with err set. */
+char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *body, size_t len, sits_srv_error_t *err);
 /* An error event in a stream (the status line was already sent): data: {"error": {...}}. */
 char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p);
 

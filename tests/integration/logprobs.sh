@@ -15,6 +15,31 @@ REF="$top_srcdir/tests/fixtures/logprobs"
 
 stop() { kill -TERM $srv 2>/dev/null; wait $srv; srv=; }
 
+# api_extras DIR: /tokenize and /detokenize against HF tokenizers (when importable), and
+# usage.prompt_tokens_details.cached_tokens of a repeated prompt (the prefix cache's full blocks)
+api_extras() {
+  if "$PY" -c 'import tokenizers' 2>/dev/null; then
+    "$PY" - "$url" "$1/tokenizer.json" <<'PYEOF' && ok "/tokenize, /detokenize equal HF tokenizers" || bad "/tokenize, /detokenize"
+import json, sys, urllib.request, tokenizers
+url, tok = sys.argv[1], tokenizers.Tokenizer.from_file(sys.argv[2])
+def post(path, body):
+    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+for text in ["Hello world", "def f(x):\n    return x * 2  # doubled", "caf\u00e9 \u2014 na\u00efve \U0001F600", ""]:
+    for special in (True, False):
+        r = post("/tokenize", {"prompt": text, "add_special_tokens": special})
+        want = tok.encode(text, add_special_tokens=special).ids
+        assert r["tokens"] == want and r["count"] == len(want), (text, special, r, want)
+    ids = tok.encode(text).ids
+    assert post("/detokenize", {"tokens": ids})["prompt"] == tok.decode(ids, skip_special_tokens=False), text
+PYEOF
+  else echo "  (no python tokenizers: /tokenize not compared)"; fi
+  local p='{"prompt":"'$(printf 'word %.0s' $(seq 60))'","max_tokens":1}' c1 c2
+  c1=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
+  c2=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
+  [ "$c1" = 0 ] && [ -n "$c2" ] && [ "$c2" -ge 48 ] && ok "cached_tokens: $c1 then $c2" || bad "cached_tokens: $c1 then $c2 (want 0 then >= 48)"
+}
+
 for m in llama_small llama3 qwen2 mistral_sharded demo; do
   if [ $m = demo ]; then dir="$top_srcdir/models/demo"; else
     dir="$tmp/$m"; mkdir -p "$dir"; cp "$FIX/$m"/*.json "$FIX/$m"/*.safetensors "$dir/"
@@ -24,6 +49,7 @@ for m in llama_small llama3 qwen2 mistral_sharded demo; do
   for np in $nps; do
     serve_np $np "$dir" || continue
     if "$PY" "$CHECK" "$url" "$REF/$m.json" "$tmp/$m.$np.json"; then ok "$m tp $np: logprobs vs HF"; else bad "$m tp $np: logprobs vs HF"; fi
+    if [ $m = demo ] && [ $np = 1 ]; then api_extras "$dir"; fi
     if [ $m = llama_small ] && [ $np = 2 ]; then
       for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
                   '{"prompt":"a","logprobs":"x"}:logprobs' '{"prompt":"a","echo":1}:echo' \
