@@ -550,11 +550,9 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
     return 0;
 }
 
-int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, const char *body, size_t len,
-                           sits_srv_request_t *req, sits_srv_error_t *err)
+/* The body as a JSON object whose "model" (when given) is this server's; NULL with err set. */
+static json_t *load_body(const sits_srv_limits_t *lim, const char *body, size_t len, sits_srv_error_t *err)
 {
-    memset(req, 0, sizeof *req);
-    req->kind = kind;
     json_t *root = NULL;
     size_t bad = 0;
     if (!sits_utf8_valid(body, len, &bad)) BAD(NULL, "request body is not valid UTF-8 (byte %zu)", bad);
@@ -562,7 +560,6 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     root = json_loadb(body, len, 0, &jerr);
     if (!root) BAD(NULL, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root)) BAD(NULL, "the request body must be a JSON object");
-
     json_t *model = field(root, "model");
     if (model && !json_is_string(model)) BAD("model", "'model' must be a string");
     if (model && strcmp(json_string_value(model), lim->model_name) != 0) {
@@ -571,6 +568,19 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
                            json_string_value(model), lim->model_name);
         goto fail;
     }
+    return root;
+fail:
+    json_decref(root);
+    return NULL;
+}
+
+int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, const char *body, size_t len,
+                           sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    json_t *root = load_body(lim, body, len, err);
+    if (!root) goto fail;
     if (refuse_unsupported(root, kind, err) != 0) goto fail;
 
     /* sampling */
@@ -863,19 +873,8 @@ char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *bod
     sits_srv_request_t req;
     memset(&req, 0, sizeof req);
     char *out = NULL, *text = NULL;
-    json_t *root = NULL, *o = NULL;
-    size_t bad = 0;
-    if (!sits_utf8_valid(body, len, &bad)) BAD(NULL, "request body is not valid UTF-8 (byte %zu)", bad);
-    json_error_t jerr;
-    root = json_loadb(body, len, 0, &jerr);
-    if (!root) BAD(NULL, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-    if (!json_is_object(root)) BAD(NULL, "the request body must be a JSON object");
-    json_t *model = field(root, "model");
-    if (model && (!json_is_string(model) || strcmp(json_string_value(model), lim->model_name) != 0)) {
-        sits_srv_error_set(err, 404, "invalid_request_error", "model_not_found", "model", "The model does not exist (this server serves '%.200s')",
-                           lim->model_name);
-        goto fail;
-    }
+    json_t *o = NULL, *root = load_body(lim, body, len, err);
+    if (!root) goto fail;
     if (detok) {
         json_t *t = field(root, "tokens");
         if (!json_is_array(t)) BAD("tokens", "'tokens' must be an array of token ids");
