@@ -49,5 +49,5 @@ tests_unit_test_kv_int8_LDADD = $(SITS_LIBS)
 TESTS += tests/unit/test_kv_int8
 # [logprobs] the OpenAI API for real clients (issue 21): logprobs / echo against HF, lm-eval as a client
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh
-EXTRA_DIST += tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/lm_eval.sh \
+EXTRA_DIST += tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
 	tests/ref/gen_logprob_fixtures.py tests/fixtures/logprobs tests/lm_eval

@@ -289,3 +289,66 @@ out:
     free(merged);
     return st;
 }
+
+/* ---- [sampling controls] ---------------------------------------------------------------------- */
+
+static int has_process(const sits_sample_params_t *p)
+{
+    return p->n_bias > 0 || p->presence_penalty != 0 || p->frequency_penalty != 0 ||
+           (p->repetition_penalty > 0 && p->repetition_penalty != 1.0f) || (p->min_p > 0 && !greedy(p));
+}
+
+int sits_sample_wants_process(int n, const sits_sample_params_t *params)
+{
+    for (int i = 0; i < n; i++) if (has_process(&params[i])) return 1;
+    return 0;
+}
+
+sits_status_t sits_sample_process(sits_comm_t *comm, float *logits, int n, int v_start, int v_count,
+                                  const sits_sample_params_t *params)
+{
+    int R = comm->size, need_min_p = 0;
+    for (int i = 0; i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        for (int b = 0; b < p->n_bias; b++) {
+            int32_t id = p->bias[b].id - v_start;
+            if (id >= 0 && id < v_count) row[id] = p->bias[b].bias == -INFINITY ? -INFINITY : row[id] + p->bias[b].bias;
+        }
+        int rep = p->repetition_penalty > 0 && p->repetition_penalty != 1.0f;
+        for (int h = 0; h < p->n_hist; h++) {
+            const sits_sample_hist_t *t = &p->hist[h];
+            int32_t id = t->id - v_start;
+            if (id < 0 || id >= v_count) continue;
+            float l = row[id];
+            if (rep && (t->in_prompt || t->out_count > 0))
+                l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
+            if (t->out_count > 0) l -= p->frequency_penalty * (float)t->out_count + p->presence_penalty;
+            row[id] = l;
+        }
+        if (p->min_p > 0 && !greedy(p)) need_min_p = 1;
+    }
+    if (!need_min_p) return SITS_OK;
+    /* min_p: p_i >= min_p * p_max  <=>  l_i >= l_max + T * log(min_p), l_max over the whole vocabulary */
+    float *mx = malloc(sizeof(float) * (size_t)n * (size_t)(R + 1)), *all = mx + n;
+    if (!mx) return SITS_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        float m = -INFINITY;
+        for (int j = 0; j < v_count; j++) if (row[j] > m) m = row[j];
+        mx[i] = m;
+    }
+    sits_status_t st = R > 1 ? comm->ops->allgather(comm, mx, all, sizeof(float) * (size_t)n) : SITS_OK;
+    if (R == 1) memcpy(all, mx, sizeof(float) * (size_t)n);
+    for (int i = 0; st == SITS_OK && i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        if (!(p->min_p > 0 && !greedy(p))) continue;
+        float m = -INFINITY;
+        for (int r = 0; r < R; r++) if (all[(size_t)r * n + i] > m) m = all[(size_t)r * n + i];
+        float cut = m + p->temperature * logf(p->min_p);
+        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        for (int j = 0; j < v_count; j++) if (row[j] < cut) row[j] = -INFINITY;
+    }
+    free(mx);
+    return st;
+}

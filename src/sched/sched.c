@@ -8,6 +8,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ struct sits_req {
     int logprobs, top_logprobs, prompt_logprobs;
     sits_logprob_t *glp, *plp;
     int n_lp_rows;               /* scheduler thread: prompt-logprob rows of this request in the step in flight */
+    /* [sampling controls] logit_bias (copied), min_tokens */
+    sits_sample_bias_t *bias;
+    int n_bias, min_tokens;
     /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
     double t_queued, t_scheduled, t_first_token;
     int n_preempted, n_prefix_hit;
@@ -90,6 +94,11 @@ struct sits_sched {
     double weight[SITS_MAX_TENANTS], vt[SITS_MAX_TENANTS];  /* virtual time = tokens served / weight */
     int prio[SITS_MAX_TENANTS], active[SITS_MAX_TENANTS];    /* active: waiting + running requests */
     sits_sample_params_t *sp;
+    /* [sampling controls] the step's bias and history lists (the rows of sp point into them) */
+    sits_sample_bias_t *pbias;
+    sits_sample_hist_t *phist;
+    int64_t *pkeys;
+    size_t n_pbias, cap_pbias, n_phist, cap_phist, cap_pkeys;
     /* [kv offload] the orders of the next KV_SWAP plan, the slots of requests that ended swapped out */
     int32_t *sw_kind, *sw_slot, *sw_idx, *sw_bt;  /* [max_num_seqs] x 3, [max_num_seqs * max_blocks_per_seq] */
     sits_kv_swap_result_t *sw_res;                /* [max_num_seqs] */
@@ -136,6 +145,7 @@ static void req_unref(sits_req_t *q)
     free(q->hashes);
     free(q->glp);
     free(q->plp);
+    free(q->bias);
     free(q);
 }
 
@@ -180,10 +190,18 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->hashes = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(uint64_t));
     q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
     q->glp = p->logprobs ? calloc((size_t)p->max_tokens, sizeof *q->glp) : NULL;
+    q->bias = p->n_bias > 0 ? malloc(sizeof *q->bias * (size_t)p->n_bias) : NULL;
+    if (p->n_bias > 0 && !q->bias) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q);
+        return SITS_ERR_NOMEM;
+    }
+    if (p->n_bias > 0) memcpy(q->bias, p->bias, sizeof *q->bias * (size_t)p->n_bias);
+    q->n_bias = p->n_bias > 0 ? p->n_bias : 0;
+    q->min_tokens = p->min_tokens;
     q->plp = p->prompt_logprobs ? calloc((size_t)p->n_prompt, sizeof *q->plp) : NULL;
     if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids) || (p->logprobs && !q->glp) ||
         (p->prompt_logprobs && !q->plp)) {
-        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q);
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q->bias); free(q);
         return SITS_ERR_NOMEM;
     }
     memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
@@ -366,6 +384,9 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->batch);
     free(s->tok);
     free(s->rows);
+    free(s->pbias);
+    free(s->phist);
+    free(s->pkeys);
     free(s->bt);
     free(s->sp);
     free(s->itl_t);
@@ -940,12 +961,68 @@ static void update_gauges(sits_sched_t *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Grows *buf (elements of size el) to hold need; 0 ok, -1 out of memory. */
+static int grow(void **buf, size_t *cap, size_t need, size_t el)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *nb = realloc(*buf, c * el);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = c;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* [sampling controls] q's sampled row sp: its logit_bias, the min_tokens bans (eos and stop ids
+ * while fewer than min_tokens were generated) and, when a penalty is on, its token history
+ * (unique ids, generated counts, prompt presence), appended to the step's lists. sp->bias / hist
+ * are set by the caller once every row is in. 0 ok, -1 out of memory. */
+static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp)
+{
+    const sits_model_config_t *c = &s->r->cfg;
+    int ban = q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
+    sp->n_bias = q->n_bias + ban;
+    sp->n_hist = 0;
+    if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
+    memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);
+    s->n_pbias += (size_t)q->n_bias;
+    for (int i = 0; i < ban; i++)
+        s->pbias[s->n_pbias++] = (sits_sample_bias_t){ i < c->n_eos ? c->eos_token_ids[i] : q->stop_ids[i - c->n_eos], -INFINITY };
+    int rep = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
+    if (!rep && sp->presence_penalty == 0 && sp->frequency_penalty == 0) return 0;
+    /* keys: id * 2 + (generated), sorted: runs of one id, prompt occurrences first */
+    int n = q->n_prompt + q->n_gen;
+    if (grow((void **)&s->pkeys, &s->cap_pkeys, (size_t)n, sizeof *s->pkeys) != 0) return -1;
+    for (int i = 0; i < n; i++) s->pkeys[i] = (int64_t)q->tokens[i] * 2 + (i >= q->n_prompt);
+    qsort(s->pkeys, (size_t)n, sizeof *s->pkeys, cmp_i64);
+    for (int i = 0; i < n;) {
+        int32_t id = (int32_t)(s->pkeys[i] / 2);
+        int in_prompt = 0, outs = 0;
+        for (; i < n && s->pkeys[i] / 2 == id; i++) {
+            if (s->pkeys[i] & 1) outs++;
+            else in_prompt = 1;
+        }
+        if (grow((void **)&s->phist, &s->cap_phist, s->n_phist + 1, sizeof *s->phist) != 0) return -1;
+        s->phist[s->n_phist++] = (sits_sample_hist_t){ id, outs, in_prompt };
+        sp->n_hist++;
+    }
+    return 0;
+}
+
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
  * starts computing as soon as it has it). */
 static sits_status_t step_launch(sits_sched_t *s, int nb)
 {
     sits_runner_t *r = s->r;
     int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
+    s->n_pbias = s->n_phist = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         for (int j = 0; j < q->take; j++) {
@@ -970,8 +1047,17 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             s->sp[no].logprobs = q->logprobs;
             s->sp[no].top_logprobs = q->top_logprobs;
             s->sp[no].lp_target = -1;
+            if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
             no++;
         }
+    }
+    /* [sampling controls] the lists may have moved while they grew: point the rows at them now */
+    size_t ob = 0, oh = 0;
+    for (int i = 0; i < no; i++) {
+        s->sp[i].bias = s->sp[i].n_bias ? s->pbias + ob : NULL;
+        s->sp[i].hist = s->sp[i].n_hist ? s->phist + oh : NULL;
+        ob += (size_t)s->sp[i].n_bias;
+        oh += (size_t)s->sp[i].n_hist;
     }
     s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,

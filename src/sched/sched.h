@@ -38,6 +38,12 @@ typedef struct {
      * alternatives; prompt_logprobs: the same for every prompt token after the first (echo). A request
      * with prompt_logprobs does not start from the prefix cache (its prompt's logits are needed). */
     int logprobs, top_logprobs, prompt_logprobs;
+    /* [sampling controls] sample's penalties and min_p apply as sample.h says; bias[n_bias] (copied;
+     * ids in the vocabulary) is logit_bias; min_tokens bans the eos and stop ids until that many
+     * tokens were generated. */
+    const sits_sample_bias_t *bias;
+    int n_bias;
+    int min_tokens;
 } sits_req_params_t;
 
 typedef struct sits_req sits_req_t;

@@ -5,8 +5,10 @@
  * Validation answers 400 invalid_request_error (param names the field) for wrong types and ranges,
  * 404 model_not_found for another model, 400 context_length_exceeded when prompt + max_tokens does
  * not fit max_model_len. JSON null counts as "absent" for optional fields (clients send nulls).
- * Features we do not implement (n > 1, penalties, logit_bias, tools, suffix) are refused with 400 rather
- * than silently ignored. [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. */
+ * Features we do not implement (n > 1, tools, suffix) are refused with 400 rather than silently ignored.
+ * [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. [sampling controls]
+ * presence / frequency / repetition penalties, logit_bias, min_p, min_tokens, stop_token_ids,
+ * include_stop_str_in_output, skip_special_tokens (vLLM's names and ranges). */
 #include "server/srv_internal.h"
 #include "util/log.h"
 
@@ -111,6 +113,75 @@ static int parse_logprobs(json_t *root, sits_srv_kind_t kind, sits_srv_request_t
     }
     req->top_logprobs = (int)n;
     return get_bool(root, "return_tokens_as_token_ids", &req->lp_ids, err);
+}
+
+/* [sampling controls] everything but min_tokens (checked against max_tokens by the caller). */
+static int parse_controls(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    double pres = 0, freq = 0, rep = 1, min_p = 0;
+    if (get_number(root, "presence_penalty", -2.0, 0, 2.0, &pres, err) != 0) return -1;
+    if (get_number(root, "frequency_penalty", -2.0, 0, 2.0, &freq, err) != 0) return -1;
+    if (get_number(root, "repetition_penalty", 0.0, 1, 10.0, &rep, err) != 0) return -1;
+    if (get_number(root, "min_p", 0.0, 0, 1.0, &min_p, err) != 0) return -1;
+    req->sample.presence_penalty = (float)pres;
+    req->sample.frequency_penalty = (float)freq;
+    req->sample.repetition_penalty = (float)rep;
+    req->sample.min_p = (float)min_p;
+    json_t *b = field(root, "logit_bias");
+    if (b) {
+        if (!json_is_object(b) || json_object_size(b) > 1024) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                               "'logit_bias' must be an object of at most 1024 \"token id\": bias entries");
+            return -1;
+        }
+        req->bias = malloc(sizeof *req->bias * (json_object_size(b) + 1));
+        if (!req->bias) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        const char *key;
+        json_t *val;
+        json_object_foreach(b, key, val) {
+            char *end = NULL;
+            long id = strtol(key, &end, 10);
+            if (!*key || *end || id < 0 || id >= lim->vocab_size) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                                   "logit_bias key '%.40s' is not a token id in [0, %d)", key, lim->vocab_size);
+                return -1;
+            }
+            double x = json_is_number(val) ? json_number_value(val) : NAN;
+            if (!(x >= -100 && x <= 100)) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                                   "logit_bias[%ld] must be a number in [-100, 100]", id);
+                return -1;
+            }
+            req->bias[req->n_bias++] = (sits_sample_bias_t){ (int32_t)id, (float)x };
+        }
+    }
+    json_t *st = field(root, "stop_token_ids");
+    if (st) {
+        if (!json_is_array(st) || json_array_size(st) > 64) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");
+            return -1;
+        }
+        req->stop_token_ids = malloc(sizeof(int32_t) * (json_array_size(st) + 1));
+        if (!req->stop_token_ids) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < json_array_size(st); i++) {
+            json_t *e = json_array_get(st, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= lim->vocab_size) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "stop_token_ids",
+                                   "stop_token_ids[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
+                return -1;
+            }
+            req->stop_token_ids[req->n_stop_token_ids++] = (int32_t)json_integer_value(e);
+        }
+    }
+    req->skip_special = 1;
+    if (get_bool(root, "include_stop_str_in_output", &req->include_stop_str, err) != 0) return -1;
+    return get_bool(root, "skip_special_tokens", &req->skip_special, err);
 }
 
 /* Optional integer; *present_p tells whether it was given. */
@@ -496,21 +567,6 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is only supported by /v1/completions");
         return -1;
     }
-    static const char *const penalties[] = { "presence_penalty", "frequency_penalty" };
-    for (int i = 0; i < 2; i++) {
-        double x = 0;
-        if (get_number(root, penalties[i], -2.0, 0, 2.0, &x, err) != 0) return -1;
-        if (x != 0) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, penalties[i], "'%s' is not supported",
-                               penalties[i]);
-            return -1;
-        }
-    }
-    v = field(root, "logit_bias");
-    if (v && (!json_is_object(v) || json_object_size(v) != 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias", "logit_bias is not supported");
-        return -1;
-    }
     v = field(root, "tools");
     if (v && !json_is_null(v)) {
         /* the template renders tools, but the model's tool calls are not parsed yet: only tool_choice "none"
@@ -599,6 +655,9 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     req->sample.seed = (uint64_t)seed;
     if (get_bool(root, "ignore_eos", &req->ignore_eos, err) != 0) goto fail;
     if (parse_logprobs(root, kind, req, err) != 0) goto fail;
+    if (parse_controls(lim, root, req, err) != 0) goto fail;
+    json_int_t min_tokens = 0;
+    if (get_int(root, "min_tokens", &min_tokens, NULL, err) != 0) goto fail;
 
     /* max_tokens (chat: max_completion_tokens wins, as in OpenAI's newer API) */
     int has_mct = 0;
@@ -656,6 +715,9 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     if (!has_max) max_tokens = kind == SITS_SRV_COMPLETIONS && lim->default_max_tokens < room ? lim->default_max_tokens
                                                                                               : room;
     req->max_tokens = (int)max_tokens;
+    if (min_tokens < 0 || min_tokens > max_tokens)
+        BAD("min_tokens", "'min_tokens' must be in [0, max_tokens = %lld], got %lld", (long long)max_tokens, (long long)min_tokens);
+    req->min_tokens = (int)min_tokens;
     json_decref(root);
     return 0;
 fail:
@@ -670,6 +732,12 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->prompt = NULL;
     free(req->echo_text);
     req->echo_text = NULL;
+    free(req->bias);
+    req->bias = NULL;
+    req->n_bias = 0;
+    free(req->stop_token_ids);
+    req->stop_token_ids = NULL;
+    req->n_stop_token_ids = 0;
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     req->n_stop = 0;
 }

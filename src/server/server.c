@@ -195,10 +195,12 @@ static void gen_over(conn_t *c, sits_finish_t f)
     c->t_over = now_s();
 }
 
-static int is_stop_id(const sits_server_t *srv, int32_t id)
+static int is_stop_id(const conn_t *c, int32_t id)
 {
-    for (size_t i = 0; i < srv->n_stop_ids; i++)
-        if (srv->stop_ids[i] == id) return 1;
+    for (size_t i = 0; i < c->srv->n_stop_ids; i++)
+        if (c->srv->stop_ids[i] == id) return 1;
+    for (int i = 0; i < c->rq.n_stop_token_ids; i++)   /* the request's stop_token_ids */
+        if (c->rq.stop_token_ids[i] == id) return 1;
     return 0;
 }
 
@@ -224,7 +226,7 @@ static void gen_poll(conn_t *c)
         /* eos / stop ids end the output; they are not text (even when not special tokens) */
         int m = 0;
         for (int i = 0; i < n; i++)
-            if (c->rq.ignore_eos || !is_stop_id(srv, toks[i])) toks[m++] = toks[i];
+            if (c->rq.ignore_eos || !is_stop_id(c, toks[i])) toks[m++] = toks[i];
         sits_status_t st = sits_srv_textout_push(&c->to, toks, m);
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
@@ -260,35 +262,50 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
-    if (sits_srv_textout_init(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len,
-                              c->rq.n_stop) != SITS_OK) {
+    if (sits_srv_textout_init_ex(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
+                                 c->rq.skip_special, c->rq.include_stop_str) != SITS_OK) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
     c->to_valid = 1;
-    if (srv->tenants) {
-        int lim = srv->tenants->t[c->tenant].max_concurrent;
-        if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
-            atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-            sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
-                               "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
-            return -1;
-        }
-        if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
+    if (c->rq.logprobs && !srv->api->logprobs) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
+        return -1;
     }
     sits_req_params_t p = {
         .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
         .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
         .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
+        .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens,
     };
+    int32_t *stops = NULL;
+    if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */
+        stops = malloc(sizeof *stops * (srv->n_stop_ids + (size_t)c->rq.n_stop_token_ids));
+        if (!stops) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        if (srv->n_stop_ids) memcpy(stops, srv->stop_ids, sizeof *stops * srv->n_stop_ids);
+        memcpy(stops + srv->n_stop_ids, c->rq.stop_token_ids, sizeof *stops * (size_t)c->rq.n_stop_token_ids);
+        p.stop_ids = stops;
+        p.n_stop_ids = (int)srv->n_stop_ids + c->rq.n_stop_token_ids;
+    }
     if (p.max_tokens == 0) p.max_tokens = 1;   /* echo scoring: one step computes the prompt's logits */
-    if (c->rq.logprobs && !srv->api->logprobs) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
-        return -1;
+    if (srv->tenants) {
+        int lim = srv->tenants->t[c->tenant].max_concurrent;
+        if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
+            atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
+            sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
+                               "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
+            free(stops);
+            return -1;
+        }
+        if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
     }
     char msg[256] = "";
     sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    free(stops);   /* submit copied them */
     if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
     if (st == SITS_ERR_BUSY) {
         sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,

@@ -61,6 +61,12 @@ typedef struct {
      * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */
     int logprobs, top_logprobs, echo;
     int lp_ids;               /* return_tokens_as_token_ids (vLLM): tokens as "token_id:N" */
+    /* [sampling controls] (penalties and min_p are in sample) */
+    sits_sample_bias_t *bias;      /* logit_bias, malloc'd */
+    int n_bias, min_tokens;
+    int32_t *stop_token_ids;       /* malloc'd; with the model's stop ids they end generation */
+    int n_stop_token_ids;
+    int include_stop_str, skip_special;
     char *echo_text;
     size_t echo_len;
 } sits_srv_request_t;
@@ -113,10 +119,14 @@ typedef struct {
     char *out;            /* released, not yet taken by the caller */
     size_t out_len, out_cap;
     int stopped;          /* a stop string matched; later pushes are ignored */
+    int include_stop;     /* include_stop_str_in_output: the matched stop string is released too */
 } sits_srv_textout_t;
 
 sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
                                     const size_t *stop_len, int n_stop);
+/* [sampling controls] skip_special 0 keeps special tokens' text (skip_special_tokens false). */
+sits_status_t sits_srv_textout_init_ex(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
+                                       const size_t *stop_len, int n_stop, int skip_special, int include_stop);
 sits_status_t sits_srv_textout_push(sits_srv_textout_t *t, const int32_t *ids, int n);
 /* End of generation: flush the detokenizer, release what is held (after a last stop check). */
 sits_status_t sits_srv_textout_finish(sits_srv_textout_t *t);

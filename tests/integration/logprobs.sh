@@ -1,9 +1,11 @@
 #!/bin/bash
-# [logprobs] completions echo + logprobs against HF transformers (tests/fixtures/logprobs, written by
+# [logprobs] [sampling controls] completions echo + logprobs against HF transformers (tests/fixtures/logprobs, written by
 # tests/ref/gen_logprob_fixtures.py) on the fixture checkpoints and the demo model, served at TP 1, 2
 # (and 4 for llama_small) on the CPU: prompt and generated tokens' logprobs within 1e-4 (+1e-4 rel),
 # greedy tokens identical, top-5 alternatives; the TP sizes against each other; bad logprob
-# parameters answered 400 naming the parameter.
+# parameters answered 400 naming the parameter; the sampling controls (controls_check.py: penalties,
+# logit_bias, min_tokens vs HF logits processors, min_p, stop_token_ids, include_stop_str_in_output)
+# on llama_small and the demo model.
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
@@ -49,13 +51,22 @@ for m in llama_small llama3 qwen2 mistral_sharded demo; do
   for np in $nps; do
     serve_np $np "$dir" || continue
     if "$PY" "$CHECK" "$url" "$REF/$m.json" "$tmp/$m.$np.json"; then ok "$m tp $np: logprobs vs HF"; else bad "$m tp $np: logprobs vs HF"; fi
+    if [ $m = llama_small ] || [ $m = demo ]; then
+      if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/$m.json"; then ok "$m tp $np: sampling controls vs HF processors"
+      else bad "$m tp $np: sampling controls vs HF processors"; fi
+    fi
     if [ $m = demo ] && [ $np = 1 ]; then api_extras "$dir"; fi
     if [ $m = llama_small ] && [ $np = 2 ]; then
       for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
                   '{"prompt":"a","logprobs":"x"}:logprobs' '{"prompt":"a","echo":1}:echo' \
                   '{"prompt":"a","max_tokens":0}:max_tokens' '{"prompt":"a","echo":true,"stream":true}:echo' \
                   '{"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}:top_logprobs' \
-                  '{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}:top_logprobs'; do
+                  '{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}:top_logprobs' \
+                  '{"prompt":"a","logit_bias":{"512":1}}:logit_bias' '{"prompt":"a","logit_bias":{"5":101}}:logit_bias' \
+                  '{"prompt":"a","logit_bias":{"x":1}}:logit_bias' '{"prompt":"a","min_tokens":5,"max_tokens":2}:min_tokens' \
+                  '{"prompt":"a","repetition_penalty":0}:repetition_penalty' '{"prompt":"a","presence_penalty":3}:presence_penalty' \
+                  '{"prompt":"a","frequency_penalty":-2.5}:frequency_penalty' '{"prompt":"a","min_p":1.5}:min_p' \
+                  '{"prompt":"a","stop_token_ids":[512]}:stop_token_ids' '{"prompt":"a","n":0}:n'; do
         b=${body%:*}; want=${body##*:}
         ep=completions; case $b in *messages*) ep=chat/completions;; esac
         r=$(curl -s -w ' %{http_code}' "$url/v1/$ep" -d "$b")

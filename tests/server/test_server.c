@@ -595,7 +595,9 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { C, "{\"prompt\":\"x\",\"echo\":\"yes\"}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"presence_penalty\":1}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"logit_bias\":{\"999999\":1}}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"min_tokens\":9,\"max_tokens\":2}", 400, NULL },
         { C, long_prompt, 400, "context_length_exceeded" },
         { C, fill_prompt, 400, "context_length_exceeded" },
         { H, "{\"max_tokens\":5}", 400, NULL },                        /* missing messages */
