@@ -547,17 +547,17 @@ static int parse_stop(json_t *root, sits_srv_request_t *req, sits_srv_error_t *e
 /* Fields we refuse when they ask for something we do not do. */
 static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error_t *err)
 {
-    json_int_t iv = 1;
+    json_int_t iv = 1, n = 1;
     int present = 0;
-    if (get_int(root, "n", &iv, &present, err) != 0) return -1;
-    if (present && iv != 1) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "n", "only n = 1 is supported, got %lld",
-                           (long long)iv);
+    if (get_int(root, "n", &n, &present, err) != 0) return -1;
+    if (present && (n < 1 || n > SITS_SRV_MAX_N)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "n", "'n' must be in [1, %d], got %lld", SITS_SRV_MAX_N,
+                           (long long)n);
         return -1;
     }
     if (get_int(root, "best_of", &iv, &present, err) != 0) return -1;
-    if (present && iv != 1) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "best_of", "only best_of = 1 is supported");
+    if (present && iv != n) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "best_of", "only best_of = n is supported");
         return -1;
     }
     json_t *v;
@@ -638,6 +638,9 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     json_t *root = load_body(lim, body, len, err);
     if (!root) goto fail;
     if (refuse_unsupported(root, kind, err) != 0) goto fail;
+    json_int_t n_choices = 1;
+    if (get_int(root, "n", &n_choices, NULL, err) != 0) goto fail;
+    req->n = (int)n_choices;
 
     /* sampling */
     double temperature = lim->gen.has_temperature ? lim->gen.temperature : 1.0;
@@ -850,22 +853,24 @@ json_t *sits_srv_logprobs_json(sits_srv_kind_t kind, const sits_tokenizer_t *tok
     return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops, "text_offset", offs);
 }
 
-char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen,
-                             json_t *logprobs, int cached)
+json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, size_t text_len, const char *finish,
+                             json_t *logprobs)
 {
-    json_t *choice;
     json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS)
-        choice = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", text, text_len, "logprobs", lp, "finish_reason",
-                           finish);
-    else
-        choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", 0, "message", "role", "assistant", "content",
-                           text, text_len, "logprobs", lp, "finish_reason", finish);
-    if (!choice) return NULL;
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", id, "object",
+        return json_pack("{s:i, s:s%, s:o, s:s}", "index", index, "text", text, text_len, "logprobs", lp, "finish_reason",
+                         finish);
+    return json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", index, "message", "role", "assistant", "content", text,
+                     text_len, "logprobs", lp, "finish_reason", finish);
+}
+
+char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
+                             int n_prompt, int n_gen, int cached)
+{
+    if (!choices) return NULL;
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion", "created",
-                          (json_int_t)created, "model", model, "choices", choice, "usage", usage_obj(n_prompt, n_gen, cached));
+                          (json_int_t)created, "model", model, "choices", choices, "usage", usage_obj(n_prompt, n_gen, cached));
     if (!o) return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -891,7 +896,7 @@ static char *sse_event(json_t *o, size_t *len_p)
     return s;
 }
 
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
                          const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
                          json_t *logprobs, size_t *len_p)
 {
@@ -899,13 +904,13 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
     json_t *fin = finish ? json_string(finish) : json_null();
     json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS) {
-        choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", 0, "text", text ? text : "", text ? text_len : 0,
+        choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", index, "text", text ? text : "", text ? text_len : 0,
                            "logprobs", lp, "finish_reason", fin);
     } else {
         json_t *delta = json_object();
         if (delta && role) json_object_set_new(delta, "role", json_string(role));
         if (delta && text) json_object_set_new(delta, "content", json_stringn(text, text_len));
-        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", lp, "finish_reason", fin);
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs", lp, "finish_reason", fin);
     }
     if (!choice) return NULL;
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",

@@ -68,6 +68,19 @@ static int has_body(route_t r)
     return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
 }
 
+/* [n] One choice of a request: its own sequence in the scheduler, its own text. */
+typedef struct {
+    sits_req_t *req;
+    int cancelled;
+    int over;               /* finished, stop string, cancelled or error */
+    sits_finish_t finish;
+    int n_gen;
+    int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
+    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
+    sits_srv_textout_t to;
+    int to_valid;
+} choice_t;
+
 typedef struct {
     sits_server_t *srv;
     struct MHD_Connection *mc;
@@ -83,16 +96,12 @@ typedef struct {
     /* generation */
     sits_srv_request_t rq;
     int rq_valid;
-    sits_req_t *req;
-    int cancelled;
-    int over;               /* no more output: finished, stop string, cancelled or error */
-    sits_finish_t finish;
+    choice_t *ch;           /* [n] rq.n choices (NULL until gen_start) */
+    int n_ch;               /* choices submitted */
+    int started;            /* every choice was submitted (counted in inflight) */
+    int over;               /* no more output from any choice */
     double t_last, t_over;
-    int n_gen;
-    int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
-    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
-    sits_srv_textout_t to;
-    int to_valid;
+    int n_gen;              /* tokens generated over all choices */
     char id[48];
     long long created;
     /* streaming */
@@ -180,19 +189,42 @@ static int peer_closed(struct MHD_Connection *mc)
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+static void choice_cancel(conn_t *c, choice_t *g)
+{
+    if (g->req && !g->cancelled) {
+        g->cancelled = 1;
+        c->srv->api->cancel(g->req);
+    }
+}
+
 static void gen_cancel(conn_t *c)
 {
-    if (c->req && !c->cancelled) {
-        c->cancelled = 1;
-        c->srv->api->cancel(c->req);
-    }
+    for (int i = 0; i < c->n_ch; i++) choice_cancel(c, &c->ch[i]);
+}
+
+/* g ends with f; the request is over once every choice is. */
+static void choice_over(conn_t *c, choice_t *g, sits_finish_t f)
+{
+    g->over = 1;
+    g->finish = f;
+    for (int i = 0; i < c->n_ch; i++) if (!c->ch[i].over) return;
+    c->over = 1;
+    c->t_over = now_s();
 }
 
 static void gen_over(conn_t *c, sits_finish_t f)
 {
+    for (int i = 0; i < c->n_ch; i++) if (!c->ch[i].over) choice_over(c, &c->ch[i], f);
     c->over = 1;
-    c->finish = f;
     c->t_over = now_s();
+}
+
+/* The request's finish reason for metrics and logs: an error or abort of any choice, else choice 0's. */
+static sits_finish_t gen_finish(const conn_t *c)
+{
+    for (int i = 0; i < c->n_ch; i++)
+        if (c->ch[i].finish == SITS_FINISH_ERROR || c->ch[i].finish == SITS_FINISH_CANCELLED) return c->ch[i].finish;
+    return c->n_ch ? c->ch[0].finish : SITS_FINISH_NONE;
 }
 
 static int is_stop_id(const conn_t *c, int32_t id)
@@ -204,13 +236,13 @@ static int is_stop_id(const conn_t *c, int32_t id)
     return 0;
 }
 
-/* One slice: wait up to NEXT_TIMEOUT_MS for tokens and turn them into text (c->to.out). */
-static void gen_poll(conn_t *c)
+/* One choice's slice: wait up to timeout_ms for its tokens and turn them into text (g->to.out). */
+static void choice_poll(conn_t *c, choice_t *g, int timeout_ms)
 {
     sits_server_t *srv = c->srv;
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
-    int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, NEXT_TIMEOUT_MS);
+    int n = srv->api->next(g->req, toks, TOK_BATCH, &fin, timeout_ms);
     if (n > 0 && c->rq.max_tokens == 0) n = 0;   /* [logprobs] echo scoring: the one token generated is not output */
     if (n > 0) {
         double t = now_s();
@@ -223,32 +255,45 @@ static void gen_poll(conn_t *c)
         }
         c->t_last = t;
         c->n_gen += n;
+        g->n_gen += n;
         /* eos / stop ids end the output; they are not text (even when not special tokens) */
         int m = 0;
         for (int i = 0; i < n; i++)
             if (c->rq.ignore_eos || !is_stop_id(c, toks[i])) toks[m++] = toks[i];
-        sits_status_t st = sits_srv_textout_push(&c->to, toks, m);
+        sits_status_t st = sits_srv_textout_push(&g->to, toks, m);
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
-            gen_cancel(c);
-            gen_over(c, SITS_FINISH_ERROR);
+            choice_cancel(c, g);
+            choice_over(c, g, SITS_FINISH_ERROR);
             return;
         }
-        if (c->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
-            gen_cancel(c);
-            gen_over(c, SITS_FINISH_STOP);
+        if (g->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
+            choice_cancel(c, g);
+            choice_over(c, g, SITS_FINISH_STOP);
             return;
         }
     }
     if (n < 0) fin = SITS_FINISH_ERROR;
     if (fin == SITS_FINISH_NONE && atomic_load(&srv->stopping)) {
-        gen_cancel(c);
+        choice_cancel(c, g);
         fin = SITS_FINISH_CANCELLED;
     }
     if (fin != SITS_FINISH_NONE) {
-        gen_over(c, fin);
-        if (sits_srv_textout_finish(&c->to) != SITS_OK) c->finish = SITS_FINISH_ERROR;
-        if (c->to.stopped) c->finish = SITS_FINISH_STOP;
+        if (sits_srv_textout_finish(&g->to) != SITS_OK) fin = SITS_FINISH_ERROR;
+        else if (g->to.stopped) fin = SITS_FINISH_STOP;
+        choice_over(c, g, fin);
+    }
+}
+
+/* One slice over the choices: the first running one waits up to NEXT_TIMEOUT_MS, the others only
+ * take what is there. */
+static void gen_poll(conn_t *c)
+{
+    int waited = 0;
+    for (int i = 0; i < c->n_ch; i++) {
+        if (c->ch[i].over) continue;
+        choice_poll(c, &c->ch[i], waited ? 0 : NEXT_TIMEOUT_MS);
+        waited = 1;
     }
 }
 
@@ -262,12 +307,20 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
-    if (sits_srv_textout_init_ex(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
-                                 c->rq.skip_special, c->rq.include_stop_str) != SITS_OK) {
+    int n = c->rq.n > 0 ? c->rq.n : 1;
+    c->ch = calloc((size_t)n, sizeof *c->ch);
+    if (!c->ch) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    c->to_valid = 1;
+    for (int i = 0; i < n; i++) {
+        if (sits_srv_textout_init_ex(&c->ch[i].to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
+                                     c->rq.skip_special, c->rq.include_stop_str) != SITS_OK) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        c->ch[i].to_valid = 1;
+    }
     if (c->rq.logprobs && !srv->api->logprobs) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
         return -1;
@@ -304,8 +357,15 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
     }
     char msg[256] = "";
-    sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    sits_status_t st = SITS_OK;
+    /* [n] one sequence per choice; choice i > 0 samples with its own seed */
+    for (int i = 0; i < n && st == SITS_OK; i++) {
+        p.sample.seed = i ? mix64(c->rq.sample.seed + (uint64_t)i) : c->rq.sample.seed;
+        st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
+        if (st == SITS_OK) c->n_ch = i + 1;
+    }
     free(stops);   /* submit copied them */
+    if (st != SITS_OK) gen_cancel(c);   /* the choices already in (completed() releases them) */
     if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
     if (st == SITS_ERR_BUSY) {
         sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
@@ -323,6 +383,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         return -1;
     }
     atomic_fetch_add(&srv->inflight, 1);
+    c->started = 1;
     c->t_last = c->t_arrival;
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     return 0;
@@ -336,19 +397,19 @@ static void gen_restore_timeout(conn_t *c)
 
 static int cached_tokens(conn_t *c)
 {
-    return c->srv->api->cached_tokens ? c->srv->api->cached_tokens(c->req) : -1;
+    return c->srv->api->cached_tokens && c->n_ch ? c->srv->api->cached_tokens(c->ch[0].req) : -1;
 }
 
-/* [logprobs] The choice's logprobs of generated tokens [from, to) (and of the prompt when prompt is
+/* [logprobs] Choice g's logprobs of generated tokens [from, to) (and of the prompt when prompt is
  * set) into *lp_p. Returns 0, or -1 when out of memory. */
-static int logprobs_json(conn_t *c, int prompt, int from, int to, size_t base, json_t **lp_p)
+static int logprobs_json(conn_t *c, const choice_t *g, int prompt, int from, int to, size_t base, json_t **lp_p)
 {
     sits_server_t *srv = c->srv;
     int np = prompt ? c->rq.n_prompt : 0, ng = to > from ? to - from : 0;
     sits_logprob_t *buf = calloc((size_t)(np + ng) + 1, sizeof *buf);
     if (!buf) return -1;
-    int got_p = np > 0 ? srv->api->logprobs(c->req, 1, 0, np, buf) : 0;
-    int got_g = ng > 0 ? srv->api->logprobs(c->req, 0, from, ng, buf + got_p) : 0;
+    int got_p = np > 0 ? srv->api->logprobs(g->req, 1, 0, np, buf) : 0;
+    int got_g = ng > 0 ? srv->api->logprobs(g->req, 0, from, ng, buf + got_p) : 0;
     *lp_p = sits_srv_logprobs_json(c->rq.kind, srv->lim.tok, buf, got_p, c->rq.prompt, buf + got_p, got_g, base, c->rq.lp_ids);
     free(buf);
     return *lp_p ? 0 : -1;
@@ -376,6 +437,28 @@ static char *echo_text(conn_t *c, const char *text, size_t text_len, size_t *len
     return out;
 }
 
+/* Choice i of a whole response (a new reference; NULL when out of memory). */
+static json_t *whole_choice(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    json_t *lp = NULL;
+    if (c->rq.logprobs && logprobs_json(c, g, c->rq.echo, 0, g->n_gen, 0, &lp) != 0) return NULL;
+    const char *text = g->to.out ? g->to.out : "";
+    size_t text_len = g->to.out_len;
+    char *joined = NULL;
+    if (c->rq.echo) {   /* the prompt's text, then the output */
+        joined = echo_text(c, text, text_len, &text_len);
+        if (!joined) {
+            json_decref(lp);
+            return NULL;
+        }
+        text = joined;
+    }
+    json_t *o = sits_srv_choice_json(c->rq.kind, i, text, text_len, sits_srv_finish_str(g->finish), lp);
+    free(joined);
+    return o;
+}
+
 static enum MHD_Result run_whole(conn_t *c)
 {
     sits_server_t *srv = c->srv;
@@ -389,34 +472,30 @@ static enum MHD_Result run_whole(conn_t *c)
     }
     gen_restore_timeout(c);
     sits_srv_error_t err;
-    if (c->finish == SITS_FINISH_ERROR) {
+    sits_finish_t f = gen_finish(c);
+    if (f == SITS_FINISH_ERROR) {
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
         return reply_error(c, &err);
     }
-    if (c->finish == SITS_FINISH_CANCELLED && atomic_load(&srv->stopping)) {
+    if (f == SITS_FINISH_CANCELLED && atomic_load(&srv->stopping)) {
         sits_srv_error_set(&err, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return reply_error(c, &err);
     }
-    json_t *lp = NULL;
-    if (c->rq.logprobs && logprobs_json(c, c->rq.echo, 0, c->n_gen, 0, &lp) != 0) {
+    json_t *choices = json_array();
+    for (int i = 0; choices && i < c->n_ch; i++) {
+        json_t *o = whole_choice(c, i);
+        if (!o || json_array_append_new(choices, o) != 0) {
+            json_decref(choices);
+            choices = NULL;
+        }
+    }
+    if (!choices) {
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
         return reply_error(c, &err);
     }
-    const char *text = c->to.out ? c->to.out : "";
-    size_t text_len = c->to.out_len;
-    char *joined = NULL;
-    if (c->rq.echo) {   /* the prompt's text, then the output */
-        joined = echo_text(c, text, text_len, &text_len);
-        if (!joined) {
-            json_decref(lp);
-            sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
-            return reply_error(c, &err);
-        }
-        text = joined;
-    }
-    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, text, text_len,
-                                        sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen, lp, cached_tokens(c));
-    free(joined);
+    int n_gen = c->rq.max_tokens == 0 ? 0 : c->n_gen;
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->rq.n_prompt, n_gen,
+                                        cached_tokens(c));
     return reply_json(c, 200, body);
 }
 
@@ -442,45 +521,53 @@ static int pend_add(conn_t *c, char *s, size_t len)
     return 0;
 }
 
-/* Released text -> one content chunk. */
+/* Released text of each choice -> one content chunk per choice that has some. */
 static int stream_text(conn_t *c)
 {
-    if (c->to.out_len == 0) return 0;
-    size_t len = 0;
-    json_t *lp = NULL;
-    if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
-        if (logprobs_json(c, 0, c->n_lp, c->n_gen, c->streamed, &lp) != 0) return -1;
-        c->n_lp = c->n_gen;
+    for (int i = 0; i < c->n_ch; i++) {
+        choice_t *g = &c->ch[i];
+        if (g->to.out_len == 0) continue;
+        size_t len = 0;
+        json_t *lp = NULL;
+        if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
+            if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+            g->n_lp = g->n_gen;
+        }
+        g->streamed += g->to.out_len;
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
+                                     NULL, c->rq.include_usage, lp, &len);
+        g->to.out_len = 0;
+        if (pend_add(c, s, len) != 0) return -1;
     }
-    c->streamed += c->to.out_len;
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, NULL, c->to.out, c->to.out_len,
-                                 NULL, c->rq.include_usage, lp, &len);
-    c->to.out_len = 0;
-    return pend_add(c, s, len);
+    return 0;
 }
 
-/* The end of a stream: last text, the finish chunk (or an error event), the usage chunk, [DONE]. */
+/* The end of a stream: last text, the finish chunks (or an error event), the usage chunk, [DONE]. */
 static int stream_end(conn_t *c)
 {
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
     if (stream_text(c) != 0) return -1;
-    if (c->finish == SITS_FINISH_ERROR) {
+    if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
         s = sits_srv_error_sse(&err, &len);
+        if (pend_add(c, s, len) != 0) return -1;
     } else {
-        const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
-        json_t *lp = NULL;
-        if (c->rq.logprobs && c->n_lp < c->n_gen) {   /* tokens that made no text (eos, held bytes) */
-            if (logprobs_json(c, 0, c->n_lp, c->n_gen, c->streamed, &lp) != 0) return -1;
-            c->n_lp = c->n_gen;
+        for (int i = 0; i < c->n_ch; i++) {
+            choice_t *g = &c->ch[i];
+            const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
+            json_t *lp = NULL;
+            if (c->rq.logprobs && g->n_lp < g->n_gen) {   /* tokens that made no text (eos, held bytes) */
+                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+                g->n_lp = g->n_gen;
+            }
+            s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
+                                   sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
+            if (pend_add(c, s, len) != 0) return -1;
         }
-        s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0,
-                               sits_srv_finish_str(c->finish), c->rq.include_usage, lp, &len);
     }
-    if (pend_add(c, s, len) != 0) return -1;
     if (c->rq.include_usage) {
         s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, cached_tokens(c), &len);
         if (pend_add(c, s, len) != 0) return -1;
@@ -524,9 +611,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static enum MHD_Result run_stream(conn_t *c)
 {
-    if (c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
+    for (int i = 0; c->rq.kind == SITS_SRV_CHAT && i < c->n_ch; i++) {   /* the first chunk carries the role */
         size_t len = 0;
-        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, "assistant", "", 0, NULL,
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, "assistant", "", 0, NULL,
                                      c->rq.include_usage, NULL, &len);
         if (pend_add(c, s, len) != 0) return MHD_NO;
     }
@@ -768,23 +855,27 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     (void)mc;
     if (!c) return;
     *con_cls = NULL;
-    if (c->req) {
+    if (c->started) {
         if (!c->over) {   /* the client went away (or MHD gave up on it) before the end */
             if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
                 SITS_INFO(SITS_SUB_HTTP, "request %s: connection ended (%d) before the response did", c->id, (int)toe);
             gen_cancel(c);
             gen_over(c, SITS_FINISH_CANCELLED);
         }
-        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, c->finish, c->tenant,
+        sits_finish_t f = gen_finish(c);
+        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, f, c->tenant,
                               c->t_first > 0 ? c->t_first - c->t_arrival : -1.0,
                               c->n_gen > 1 ? (c->t_over - c->t_first) / (c->n_gen - 1) : -1.0);
         if (srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens, %s, %.3f s", c->id, c->rq.n_prompt,
-                  c->n_gen, sits_srv_finish_str(c->finish), c->t_over - c->t_arrival);
-        srv->api->release(c->req);
+        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens (%d choices), %s, %.3f s", c->id, c->rq.n_prompt,
+                  c->n_gen, c->n_ch, sits_srv_finish_str(f), c->t_over - c->t_arrival);
         atomic_fetch_sub(&srv->inflight, 1);
     }
-    if (c->to_valid) sits_srv_textout_fini(&c->to);
+    for (int i = 0; c->ch && i < c->n_ch; i++) srv->api->release(c->ch[i].req);
+    int n = c->rq.n > 0 ? c->rq.n : 1;
+    for (int i = 0; c->ch && i < n; i++)
+        if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
+    free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
     free(c->body);
     free(c->pend);

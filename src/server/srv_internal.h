@@ -18,7 +18,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
-enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256 };
+enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256, SITS_SRV_MAX_N = 64 };
 
 typedef enum { SITS_SRV_COMPLETIONS = 0, SITS_SRV_CHAT = 1 } sits_srv_kind_t;
 
@@ -56,6 +56,7 @@ typedef struct {
     int n_stop;
     int stream;
     int include_usage;
+    int n;                    /* [n] choices, each its own sequence (1..SITS_SRV_MAX_N) */
     /* [logprobs] completions: logprobs N (top N); chat: logprobs true + top_logprobs N. echo
      * (completions): the prompt text (echo_text, malloc'd) precedes the output, and with logprobs the
      * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */
@@ -88,15 +89,17 @@ void sits_srv_error_set(sits_srv_error_t *err, int status, const char *type, con
 /* malloc'd JSON text of the error body. */
 char *sits_srv_error_json(const sits_srv_error_t *err);
 const char *sits_srv_finish_str(sits_finish_t f);   /* "stop", "length", "abort", ... */
-/* Whole (non-streaming) response body. logprobs: the choice's "logprobs" (consumed; NULL -> null);
- * cached: usage.prompt_tokens_details.cached_tokens (< 0: no details). */
-char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen,
-                             json_t *logprobs, int cached);
+/* One choice of a whole response; logprobs: its "logprobs" (consumed; NULL -> null). New reference. */
+json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, size_t text_len, const char *finish,
+                             json_t *logprobs);
+/* Whole (non-streaming) response body: choices (consumed), usage (cached:
+ * usage.prompt_tokens_details.cached_tokens, < 0: no details). */
+char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
+                             int n_prompt, int n_gen, int cached);
 /* One SSE event "data: {...}\n\n" (malloc'd, *len_p set). text may be NULL (no content key in the chat
  * delta), role non-NULL only in the first chat chunk, finish NULL while running. usage_null adds
  * "usage": null (stream_options.include_usage). */
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
                          const char *role, const char *text, size_t text_len, const char *finish,
                          int usage_null, json_t *logprobs, size_t *len_p);
 /* The usage chunk: choices [] and usage. */
