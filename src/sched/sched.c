@@ -42,6 +42,7 @@ struct sits_req {
     /* [sampling controls] logit_bias (copied), min_tokens */
     sits_sample_bias_t *bias;
     int n_bias, min_tokens;
+    sits_req_t *leader;          /* [n] share_prompt_with (a reference held), NULL when none */
     /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
     double t_queued, t_scheduled, t_first_token;
     int n_preempted, n_prefix_hit;
@@ -146,7 +147,9 @@ static void req_unref(sits_req_t *q)
     free(q->glp);
     free(q->plp);
     free(q->bias);
+    sits_req_t *leader = q->leader;
     free(q);
+    if (leader) req_unref(leader);
 }
 
 static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len)
@@ -198,6 +201,13 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     if (p->n_bias > 0) memcpy(q->bias, p->bias, sizeof *q->bias * (size_t)p->n_bias);
     q->n_bias = p->n_bias > 0 ? p->n_bias : 0;
     q->min_tokens = p->min_tokens;
+    if (p->share_prompt_with && p->share_prompt_with->n_prompt == p->n_prompt &&
+        memcmp(p->share_prompt_with->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt) == 0) {
+        q->leader = p->share_prompt_with;
+        pthread_mutex_lock(&q->leader->mu);
+        q->leader->refs++;
+        pthread_mutex_unlock(&q->leader->mu);
+    }
     q->plp = p->prompt_logprobs ? calloc((size_t)p->n_prompt, sizeof *q->plp) : NULL;
     if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids) || (p->logprobs && !q->glp) ||
         (p->prompt_logprobs && !q->plp)) {
@@ -738,12 +748,23 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
     if (full > q->n_hashed) q->n_hashed = full;
 }
 
-/* The waiting request to admit next: lowest priority value, then lowest tenant virtual time,
+/* [n] q shares its prompt's blocks with a leader (choice 0) that is still computing the prompt:
+ * admitting it now would compute the same prompt again. */
+static int waits_for_leader(const sits_sched_t *s, const sits_req_t *q)
+{
+    const sits_req_t *l = q->leader;
+    if (!l || !s->p.prefix_caching || q->swapped || q->n_computed > 0) return 0;
+    return l->state != REQ_DONE && l->n_computed < l->n_prompt;
+}
+
+/* The waiting request to admit next (-1: none may start now): lowest priority value, then lowest tenant virtual time,
  * then queue order (preempted requests sit at the front). */
 static int pick_waiting(const sits_sched_t *s)
 {
-    int best = 0;
-    for (int i = 1; i < s->n_waiting; i++) {
+    int best = -1;
+    for (int i = 0; i < s->n_waiting; i++) {
+        if (waits_for_leader(s, s->waiting[i])) continue;
+        if (best < 0) { best = i; continue; }
         int a = s->waiting[i]->tenant, b = s->waiting[best]->tenant;
         if (s->prio[a] < s->prio[b] || (s->prio[a] == s->prio[b] && s->vt[a] < s->vt[b])) best = i;
     }
@@ -827,6 +848,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
      * a request that does not fit may preempt running requests of a strictly lower priority */
     while (s->n_waiting > 0 && budget > 0) {
         int wi = pick_waiting(s);
+        if (wi < 0) break;   /* [n] only choices waiting for their leader's prompt */
         sits_req_t *q = s->waiting[wi];
         if (s->n_running >= s->allowed_seqs) {
             if (preempt_lower(s, s->prio[q->tenant])) continue;

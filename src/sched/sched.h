@@ -24,6 +24,8 @@ typedef enum {
     SITS_FINISH_ERROR        /* the engine failed; the request's output is incomplete */
 } sits_finish_t;
 
+typedef struct sits_req sits_req_t;
+
 typedef struct {
     const int32_t *prompt;       /* copied by submit */
     int n_prompt;
@@ -44,9 +46,13 @@ typedef struct {
     const sits_sample_bias_t *bias;
     int n_bias;
     int min_tokens;
+    /* [n] a request of the same prompt submitted before (n > 1: choice 0), or NULL. This one waits
+     * until that one's prompt is computed and then starts from its prompt blocks in the prefix cache
+     * (shared, ref-counted; the last partial block is recomputed, i.e. copied on write), when the
+     * prefix cache is on. */
+    sits_req_t *share_prompt_with;
 } sits_req_params_t;
 
-typedef struct sits_req sits_req_t;
 
 typedef struct {
     /* gauges */

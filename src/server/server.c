@@ -361,6 +361,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     /* [n] one sequence per choice; choice i > 0 samples with its own seed */
     for (int i = 0; i < n && st == SITS_OK; i++) {
         p.sample.seed = i ? mix64(c->rq.sample.seed + (uint64_t)i) : c->rq.sample.seed;
+        p.share_prompt_with = i ? c->ch[0].req : NULL;   /* [n] the prompt's KV blocks are computed once */
         st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
         if (st == SITS_OK) c->n_ch = i + 1;
     }

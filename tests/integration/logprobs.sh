@@ -18,7 +18,8 @@ REF="$top_srcdir/tests/fixtures/logprobs"
 stop() { kill -TERM $srv 2>/dev/null; wait $srv; srv=; }
 
 # api_extras DIR: /tokenize and /detokenize against HF tokenizers (when importable), and
-# usage.prompt_tokens_details.cached_tokens of a repeated prompt (the prefix cache's full blocks)
+# usage.prompt_tokens_details.cached_tokens of a repeated prompt (the prefix cache's full blocks), n > 1
+# sharing the prompt's blocks
 api_extras() {
   if "$PY" -c 'import tokenizers' 2>/dev/null; then
     "$PY" - "$url" "$1/tokenizer.json" <<'PYEOF' && ok "/tokenize, /detokenize equal HF tokenizers" || bad "/tokenize, /detokenize"
@@ -40,6 +41,15 @@ PYEOF
   c1=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
   c2=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
   [ "$c1" = 0 ] && [ -n "$c2" ] && [ "$c2" -ge 48 ] && ok "cached_tokens: $c1 then $c2" || bad "cached_tokens: $c1 then $c2 (want 0 then >= 48)"
+  # n = 4 over a 70-token prompt: choices 1..3 start from choice 0's 4 full prompt blocks (3 x 64 tokens hit)
+  local h0 h1 ids texts
+  h0=$(curl -s "$url/metrics" | sed -n 's/^sits_prefix_cache_hits_total //p')
+  ids=$(seq -s, 300 369)
+  texts=$(curl -s "$url/v1/completions" -d '{"prompt":['"$ids"'],"max_tokens":4,"n":4,"temperature":0}' |
+          "$PY" -c 'import json,sys; print(len(set(c["text"] for c in json.load(sys.stdin)["choices"])))')
+  h1=$(curl -s "$url/metrics" | sed -n 's/^sits_prefix_cache_hits_total //p')
+  [ "$texts" = 1 ] && [ $((h1 - h0)) -eq 192 ] && ok "n = 4: the prompt's full blocks shared (prefix hits +$((h1 - h0)))" ||
+    bad "n = 4: $texts distinct greedy texts, prefix hits +$((h1 - h0)) (want 1, +192)"
 }
 
 for m in llama_small llama3 qwen2 mistral_sharded demo; do
