@@ -253,6 +253,27 @@ static int encode(const sits_srv_limits_t *lim, const char *s, size_t len, int a
     return 0;
 }
 
+/* One prompt: text (tokenized with the post-processor; kept as echo text when echo) or token ids. */
+static int parse_one_prompt(const sits_srv_limits_t *lim, json_t *p, int echo, int32_t **ids_p, int *n_p, char **echo_p,
+                            size_t *echo_len_p, sits_srv_error_t *err)
+{
+    if (json_is_string(p)) {
+        if (echo) {
+            *echo_p = strndup(json_string_value(p), json_string_length(p));
+            *echo_len_p = json_string_length(p);
+            if (!*echo_p) {
+                sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+                return -1;
+            }
+        }
+        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", ids_p, n_p, err);
+    }
+    if (json_is_array(p)) return get_ids(p, lim->vocab_size, ids_p, n_p, err);
+    sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                       "'prompt' must be a string, an array of token ids, or a list of either");
+    return -1;
+}
+
 static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
 {
     json_t *p = field(root, "prompt");
@@ -260,32 +281,29 @@ static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_req
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required");
         return -1;
     }
-    /* A batch of one (["text"] or [[ids]]) is the same as one prompt. */
+    /* [n] a batch (["text", ...] or [[ids], ...]): one choice set per prompt, as OpenAI does; the first
+     * prompt is req->prompt, the others req->more */
     if (json_is_array(p) && json_array_size(p) >= 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))) {
-        if (json_array_size(p) > 1) {
+        size_t nb = json_array_size(p);
+        if (nb * (size_t)(req->n > 0 ? req->n : 1) > SITS_SRV_MAX_CHOICES) {
             sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
-                               "batched prompts are not supported: send one prompt per request");
+                               "%zu prompts x n = %d is more than %d choices", nb, req->n, SITS_SRV_MAX_CHOICES);
             return -1;
+        }
+        if (nb > 1 && !(req->more = calloc(nb - 1, sizeof *req->more))) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        for (size_t i = 1; i < nb; i++) {
+            sits_srv_prompt_t *m = &req->more[i - 1];
+            req->n_more = (int)i;
+            if (parse_one_prompt(lim, json_array_get(p, i), req->echo, &m->ids, &m->n, &m->echo, &m->echo_len, err) != 0)
+                return -1;
         }
         p = json_array_get(p, 0);
     }
-    if (json_is_string(p)) {
-        if (req->echo) {
-            req->echo_text = strndup(json_string_value(p), json_string_length(p));
-            req->echo_len = json_string_length(p);
-            if (!req->echo_text) {
-                sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-                return -1;
-            }
-        }
-        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", &req->prompt, &req->n_prompt,
-                      err);
-    }
-    if (json_is_array(p)) return get_ids(p, lim->vocab_size, &req->prompt, &req->n_prompt, err);
-    sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
-                       "'prompt' must be a string or an array of token ids");
-    return -1;
+    return parse_one_prompt(lim, p, req->echo, &req->prompt, &req->n_prompt, &req->echo_text, &req->echo_len, err);
 }
 
 /* message content: a string, or an array of {"type": "text", "text": "..."} parts, joined with "\n" as
@@ -700,19 +718,24 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
         if (parse_messages(lim, root, req, err) != 0) goto fail;
     }
     const char *pparam = kind == SITS_SRV_COMPLETIONS ? "prompt" : "messages";
-    if (req->n_prompt == 0) BAD(pparam, "the prompt is empty (no tokens)");
-    if (req->n_prompt >= lim->max_model_len) {
-        sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", pparam,
-                           "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
-                           "(no room left to generate).", lim->max_model_len, req->n_prompt);
-        goto fail;
+    int longest = req->n_prompt;
+    for (int i = -1; i < req->n_more; i++) {   /* every prompt of a batch */
+        int np = i < 0 ? req->n_prompt : req->more[i].n;
+        if (np > longest) longest = np;
+        if (np == 0) BAD(pparam, "the prompt is empty (no tokens)");
+        if (np >= lim->max_model_len) {
+            sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", pparam,
+                               "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
+                               "(no room left to generate).", lim->max_model_len, np);
+            goto fail;
+        }
     }
-    int room = lim->max_model_len - req->n_prompt;
+    int room = lim->max_model_len - longest;
     if (has_max && max_tokens > room) {
         sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", max_param,
                            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
                            "(%d in the %s, %lld in the completion).", lim->max_model_len,
-                           (long long)(req->n_prompt + max_tokens), req->n_prompt, pparam, (long long)max_tokens);
+                           (long long)(longest + max_tokens), longest, pparam, (long long)max_tokens);
         goto fail;
     }
     if (!has_max) max_tokens = kind == SITS_SRV_COMPLETIONS && lim->default_max_tokens < room ? lim->default_max_tokens
@@ -735,6 +758,13 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->prompt = NULL;
     free(req->echo_text);
     req->echo_text = NULL;
+    for (int i = 0; i < req->n_more; i++) {
+        free(req->more[i].ids);
+        free(req->more[i].echo);
+    }
+    free(req->more);
+    req->more = NULL;
+    req->n_more = 0;
     free(req->bias);
     req->bias = NULL;
     req->n_bias = 0;

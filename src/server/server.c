@@ -71,6 +71,9 @@ static int has_body(route_t r)
 /* [n] One choice of a request: its own sequence in the scheduler, its own text. */
 typedef struct {
     sits_req_t *req;
+    int pi;                 /* its prompt: 0 = rq.prompt, k > 0 = rq.more[k - 1] */
+    const int32_t *prompt;
+    int n_prompt;
     int cancelled;
     int over;               /* finished, stop string, cancelled or error */
     sits_finish_t finish;
@@ -99,6 +102,7 @@ typedef struct {
     choice_t *ch;           /* [n] rq.n choices (NULL until gen_start) */
     int n_ch;               /* choices submitted */
     int started;            /* every choice was submitted (counted in inflight) */
+    int prompt_tokens;      /* over the prompts of a batch (usage) */
     int over;               /* no more output from any choice */
     double t_last, t_over;
     int n_gen;              /* tokens generated over all choices */
@@ -307,7 +311,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
-    int n = c->rq.n > 0 ? c->rq.n : 1;
+    int per = c->rq.n > 0 ? c->rq.n : 1, n = per * (1 + c->rq.n_more);
     c->ch = calloc((size_t)n, sizeof *c->ch);
     if (!c->ch) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -320,6 +324,10 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
             return -1;
         }
         c->ch[i].to_valid = 1;
+        c->ch[i].pi = i / per;
+        c->ch[i].prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].ids : c->rq.prompt;
+        c->ch[i].n_prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].n : c->rq.n_prompt;
+        if (i % per == 0) c->prompt_tokens += c->ch[i].n_prompt;
     }
     if (c->rq.logprobs && !srv->api->logprobs) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
@@ -361,7 +369,9 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     /* [n] one sequence per choice; choice i > 0 samples with its own seed */
     for (int i = 0; i < n && st == SITS_OK; i++) {
         p.sample.seed = i ? mix64(c->rq.sample.seed + (uint64_t)i) : c->rq.sample.seed;
-        p.share_prompt_with = i ? c->ch[0].req : NULL;   /* [n] the prompt's KV blocks are computed once */
+        p.prompt = c->ch[i].prompt;
+        p.n_prompt = c->ch[i].n_prompt;
+        p.share_prompt_with = i % per ? c->ch[i - i % per].req : NULL;   /* [n] the prompt's KV blocks are computed once */
         st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
         if (st == SITS_OK) c->n_ch = i + 1;
     }
@@ -396,9 +406,13 @@ static void gen_restore_timeout(conn_t *c)
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->srv->idle_timeout);
 }
 
+/* Prompt tokens found in the prefix cache, over the prompts (each prompt's first choice). */
 static int cached_tokens(conn_t *c)
 {
-    return c->srv->api->cached_tokens && c->n_ch ? c->srv->api->cached_tokens(c->ch[0].req) : -1;
+    if (!c->srv->api->cached_tokens) return -1;
+    int per = c->rq.n > 0 ? c->rq.n : 1, n = 0;
+    for (int i = 0; i < c->n_ch; i += per) n += c->srv->api->cached_tokens(c->ch[i].req);
+    return n;
 }
 
 /* [logprobs] Choice g's logprobs of generated tokens [from, to) (and of the prompt when prompt is
@@ -406,25 +420,25 @@ static int cached_tokens(conn_t *c)
 static int logprobs_json(conn_t *c, const choice_t *g, int prompt, int from, int to, size_t base, json_t **lp_p)
 {
     sits_server_t *srv = c->srv;
-    int np = prompt ? c->rq.n_prompt : 0, ng = to > from ? to - from : 0;
+    int np = prompt ? g->n_prompt : 0, ng = to > from ? to - from : 0;
     sits_logprob_t *buf = calloc((size_t)(np + ng) + 1, sizeof *buf);
     if (!buf) return -1;
     int got_p = np > 0 ? srv->api->logprobs(g->req, 1, 0, np, buf) : 0;
     int got_g = ng > 0 ? srv->api->logprobs(g->req, 0, from, ng, buf + got_p) : 0;
-    *lp_p = sits_srv_logprobs_json(c->rq.kind, srv->lim.tok, buf, got_p, c->rq.prompt, buf + got_p, got_g, base, c->rq.lp_ids);
+    *lp_p = sits_srv_logprobs_json(c->rq.kind, srv->lim.tok, buf, got_p, g->prompt, buf + got_p, got_g, base, c->rq.lp_ids);
     free(buf);
     return *lp_p ? 0 : -1;
 }
 
-/* [logprobs] echo: the prompt's text (as given, or decoded from ids) followed by text (malloc'd). */
-static char *echo_text(conn_t *c, const char *text, size_t text_len, size_t *len_p)
+/* [logprobs] echo: choice g's prompt text (as given, or decoded from ids) followed by text (malloc'd). */
+static char *echo_text(conn_t *c, const choice_t *g, const char *text, size_t text_len, size_t *len_p)
 {
-    char *ptext = NULL;
+    char *ptext = NULL, *given = g->pi ? c->rq.more[g->pi - 1].echo : c->rq.echo_text;
     size_t plen = 0;
-    if (c->rq.echo_text) {
-        ptext = c->rq.echo_text;
-        plen = c->rq.echo_len;
-    } else if (sits_tokenizer_decode(c->srv->lim.tok, c->rq.prompt, (size_t)c->rq.n_prompt, 1, &ptext, &plen) != SITS_OK) {
+    if (given) {
+        ptext = given;
+        plen = g->pi ? c->rq.more[g->pi - 1].echo_len : c->rq.echo_len;
+    } else if (sits_tokenizer_decode(c->srv->lim.tok, g->prompt, (size_t)g->n_prompt, 1, &ptext, &plen) != SITS_OK) {
         return NULL;
     }
     char *out = malloc(plen + text_len + 1);
@@ -434,7 +448,7 @@ static char *echo_text(conn_t *c, const char *text, size_t text_len, size_t *len
         out[plen + text_len] = 0;
         *len_p = plen + text_len;
     }
-    if (ptext != c->rq.echo_text) free(ptext);
+    if (ptext != given) free(ptext);
     return out;
 }
 
@@ -448,7 +462,7 @@ static json_t *whole_choice(conn_t *c, int i)
     size_t text_len = g->to.out_len;
     char *joined = NULL;
     if (c->rq.echo) {   /* the prompt's text, then the output */
-        joined = echo_text(c, text, text_len, &text_len);
+        joined = echo_text(c, g, text, text_len, &text_len);
         if (!joined) {
             json_decref(lp);
             return NULL;
@@ -495,7 +509,7 @@ static enum MHD_Result run_whole(conn_t *c)
         return reply_error(c, &err);
     }
     int n_gen = c->rq.max_tokens == 0 ? 0 : c->n_gen;
-    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->rq.n_prompt, n_gen,
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->prompt_tokens, n_gen,
                                         cached_tokens(c));
     return reply_json(c, 200, body);
 }
@@ -570,7 +584,7 @@ static int stream_end(conn_t *c)
         }
     }
     if (c->rq.include_usage) {
-        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, cached_tokens(c), &len);
+        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->prompt_tokens, c->n_gen, cached_tokens(c), &len);
         if (pend_add(c, s, len) != 0) return -1;
     }
     s = strdup("data: [DONE]\n\n");
@@ -864,16 +878,16 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
             gen_over(c, SITS_FINISH_CANCELLED);
         }
         sits_finish_t f = gen_finish(c);
-        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, f, c->tenant,
+        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->prompt_tokens, c->n_gen, f, c->tenant,
                               c->t_first > 0 ? c->t_first - c->t_arrival : -1.0,
                               c->n_gen > 1 ? (c->t_over - c->t_first) / (c->n_gen - 1) : -1.0);
         if (srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens (%d choices), %s, %.3f s", c->id, c->rq.n_prompt,
+        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens (%d choices), %s, %.3f s", c->id, c->prompt_tokens,
                   c->n_gen, c->n_ch, sits_srv_finish_str(f), c->t_over - c->t_arrival);
         atomic_fetch_sub(&srv->inflight, 1);
     }
     for (int i = 0; c->ch && i < c->n_ch; i++) srv->api->release(c->ch[i].req);
-    int n = c->rq.n > 0 ? c->rq.n : 1;
+    int n = (c->rq.n > 0 ? c->rq.n : 1) * (1 + c->rq.n_more);
     for (int i = 0; c->ch && i < n; i++)
         if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
     free(c->ch);

@@ -18,7 +18,15 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
-enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256, SITS_SRV_MAX_N = 64 };
+enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256, SITS_SRV_MAX_N = 64, SITS_SRV_MAX_CHOICES = 256 };
+
+/* [n] One more prompt of a batched completions request. */
+typedef struct {
+    int32_t *ids;             /* malloc'd */
+    int n;
+    char *echo;               /* its text when given as text and echo is on (malloc'd), else NULL */
+    size_t echo_len;
+} sits_srv_prompt_t;
 
 typedef enum { SITS_SRV_COMPLETIONS = 0, SITS_SRV_CHAT = 1 } sits_srv_kind_t;
 
@@ -56,7 +64,9 @@ typedef struct {
     int n_stop;
     int stream;
     int include_usage;
-    int n;                    /* [n] choices, each its own sequence (1..SITS_SRV_MAX_N) */
+    int n;                    /* [n] choices per prompt, each its own sequence (1..SITS_SRV_MAX_N) */
+    sits_srv_prompt_t *more;  /* [n] prompts 2.. of a batched completions prompt (choice i: prompt i / n) */
+    int n_more;
     /* [logprobs] completions: logprobs N (top N); chat: logprobs true + top_logprobs N. echo
      * (completions): the prompt text (echo_text, malloc'd) precedes the output, and with logprobs the
      * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */

@@ -1,8 +1,8 @@
 #!/bin/bash
 # [logprobs] A real client: lm-evaluation-harness (PyPI lm-eval) scores the local multiple-choice task
 # tests/lm_eval/sits_mc (jsonl + YAML) on models/demo twice -- --model local-completions against
-# sits-dist (echo + logprobs, 2 ranks: TP 2 on the CPU) and --model hf (transformers, fp32, CPU) --
-# and the two must agree: the same accuracy and every per-choice log-likelihood within 1e-3, the
+# sits-dist (echo + logprobs, batches of 4 prompts per request, 2 ranks: TP 2 on the CPU) and --model hf
+# (transformers, fp32, CPU) -- and the two must agree: the same accuracy and every per-choice log-likelihood within 1e-3, the
 # same is_greedy flags. Skips (77) when lm_eval (with its api extra: tenacity, aiohttp) is not importable.
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME="$t
 demo=$(cd "$top_srcdir/models/demo" && pwd)
 cp "$top_srcdir"/tests/lm_eval/sits_mc.* "$tmp/"   # data_files is relative to the working directory
 serve_np 2 "$demo" || finish
-( cd "$tmp" && "$PY" -m lm_eval --model local-completions --tasks sits_mc --include_path . --batch_size 1 \
+( cd "$tmp" && "$PY" -m lm_eval --model local-completions --tasks sits_mc --include_path . --batch_size 4 \
     --model_args "model=demo,base_url=$url/v1/completions,tokenizer=$demo,tokenizer_backend=huggingface,add_bos_token=True,num_concurrent=1,max_retries=1,tokenized_requests=True" \
     --output_path "$tmp/api" --log_samples ) > "$tmp/api.log" 2>&1 && ok "lm_eval local-completions ran" ||
   { bad "lm_eval local-completions"; tail -20 "$tmp/api.log"; }

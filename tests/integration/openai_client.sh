@@ -30,7 +30,7 @@ except openai.NotFoundError:
     pass
 PYEOF
 
-  "$PY" - "$url" <<'PYEOF' && ok "openai client: logprobs (chat, completions, echo, streamed), n, sampling controls" || bad "openai client: logprobs / n"
+  "$PY" - "$url" <<'PYEOF' && ok "openai client: logprobs (chat, completions, echo, streamed), n, batched prompts, sampling controls" || bad "openai client: logprobs / n"
 import math, sys, openai
 c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
 # chat: logprobs + top_logprobs through the client's types
@@ -71,6 +71,16 @@ st = [ch for ch in c.chat.completions.create(model="m", messages=[{"role": "user
                                               temperature=0, stream=True) if ch.choices]
 texts = ["".join(ch.choices[0].delta.content or "" for ch in st if ch.choices[0].index == i) for i in (0, 1)]
 assert texts == [g.choices[0].message.content] * 2, texts
+# a batch of prompts: one choice set per prompt (choice i: prompt i // n), each as if sent alone
+single = [c.completions.create(model="m", prompt=pr, max_tokens=3, temperature=0, echo=True, logprobs=1) for pr in ("Once upon a time", "The list")]
+b = c.completions.create(model="m", prompt=["Once upon a time", "The list"], n=2, max_tokens=3, temperature=0, echo=True, logprobs=1)
+assert [ch.index for ch in b.choices] == [0, 1, 2, 3], b
+for ch in b.choices:
+    want = single[ch.index // 2].choices[0]
+    assert ch.text == want.text and ch.logprobs.token_logprobs == want.logprobs.token_logprobs, (ch, want)
+assert b.usage.prompt_tokens == sum(x.usage.prompt_tokens for x in single) and b.usage.completion_tokens == 12, b.usage
+ids = c.completions.create(model="m", prompt=[[5, 6, 7], [8, 9]], max_tokens=2, temperature=0)
+assert len(ids.choices) == 2 and ids.usage.prompt_tokens == 5, ids
 # sampling controls pass through the client (extra_body for vLLM's names); bad values name the parameter
 c.completions.create(model="m", prompt="Once", max_tokens=3, presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"5": 3},
                      extra_body={"repetition_penalty": 1.2, "min_p": 0.1, "min_tokens": 1, "stop_token_ids": [7]})

@@ -570,7 +570,7 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { C, "{\"prompt\":[]}", 400, NULL },                            /* empty ids */
         { C, "{\"prompt\":[5,99999]}", 400, NULL },                     /* id outside the vocabulary */
         { C, "{\"prompt\":[-1]}", 400, NULL },
-        { C, "{\"prompt\":[\"a\",\"b\"]}", 400, NULL },                 /* batch */
+        { C, "{\"prompt\":[\"a\",1]}", 400, NULL },                   /* a batch of text and an id */
         { C, "{\"prompt\":\"x\",\"model\":\"gpt-4\"}", 404, "model_not_found" },
         { C, "{\"prompt\":\"x\",\"model\":7}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, NULL },
