@@ -173,6 +173,12 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
     }
+    if ((p->logprobs || p->prompt_logprobs) && r->bcast_tokens) {
+        /* [logprobs] they are computed where the logits are (the last pipeline stage) and only its
+         * sampled tokens travel back to this leader */
+        snprintf(err, err_len, "logprobs are not available with pipeline parallelism or a remote replica (yet)");
+        return SITS_ERR_UNSUPPORTED;
+    }
     if (p->top_logprobs < 0 || p->top_logprobs > SITS_LOGPROB_MAX_TOP) {
         snprintf(err, err_len, "top_logprobs must be in [0, %d]", SITS_LOGPROB_MAX_TOP);
         return SITS_ERR_INVALID;

@@ -83,7 +83,8 @@ typedef struct {
 
 typedef struct sits_sched_api {
     /* SITS_ERR_BUSY: too many waiting requests (answer 429/503 with Retry-After);
-     * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err). */
+     * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err);
+     * SITS_ERR_UNSUPPORTED: a feature this deployment cannot serve (logprobs with --pp; message in err). */
     sits_status_t (*submit)(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len);
     /* Waits up to timeout_ms for new tokens; copies up to cap of them into tokens and returns how many.
      * *finish_p becomes non-NONE once the request has finished and every token was delivered. */

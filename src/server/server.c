@@ -383,6 +383,10 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
                            "the server has too many waiting requests; retry later");
         return -1;
     }
+    if (st == SITS_ERR_UNSUPPORTED) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "%s", msg);
+        return -1;
+    }
     if (st == SITS_ERR_INVALID) {
         sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
                            msg[0] ? msg : "the request does not fit the model's context");

@@ -96,4 +96,12 @@ sys.exit(0 if d <= 2e-5 else 1)
 PYEOF
   done
 done
+# pipeline parallelism: logprobs are refused (the last stage holds the logits), the rest still serves
+serve_np 2 "$tmp/llama_small" --pp 2 && {
+  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"logprobs":1}')
+  case $r in *"pipeline"*" 400") ok "pp 2: logprobs refused with 400";; *) bad "pp 2: logprobs gave $r";; esac
+  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"presence_penalty":1}')
+  case $r in *" 200") ok "pp 2: a penalised request served";; *) bad "pp 2: $r";; esac
+  stop
+}
 finish
