@@ -191,3 +191,164 @@ sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_s
     free(rows);
     return st;
 }
+
+/* ---- [logprobs] ---------------------------------------------------------------------------------
+ * Per row and rank, a record: the slice's log-sum-exp (double), the target's raw logit when the slice
+ * holds it, and the slice's top-N raw logits (cand_cmp order). Merged: lse = log sum_r exp(lse_r),
+ * logprob = logit - lse. */
+typedef struct {
+    double lse;                          /* -inf: empty slice */
+    float tgt;
+    int32_t has_tgt, n, pad;
+    cand_t top[SITS_LOGPROB_MAX_TOP];
+} lp_rec_t;
+
+int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params)
+{
+    for (int i = 0; i < n; i++) if (params[i].logprobs) return 1;
+    return 0;
+}
+
+/* row: [v_count] logits of ids [v_start, ...) */
+static void lp_reduce(const float *row, int v_start, int v_count, int32_t target, int k, lp_rec_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->lse = -INFINITY;
+    if (v_count <= 0) return;
+    float m = row[0];
+    for (int j = 1; j < v_count; j++) if (row[j] > m) m = row[j];
+    double s = 0;
+    for (int j = 0; j < v_count; j++) s += exp((double)row[j] - m);
+    r->lse = m + log(s);
+    if (target >= v_start && target < v_start + v_count) {
+        r->tgt = row[target - v_start];
+        r->has_tgt = 1;
+    }
+    /* top-k by insertion into a sorted array: k <= 20, most ids fail the first comparison */
+    int n = 0;
+    for (int j = 0; j < v_count && k > 0; j++) {
+        cand_t c = { row[j], v_start + j };
+        if (n == k && cand_cmp(&c, &r->top[n - 1]) >= 0) continue;
+        int i = n < k ? n++ : n - 1;
+        while (i > 0 && cand_cmp(&c, &r->top[i - 1]) < 0) { r->top[i] = r->top[i - 1]; i--; }
+        r->top[i] = c;
+    }
+    r->n = n;
+}
+
+sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
+                                   const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p)
+{
+    int R = comm->size, k = 0;
+    for (int i = 0; i < n; i++) if (params[i].logprobs) k++;
+    if (k == 0) return SITS_OK;
+    lp_rec_t *mine = calloc((size_t)k * (size_t)(R + 1), sizeof *mine), *all = mine + k;
+    cand_t *merged = malloc(sizeof(cand_t) * SITS_LOGPROB_MAX_TOP * (size_t)R);
+    sits_status_t st = SITS_OK;
+    if (!mine || !merged) { st = SITS_ERR_NOMEM; goto out; }
+    for (int i = 0, j = 0; i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        if (!p->logprobs) continue;
+        int top = p->top_logprobs < 0 ? 0 : p->top_logprobs > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : p->top_logprobs;
+        lp_reduce(logits + (size_t)i * (v_count > 0 ? v_count : 0), v_start, v_count,
+                  p->lp_target >= 0 ? p->lp_target : tokens[i], top, &mine[j++]);
+    }
+    if (R > 1) st = comm->ops->allgather(comm, mine, all, sizeof *mine * (size_t)k);
+    else memcpy(all, mine, sizeof *mine * (size_t)k);
+    if (st != SITS_OK) goto out;
+    for (int i = 0, j = -1; i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        if (!p->logprobs) continue;
+        j++;   /* this row's record index */
+        double lmax = -INFINITY, lsum = 0;
+        float tgt = -INFINITY;
+        int m = 0;
+        for (int r = 0; r < R; r++) {
+            const lp_rec_t *h = &all[(size_t)r * k + j];
+            if (h->lse > lmax) { lsum = lsum * exp(lmax - h->lse) + 1; lmax = h->lse; }
+            else if (h->lse > -INFINITY) lsum += exp(h->lse - lmax);
+            if (h->has_tgt) tgt = h->tgt;
+            int hn = h->n < 0 ? 0 : h->n > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : h->n;
+            memcpy(merged + m, h->top, sizeof(cand_t) * (size_t)hn);
+            m += hn;
+        }
+        qsort(merged, (size_t)m, sizeof(cand_t), cand_cmp);
+        double lse = lmax + log(lsum);
+        sits_logprob_t *o = &out_p[i];
+        int top = p->top_logprobs < 0 ? 0 : p->top_logprobs > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : p->top_logprobs;
+        o->id = p->lp_target >= 0 ? p->lp_target : tokens[i];
+        o->logprob = (float)((double)tgt - lse);
+        o->n_top = top < m ? top : m;
+        for (int t = 0; t < o->n_top; t++) {
+            o->top_id[t] = merged[t].id;
+            o->top_logprob[t] = (float)((double)merged[t].logit - lse);
+        }
+    }
+out:
+    free(mine);
+    free(merged);
+    return st;
+}
+
+/* ---- [sampling controls] ---------------------------------------------------------------------- */
+
+static int has_process(const sits_sample_params_t *p)
+{
+    return p->n_bias > 0 || p->presence_penalty != 0 || p->frequency_penalty != 0 ||
+           (p->repetition_penalty > 0 && p->repetition_penalty != 1.0f) || (p->min_p > 0 && !greedy(p));
+}
+
+int sits_sample_wants_process(int n, const sits_sample_params_t *params)
+{
+    for (int i = 0; i < n; i++) if (has_process(&params[i])) return 1;
+    return 0;
+}
+
+sits_status_t sits_sample_process(sits_comm_t *comm, float *logits, int n, int v_start, int v_count,
+                                  const sits_sample_params_t *params)
+{
+    int R = comm->size, need_min_p = 0;
+    for (int i = 0; i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        for (int b = 0; b < p->n_bias; b++) {
+            int32_t id = p->bias[b].id - v_start;
+            if (id >= 0 && id < v_count) row[id] = p->bias[b].bias == -INFINITY ? -INFINITY : row[id] + p->bias[b].bias;
+        }
+        int rep = p->repetition_penalty > 0 && p->repetition_penalty != 1.0f;
+        for (int h = 0; h < p->n_hist; h++) {
+            const sits_sample_hist_t *t = &p->hist[h];
+            int32_t id = t->id - v_start;
+            if (id < 0 || id >= v_count) continue;
+            float l = row[id];
+            if (rep && (t->in_prompt || t->out_count > 0))
+                l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
+            if (t->out_count > 0) l -= p->frequency_penalty * (float)t->out_count + p->presence_penalty;
+            row[id] = l;
+        }
+        if (p->min_p > 0 && !greedy(p)) need_min_p = 1;
+    }
+    if (!need_min_p) return SITS_OK;
+    /* min_p: p_i >= min_p * p_max  <=>  l_i >= l_max + T * log(min_p), l_max over the whole vocabulary */
+    float *mx = malloc(sizeof(float) * (size_t)n * (size_t)(R + 1)), *all = mx + n;
+    if (!mx) return SITS_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        float m = -INFINITY;
+        for (int j = 0; j < v_count; j++) if (row[j] > m) m = row[j];
+        mx[i] = m;
+    }
+    sits_status_t st = R > 1 ? comm->ops->allgather(comm, mx, all, sizeof(float) * (size_t)n) : SITS_OK;
+    if (R == 1) memcpy(all, mx, sizeof(float) * (size_t)n);
+    for (int i = 0; st == SITS_OK && i < n; i++) {
+        const sits_sample_params_t *p = &params[i];
+        if (!(p->min_p > 0 && !greedy(p))) continue;
+        float m = -INFINITY;
+        for (int r = 0; r < R; r++) if (all[(size_t)r * n + i] > m) m = all[(size_t)r * n + i];
+        float cut = m + p->temperature * logf(p->min_p);
+        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
+        for (int j = 0; j < v_count; j++) if (row[j] < cut) row[j] = -INFINITY;
+    }
+    free(mx);
+    return st;
+}

@@ -26,12 +26,50 @@
 #include "util/status.h"
 
 typedef struct {
+    int32_t id;
+    float bias;          /* added to the logit; -INFINITY bans the id */
+} sits_sample_bias_t;
+
+typedef struct {
+    int32_t id;
+    int32_t out_count;   /* times generated */
+    int32_t in_prompt;   /* 1 when in the prompt */
+} sits_sample_hist_t;
+
+typedef struct {
     float temperature;   /* 0: greedy */
     int top_k;           /* <= 0: off */
     float top_p;         /* 1: off; (0, 1] */
     uint64_t seed;
     uint64_t step;       /* index of the token being sampled within its sequence (RNG counter) */
+    /* [logprobs] the row's log-probabilities (sits_sample_logprobs): logprobs 1 asks for them, with
+     * top_logprobs (0..SITS_LOGPROB_MAX_TOP) best alternatives; lp_target is the id scored (a prompt
+     * row: the next prompt token), < 0 for the sampled token. Not read by the sampler itself. */
+    int logprobs, top_logprobs;
+    int32_t lp_target;
+    /* [sampling controls] transforms of the logits before sampling (sits_sample_process), all off
+     * when zero: presence / frequency penalties (OpenAI, vLLM: l -= frequency * count + presence *
+     * (count > 0) over the generated tokens), repetition_penalty (HF: over prompt and generated
+     * tokens, l / p when l > 0 else l * p; 0 or 1 = off), min_p (keep p_i >= min_p * p_max of
+     * softmax(l / T)), bias[n_bias] (logit_bias; -inf bans an id, e.g. eos under min_tokens) and the
+     * sequence's token history hist[n_hist] (unique ids). The arrays are not owned. */
+    float presence_penalty, frequency_penalty, repetition_penalty, min_p;
+    const sits_sample_bias_t *bias;
+    int n_bias;
+    const sits_sample_hist_t *hist;
+    int n_hist;
 } sits_sample_params_t;
+
+/* [logprobs] One row's log-probabilities: log-softmax of the raw logits (before any sampling
+ * transform) over the whole vocabulary, fp32 logits, the normaliser accumulated in double. */
+#define SITS_LOGPROB_MAX_TOP 20
+typedef struct {
+    int32_t id;                          /* the id scored (lp_target, or the sampled token) */
+    float logprob;
+    int n_top;                           /* = top_logprobs */
+    int32_t top_id[SITS_LOGPROB_MAX_TOP]; /* best first; ties: the lower id first */
+    float top_logprob[SITS_LOGPROB_MAX_TOP];
+} sits_logprob_t;
 
 /* The uniform variate in (0, 1) used for vocabulary id `id` (exposed for tests). */
 double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
@@ -41,6 +79,26 @@ double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
  * A rank may hold no vocabulary (v_count 0). */
 sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
                           const sits_sample_params_t *params, int32_t *tokens_p);
+
+/* [logprobs] Collective over comm like sits_sample: for every row i with params[i].logprobs, out_p[i]
+ * receives the log-probability of params[i].lp_target (or of tokens[i] when that is < 0) and the
+ * top_logprobs best ids. Each rank reduces its vocabulary slice to (log-sum-exp, the target's logit
+ * when it holds it, its local top-N); the records are all-gathered and merged the same way on every
+ * rank, so TP = N gives TP = 1's values (up to the order of the log-sum-exp's double sums).
+ * Rows without logprobs are left untouched. */
+sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
+                                   const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p);
+/* [sampling controls] 1 when some row of params[n] has a transform for sits_sample_process. */
+int sits_sample_wants_process(int n, const sits_sample_params_t *params);
+/* Collective over comm: applies each row's bias, repetition / presence / frequency penalties to this
+ * rank's slice of logits [n, v_count] in place, then min_p (the rows' maxima are all-gathered, so
+ * every rank cuts at the same threshold). Order (vLLM): bias, repetition, frequency + presence,
+ * then min_p on l / T. Identical results for any split of the vocabulary. */
+sits_status_t sits_sample_process(sits_comm_t *comm, float *logits, int n, int v_start, int v_count,
+                                  const sits_sample_params_t *params);
+
+/* 1 when some row of params[n] asks for logprobs. */
+int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params);
 
 /* ---- the pieces of sits_sample (for the engine's device path) ---- */
 

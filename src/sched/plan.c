@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#define SAMPLE_BYTES 32
+#define SAMPLE_BYTES 72
 
 static uint32_t fnv1a(const unsigned char *p, size_t n)
 {
@@ -17,6 +17,39 @@ static uint32_t fnv1a(const unsigned char *p, size_t n)
 static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, int64_t n_out)
 {
     return (size_t)(4 * (3 * n_tokens + n_seqs * max_blocks + n_out) + SAMPLE_BYTES * n_out);
+}
+
+/* [sampling controls] the lists after the sample records (only when n_out > 0): u32 total_bias,
+ * u32 total_hist, then bias {i32 id, f32 bias}[total_bias], hist {i32 id, i32 out_count, i32
+ * in_prompt}[total_hist] (row i's entries follow row i-1's) */
+static size_t lists_size(int n_out, int64_t total_bias, int64_t total_hist)
+{
+    return n_out > 0 ? (size_t)(8 + 8 * total_bias + 12 * total_hist) : 0;
+}
+
+static void list_totals(const sits_plan_t *p, int64_t *tb_p, int64_t *th_p)
+{
+    int64_t tb = 0, th = 0;
+    for (int i = 0; i < p->n_out; i++) {
+        tb += p->sample[i].n_bias > 0 ? p->sample[i].n_bias : 0;
+        th += p->sample[i].n_hist > 0 ? p->sample[i].n_hist : 0;
+    }
+    *tb_p = tb;
+    *th_p = th;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 /* ---- [kv move] KV move orders (plan.h): a body of i32 only ---- */
@@ -105,7 +138,9 @@ static void put_header(unsigned char *h, uint16_t cmd, uint64_t step, const int3
 size_t sits_plan_size(const sits_plan_t *p)
 {
     if (p->cmd == SITS_PLAN_KV_MOVE) return SITS_PLAN_HEADER_BYTES + 4 * (size_t)move_items(&p->move);
-    return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out);
+    int64_t tb, th;
+    list_totals(p, &tb, &th);
+    return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out) + lists_size(p->n_out, tb, th);
 }
 
 static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
@@ -137,7 +172,35 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         sits_le_put32(q + 12, 0);
         sits_le_put64(q + 16, s->seed);
         sits_le_put64(q + 24, s->step);
+        sits_le_put32(q + 32, (uint32_t)s->logprobs);
+        sits_le_put32(q + 36, (uint32_t)s->top_logprobs);
+        sits_le_put32(q + 40, (uint32_t)s->lp_target);
+        sits_le_put32(q + 44, 0);
+        sits_le_put32(q + 48, f32_bits(s->presence_penalty));
+        sits_le_put32(q + 52, f32_bits(s->frequency_penalty));
+        sits_le_put32(q + 56, f32_bits(s->repetition_penalty));
+        sits_le_put32(q + 60, f32_bits(s->min_p));
+        sits_le_put32(q + 64, (uint32_t)(s->n_bias > 0 ? s->n_bias : 0));
+        sits_le_put32(q + 68, (uint32_t)(s->n_hist > 0 ? s->n_hist : 0));
     }
+    int64_t tb, th;
+    list_totals(p, &tb, &th);
+    if (p->n_out > 0) {
+        sits_le_put32(q, (uint32_t)tb);
+        sits_le_put32(q + 4, (uint32_t)th);
+        q += 8;
+    }
+    for (int i = 0; i < p->n_out; i++)
+        for (int b = 0; b < p->sample[i].n_bias; b++, q += 8) {
+            sits_le_put32(q, (uint32_t)p->sample[i].bias[b].id);
+            sits_le_put32(q + 4, f32_bits(p->sample[i].bias[b].bias));
+        }
+    for (int i = 0; i < p->n_out; i++)
+        for (int h = 0; h < p->sample[i].n_hist; h++, q += 12) {
+            sits_le_put32(q, (uint32_t)p->sample[i].hist[h].id);
+            sits_le_put32(q + 4, (uint32_t)p->sample[i].hist[h].out_count);
+            sits_le_put32(q + 8, (uint32_t)p->sample[i].hist[h].in_prompt);
+        }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);
     sits_le_put16(h + 4, SITS_PLAN_VERSION);
@@ -177,7 +240,19 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         SITS_ERROR(SITS_SUB_SCHED, "step plan: counts out of range (tokens %d, seqs %d, blocks %d, outputs %d)", nt, ns, mb, no);
         return SITS_ERR_FORMAT;
     }
-    size_t body = body_size(nt, ns, mb, no);
+    size_t body = body_size(nt, ns, mb, no), lists = no > 0 ? 8 : 0;
+    if (len < SITS_PLAN_HEADER_BYTES + body + lists) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say at least %zu", len, SITS_PLAN_HEADER_BYTES + body + lists);
+        return SITS_ERR_FORMAT;
+    }
+    uint32_t tb = no > 0 ? sits_le_get32(h + SITS_PLAN_HEADER_BYTES + body) : 0;
+    uint32_t th = no > 0 ? sits_le_get32(h + SITS_PLAN_HEADER_BYTES + body + 4) : 0;
+    if (tb > SITS_PLAN_MAX_ITEMS || th > SITS_PLAN_MAX_ITEMS) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: list totals out of range (bias %u, history %u)", tb, th);
+        return SITS_ERR_FORMAT;
+    }
+    size_t base = body;
+    body += lists_size(no, tb, th);
     if (sits_le_get32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say %zu", len, SITS_PLAN_HEADER_BYTES + body);
         return SITS_ERR_FORMAT;
@@ -203,6 +278,35 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         memcpy(&store[i].top_p, &tp, 4);
         store[i].seed = sits_le_get64(s + 16);
         store[i].step = sits_le_get64(s + 24);
+        store[i].logprobs = (int32_t)sits_le_get32(s + 32) != 0;
+        store[i].top_logprobs = (int32_t)sits_le_get32(s + 36);
+        store[i].lp_target = (int32_t)sits_le_get32(s + 40);
+        store[i].presence_penalty = bits_f32(sits_le_get32(s + 48));
+        store[i].frequency_penalty = bits_f32(sits_le_get32(s + 52));
+        store[i].repetition_penalty = bits_f32(sits_le_get32(s + 56));
+        store[i].min_p = bits_f32(sits_le_get32(s + 60));
+        store[i].n_bias = (int32_t)sits_le_get32(s + 64);
+        store[i].n_hist = (int32_t)sits_le_get32(s + 68);
+        if (store[i].top_logprobs < 0 || store[i].top_logprobs > SITS_LOGPROB_MAX_TOP) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: top_logprobs %d out of range", store[i].top_logprobs);
+            return SITS_ERR_FORMAT;
+        }
+    }
+    /* [sampling controls] each row's lists point into the buffer (4-byte aligned, little-endian host) */
+    const sits_sample_bias_t *bias = (const sits_sample_bias_t *)(q + base + 8);
+    const sits_sample_hist_t *hist = (const sits_sample_hist_t *)(q + base + 8 + 8 * (size_t)tb);
+    int64_t ub = 0, uh = 0;
+    for (int i = 0; i < no; i++) {
+        if (store[i].n_bias < 0 || store[i].n_hist < 0 || (ub += store[i].n_bias) > tb || (uh += store[i].n_hist) > th) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: sample row %d's lists exceed the totals", i);
+            return SITS_ERR_FORMAT;
+        }
+        store[i].bias = store[i].n_bias ? bias + (ub - store[i].n_bias) : NULL;
+        store[i].hist = store[i].n_hist ? hist + (uh - store[i].n_hist) : NULL;
+    }
+    if (ub != tb || uh != th) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: list totals %u/%u, rows use %lld/%lld", tb, th, (long long)ub, (long long)uh);
+        return SITS_ERR_FORMAT;
     }
     p.sample = store;
     for (int i = 0; i < nt; i++)

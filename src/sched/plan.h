@@ -1,13 +1,17 @@
 /* plan.h -- the step plan: what every rank of a TP group runs in one step, serialised by the
  * leader and broadcast over the group's control communicator.
  *
- * Wire format (version 1, little-endian, 4-byte aligned, no padding between arrays):
+ * Wire format (version 2, little-endian, 4-byte aligned, no padding between arrays):
  *   u32 magic "SITP" | u16 version | u16 cmd | u64 step | i32 n_tokens | i32 n_seqs |
  *   i32 max_blocks | i32 n_out | u32 body_bytes | u32 checksum (FNV-1a of the body)
  *   body: tokens[n_tokens] pos[n_tokens] seq[n_tokens]          (i32)
  *         block_tables[n_seqs * max_blocks]                      (i32)
  *         out_rows[n_out]                                        (i32)
- *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step }
+ *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step,
+ *                         i32 logprobs, i32 top_logprobs, i32 lp_target, u32 pad,
+ *                         f32 presence, f32 frequency, f32 repetition, f32 min_p, i32 n_bias, i32 n_hist }  (72 bytes)
+ *         (n_out > 0 only:) u32 total_bias | u32 total_hist | bias {i32 id, f32 bias}[total_bias]
+ *         | hist {i32 id, i32 out_count, i32 in_prompt}[total_hist]        (rows' lists in row order)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */
@@ -20,7 +24,7 @@
 #include "util/status.h"
 
 #define SITS_PLAN_MAGIC 0x50544953u  /* "SITP" little-endian */
-#define SITS_PLAN_VERSION 1
+#define SITS_PLAN_VERSION 2   /* 2: logprob and sampling-control fields, bias / history lists */
 #define SITS_PLAN_HEADER_BYTES 40
 #define SITS_PLAN_MAX_ITEMS (1 << 24)
 

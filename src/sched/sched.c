@@ -8,6 +8,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +34,15 @@ struct sits_req {
     uint64_t order;              /* arrival order */
     int tenant;                  /* index in the scheduler's tenant table */
     char id[48];                 /* the API's request id (tracing), may be empty */
+    /* [logprobs] (sits_req_params_t); glp [max_tokens] of generated tokens, plp [n_prompt] of prompt
+     * tokens (entry 0 unused); written under mu by the scheduler thread */
+    int logprobs, top_logprobs, prompt_logprobs;
+    sits_logprob_t *glp, *plp;
+    int n_lp_rows;               /* scheduler thread: prompt-logprob rows of this request in the step in flight */
+    /* [sampling controls] logit_bias (copied), min_tokens */
+    sits_sample_bias_t *bias;
+    int n_bias, min_tokens;
+    sits_req_t *leader;          /* [n] share_prompt_with (a reference held), NULL when none */
     /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
     double t_queued, t_scheduled, t_first_token;
     int n_preempted, n_prefix_hit;
@@ -85,6 +95,11 @@ struct sits_sched {
     double weight[SITS_MAX_TENANTS], vt[SITS_MAX_TENANTS];  /* virtual time = tokens served / weight */
     int prio[SITS_MAX_TENANTS], active[SITS_MAX_TENANTS];    /* active: waiting + running requests */
     sits_sample_params_t *sp;
+    /* [sampling controls] the step's bias and history lists (the rows of sp point into them) */
+    sits_sample_bias_t *pbias;
+    sits_sample_hist_t *phist;
+    int64_t *pkeys;
+    size_t n_pbias, cap_pbias, n_phist, cap_phist, cap_pkeys;
     /* [kv offload] the orders of the next KV_SWAP plan, the slots of requests that ended swapped out */
     int32_t *sw_kind, *sw_slot, *sw_idx, *sw_bt;  /* [max_num_seqs] x 3, [max_num_seqs * max_blocks_per_seq] */
     sits_kv_swap_result_t *sw_res;                /* [max_num_seqs] */
@@ -130,7 +145,12 @@ static void req_unref(sits_req_t *q)
     free(q->stop_ids);
     free(q->bt);
     free(q->hashes);
+    free(q->glp);
+    free(q->plp);
+    free(q->bias);
+    sits_req_t *leader = q->leader;
     free(q);
+    if (leader) req_unref(leader);
 }
 
 static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len)
@@ -154,6 +174,16 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
     }
+    if ((p->logprobs || p->prompt_logprobs) && r->bcast_tokens) {
+        /* [logprobs] they are computed where the logits are (the last pipeline stage) and only its
+         * sampled tokens travel back to this leader */
+        snprintf(err, err_len, "logprobs are not available with pipeline parallelism or a remote replica (yet)");
+        return SITS_ERR_UNSUPPORTED;
+    }
+    if (p->top_logprobs < 0 || p->top_logprobs > SITS_LOGPROB_MAX_TOP) {
+        snprintf(err, err_len, "top_logprobs must be in [0, %d]", SITS_LOGPROB_MAX_TOP);
+        return SITS_ERR_INVALID;
+    }
     if (p->tenant < 0 || p->tenant >= s->n_tenants) {
         snprintf(err, err_len, "unknown tenant %d", p->tenant);
         return SITS_ERR_INVALID;
@@ -169,8 +199,26 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->bt = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(int32_t));
     q->hashes = calloc((size_t)r->ep.max_blocks_per_seq, sizeof(uint64_t));
     q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
-    if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids)) {
-        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q);
+    q->glp = p->logprobs ? calloc((size_t)p->max_tokens, sizeof *q->glp) : NULL;
+    q->bias = p->n_bias > 0 ? malloc(sizeof *q->bias * (size_t)p->n_bias) : NULL;
+    if (p->n_bias > 0 && !q->bias) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q);
+        return SITS_ERR_NOMEM;
+    }
+    if (p->n_bias > 0) memcpy(q->bias, p->bias, sizeof *q->bias * (size_t)p->n_bias);
+    q->n_bias = p->n_bias > 0 ? p->n_bias : 0;
+    q->min_tokens = p->min_tokens;
+    if (p->share_prompt_with && p->share_prompt_with->n_prompt == p->n_prompt &&
+        memcmp(p->share_prompt_with->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt) == 0) {
+        q->leader = p->share_prompt_with;
+        pthread_mutex_lock(&q->leader->mu);
+        q->leader->refs++;
+        pthread_mutex_unlock(&q->leader->mu);
+    }
+    q->plp = p->prompt_logprobs ? calloc((size_t)p->n_prompt, sizeof *q->plp) : NULL;
+    if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids) || (p->logprobs && !q->glp) ||
+        (p->prompt_logprobs && !q->plp)) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q->bias); free(q);
         return SITS_ERR_NOMEM;
     }
     memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
@@ -180,6 +228,9 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->max_tokens = p->max_tokens;
     q->sample = p->sample;
     q->ignore_eos = p->ignore_eos;
+    q->logprobs = p->logprobs != 0;
+    q->prompt_logprobs = p->prompt_logprobs != 0;
+    q->top_logprobs = p->top_logprobs;
     q->tenant = p->tenant;
     if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
@@ -236,6 +287,25 @@ static int api_next(sits_req_t *q, int32_t *tokens, int cap, sits_finish_t *fini
     return n;
 }
 
+static int api_logprobs(sits_req_t *q, int prompt, int from, int n, sits_logprob_t *out_p)
+{
+    pthread_mutex_lock(&q->mu);
+    const sits_logprob_t *src = prompt ? q->plp : q->glp;
+    int avail = !src ? 0 : prompt ? (q->n_delivered > 0 ? q->n_prompt : 0) : q->n_delivered;
+    int k = from < 0 || from >= avail ? 0 : (avail - from < n ? avail - from : n);
+    if (k > 0) memcpy(out_p, src + from, sizeof *out_p * (size_t)k);
+    pthread_mutex_unlock(&q->mu);
+    return k;
+}
+
+static int api_cached_tokens(sits_req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->n_prefix_hit;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
 static void api_cancel(sits_req_t *q)
 {
     pthread_mutex_lock(&q->mu);
@@ -259,6 +329,7 @@ static void api_stats(void *sched, sits_sched_stats_t *st)
 
 const sits_sched_api_t sits_sched_api = {
     .submit = api_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = api_stats,
+    .logprobs = api_logprobs, .cached_tokens = api_cached_tokens,
 };
 
 /* ---- scheduler thread ---------------------------------------------------------------------- */
@@ -331,6 +402,9 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->batch);
     free(s->tok);
     free(s->rows);
+    free(s->pbias);
+    free(s->phist);
+    free(s->pkeys);
     free(s->bt);
     free(s->sp);
     free(s->itl_t);
@@ -661,7 +735,9 @@ static void prefix_lookup(sits_sched_t *s, sits_req_t *q, int total)
     }
     q->n_hashed = q->n_blocks;
     q->n_computed = q->n_blocks * bs;
+    pthread_mutex_lock(&q->mu);
     if (q->n_computed > q->n_prefix_hit) q->n_prefix_hit = q->n_computed;
+    pthread_mutex_unlock(&q->mu);
     pthread_mutex_lock(&s->mu);
     s->stats.prefix_query_tokens += (uint64_t)total;
     s->stats.prefix_hit_tokens += (uint64_t)q->n_computed;
@@ -680,12 +756,23 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
     if (full > q->n_hashed) q->n_hashed = full;
 }
 
-/* The waiting request to admit next: lowest priority value, then lowest tenant virtual time,
+/* [n] q shares its prompt's blocks with a leader (choice 0) that is still computing the prompt:
+ * admitting it now would compute the same prompt again. */
+static int waits_for_leader(const sits_sched_t *s, const sits_req_t *q)
+{
+    const sits_req_t *l = q->leader;
+    if (!l || !s->p.prefix_caching || q->swapped || q->n_computed > 0) return 0;
+    return l->state != REQ_DONE && l->n_computed < l->n_prompt;
+}
+
+/* The waiting request to admit next (-1: none may start now): lowest priority value, then lowest tenant virtual time,
  * then queue order (preempted requests sit at the front). */
 static int pick_waiting(const sits_sched_t *s)
 {
-    int best = 0;
-    for (int i = 1; i < s->n_waiting; i++) {
+    int best = -1;
+    for (int i = 0; i < s->n_waiting; i++) {
+        if (waits_for_leader(s, s->waiting[i])) continue;
+        if (best < 0) { best = i; continue; }
         int a = s->waiting[i]->tenant, b = s->waiting[best]->tenant;
         if (s->prio[a] < s->prio[b] || (s->prio[a] == s->prio[b] && s->vt[a] < s->vt[b])) best = i;
     }
@@ -718,6 +805,22 @@ static int run_take(sits_sched_t *s, int i, int take, int *nb)
     q->take = take;
     s->batch[(*nb)++] = q;
     return 1;
+}
+
+/* [logprobs] Prompt positions of q's chunk this step whose next token is a prompt token (scored
+ * rows when q asks for prompt logprobs). */
+static int prompt_lp_rows(const sits_req_t *q)
+{
+    if (!q->prompt_logprobs || q->take <= 0) return 0;
+    int end = q->n_computed + q->take < q->n_prompt - 1 ? q->n_computed + q->take : q->n_prompt - 1;
+    return end > q->n_computed ? end - q->n_computed : 0;
+}
+
+/* Output rows q's chunk this step needs: its prompt-logprob rows and its sampled row. */
+static int step_rows(sits_req_t *q)
+{
+    if (q->take <= 0) return 0;
+    return prompt_lp_rows(q) + (q->n_computed + q->take == total_tokens(q));
 }
 
 /* Pick this step's work into s->batch; returns the number of sequences.
@@ -753,13 +856,14 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
      * a request that does not fit may preempt running requests of a strictly lower priority */
     while (s->n_waiting > 0 && budget > 0) {
         int wi = pick_waiting(s);
+        if (wi < 0) break;   /* [n] only choices waiting for their leader's prompt */
         sits_req_t *q = s->waiting[wi];
         if (s->n_running >= s->allowed_seqs) {
             if (preempt_lower(s, s->prio[q->tenant])) continue;
             break;
         }
         int total = total_tokens(q);
-        if (s->p.prefix_caching && !q->swapped) prefix_lookup(s, q, total);
+        if (s->p.prefix_caching && !q->swapped && !q->prompt_logprobs) prefix_lookup(s, q, total);
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
         if (s->p.kv_offload) {
             /* [kv offload] admission keeps use at or below the threshold while anything runs */
@@ -787,6 +891,18 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         s->running[s->n_running++] = q;
         q->take = take;
         budget -= take;
+    }
+    /* [logprobs] every prompt position of a prompt-logprobs chunk is an output row: keep the step's
+     * rows within the engine's max_seqs by shortening such chunks (a chunk of 1 token has 1 row) */
+    int rows = 0;
+    for (int i = 0; i < s->n_running; i++) rows += step_rows(s->running[i]);
+    for (int i = s->n_running - 1; i >= 0 && rows > s->p.max_num_seqs; i--) {
+        sits_req_t *q = s->running[i];
+        while (q->prompt_logprobs && q->take > 1 && rows > s->p.max_num_seqs) {
+            rows -= step_rows(q);
+            q->take--;
+            rows += step_rows(q);
+        }
     }
     /* the batch: every running sequence with work this step (preemptions above may have removed some) */
     nb = 0;
@@ -880,12 +996,68 @@ static void update_gauges(sits_sched_t *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Grows *buf (elements of size el) to hold need; 0 ok, -1 out of memory. */
+static int grow(void **buf, size_t *cap, size_t need, size_t el)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *nb = realloc(*buf, c * el);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = c;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* [sampling controls] q's sampled row sp: its logit_bias, the min_tokens bans (eos and stop ids
+ * while fewer than min_tokens were generated) and, when a penalty is on, its token history
+ * (unique ids, generated counts, prompt presence), appended to the step's lists. sp->bias / hist
+ * are set by the caller once every row is in. 0 ok, -1 out of memory. */
+static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp)
+{
+    const sits_model_config_t *c = &s->r->cfg;
+    int ban = q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
+    sp->n_bias = q->n_bias + ban;
+    sp->n_hist = 0;
+    if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
+    memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);
+    s->n_pbias += (size_t)q->n_bias;
+    for (int i = 0; i < ban; i++)
+        s->pbias[s->n_pbias++] = (sits_sample_bias_t){ i < c->n_eos ? c->eos_token_ids[i] : q->stop_ids[i - c->n_eos], -INFINITY };
+    int rep = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
+    if (!rep && sp->presence_penalty == 0 && sp->frequency_penalty == 0) return 0;
+    /* keys: id * 2 + (generated), sorted: runs of one id, prompt occurrences first */
+    int n = q->n_prompt + q->n_gen;
+    if (grow((void **)&s->pkeys, &s->cap_pkeys, (size_t)n, sizeof *s->pkeys) != 0) return -1;
+    for (int i = 0; i < n; i++) s->pkeys[i] = (int64_t)q->tokens[i] * 2 + (i >= q->n_prompt);
+    qsort(s->pkeys, (size_t)n, sizeof *s->pkeys, cmp_i64);
+    for (int i = 0; i < n;) {
+        int32_t id = (int32_t)(s->pkeys[i] / 2);
+        int in_prompt = 0, outs = 0;
+        for (; i < n && s->pkeys[i] / 2 == id; i++) {
+            if (s->pkeys[i] & 1) outs++;
+            else in_prompt = 1;
+        }
+        if (grow((void **)&s->phist, &s->cap_phist, s->n_phist + 1, sizeof *s->phist) != 0) return -1;
+        s->phist[s->n_phist++] = (sits_sample_hist_t){ id, outs, in_prompt };
+        sp->n_hist++;
+    }
+    return 0;
+}
+
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
  * starts computing as soon as it has it). */
 static sits_status_t step_launch(sits_sched_t *s, int nb)
 {
     sits_runner_t *r = s->r;
     int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
+    s->n_pbias = s->n_phist = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         for (int j = 0; j < q->take; j++) {
@@ -895,12 +1067,32 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             nt++;
         }
         memcpy(s->bt + (size_t)b * mb, q->bt, sizeof(int32_t) * (size_t)q->n_blocks);
+        q->n_lp_rows = prompt_lp_rows(q);
+        for (int j = 0; j < q->n_lp_rows; j++) {
+            /* [logprobs] position n_computed + j scores prompt token n_computed + j + 1; its sampled token is dropped */
+            s->rows[no] = nt - q->take + j;
+            s->sp[no] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f, .logprobs = 1,
+                                                .top_logprobs = q->top_logprobs, .lp_target = q->tokens[q->n_computed + j + 1] };
+            no++;
+        }
         if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
             s->rows[no] = nt - 1;
             s->sp[no] = q->sample;
             s->sp[no].step = (uint64_t)q->n_gen;
+            s->sp[no].logprobs = q->logprobs;
+            s->sp[no].top_logprobs = q->top_logprobs;
+            s->sp[no].lp_target = -1;
+            if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
             no++;
         }
+    }
+    /* [sampling controls] the lists may have moved while they grew: point the rows at them now */
+    size_t ob = 0, oh = 0;
+    for (int i = 0; i < no; i++) {
+        s->sp[i].bias = s->sp[i].n_bias ? s->pbias + ob : NULL;
+        s->sp[i].hist = s->sp[i].n_hist ? s->phist + oh : NULL;
+        ob += (size_t)s->sp[i].n_bias;
+        oh += (size_t)s->sp[i].n_hist;
     }
     s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
@@ -918,6 +1110,13 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
     int o = 0, gen = 0, prompt = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
+        if (q->n_lp_rows > 0) {
+            pthread_mutex_lock(&q->mu);
+            for (int j = 0; j < q->n_lp_rows; j++) q->plp[q->n_computed + j + 1] = s->wk.lp[o + j];
+            pthread_mutex_unlock(&q->mu);
+            o += q->n_lp_rows;
+            q->n_lp_rows = 0;
+        }
         int was_prompt = q->n_computed < q->n_prompt;
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
@@ -931,6 +1130,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         if (q->n_gen == 0) q->first_token_s = tnow;
         q->last_token_s = tnow;
         pthread_mutex_lock(&q->mu);
+        if (q->glp) q->glp[q->n_gen] = s->wk.lp[o - 1];
         q->tokens[q->n_prompt + q->n_gen] = t;
         q->n_gen++;
         pthread_cond_broadcast(&q->cv);
@@ -1342,4 +1542,5 @@ static void router_stats(void *router, sits_sched_stats_t *out)
 
 const sits_sched_api_t sits_router_api = {
     .submit = router_submit, .next = api_next, .cancel = api_cancel, .release = api_release, .stats = router_stats,
+    .logprobs = api_logprobs, .cached_tokens = api_cached_tokens,
 };

@@ -24,6 +24,8 @@ typedef enum {
     SITS_FINISH_ERROR        /* the engine failed; the request's output is incomplete */
 } sits_finish_t;
 
+typedef struct sits_req sits_req_t;
+
 typedef struct {
     const int32_t *prompt;       /* copied by submit */
     int n_prompt;
@@ -34,9 +36,23 @@ typedef struct {
     int n_stop_ids;
     int tenant;                  /* index in the tenants table (0 without a tenants file) */
     const char *id;              /* the API's request id, for the trace file (copied; may be NULL) */
+    /* [logprobs] logprobs: each generated token's log-probability and top_logprobs (0..20) best
+     * alternatives; prompt_logprobs: the same for every prompt token after the first (echo). A request
+     * with prompt_logprobs does not start from the prefix cache (its prompt's logits are needed). */
+    int logprobs, top_logprobs, prompt_logprobs;
+    /* [sampling controls] sample's penalties and min_p apply as sample.h says; bias[n_bias] (copied;
+     * ids in the vocabulary) is logit_bias; min_tokens bans the eos and stop ids until that many
+     * tokens were generated. */
+    const sits_sample_bias_t *bias;
+    int n_bias;
+    int min_tokens;
+    /* [n] a request of the same prompt submitted before (n > 1: choice 0), or NULL. This one waits
+     * until that one's prompt is computed and then starts from its prompt blocks in the prefix cache
+     * (shared, ref-counted; the last partial block is recomputed, i.e. copied on write), when the
+     * prefix cache is on. */
+    sits_req_t *share_prompt_with;
 } sits_req_params_t;
 
-typedef struct sits_req sits_req_t;
 
 typedef struct {
     /* gauges */
@@ -70,7 +86,8 @@ typedef struct {
 
 typedef struct sits_sched_api {
     /* SITS_ERR_BUSY: too many waiting requests (answer 429/503 with Retry-After);
-     * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err). */
+     * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err);
+     * SITS_ERR_UNSUPPORTED: a feature this deployment cannot serve (logprobs with --pp; message in err). */
     sits_status_t (*submit)(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len);
     /* Waits up to timeout_ms for new tokens; copies up to cap of them into tokens and returns how many.
      * *finish_p becomes non-NONE once the request has finished and every token was delivered. */
@@ -78,6 +95,14 @@ typedef struct sits_sched_api {
     void (*cancel)(sits_req_t *req);
     void (*release)(sits_req_t *req);
     void (*stats)(void *sched, sits_sched_stats_t *stats_p);
+    /* [logprobs] Copies up to n entries from index `from` of the request's generated-token (prompt 0)
+     * or prompt-token (prompt 1; entry i scores prompt token i, entry 0 is never filled) log-probabilities
+     * into out_p; returns how many: generated entries exist for the tokens next() delivered, prompt
+     * entries once the first token was delivered. 0 when the request did not ask for them. May be NULL. */
+    int (*logprobs)(sits_req_t *req, int prompt, int from, int n, sits_logprob_t *out_p);
+    /* Prompt tokens the request found in the prefix cache (usage.prompt_tokens_details.cached_tokens).
+     * May be NULL. */
+    int (*cached_tokens)(sits_req_t *req);
 } sits_sched_api_t;
 
 extern const sits_sched_api_t sits_sched_api;

@@ -10,9 +10,12 @@ sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
 {
     w->buf = NULL;
     w->cap = 0;
+    w->proc = NULL;
+    w->proc_cap = 0;
     w->store = malloc(sizeof *w->store * (size_t)max_seqs);
     w->tokens = malloc(sizeof *w->tokens * (size_t)max_seqs);
-    if (!w->store || !w->tokens) {
+    w->lp = calloc((size_t)max_seqs, sizeof *w->lp);
+    if (!w->store || !w->tokens || !w->lp) {
         sits_worker_fini(w);
         return SITS_ERR_NOMEM;
     }
@@ -24,6 +27,11 @@ void sits_worker_fini(sits_worker_t *w)
     free(w->buf);
     free(w->store);
     free(w->tokens);
+    free(w->lp);
+    free(w->proc);
+    w->lp = NULL;
+    w->proc = NULL;
+    w->proc_cap = 0;
     w->buf = NULL;
     w->store = NULL;
     w->tokens = NULL;
@@ -67,6 +75,25 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
     return sits_plan_parse(w->buf, (size_t)n, w->store, r->ep.max_seqs, plan_p);
 }
 
+/* [sampling controls] penalties, bias and min_p on a copy of this rank's logits (logprobs stay those
+ * of the raw logits), then the host sampler on the copy. */
+static sits_status_t sample_processed(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
+{
+    const sits_shard_dims_t *d = &r->w->dims;
+    const float *logits = NULL;
+    SITS_CHECK(sits_engine_logits(r->engine, &logits));
+    size_t n = (size_t)plan->n_out * (size_t)(d->v_count > 0 ? d->v_count : 0);
+    if (n > w->proc_cap) {
+        float *nb = realloc(w->proc, sizeof(float) * n);
+        if (!nb) return SITS_ERR_NOMEM;
+        w->proc = nb;
+        w->proc_cap = n;
+    }
+    if (n) memcpy(w->proc, logits, sizeof(float) * n);
+    SITS_CHECK(sits_sample_process(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample));
+    return sits_sample(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens);
+}
+
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
 {
     if (plan->cmd == SITS_PLAN_KV_MOVE) return sits_kv_move_run(r, plan, NULL);   /* [kv move] */
@@ -91,7 +118,16 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
             SITS_CHECK(sits_engine_logits(r->engine, &logits));
             cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
         }
-        SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
+        if (sits_sample_wants_process(plan->n_out, plan->sample))
+            SITS_CHECK(sample_processed(r, w, plan));
+        else
+            SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
+        if (sits_sample_wants_logprobs(plan->n_out, plan->sample)) {
+            /* [logprobs] of the raw logits, on this rank's vocabulary slice, merged across the TP group */
+            const float *logits = NULL;
+            SITS_CHECK(sits_engine_logits(r->engine, &logits));
+            SITS_CHECK(sits_sample_logprobs(r->tp, logits, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens, w->lp));
+        }
     }
     if (!r->bcast_tokens) return SITS_OK;
     /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */

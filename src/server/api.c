@@ -5,8 +5,10 @@
  * Validation answers 400 invalid_request_error (param names the field) for wrong types and ranges,
  * 404 model_not_found for another model, 400 context_length_exceeded when prompt + max_tokens does
  * not fit max_model_len. JSON null counts as "absent" for optional fields (clients send nulls).
- * Features we do not implement (n > 1, logprobs, echo, penalties, logit_bias, tools, suffix) are
- * refused with 400 rather than silently ignored. */
+ * Features we do not implement (n > 1, tools, suffix) are refused with 400 rather than silently ignored.
+ * [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. [sampling controls]
+ * presence / frequency / repetition penalties, logit_bias, min_p, min_tokens, stop_token_ids,
+ * include_stop_str_in_output, skip_special_tokens (vLLM's names and ranges). */
 #include "server/srv_internal.h"
 #include "util/log.h"
 
@@ -78,6 +80,110 @@ static int get_bool(json_t *o, const char *key, int *val_p, sits_srv_error_t *er
     return 0;
 }
 
+static int get_int(json_t *o, const char *key, json_int_t *val_p, int *present_p, sits_srv_error_t *err);
+
+/* [logprobs] completions: logprobs N in [0, 20] (N best alternatives; the sampled token is scored
+ * even at 0, as vLLM does), echo; chat: logprobs bool, top_logprobs in [0, 20] only with logprobs. */
+static int parse_logprobs(json_t *root, sits_srv_kind_t kind, sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    json_int_t n = 0;
+    int present = 0;
+    if (kind == SITS_SRV_COMPLETIONS) {
+        if (get_int(root, "logprobs", &n, &present, err) != 0) return -1;
+        if (present && (n < 0 || n > SITS_LOGPROB_MAX_TOP)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "'logprobs' must be in [0, %d], got %lld",
+                               SITS_LOGPROB_MAX_TOP, (long long)n);
+            return -1;
+        }
+        req->logprobs = present;
+        req->top_logprobs = (int)n;
+        if (get_bool(root, "return_tokens_as_token_ids", &req->lp_ids, err) != 0) return -1;
+        return get_bool(root, "echo", &req->echo, err);
+    }
+    if (get_bool(root, "logprobs", &req->logprobs, err) != 0) return -1;
+    if (get_int(root, "top_logprobs", &n, &present, err) != 0) return -1;
+    if (present && (n < 0 || n > SITS_LOGPROB_MAX_TOP)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "'top_logprobs' must be in [0, %d], got %lld",
+                           SITS_LOGPROB_MAX_TOP, (long long)n);
+        return -1;
+    }
+    if (present && n > 0 && !req->logprobs) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return -1;
+    }
+    req->top_logprobs = (int)n;
+    return get_bool(root, "return_tokens_as_token_ids", &req->lp_ids, err);
+}
+
+/* [sampling controls] everything but min_tokens (checked against max_tokens by the caller). */
+static int parse_controls(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    double pres = 0, freq = 0, rep = 1, min_p = 0;
+    if (get_number(root, "presence_penalty", -2.0, 0, 2.0, &pres, err) != 0) return -1;
+    if (get_number(root, "frequency_penalty", -2.0, 0, 2.0, &freq, err) != 0) return -1;
+    if (get_number(root, "repetition_penalty", 0.0, 1, 10.0, &rep, err) != 0) return -1;
+    if (get_number(root, "min_p", 0.0, 0, 1.0, &min_p, err) != 0) return -1;
+    req->sample.presence_penalty = (float)pres;
+    req->sample.frequency_penalty = (float)freq;
+    req->sample.repetition_penalty = (float)rep;
+    req->sample.min_p = (float)min_p;
+    json_t *b = field(root, "logit_bias");
+    if (b) {
+        if (!json_is_object(b) || json_object_size(b) > 1024) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                               "'logit_bias' must be an object of at most 1024 \"token id\": bias entries");
+            return -1;
+        }
+        req->bias = malloc(sizeof *req->bias * (json_object_size(b) + 1));
+        if (!req->bias) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        const char *key;
+        json_t *val;
+        json_object_foreach(b, key, val) {
+            char *end = NULL;
+            long id = strtol(key, &end, 10);
+            if (!*key || *end || id < 0 || id >= lim->vocab_size) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                                   "logit_bias key '%.40s' is not a token id in [0, %d)", key, lim->vocab_size);
+                return -1;
+            }
+            double x = json_is_number(val) ? json_number_value(val) : NAN;
+            if (!(x >= -100 && x <= 100)) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias",
+                                   "logit_bias[%ld] must be a number in [-100, 100]", id);
+                return -1;
+            }
+            req->bias[req->n_bias++] = (sits_sample_bias_t){ (int32_t)id, (float)x };
+        }
+    }
+    json_t *st = field(root, "stop_token_ids");
+    if (st) {
+        if (!json_is_array(st) || json_array_size(st) > 64) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");
+            return -1;
+        }
+        req->stop_token_ids = malloc(sizeof(int32_t) * (json_array_size(st) + 1));
+        if (!req->stop_token_ids) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < json_array_size(st); i++) {
+            json_t *e = json_array_get(st, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= lim->vocab_size) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "stop_token_ids",
+                                   "stop_token_ids[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
+                return -1;
+            }
+            req->stop_token_ids[req->n_stop_token_ids++] = (int32_t)json_integer_value(e);
+        }
+    }
+    req->skip_special = 1;
+    if (get_bool(root, "include_stop_str_in_output", &req->include_stop_str, err) != 0) return -1;
+    return get_bool(root, "skip_special_tokens", &req->skip_special, err);
+}
+
 /* Optional integer; *present_p tells whether it was given. */
 static int get_int(json_t *o, const char *key, json_int_t *val_p, int *present_p, sits_srv_error_t *err)
 {
@@ -147,6 +253,27 @@ static int encode(const sits_srv_limits_t *lim, const char *s, size_t len, int a
     return 0;
 }
 
+/* One prompt: text (tokenized with the post-processor; kept as echo text when echo) or token ids. */
+static int parse_one_prompt(const sits_srv_limits_t *lim, json_t *p, int echo, int32_t **ids_p, int *n_p, char **echo_p,
+                            size_t *echo_len_p, sits_srv_error_t *err)
+{
+    if (json_is_string(p)) {
+        if (echo) {
+            *echo_p = strndup(json_string_value(p), json_string_length(p));
+            *echo_len_p = json_string_length(p);
+            if (!*echo_p) {
+                sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+                return -1;
+            }
+        }
+        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", ids_p, n_p, err);
+    }
+    if (json_is_array(p)) return get_ids(p, lim->vocab_size, ids_p, n_p, err);
+    sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                       "'prompt' must be a string, an array of token ids, or a list of either");
+    return -1;
+}
+
 static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
 {
     json_t *p = field(root, "prompt");
@@ -154,23 +281,29 @@ static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_req
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required");
         return -1;
     }
-    /* A batch of one (["text"] or [[ids]]) is the same as one prompt. */
+    /* [n] a batch (["text", ...] or [[ids], ...]): one choice set per prompt, as OpenAI does; the first
+     * prompt is req->prompt, the others req->more */
     if (json_is_array(p) && json_array_size(p) >= 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))) {
-        if (json_array_size(p) > 1) {
+        size_t nb = json_array_size(p);
+        if (nb * (size_t)(req->n > 0 ? req->n : 1) > SITS_SRV_MAX_CHOICES) {
             sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
-                               "batched prompts are not supported: send one prompt per request");
+                               "%zu prompts x n = %d is more than %d choices", nb, req->n, SITS_SRV_MAX_CHOICES);
             return -1;
+        }
+        if (nb > 1 && !(req->more = calloc(nb - 1, sizeof *req->more))) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        for (size_t i = 1; i < nb; i++) {
+            sits_srv_prompt_t *m = &req->more[i - 1];
+            req->n_more = (int)i;
+            if (parse_one_prompt(lim, json_array_get(p, i), req->echo, &m->ids, &m->n, &m->echo, &m->echo_len, err) != 0)
+                return -1;
         }
         p = json_array_get(p, 0);
     }
-    if (json_is_string(p))
-        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", &req->prompt, &req->n_prompt,
-                      err);
-    if (json_is_array(p)) return get_ids(p, lim->vocab_size, &req->prompt, &req->n_prompt, err);
-    sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
-                       "'prompt' must be a string or an array of token ids");
-    return -1;
+    return parse_one_prompt(lim, p, req->echo, &req->prompt, &req->n_prompt, &req->echo_text, &req->echo_len, err);
 }
 
 /* message content: a string, or an array of {"type": "text", "text": "..."} parts, joined with "\n" as
@@ -432,48 +565,24 @@ static int parse_stop(json_t *root, sits_srv_request_t *req, sits_srv_error_t *e
 /* Fields we refuse when they ask for something we do not do. */
 static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error_t *err)
 {
-    json_int_t iv = 1;
+    json_int_t iv = 1, n = 1;
     int present = 0;
-    if (get_int(root, "n", &iv, &present, err) != 0) return -1;
-    if (present && iv != 1) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "n", "only n = 1 is supported, got %lld",
-                           (long long)iv);
+    if (get_int(root, "n", &n, &present, err) != 0) return -1;
+    if (present && (n < 1 || n > SITS_SRV_MAX_N)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "n", "'n' must be in [1, %d], got %lld", SITS_SRV_MAX_N,
+                           (long long)n);
         return -1;
     }
     if (get_int(root, "best_of", &iv, &present, err) != 0) return -1;
-    if (present && iv != 1) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "best_of", "only best_of = 1 is supported");
+    if (present && iv != n) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "best_of", "only best_of = n is supported");
         return -1;
     }
-    json_t *v = field(root, "logprobs");
-    if (v && !json_is_false(v) && !(json_is_integer(v) && json_integer_value(v) == 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "logprobs are not supported");
-        return -1;
-    }
-    v = field(root, "top_logprobs");
-    if (v && !(json_is_integer(v) && json_integer_value(v) == 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "top_logprobs", "logprobs are not supported");
-        return -1;
-    }
+    json_t *v;
     int echo = 0;
     if (get_bool(root, "echo", &echo, err) != 0) return -1;
-    if (echo) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is not supported");
-        return -1;
-    }
-    static const char *const penalties[] = { "presence_penalty", "frequency_penalty" };
-    for (int i = 0; i < 2; i++) {
-        double x = 0;
-        if (get_number(root, penalties[i], -2.0, 0, 2.0, &x, err) != 0) return -1;
-        if (x != 0) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, penalties[i], "'%s' is not supported",
-                               penalties[i]);
-            return -1;
-        }
-    }
-    v = field(root, "logit_bias");
-    if (v && (!json_is_object(v) || json_object_size(v) != 0)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logit_bias", "logit_bias is not supported");
+    if (echo && kind == SITS_SRV_CHAT) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is only supported by /v1/completions");
         return -1;
     }
     v = field(root, "tools");
@@ -515,11 +624,9 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
     return 0;
 }
 
-int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, const char *body, size_t len,
-                           sits_srv_request_t *req, sits_srv_error_t *err)
+/* The body as a JSON object whose "model" (when given) is this server's; NULL with err set. */
+static json_t *load_body(const sits_srv_limits_t *lim, const char *body, size_t len, sits_srv_error_t *err)
 {
-    memset(req, 0, sizeof *req);
-    req->kind = kind;
     json_t *root = NULL;
     size_t bad = 0;
     if (!sits_utf8_valid(body, len, &bad)) BAD(NULL, "request body is not valid UTF-8 (byte %zu)", bad);
@@ -527,7 +634,6 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     root = json_loadb(body, len, 0, &jerr);
     if (!root) BAD(NULL, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root)) BAD(NULL, "the request body must be a JSON object");
-
     json_t *model = field(root, "model");
     if (model && !json_is_string(model)) BAD("model", "'model' must be a string");
     if (model && strcmp(json_string_value(model), lim->model_name) != 0) {
@@ -536,7 +642,23 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
                            json_string_value(model), lim->model_name);
         goto fail;
     }
+    return root;
+fail:
+    json_decref(root);
+    return NULL;
+}
+
+int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, const char *body, size_t len,
+                           sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    json_t *root = load_body(lim, body, len, err);
+    if (!root) goto fail;
     if (refuse_unsupported(root, kind, err) != 0) goto fail;
+    json_int_t n_choices = 1;
+    if (get_int(root, "n", &n_choices, NULL, err) != 0) goto fail;
+    req->n = (int)n_choices;
 
     /* sampling */
     double temperature = lim->gen.has_temperature ? lim->gen.temperature : 1.0;
@@ -553,6 +675,10 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     req->sample.top_k = top_k > 0 ? (int)top_k : 0;
     req->sample.seed = (uint64_t)seed;
     if (get_bool(root, "ignore_eos", &req->ignore_eos, err) != 0) goto fail;
+    if (parse_logprobs(root, kind, req, err) != 0) goto fail;
+    if (parse_controls(lim, root, req, err) != 0) goto fail;
+    json_int_t min_tokens = 0;
+    if (get_int(root, "min_tokens", &min_tokens, NULL, err) != 0) goto fail;
 
     /* max_tokens (chat: max_completion_tokens wins, as in OpenAI's newer API) */
     int has_mct = 0;
@@ -565,7 +691,8 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     } else if (get_int(root, "max_tokens", &max_tokens, &has_max, err) != 0) {
         goto fail;
     }
-    if (has_max && max_tokens < 1) BAD(max_param, "'%s' must be at least 1, got %lld", max_param, (long long)max_tokens);
+    if (has_max && max_tokens < (req->echo ? 0 : 1))
+        BAD(max_param, "'%s' must be at least %d, got %lld", max_param, req->echo ? 0 : 1, (long long)max_tokens);
     if (has_max && max_tokens >= lim->max_model_len)
         BAD(max_param, "'%s' is %lld but this model's maximum context length is %d tokens (prompt included)",
             max_param, (long long)max_tokens, lim->max_model_len);
@@ -581,6 +708,7 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
             goto fail;
         }
     }
+    if (req->echo && req->stream) BAD("echo", "'echo' is not supported with stream = true");
     if (parse_stop(root, req, err) != 0) goto fail;
 
     /* the prompt, tokenized */
@@ -590,24 +718,32 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
         if (parse_messages(lim, root, req, err) != 0) goto fail;
     }
     const char *pparam = kind == SITS_SRV_COMPLETIONS ? "prompt" : "messages";
-    if (req->n_prompt == 0) BAD(pparam, "the prompt is empty (no tokens)");
-    if (req->n_prompt >= lim->max_model_len) {
-        sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", pparam,
-                           "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
-                           "(no room left to generate).", lim->max_model_len, req->n_prompt);
-        goto fail;
+    int longest = req->n_prompt;
+    for (int i = -1; i < req->n_more; i++) {   /* every prompt of a batch */
+        int np = i < 0 ? req->n_prompt : req->more[i].n;
+        if (np > longest) longest = np;
+        if (np == 0) BAD(pparam, "the prompt is empty (no tokens)");
+        if (np >= lim->max_model_len) {
+            sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", pparam,
+                               "This model's maximum context length is %d tokens. However, your prompt has %d tokens "
+                               "(no room left to generate).", lim->max_model_len, np);
+            goto fail;
+        }
     }
-    int room = lim->max_model_len - req->n_prompt;
+    int room = lim->max_model_len - longest;
     if (has_max && max_tokens > room) {
         sits_srv_error_set(err, 400, "invalid_request_error", "context_length_exceeded", max_param,
                            "This model's maximum context length is %d tokens. However, you requested %lld tokens "
                            "(%d in the %s, %lld in the completion).", lim->max_model_len,
-                           (long long)(req->n_prompt + max_tokens), req->n_prompt, pparam, (long long)max_tokens);
+                           (long long)(longest + max_tokens), longest, pparam, (long long)max_tokens);
         goto fail;
     }
     if (!has_max) max_tokens = kind == SITS_SRV_COMPLETIONS && lim->default_max_tokens < room ? lim->default_max_tokens
                                                                                               : room;
     req->max_tokens = (int)max_tokens;
+    if (min_tokens < 0 || min_tokens > max_tokens)
+        BAD("min_tokens", "'min_tokens' must be in [0, max_tokens = %lld], got %lld", (long long)max_tokens, (long long)min_tokens);
+    req->min_tokens = (int)min_tokens;
     json_decref(root);
     return 0;
 fail:
@@ -620,6 +756,21 @@ void sits_srv_request_free(sits_srv_request_t *req)
 {
     free(req->prompt);
     req->prompt = NULL;
+    free(req->echo_text);
+    req->echo_text = NULL;
+    for (int i = 0; i < req->n_more; i++) {
+        free(req->more[i].ids);
+        free(req->more[i].echo);
+    }
+    free(req->more);
+    req->more = NULL;
+    req->n_more = 0;
+    free(req->bias);
+    req->bias = NULL;
+    req->n_bias = 0;
+    free(req->stop_token_ids);
+    req->stop_token_ids = NULL;
+    req->n_stop_token_ids = 0;
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     req->n_stop = 0;
 }
@@ -646,26 +797,110 @@ const char *sits_srv_finish_str(sits_finish_t f)
     }
 }
 
-static json_t *usage_obj(int n_prompt, int n_gen)
+static json_t *usage_obj(int n_prompt, int n_gen, int cached)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", n_prompt, "completion_tokens", n_gen, "total_tokens",
-                     n_prompt + n_gen);
+    json_t *u = json_pack("{s:i, s:i, s:i}", "prompt_tokens", n_prompt, "completion_tokens", n_gen, "total_tokens",
+                          n_prompt + n_gen);
+    if (u && cached >= 0) json_object_set_new(u, "prompt_tokens_details", json_pack("{s:i}", "cached_tokens", cached));
+    return u;
 }
 
-char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen)
+/* [logprobs] One token's text for the logprobs lists (special tokens as their text), or vLLM's
+ * "token_id:N" with return_tokens_as_token_ids (as_ids: tok is then NULL-safe). */
+static json_t *token_text(const sits_tokenizer_t *tok, int32_t id, int as_ids)
 {
-    json_t *choice;
+    if (as_ids) {
+        char b[32];
+        snprintf(b, sizeof b, "token_id:%d", (int)id);
+        return json_string(b);
+    }
+    char *t = NULL;
+    size_t len = 0;
+    if (sits_tokenizer_decode(tok, &id, 1, 0, &t, &len) != SITS_OK) return json_string("");
+    json_t *s = json_stringn(t, len);
+    free(t);
+    return s ? s : json_string("");
+}
+
+static json_t *token_bytes(const sits_tokenizer_t *tok, int32_t id)
+{
+    char *t = NULL;
+    size_t len = 0;
+    json_t *a = json_array();
+    if (sits_tokenizer_decode(tok, &id, 1, 0, &t, &len) == SITS_OK)
+        for (size_t i = 0; i < len; i++) json_array_append_new(a, json_integer((unsigned char)t[i]));
+    free(t);
+    return a;
+}
+
+static json_t *chat_entry(const sits_tokenizer_t *tok, int32_t id, float lp, int as_ids)
+{
+    return json_pack("{s:o, s:f, s:o}", "token", token_text(tok, id, as_ids), "logprob", (double)lp, "bytes", token_bytes(tok, id));
+}
+
+json_t *sits_srv_logprobs_json(sits_srv_kind_t kind, const sits_tokenizer_t *tok, const sits_logprob_t *plp, int n_plp,
+                               const int32_t *prompt, const sits_logprob_t *glp, int n_glp, size_t text_base, int as_ids)
+{
+    if (kind == SITS_SRV_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; i < n_glp; i++) {
+            json_t *e = chat_entry(tok, glp[i].id, glp[i].logprob, as_ids), *top = json_array();
+            for (int t = 0; t < glp[i].n_top; t++) json_array_append_new(top, chat_entry(tok, glp[i].top_id[t], glp[i].top_logprob[t], as_ids));
+            json_object_set_new(e, "top_logprobs", top);
+            json_array_append_new(content, e);
+        }
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = text_base;
+    for (int i = 0; i < n_plp + n_glp; i++) {
+        const sits_logprob_t *e = i < n_plp ? &plp[i] : &glp[i - n_plp];
+        int32_t id = i < n_plp ? prompt[i] : e->id;
+        json_t *ts = token_text(tok, id, as_ids);
+        json_array_append(tokens, ts);
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(ts);
+        json_decref(ts);
+        if (i == 0 && n_plp > 0) {   /* the first prompt token has no context to be scored in */
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_array_append_new(lps, json_real(e->logprob));
+        json_t *top = json_object();
+        for (int t = 0; t < e->n_top; t++) {
+            json_t *k = token_text(tok, e->top_id[t], as_ids);
+            /* two ids can share a text: keep the better (first) one, as vLLM's dict does */
+            if (!json_object_get(top, json_string_value(k))) json_object_set_new(top, json_string_value(k), json_real(e->top_logprob[t]));
+            json_decref(k);
+        }
+        /* the scored token is always among the alternatives (OpenAI's top_logprobs hold the chosen one) */
+        json_t *k = token_text(tok, id, as_ids);
+        if (!json_object_get(top, json_string_value(k))) json_object_set_new(top, json_string_value(k), json_real(e->logprob));
+        json_decref(k);
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops, "text_offset", offs);
+}
+
+json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, size_t text_len, const char *finish,
+                             json_t *logprobs)
+{
+    json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS)
-        choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, text_len, "logprobs", "finish_reason",
-                           finish);
-    else
-        choice = json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
-                           text, text_len, "logprobs", "finish_reason", finish);
-    if (!choice) return NULL;
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", id, "object",
+        return json_pack("{s:i, s:s%, s:o, s:s}", "index", index, "text", text, text_len, "logprobs", lp, "finish_reason",
+                         finish);
+    return json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", index, "message", "role", "assistant", "content", text,
+                     text_len, "logprobs", lp, "finish_reason", finish);
+}
+
+char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
+                             int n_prompt, int n_gen, int cached)
+{
+    if (!choices) return NULL;
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion", "created",
-                          (json_int_t)created, "model", model, "choices", choice, "usage", usage_obj(n_prompt, n_gen));
+                          (json_int_t)created, "model", model, "choices", choices, "usage", usage_obj(n_prompt, n_gen, cached));
     if (!o) return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -691,20 +926,21 @@ static char *sse_event(json_t *o, size_t *len_p)
     return s;
 }
 
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
                          const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
-                         size_t *len_p)
+                         json_t *logprobs, size_t *len_p)
 {
     json_t *choice;
     json_t *fin = finish ? json_string(finish) : json_null();
+    json_t *lp = logprobs ? logprobs : json_null();
     if (kind == SITS_SRV_COMPLETIONS) {
-        choice = json_pack("{s:i, s:s%, s:n, s:o}", "index", 0, "text", text ? text : "", text ? text_len : 0,
-                           "logprobs", "finish_reason", fin);
+        choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", index, "text", text ? text : "", text ? text_len : 0,
+                           "logprobs", lp, "finish_reason", fin);
     } else {
         json_t *delta = json_object();
         if (delta && role) json_object_set_new(delta, "role", json_string(role));
         if (delta && text) json_object_set_new(delta, "content", json_stringn(text, text_len));
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", fin);
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta, "logprobs", lp, "finish_reason", fin);
     }
     if (!choice) return NULL;
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
@@ -715,11 +951,11 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
 }
 
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int n_prompt,
-                         int n_gen, size_t *len_p)
+                         int n_gen, int cached, size_t *len_p)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
-                          (json_int_t)created, "model", model, "choices", "usage", usage_obj(n_prompt, n_gen));
+                          (json_int_t)created, "model", model, "choices", "usage", usage_obj(n_prompt, n_gen, cached));
     return sse_event(o, len_p);
 }
 
@@ -729,4 +965,59 @@ char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p)
                           err->param ? json_string(err->param) : json_null(), "code",
                           err->code ? json_string(err->code) : json_null());
     return sse_event(o, len_p);
+}
+
+/* ---- /tokenize and /detokenize (vLLM's shapes) ----
+ * tokenize: {"prompt": text, "add_special_tokens": bool (default true)} or {"messages": [...], chat
+ * fields as /v1/chat/completions} -> {"count", "max_model_len", "tokens"};
+ * detokenize: {"tokens": [ids]} -> {"prompt": text} (special tokens kept, as vLLM). */
+char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *body, size_t len, sits_srv_error_t *err)
+{
+    sits_srv_request_t req;
+    memset(&req, 0, sizeof req);
+    char *out = NULL, *text = NULL;
+    json_t *o = NULL, *root = load_body(lim, body, len, err);
+    if (!root) goto fail;
+    if (detok) {
+        json_t *t = field(root, "tokens");
+        if (!json_is_array(t)) BAD("tokens", "'tokens' must be an array of token ids");
+        size_t n = json_array_size(t);
+        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        if (!ids) BAD(NULL, "out of memory");
+        req.prompt = ids;
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(t, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= lim->vocab_size)
+                BAD("tokens", "tokens[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
+            ids[i] = (int32_t)json_integer_value(e);
+        }
+        size_t tl = 0;
+        if (sits_tokenizer_decode(lim->tok, ids, n, 0, &text, &tl) != SITS_OK) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "detokenizing failed");
+            goto fail;
+        }
+        o = json_pack("{s:s%}", "prompt", text, tl);
+    } else {
+        int add_special = 1;
+        if (get_bool(root, "add_special_tokens", &add_special, err) != 0) goto fail;
+        if (field(root, "messages")) {
+            if (parse_messages(lim, root, &req, err) != 0) goto fail;
+        } else {
+            json_t *p = field(root, "prompt");
+            if (!json_is_string(p)) BAD("prompt", "'prompt' (a string) or 'messages' is required");
+            if (encode(lim, json_string_value(p), json_string_length(p), add_special, "prompt", &req.prompt, &req.n_prompt, err) != 0)
+                goto fail;
+        }
+        json_t *ids = json_array();
+        for (int i = 0; ids && i < req.n_prompt; i++) json_array_append_new(ids, json_integer(req.prompt[i]));
+        o = json_pack("{s:i, s:i, s:o, s:n}", "count", req.n_prompt, "max_model_len", lim->max_model_len, "tokens", ids,
+                      "token_strs");
+    }
+    if (!o || !(out = json_dumps(o, JSON_COMPACT))) sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+fail:
+    json_decref(o);
+    json_decref(root);
+    free(text);
+    sits_srv_request_free(&req);
+    return out;
 }

@@ -4,20 +4,22 @@
  *
  * Request flow (MHD calls `handle` several times per request, on one of its event-loop threads):
  *   1st call: headers only. Connection over the limits (503 + Retry-After), route (404), method
- *             (405 + Allow), auth on /v1/ (401), draining (503), Content-Length over max_body_bytes
- *             (413) are answered before any body is read. (Headers that stall are cut by MHD's idle
- *             timeout: idle_timeout_s, 60 s, without a byte.)
+ *             (405 + Allow), auth on /v1/, /tokenize and /detokenize (401), draining (503),
+ *             Content-Length over max_body_bytes (413) are answered before any body is read.
+ *             (Headers that stall are cut by MHD's idle timeout: idle_timeout_s, 60 s, without a byte.)
  *   next calls: body pieces, appended up to max_body_bytes (beyond: discarded, 413 at the end); a body
  *             still arriving after the read timeout closes the connection.
- *   last call: parse + validate + tokenize (api.c), submit to the scheduler (busy -> 429), hand the
- *     request to the pump, then
+ *   last call: parse + validate + tokenize (api.c), submit to the scheduler one sequence per choice
+ *     (n > 1, batched prompts; busy -> 429), hand the request to the pump, then
  *     - non-streaming: suspend the connection; the pump resumes it once the output is over and the
  *       handler, called again, queues the JSON;
  *     - streaming: queue a chunked response whose reader hands MHD the SSE events the pump queued,
  *       and suspends the connection (0 bytes) when there are none yet.
- *   The pump thread (pump_main) polls every submitted request without blocking, detokenizes, applies
- *   stop strings, queues stream events, resumes parked connections, and checks whether the peer of a
- *   parked connection closed its socket (recv MSG_PEEK == 0: cancel).
+ *   The pump thread (pump_main) polls every unfinished choice of every submitted request without
+ *   blocking, detokenizes, applies stop strings, queues stream events, resumes parked connections, and
+ *   checks whether the peer of a parked connection closed its socket (recv MSG_PEEK == 0: cancel every
+ *   choice). A request is over when all its choices are; at shutdown every choice still running ends
+ *   with finish "abort" and the response stays complete (every choice, usage, [DONE]).
  *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
  *   the client went away): it takes the request off the pump, cancels it if it did not finish,
  *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
@@ -108,7 +110,29 @@ struct sits_server {
     atomic_uint_fast64_t conns_refused;
 };
 
-typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
+typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE } route_t;
+
+/* Routes that take a POST body. */
+static int has_body(route_t r)
+{
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
+}
+
+/* [n] One choice of a request: its own sequence in the scheduler, its own text. */
+typedef struct {
+    sits_req_t *req;
+    int pi;                 /* its prompt: 0 = rq.prompt, k > 0 = rq.more[k - 1] */
+    const int32_t *prompt;
+    int n_prompt;
+    int cancelled;
+    int over;               /* finished, stop string, cancelled or error */
+    sits_finish_t finish;
+    int n_gen;
+    int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
+    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
+    sits_srv_textout_t to;
+    int to_valid;
+} choice_t;
 
 struct conn {
     sits_server_t *srv;
@@ -125,14 +149,13 @@ struct conn {
     /* generation */
     sits_srv_request_t rq;
     int rq_valid;
-    sits_req_t *req;
-    int cancelled;
-    int over;               /* no more output: finished, stop string, cancelled or error */
-    sits_finish_t finish;
+    choice_t *ch;           /* [n] rq.n choices (NULL until gen_start) */
+    int n_ch;               /* choices submitted */
+    int started;            /* every choice was submitted (counted in inflight) */
+    int prompt_tokens;      /* over the prompts of a batch (usage) */
+    int over;               /* no more output from any choice */
     double t_last, t_over;
-    int n_gen;
-    sits_srv_textout_t to;
-    int to_valid;
+    int n_gen;              /* tokens generated over all choices */
     char id[48];
     long long created;
     /* streaming */
@@ -214,7 +237,7 @@ static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
         hdrs[1] = "Bearer";
     } else if (err->status == 405) {
         hdrs[0] = MHD_HTTP_HEADER_ALLOW;
-        hdrs[1] = (c->route == R_COMPLETIONS || c->route == R_CHAT) ? "POST" : "GET, HEAD";
+        hdrs[1] = has_body(c->route) ? "POST" : "GET, HEAD";
     } else if (err->status == 429 || err->status == 503) {
         hdrs[0] = MHD_HTTP_HEADER_RETRY_AFTER;
         hdrs[1] = "1";
@@ -245,51 +268,85 @@ static int peer_closed(struct MHD_Connection *mc)
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+static void choice_cancel(conn_t *c, choice_t *g)
+{
+    if (g->req && !g->cancelled) {
+        g->cancelled = 1;
+        c->srv->api->cancel(g->req);
+    }
+}
+
 static void gen_cancel(conn_t *c)
 {
-    if (c->req && !c->cancelled) {
-        c->cancelled = 1;
-        c->srv->api->cancel(c->req);
-    }
+    for (int i = 0; i < c->n_ch; i++) choice_cancel(c, &c->ch[i]);
+}
+
+/* g ends with f; the request is over once every choice is. */
+static void choice_over(conn_t *c, choice_t *g, sits_finish_t f)
+{
+    g->over = 1;
+    g->finish = f;
+    for (int i = 0; i < c->n_ch; i++) if (!c->ch[i].over) return;
+    c->over = 1;
+    c->t_over = now_s();
 }
 
 static void gen_over(conn_t *c, sits_finish_t f)
 {
+    for (int i = 0; i < c->n_ch; i++) if (!c->ch[i].over) choice_over(c, &c->ch[i], f);
     c->over = 1;
-    c->finish = f;
     c->t_over = now_s();
 }
 
-/* The end of the output: flush what the detokenizer and the stop-string matcher hold. */
-static void gen_end(conn_t *c, sits_finish_t f)
+/* One choice's end: flush what its detokenizer and stop-string matcher hold. */
+static void choice_end(conn_t *c, choice_t *g, sits_finish_t f)
 {
-    gen_over(c, f);
-    if (sits_srv_textout_finish(&c->to) != SITS_OK) c->finish = SITS_FINISH_ERROR;
-    if (c->to.stopped) c->finish = SITS_FINISH_STOP;
+    if (sits_srv_textout_finish(&g->to) != SITS_OK) f = SITS_FINISH_ERROR;
+    else if (g->to.stopped) f = SITS_FINISH_STOP;
+    choice_over(c, g, f);
 }
 
-/* Shutdown (or the client is gone): cancel the request and end its output with finish_reason "abort". */
+/* The end of the output: every choice still running ends with f (after its held text). */
+static void gen_end(conn_t *c, sits_finish_t f)
+{
+    for (int i = 0; i < c->n_ch; i++)
+        if (!c->ch[i].over) choice_end(c, &c->ch[i], f);
+    if (!c->over) gen_over(c, f);
+}
+
+/* Shutdown (or the client is gone): cancel every choice and end its output with finish_reason "abort". */
 static void gen_abort(conn_t *c)
 {
     gen_cancel(c);
     gen_end(c, SITS_FINISH_CANCELLED);
 }
 
-static int is_stop_id(const sits_server_t *srv, int32_t id)
+/* The request's finish reason for metrics and logs: an error or abort of any choice, else choice 0's. */
+static sits_finish_t gen_finish(const conn_t *c)
 {
-    for (size_t i = 0; i < srv->n_stop_ids; i++)
-        if (srv->stop_ids[i] == id) return 1;
+    for (int i = 0; i < c->n_ch; i++)
+        if (c->ch[i].finish == SITS_FINISH_ERROR || c->ch[i].finish == SITS_FINISH_CANCELLED) return c->ch[i].finish;
+    return c->n_ch ? c->ch[0].finish : SITS_FINISH_NONE;
+}
+
+static int is_stop_id(const conn_t *c, int32_t id)
+{
+    for (size_t i = 0; i < c->srv->n_stop_ids; i++)
+        if (c->srv->stop_ids[i] == id) return 1;
+    for (int i = 0; i < c->rq.n_stop_token_ids; i++)   /* the request's stop_token_ids */
+        if (c->rq.stop_token_ids[i] == id) return 1;
     return 0;
 }
 
-/* Takes the tokens that arrived (without waiting) and turns them into text (c->to.out). Returns 1 when
- * something changed (tokens or the end). Caller holds c->mu. */
-static int gen_poll(conn_t *c)
+/* Takes choice g's tokens that arrived (without waiting) and turns them into text (g->to.out). Returns 1
+ * when something changed (tokens or the end). Caller holds c->mu. */
+static int choice_poll(conn_t *c, choice_t *g)
 {
     sits_server_t *srv = c->srv;
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
-    int n = srv->api->next(c->req, toks, TOK_BATCH, &fin, 0);
+    int n = srv->api->next(g->req, toks, TOK_BATCH, &fin, 0), got = n;
+    if (n > 0 && c->rq.max_tokens == 0) n = 0;   /* [logprobs] echo scoring: the one token generated is not output */
     if (n > 0) {
         double t = now_s();
         if (c->n_gen == 0) {
@@ -301,26 +358,105 @@ static int gen_poll(conn_t *c)
         }
         c->t_last = t;
         c->n_gen += n;
+        g->n_gen += n;
         /* eos / stop ids end the output; they are not text (even when not special tokens) */
         int m = 0;
         for (int i = 0; i < n; i++)
-            if (c->rq.ignore_eos || !is_stop_id(srv, toks[i])) toks[m++] = toks[i];
-        sits_status_t st = sits_srv_textout_push(&c->to, toks, m);
+            if (c->rq.ignore_eos || !is_stop_id(c, toks[i])) toks[m++] = toks[i];
+        sits_status_t st = sits_srv_textout_push(&g->to, toks, m);
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
-            gen_cancel(c);
-            gen_over(c, SITS_FINISH_ERROR);
+            choice_cancel(c, g);
+            choice_over(c, g, SITS_FINISH_ERROR);
             return 1;
         }
-        if (c->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
-            gen_cancel(c);
-            gen_over(c, SITS_FINISH_STOP);
+        if (g->to.stopped) {   /* a stop string: the output is complete, stop the sequence */
+            choice_cancel(c, g);
+            choice_over(c, g, SITS_FINISH_STOP);
             return 1;
         }
     }
     if (n < 0) fin = SITS_FINISH_ERROR;
-    if (fin != SITS_FINISH_NONE) gen_end(c, fin);
-    return n != 0 || fin != SITS_FINISH_NONE;
+    if (fin != SITS_FINISH_NONE) choice_end(c, g, fin);
+    return got != 0 || fin != SITS_FINISH_NONE;
+}
+
+/* [n] One pass over the choices still running, none waited for (the pump serves every connection).
+ * Returns 1 when any of them changed. Caller holds c->mu. */
+static int gen_poll(conn_t *c)
+{
+    int changed = 0;
+    for (int i = 0; i < c->n_ch; i++)
+        if (!c->ch[i].over) changed |= choice_poll(c, &c->ch[i]);
+    return changed;
+}
+
+/* Prompt tokens found in the prefix cache, over the prompts (each prompt's first choice). */
+static int cached_tokens(conn_t *c)
+{
+    if (!c->srv->api->cached_tokens) return -1;
+    int per = c->rq.n > 0 ? c->rq.n : 1, n = 0;
+    for (int i = 0; i < c->n_ch; i += per) n += c->srv->api->cached_tokens(c->ch[i].req);
+    return n;
+}
+
+/* [logprobs] Choice g's logprobs of generated tokens [from, to) (and of the prompt when prompt is
+ * set) into *lp_p. Returns 0, or -1 when out of memory. */
+static int logprobs_json(conn_t *c, const choice_t *g, int prompt, int from, int to, size_t base, json_t **lp_p)
+{
+    sits_server_t *srv = c->srv;
+    int np = prompt ? g->n_prompt : 0, ng = to > from ? to - from : 0;
+    sits_logprob_t *buf = calloc((size_t)(np + ng) + 1, sizeof *buf);
+    if (!buf) return -1;
+    int got_p = np > 0 ? srv->api->logprobs(g->req, 1, 0, np, buf) : 0;
+    int got_g = ng > 0 ? srv->api->logprobs(g->req, 0, from, ng, buf + got_p) : 0;
+    *lp_p = sits_srv_logprobs_json(c->rq.kind, srv->lim.tok, buf, got_p, g->prompt, buf + got_p, got_g, base, c->rq.lp_ids);
+    free(buf);
+    return *lp_p ? 0 : -1;
+}
+
+/* [logprobs] echo: choice g's prompt text (as given, or decoded from ids) followed by text (malloc'd). */
+static char *echo_text(conn_t *c, const choice_t *g, const char *text, size_t text_len, size_t *len_p)
+{
+    char *ptext = NULL, *given = g->pi ? c->rq.more[g->pi - 1].echo : c->rq.echo_text;
+    size_t plen = 0;
+    if (given) {
+        ptext = given;
+        plen = g->pi ? c->rq.more[g->pi - 1].echo_len : c->rq.echo_len;
+    } else if (sits_tokenizer_decode(c->srv->lim.tok, g->prompt, (size_t)g->n_prompt, 1, &ptext, &plen) != SITS_OK) {
+        return NULL;
+    }
+    char *out = malloc(plen + text_len + 1);
+    if (out) {
+        memcpy(out, ptext, plen);
+        memcpy(out + plen, text, text_len);
+        out[plen + text_len] = 0;
+        *len_p = plen + text_len;
+    }
+    if (ptext != given) free(ptext);
+    return out;
+}
+
+/* Choice i of a whole response (a new reference; NULL when out of memory). */
+static json_t *whole_choice(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    json_t *lp = NULL;
+    if (c->rq.logprobs && logprobs_json(c, g, c->rq.echo, 0, g->n_gen, 0, &lp) != 0) return NULL;
+    const char *text = g->to.out ? g->to.out : "";
+    size_t text_len = g->to.out_len;
+    char *joined = NULL;
+    if (c->rq.echo) {   /* the prompt's text, then the output */
+        joined = echo_text(c, g, text, text_len, &text_len);
+        if (!joined) {
+            json_decref(lp);
+            return NULL;
+        }
+        text = joined;
+    }
+    json_t *o = sits_srv_choice_json(c->rq.kind, i, text, text_len, sits_srv_finish_str(g->finish), lp);
+    free(joined);
+    return o;
 }
 
 /* Appends an SSE event (malloc'd s) to the pending output. */
@@ -345,7 +481,8 @@ static int pend_add(conn_t *c, char *s, size_t len)
     return 0;
 }
 
-/* Submits the validated request. Returns 0, or -1 with err set. */
+/* Submits the validated request: one scheduler sequence per choice, then hands the connection to the
+ * pump. Returns 0, or -1 with err set. */
 static int gen_start(conn_t *c, sits_srv_error_t *err)
 {
     sits_server_t *srv = c->srv;
@@ -355,40 +492,83 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
-    if (sits_srv_textout_init(&c->to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len,
-                              c->rq.n_stop) != SITS_OK) {
+    int per = c->rq.n > 0 ? c->rq.n : 1, n = per * (1 + c->rq.n_more);
+    c->ch = calloc((size_t)n, sizeof *c->ch);
+    if (!c->ch) {
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    c->to_valid = 1;
-    if (c->rq.stream && c->rq.kind == SITS_SRV_CHAT) {   /* the first chunk carries the role, before any token */
+    for (int i = 0; i < n; i++) {
+        if (sits_srv_textout_init_ex(&c->ch[i].to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
+                                     c->rq.skip_special, c->rq.include_stop_str) != SITS_OK) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        c->ch[i].to_valid = 1;
+        c->ch[i].pi = i / per;
+        c->ch[i].prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].ids : c->rq.prompt;
+        c->ch[i].n_prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].n : c->rq.n_prompt;
+        if (i % per == 0) c->prompt_tokens += c->ch[i].n_prompt;
+    }
+    if (c->rq.logprobs && !srv->api->logprobs) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "this scheduler does not compute logprobs");
+        return -1;
+    }
+    for (int i = 0; c->rq.stream && c->rq.kind == SITS_SRV_CHAT && i < n; i++) {   /* each choice's first chunk carries the role, before any token */
         size_t len = 0;
-        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, "assistant", "", 0, NULL,
-                                     c->rq.include_usage, &len);
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, "assistant", "", 0, NULL,
+                                     c->rq.include_usage, NULL, &len);
         if (pend_add(c, s, len) != 0) {
             sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
             return -1;
         }
     }
+    sits_req_params_t p = {
+        .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
+        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
+        .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
+        .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
+        .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens,
+    };
+    int32_t *stops = NULL;
+    if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */
+        stops = malloc(sizeof *stops * (srv->n_stop_ids + (size_t)c->rq.n_stop_token_ids));
+        if (!stops) {
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        if (srv->n_stop_ids) memcpy(stops, srv->stop_ids, sizeof *stops * srv->n_stop_ids);
+        memcpy(stops + srv->n_stop_ids, c->rq.stop_token_ids, sizeof *stops * (size_t)c->rq.n_stop_token_ids);
+        p.stop_ids = stops;
+        p.n_stop_ids = (int)srv->n_stop_ids + c->rq.n_stop_token_ids;
+    }
+    if (p.max_tokens == 0) p.max_tokens = 1;   /* echo scoring: one step computes the prompt's logits */
     if (srv->tenants) {
         int lim = srv->tenants->t[c->tenant].max_concurrent;
         if (lim > 0 && atomic_fetch_add(&srv->t_inflight[c->tenant], 1) >= lim) {
             atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
             sits_srv_error_set(err, 429, "rate_limit_error", "tenant_concurrency_limit", NULL,
                                "tenant '%s' already has %d requests in flight", srv->tenants->t[c->tenant].name, lim);
+            free(stops);
             return -1;
         }
         if (lim <= 0) atomic_fetch_add(&srv->t_inflight[c->tenant], 1);
     }
-    sits_req_params_t p = {
-        .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
-        .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
-        .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
-    };
     char msg[256] = "";
-    sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
+    sits_status_t st = SITS_OK;
+    /* [n] one sequence per choice; choice i > 0 samples with its own seed */
+    for (int i = 0; i < n && st == SITS_OK; i++) {
+        p.sample.seed = i ? mix64(c->rq.sample.seed + (uint64_t)i) : c->rq.sample.seed;
+        p.prompt = c->ch[i].prompt;
+        p.n_prompt = c->ch[i].n_prompt;
+        p.share_prompt_with = i % per ? c->ch[i - i % per].req : NULL;   /* [n] the prompt's KV blocks are computed once */
+        st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
+        if (st == SITS_OK) c->n_ch = i + 1;
+    }
+    free(stops);   /* submit copied them */
+    if (st != SITS_OK) gen_cancel(c);   /* the choices already in (completed() releases them) */
     if (st != SITS_OK && srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-    if (st == SITS_ERR_BUSY && atomic_load(&srv->draining)) {   /* the scheduler stopped admitting first */
+    if (st == SITS_ERR_BUSY && draining(srv)) {   /* the scheduler stopped admitting first */
         sits_srv_error_set(err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
         return -1;
@@ -396,6 +576,10 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     if (st == SITS_ERR_BUSY) {
         sits_srv_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
                            "the server has too many waiting requests; retry later");
+        return -1;
+    }
+    if (st == SITS_ERR_UNSUPPORTED) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "logprobs", "%s", msg);
         return -1;
     }
     if (st == SITS_ERR_INVALID) {
@@ -409,6 +593,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         return -1;
     }
     atomic_fetch_add(&srv->inflight, 1);
+    c->started = 1;
     c->t_last = c->t_arrival;
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     /* hand the request to the pump; from now on c's generation state is guarded by c->mu */
@@ -437,7 +622,7 @@ static void gen_park(conn_t *c)
 }
 
 /* Whole response: called when the request was submitted and again each time the pump resumes the
- * connection; queues the body once the output is over. */
+ * connection; queues the body (every choice) once the output of every choice is over. */
 static enum MHD_Result run_whole(conn_t *c)
 {
     sits_server_t *srv = c->srv;
@@ -452,47 +637,79 @@ static enum MHD_Result run_whole(conn_t *c)
     pthread_mutex_unlock(&c->mu);
     if (gone) return MHD_NO;
     gen_restore_timeout(c);
-    if (c->finish == SITS_FINISH_ERROR) {
-        sits_srv_error_t err;
+    sits_srv_error_t err;
+    if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
         return reply_error(c, &err);
     }
     /* finish "abort" (shutdown timeout / immediate stop): the text so far, still a whole response */
-    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
-                                        c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
+    json_t *choices = json_array();
+    for (int i = 0; choices && i < c->n_ch; i++) {
+        json_t *o = whole_choice(c, i);
+        if (!o || json_array_append_new(choices, o) != 0) {
+            json_decref(choices);
+            choices = NULL;
+        }
+    }
+    if (!choices) {
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
+        return reply_error(c, &err);
+    }
+    int n_gen = c->rq.max_tokens == 0 ? 0 : c->n_gen;
+    char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->prompt_tokens, n_gen,
+                                        cached_tokens(c));
     return reply_json(c, 200, body);
 }
 
-/* Released text -> one content chunk. */
+/* Released text of each choice -> one content chunk per choice that has some. */
 static int stream_text(conn_t *c)
 {
-    if (c->to.out_len == 0) return 0;
-    size_t len = 0;
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, NULL, c->to.out, c->to.out_len,
-                                 NULL, c->rq.include_usage, &len);
-    c->to.out_len = 0;
-    return pend_add(c, s, len);
+    for (int i = 0; i < c->n_ch; i++) {
+        choice_t *g = &c->ch[i];
+        if (g->to.out_len == 0) continue;
+        size_t len = 0;
+        json_t *lp = NULL;
+        if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
+            if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+            g->n_lp = g->n_gen;
+        }
+        g->streamed += g->to.out_len;
+        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
+                                     NULL, c->rq.include_usage, lp, &len);
+        g->to.out_len = 0;
+        if (pend_add(c, s, len) != 0) return -1;
+    }
+    return 0;
 }
 
-/* The end of a stream: last text, the finish chunk (or an error event), the usage chunk, [DONE]. */
+/* The end of a stream: last text, the finish chunks (or an error event), the usage chunk, [DONE]. */
 static int stream_end(conn_t *c)
 {
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
     if (stream_text(c) != 0) return -1;
-    if (c->finish == SITS_FINISH_ERROR) {
+    if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
         s = sits_srv_error_sse(&err, &len);
+        if (pend_add(c, s, len) != 0) return -1;
     } else {
-        const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
-        s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0,
-                               sits_srv_finish_str(c->finish), c->rq.include_usage, &len);
+        for (int i = 0; i < c->n_ch; i++) {
+            choice_t *g = &c->ch[i];
+            const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
+            json_t *lp = NULL;
+            if (c->rq.logprobs && g->n_lp < g->n_gen) {   /* tokens that made no text (eos, held bytes) */
+                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+                g->n_lp = g->n_gen;
+            }
+            s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
+                                   sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
+            if (pend_add(c, s, len) != 0) return -1;
+        }
     }
-    if (pend_add(c, s, len) != 0) return -1;
     if (c->rq.include_usage) {
-        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->rq.n_prompt, c->n_gen, &len);
+        s = sits_srv_usage_sse(c->rq.kind, c->id, c->created, srv->model_name, c->prompt_tokens, c->n_gen, cached_tokens(c), &len);
         if (pend_add(c, s, len) != 0) return -1;
     }
     s = strdup("data: [DONE]\n\n");
@@ -627,7 +844,7 @@ static enum MHD_Result handle_generate(conn_t *c)
 {
     sits_server_t *srv = c->srv;
     sits_srv_error_t err;
-    if (c->req) return c->rq.stream ? MHD_YES : run_whole(c);   /* resumed by the pump */
+    if (c->started) return c->rq.stream ? MHD_YES : run_whole(c);   /* resumed by the pump */
     if (draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
@@ -697,6 +914,18 @@ static enum MHD_Result handle_page(conn_t *c)
 }
 /* ---- end chat page ---- */
 
+/* /tokenize, /detokenize (vLLM's shapes; api.c) */
+static enum MHD_Result handle_tokenize(conn_t *c)
+{
+    sits_srv_error_t err;
+    if (c->body_too_big) {
+        sits_srv_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL, "the request body is too large");
+        return reply_error(c, &err);
+    }
+    char *out = sits_srv_tokenize(&c->srv->lim, c->route == R_DETOKENIZE, c->body ? c->body : "", c->body_len, &err);
+    return out ? reply_json(c, 200, out) : reply_error(c, &err);
+}
+
 /* ---------------- routing ---------------- */
 
 static route_t route_of(const char *url)
@@ -708,6 +937,8 @@ static route_t route_of(const char *url)
     if (strcmp(url, "/health") == 0) return R_HEALTH;
     if (strcmp(url, "/metrics") == 0) return R_METRICS;
     if (strcmp(url, "/") == 0) return R_PAGE;   /* chat page (issue 12) */
+    if (strcmp(url, "/tokenize") == 0) return R_TOKENIZE;      /* vLLM's paths (no /v1/) */
+    if (strcmp(url, "/detokenize") == 0) return R_DETOKENIZE;
     return R_NONE;
 }
 
@@ -740,7 +971,8 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
 {
     sits_server_t *srv = c->srv;
     sits_srv_error_t err;
-    int is_post_route = c->route == R_COMPLETIONS || c->route == R_CHAT;
+    int is_post_route = has_body(c->route);
+    int authed = strncmp(url, "/v1/", 4) == 0 || c->route == R_TOKENIZE || c->route == R_DETOKENIZE;
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     const sock_ctx_t *sc = ci ? ci->socket_context : NULL;
@@ -757,14 +989,14 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     } else if (is_post_route ? strcmp(method, "POST") != 0 : !get) {
         sits_srv_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
                            "method %s is not allowed on %.200s (use %s)", method, url, is_post_route ? "POST" : "GET");
-    } else if (srv->tenants && strncmp(url, "/v1/", 4) == 0 && (c->tenant = auth_tenant(srv, c->mc)) < 0) {
+    } else if (srv->tenants && authed && (c->tenant = auth_tenant(srv, c->mc)) < 0) {
         c->tenant = 0;
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or unknown API key: send 'Authorization: Bearer <key>' with a key of the tenants file");
-    } else if (!srv->tenants && srv->api_key && strncmp(url, "/v1/", 4) == 0 && !auth_ok(srv, c->mc)) {
+    } else if (!srv->tenants && srv->api_key && authed && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or invalid API key: send 'Authorization: Bearer <key>'");
-    } else if (is_post_route && draining(srv)) {
+    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT) && draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
     } else {
@@ -803,7 +1035,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (c->route != R_COMPLETIONS && c->route != R_CHAT) return MHD_YES;
+        if (!has_body(c->route)) return MHD_YES;
         if (now_s() - c->t_arrival > srv->read_timeout) {   /* a body that trickles in: close */
             SITS_INFO(SITS_SUB_HTTP, "request body not complete after %.0f s: closing the connection", srv->read_timeout);
             return MHD_NO;
@@ -832,6 +1064,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     case R_MODEL: return handle_models(c, url);
     case R_METRICS: return handle_metrics(c);
     case R_PAGE: return handle_page(c);   /* chat page (issue 12) */
+    case R_TOKENIZE:
+    case R_DETOKENIZE: return handle_tokenize(c);
     case R_HEALTH:
         if (draining(srv)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
         return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
@@ -854,23 +1088,27 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
         pthread_mutex_unlock(&srv->gen_mu);
         c->in_gen = 0;
     }
-    if (c->req) {
+    if (c->started) {
         if (!c->over) {   /* the client went away (or MHD gave up on it) before the end */
             if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
                 SITS_INFO(SITS_SUB_HTTP, "request %s: connection ended (%d) before the response did", c->id, (int)toe);
             gen_cancel(c);
             gen_over(c, SITS_FINISH_CANCELLED);
         }
-        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->rq.n_prompt, c->n_gen, c->finish, c->tenant,
+        sits_finish_t f = gen_finish(c);
+        sits_srv_metrics_done(&srv->metrics, c->t_over - c->t_arrival, c->prompt_tokens, c->n_gen, f, c->tenant,
                               c->t_first > 0 ? c->t_first - c->t_arrival : -1.0,
                               c->n_gen > 1 ? (c->t_over - c->t_first) / (c->n_gen - 1) : -1.0);
         if (srv->tenants) atomic_fetch_sub(&srv->t_inflight[c->tenant], 1);
-        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens, %s, %.3f s", c->id, c->rq.n_prompt,
-                  c->n_gen, sits_srv_finish_str(c->finish), c->t_over - c->t_arrival);
-        srv->api->release(c->req);
+        SITS_INFO(SITS_SUB_HTTP, "request %s: %d prompt + %d generated tokens (%d choices), %s, %.3f s", c->id, c->prompt_tokens,
+                  c->n_gen, c->n_ch, sits_srv_finish_str(f), c->t_over - c->t_arrival);
         atomic_fetch_sub(&srv->inflight, 1);
     }
-    if (c->to_valid) sits_srv_textout_fini(&c->to);
+    for (int i = 0; c->ch && i < c->n_ch; i++) srv->api->release(c->ch[i].req);
+    int n = (c->rq.n > 0 ? c->rq.n : 1) * (1 + c->rq.n_more);
+    for (int i = 0; c->ch && i < n; i++)
+        if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
+    free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
     free(c->body);
     free(c->pend);

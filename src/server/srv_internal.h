@@ -7,6 +7,7 @@
 #ifndef SITS_SERVER_SRV_INTERNAL_H
 #define SITS_SERVER_SRV_INTERNAL_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +18,15 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
-enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256 };
+enum { SITS_SRV_MAX_STOP = 4, SITS_SRV_MAX_STOP_LEN = 256, SITS_SRV_MAX_N = 64, SITS_SRV_MAX_CHOICES = 256 };
+
+/* [n] One more prompt of a batched completions request. */
+typedef struct {
+    int32_t *ids;             /* malloc'd */
+    int n;
+    char *echo;               /* its text when given as text and echo is on (malloc'd), else NULL */
+    size_t echo_len;
+} sits_srv_prompt_t;
 
 typedef enum { SITS_SRV_COMPLETIONS = 0, SITS_SRV_CHAT = 1 } sits_srv_kind_t;
 
@@ -55,7 +64,29 @@ typedef struct {
     int n_stop;
     int stream;
     int include_usage;
+    int n;                    /* [n] choices per prompt, each its own sequence (1..SITS_SRV_MAX_N) */
+    sits_srv_prompt_t *more;  /* [n] prompts 2.. of a batched completions prompt (choice i: prompt i / n) */
+    int n_more;
+    /* [logprobs] completions: logprobs N (top N); chat: logprobs true + top_logprobs N. echo
+     * (completions): the prompt text (echo_text, malloc'd) precedes the output, and with logprobs the
+     * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */
+    int logprobs, top_logprobs, echo;
+    int lp_ids;               /* return_tokens_as_token_ids (vLLM): tokens as "token_id:N" */
+    /* [sampling controls] (penalties and min_p are in sample) */
+    sits_sample_bias_t *bias;      /* logit_bias, malloc'd */
+    int n_bias, min_tokens;
+    int32_t *stop_token_ids;       /* malloc'd; with the model's stop ids they end generation */
+    int n_stop_token_ids;
+    int include_stop_str, skip_special;
+    char *echo_text;
+    size_t echo_len;
 } sits_srv_request_t;
+
+/* [logprobs] The "logprobs" member of one choice: completions' {tokens, token_logprobs, top_logprobs,
+ * text_offset} (prompt entries first when n_plp > 0, plp[0] scored null) or chat's {content: [...]};
+ * text_offset counts from text_base; as_ids: tokens as "token_id:N". Returns a new reference (NULL: out of memory). */
+json_t *sits_srv_logprobs_json(sits_srv_kind_t kind, const sits_tokenizer_t *tok, const sits_logprob_t *plp, int n_plp,
+                               const int32_t *prompt, const sits_logprob_t *glp, int n_glp, size_t text_base, int as_ids);
 
 /* api.c */
 /* Parses and validates body (len bytes). On success fills req (free with sits_srv_request_free) and
@@ -68,18 +99,24 @@ void sits_srv_error_set(sits_srv_error_t *err, int status, const char *type, con
 /* malloc'd JSON text of the error body. */
 char *sits_srv_error_json(const sits_srv_error_t *err);
 const char *sits_srv_finish_str(sits_finish_t f);   /* "stop", "length", "abort", ... */
-/* Whole (non-streaming) response body. */
-char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                             const char *text, size_t text_len, const char *finish, int n_prompt, int n_gen);
+/* One choice of a whole response; logprobs: its "logprobs" (consumed; NULL -> null). New reference. */
+json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, size_t text_len, const char *finish,
+                             json_t *logprobs);
+/* Whole (non-streaming) response body: choices (consumed), usage (cached:
+ * usage.prompt_tokens_details.cached_tokens, < 0: no details). */
+char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
+                             int n_prompt, int n_gen, int cached);
 /* One SSE event "data: {...}\n\n" (malloc'd, *len_p set). text may be NULL (no content key in the chat
  * delta), role non-NULL only in the first chat chunk, finish NULL while running. usage_null adds
  * "usage": null (stream_options.include_usage). */
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
+char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
                          const char *role, const char *text, size_t text_len, const char *finish,
-                         int usage_null, size_t *len_p);
+                         int usage_null, json_t *logprobs, size_t *len_p);
 /* The usage chunk: choices [] and usage. */
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
-                         int n_prompt, int n_gen, size_t *len_p);
+                         int n_prompt, int n_gen, int cached, size_t *len_p);
+/* POST /tokenize (detok 0) or /detokenize (detok 1): the JSON reply (malloc'd), or NULL with err set. */
+char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *body, size_t len, sits_srv_error_t *err);
 /* An error event in a stream (the status line was already sent): data: {"error": {...}}. */
 char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p);
 
@@ -95,10 +132,14 @@ typedef struct {
     char *out;            /* released, not yet taken by the caller */
     size_t out_len, out_cap;
     int stopped;          /* a stop string matched; later pushes are ignored */
+    int include_stop;     /* include_stop_str_in_output: the matched stop string is released too */
 } sits_srv_textout_t;
 
 sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
                                     const size_t *stop_len, int n_stop);
+/* [sampling controls] skip_special 0 keeps special tokens' text (skip_special_tokens false). */
+sits_status_t sits_srv_textout_init_ex(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
+                                       const size_t *stop_len, int n_stop, int skip_special, int include_stop);
 sits_status_t sits_srv_textout_push(sits_srv_textout_t *t, const int32_t *ids, int n);
 /* End of generation: flush the detokenizer, release what is held (after a last stop check). */
 sits_status_t sits_srv_textout_finish(sits_srv_textout_t *t);

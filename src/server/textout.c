@@ -33,11 +33,18 @@ static sits_status_t append(char **buf, size_t *len, size_t *cap, const char *s,
 sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
                                     const size_t *stop_len, int n_stop)
 {
+    return sits_srv_textout_init_ex(t, tok, stop, stop_len, n_stop, 1, 0);
+}
+
+sits_status_t sits_srv_textout_init_ex(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
+                                       const size_t *stop_len, int n_stop, int skip_special, int include_stop)
+{
     memset(t, 0, sizeof *t);
     t->stop = stop;
     t->stop_len = stop_len;
     t->n_stop = n_stop;
-    return sits_detok_create(tok, 1, &t->dt);
+    t->include_stop = include_stop;
+    return sits_detok_create(tok, skip_special, &t->dt);
 }
 
 /* Move held[0, n) to out and drop it from held. */
@@ -51,14 +58,17 @@ static sits_status_t release(sits_srv_textout_t *t, size_t n)
 
 static sits_status_t scan(sits_srv_textout_t *t, int final)
 {
-    size_t first = (size_t)-1;
+    size_t first = (size_t)-1, first_len = 0;
     for (int i = 0; i < t->n_stop; i++) {
         if (t->stop_len[i] > t->held_len) continue;
         const char *p = memmem(t->held, t->held_len, t->stop[i], t->stop_len[i]);
-        if (p && (size_t)(p - t->held) < first) first = (size_t)(p - t->held);
+        if (p && (size_t)(p - t->held) < first) {
+            first = (size_t)(p - t->held);
+            first_len = t->stop_len[i];
+        }
     }
     if (first != (size_t)-1) {
-        SITS_CHECK(release(t, first));
+        SITS_CHECK(release(t, first + (t->include_stop ? first_len : 0)));   /* include_stop_str_in_output */
         t->held_len = 0;
         t->stopped = 1;
         return SITS_OK;

@@ -83,6 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         q.sample[i].top_k == p.sample[i].top_k &&
                         !memcmp(&q.sample[i].top_p, &p.sample[i].top_p, 4) && q.sample[i].seed == p.sample[i].seed &&
                         q.sample[i].step == p.sample[i].step);
+        for (int i = 0; i < p.n_out; i++) {   /* [logprobs] [sampling controls] fields and lists */
+            const sits_sample_params_t *a = &p.sample[i], *b = &q.sample[i];
+            FUZZ_ASSERT(a->logprobs == b->logprobs && a->top_logprobs == b->top_logprobs && a->lp_target == b->lp_target &&
+                        !memcmp(&a->presence_penalty, &b->presence_penalty, 4) &&
+                        !memcmp(&a->frequency_penalty, &b->frequency_penalty, 4) &&
+                        !memcmp(&a->repetition_penalty, &b->repetition_penalty, 4) && !memcmp(&a->min_p, &b->min_p, 4) &&
+                        a->n_bias == b->n_bias && a->n_hist == b->n_hist);
+            FUZZ_ASSERT(!a->n_bias || !memcmp(a->bias, b->bias, sizeof *a->bias * (size_t)a->n_bias));
+            FUZZ_ASSERT(!a->n_hist || !memcmp(a->hist, b->hist, sizeof *a->hist * (size_t)a->n_hist));
+        }
         free(w);
     }
     free(buf);

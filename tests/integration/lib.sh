@@ -51,13 +51,13 @@ need_py_curl() {
   PY=${PYTHON:-python3}
   command -v "$PY" >/dev/null || { echo "SKIP: python3 is needed"; exit 77; }
 }
-# serve_start DIR [flags...]: mpirun -np 2 sits-dist serving DIR on a free port (--port 0); sets
+# serve_np NP DIR [flags...]: mpirun -np NP sits-dist serving DIR on a free port (--port 0); sets
 # $srv, $port and $url from the server's ready line; waits for /health
-serve_start() {
-  local dir=$1; shift
-  $SITS_MPIRUN -np 2 "$SITS" --model "$dir" --load-format dummy --port 0 "$@" > "$tmp/out" 2> "$tmp/err" &
+serve_np() {
+  local np=$1 dir=$2; shift 2
+  $SITS_MPIRUN -np "$np" "$SITS" --model "$dir" --port 0 "$@" > "$tmp/out" 2> "$tmp/err" &
   srv=$!
-  for _ in $(seq 200); do
+  for _ in $(seq 300); do
     port=$(sed -n 's|^sits-dist: serving .* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/err" | head -1)
     if [ -n "$port" ]; then
       url=http://127.0.0.1:$port
@@ -67,4 +67,9 @@ serve_start() {
     sleep 0.1
   done
   bad "server did not start"; cat "$tmp/err"; return 1
+}
+# serve_start DIR [flags...]: serve_np 2 with random weights (--load-format dummy)
+serve_start() {
+  local dir=$1; shift
+  serve_np 2 "$dir" --load-format dummy "$@"
 }

@@ -57,20 +57,30 @@ PYEOF
 pre=$(metric sits_preemptions_total)
 [ "${pre:-0}" -gt 0 ] && ok "KV exhaustion preempted $pre sequence(s)" || bad "no preemption seen (pool too large?)"
 
-# disconnect mid-stream: the blocks come back
-"$PY" - "$port" <<'PYEOF'   # read the first streamed chunk, then hang up
-import json, socket
-body = json.dumps({"model": "m", "prompt": "Hello", "max_tokens": 120, "temperature": 0, "stream": True, "ignore_eos": True})
-s = socket.create_connection(("127.0.0.1", int(__import__("sys").argv[1])))
+# disconnect mid-stream: the blocks come back, of every choice with n = 3 (a whole response too)
+disconnect() { # N STREAM: send a completion of N choices, hang up after the first streamed event (or at once)
+  "$PY" - "$port" "$1" "$2" <<'PYEOF'
+import json, socket, sys, time
+port, n, stream = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+body = json.dumps({"model": "m", "prompt": "Hello", "max_tokens": 120 if stream else 400, "temperature": 0 if n == 1 else 1.0, "n": n,
+                   "stream": stream, "ignore_eos": True})
+s = socket.create_connection(("127.0.0.1", port))
 s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
            % (len(body), body)).encode())
 buf = b""
-while b"data: " not in buf:
+while stream and b"data: " not in buf:
     buf += s.recv(4096)
+if not stream:
+    time.sleep(0.3)   # generating
 s.close()
 PYEOF
-for _ in $(seq 50); do [ "$(metric sits_num_requests_running)" = 0 ] && break; sleep 0.1; done
-[ "$(metric sits_kv_blocks_free)" = "$blocks" ] && ok "disconnect frees the KV blocks ($blocks free)" || bad "blocks after disconnect: $(metric sits_kv_blocks_free) of $blocks"
+  for _ in $(seq 50); do [ "$(metric sits_num_requests_running)" = 0 ] && break; sleep 0.1; done
+  [ "$(metric sits_kv_blocks_free)" = "$blocks" ] && ok "disconnect (n=$1, stream $2) frees the KV blocks ($blocks free)" \
+    || bad "blocks after disconnect (n=$1, stream $2): $(metric sits_kv_blocks_free) of $blocks"
+}
+disconnect 1 1
+disconnect 3 1
+disconnect 3 0
 
 # bad requests, then a good one
 n_ok=0

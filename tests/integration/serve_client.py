@@ -2,6 +2,7 @@
 """serve_client.py -- loopback clients for tests/integration/lifecycle.sh and conn_flood.sh.
 
   drain  --port P --pids P0,P1 --n N --max-tokens K [--signals 1|2] [--expect-finish length|abort|any]
+         [--choices C]
       N requests in flight (half streamed: completions and chat, some with include_usage; half whole
       responses), then SIGTERM to every pid (as Slurm does at a job's end). Right after the signal:
       /health and a new completion must answer 503 (with Retry-After). Then every client must receive a
@@ -13,6 +14,9 @@
                 chunked body terminated (http.client raises IncompleteRead otherwise).
       --signals 2 sends a second SIGTERM 0.3 s after the first (immediate stop): then only the bounded
       exit is judged by the caller, and responses are counted, not required.
+      --choices C: every request asks n = C choices, and a complete response has all C: whole bodies
+      C choices (indexes 0..C-1) each with the finish reason ("length": C * K completion tokens),
+      streams a finish chunk for every index.
       Prints a JSON summary; exits 1 on a violation.
 
   flood  --port P --idle N --slow M [--over K]
@@ -64,10 +68,20 @@ def metric(port, name):
     return None
 
 
-def one_request(port, kind, stream, usage, max_tokens, res):
-    """Runs one request to its end; fills res (a dict)."""
+def one_finish(fins, n_choices):
+    """The finish reason of a response whose choice i ended with fins[i] (None: missing or mixed)."""
+    if len(fins) != n_choices or None in fins or len(set(fins)) != 1:
+        return None
+    return fins[0]
+
+
+def one_request(port, kind, stream, usage, max_tokens, res, n_choices=1):
+    """Runs one request (n_choices choices) to its end; fills res (a dict)."""
     path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
     body = {"model": "m", "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    if n_choices > 1:
+        body["n"] = n_choices
+        body["temperature"] = 1.0
     if kind == "chat":
         body["messages"] = [{"role": "user", "content": PROMPT}]
     else:
@@ -86,15 +100,19 @@ def one_request(port, kind, stream, usage, max_tokens, res):
             raw = r.read()
             res["first"] = True
             o = json.loads(raw)
-            ch = o["choices"][0]
-            fin = ch.get("finish_reason")
-            res["finish"] = fin
+            chs = sorted(o["choices"], key=lambda ch: ch["index"])
+            fins = [ch.get("finish_reason") for ch in chs]
+            fin = one_finish(fins, n_choices)
+            res["finish"] = fin if fin else "choices %s" % fins
             n = o["usage"]["completion_tokens"]
             res["tokens"] = n
             ok = r.status == 200 and fin in ("stop", "length", "abort")
-            if fin == "length" and n != max_tokens:
+            if [ch["index"] for ch in chs] != list(range(n_choices)):
                 ok = False
-                res["why"] = "finish length with %d of %d tokens" % (n, max_tokens)
+                res["why"] = "choice indexes %s" % [ch["index"] for ch in chs]
+            if fin == "length" and n != max_tokens * n_choices:
+                ok = False
+                res["why"] = "finish length with %d of %d tokens" % (n, max_tokens * n_choices)
             res["complete"] = ok
             return
         buf, events = b"", []
@@ -110,7 +128,7 @@ def one_request(port, kind, stream, usage, max_tokens, res):
         if buf.strip():
             res["why"] = "unterminated event at the end: %r" % buf[:80]
             return
-        fin, err, usage_seen, done_last = None, None, None, False
+        fins, err, usage_seen, done_last = {}, None, None, False
         for i, ev in enumerate(events):
             if not ev.startswith("data: "):
                 res["why"] = "not an SSE data event: %r" % ev[:80]
@@ -127,17 +145,18 @@ def one_request(port, kind, stream, usage, max_tokens, res):
                 usage_seen = o["usage"]
             for ch in o.get("choices", []):
                 if ch.get("finish_reason"):
-                    fin = ch["finish_reason"]
-        res["finish"] = fin if fin else ("error-event" if err else None)
+                    fins[ch["index"]] = ch["finish_reason"]
+        fin = one_finish([fins.get(i) for i in range(n_choices)], n_choices) if len(fins) == n_choices else None
+        res["finish"] = fin if fin else ("error-event" if err else ("choices %s" % fins if fins else None))
         if usage_seen:
             res["tokens"] = usage_seen["completion_tokens"]
         ok = r.status == 200 and done_last and (fin or err)
         if usage and not usage_seen and not err:
             ok = False
             res["why"] = "no usage chunk"
-        if fin == "length" and usage_seen and usage_seen["completion_tokens"] != max_tokens:
+        if fin == "length" and usage_seen and usage_seen["completion_tokens"] != max_tokens * n_choices:
             ok = False
-            res["why"] = "finish length with %d of %d tokens" % (usage_seen["completion_tokens"], max_tokens)
+            res["why"] = "finish length with %d of %d tokens" % (usage_seen["completion_tokens"], max_tokens * n_choices)
         if not done_last:
             res["why"] = "no [DONE] at the end"
         res["complete"] = bool(ok)
@@ -162,7 +181,7 @@ def quick(port, method, path, body=None, timeout=5):
 
 
 def cmd_drain(a):
-    s = {"n": a.n}
+    s = {"n": a.n, "choices": a.choices}
     res = [dict() for _ in range(a.n)]
     shapes = []
     for i in range(a.n):
@@ -170,7 +189,7 @@ def cmd_drain(a):
             shapes.append(("completions" if i % 4 == 0 else "chat", True, i % 8 != 4))   # streams, most with usage
         else:
             shapes.append(("completions" if i % 4 == 1 else "chat", False, False))
-    th = [threading.Thread(target=one_request, args=(a.port, k, st, u, a.max_tokens, res[i]), daemon=True)
+    th = [threading.Thread(target=one_request, args=(a.port, k, st, u, a.max_tokens, res[i], a.choices), daemon=True)
           for i, (k, st, u) in enumerate(shapes)]
     for t in th:
         t.start()
@@ -417,6 +436,7 @@ def main():
     d.add_argument("--signals", type=int, default=1)
     d.add_argument("--expect-finish", default="any")
     d.add_argument("--join-timeout", type=float, default=120)
+    d.add_argument("--choices", type=int, default=1)
     f = sub.add_parser("flood")
     f.add_argument("--port", type=int, required=True)
     f.add_argument("--idle", type=int, default=5000)

@@ -143,7 +143,7 @@ static void fstats(void *sched, sits_sched_stats_t *st)
     pthread_mutex_unlock(&f->mu);
 }
 
-const sits_sched_api_t fake_sched_api = { fsubmit, fnext, fcancel, frelease, fstats };
+const sits_sched_api_t fake_sched_api = { fsubmit, fnext, fcancel, frelease, fstats, NULL, NULL };   /* no logprobs */
 
 void fake_sched_init(fake_sched_t *f, const sits_tokenizer_t *tok, int32_t eos_id)
 {

@@ -570,7 +570,7 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { C, "{\"prompt\":[]}", 400, NULL },                            /* empty ids */
         { C, "{\"prompt\":[5,99999]}", 400, NULL },                     /* id outside the vocabulary */
         { C, "{\"prompt\":[-1]}", 400, NULL },
-        { C, "{\"prompt\":[\"a\",\"b\"]}", 400, NULL },                 /* batch */
+        { C, "{\"prompt\":[\"a\",1]}", 400, NULL },                   /* a batch of text and an id */
         { C, "{\"prompt\":\"x\",\"model\":\"gpt-4\"}", 404, "model_not_found" },
         { C, "{\"prompt\":\"x\",\"model\":7}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, NULL },
@@ -585,15 +585,21 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { C, "{\"prompt\":\"x\",\"top_p\":1.5}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"top_k\":-5}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"seed\":\"x\"}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"n\":2}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"n\":0}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"n\":65}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"stream\":\"yes\"}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"stop\":5}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"stop\":[\"\"]}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"logprobs\":5}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"echo\":true}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"presence_penalty\":1}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"logprobs\":21}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"echo\":\"yes\"}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"logit_bias\":{\"999999\":1}}", 400, NULL },
+        { C, "{\"prompt\":\"x\",\"min_tokens\":9,\"max_tokens\":2}", 400, NULL },
         { C, long_prompt, 400, "context_length_exceeded" },
         { C, fill_prompt, 400, "context_length_exceeded" },
         { H, "{\"max_tokens\":5}", 400, NULL },                        /* missing messages */

@@ -8,6 +8,7 @@
 #include "sched/plan.h"
 #include "util/log.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,13 @@ static sits_plan_t make_plan(int32_t *a, sits_sample_params_t *sp)
     for (int i = 0; i < 5; i++) { a[i] = 100 + i; a[5 + i] = i; a[10 + i] = i < 3 ? 0 : 1; }
     for (int i = 0; i < 6; i++) a[15 + i] = 7 * i;
     a[21] = 2; a[22] = 4;
-    sp[0] = (sits_sample_params_t){ .temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 0x1234567890abcdefull, .step = 3 };
+    /* [logprobs] [sampling controls] fields and lists on row 0 */
+    static const sits_sample_bias_t bias[2] = { { 7, -INFINITY }, { 3, 2.5f } };
+    static const sits_sample_hist_t hist[3] = { { 1, 0, 1 }, { 4, 2, 0 }, { 9, 1, 1 } };
+    sp[0] = (sits_sample_params_t){ .temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 0x1234567890abcdefull, .step = 3,
+                                    .logprobs = 1, .top_logprobs = 5, .lp_target = 11, .presence_penalty = 0.5f,
+                                    .frequency_penalty = -1.0f, .repetition_penalty = 1.3f, .min_p = 0.05f,
+                                    .bias = bias, .n_bias = 2, .hist = hist, .n_hist = 3 };
     sp[1] = (sits_sample_params_t){ .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1, .step = 0 };
     return (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = 42, .n_tokens = 5, .tokens = a, .pos = a + 5, .seq = a + 10,
                           .n_seqs = 2, .max_blocks = 3, .block_tables = a + 15, .n_out = 2, .out_rows = a + 21, .sample = sp };
@@ -50,6 +57,15 @@ static void test_round_trip(void **state)
         assert_true(q.sample[i].top_p == sp[i].top_p);
         assert_true(q.sample[i].seed == sp[i].seed);
         assert_true(q.sample[i].step == sp[i].step);
+        assert_int_equal(q.sample[i].logprobs, sp[i].logprobs);
+        assert_int_equal(q.sample[i].top_logprobs, sp[i].top_logprobs);
+        assert_int_equal(q.sample[i].lp_target, sp[i].lp_target);
+        assert_true(q.sample[i].presence_penalty == sp[i].presence_penalty && q.sample[i].frequency_penalty == sp[i].frequency_penalty &&
+                    q.sample[i].repetition_penalty == sp[i].repetition_penalty && q.sample[i].min_p == sp[i].min_p);
+        assert_int_equal(q.sample[i].n_bias, sp[i].n_bias);
+        assert_int_equal(q.sample[i].n_hist, sp[i].n_hist);
+        if (sp[i].n_bias) assert_memory_equal(q.sample[i].bias, sp[i].bias, sizeof *sp[i].bias * (size_t)sp[i].n_bias);
+        if (sp[i].n_hist) assert_memory_equal(q.sample[i].hist, sp[i].hist, sizeof *sp[i].hist * (size_t)sp[i].n_hist);
     }
     /* too small an output buffer is refused */
     assert_int_equal(sits_plan_write(&p, buf, need - 1, &len), SITS_ERR_INVALID);

@@ -1,0 +1,107 @@
+#!/bin/bash
+# [logprobs] [sampling controls] completions echo + logprobs against HF transformers (tests/fixtures/logprobs, written by
+# tests/ref/gen_logprob_fixtures.py) on the fixture checkpoints and the demo model, served at TP 1, 2
+# (and 4 for llama_small) on the CPU: prompt and generated tokens' logprobs within 1e-4 (+1e-4 rel),
+# greedy tokens identical, top-5 alternatives; the TP sizes against each other; bad logprob
+# parameters answered 400 naming the parameter; the sampling controls (controls_check.py: penalties,
+# logit_bias, min_tokens vs HF logits processors, min_p, stop_token_ids, include_stop_str_in_output)
+# on llama_small and the demo model.
+. "$top_srcdir/tests/integration/lib.sh"
+PY=${PYTHON:-python3}
+command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
+tmp=$(mktemp -d)
+srv=
+trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; rm -rf "$tmp"' EXIT
+CHECK="$top_srcdir/tests/integration/logprobs_check.py"
+REF="$top_srcdir/tests/fixtures/logprobs"
+
+stop() { kill -TERM $srv 2>/dev/null; wait $srv; srv=; }
+
+# api_extras DIR: /tokenize and /detokenize against HF tokenizers (when importable), and
+# usage.prompt_tokens_details.cached_tokens of a repeated prompt (the prefix cache's full blocks), n > 1
+# sharing the prompt's blocks
+api_extras() {
+  if "$PY" -c 'import tokenizers' 2>/dev/null; then
+    "$PY" - "$url" "$1/tokenizer.json" <<'PYEOF' && ok "/tokenize, /detokenize equal HF tokenizers" || bad "/tokenize, /detokenize"
+import json, sys, urllib.request, tokenizers
+url, tok = sys.argv[1], tokenizers.Tokenizer.from_file(sys.argv[2])
+def post(path, body):
+    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+for text in ["Hello world", "def f(x):\n    return x * 2  # doubled", "caf\u00e9 \u2014 na\u00efve \U0001F600", ""]:
+    for special in (True, False):
+        r = post("/tokenize", {"prompt": text, "add_special_tokens": special})
+        want = tok.encode(text, add_special_tokens=special).ids
+        assert r["tokens"] == want and r["count"] == len(want), (text, special, r, want)
+    ids = tok.encode(text).ids
+    assert post("/detokenize", {"tokens": ids})["prompt"] == tok.decode(ids, skip_special_tokens=False), text
+PYEOF
+  else echo "  (no python tokenizers: /tokenize not compared)"; fi
+  local p='{"prompt":"'$(printf 'word %.0s' $(seq 60))'","max_tokens":1}' c1 c2
+  c1=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
+  c2=$(curl -s "$url/v1/completions" -d "$p" | sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p')
+  [ "$c1" = 0 ] && [ -n "$c2" ] && [ "$c2" -ge 48 ] && ok "cached_tokens: $c1 then $c2" || bad "cached_tokens: $c1 then $c2 (want 0 then >= 48)"
+  # n = 4 over a 70-token prompt: choices 1..3 start from choice 0's 4 full prompt blocks (3 x 64 tokens hit)
+  local h0 h1 ids texts
+  h0=$(curl -s "$url/metrics" | sed -n 's/^sits_prefix_cache_hits_total //p')
+  ids=$(seq -s, 300 369)
+  texts=$(curl -s "$url/v1/completions" -d '{"prompt":['"$ids"'],"max_tokens":4,"n":4,"temperature":0}' |
+          "$PY" -c 'import json,sys; print(len(set(c["text"] for c in json.load(sys.stdin)["choices"])))')
+  h1=$(curl -s "$url/metrics" | sed -n 's/^sits_prefix_cache_hits_total //p')
+  [ "$texts" = 1 ] && [ $((h1 - h0)) -eq 192 ] && ok "n = 4: the prompt's full blocks shared (prefix hits +$((h1 - h0)))" ||
+    bad "n = 4: $texts distinct greedy texts, prefix hits +$((h1 - h0)) (want 1, +192)"
+}
+
+for m in llama_small llama3 qwen2 mistral_sharded demo; do
+  if [ $m = demo ]; then dir="$top_srcdir/models/demo"; else
+    dir="$tmp/$m"; mkdir -p "$dir"; cp "$FIX/$m"/*.json "$FIX/$m"/*.safetensors "$dir/"
+    cp "$top_srcdir/tests/fixtures/tokenizers/bytelevel/tokenizer.json" "$dir/"   # prompts go in as ids
+  fi
+  nps="1 2"; [ $m = llama_small ] && nps="1 2 4"
+  for np in $nps; do
+    serve_np $np "$dir" || continue
+    if "$PY" "$CHECK" "$url" "$REF/$m.json" "$tmp/$m.$np.json"; then ok "$m tp $np: logprobs vs HF"; else bad "$m tp $np: logprobs vs HF"; fi
+    if [ $m = llama_small ] || [ $m = demo ]; then
+      if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/$m.json"; then ok "$m tp $np: sampling controls vs HF processors"
+      else bad "$m tp $np: sampling controls vs HF processors"; fi
+    fi
+    if [ $m = demo ] && [ $np = 1 ]; then api_extras "$dir"; fi
+    if [ $m = llama_small ] && [ $np = 2 ]; then
+      for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
+                  '{"prompt":"a","logprobs":"x"}:logprobs' '{"prompt":"a","echo":1}:echo' \
+                  '{"prompt":"a","max_tokens":0}:max_tokens' '{"prompt":"a","echo":true,"stream":true}:echo' \
+                  '{"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}:top_logprobs' \
+                  '{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}:top_logprobs' \
+                  '{"prompt":"a","logit_bias":{"512":1}}:logit_bias' '{"prompt":"a","logit_bias":{"5":101}}:logit_bias' \
+                  '{"prompt":"a","logit_bias":{"x":1}}:logit_bias' '{"prompt":"a","min_tokens":5,"max_tokens":2}:min_tokens' \
+                  '{"prompt":"a","repetition_penalty":0}:repetition_penalty' '{"prompt":"a","presence_penalty":3}:presence_penalty' \
+                  '{"prompt":"a","frequency_penalty":-2.5}:frequency_penalty' '{"prompt":"a","min_p":1.5}:min_p' \
+                  '{"prompt":"a","stop_token_ids":[512]}:stop_token_ids' '{"prompt":"a","n":0}:n'; do
+        b=${body%:*}; want=${body##*:}
+        ep=completions; case $b in *messages*) ep=chat/completions;; esac
+        r=$(curl -s -w ' %{http_code}' "$url/v1/$ep" -d "$b")
+        case $r in *"\"param\":\"$want\""*" 400") ok "400 naming $want: $b";; *) bad "want 400 naming $want for $b, got $r";; esac
+      done
+    fi
+    stop
+  done
+  for np in $nps; do
+    [ $np = 1 ] && continue
+    "$PY" - "$tmp/$m.1.json" "$tmp/$m.$np.json" <<'PYEOF' && ok "$m: tp $np equals tp 1 (within 2e-5)" || bad "$m: tp $np vs tp 1"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+d = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+print(f"  max |tp1 - tpN| = {d:.2e}")
+sys.exit(0 if d <= 2e-5 else 1)
+PYEOF
+  done
+done
+# pipeline parallelism: logprobs are refused (the last stage holds the logits), the rest still serves
+serve_np 2 "$tmp/llama_small" --pp 2 && {
+  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"logprobs":1}')
+  case $r in *"pipeline"*" 400") ok "pp 2: logprobs refused with 400";; *) bad "pp 2: logprobs gave $r";; esac
+  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"presence_penalty":1}')
+  case $r in *" 200") ok "pp 2: a penalised request served";; *) bad "pp 2: $r";; esac
+  stop
+}
+finish
