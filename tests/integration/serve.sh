@@ -97,7 +97,8 @@ check 400 '{"model":"m","prompt":[1,2,99999]}'
 check 400 '{"model":"m","prompt":"x",'
 check 404 '{"model":"other","prompt":"x"}'
 [ $n_ok -eq 8 ] && ok "bad requests answered 4xx" || true
-curl -s "$url/v1/completions" -H 'Content-Type: application/json' -d '{"model":"m","prompt":"x","max_tokens":3}' | grep -q '"finish_reason":"length"' && ok "server healthy after bad input" || bad "server after bad input"
+curl -s -m 60 "$url/v1/completions" -H 'Content-Type: application/json' -d '{"model":"m","prompt":"x","max_tokens":3,"ignore_eos":true}' > "$tmp/b" 2>&1
+grep -q '"finish_reason":"length"' "$tmp/b" && ok "server healthy after bad input" || { bad "server after bad input"; cat "$tmp/b"; }
 
 # SIGTERM (to every rank, as Slurm sends it) with a request running: it completes, every rank exits 0
 curl -s "$url/v1/completions" -H 'Content-Type: application/json' -d '{"model":"m","prompt":"Hello","max_tokens":60,"temperature":0,"ignore_eos":true}' > "$tmp/drain" &
