@@ -987,6 +987,50 @@ static void omp_passive_reexec(char **argv)
     unsetenv("OMP_WAIT_POLICY");   /* exec failed: go on as we are */
 }
 
+static void set_log_level(const sits_config_t *cfg)
+{
+    static const char *const names[] = { "none", "error", "warn", "info", "debug", "trace" };
+    for (int i = 0; cfg->log_level && i < 6; i++)
+        if (!strcasecmp(cfg->log_level, names[i])) sits_log_set_level((sits_log_level_t)i);
+}
+
+/* --render-chat, --tokenize, --detokenize read files and print: no MPI needed. They run before MPI_Init
+ * (on rank 0 of a launched job; the other ranks exit 0), so their exit never goes through MPI's teardown
+ * (an Open MPI singleton's finalize once crashed in libgcc_s' unwinder under load). Returns -1 when none
+ * of them is asked for, else the exit code. */
+static int run_text_mode(int argc, char **argv)
+{
+    int want = 0;
+    static const char *const modes[] = { "--render-chat", "--tokenize", "--detokenize" };
+    for (int i = 1; i < argc; i++)
+        for (int m = 0; m < 3; m++) {
+            size_t l = strlen(modes[m]);
+            if (!strncmp(argv[i], modes[m], l) && (argv[i][l] == 0 || argv[i][l] == '=')) want = 1;
+        }
+    if (!want) return -1;
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMIX_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    if (r && atoi(r) != 0) return 0;
+    sits_log_init(0);
+    sits_config_t cfg;
+    char err[512];
+    if (sits_config_parse(argc, argv, &cfg, err, sizeof err) != SITS_OK) {
+        fprintf(stderr, "sits-dist: %s\n", err);
+        return EXIT_USAGE;
+    }
+    set_log_level(&cfg);
+    int rc;
+    if (!cfg.model) {
+        fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
+        rc = EXIT_USAGE;
+    } else {
+        rc = cfg.render_chat ? run_render_chat(&cfg) : run_tokenizer_mode(&cfg);
+    }
+    sits_config_free(&cfg);
+    return rc;
+}
+
 int sits_cli_main(int argc, char **argv)
 {
     omp_passive_reexec(argv);
@@ -995,6 +1039,8 @@ int sits_cli_main(int argc, char **argv)
         if (!strcmp(argv[i], "--version")) { printf("sits-dist %s\n", PACKAGE_VERSION); return 0; }
         if (!strcmp(argv[i], "--help-man")) { sits_config_print_man(PACKAGE_VERSION, stdout); return 0; }
     }
+    int text_rc = run_text_mode(argc, argv);
+    if (text_rc >= 0) return text_rc;
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "sits-dist: MPI_Init_thread failed\n");
@@ -1022,10 +1068,7 @@ int sits_cli_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     free(args);
-    if (cfg.log_level) {
-        static const char *const names[] = { "none", "error", "warn", "info", "debug", "trace" };
-        for (int i = 0; i < 6; i++) if (!strcasecmp(cfg.log_level, names[i])) sits_log_set_level((sits_log_level_t)i);
-    }
+    set_log_level(&cfg);
     sits_config_log_nondefaults(&cfg);
     if (print_config) {
         if (rank == 0) sits_config_print(&cfg, stdout);
@@ -1033,10 +1076,6 @@ int sits_cli_main(int argc, char **argv)
     } else if (!cfg.model && !cfg.topology) {
         if (rank == 0) fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
         rc = EXIT_USAGE;
-    } else if (cfg.tokenize || cfg.detokenize) {
-        rc = rank == 0 ? run_tokenizer_mode(&cfg) : 0;
-    } else if (cfg.render_chat) {
-        rc = rank == 0 ? run_render_chat(&cfg) : 0;
     } else {
         sits_layout_t L;
         sits_status_t st = layout_init(&cfg, &L);
