@@ -19,6 +19,12 @@ static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, in
     return (size_t)(4 * (3 * n_tokens + n_seqs * max_blocks + n_out) + SAMPLE_BYTES * n_out);
 }
 
+/* [structured output] bytes of the mask trailer (0 without masks) */
+static size_t masks_size(const sits_sample_masks_t *m)
+{
+    return m->n > 0 ? 8 + 4 * (size_t)m->n * (1 + (size_t)m->words) : 0;
+}
+
 /* ---- [kv move] KV move orders (plan.h): a body of i32 only ---- */
 #define MOVE_FIXED 8
 
@@ -105,7 +111,7 @@ static void put_header(unsigned char *h, uint16_t cmd, uint64_t step, const int3
 size_t sits_plan_size(const sits_plan_t *p)
 {
     if (p->cmd == SITS_PLAN_KV_MOVE) return SITS_PLAN_HEADER_BYTES + 4 * (size_t)move_items(&p->move);
-    return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out);
+    return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out) + masks_size(&p->masks);
 }
 
 static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
@@ -117,7 +123,9 @@ static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
 sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_t *len_p)
 {
     if (p->cmd == SITS_PLAN_KV_MOVE) return move_write(p, buf, cap, len_p);
-    if (p->n_tokens < 0 || p->n_seqs < 0 || p->max_blocks < 0 || p->n_out < 0) return SITS_ERR_INVALID;
+    if (p->n_tokens < 0 || p->n_seqs < 0 || p->max_blocks < 0 || p->n_out < 0 || p->masks.n < 0 || p->masks.n > p->n_out ||
+        p->masks.words < 0)
+        return SITS_ERR_INVALID;
     size_t need = sits_plan_size(p);
     if (cap < need) return SITS_ERR_INVALID;
     unsigned char *h = buf, *q = h + SITS_PLAN_HEADER_BYTES;
@@ -137,6 +145,12 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         sits_le_put32(q + 12, 0);
         sits_le_put64(q + 16, s->seed);
         sits_le_put64(q + 24, s->step);
+    }
+    if (p->masks.n > 0) {
+        int32_t mh[2] = { p->masks.n, p->masks.words };
+        q = put_i32s(q, mh, 2);
+        q = put_i32s(q, p->masks.rows, p->masks.n);
+        for (size_t i = 0; i < (size_t)p->masks.n * p->masks.words; i++, q += 4) sits_le_put32(q, p->masks.masks[i]);
     }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);
@@ -177,7 +191,20 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         SITS_ERROR(SITS_SUB_SCHED, "step plan: counts out of range (tokens %d, seqs %d, blocks %d, outputs %d)", nt, ns, mb, no);
         return SITS_ERR_FORMAT;
     }
-    size_t body = body_size(nt, ns, mb, no);
+    size_t base = body_size(nt, ns, mb, no), body = base;
+    sits_sample_masks_t masks = { 0 };
+    if (len >= SITS_PLAN_HEADER_BYTES + base + 8 && cmd == SITS_PLAN_STEP) {
+        /* [structured output] the mask trailer */
+        const unsigned char *t = h + SITS_PLAN_HEADER_BYTES + base;
+        int32_t n = (int32_t)sits_le_get32(t), w = (int32_t)sits_le_get32(t + 4);
+        if (n < 1 || n > no || w < 1 || w > SITS_PLAN_MAX_ITEMS) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: mask trailer counts out of range (%d masks of %d words)", n, w);
+            return SITS_ERR_FORMAT;
+        }
+        masks = (sits_sample_masks_t){ .n = n, .words = w, .rows = (const int32_t *)(t + 8) };
+        masks.masks = (const uint32_t *)(masks.rows + n);
+        body += masks_size(&masks);
+    }
     if (sits_le_get32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say %zu", len, SITS_PLAN_HEADER_BYTES + body);
         return SITS_ERR_FORMAT;
@@ -205,6 +232,12 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         store[i].step = sits_le_get64(s + 24);
     }
     p.sample = store;
+    p.masks = masks;
+    for (int i = 0; i < masks.n; i++)
+        if (masks.rows[i] < 0 || masks.rows[i] >= no) {
+            SITS_ERROR(SITS_SUB_SCHED, "step plan: mask row %d out of range", masks.rows[i]);
+            return SITS_ERR_FORMAT;
+        }
     for (int i = 0; i < nt; i++)
         if (p.seq[i] < 0 || p.seq[i] >= ns) {
             SITS_ERROR(SITS_SUB_SCHED, "step plan: token %d names sequence %d of %d", i, p.seq[i], ns);
