@@ -881,7 +881,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_model_len = r->max_model_len, .vocab_size = r->cfg.vocab_size,
                 .max_body_bytes = (size_t)cfg->max_body_bytes, .chat = chat, .gen = gen,
                 .seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20),
-                .otlp = otlp,
+                .otlp = otlp, .tool_call_parser = cfg->tool_call_parser,
             };
             st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
                         : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);

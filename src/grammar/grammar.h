@@ -54,6 +54,14 @@ int sits_grammar_vocab_size(const sits_grammar_vocab_t *vocab);
  * Output is compact JSON with at most one space after ':' and ','; properties come in schema order. */
 sits_status_t sits_grammar_from_json_schema(const char *schema, size_t len, char *err, size_t err_len,
                                             sits_grammar_t **g_p);
+/* [tool calls] JSON documents of a schema inside literal text: before, then 1..max_items (max_items < 0:
+ * unbounded) items item_open DOC item_close separated by sep, then after. All strings non-NULL. */
+typedef struct {
+    const char *before, *item_open, *item_close, *sep, *after;
+    int max_items;
+} sits_grammar_frame_t;
+sits_status_t sits_grammar_from_json_schema_framed(const char *schema, size_t len, const sits_grammar_frame_t *frame, char *err,
+                                                   size_t err_len, sits_grammar_t **g_p);
 /* Any JSON object (response_format json_object). */
 sits_status_t sits_grammar_from_json_object(sits_grammar_t **g_p);
 /* A regex (whole-match): literals, escapes (\d \w \s \D \W \S \. \n \t \\ ...), ., [...] / [^...] classes of

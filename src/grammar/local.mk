@@ -9,3 +9,6 @@ tests_unit_test_grammar_SOURCES = tests/unit/test_grammar.c
 tests_unit_test_grammar_LDADD = $(SITS_LIBS)
 TESTS += tests/unit/grammar_validate.sh
 EXTRA_DIST += tests/unit/grammar_validate.sh tests/unit/data/grammar_cases.json tests/unit/data/grammar_refused.json
+# Structured output and tool calls end to end: the server (TP 2, CPU) with the openai client, jsonschema validating.
+TESTS += tests/integration/structured_output.sh
+EXTRA_DIST += tests/integration/structured_output.sh

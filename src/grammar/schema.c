@@ -629,6 +629,13 @@ static sits_status_t finish_with_start(gram_builder_t *b, int start_slot, int bo
 
 sits_status_t sits_grammar_from_json_schema(const char *schema, size_t len, char *err, size_t err_len, sits_grammar_t **g_p)
 {
+    sits_grammar_frame_t plain = { "", "", "", "", "", 1 };
+    return sits_grammar_from_json_schema_framed(schema, len, &plain, err, err_len, g_p);
+}
+
+sits_status_t sits_grammar_from_json_schema_framed(const char *schema, size_t len, const sits_grammar_frame_t *fr, char *err,
+                                                   size_t err_len, sits_grammar_t **g_p)
+{
     json_error_t jerr;
     json_t *root = json_loadb(schema, len, JSON_DECODE_ANY, &jerr);
     if (!root) {
@@ -646,6 +653,26 @@ sits_status_t sits_grammar_from_json_schema(const char *schema, size_t len, char
     if (c.failed) {
         gb_free(&b);
         return SITS_ERR_INVALID;
+    }
+    if (fr->before[0] || fr->item_open[0] || fr->item_close[0] || fr->after[0] || fr->max_items != 1) {
+        /* framed := before item (sep item){0, max - 1} after; item := item_open body item_close */
+        gram_alt_t a = { 0 };
+        int item = gb_rule(&b);
+        ga_lit(&b, &a, fr->item_open, strlen(fr->item_open));
+        ga_ref(&b, &a, body);
+        ga_lit(&b, &a, fr->item_close, strlen(fr->item_close));
+        gb_add_alt(&b, item, &a);
+        int more = gb_rule(&b);
+        ga_lit(&b, &a, fr->sep, strlen(fr->sep));
+        ga_ref(&b, &a, item);
+        gb_add_alt(&b, more, &a);
+        int framed = gb_rule(&b);
+        ga_lit(&b, &a, fr->before, strlen(fr->before));
+        ga_ref(&b, &a, item);
+        ga_ref(&b, &a, gb_repeat(&b, more, 0, fr->max_items < 0 ? -1 : fr->max_items - 1));
+        ga_lit(&b, &a, fr->after, strlen(fr->after));
+        gb_add_alt(&b, framed, &a);
+        body = framed;
     }
     return finish_with_start(&b, start, body, g_p);
 }

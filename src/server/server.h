@@ -47,6 +47,8 @@ typedef struct {
     int max_connections;       /* MHD connection limit (each is a thread); 0: 512 */
     int idle_timeout_s;        /* keep-alive connections idle this long are closed; 0: 60 */
     sits_otlp_t *otlp;         /* --otlp-endpoint exporter, for its counters in /metrics; NULL: off */
+    const char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | auto (NULL: auto, from the
+                                * chat template's text); an unknown name is SITS_ERR_INVALID */
 } sits_server_params_t;
 
 typedef struct sits_server sits_server_t;

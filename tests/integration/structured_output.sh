@@ -1,0 +1,108 @@
+#!/bin/bash
+# Structured output and tool calls through the real server (mpirun -np 2: TP 2, CPU, random weights) with the
+# official openai client: every schema of tests/unit/data/grammar_cases.json as response_format json_schema
+# (python jsonschema validates what comes back), json_object, guided_regex / guided_choice (vLLM's extra
+# fields), refused schemas and tools (400 naming the parameter and the keyword), and a weather-function
+# round trip on the Qwen2.5 template (hermes <tool_call> format): tool_choice required and a named function
+# force a call that parses, streamed as tool-call deltas; the tool's answer goes back as a tool message.
+. "$top_srcdir/tests/integration/lib.sh"
+PY=${PYTHON:-python3}
+command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
+"$PY" -c 'import openai, jsonschema' 2>/dev/null || { echo "SKIP: python openai and jsonschema are needed"; exit 77; }
+tmp=$(mktemp -d)
+srv=
+trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
+serve_setup "$tmp/m"
+sed -i "s/\"max_position_embeddings\": 512/\"max_position_embeddings\": 2048/" "$tmp/m/config.json"   # room for the tools prompt
+serve_start "$tmp/m" --chat-template "$top_srcdir/tests/fixtures/templates/Qwen-Qwen2.5-7B-Instruct.jinja" || finish
+"$PY" - "$url" "$top_srcdir/tests/unit/data/grammar_cases.json" <<'PYEOF' && ok "structured output and tool calls" || bad "structured output and tool calls"
+import json, re, sys, openai, jsonschema
+c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
+cases = json.load(open(sys.argv[2]))
+fails = 0
+def check(cond, what):
+    global fails
+    if not cond:
+        fails += 1
+        print("MISMATCH", what)
+msgs = [{"role": "user", "content": "Give me JSON."}]
+finished = 0
+for i, case in enumerate(cases):
+    for seed in (1, 2):
+        r = c.chat.completions.create(model="m", messages=msgs, max_tokens=400, temperature=1.0, seed=seed,
+                                      response_format={"type": "json_schema", "json_schema": {"name": case["name"], "schema": case["schema"]}})
+        ch = r.choices[0]
+        if ch.finish_reason != "stop":
+            print("  %s seed %d: not finished in 400 tokens (%s)" % (case["name"], seed, ch.finish_reason))
+            continue
+        finished += 1
+        try:
+            jsonschema.validate(json.loads(ch.message.content), case["schema"], cls=jsonschema.Draft202012Validator)
+        except Exception as e:
+            check(False, "%s seed %d: %r: %s" % (case["name"], seed, ch.message.content[:200], str(e).splitlines()[0]))
+print("json_schema: %d of %d finished" % (finished, 2 * len(cases)))
+check(finished >= 3 * len(cases) // 2, "fewer than 3/4 of the schema requests finished")
+# json_object, streamed: the chunks join into a JSON object
+text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+    model="m", messages=msgs, max_tokens=400, seed=3, response_format={"type": "json_object"}, stream=True) if ch.choices)
+try:
+    check(isinstance(json.loads(text), dict), "json_object: not an object: %r" % text[:200])
+except ValueError:
+    check(False, "json_object stream: %r does not parse" % text[:200])
+# regex and choice (vLLM's extra fields), completions and chat
+r = c.completions.create(model="m", prompt="Phone:", max_tokens=40, seed=4, extra_body={"guided_regex": r"\d{3}-\d{4}"})
+check(re.fullmatch(r"\d{3}-\d{4}", r.choices[0].text), "guided_regex: %r" % r.choices[0].text)
+r = c.chat.completions.create(model="m", messages=msgs, max_tokens=20, seed=5,
+                              extra_body={"structured_outputs": {"choice": ["positive", "negative", "neutral"]}})
+check(r.choices[0].message.content in ("positive", "negative", "neutral"), "choice: %r" % r.choices[0].message.content)
+# refused: the parameter and the keyword are named
+for body, param, word in [({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "email"}}}}, "response_format", "format"),
+                          ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": 0}}}}, "response_format", "minimum"),
+                          ({"extra_body": {"guided_regex": "(ab"}}, "guided_regex", "unbalanced"),
+                          ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools", "name"),
+                          ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice", "'g'")]:
+    try:
+        c.chat.completions.create(model="m", messages=msgs, max_tokens=5, **body)
+        check(False, "accepted: %s" % body)
+    except openai.BadRequestError as e:
+        err = e.body if isinstance(e.body, dict) else {}
+        err = err.get("error", err)
+        check(err.get("param") == param and word in err.get("message", ""), "400 for %s: %s" % (body, err))
+# the weather-function round trip
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "current weather",
+          "parameters": {"type": "object", "properties": {"location": {"type": "string", "maxLength": 20},
+                                                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                         "required": ["location"]}}},
+         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 8}}}}}]
+ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+r = c.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required", max_tokens=200, seed=6,
+                              parallel_tool_calls=False)
+ch = r.choices[0]
+check(ch.finish_reason == "tool_calls" and ch.message.tool_calls, "required: no tool call: %s" % ch)
+if ch.message.tool_calls:
+    call = ch.message.tool_calls[0]
+    check(call.type == "function" and call.function.name in ("get_weather", "get_time") and call.id.startswith("call_"), "call: %s" % call)
+    check(isinstance(json.loads(call.function.arguments), dict), "arguments: %r" % call.function.arguments)
+    back = ask + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                  {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21, "unit": "celsius"})}]
+    r2 = c.chat.completions.create(model="m", messages=back, tools=tools, tool_choice="none", max_tokens=8, seed=7)
+    check(r2.choices[0].finish_reason in ("length", "stop") and r2.choices[0].message.tool_calls is None, "round trip answer: %s" % r2.choices[0])
+# a named function, streamed: id / type / name first, then the arguments
+deltas = [ch.choices[0] for ch in c.chat.completions.create(model="m", messages=ask, tools=tools, max_tokens=200, seed=8, stream=True,
+          tool_choice={"type": "function", "function": {"name": "get_weather"}}) if ch.choices]
+calls = [tc for d in deltas for tc in (d.delta.tool_calls or [])]
+check(deltas and deltas[-1].finish_reason == "tool_calls", "stream finish: %s" % (deltas[-1] if deltas else None))
+check(len(calls) >= 2 and calls[0].id and calls[0].function.name == "get_weather", "stream deltas: %s" % calls)
+args = "".join(tc.function.arguments or "" for tc in calls)
+try:
+    a = json.loads(args)
+    check(isinstance(a.get("location"), str), "stream arguments: %r" % args)
+except ValueError:
+    check(False, "stream arguments do not parse: %r" % args)
+print("fails:", fails)
+sys.exit(1 if fails else 0)
+PYEOF
+for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done
+wait $srv; rc=$?; srv=
+[ $rc -eq 0 ] && ok "server stopped cleanly" || bad "server exit $rc"
+finish
