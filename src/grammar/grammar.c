@@ -17,14 +17,6 @@
 #define SITS_GRAMMAR_MAX_NODES (1 << 24)
 #define SITS_GRAMMAR_CACHE_BYTES ((size_t)256 << 20)
 
-typedef struct {
-    uint64_t hash;
-    const sits_grammar_vocab_t *vocab;
-    int32_t *key;      /* sorted stack set */
-    int n;
-    uint32_t *mask;
-} cache_ent_t;
-
 struct sits_grammar {
     gram_elem_t *elems;
     int n_elems;
@@ -42,10 +34,23 @@ struct sits_grammar {
     /* scratch for walks: sets by depth */
     int32_t *buf;
     size_t nbuf, capbuf;
-    /* mask cache */
-    cache_ent_t *cache;
-    uint32_t cmask;
-    int n_cache, max_cache, cache_words;   /* entries of one vocabulary size (the first one used) */
+    /* interned stack sets: set i is sdata[s_off[i], + s_n[i]) (sorted node ids); s_slots hashes contents */
+    int32_t *s_off, *s_n;
+    int n_isets, cap_isets;
+    int32_t *sdata;
+    size_t n_sdata, cap_sdata;
+    int32_t *s_slots;
+    uint32_t s_mask;
+    /* memoised transitions (set << 8 | byte) -> set, -1 dead; t_keys UINT64_MAX: empty slot */
+    uint64_t *t_keys;
+    int32_t *t_vals;
+    uint32_t t_mask;
+    int t_n;
+    /* mask cache: per interned set, for one vocabulary (the first one masked with) */
+    uint32_t **smask;
+    int cap_smask;
+    const sits_grammar_vocab_t *cache_vocab;
+    size_t cache_bytes;
     long hits, misses;
 };
 
@@ -66,8 +71,7 @@ struct sits_grammar_vocab {
 struct sits_grammar_state {
     sits_grammar_t *g;
     const sits_grammar_vocab_t *v;
-    int32_t *set;
-    int n, cap;
+    int32_t set;       /* interned stack set */
 };
 
 /* ---------------- builder ---------------- */
@@ -423,11 +427,14 @@ nomem:
 void sits_grammar_destroy(sits_grammar_t *g)
 {
     if (!g) return;
-    for (uint32_t i = 0; g->cache && i <= g->cmask; i++) {
-        free(g->cache[i].key);
-        free(g->cache[i].mask);
-    }
-    free(g->cache);
+    for (int i = 0; g->smask && i < g->cap_smask; i++) free(g->smask[i]);
+    free(g->smask);
+    free(g->s_off);
+    free(g->s_n);
+    free(g->sdata);
+    free(g->s_slots);
+    free(g->t_keys);
+    free(g->t_vals);
     free(g->elems);
     free(g->alts);
     free(g->alt_off);
@@ -613,29 +620,147 @@ out:
     return st;
 }
 
-/* ---------------- states and masks ---------------- */
+/* ---------------- interned sets, transitions ---------------- */
 
-static int i32_cmp(const void *a_, const void *b_)
+static uint64_t set_hash(const int32_t *s, int n)
 {
-    int32_t a = *(const int32_t *)a_, b = *(const int32_t *)b_;
-    return (a > b) - (a < b);
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) h = mix(h ^ (uint32_t)s[i]) + 0x632be59bd9b4e019ull;
+    return h;
 }
 
-/* the state's set := g->buf[from, from + n), sorted */
-static sits_status_t state_take(sits_grammar_state_t *st, size_t from, size_t n)
+static int iset_rehash(sits_grammar_t *g, uint32_t slots)
 {
-    if (st->g->oom) return SITS_ERR_NOMEM;
-    if ((int)n > st->cap) {
-        int32_t *p = realloc(st->set, sizeof *p * n);
-        if (!p) return SITS_ERR_NOMEM;
-        st->set = p;
-        st->cap = (int)n;
+    int32_t *t = malloc(sizeof *t * slots);
+    if (!t) return -1;
+    memset(t, 0xff, sizeof *t * slots);
+    for (int i = 0; i < g->n_isets; i++) {
+        uint32_t h = (uint32_t)set_hash(g->sdata + g->s_off[i], g->s_n[i]) & (slots - 1);
+        while (t[h] >= 0) h = (h + 1) & (slots - 1);
+        t[h] = i;
     }
-    memcpy(st->set, st->g->buf + from, sizeof *st->set * n);
-    st->n = (int)n;
-    qsort(st->set, n, sizeof *st->set, i32_cmp);
-    return SITS_OK;
+    free(g->s_slots);
+    g->s_slots = t;
+    g->s_mask = slots - 1;
+    return 0;
 }
+
+/* the id of the set s[n] (sorted, unique), made when new; -1 out of memory */
+static int32_t intern(sits_grammar_t *g, const int32_t *s, int n)
+{
+    if (!g->s_slots && iset_rehash(g, 1024) != 0) return -1;
+    uint32_t h = (uint32_t)set_hash(s, n) & g->s_mask;
+    for (; g->s_slots[h] >= 0; h = (h + 1) & g->s_mask) {
+        int32_t i = g->s_slots[h];
+        if (g->s_n[i] == n && memcmp(g->sdata + g->s_off[i], s, sizeof *s * (size_t)n) == 0) return i;
+    }
+    if (g->n_isets == g->cap_isets) {
+        int cap = g->cap_isets ? 2 * g->cap_isets : 256;
+        int32_t *o = realloc(g->s_off, sizeof *o * (size_t)cap);
+        if (!o) return -1;
+        g->s_off = o;
+        o = realloc(g->s_n, sizeof *o * (size_t)cap);
+        if (!o) return -1;
+        g->s_n = o;
+        g->cap_isets = cap;
+    }
+    if (g->n_sdata + (size_t)n > g->cap_sdata) {
+        size_t cap = g->cap_sdata ? 2 * g->cap_sdata : 1024;
+        while (cap < g->n_sdata + (size_t)n) cap *= 2;
+        int32_t *d = realloc(g->sdata, sizeof *d * cap);
+        if (!d) return -1;
+        g->sdata = d;
+        g->cap_sdata = cap;
+    }
+    int32_t id = g->n_isets++;
+    g->s_off[id] = (int32_t)g->n_sdata;
+    g->s_n[id] = n;
+    memcpy(g->sdata + g->n_sdata, s, sizeof *s * (size_t)n);
+    g->n_sdata += (size_t)n;
+    g->s_slots[h] = id;
+    if ((uint32_t)g->n_isets * 2 > g->s_mask && iset_rehash(g, (g->s_mask + 1) * 2) != 0) return -1;
+    return id;
+}
+
+static void sort_small(int32_t *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        int32_t x = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1] > x) { a[j] = a[j - 1]; j--; }
+        a[j] = x;
+    }
+}
+
+/* g->buf[from, nbuf) sorted and interned; g->buf truncated to from. -2 when empty (dead), -1 out of memory */
+static int32_t intern_buf(sits_grammar_t *g, size_t from)
+{
+    size_t n = g->nbuf - from;
+    int32_t id = -2;
+    if (n > 0 && !g->oom) {
+        sort_small(g->buf + from, n);
+        id = intern(g, g->buf + from, (int)n);
+    } else if (g->oom) {
+        id = -1;
+    }
+    g->nbuf = from;
+    return id;
+}
+
+#define TRANS_MAX (1u << 24)
+
+static int trans_grow(sits_grammar_t *g)
+{
+    uint32_t slots = g->t_keys ? (g->t_mask + 1) * 2 : 4096;
+    uint64_t *k = malloc(sizeof *k * slots);
+    int32_t *v = malloc(sizeof *v * slots);
+    if (!k || !v) { free(k); free(v); return -1; }
+    memset(k, 0xff, sizeof *k * slots);
+    for (uint32_t i = 0; g->t_keys && i <= g->t_mask; i++) {
+        if (g->t_keys[i] == UINT64_MAX) continue;
+        uint32_t h = (uint32_t)mix(g->t_keys[i]) & (slots - 1);
+        while (k[h] != UINT64_MAX) h = (h + 1) & (slots - 1);
+        k[h] = g->t_keys[i];
+        v[h] = g->t_vals[i];
+    }
+    free(g->t_keys);
+    free(g->t_vals);
+    g->t_keys = k;
+    g->t_vals = v;
+    g->t_mask = slots - 1;
+    return 0;
+}
+
+/* the set that set `sid` becomes after byte c: -2 dead, -1 out of memory */
+static int32_t trans(sits_grammar_t *g, int32_t sid, int c)
+{
+    uint64_t key = ((uint64_t)(uint32_t)sid << 8) | (uint64_t)c;
+    uint32_t h = 0;
+    if (g->t_keys) {
+        for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask)
+            if (g->t_keys[h] == key) return g->t_vals[h];
+    }
+    size_t from = g->nbuf;
+    for (int i = 0; i < g->s_n[sid]; i++) buf_push(g, g->sdata[g->s_off[sid] + i]);
+    size_t at = g->nbuf;
+    advance(g, from, at - from, c);
+    memmove(g->buf + from, g->buf + at, sizeof *g->buf * (g->nbuf - at));
+    g->nbuf = from + (g->nbuf - at);
+    int32_t r = intern_buf(g, from);
+    if (r == -1) return -1;
+    /* memoise (the table stops growing at TRANS_MAX entries: later transitions are recomputed) */
+    if ((uint32_t)g->t_n >= TRANS_MAX) return r;
+    if (!g->t_keys || (uint32_t)(g->t_n + 1) * 2 > g->t_mask + 1) {
+        if (trans_grow(g) != 0) return r;
+    }
+    for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask) {}
+    g->t_keys[h] = key;
+    g->t_vals[h] = r;
+    g->t_n++;
+    return r;
+}
+
+/* ---------------- states and masks ---------------- */
 
 sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vocab_t *vocab, sits_grammar_state_t **st_p)
 {
@@ -643,12 +768,11 @@ sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vo
     if (!st) return SITS_ERR_NOMEM;
     st->g = g;
     st->v = vocab;
-    size_t n = start_set(g);
-    sits_status_t s = state_take(st, 0, n);
-    g->nbuf = 0;
-    if (s != SITS_OK) {
-        sits_grammar_state_destroy(st);
-        return s;
+    start_set(g);
+    st->set = intern_buf(g, 0);
+    if (st->set < 0) {   /* a grammar with an empty language is not compiled; -2 cannot happen */
+        free(st);
+        return SITS_ERR_NOMEM;
     }
     *st_p = st;
     return SITS_OK;
@@ -656,14 +780,13 @@ sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vo
 
 void sits_grammar_state_destroy(sits_grammar_state_t *st)
 {
-    if (!st) return;
-    free(st->set);
     free(st);
 }
 
 int sits_grammar_state_complete(const sits_grammar_state_t *st)
 {
-    return st->n > 0 && st->set[0] == 0;
+    const sits_grammar_t *g = st->g;
+    return g->s_n[st->set] > 0 && g->sdata[g->s_off[st->set]] == 0;
 }
 
 static int is_stop(const sits_grammar_vocab_t *v, int32_t id)
@@ -679,115 +802,74 @@ sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
     if (token < 0 || token >= v->vocab_size) return SITS_ERR_INVALID;
     if (is_stop(v, token)) return sits_grammar_state_complete(st) ? SITS_OK : SITS_ERR_INVALID;
     if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return SITS_ERR_INVALID;
+    int32_t sid = st->set;
     g->nbuf = 0;
-    for (int i = 0; i < st->n; i++) buf_push(g, st->set[i]);
-    size_t from = 0, n = (size_t)st->n;
-    for (int64_t k = v->b_off[token]; k < v->b_off[token + 1] && n > 0; k++) {
-        size_t at = g->nbuf;
-        advance(g, from, n, (unsigned char)v->blob[k]);
-        from = at;
-        n = g->nbuf - at;
-    }
-    sits_status_t s = n == 0 ? SITS_ERR_INVALID : state_take(st, from, n);
-    g->nbuf = 0;
-    return s;
+    for (int64_t k = v->b_off[token]; k < v->b_off[token + 1] && sid >= 0; k++) sid = trans(g, sid, (unsigned char)v->blob[k]);
+    if (sid == -1) return SITS_ERR_NOMEM;
+    if (sid < 0) return SITS_ERR_INVALID;
+    st->set = sid;
+    return SITS_OK;
 }
 
-static uint64_t set_hash(const int32_t *s, int n)
+/* keep the mask of set sid (the first vocabulary only, SITS_GRAMMAR_CACHE_BYTES in all) */
+static void cache_put(sits_grammar_t *g, const sits_grammar_vocab_t *v, int32_t sid, const uint32_t *mask, size_t words)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
-    for (int i = 0; i < n; i++) h = mix(h ^ (uint32_t)s[i]) + 0x632be59bd9b4e019ull;
-    return h;
-}
-
-static cache_ent_t *cache_find(sits_grammar_t *g, const sits_grammar_vocab_t *v, const int32_t *s, int n, uint64_t h)
-{
-    if (!g->cache) return NULL;
-    for (uint32_t i = (uint32_t)h & g->cmask;; i = (i + 1) & g->cmask) {
-        cache_ent_t *e = &g->cache[i];
-        if (!e->key && !e->mask) return e;
-        if (e->hash == h && e->vocab == v && e->n == n && memcmp(e->key, s, sizeof *s * (size_t)n) == 0) return e;
+    if (!g->cache_vocab) g->cache_vocab = v;
+    if (g->cache_vocab != v || g->cache_bytes + words * 4 > SITS_GRAMMAR_CACHE_BYTES) return;
+    if (sid >= g->cap_smask) {
+        int cap = g->cap_smask ? g->cap_smask : 256;
+        while (cap <= sid) cap *= 2;
+        uint32_t **p = realloc(g->smask, sizeof *p * (size_t)cap);
+        if (!p) return;
+        memset(p + g->cap_smask, 0, sizeof *p * (size_t)(cap - g->cap_smask));
+        g->smask = p;
+        g->cap_smask = cap;
     }
-}
-
-static void cache_put(sits_grammar_t *g, const sits_grammar_vocab_t *v, const int32_t *s, int n, uint64_t h,
-                      const uint32_t *mask, int words)
-{
-    if (!g->cache) {
-        size_t per = sizeof(uint32_t) * (size_t)words + 64;
-        size_t max = SITS_GRAMMAR_CACHE_BYTES / per;
-        if (max < 16) max = 16;
-        if (max > 65536) max = 65536;
-        uint32_t slots = 32;
-        while (slots < 2 * max) slots *= 2;
-        g->cache = calloc(slots, sizeof *g->cache);
-        if (!g->cache) return;
-        g->cmask = slots - 1;
-        g->max_cache = (int)max;
-        g->cache_words = words;
-    }
-    if (g->n_cache >= g->max_cache || words != g->cache_words) return;   /* full: states beyond it are walked */
-    cache_ent_t *e = cache_find(g, v, s, n, h);
-    if (e->key || e->mask) return;
-    e->vocab = v;
-    e->key = malloc(sizeof *s * (size_t)(n ? n : 1));
-    e->mask = malloc(sizeof *mask * (size_t)words);
-    if (!e->key || !e->mask) {
-        free(e->key);
-        free(e->mask);
-        e->key = NULL;
-        e->mask = NULL;
-        return;
-    }
-    memcpy(e->key, s, sizeof *s * (size_t)n);
-    memcpy(e->mask, mask, sizeof *mask * (size_t)words);
-    e->n = n;
-    e->hash = h;
-    g->n_cache++;
+    uint32_t *m = malloc(words * 4);
+    if (!m) return;
+    memcpy(m, mask, words * 4);
+    g->smask[sid] = m;
+    g->cache_bytes += words * 4;
 }
 
 sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
 {
     sits_grammar_t *g = st->g;
     const sits_grammar_vocab_t *v = st->v;
-    int words = (int)SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
-    uint64_t h = set_hash(st->set, st->n) ^ (uint64_t)(uintptr_t)v;
-    cache_ent_t *e = cache_find(g, v, st->set, st->n, h);
-    if (e && e->mask) {
+    size_t words = SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
+    if (g->cache_vocab == v && st->set < g->cap_smask && g->smask[st->set]) {
         g->hits++;
-        memcpy(mask, e->mask, sizeof *mask * (size_t)words);
+        memcpy(mask, g->smask[st->set], words * 4);
         return SITS_OK;
     }
     g->misses++;
-    memset(mask, 0, sizeof *mask * (size_t)words);
+    memset(mask, 0, words * 4);
     if (sits_grammar_state_complete(st))
         for (int i = 0; i < v->n_stop; i++)
             if (v->stop[i] >= 0 && v->stop[i] < v->vocab_size) mask[v->stop[i] >> 5] |= 1u << (v->stop[i] & 31);
-    /* depth-indexed sets in g->buf: level d lives at [lvl[d], lvl[d + 1]) */
-    size_t *lvl = malloc(sizeof *lvl * (size_t)(v->max_depth + 2));
-    if (!lvl) return SITS_ERR_NOMEM;
+    /* lv[d]: the set after the first d bytes of the trie path being walked */
+    int32_t *lv = malloc(sizeof *lv * (size_t)(v->max_depth + 2));
+    if (!lv) return SITS_ERR_NOMEM;
     g->nbuf = 0;
-    for (int i = 0; i < st->n; i++) buf_push(g, st->set[i]);
-    lvl[0] = 0;
-    lvl[1] = g->nbuf;
-    for (int i = 0; i < v->n_nodes && !g->oom;) {
+    lv[0] = st->set;
+    int oom = 0;
+    for (int i = 0; i < v->n_nodes;) {
         int d = v->depth[i];
-        g->nbuf = lvl[d];
-        advance(g, lvl[d - 1], lvl[d] - lvl[d - 1], v->byte[i]);
-        if (g->nbuf == lvl[d]) {
+        int32_t sid = trans(g, lv[d - 1], v->byte[i]);
+        if (sid == -1) { oom = 1; break; }
+        if (sid < 0) {
             i = v->skip[i];
             continue;
         }
-        lvl[d + 1] = g->nbuf;
+        lv[d] = sid;
         for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
             int32_t id = v->toks[k];
             if (v->has[id]) mask[id >> 5] |= 1u << (id & 31);
         }
         i++;
     }
-    free(lvl);
-    g->nbuf = 0;
-    if (g->oom) return SITS_ERR_NOMEM;
-    cache_put(g, v, st->set, st->n, h, mask, words);
+    free(lv);
+    if (oom || g->oom) return SITS_ERR_NOMEM;
+    cache_put(g, v, st->set, mask, words);
     return SITS_OK;
 }
