@@ -387,9 +387,14 @@ void sits_backend_cpu_logit_mask(float *logits, int v_start, int v_count, const 
     for (int k = 0; k < n_masks; k++) {
         float *row = logits + (size_t)rows[k] * v_count;
         const uint32_t *m = masks + (size_t)k * words;
-        for (int i = 0; i < v_count; i++) {
+        for (int i = 0; i < v_count;) {
             int64_t id = (int64_t)v_start + i;
-            if (id >= (int64_t)words * 32 || !((m[id >> 5] >> (id & 31)) & 1)) row[i] = -INFINITY;
+            uint32_t w = id < (int64_t)words * 32 ? m[id >> 5] : 0;
+            int run = 32 - (int)(id & 31);   /* ids left in this word */
+            if (run > v_count - i) run = v_count - i;
+            if (w == UINT32_MAX) { i += run; continue; }   /* a whole word allowed (strings): nothing to do */
+            for (int j = 0; j < run; j++, i++)
+                if (!((w >> ((id + j) & 31)) & 1)) row[i] = -INFINITY;
         }
     }
 }

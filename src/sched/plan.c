@@ -150,7 +150,13 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         int32_t mh[2] = { p->masks.n, p->masks.words };
         q = put_i32s(q, mh, 2);
         q = put_i32s(q, p->masks.rows, p->masks.n);
-        for (size_t i = 0; i < (size_t)p->masks.n * p->masks.words; i++, q += 4) sits_le_put32(q, p->masks.masks[i]);
+        size_t nw = (size_t)p->masks.n * p->masks.words;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(q, p->masks.masks, 4 * nw);   /* already the wire's byte order */
+        q += 4 * nw;
+#else
+        for (size_t i = 0; i < nw; i++, q += 4) sits_le_put32(q, p->masks.masks[i]);
+#endif
     }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);

@@ -8,3 +8,9 @@ tests_server_test_server_SOURCES = tests/server/test_server.c tests/server/fake_
 	tests/server/http_client.c tests/server/http_client.h
 tests_server_test_server_LDADD = $(SITS_LIBS)
 TESTS += tests/server/test_server
+
+# [tool calls] the output parsers on each family's format, the parser choice from real templates, forced-call grammars.
+check_PROGRAMS += tests/server/test_tools
+tests_server_test_tools_SOURCES = tests/server/test_tools.c
+tests_server_test_tools_LDADD = $(SITS_LIBS)
+TESTS += tests/server/test_tools
