@@ -16,3 +16,4 @@ EXTRA_DIST += tests/integration/structured_output.sh
 noinst_PROGRAMS += bench/sits-bench-grammar
 bench_sits_bench_grammar_SOURCES = bench/bench_grammar.c
 bench_sits_bench_grammar_LDADD = $(SITS_LIBS)
+EXTRA_DIST += bench/grammar_step.sh

@@ -918,6 +918,7 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     sits_runner_t *r = s->r;
     int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
     sits_sample_masks_t masks = { 0 };
+    s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         for (int j = 0; j < q->take; j++) {
@@ -938,7 +939,6 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
                            .out_rows = s->rows, .sample = s->sp, .masks = masks };
-    s->t_launch = now_s();
     return sits_worker_send(r, &s->wk, &s->pl);
 }
 
