@@ -11,11 +11,12 @@
 #include "grammar/gram_internal.h"
 #include "util/log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SITS_GRAMMAR_MAX_NODES (1 << 24)
-#define SITS_GRAMMAR_CACHE_BYTES ((size_t)256 << 20)
+#define SITS_GRAMMAR_CACHE_BYTES ((size_t)32 << 20)   /* masks kept per grammar (2048 of a 128k vocabulary) */
 
 struct sits_grammar {
     gram_elem_t *elems;
@@ -31,6 +32,7 @@ struct sits_grammar {
     uint32_t hmask;
     uint32_t *mark, gen;
     int oom;
+    atomic_int refs;     /* sits_grammar_ref / sits_grammar_destroy */
     /* scratch for walks: sets by depth */
     int32_t *buf;
     size_t nbuf, capbuf;
@@ -414,6 +416,7 @@ sits_status_t gb_finish(gram_builder_t *b, sits_grammar_t **g_p)
     memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
     g->n_sets = b->n_sets;
     if (arena_grow(g) != 0) goto nomem;
+    atomic_init(&g->refs, 1);
     g->node_pos[0] = -1;
     g->node_parent[0] = -1;
     g->n_nodes = 1;
@@ -424,9 +427,15 @@ nomem:
     return SITS_ERR_NOMEM;
 }
 
+sits_grammar_t *sits_grammar_ref(sits_grammar_t *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
 void sits_grammar_destroy(sits_grammar_t *g)
 {
-    if (!g) return;
+    if (!g || atomic_fetch_sub(&g->refs, 1) > 1) return;
     for (int i = 0; g->smask && i < g->cap_smask; i++) free(g->smask[i]);
     free(g->smask);
     free(g->s_off);

@@ -16,8 +16,8 @@
  * determines the language that may follow, hence the mask), so a state seen before -- the inside of
  * a string, the digits of a number, another sequence of the same batch at the same place -- costs a
  * hash lookup and a copy.
- * Threads: a grammar and its states are used by one thread at a time (the scheduler's); the
- * vocabulary is immutable and may be shared.
+ * Threads: a grammar's matcher and its states are used by one thread at a time (the scheduler's); its
+ * reference count is atomic; the vocabulary is immutable and may be shared.
  * Mask layout: uint32 words [ceil(vocab / 32)], bit (id & 31) of word (id >> 5) set = allowed. */
 #ifndef SITS_GRAMMAR_GRAMMAR_H
 #define SITS_GRAMMAR_GRAMMAR_H
@@ -69,6 +69,10 @@ sits_status_t sits_grammar_from_json_object(sits_grammar_t **g_p);
 sits_status_t sits_grammar_from_regex(const char *re, size_t len, char *err, size_t err_len, sits_grammar_t **g_p);
 /* One of n literal strings. */
 sits_status_t sits_grammar_from_choice(const char *const *choices, const size_t *lens, int n, sits_grammar_t **g_p);
+/* Grammars are reference-counted (a server shares one among the requests of the same constraint): ref adds
+ * one (any thread), destroy drops one and frees at zero. The matcher state inside (arena, transitions, mask
+ * cache) is still one thread's at a time: the scheduler's. */
+sits_grammar_t *sits_grammar_ref(sits_grammar_t *g);
 void sits_grammar_destroy(sits_grammar_t *g);
 
 /* A sequence's matcher at the start of the document. The grammar and vocab must outlive it. */

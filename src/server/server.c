@@ -818,6 +818,7 @@ static void server_free(sits_server_t *s)
     free(s->api_key);
     free(s->model_name);
     sits_srv_metrics_fini(&s->metrics);
+    sits_srv_gcache_destroy(s->lim.gcache);
     sits_grammar_vocab_destroy(s->gvocab);
     free(s);
 }
@@ -863,11 +864,13 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
         SITS_INFO(SITS_SUB_HTTP, "tool calls: the chat template's format is %s",
                   sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
     pthread_mutex_init(&s->gmu, NULL);
+    sits_srv_gcache_t *gcache = NULL;
+    SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){
         .tok = tok, .model_name = s->model_name, .max_model_len = p->max_model_len,
         .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
         .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
-        .chat = p->chat, .gen = p->gen, .tool_parser = tool_parser, .n_stop_ids = (int)s->n_stop_ids,
+        .chat = p->chat, .gen = p->gen, .tool_parser = tool_parser, .n_stop_ids = (int)s->n_stop_ids, .gcache = gcache,
     };
     s->start_time = (long long)time(NULL);
     struct timespec ts;

@@ -30,6 +30,17 @@ typedef struct {
     char message[512];
 } sits_srv_error_t;
 
+/* [structured output] compiled grammars shared among requests of the same constraint (tools.c) */
+enum { SITS_SRV_GCACHE = 8 };
+typedef struct {
+    pthread_mutex_t mu;
+    char *key[SITS_SRV_GCACHE];
+    struct sits_grammar *g[SITS_SRV_GCACHE];
+    uint64_t used[SITS_SRV_GCACHE], tick;
+} sits_srv_gcache_t;
+sits_status_t sits_srv_gcache_create(sits_srv_gcache_t **c_p);
+void sits_srv_gcache_destroy(sits_srv_gcache_t *c);
+
 /* What the server needs to validate a request (read-only after create). */
 typedef struct {
     const sits_tokenizer_t *tok;
@@ -41,6 +52,7 @@ typedef struct {
     sits_gen_defaults_t gen;     /* generation_config.json sampling defaults for fields a request leaves unset */
     int tool_parser;             /* [tool calls] SITS_SRV_TOOLS_* (--tool-call-parser); AUTO: from the template */
     int n_stop_ids;              /* the model's stop ids (constrained output needs one to end) */
+    sits_srv_gcache_t *gcache;   /* [structured output] shared grammars (the pointer is fixed; NULL: none) */
 } sits_srv_limits_t;
 
 /* [tool calls] output formats (tools.c) */

@@ -51,8 +51,65 @@ static json_t *opt(json_t *o, const char *key)
     return (v && json_is_null(v)) ? NULL : v;
 }
 
+/* ---- compiled grammars shared by the requests of the same constraint (the masks cached in a grammar
+ * then serve all of them): a few entries, least recently used out; each entry holds a reference ---- */
+
+sits_status_t sits_srv_gcache_create(sits_srv_gcache_t **c_p)
+{
+    sits_srv_gcache_t *c = calloc(1, sizeof *c);
+    if (!c) return SITS_ERR_NOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    *c_p = c;
+    return SITS_OK;
+}
+
+void sits_srv_gcache_destroy(sits_srv_gcache_t *c)
+{
+    if (!c) return;
+    for (int i = 0; i < SITS_SRV_GCACHE; i++) {
+        free(c->key[i]);
+        sits_grammar_destroy(c->g[i]);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* a new reference to the grammar cached under kind + text, NULL when none */
+static sits_grammar_t *gcache_get(sits_srv_gcache_t *c, char kind, const char *text)
+{
+    sits_grammar_t *g = NULL;
+    if (!c) return NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < SITS_SRV_GCACHE && !g; i++)
+        if (c->key[i] && c->key[i][0] == kind && strcmp(c->key[i] + 1, text) == 0) {
+            g = sits_grammar_ref(c->g[i]);
+            c->used[i] = ++c->tick;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return g;
+}
+
+static void gcache_put(sits_srv_gcache_t *c, char kind, const char *text, sits_grammar_t *g)
+{
+    size_t n = strlen(text);
+    char *key = c ? malloc(n + 2) : NULL;
+    if (!key) return;
+    key[0] = kind;
+    memcpy(key + 1, text, n + 1);
+    pthread_mutex_lock(&c->mu);
+    int v = 0;
+    for (int i = 1; i < SITS_SRV_GCACHE; i++) if (c->used[i] < c->used[v]) v = i;
+    free(c->key[v]);
+    sits_grammar_destroy(c->g[v]);
+    c->key[v] = key;
+    c->g[v] = sits_grammar_ref(g);
+    c->used[v] = ++c->tick;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* compile a schema value; err names param and the keyword the compiler names */
-static int compile_schema(json_t *schema, const char *param, sits_grammar_t **g_p, sits_srv_error_t *err)
+static int compile_schema(const sits_srv_limits_t *lim, json_t *schema, const char *param, sits_grammar_t **g_p,
+                          sits_srv_error_t *err)
 {
     char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     char msg[256] = "";
@@ -60,7 +117,12 @@ static int compile_schema(json_t *schema, const char *param, sits_grammar_t **g_
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
+    if ((*g_p = gcache_get(lim->gcache, 'S', text))) {
+        free(text);
+        return 0;
+    }
     sits_status_t st = sits_grammar_from_json_schema(text, strlen(text), msg, sizeof msg, g_p);
+    if (st == SITS_OK) gcache_put(lim->gcache, 'S', text, *g_p);
     free(text);
     if (st == SITS_ERR_INVALID) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, param, "%s: %s", param, msg);
@@ -73,22 +135,27 @@ static int compile_schema(json_t *schema, const char *param, sits_grammar_t **g_
     return 0;
 }
 
-static int compile_regex(json_t *re, const char *param, sits_grammar_t **g_p, sits_srv_error_t *err)
+static int compile_regex(const sits_srv_limits_t *lim, json_t *re, const char *param, sits_grammar_t **g_p,
+                         sits_srv_error_t *err)
 {
     char msg[256] = "";
-    if (!json_is_string(re)) {
-        sits_srv_error_set(err, 400, "invalid_request_error", NULL, param, "'%s' must be a string", param);
+    if (!json_is_string(re) || strlen(json_string_value(re)) != json_string_length(re)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, param, "'%s' must be a string (without NUL)", param);
         return -1;
     }
+    if ((*g_p = gcache_get(lim->gcache, 'R', json_string_value(re)))) return 0;
     if (sits_grammar_from_regex(json_string_value(re), json_string_length(re), msg, sizeof msg, g_p) != SITS_OK) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, param, "%s: %s", param, msg);
         return -1;
     }
+    gcache_put(lim->gcache, 'R', json_string_value(re), *g_p);
     return 0;
 }
 
-static int compile_choice(json_t *ch, const char *param, sits_grammar_t **g_p, sits_srv_error_t *err)
+static int compile_choice(const sits_srv_limits_t *lim, json_t *ch, const char *param, sits_grammar_t **g_p,
+                          sits_srv_error_t *err)
 {
+    (void)lim;   /* choice lists compile in microseconds: not cached */
     size_t n = json_is_array(ch) ? json_array_size(ch) : 0;
     if (n == 0 || n > 4096) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, param, "'%s' must be a non-empty array of strings", param);
@@ -142,7 +209,8 @@ fail:
 }
 
 /* the grammar of one or more calls in the family's format, over the tools (all, or the one named) */
-static int tool_grammar(json_t *tools, const char *only, int parser, int parallel, sits_grammar_t **g_p, sits_srv_error_t *err)
+static int tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parser, int parallel,
+                        sits_grammar_t **g_p, sits_srv_error_t *err)
 {
     const char *argkey = parser == SITS_SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
     json_t *any = json_array();
@@ -177,7 +245,14 @@ static int tool_grammar(json_t *tools, const char *only, int parser, int paralle
     char *text = json_dumps(schema, JSON_COMPACT);
     json_decref(schema);
     char msg[256] = "";
+    char kind = (char)('0' + 4 * parser + (fr.max_items == 1));   /* the frame is part of the key */
+    if (text && (*g_p = gcache_get(lim->gcache, kind, text))) {
+        free(text);
+        rc = 0;
+        goto out;
+    }
     sits_status_t st = text ? sits_grammar_from_json_schema_framed(text, strlen(text), &fr, msg, sizeof msg, g_p) : SITS_ERR_NOMEM;
+    if (st == SITS_OK) gcache_put(lim->gcache, kind, text, *g_p);
     free(text);
     if (st == SITS_ERR_INVALID) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools", "tools: a function's parameters: %s", msg);
@@ -218,7 +293,7 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
             if (!schema || !(json_is_object(schema) || json_is_true(schema)))
                 FAIL("response_format", "response_format.json_schema.schema must be a JSON schema object");
             ONE("response_format");
-            if (compile_schema(schema, "response_format", &g, err) != 0) goto fail;
+            if (compile_schema(lim, schema, "response_format", &g, err) != 0) goto fail;
         } else if (strcmp(ts, "text") != 0) {
             FAIL("response_format", "response_format type '%.32s' is not one of text, json_object, json_schema", ts);
         }
@@ -244,7 +319,9 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
             if (!parsed) FAIL(param, "'%s' is not valid JSON", param);
             v = parsed;
         }
-        int rc = k == 0 ? compile_schema(v, param, &g, err) : k == 1 ? compile_regex(v, param, &g, err) : compile_choice(v, param, &g, err);
+        int rc = k == 0   ? compile_schema(lim, v, param, &g, err)
+                 : k == 1 ? compile_regex(lim, v, param, &g, err)
+                          : compile_choice(lim, v, param, &g, err);
         json_decref(parsed);
         if (rc != 0) goto fail;
     }
@@ -289,7 +366,7 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
     req->tool_parser = parser;
     if (strcmp(mode, "auto") != 0) {
         if (which) FAIL("tool_choice", "tool_choice '%s' and '%s' both constrain the output: pass one", mode, which);
-        if (tool_grammar(tools, named, parser, parallel && !named, &g, err) != 0) goto fail;
+        if (tool_grammar(lim, tools, named, parser, parallel && !named, &g, err) != 0) goto fail;
         req->tool_forced = 1;
     }
 done:
