@@ -22,7 +22,25 @@ static size_t body_size(int64_t n_tokens, int64_t n_seqs, int64_t max_blocks, in
 /* [structured output] bytes of the mask trailer (0 without masks) */
 static size_t masks_size(const sits_sample_masks_t *m)
 {
-    return m->n > 0 ? 8 + 4 * (size_t)m->n * (1 + (size_t)m->words) : 0;
+    return m->n > 0 ? 8 + 4 * (size_t)m->n * (1 + (size_t)m->words) + 4 : 0;
+}
+
+/* the trailer's own checksum: FNV-1a over 64-bit words (the byte-wise one costs ~0.5 ms on the 512 KB of
+ * a batch of 32 masks over a 128k vocabulary); n % 4 == 0 */
+static uint32_t words_sum(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    if (i < n) {
+        uint32_t t;
+        memcpy(&t, p + i, 4);
+        h = (h ^ t) * 0x100000001b3ull;
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* ---- [kv move] KV move orders (plan.h): a body of i32 only ---- */
@@ -158,6 +176,12 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         for (size_t i = 0; i < nw; i++, q += 4) sits_le_put32(q, p->masks.masks[i]);
 #endif
     }
+    size_t base = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES)) - (p->masks.n > 0 ? masks_size(&p->masks) - 4 : 0);
+    if (p->masks.n > 0) {
+        unsigned char *t = h + SITS_PLAN_HEADER_BYTES + base;
+        sits_le_put32(q, words_sum(t, (size_t)(q - t)));
+        q += 4;
+    }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);
     sits_le_put16(h + 4, SITS_PLAN_VERSION);
@@ -168,7 +192,7 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
     sits_le_put32(h + 24, (uint32_t)p->max_blocks);
     sits_le_put32(h + 28, (uint32_t)p->n_out);
     sits_le_put32(h + 32, (uint32_t)body);
-    sits_le_put32(h + 36, fnv1a(h + SITS_PLAN_HEADER_BYTES, body));
+    sits_le_put32(h + 36, fnv1a(h + SITS_PLAN_HEADER_BYTES, base));   /* the mask trailer has its own */
     *len_p = need;
     return SITS_OK;
 }
@@ -216,7 +240,8 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         return SITS_ERR_FORMAT;
     }
     const unsigned char *q = h + SITS_PLAN_HEADER_BYTES;
-    if (fnv1a(q, body) != sits_le_get32(h + 36)) {
+    if (fnv1a(q, base) != sits_le_get32(h + 36) ||
+        (masks.n > 0 && words_sum(q + base, body - base - 4) != sits_le_get32(q + body - 4))) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: checksum mismatch");
         return SITS_ERR_FORMAT;
     }

@@ -9,8 +9,9 @@
  *         out_rows[n_out]                                        (i32)
  *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step }
  *         [structured output] optional trailer, present when some output is constrained:
- *         i32 n_masks | i32 words | rows[n_masks] (output indices) | u32 masks[n_masks * words]
- *         (body_bytes counts it; a plan without masks has the version-1 layout unchanged)
+ *         i32 n_masks | i32 words | rows[n_masks] (output indices) | u32 masks[n_masks * words] | u32 sum
+ *         (body_bytes counts it; the header's checksum covers the body before it; sum is FNV-1a over the
+ *         trailer's 64-bit words; a plan without masks has the version-1 layout unchanged)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */

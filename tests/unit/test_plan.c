@@ -118,7 +118,7 @@ static void test_masks(void **state)
     size_t base = sits_plan_size(&p);
     p.masks = (sits_sample_masks_t){ .n = 1, .words = 3, .rows = rows, .masks = masks };
     size_t len = 0, need = sits_plan_size(&p);
-    assert_int_equal(need, base + 8 + 4 + 12);
+    assert_int_equal(need, base + 8 + 4 + 12 + 4);   /* counts, row, mask, trailer sum */
     unsigned char *buf = malloc(need), *c = malloc(need);
     assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
     assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
