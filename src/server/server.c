@@ -353,6 +353,7 @@ static enum MHD_Result run_whole(conn_t *c)
         size_t content_len = 0;
         json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, c->to.out ? c->to.out : "", c->to.out_len,
                                                   mix64(srv->id_salt ^ (uint64_t)c->created), &content_len);
+        if (calls && c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);
         if (calls) {
             char *body = sits_srv_response_tools_json(c->id, c->created, srv->model_name, c->to.out, content_len, calls,
                                                       c->rq.n_prompt, c->n_gen);
@@ -408,6 +409,7 @@ static int stream_tool_calls(conn_t *c)
     json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, c->to.out ? c->to.out : "", c->to.out_len,
                                               mix64(c->srv->id_salt ^ (uint64_t)c->created), &content_len);
     if (!calls) return 0;
+    if (c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);   /* parallel_tool_calls false */
     int rc = 0;
     if (content_len > 0) {
         c->to.out_len = content_len;

@@ -77,6 +77,7 @@ typedef struct {
     struct sits_grammar *grammar;
     int tool_parser;          /* [tool calls] parse the output into tool_calls with this format (0: no) */
     int tool_forced;          /* tool_choice required / named: the grammar forces the call */
+    int tool_single;          /* parallel_tool_calls false: at most one call is returned */
 } sits_srv_request_t;
 
 /* api.c */

@@ -364,6 +364,7 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
         FAIL("tools", "this model's chat template has no tool-call format this server recognises; start the server with "
                       "--tool-call-parser hermes|llama3_json|mistral, or pass tool_choice \"none\"");
     req->tool_parser = parser;
+    req->tool_single = !parallel;
     if (strcmp(mode, "auto") != 0) {
         if (which) FAIL("tool_choice", "tool_choice '%s' and '%s' both constrain the output: pass one", mode, which);
         if (tool_grammar(lim, tools, named, parser, parallel && !named, &g, err) != 0) goto fail;
