@@ -8,6 +8,10 @@
  *         block_tables[n_seqs * max_blocks]                      (i32)
  *         out_rows[n_out]                                        (i32)
  *         sample[n_out] { f32 temperature, i32 top_k, f32 top_p, u32 pad, u64 seed, u64 step }
+ *         [structured output] optional trailer, present when some output is constrained:
+ *         i32 n_masks | i32 words | rows[n_masks] (output indices) | u32 masks[n_masks * words] | u32 sum
+ *         (body_bytes counts it; the header's checksum covers the body before it; sum is FNV-1a over the
+ *         trailer's 64-bit words; a plan without masks has the version-1 layout unchanged)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */
@@ -59,6 +63,7 @@ typedef struct {
     const int32_t *block_tables;        /* [n_seqs * max_blocks] */
     const int32_t *out_rows;            /* [n_out] */
     const sits_sample_params_t *sample; /* [n_out]; parse: copied into the plan's own storage */
+    sits_sample_masks_t masks;          /* [structured output] n == 0: none; parse: points into the buffer */
     sits_plan_move_t move;              /* [kv move] cmd SITS_PLAN_KV_MOVE only */
 } sits_plan_t;
 

@@ -34,6 +34,12 @@ typedef struct {
     int n_stop_ids;
     int tenant;                  /* index in the tenants table (0 without a tenants file) */
     const char *id;              /* the API's request id, for the trace file (copied; may be NULL) */
+    /* [structured output] the grammar the output must follow (NULL: unconstrained) and the vocabulary's
+     * trie (its vocab size is the model's). A successful submit takes ownership of grammar (destroyed with
+     * the request); the scheduler thread alone touches it: it computes each step's allowed-token mask,
+     * which travels in the step plan to every rank, and feeds the sampled token back. */
+    struct sits_grammar *grammar;
+    const struct sits_grammar_vocab *grammar_vocab;
 } sits_req_params_t;
 
 typedef struct sits_req sits_req_t;

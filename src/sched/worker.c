@@ -91,7 +91,8 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
             SITS_CHECK(sits_engine_logits(r->engine, &logits));
             cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
         }
-        SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
+        SITS_CHECK(sits_engine_sample_masked(r->engine, r->tp, plan->sample, plan->masks.n > 0 ? &plan->masks : NULL,
+                                             w->tokens));
     }
     if (!r->bcast_tokens) return SITS_OK;
     /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */

@@ -18,6 +18,13 @@
  *   The pump thread (pump_main) polls every submitted request without blocking, detokenizes, applies
  *   stop strings, queues stream events, resumes parked connections, and checks whether the peer of a
  *   parked connection closed its socket (recv MSG_PEEK == 0: cancel).
+ *   [structured output / tool calls] The pump does no grammar work: the request's grammar is compiled
+ *   by the parse (api.c, on the MHD thread, shared through the grammar cache), the vocabulary trie is
+ *   built once by the first constrained gen_start, and the scheduler thread computes the masks and
+ *   feeds the sampled tokens to the grammar state. With a tool-call parser the text is held until the
+ *   output is over; the MHD callback that ends the response (run_whole / stream_end) parses it into
+ *   tool calls, so a drain delivers it whole too (finish "abort" at the shutdown timeout: the held text
+ *   as content).
  *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
  *   the client went away): it takes the request off the pump, cancels it if it did not finish,
  *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
@@ -32,9 +39,11 @@
 #include "server/server.h"
 #include "server/chat_page.h"   /* chat page (issue 12) */
 #include "server/srv_internal.h"
+#include "grammar/grammar.h"
 #include "util/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -106,6 +115,9 @@ struct sits_server {
     int n_conns, max_conns, max_per_client;
     ip_entry_t *ip[IP_BUCKETS];
     atomic_uint_fast64_t conns_refused;
+    /* [structured output] the vocabulary trie, built at the first constrained request */
+    pthread_mutex_t gmu;
+    sits_grammar_vocab_t *gvocab;
 };
 
 typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE } route_t;
@@ -323,6 +335,20 @@ static int gen_poll(conn_t *c)
     return n != 0 || fin != SITS_FINISH_NONE;
 }
 
+/* [structured output] the vocabulary trie of the grammar masks, made once (any connection thread) */
+static const sits_grammar_vocab_t *grammar_vocab(sits_server_t *srv)
+{
+    pthread_mutex_lock(&srv->gmu);
+    if (!srv->gvocab) {
+        sits_status_t st = sits_grammar_vocab_create(srv->lim.tok, srv->lim.vocab_size, srv->stop_ids, (int)srv->n_stop_ids,
+                                                     &srv->gvocab);
+        if (st != SITS_OK) SITS_ERROR(SITS_SUB_HTTP, "grammar vocabulary: %s", sits_status_str(st));
+        else SITS_INFO(SITS_SUB_HTTP, "structured output: vocabulary trie of %d ids built", srv->lim.vocab_size);
+    }
+    pthread_mutex_unlock(&srv->gmu);
+    return srv->gvocab;
+}
+
 /* Appends an SSE event (malloc'd s) to the pending output. */
 static int pend_add(conn_t *c, char *s, size_t len)
 {
@@ -349,6 +375,11 @@ static int pend_add(conn_t *c, char *s, size_t len)
 static int gen_start(conn_t *c, sits_srv_error_t *err)
 {
     sits_server_t *srv = c->srv;
+    const sits_grammar_vocab_t *gv = NULL;
+    if (c->rq.grammar && !(gv = grammar_vocab(srv))) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "the grammar vocabulary could not be built");
+        return -1;
+    }
     uint64_t k = atomic_fetch_add(&srv->counter, 1);
     if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
     c->rq.sample.step = 0;
@@ -384,6 +415,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .prompt = c->rq.prompt, .n_prompt = c->rq.n_prompt, .max_tokens = c->rq.max_tokens, .sample = c->rq.sample,
         .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
+        .grammar = c->rq.grammar, .grammar_vocab = gv,
     };
     char msg[256] = "";
     sits_status_t st = srv->api->submit(srv->sched, &p, &c->req, msg, sizeof msg);
@@ -408,6 +440,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
                            msg[0] ? msg : sits_status_str(st));
         return -1;
     }
+    c->rq.grammar = NULL;   /* the scheduler's now */
     atomic_fetch_add(&srv->inflight, 1);
     c->t_last = c->t_arrival;
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
@@ -457,21 +490,70 @@ static enum MHD_Result run_whole(conn_t *c)
         sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
         return reply_error(c, &err);
     }
+    /* [tool calls] the output parsed into calls when it ended by itself (not at max_tokens or an abort) */
+    if (c->rq.tool_parser && c->finish == SITS_FINISH_STOP) {
+        size_t content_len = 0;
+        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, c->to.out ? c->to.out : "", c->to.out_len,
+                                                  mix64(srv->id_salt ^ (uint64_t)c->created), &content_len);
+        if (calls && c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);
+        if (calls) {
+            char *body = sits_srv_response_tools_json(c->id, c->created, srv->model_name, c->to.out, content_len, calls,
+                                                      c->rq.n_prompt, c->n_gen);
+            json_decref(calls);
+            return reply_json(c, 200, body);
+        }
+    }
     /* finish "abort" (shutdown timeout / immediate stop): the text so far, still a whole response */
     char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, c->to.out ? c->to.out : "",
                                         c->to.out_len, sits_srv_finish_str(c->finish), c->rq.n_prompt, c->n_gen);
     return reply_json(c, 200, body);
 }
 
-/* Released text -> one content chunk. */
+/* Released text -> one content chunk. [tool calls] With a tool-call parser the text is held to the end
+ * (stream_end), where it becomes tool-call deltas or content. */
 static int stream_text(conn_t *c)
 {
-    if (c->to.out_len == 0) return 0;
+    if (c->to.out_len == 0 || (c->rq.tool_parser && !c->over)) return 0;
     size_t len = 0;
     char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, NULL, c->to.out, c->to.out_len,
                                  NULL, c->rq.include_usage, &len);
     c->to.out_len = 0;
     return pend_add(c, s, len);
+}
+
+/* [tool calls] The held text as OpenAI streams calls: the content before them (one chunk), then per call
+ * a chunk with its index, id, type and name (arguments ""), and one with its arguments. Returns 1 when
+ * the text held calls (then consumed), 0 when it is plain content (left for stream_text), -1 on error. */
+static int stream_tool_calls(conn_t *c)
+{
+    size_t content_len = 0, len = 0;
+    json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, c->to.out ? c->to.out : "", c->to.out_len,
+                                              mix64(c->srv->id_salt ^ (uint64_t)c->created), &content_len);
+    if (!calls) return 0;
+    if (c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);   /* parallel_tool_calls false */
+    int rc = 0;
+    if (content_len > 0) {
+        c->to.out_len = content_len;
+        rc = stream_text(c);
+    }
+    c->to.out_len = 0;
+    for (size_t i = 0; rc == 0 && i < json_array_size(calls); i++) {
+        json_t *call = json_array_get(calls, i), *fn = json_object_get(call, "function");
+        json_t *head = json_pack("{s:[{s:I, s:O, s:s, s:{s:O, s:s}}]}", "tool_calls", "index", (json_int_t)i, "id",
+                                 json_object_get(call, "id"), "type", "function", "function", "name",
+                                 json_object_get(fn, "name"), "arguments", "");
+        json_t *args = json_pack("{s:[{s:I, s:{s:O}}]}", "tool_calls", "index", (json_int_t)i, "function", "arguments",
+                                 json_object_get(fn, "arguments"));
+        char *s = head ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, head, NULL, c->rq.include_usage, &len)
+                       : NULL;
+        rc = pend_add(c, s, len);
+        s = args && rc == 0 ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, args, NULL, c->rq.include_usage, &len)
+                            : NULL;
+        if (rc == 0) rc = pend_add(c, s, len);
+        else json_decref(args);
+    }
+    json_decref(calls);
+    return rc == 0 ? 1 : -1;
 }
 
 /* The end of a stream: last text, the finish chunk (or an error event), the usage chunk, [DONE]. */
@@ -480,6 +562,12 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
+    const char *finish = sits_srv_finish_str(c->finish);
+    if (c->rq.tool_parser && c->finish == SITS_FINISH_STOP) {
+        int r = stream_tool_calls(c);
+        if (r < 0) return -1;
+        if (r > 0) finish = "tool_calls";
+    }
     if (stream_text(c) != 0) return -1;
     if (c->finish == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
@@ -487,8 +575,8 @@ static int stream_end(conn_t *c)
         s = sits_srv_error_sse(&err, &len);
     } else {
         const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
-        s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0,
-                               sits_srv_finish_str(c->finish), c->rq.include_usage, &len);
+        s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, NULL, empty, 0, finish,
+                               c->rq.include_usage, &len);
     }
     if (pend_add(c, s, len) != 0) return -1;
     if (c->rq.include_usage) {
@@ -1032,7 +1120,10 @@ static void server_free(sits_server_t *s)
     pthread_mutex_destroy(&s->gen_mu);
     pthread_cond_destroy(&s->gen_cv);
     pthread_mutex_destroy(&s->cn_mu);
+    pthread_mutex_destroy(&s->gmu);
     sits_srv_metrics_fini(&s->metrics);
+    sits_srv_gcache_destroy(s->lim.gcache);
+    sits_grammar_vocab_destroy(s->gvocab);
     free(s);
 }
 
@@ -1064,6 +1155,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     pthread_mutex_init(&s->gen_mu, NULL);
     pthread_cond_init(&s->gen_cv, NULL);
     pthread_mutex_init(&s->cn_mu, NULL);
+    pthread_mutex_init(&s->gmu, NULL);
     s->tenants = p->tenants && p->tenants->n > 0 ? p->tenants : NULL;
     s->metrics.tenants = s->tenants;
     s->host = strdup(p->host && p->host[0] ? p->host : "127.0.0.1");
@@ -1087,11 +1179,22 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->api = api;
     s->sched = sched;
     s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);
+    int tool_parser = sits_srv_tool_parser_from_name(p->tool_call_parser);
+    if (tool_parser < 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, auto", p->tool_call_parser);
+        st = SITS_ERR_INVALID;
+        goto err_free;
+    }
+    if (tool_parser == SITS_SRV_TOOLS_AUTO && sits_chat_available(p->chat))
+        SITS_INFO(SITS_SUB_HTTP, "tool calls: the chat template's format is %s",
+                  sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
+    sits_srv_gcache_t *gcache = NULL;
+    SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){
         .tok = tok, .model_name = s->model_name, .max_model_len = p->max_model_len,
         .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
         .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
-        .chat = p->chat, .gen = p->gen,
+        .chat = p->chat, .gen = p->gen, .tool_parser = tool_parser, .n_stop_ids = (int)s->n_stop_ids, .gcache = gcache,
     };
     s->start_time = (long long)time(NULL);
     struct timespec ts;
