@@ -3,12 +3,12 @@ if HAVE_CUDA
 libsits_a_SOURCES += kernels/sits_kernels.h kernels/common.cuh \
 	kernels/embed.cu kernels/rmsnorm.cu kernels/rope.cu kernels/kv_write.cu kernels/attention_mma.cuh kernels/attention.cu \
 	kernels/attention_decode.cu kernels/attention_prefill.cu \
-	kernels/silu_mul.cu kernels/gather_rows.cu kernels/sample.cu
+	kernels/silu_mul.cu kernels/gather_rows.cu kernels/sample.cu kernels/logit_mask.cu
 else
 EXTRA_DIST += kernels/sits_kernels.h kernels/common.cuh \
 	kernels/embed.cu kernels/rmsnorm.cu kernels/rope.cu kernels/kv_write.cu kernels/attention_mma.cuh kernels/attention.cu \
 	kernels/attention_decode.cu kernels/attention_prefill.cu \
-	kernels/silu_mul.cu kernels/gather_rows.cu kernels/sample.cu
+	kernels/silu_mul.cu kernels/gather_rows.cu kernels/sample.cu kernels/logit_mask.cu
 endif
 # [fp8] per-token FP8 quantisation and the fallback GEMM epilogue (used by src/backend/cuda_fp8.c).
 if HAVE_CUDA

@@ -140,6 +140,12 @@ typedef struct { float temperature, inv_temp; int32_t mode, pad_; uint64_t seed,
 sits_status_t sits_k_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
                                    const sits_k_sample_row_t *rows, int c, cudaStream_t stream);
 
+/* [structured output] For k < n_masks: row rows[k] of logits [*, v_count] fp32 (ids v_start ..) = -inf where
+ * bit (v_start + i) of masks[k] ([words] uint32 over the whole vocabulary, 1 = allowed) is 0 or past the mask
+ * (kernels/logit_mask.cu; the cpu twin is sits_backend_cpu_logit_mask). One thread per logit. */
+sits_status_t sits_k_logit_mask(float *logits, int v_start, int v_count, const uint32_t *masks, int words,
+                                const int32_t *rows, int n_masks, cudaStream_t stream);
+
 /* ---- [allreduce] custom all-reduce of one node's GPUs over CUDA IPC (kernels/allreduce.cu) ----------
  * Every rank owns one buffer mapped into every other rank (src/comm/custom_ar.c sets it up):
  * SITS_K_AR_SIGNAL_BYTES of signal words (zeroed before first use), then two staging halves of

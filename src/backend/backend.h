@@ -143,6 +143,13 @@ typedef struct {
  * the bit-exact device port): three splitmix64 finalisers over (seed, step, id), 53 bits + 0.5. */
 double sits_backend_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
 
+/* [structured output] The reference of logit_mask (host memory): for k < n_masks, row rows[k] of logits
+ * [*, v_count] fp32 (ids v_start ..) becomes -inf wherever bit (v_start + i) of masks[k] -- words uint32,
+ * a bitmask of the whole vocabulary, bit (id & 31) of word (id >> 5), 1 = allowed -- is 0 (ids past
+ * words * 32 count as 0). Rows without a mask are untouched. */
+void sits_backend_cpu_logit_mask(float *logits, int v_start, int v_count, const uint32_t *masks, int words,
+                                 const int32_t *rows, int n_masks);
+
 /* The reference reduction (host memory), shared by the cpu backend's sample_reduce and the host
  * sampling path: recs [n] records of c candidates from logits [n, v_count] fp32 (ids v_start ..). */
 void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
@@ -207,6 +214,11 @@ typedef struct sits_backend_ops {
      * candidates as a set). */
     sits_status_t (*sample_reduce)(sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count,
                                    const sits_sample_row_t *rows, int c);
+    /* [structured output] sits_backend_cpu_logit_mask on this backend's memory (logits, masks [n_masks, words],
+     * rows [n_masks]): each TP rank masks its own vocabulary shard. One kernel on cuda. NULL: the engine masks
+     * the host copy of the logits and samples there. */
+    sits_status_t (*logit_mask)(sits_backend_t *be, float *logits, int v_start, int v_count, const uint32_t *masks, int words,
+                                const int32_t *rows, int n_masks);
     /* Page-locked host memory (faster, asynchronous copies); NULL slots: plain malloc/free. */
     sits_status_t (*host_alloc)(sits_backend_t *be, size_t bytes, void **ptr_p);
     void (*host_free)(sits_backend_t *be, void *ptr);

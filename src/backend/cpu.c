@@ -386,6 +386,33 @@ void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int 
     }
 }
 
+void sits_backend_cpu_logit_mask(float *logits, int v_start, int v_count, const uint32_t *masks, int words,
+                                 const int32_t *rows, int n_masks)
+{
+    for (int k = 0; k < n_masks; k++) {
+        float *row = logits + (size_t)rows[k] * v_count;
+        const uint32_t *m = masks + (size_t)k * words;
+        for (int i = 0; i < v_count;) {
+            int64_t id = (int64_t)v_start + i;
+            uint32_t w = id < (int64_t)words * 32 ? m[id >> 5] : 0;
+            int run = 32 - (int)(id & 31);   /* ids left in this word */
+            if (run > v_count - i) run = v_count - i;
+            if (w == UINT32_MAX) { i += run; continue; }   /* a whole word allowed (strings): nothing to do */
+            for (int j = 0; j < run; j++, i++)
+                if (!((w >> ((id + j) & 31)) & 1)) row[i] = -INFINITY;
+        }
+    }
+}
+
+static sits_status_t cpu_logit_mask(sits_backend_t *be, float *logits, int v_start, int v_count, const uint32_t *masks,
+                                    int words, const int32_t *rows, int n_masks)
+{
+    (void)be;
+    if (v_count < 0 || words < 0 || n_masks < 0) return SITS_ERR_INVALID;
+    sits_backend_cpu_logit_mask(logits, v_start, v_count, masks, words, rows, n_masks);
+    return SITS_OK;
+}
+
 static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count,
                                        const sits_sample_row_t *rows, int c)
 {
@@ -514,6 +541,7 @@ static const sits_backend_ops_t cpu_ops = {
     .add_rmsnorm_f32res = cpu_add_rmsnorm_f32res,
     .matmul_f32out = cpu_matmul_f32out,
     .sample_reduce = cpu_sample_reduce,
+    .logit_mask = cpu_logit_mask,
     .matmul_fp8 = cpu_matmul_fp8,   /* [fp8] */
     .matmul_fp8q = cpu_matmul_fp8q,
     .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,

@@ -664,6 +664,13 @@ static sits_status_t cuda_sample_reduce(sits_backend_t *be, void *recs, const fl
     return SITS_OK;
 }
 
+static sits_status_t cuda_logit_mask(sits_backend_t *be, float *logits, int v_start, int v_count, const uint32_t *masks,
+                                     int words, const int32_t *rows, int n_masks)
+{
+    SITS_KERNEL_CHECK(sits_k_logit_mask(logits, v_start, v_count, masks, words, rows, n_masks, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static sits_status_t cuda_host_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
 {
     void *p = NULL;
@@ -824,6 +831,7 @@ static const sits_backend_ops_t cuda_ops = {
     .add_rmsnorm_f32res = cuda_add_rmsnorm_f32res,
     .matmul_f32out = cuda_matmul_f32out,
     .sample_reduce = cuda_sample_reduce,
+    .logit_mask = cuda_logit_mask,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .graph_begin = cuda_graph_begin,

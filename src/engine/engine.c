@@ -53,6 +53,9 @@ struct sits_engine {
     void *last;     /* [max_seqs, H]    rows that need logits */
     void *logits;   /* [max_seqs, v_count] fp32 when logits_f32 */
     void *recs;     /* [max_seqs] sampling records of SITS_SAMPLE_MAX_C candidates */
+    void *masks;    /* [structured output] [mask_cap] masks of mask_words uint32, then [mask_cap] int32 rows; made with
+                     * the step buffers (memory plan), remade only for masks of another size */
+    int mask_cap, mask_words;
     /* [fp8] the activations of the next FP8 GEMM, quantised by the kernel that produced them (the
      * RMSNorm before qkv / gate-up, SiLU*mul before down): xq_of is the buffer (h or act) that xq / xs
      * hold the E4M3 rows of, NULL when none; every linear() clears it */
@@ -167,7 +170,7 @@ void sits_engine_destroy(sits_engine_t *e)
     for (int i = 0; i < e->n_buckets; i++)
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
     void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta, e->xq, e->xs,
-                     e->kv_bufs, e->kv_ids, e->kv_flat };
+                     e->kv_bufs, e->kv_ids, e->kv_flat, e->masks };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     for (int l = 0; e->k_cache && l < e->w->cfg.n_layers; l++) {
@@ -189,7 +192,15 @@ void sits_engine_destroy(sits_engine_t *e)
  * sits_engine_mem_plan's figures). */
 typedef struct {
     size_t x, h, qkv, attn, proj, gu, act, last, logits, recs, xq, xs;
+    size_t masks;   /* [structured output] [max_seqs] masks over the whole vocabulary + [max_seqs] int32 rows */
 } step_bytes_t;
+
+/* [structured output] uint32 words of an allowed-token mask over the whole vocabulary (grammar.h's
+ * SITS_GRAMMAR_MASK_WORDS; the engine does not depend on the grammar module). */
+static int mask_words_of(const sits_model_config_t *c)
+{
+    return (int)(((size_t)c->vocab_size + 31) / 32);
+}
 
 static step_bytes_t step_bytes(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
                                const sits_backend_t *be, int res_f32, int logits_f32, int fp8_fused)
@@ -206,6 +217,9 @@ static step_bytes_t step_bytes(const sits_engine_params_t *p, const sits_model_c
         b.xq = T * (H > (size_t)d->i_loc ? H : (size_t)d->i_loc);
         b.xs = T * sizeof(float);
     }
+    /* masked on the device only with fp32 logits there (else apply_masks masks the host copy) */
+    if (be->ops->logit_mask && logits_f32 && d->v_count > 0)
+        b.masks = S * ((size_t)mask_words_of(c) + 1) * sizeof(uint32_t);
     return b;
 }
 
@@ -245,6 +259,7 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
     snprintf(name, sizeof name, "logits (%d sequences x %d vocab)", p->max_seqs, d->v_count);
     sits_mem_plan_add(plan, name, b.last + b.logits, 0);
     sits_mem_plan_add(plan, "sampling records", b.recs, 0);
+    if (b.masks) sits_mem_plan_add(plan, "structured output masks", b.masks, 0);
     int graphs = !p->no_cuda_graphs && op->graph_begin && op->graph_end && op->graph_launch, cap = graph_cap(p);
     size_t meta = meta_layout(p->max_tokens, p->max_seqs, p->max_blocks_per_seq).bytes +
                   meta_layout(graphs ? cap : 1, graphs ? cap : 1, p->max_blocks_per_seq).bytes;
@@ -322,6 +337,11 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->alloc(be, b.last, &e->last), st, err);
     SITS_CHECK_GOTO(op->alloc(be, b.logits, &e->logits), st, err);
     SITS_CHECK_GOTO(op->alloc(be, b.recs, &e->recs), st, err);
+    if (b.masks) {   /* [structured output] now, not at the first constrained step */
+        SITS_CHECK_GOTO(op->alloc(be, b.masks, &e->masks), st, err);
+        e->mask_cap = params->max_seqs;
+        e->mask_words = mask_words_of(c);
+    }
     if (e->fp8_fused) {
         SITS_CHECK_GOTO(op->alloc(be, b.xq, (void **)&e->xq), st, err);
         SITS_CHECK_GOTO(op->alloc(be, b.xs, (void **)&e->xs), st, err);
@@ -811,14 +831,60 @@ static sits_status_t sample_on_host(sits_engine_t *e, sits_comm_t *comm, const s
     return sits_sample(comm, logits, e->last_n_out, e->w->dims.v_start, e->w->dims.v_count, params, tokens_p);
 }
 
+/* [structured output] the masks applied to this rank's logits: on the device when the backend has
+ * logit_mask and the logits are fp32 there, else on the host copy (*host_p = 1: sample there). */
+static sits_status_t apply_masks(sits_engine_t *e, const sits_sample_masks_t *m, int *host_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    *host_p = 0;
+    if (!m || m->n == 0 || d->v_count == 0) return SITS_OK;
+    for (int k = 0; k < m->n; k++)
+        if (m->rows[k] < 0 || m->rows[k] >= e->last_n_out) {
+            SITS_ERROR(SITS_SUB_ENGINE, "mask row %d out of range (%d outputs)", m->rows[k], e->last_n_out);
+            return SITS_ERR_INVALID;
+        }
+    if (!be->ops->logit_mask || !e->logits_f32) {
+        const float *logits;
+        SITS_CHECK(sits_engine_logits(e, &logits));
+        sits_backend_cpu_logit_mask(e->logits_host, d->v_start, d->v_count, m->masks, m->words, m->rows, m->n);
+        *host_p = 1;
+        return SITS_OK;
+    }
+    if (m->n > e->mask_cap || m->words != e->mask_words) {
+        if (e->masks) be->ops->free(be, e->masks);
+        e->masks = NULL;
+        e->mask_cap = 0;
+        int cap = e->p.max_seqs > m->n ? e->p.max_seqs : m->n;
+        SITS_CHECK(be->ops->alloc(be, ((size_t)m->words + 1) * sizeof(uint32_t) * (size_t)cap, &e->masks));
+        e->mask_cap = cap;
+        e->mask_words = m->words;
+    }
+    size_t mbytes = sizeof(uint32_t) * (size_t)m->words * m->n;
+    int32_t *rows_dev = (int32_t *)((uint32_t *)e->masks + (size_t)m->words * e->mask_cap);
+    SITS_CHECK(be->ops->upload(be, e->masks, m->masks, mbytes));
+    SITS_CHECK(be->ops->upload(be, rows_dev, m->rows, sizeof(int32_t) * (size_t)m->n));
+    SITS_CHECK(be->ops->logit_mask(be, e->logits, d->v_start, d->v_count, e->masks, m->words, rows_dev, m->n));
+    e->logits_ready = 0;   /* a host copy made before is stale */
+    return SITS_OK;
+}
+
 sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
+{
+    return sits_engine_sample_masked(e, comm, params, NULL, tokens_p);
+}
+
+sits_status_t sits_engine_sample_masked(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
+                                        const sits_sample_masks_t *masks, int32_t *tokens_p)
 {
     const sits_shard_dims_t *d = &e->w->dims;
     sits_backend_t *be = e->be;
     int n = e->last_n_out;
     if (n == 0) return SITS_OK;
-    int c = sits_sample_cands(n, params);
-    if (!be->ops->sample_reduce || !e->logits_f32 || c > SITS_SAMPLE_MAX_C) return sample_on_host(e, comm, params, tokens_p);
+    int c = sits_sample_cands(n, params), on_host = 0;
+    SITS_CHECK(apply_masks(e, masks, &on_host));
+    if (on_host || !be->ops->sample_reduce || !e->logits_f32 || c > SITS_SAMPLE_MAX_C)
+        return sample_on_host(e, comm, params, tokens_p);
     /* the rows: uploaded with the step when the batch had them and they are these params */
     sits_sample_row_t rows_stack[64], *rows = n <= 64 ? rows_stack : malloc(sizeof *rows * (size_t)n);
     if (!rows) return SITS_ERR_NOMEM;

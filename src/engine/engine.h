@@ -105,6 +105,11 @@ sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p);
  * the backend (sample_reduce) when it has one, the logits are fp32 and the candidate count is at
  * most SITS_SAMPLE_MAX_C; otherwise, and when a top-p nucleus needs whole slices, on the host. */
 sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p);
+/* [structured output] sits_engine_sample with allowed-token masks (sample.h) applied to the logits first,
+ * on the device (backend logit_mask) or the host copy; each rank masks its own vocabulary shard. The
+ * logits stay masked (a sits_engine_logits after this sees them masked). */
+sits_status_t sits_engine_sample_masked(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
+                                        const sits_sample_masks_t *masks, int32_t *tokens_p);
 
 /* [perf] Counters for tests and benchmarks: steps replayed from a graph, graphs recorded, steps
  * sampled on the device, steps sampled on the host. */

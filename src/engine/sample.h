@@ -70,6 +70,14 @@ typedef struct {
     int32_t top_id[SITS_LOGPROB_MAX_TOP]; /* best first; ties: the lower id first */
     float top_logprob[SITS_LOGPROB_MAX_TOP];
 } sits_logprob_t;
+/* [structured output] Allowed-token masks of some outputs of a step: masks [n, words] uint32 over the
+ * whole vocabulary (bit id & 31 of word id >> 5, 1 = allowed; src/grammar/grammar.h makes them), rows [n]
+ * the output index (0 .. n_out - 1) of each. Outputs without a mask are unconstrained. */
+typedef struct {
+    int n, words;
+    const int32_t *rows;
+    const uint32_t *masks;
+} sits_sample_masks_t;
 
 /* The uniform variate in (0, 1) used for vocabulary id `id` (exposed for tests). */
 double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);

@@ -1,7 +1,7 @@
 /* plan.h -- the step plan: what every rank of a TP group runs in one step, serialised by the
  * leader and broadcast over the group's control communicator.
  *
- * Wire format (version 2, little-endian, 4-byte aligned, no padding between arrays):
+ * Wire format (version 3, little-endian, 4-byte aligned, no padding between arrays):
  *   u32 magic "SITP" | u16 version | u16 cmd | u64 step | i32 n_tokens | i32 n_seqs |
  *   i32 max_blocks | i32 n_out | u32 body_bytes | u32 checksum (FNV-1a of the body)
  *   body: tokens[n_tokens] pos[n_tokens] seq[n_tokens]          (i32)
@@ -12,6 +12,10 @@
  *                         f32 presence, f32 frequency, f32 repetition, f32 min_p, i32 n_bias, i32 n_hist }  (72 bytes)
  *         (n_out > 0 only:) u32 total_bias | u32 total_hist | bias {i32 id, f32 bias}[total_bias]
  *         | hist {i32 id, i32 out_count, i32 in_prompt}[total_hist]        (rows' lists in row order)
+ *         [structured output] optional trailer after the lists, present when some output is constrained:
+ *         i32 n_masks | i32 words | rows[n_masks] (output indices) | u32 masks[n_masks * words] | u32 sum
+ *         (body_bytes counts it; the header's checksum covers the body before it; sum is FNV-1a over the
+ *         trailer's 64-bit words)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */
@@ -24,7 +28,7 @@
 #include "util/status.h"
 
 #define SITS_PLAN_MAGIC 0x50544953u  /* "SITP" little-endian */
-#define SITS_PLAN_VERSION 2   /* 2: logprob and sampling-control fields, bias / history lists */
+#define SITS_PLAN_VERSION 3   /* 2: logprob and sampling-control fields, bias / history lists; 3: + the mask trailer */
 #define SITS_PLAN_HEADER_BYTES 40
 #define SITS_PLAN_MAX_ITEMS (1 << 24)
 
@@ -63,6 +67,7 @@ typedef struct {
     const int32_t *block_tables;        /* [n_seqs * max_blocks] */
     const int32_t *out_rows;            /* [n_out] */
     const sits_sample_params_t *sample; /* [n_out]; parse: copied into the plan's own storage */
+    sits_sample_masks_t masks;          /* [structured output] n == 0: none; parse: points into the buffer */
     sits_plan_move_t move;              /* [kv move] cmd SITS_PLAN_KV_MOVE only */
 } sits_plan_t;
 

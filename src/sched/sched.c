@@ -5,6 +5,7 @@
 #include "sched/kvmove.h"
 #include "sched/tenants.h"
 #include "sched/swap.h"
+#include "grammar/grammar.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -65,6 +66,10 @@ struct sits_req {
     int32_t slot;
     int prefetched;              /* swapped, and a prefetch order for slot went out */
     uint64_t active_step;        /* the last schedule() that gave it work (least recently active swaps first) */
+    /* [structured output] scheduler thread only; gstate made at the first constrained step */
+    sits_grammar_t *grammar;
+    const sits_grammar_vocab_t *gvocab;
+    sits_grammar_state_t *gstate;
 };
 
 struct sits_sched {
@@ -114,6 +119,10 @@ struct sits_sched {
     int32_t *rep_ranks;                      /* [rep_pp * rep_tp] world ranks; NULL: not described */
     uint32_t kv_move_no;                     /* replica 0: moves ordered so far (ids) */
     uint64_t dev_alloc_mark, dev_alloc_mark_bytes; /* [memory plan] the backend's device allocations at create */
+    /* [structured output] the step's masks: [max_seqs, mask_words] and their output rows, made at first use */
+    uint32_t *masks;
+    int32_t *mask_rows;
+    int mask_words;
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -149,6 +158,8 @@ static void req_unref(sits_req_t *q)
     free(q->plp);
     free(q->bias);
     sits_req_t *leader = q->leader;
+    sits_grammar_state_destroy(q->gstate);
+    sits_grammar_destroy(q->grammar);
     free(q);
     if (leader) req_unref(leader);
 }
@@ -258,6 +269,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
         s->inbox = ni;
         s->cap_inbox = cap;
     }
+    q->grammar = p->grammar;    /* owned from here on (no failure below) */
+    q->gvocab = p->grammar_vocab;
     q->order = s->next_order++;
     q->t_queued = wall_s();
     s->inbox[s->n_inbox++] = q;
@@ -407,6 +420,8 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->pkeys);
     free(s->bt);
     free(s->sp);
+    free(s->masks);
+    free(s->mask_rows);
     free(s->itl_t);
     free(s->sw_kind);
     free(s->sw_bt);
@@ -1051,6 +1066,29 @@ static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t
     return 0;
 }
 
+/* [structured output] output `no` of the step is q's next token: its grammar's mask goes in the plan.
+ * The grammar state follows the tokens sampled so far (step_complete feeds them). */
+static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_sample_masks_t *m)
+{
+    int words = (int)SITS_GRAMMAR_MASK_WORDS(sits_grammar_vocab_size(q->gvocab));
+    if (!s->masks || words != s->mask_words) {
+        if (m->n > 0) return SITS_ERR_INVALID;   /* one vocabulary per scheduler */
+        free(s->masks);
+        free(s->mask_rows);
+        s->masks = malloc(sizeof(uint32_t) * (size_t)words * s->r->ep.max_seqs);
+        s->mask_rows = malloc(sizeof(int32_t) * (size_t)s->r->ep.max_seqs);
+        if (!s->masks || !s->mask_rows) return SITS_ERR_NOMEM;
+        s->mask_words = words;
+    }
+    if (!q->gstate) SITS_CHECK(sits_grammar_state_create(q->grammar, q->gvocab, &q->gstate));
+    SITS_CHECK(sits_grammar_state_mask(q->gstate, s->masks + (size_t)m->n * words));
+    s->mask_rows[m->n++] = no;
+    m->words = words;
+    m->rows = s->mask_rows;
+    m->masks = s->masks;
+    return SITS_OK;
+}
+
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
  * starts computing as soon as it has it). */
 static sits_status_t step_launch(sits_sched_t *s, int nb)
@@ -1058,6 +1096,8 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     sits_runner_t *r = s->r;
     int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
     s->n_pbias = s->n_phist = 0;
+    sits_sample_masks_t masks = { 0 };
+    s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         for (int j = 0; j < q->take; j++) {
@@ -1083,6 +1123,7 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             s->sp[no].top_logprobs = q->top_logprobs;
             s->sp[no].lp_target = -1;
             if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
+            if (q->grammar) SITS_CHECK(step_mask(s, q, no, &masks));
             no++;
         }
     }
@@ -1096,8 +1137,7 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     }
     s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
-                           .out_rows = s->rows, .sample = s->sp };
-    s->t_launch = now_s();
+                           .out_rows = s->rows, .sample = s->sp, .masks = masks };
     return sits_worker_send(r, &s->wk, &s->pl);
 }
 
@@ -1137,7 +1177,10 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         pthread_mutex_unlock(&q->mu);
         gen++;
         sits_finish_t why = SITS_FINISH_NONE;
-        if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
+        if (q->gstate && sits_grammar_state_accept(q->gstate, t) != SITS_OK) {
+            SITS_ERROR(SITS_SUB_SCHED, "request %s: sampled token %d is outside its grammar's mask", q->id, t);
+            why = SITS_FINISH_ERROR;
+        } else if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
         else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
         if (why != SITS_FINISH_NONE) {
             if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */

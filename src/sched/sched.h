@@ -51,6 +51,12 @@ typedef struct {
      * (shared, ref-counted; the last partial block is recomputed, i.e. copied on write), when the
      * prefix cache is on. */
     sits_req_t *share_prompt_with;
+    /* [structured output] the grammar the output must follow (NULL: unconstrained) and the vocabulary's
+     * trie (its vocab size is the model's). A successful submit takes ownership of grammar (destroyed with
+     * the request); the scheduler thread alone touches it: it computes each step's allowed-token mask,
+     * which travels in the step plan to every rank, and feeds the sampled token back. */
+    struct sits_grammar *grammar;
+    const struct sits_grammar_vocab *grammar_vocab;
 } sits_req_params_t;
 
 

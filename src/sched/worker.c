@@ -1,10 +1,12 @@
 /* worker.c -- plan broadcast and execution on every rank; see worker.h. */
 #include "sched/worker.h"
+#include "backend/backend.h"
 #include "sched/kvmove.h"
 #include "sched/swap.h"
 #include "util/check.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
 {
@@ -75,9 +77,8 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
     return sits_plan_parse(w->buf, (size_t)n, w->store, r->ep.max_seqs, plan_p);
 }
 
-/* [sampling controls] penalties, bias and min_p on a copy of this rank's logits (logprobs stay those
- * of the raw logits), then the host sampler on the copy. */
-static sits_status_t sample_processed(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
+/* This rank's raw logits of the step copied into w->proc ([n_out, v_count]). */
+static sits_status_t copy_logits(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
 {
     const sits_shard_dims_t *d = &r->w->dims;
     const float *logits = NULL;
@@ -90,6 +91,18 @@ static sits_status_t sample_processed(sits_runner_t *r, sits_worker_t *w, const 
         w->proc_cap = n;
     }
     if (n) memcpy(w->proc, logits, sizeof(float) * n);
+    return SITS_OK;
+}
+
+/* [sampling controls] on a copy of this rank's logits (logprobs stay those of the raw logits): the
+ * [structured output] masks first, then penalties, bias and min_p, then the host sampler. */
+static sits_status_t sample_processed(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan,
+                                      const sits_sample_masks_t *masks)
+{
+    const sits_shard_dims_t *d = &r->w->dims;
+    SITS_CHECK(copy_logits(r, w, plan));
+    if (masks && d->v_count > 0)
+        sits_backend_cpu_logit_mask(w->proc, d->v_start, d->v_count, masks->masks, masks->words, masks->rows, masks->n);
     SITS_CHECK(sits_sample_process(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample));
     return sits_sample(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens);
 }
@@ -118,16 +131,25 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
             SITS_CHECK(sits_engine_logits(r->engine, &logits));
             cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
         }
-        if (sits_sample_wants_process(plan->n_out, plan->sample))
-            SITS_CHECK(sample_processed(r, w, plan));
-        else
-            SITS_CHECK(sits_engine_sample(r->engine, r->tp, plan->sample, w->tokens));
-        if (sits_sample_wants_logprobs(plan->n_out, plan->sample)) {
-            /* [logprobs] of the raw logits, on this rank's vocabulary slice, merged across the TP group */
-            const float *logits = NULL;
-            SITS_CHECK(sits_engine_logits(r->engine, &logits));
-            SITS_CHECK(sits_sample_logprobs(r->tp, logits, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens, w->lp));
+        /* [structured output + sampling controls] order per row: the grammar mask (disallowed ids -inf),
+         * then bias / penalties / min_p, then sampling; logprobs stay those of the raw logits. Every TP
+         * rank does the same on its vocabulary slice. */
+        const sits_sample_masks_t *masks = plan->masks.n > 0 ? &plan->masks : NULL;
+        int want_lp = sits_sample_wants_logprobs(plan->n_out, plan->sample);
+        const float *raw = NULL;   /* the raw logits for logprobs */
+        if (sits_sample_wants_process(plan->n_out, plan->sample)) {
+            SITS_CHECK(sample_processed(r, w, plan, masks));   /* on a copy: the engine's logits stay raw */
+            if (want_lp) SITS_CHECK(sits_engine_logits(r->engine, &raw));
+        } else if (masks && want_lp) {
+            SITS_CHECK(copy_logits(r, w, plan));   /* the mask changes the engine's logits */
+            SITS_CHECK(sits_engine_sample_masked(r->engine, r->tp, plan->sample, masks, w->tokens));
+            raw = w->proc;
+        } else {
+            SITS_CHECK(sits_engine_sample_masked(r->engine, r->tp, plan->sample, masks, w->tokens));
+            if (want_lp) SITS_CHECK(sits_engine_logits(r->engine, &raw));
         }
+        if (want_lp)   /* [logprobs] on this rank's vocabulary slice, merged across the TP group */
+            SITS_CHECK(sits_sample_logprobs(r->tp, raw, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens, w->lp));
     }
     if (!r->bcast_tokens) return SITS_OK;
     /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */

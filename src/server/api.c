@@ -5,11 +5,13 @@
  * Validation answers 400 invalid_request_error (param names the field) for wrong types and ranges,
  * 404 model_not_found for another model, 400 context_length_exceeded when prompt + max_tokens does
  * not fit max_model_len. JSON null counts as "absent" for optional fields (clients send nulls).
- * Features we do not implement (n > 1, tools, suffix) are refused with 400 rather than silently ignored.
+ * Features we do not implement (suffix) are refused with 400 rather than silently ignored.
  * [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. [sampling controls]
  * presence / frequency / repetition penalties, logit_bias, min_p, min_tokens, stop_token_ids,
- * include_stop_str_in_output, skip_special_tokens (vLLM's names and ranges). */
+ * include_stop_str_in_output, skip_special_tokens (vLLM's names and ranges). Structured output and
+ * tools are tools.c's (sits_srv_structured_parse). */
 #include "server/srv_internal.h"
+#include "grammar/grammar.h"
 #include "util/log.h"
 
 #include <jansson.h>
@@ -485,7 +487,7 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
                            "'chat_template_kwargs' must be an object");
         return -1;
     }
-    json_t *tools = field(root, "tools");   /* checked by refuse_unsupported: only with tool_choice "none" */
+    json_t *tools = field(root, "tools");   /* checked by sits_srv_structured_parse (tools.c) */
     json_t *docs = field(root, "documents");
     if (docs && !json_is_array(docs)) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "documents", "'documents' must be an array");
@@ -585,36 +587,10 @@ static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "echo", "echo is only supported by /v1/completions");
         return -1;
     }
-    v = field(root, "tools");
-    if (v && !json_is_null(v)) {
-        /* the template renders tools, but the model's tool calls are not parsed yet: only tool_choice "none"
-         * (the tools are described to the model, its answer is text) */
-        json_t *choice = field(root, "tool_choice");
-        if (!json_is_array(v)) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools", "'tools' must be an array");
-            return -1;
-        }
-        if (kind != SITS_SRV_CHAT || (json_array_size(v) != 0 &&
-            !(json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0))) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools",
-                               "tool calls are not parsed yet: pass tool_choice \"none\" to have the chat template "
-                               "describe the tools to the model (its answer is then plain text)");
-            return -1;
-        }
-    }
     v = field(root, "suffix");
     if (kind == SITS_SRV_COMPLETIONS && v && (!json_is_string(v) || json_string_length(v) != 0)) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "suffix", "suffix is not supported");
         return -1;
-    }
-    v = field(root, "response_format");
-    if (v) {
-        json_t *t = json_object_get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0) {
-            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "response_format",
-                               "only response_format {\"type\": \"text\"} is supported");
-            return -1;
-        }
     }
     v = field(root, "user");
     if (v && !json_is_string(v)) {
@@ -679,6 +655,8 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     if (parse_controls(lim, root, req, err) != 0) goto fail;
     json_int_t min_tokens = 0;
     if (get_int(root, "min_tokens", &min_tokens, NULL, err) != 0) goto fail;
+    /* [structured output + tool calls] response_format, structured_outputs, guided_*, tools, tool_choice */
+    if (sits_srv_structured_parse(lim, root, kind, req, err) != 0) goto fail;
 
     /* max_tokens (chat: max_completion_tokens wins, as in OpenAI's newer API) */
     int has_mct = 0;
@@ -773,6 +751,8 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->n_stop_token_ids = 0;
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     req->n_stop = 0;
+    sits_grammar_destroy(req->grammar);
+    req->grammar = NULL;
 }
 
 char *sits_srv_error_json(const sits_srv_error_t *err)
@@ -907,6 +887,14 @@ char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long cre
     return s;
 }
 
+json_t *sits_srv_choice_tools_json(int index, const char *content, size_t content_len, json_t *calls, json_t *logprobs)
+{
+    json_t *msg = json_pack("{s:s, s:o, s:O}", "role", "assistant", "content",
+                            content_len ? json_stringn(content, content_len) : json_null(), "tool_calls", calls);
+    return json_pack("{s:i, s:o, s:o, s:s}", "index", index, "message", msg, "logprobs", logprobs ? logprobs : json_null(),
+                     "finish_reason", "tool_calls");
+}
+
 /* "data: " + json + "\n\n" (consumes o). */
 static char *sse_event(json_t *o, size_t *len_p)
 {
@@ -946,6 +934,16 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
                           (json_int_t)created, "model", model, "choices", choice);
+    if (o && usage_null) json_object_set_new(o, "usage", json_null());
+    return sse_event(o, len_p);
+}
+
+char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, json_t *delta,
+                               const char *finish, int usage_null, size_t *len_p)
+{
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:o}]}", "id", id, "object", "chat.completion.chunk",
+                          "created", (json_int_t)created, "model", model, "choices", "index", index, "delta", delta, "logprobs",
+                          "finish_reason", finish ? json_string(finish) : json_null());
     if (o && usage_null) json_object_set_new(o, "usage", json_null());
     return sse_event(o, len_p);
 }

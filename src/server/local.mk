@@ -1,10 +1,16 @@
 # src/server: the OpenAI-compatible HTTP front-end of the TP leader (libmicrohttpd, jansson).
 # Test: tests/server/test_server (a fake scheduler + the bytelevel fixture tokenizer, loopback sockets).
 libsits_a_SOURCES += src/server/server.h src/server/srv_internal.h src/server/server.c src/server/api.c \
-	src/server/textout.c src/server/metrics.c
+	src/server/textout.c src/server/metrics.c src/server/tools.c
 
 check_PROGRAMS += tests/server/test_server
 tests_server_test_server_SOURCES = tests/server/test_server.c tests/server/fake_sched.c tests/server/fake_sched.h \
 	tests/server/http_client.c tests/server/http_client.h
 tests_server_test_server_LDADD = $(SITS_LIBS)
 TESTS += tests/server/test_server
+
+# [tool calls] the output parsers on each family's format, the parser choice from real templates, forced-call grammars.
+check_PROGRAMS += tests/server/test_tools
+tests_server_test_tools_SOURCES = tests/server/test_tools.c
+tests_server_test_tools_LDADD = $(SITS_LIBS)
+TESTS += tests/server/test_tools

@@ -20,6 +20,14 @@
  *   checks whether the peer of a parked connection closed its socket (recv MSG_PEEK == 0: cancel every
  *   choice). A request is over when all its choices are; at shutdown every choice still running ends
  *   with finish "abort" and the response stays complete (every choice, usage, [DONE]).
+ *   [structured output / tool calls] The pump does no grammar work: the request's grammar is compiled
+ *   by the parse (api.c, on the MHD thread, shared through the grammar cache), the vocabulary trie is
+ *   built once by the first constrained gen_start, and the scheduler thread computes the masks and
+ *   feeds the sampled tokens to the grammar state; each choice is its own scheduler sequence with its
+ *   own grammar state (and its own reference to the shared grammar). With a tool-call parser the text
+ *   of every choice is held until the request's output is over; the MHD callback that ends the response
+ *   (run_whole / stream_end) parses each choice's text into tool calls, so a drain delivers it whole too
+ *   (finish "abort" at the shutdown timeout: the held text as content).
  *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
  *   the client went away): it takes the request off the pump, cancels it if it did not finish,
  *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
@@ -34,9 +42,11 @@
 #include "server/server.h"
 #include "server/chat_page.h"   /* chat page (issue 12) */
 #include "server/srv_internal.h"
+#include "grammar/grammar.h"
 #include "util/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -108,6 +118,9 @@ struct sits_server {
     int n_conns, max_conns, max_per_client;
     ip_entry_t *ip[IP_BUCKETS];
     atomic_uint_fast64_t conns_refused;
+    /* [structured output] the vocabulary trie, built at the first constrained request */
+    pthread_mutex_t gmu;
+    sits_grammar_vocab_t *gvocab;
 };
 
 typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE } route_t;
@@ -132,6 +145,7 @@ typedef struct {
     size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
     sits_srv_textout_t to;
     int to_valid;
+    int tool_calls;         /* [tool calls] its stream ended with tool-call deltas (finish "tool_calls") */
 } choice_t;
 
 struct conn {
@@ -437,6 +451,12 @@ static char *echo_text(conn_t *c, const choice_t *g, const char *text, size_t te
     return out;
 }
 
+/* [tool calls] The tool-call ids' seed of choice i (choice 0: the request's). */
+static uint64_t tool_seed(const conn_t *c, int i)
+{
+    return mix64(c->srv->id_salt ^ (uint64_t)c->created) + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+}
+
 /* Choice i of a whole response (a new reference; NULL when out of memory). */
 static json_t *whole_choice(conn_t *c, int i)
 {
@@ -454,9 +474,36 @@ static json_t *whole_choice(conn_t *c, int i)
         }
         text = joined;
     }
-    json_t *o = sits_srv_choice_json(c->rq.kind, i, text, text_len, sits_srv_finish_str(g->finish), lp);
+    json_t *o = NULL;
+    if (c->rq.tool_parser && g->finish == SITS_FINISH_STOP) {
+        /* [tool calls] the output parsed into calls when it ended by itself (not at max_tokens or an abort) */
+        size_t content_len = 0;
+        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, text, text_len, tool_seed(c, i), &content_len);
+        if (calls && c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);
+        if (calls) {
+            o = sits_srv_choice_tools_json(i, text, content_len, calls, lp);
+            json_decref(calls);
+            free(joined);
+            return o;
+        }
+    }
+    o = sits_srv_choice_json(c->rq.kind, i, text, text_len, sits_srv_finish_str(g->finish), lp);
     free(joined);
     return o;
+}
+
+/* [structured output] the vocabulary trie of the grammar masks, made once (any connection thread) */
+static const sits_grammar_vocab_t *grammar_vocab(sits_server_t *srv)
+{
+    pthread_mutex_lock(&srv->gmu);
+    if (!srv->gvocab) {
+        sits_status_t st = sits_grammar_vocab_create(srv->lim.tok, srv->lim.vocab_size, srv->stop_ids, (int)srv->n_stop_ids,
+                                                     &srv->gvocab);
+        if (st != SITS_OK) SITS_ERROR(SITS_SUB_HTTP, "grammar vocabulary: %s", sits_status_str(st));
+        else SITS_INFO(SITS_SUB_HTTP, "structured output: vocabulary trie of %d ids built", srv->lim.vocab_size);
+    }
+    pthread_mutex_unlock(&srv->gmu);
+    return srv->gvocab;
 }
 
 /* Appends an SSE event (malloc'd s) to the pending output. */
@@ -486,6 +533,11 @@ static int pend_add(conn_t *c, char *s, size_t len)
 static int gen_start(conn_t *c, sits_srv_error_t *err)
 {
     sits_server_t *srv = c->srv;
+    const sits_grammar_vocab_t *gv = NULL;
+    if (c->rq.grammar && !(gv = grammar_vocab(srv))) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "the grammar vocabulary could not be built");
+        return -1;
+    }
     uint64_t k = atomic_fetch_add(&srv->counter, 1);
     if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
     c->rq.sample.step = 0;
@@ -528,7 +580,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .ignore_eos = c->rq.ignore_eos, .tenant = c->tenant, .id = c->id,
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
         .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
-        .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens,
+        .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens, .grammar_vocab = gv,
     };
     int32_t *stops = NULL;
     if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */
@@ -562,8 +614,11 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         p.prompt = c->ch[i].prompt;
         p.n_prompt = c->ch[i].n_prompt;
         p.share_prompt_with = i % per ? c->ch[i - i % per].req : NULL;   /* [n] the prompt's KV blocks are computed once */
+        /* [structured output] each choice's sequence owns a reference to the shared grammar (its own state) */
+        p.grammar = c->rq.grammar ? sits_grammar_ref(c->rq.grammar) : NULL;
         st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
         if (st == SITS_OK) c->n_ch = i + 1;
+        else sits_grammar_destroy(p.grammar);   /* a failed submit did not take it */
     }
     free(stops);   /* submit copied them */
     if (st != SITS_OK) gen_cancel(c);   /* the choices already in (completed() releases them) */
@@ -661,25 +716,69 @@ static enum MHD_Result run_whole(conn_t *c)
     return reply_json(c, 200, body);
 }
 
-/* Released text of each choice -> one content chunk per choice that has some. */
+/* Choice i's released text -> one content chunk (with the logprobs of the tokens since the last one). */
+static int stream_choice_text(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    if (g->to.out_len == 0) return 0;
+    size_t len = 0;
+    json_t *lp = NULL;
+    if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
+        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+        g->n_lp = g->n_gen;
+    }
+    g->streamed += g->to.out_len;
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
+                                 NULL, c->rq.include_usage, lp, &len);
+    g->to.out_len = 0;
+    return pend_add(c, s, len);
+}
+
+/* Released text of each choice -> one content chunk per choice that has some. [tool calls] With a
+ * tool-call parser the text is held to the end (stream_end), where it becomes tool-call deltas or content. */
 static int stream_text(conn_t *c)
 {
-    for (int i = 0; i < c->n_ch; i++) {
-        choice_t *g = &c->ch[i];
-        if (g->to.out_len == 0) continue;
-        size_t len = 0;
-        json_t *lp = NULL;
-        if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
-            if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
-            g->n_lp = g->n_gen;
-        }
-        g->streamed += g->to.out_len;
-        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
-                                     NULL, c->rq.include_usage, lp, &len);
-        g->to.out_len = 0;
-        if (pend_add(c, s, len) != 0) return -1;
-    }
+    if (c->rq.tool_parser && !c->over) return 0;
+    for (int i = 0; i < c->n_ch; i++)
+        if (stream_choice_text(c, i) != 0) return -1;
     return 0;
+}
+
+/* [tool calls] Choice i's held text as OpenAI streams calls: the content before them (one chunk), then per
+ * call a chunk with its index, id, type and name (arguments ""), and one with its arguments. Returns 1 when
+ * the text held calls (then consumed), 0 when it is plain content (left for stream_text), -1 on error. */
+static int stream_tool_calls(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    size_t content_len = 0, len = 0;
+    json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, g->to.out ? g->to.out : "", g->to.out_len,
+                                              tool_seed(c, i), &content_len);
+    if (!calls) return 0;
+    if (c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);   /* parallel_tool_calls false */
+    int rc = 0;
+    if (content_len > 0) {
+        g->to.out_len = content_len;
+        rc = stream_choice_text(c, i);
+    }
+    g->to.out_len = 0;
+    for (size_t k = 0; rc == 0 && k < json_array_size(calls); k++) {
+        json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
+        json_t *head = json_pack("{s:[{s:I, s:O, s:s, s:{s:O, s:s}}]}", "tool_calls", "index", (json_int_t)k, "id",
+                                 json_object_get(call, "id"), "type", "function", "function", "name",
+                                 json_object_get(fn, "name"), "arguments", "");
+        json_t *args = json_pack("{s:[{s:I, s:{s:O}}]}", "tool_calls", "index", (json_int_t)k, "function", "arguments",
+                                 json_object_get(fn, "arguments"));
+        char *s = head ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, head, NULL, c->rq.include_usage, &len)
+                       : NULL;
+        rc = pend_add(c, s, len);
+        s = args && rc == 0 ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, args, NULL, c->rq.include_usage, &len)
+                            : NULL;
+        if (rc == 0) rc = pend_add(c, s, len);
+        else json_decref(args);
+    }
+    json_decref(calls);
+    if (rc == 0) g->tool_calls = 1;
+    return rc == 0 ? 1 : -1;
 }
 
 /* The end of a stream: last text, the finish chunks (or an error event), the usage chunk, [DONE]. */
@@ -688,6 +787,8 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
+    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++)   /* [tool calls] per choice that ended by itself */
+        if (c->ch[i].finish == SITS_FINISH_STOP && stream_tool_calls(c, i) < 0) return -1;
     if (stream_text(c) != 0) return -1;
     if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
@@ -704,7 +805,7 @@ static int stream_end(conn_t *c)
                 g->n_lp = g->n_gen;
             }
             s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
-                                   sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
+                                   g->tool_calls ? "tool_calls" : sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
             if (pend_add(c, s, len) != 0) return -1;
         }
     }
@@ -1270,7 +1371,10 @@ static void server_free(sits_server_t *s)
     pthread_mutex_destroy(&s->gen_mu);
     pthread_cond_destroy(&s->gen_cv);
     pthread_mutex_destroy(&s->cn_mu);
+    pthread_mutex_destroy(&s->gmu);
     sits_srv_metrics_fini(&s->metrics);
+    sits_srv_gcache_destroy(s->lim.gcache);
+    sits_grammar_vocab_destroy(s->gvocab);
     free(s);
 }
 
@@ -1302,6 +1406,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     pthread_mutex_init(&s->gen_mu, NULL);
     pthread_cond_init(&s->gen_cv, NULL);
     pthread_mutex_init(&s->cn_mu, NULL);
+    pthread_mutex_init(&s->gmu, NULL);
     s->tenants = p->tenants && p->tenants->n > 0 ? p->tenants : NULL;
     s->metrics.tenants = s->tenants;
     s->host = strdup(p->host && p->host[0] ? p->host : "127.0.0.1");
@@ -1325,11 +1430,22 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->api = api;
     s->sched = sched;
     s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);
+    int tool_parser = sits_srv_tool_parser_from_name(p->tool_call_parser);
+    if (tool_parser < 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, auto", p->tool_call_parser);
+        st = SITS_ERR_INVALID;
+        goto err_free;
+    }
+    if (tool_parser == SITS_SRV_TOOLS_AUTO && sits_chat_available(p->chat))
+        SITS_INFO(SITS_SUB_HTTP, "tool calls: the chat template's format is %s",
+                  sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
+    sits_srv_gcache_t *gcache = NULL;
+    SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){
         .tok = tok, .model_name = s->model_name, .max_model_len = p->max_model_len,
         .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
         .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
-        .chat = p->chat, .gen = p->gen,
+        .chat = p->chat, .gen = p->gen, .tool_parser = tool_parser, .n_stop_ids = (int)s->n_stop_ids, .gcache = gcache,
     };
     s->start_time = (long long)time(NULL);
     struct timespec ts;

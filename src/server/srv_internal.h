@@ -39,6 +39,17 @@ typedef struct {
     char message[512];
 } sits_srv_error_t;
 
+/* [structured output] compiled grammars shared among requests of the same constraint (tools.c) */
+enum { SITS_SRV_GCACHE = 8 };
+typedef struct {
+    pthread_mutex_t mu;
+    char *key[SITS_SRV_GCACHE];
+    struct sits_grammar *g[SITS_SRV_GCACHE];
+    uint64_t used[SITS_SRV_GCACHE], tick;
+} sits_srv_gcache_t;
+sits_status_t sits_srv_gcache_create(sits_srv_gcache_t **c_p);
+void sits_srv_gcache_destroy(sits_srv_gcache_t *c);
+
 /* What the server needs to validate a request (read-only after create). */
 typedef struct {
     const sits_tokenizer_t *tok;
@@ -48,7 +59,14 @@ typedef struct {
     int default_max_tokens;
     const sits_chat_t *chat;     /* the model's chat template(s); none loaded: chat requests get 400 */
     sits_gen_defaults_t gen;     /* generation_config.json sampling defaults for fields a request leaves unset */
+    int tool_parser;             /* [tool calls] SITS_SRV_TOOLS_* (--tool-call-parser); AUTO: from the template */
+    int n_stop_ids;              /* the model's stop ids (constrained output needs one to end) */
+    sits_srv_gcache_t *gcache;   /* [structured output] shared grammars (the pointer is fixed; NULL: none) */
 } sits_srv_limits_t;
+
+/* [tool calls] output formats (tools.c) */
+enum { SITS_SRV_TOOLS_NONE = 0, SITS_SRV_TOOLS_HERMES = 1, SITS_SRV_TOOLS_LLAMA3 = 2, SITS_SRV_TOOLS_MISTRAL = 3,
+       SITS_SRV_TOOLS_AUTO = 4 };
 
 /* A validated request. */
 typedef struct {
@@ -80,6 +98,11 @@ typedef struct {
     int include_stop_str, skip_special;
     char *echo_text;
     size_t echo_len;
+    /* [structured output] the compiled constraint (NULL: none), handed to the scheduler at submit */
+    struct sits_grammar *grammar;
+    int tool_parser;          /* [tool calls] parse the output into tool_calls with this format (0: no) */
+    int tool_forced;          /* tool_choice required / named: the grammar forces the call */
+    int tool_single;          /* parallel_tool_calls false: at most one call is returned */
 } sits_srv_request_t;
 
 /* [logprobs] The "logprobs" member of one choice: completions' {tokens, token_logprobs, top_logprobs,
@@ -119,6 +142,27 @@ char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created
 char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *body, size_t len, sits_srv_error_t *err);
 /* An error event in a stream (the status line was already sent): data: {"error": {...}}. */
 char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p);
+
+/* tools.c -- [structured output + tool calls] (see the file's opening comment) */
+struct json_t;
+/* response_format / structured_outputs / guided_* / tools / tool_choice / parallel_tool_calls of root into
+ * req->grammar, req->tool_parser, req->tool_forced. 0, or -1 with err naming the parameter (400). */
+int sits_srv_structured_parse(const sits_srv_limits_t *lim, struct json_t *root, sits_srv_kind_t kind,
+                              sits_srv_request_t *req, sits_srv_error_t *err);
+int sits_srv_tool_parser_from_name(const char *name);   /* -1: unknown name */
+const char *sits_srv_tool_parser_name(int parser);
+int sits_srv_tool_parser_detect(const char *template_text);
+/* The tool calls in a model's output: a new array of OpenAI tool_calls ({id, type, function: {name,
+ * arguments (a JSON string)}}) and *content_len_p, the length of the text before them; NULL when the text
+ * holds no call that parses (it is then plain content). seed makes the call ids. */
+struct json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p);
+/* api.c: choice index of a whole chat response carrying tool calls (content null when empty), finish
+ * "tool_calls"; calls borrowed, logprobs consumed (NULL -> null). New reference. */
+json_t *sits_srv_choice_tools_json(int index, const char *content, size_t content_len, struct json_t *calls,
+                                   struct json_t *logprobs);
+/* api.c: a chat chunk of choice index with this delta (consumed). */
+char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, struct json_t *delta,
+                               const char *finish, int usage_null, size_t *len_p);
 
 /* textout.c -- ids -> text that is safe to emit. Text that could still become the start of a stop string
  * is held back; once a stop string appears, the text before it is released and *stopped is set. */

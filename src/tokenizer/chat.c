@@ -355,6 +355,14 @@ void sits_chat_destroy(sits_chat_t *c)
 int sits_chat_available(const sits_chat_t *c) { return c && c->n > 0; }
 const char *sits_chat_source(const sits_chat_t *c) { return c && c->source ? c->source : "none"; }
 
+static const chat_named_t *select_template(const sits_chat_t *c, const char *name, int has_tools);
+
+const char *sits_chat_template_text(const sits_chat_t *c, int has_tools)
+{
+    const chat_named_t *t = c && c->n > 0 ? select_template(c, NULL, has_tools) : NULL;
+    return t ? t->src : NULL;
+}
+
 static const chat_named_t *select_template(const sits_chat_t *c, const char *name, int has_tools)
 {
     const char *want[2] = { name, NULL };

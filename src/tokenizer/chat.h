@@ -51,6 +51,10 @@ int sits_chat_available(const sits_chat_t *chat);
  * "built-in llama3", a file path, or "none". */
 const char *sits_chat_source(const sits_chat_t *chat);
 
+/* The source of the template a render without a template name uses (the "tool_use" one when has_tools and
+ * the model has it), NULL without template: the server picks its tool-call parser from it. */
+const char *sits_chat_template_text(const sits_chat_t *chat, int has_tools);
+
 /* Render. *out_p malloc'd, NUL-terminated; *len_p (may be NULL) excludes the NUL. err (may be NULL) gets
  * the template's own message when it raises (err->raised) or fails at run time -> SITS_ERR_INVALID.
  * An unknown template_name -> SITS_ERR_NOT_FOUND. */

@@ -331,6 +331,49 @@ const char *sits_tokenizer_id_to_token(const sits_tokenizer_t *t, int32_t id)
     return t->tokens[id].s;
 }
 
+int sits_tokenizer_token_bytes(const sits_tokenizer_t *t, int32_t id, char *out, size_t cap, size_t *len_p)
+{
+    if (id < 0 || (size_t)id >= t->vocab_size || !t->tokens[id].s || t->tokens[id].special) return -1;
+    const sits_tok_entry_t *e = &t->tokens[id];
+    size_t n = 0;
+    if (e->added) {   /* an added token's content is literal text */
+        if (e->len > cap) return -1;
+        memcpy(out, e->s, e->len);
+        *len_p = e->len;
+        return 0;
+    }
+    if (t->bytelevel) {
+        for (size_t off = 0; off < e->len;) {
+            uint32_t cp;
+            off += sits_tok_utf8_next(e->s + off, e->len - off, &cp);
+            int b = sits_tok_cp_to_byte(cp);
+            if (b < 0 || n >= cap) return -1;
+            out[n++] = (char)b;
+        }
+        *len_p = n;
+        return 0;
+    }
+    /* SentencePiece-style: <0xXX> byte tokens, U+2581 for spaces */
+    unsigned hex;
+    if (e->len == 6 && sscanf(e->s, "<0x%2X>", &hex) == 1 && cap >= 1) {
+        out[0] = (char)hex;
+        *len_p = 1;
+        return 0;
+    }
+    for (size_t off = 0; off < e->len;) {
+        if (e->len - off >= 3 && memcmp(e->s + off, "\xe2\x96\x81", 3) == 0) {
+            if (n >= cap) return -1;
+            out[n++] = ' ';
+            off += 3;
+            continue;
+        }
+        if (n >= cap) return -1;
+        out[n++] = e->s[off++];
+    }
+    *len_p = n;
+    return 0;
+}
+
 int32_t sits_tokenizer_token_to_id(const sits_tokenizer_t *t, const char *s)
 {
     if (!s) return -1;

@@ -54,6 +54,14 @@ int sits_tokenizer_is_special(const sits_tokenizer_t *tok, int32_t id);
 const char *sits_tokenizer_id_to_token(const sits_tokenizer_t *tok, int32_t id);
 /* Id of a token string (added tokens first, then the model vocabulary), -1 when absent. */
 int32_t sits_tokenizer_token_to_id(const sits_tokenizer_t *tok, const char *token);
+/* [structured output] The bytes token `id` adds to decoded text, independent of its neighbours:
+ * byte-level vocabularies map the GPT-2 alphabet back to bytes, SentencePiece-style ones turn U+2581
+ * into a space and <0xXX> into its byte; a non-special added token is its content. Returns 0 with
+ * *len_p bytes written to out (at least 4 * strlen(token) + 1 bytes: SITS_TOKEN_BYTES_MAX is enough for
+ * any token of a loaded vocabulary up to that size), or -1 for special tokens, holes and ids out of range. */
+#define SITS_TOKEN_BYTES_MAX 1024
+int sits_tokenizer_token_bytes(const sits_tokenizer_t *tok, int32_t id, char *out, size_t cap, size_t *len_p);
+
 
 /* Incremental decoder: push ids one at a time, get the bytes that are ready. Never emits a broken UTF-8
  * sequence; the concatenation of all pushes and the flush equals sits_tokenizer_decode of all ids.

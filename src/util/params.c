@@ -22,6 +22,7 @@ const sits_param_t sits_params[] = {
     { "tokenize", NULL, SITS_PT_STR, "", NULL, OFF(tokenize), "print the token ids of this text and exit" },
     { "detokenize", NULL, SITS_PT_STR, "", NULL, OFF(detokenize), "print the text of these comma-separated ids and exit" },
     { "chat-template", "SITS_CHAT_TEMPLATE", SITS_PT_STR, "", NULL, OFF(chat_template), "chat template: a Jinja file, a named template of the model, or a built-in (llama3, llama2, mistral, chatml); default: the model's chat_template.jinja / tokenizer_config.json" },
+    { "tool-call-parser", "SITS_TOOL_CALL_PARSER", SITS_PT_STR, "auto", NULL, OFF(tool_call_parser), "the format of the model's tool calls: hermes (<tool_call> JSON: Hermes, Qwen2.5, Qwen3), llama3_json (Llama 3.1 / 3.2 JSON), mistral ([TOOL_CALLS]), or auto (from the chat template's text)" },
     { "render-chat", NULL, SITS_PT_STR, "", NULL, OFF(render_chat), "render the chat template on FILE ({\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": bool, ...}), print the prompt exactly and exit" },
     { "generation-config", "SITS_GENERATION_CONFIG", SITS_PT_STR, "auto", NULL, OFF(generation_config), "sampling defaults for requests that leave temperature / top_p / top_k unset: auto (the model's generation_config.json), vllm (none: temperature 1, top_p 1, top_k off), or a directory holding a generation_config.json" },
     { "chat", NULL, SITS_PT_BOOL, "0", "1", OFF(chat), "offline: send --prompt as a user message through the chat template" },

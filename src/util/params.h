@@ -31,6 +31,7 @@ typedef struct sits_config {
     char *tokenize;         /* text to encode and print */
     char *detokenize;       /* ids to decode and print */
     char *chat_template;    /* chat template override: a file, a named template of the model, or a built-in */
+    char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | auto */
     char *render_chat;      /* --render-chat FILE: print the rendered chat prompt and exit */
     char *generation_config;/* auto | vllm | DIR: where request sampling defaults come from */
     int chat;               /* offline: render --prompt as a user message with the chat template */

@@ -1567,6 +1567,65 @@ static void test_graph(ctx_t *c, int n, int dim, int out)
     free(wm);
 }
 
+/* [structured output] logit_mask: random masks over the whole vocabulary on a shard [v_start, +v_count) of
+ * n rows, masks on a subset of the rows (the others untouched); results must be identical bits. */
+static void test_logit_mask(ctx_t *c, int n, int v_start, int v_count, int vocab, int n_masks)
+{
+    char what[128];
+    snprintf(what, sizeof what, "logit_mask n %d vocab [%d,+%d) of %d, %d masks", n, v_start, v_count, vocab, n_masks);
+    if (!c->be[1]->ops->logit_mask || !c->be[0]->ops->logit_mask) {
+        printf("skip %-58s (no logit_mask slot)\n", what);
+        return;
+    }
+    int words = (vocab + 31) / 32;
+    size_t nv = (size_t)n * v_count;
+    float *logits = rand_vec(c, nv, 0.0f, 8.0f);
+    uint32_t *masks = xmalloc(sizeof *masks * (size_t)words * n_masks);
+    int32_t *rows = xmalloc(sizeof *rows * (size_t)n_masks);
+    for (int k = 0; k < n_masks; k++) {
+        rows[k] = (k * 7 + 3) % n;   /* distinct while n_masks <= n and n is not a multiple of 7 */
+        for (int w = 0; w < words; w++) masks[(size_t)k * words + w] = (uint32_t)rng_next(c) & (k % 3 == 0 ? 0x01010101u : ~0u);
+    }
+    float *h[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *d_l, *d_m, *d_r;
+        TRY(be->ops->alloc(be, nv * sizeof(float), &d_l));
+        TRY(be->ops->upload(be, d_l, logits, nv * sizeof(float)));
+        TRY(be->ops->alloc(be, sizeof *masks * (size_t)words * n_masks, &d_m));
+        TRY(be->ops->upload(be, d_m, masks, sizeof *masks * (size_t)words * n_masks));
+        TRY(be->ops->alloc(be, sizeof *rows * (size_t)n_masks, &d_r));
+        TRY(be->ops->upload(be, d_r, rows, sizeof *rows * (size_t)n_masks));
+        TRY(be->ops->logit_mask(be, d_l, v_start, v_count, d_m, words, d_r, n_masks));
+        h[b] = xmalloc(nv * sizeof(float));
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h[b], d_l, nv * sizeof(float)));
+        dev_free(be, d_l);
+        dev_free(be, d_m);
+        dev_free(be, d_r);
+    }
+    int bad = 0, masked = 0;
+    for (size_t i = 0; i < nv; i++) {
+        if (h[0][i] == -INFINITY) masked++;
+        if (!same_f32(h[0][i], h[1][i])) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s at %zu: cpu %g cuda %g\n", what, i, h[0][i], h[1][i]);
+            bad++;
+        }
+    }
+    if (n_masks > 0 && masked == 0) {
+        fprintf(stderr, "FAIL %s: the reference masked nothing\n", what);
+        bad++;
+    }
+    c->checks++;
+    printf("%-4s %-58s %d masked\n", bad ? "FAIL" : "ok", what, masked);
+    if (bad) c->failures++;
+    free(h[0]);
+    free(h[1]);
+    free(logits);
+    free(masks);
+    free(rows);
+}
+
 static void test_perf_all(ctx_t *c)
 {
     test_add_rmsnorm_f32res(c, 1, 4096, 1);
@@ -1591,6 +1650,10 @@ static void test_perf_all(ctx_t *c)
     test_sample_reduce(c, 4, 100, 257, 256, PAT_TIES, 2);   /* one more than c */
     test_sample_reduce(c, 4, 500, 0, 8, PAT_RANDOM, 0);     /* a rank with no vocabulary */
     test_sample_reduce(c, 64, 0, 2048, 1, PAT_RANDOM, 0);   /* a decode batch */
+    test_logit_mask(c, 4, 0, 128256, 128256, 3);
+    test_logit_mask(c, 32, 64128, 64128, 128256, 32);   /* TP 2, the second shard, a batch of 32 */
+    test_logit_mask(c, 5, 1000, 3013, 4000, 2);           /* padded vocab past the mask */
+    test_logit_mask(c, 3, 0, 4096, 4096, 0);
     test_sample_rng(c, 200, 0, 4096);
     test_sample_rng(c, 16, 123456, 64128);
     test_graph(c, 4, 4096, 1024);

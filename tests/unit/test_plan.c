@@ -124,6 +124,53 @@ static void test_corrupt(void **state)
     free(c);
 }
 
+/* [structured output] the mask trailer after the [sampling controls] lists: round trip of both, every truncation and byte flip refused, bad rows refused */
+static void test_masks(void **state)
+{
+    int32_t a[32], rows[1] = { 1 };
+    uint32_t masks[3] = { 0xdeadbeefu, 0x1u, 0x80000000u };
+    sits_sample_params_t sp[2], store[8];
+    sits_plan_t p = make_plan(a, sp), q;
+    size_t base = sits_plan_size(&p);
+    p.masks = (sits_sample_masks_t){ .n = 1, .words = 3, .rows = rows, .masks = masks };
+    size_t len = 0, need = sits_plan_size(&p);
+    assert_int_equal(need, base + 8 + 4 + 12 + 4);   /* counts, row, mask, trailer sum */
+    unsigned char *buf = malloc(need), *c = malloc(need);
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
+    assert_int_equal(q.masks.n, 1);
+    assert_int_equal(q.masks.words, 3);
+    assert_int_equal(q.masks.rows[0], 1);
+    assert_memory_equal(q.masks.masks, masks, sizeof masks);
+    assert_memory_equal(q.out_rows, p.out_rows, 2 * 4);
+    /* [logprobs] [sampling controls] row 0's v2 fields and its bias / history lists come back alongside */
+    assert_int_equal(q.sample[0].top_logprobs, 5);
+    assert_int_equal(q.sample[0].lp_target, 11);
+    assert_true(q.sample[0].min_p == sp[0].min_p);
+    assert_true(q.sample[0].repetition_penalty == sp[0].repetition_penalty);
+    assert_int_equal(q.sample[0].n_bias, 2);
+    assert_int_equal(q.sample[0].n_hist, 3);
+    assert_memory_equal(q.sample[0].bias, sp[0].bias, sizeof *sp[0].bias * 2);
+    assert_memory_equal(q.sample[0].hist, sp[0].hist, sizeof *sp[0].hist * 3);
+    assert_int_equal(q.sample[1].n_bias, 0);
+    assert_int_equal(q.sample[1].n_hist, 0);
+    for (size_t cut = 0; cut < len; cut++)
+        if (sits_plan_parse(buf, cut, store, 8, &q) != SITS_ERR_FORMAT) fail_msg("masked plan cut to %zu bytes: accepted", cut);
+    for (size_t i = 0; i < len; i++) {
+        if (i >= 8 && i < 16) continue;
+        memcpy(c, buf, len);
+        c[i] ^= 0x5a;
+        if (sits_plan_parse(c, len, store, 8, &q) == SITS_OK) fail_msg("masked plan byte %zu flipped: accepted", i);
+    }
+    rows[0] = 2;   /* past the outputs */
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_ERR_FORMAT);
+    p.masks.n = 3; /* more masks than outputs */
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_ERR_INVALID);
+    free(buf);
+    free(c);
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -132,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -1,0 +1,884 @@
+/* grammar.c -- the grammar builder, the stack matcher, the vocabulary trie and token masks; see
+ * grammar.h for the method.
+ *
+ * Arena: node 0 is the empty stack; node i > 0 is (pos, parent): the element at elems[pos] is the next
+ * one to match, then the rest of parent. Nodes are hash-consed, so a stack is identified by its id.
+ * A "set" is a list of node ids whose top elements are byte sets (or node 0); expand() produces them
+ * from any node by entering rules (tail positions are dropped so that right recursion does not grow
+ * stacks) with a per-operation stamp that both deduplicates and stops nullable cycles.
+ * Trie: the distinct token byte strings in preorder; node i has its edge byte, its depth and the index
+ * just past its subtree, so a walk is a loop over i that jumps past dead subtrees. */
+#include "grammar/gram_internal.h"
+#include "util/log.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SITS_GRAMMAR_MAX_NODES (1 << 24)
+#define SITS_GRAMMAR_CACHE_BYTES ((size_t)32 << 20)   /* masks kept per grammar (2048 of a 128k vocabulary) */
+
+struct sits_grammar {
+    gram_elem_t *elems;
+    int n_elems;
+    int32_t *alts, *alt_off, *alt_n;
+    int n_rules;
+    gram_set_t *sets;
+    int n_sets;
+    /* arena */
+    int32_t *node_pos, *node_parent;
+    int n_nodes, cap_nodes;
+    int32_t *hslots;
+    uint32_t hmask;
+    uint32_t *mark, gen;
+    int oom;
+    atomic_int refs;     /* sits_grammar_ref / sits_grammar_destroy */
+    /* scratch for walks: sets by depth */
+    int32_t *buf;
+    size_t nbuf, capbuf;
+    /* interned stack sets: set i is sdata[s_off[i], + s_n[i]) (sorted node ids); s_slots hashes contents */
+    int32_t *s_off, *s_n;
+    int n_isets, cap_isets;
+    int32_t *sdata;
+    size_t n_sdata, cap_sdata;
+    int32_t *s_slots;
+    uint32_t s_mask;
+    /* memoised transitions (set << 8 | byte) -> set, -1 dead; t_keys UINT64_MAX: empty slot */
+    uint64_t *t_keys;
+    int32_t *t_vals;
+    uint32_t t_mask;
+    int t_n;
+    /* mask cache: per interned set, for one vocabulary (the first one masked with) */
+    uint32_t **smask;
+    int cap_smask;
+    const sits_grammar_vocab_t *cache_vocab;
+    size_t cache_bytes;
+    long hits, misses;
+};
+
+struct sits_grammar_vocab {
+    int vocab_size;
+    int n_nodes;
+    uint8_t *byte;
+    int32_t *depth, *skip, *tok_off;   /* tok_off[n_nodes + 1]: tokens ending at node i */
+    int32_t *toks;
+    int max_depth;
+    char *blob;                        /* token bytes */
+    int64_t *b_off;                    /* [vocab_size + 1]; b_off[i] == b_off[i + 1] and !has[i]: no text */
+    uint8_t *has;
+    int32_t *stop;
+    int n_stop;
+};
+
+struct sits_grammar_state {
+    sits_grammar_t *g;
+    const sits_grammar_vocab_t *v;
+    int32_t set;       /* interned stack set */
+};
+
+/* ---------------- builder ---------------- */
+
+void gb_init(gram_builder_t *b) { memset(b, 0, sizeof *b); }
+
+void ga_free(gram_alt_t *a)
+{
+    free(a->e);
+    memset(a, 0, sizeof *a);
+}
+
+void gb_free(gram_builder_t *b)
+{
+    for (int r = 0; r < b->n_rules; r++) {
+        for (int k = 0; k < b->rule_nalts[r]; k++) ga_free(&b->alts[r][k]);
+        free(b->alts[r]);
+    }
+    free(b->alts);
+    free(b->rule_nalts);
+    free(b->rule_capalts);
+    free(b->sets);
+    memset(b, 0, sizeof *b);
+}
+
+int gb_rule(gram_builder_t *b)
+{
+    if (b->n_rules == b->cap_rules) {
+        int cap = b->cap_rules ? 2 * b->cap_rules : 64;
+        gram_alt_t **a = realloc(b->alts, sizeof *a * (size_t)cap);
+        if (a) b->alts = a;
+        int *n = realloc(b->rule_nalts, sizeof *n * (size_t)cap);
+        if (n) b->rule_nalts = n;
+        int *c = realloc(b->rule_capalts, sizeof *c * (size_t)cap);
+        if (c) b->rule_capalts = c;
+        if (!a || !n || !c) {
+            b->oom = 1;
+            return 0;
+        }
+        b->cap_rules = cap;
+    }
+    b->alts[b->n_rules] = NULL;
+    b->rule_nalts[b->n_rules] = 0;
+    b->rule_capalts[b->n_rules] = 0;
+    return b->n_rules++;
+}
+
+void gb_add_alt(gram_builder_t *b, int rule, gram_alt_t *a)
+{
+    if (b->oom) {
+        ga_free(a);
+        return;
+    }
+    if (b->rule_nalts[rule] == b->rule_capalts[rule]) {
+        int cap = b->rule_capalts[rule] ? 2 * b->rule_capalts[rule] : 4;
+        gram_alt_t *p = realloc(b->alts[rule], sizeof *p * (size_t)cap);
+        if (!p) {
+            b->oom = 1;
+            ga_free(a);
+            return;
+        }
+        b->alts[rule] = p;
+        b->rule_capalts[rule] = cap;
+    }
+    b->alts[rule][b->rule_nalts[rule]++] = *a;
+    memset(a, 0, sizeof *a);
+}
+
+static void ga_push(gram_builder_t *b, gram_alt_t *a, int type, int arg)
+{
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 8;
+        gram_elem_t *e = realloc(a->e, sizeof *e * (size_t)cap);
+        if (!e) {
+            b->oom = 1;
+            return;
+        }
+        a->e = e;
+        a->cap = cap;
+    }
+    a->e[a->n++] = (gram_elem_t){ type, arg };
+}
+
+void ga_set(gram_builder_t *b, gram_alt_t *a, const gram_set_t *s)
+{
+    int idx = -1;
+    for (int i = b->n_sets - 1; i >= 0 && i >= b->n_sets - 64; i--)   /* recent sets repeat (literals) */
+        if (memcmp(&b->sets[i], s, sizeof *s) == 0) { idx = i; break; }
+    if (idx < 0) {
+        if (b->n_sets == b->cap_sets) {
+            int cap = b->cap_sets ? 2 * b->cap_sets : 64;
+            gram_set_t *p = realloc(b->sets, sizeof *p * (size_t)cap);
+            if (!p) {
+                b->oom = 1;
+                return;
+            }
+            b->sets = p;
+            b->cap_sets = cap;
+        }
+        b->sets[b->n_sets] = *s;
+        idx = b->n_sets++;
+    }
+    ga_push(b, a, GE_SET, idx);
+}
+
+void gs_add_range(gram_set_t *s, int lo, int hi)
+{
+    for (int c = lo; c <= hi; c++) s->w[c >> 5] |= 1u << (c & 31);
+}
+
+int gs_has(const gram_set_t *s, int c) { return (s->w[c >> 5] >> (c & 31)) & 1; }
+
+void ga_byte(gram_builder_t *b, gram_alt_t *a, unsigned char c)
+{
+    gram_set_t s = { { 0 } };
+    gs_add_range(&s, c, c);
+    ga_set(b, a, &s);
+}
+
+void ga_lit(gram_builder_t *b, gram_alt_t *a, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) ga_byte(b, a, (unsigned char)s[i]);
+}
+
+void ga_ref(gram_builder_t *b, gram_alt_t *a, int rule) { ga_push(b, a, GE_RULE, rule); }
+
+int gb_lit_rule(gram_builder_t *b, const char *s, size_t n)
+{
+    int r = gb_rule(b);
+    gram_alt_t a = { 0 };
+    ga_lit(b, &a, s, n);
+    gb_add_alt(b, r, &a);
+    return r;
+}
+
+int gb_repeat(gram_builder_t *b, int x, int lo, int hi)
+{
+    gram_alt_t a = { 0 };
+    int tail;
+    if (hi < 0) {           /* tail ::= x tail | "" */
+        tail = gb_rule(b);
+        ga_ref(b, &a, x);
+        ga_ref(b, &a, tail);
+        gb_add_alt(b, tail, &a);
+        gb_add_alt(b, tail, &a);
+    } else {                /* o_0 ::= ""; o_k ::= x o_{k-1} | "" */
+        tail = gb_rule(b);
+        gb_add_alt(b, tail, &a);
+        for (int k = 1; k <= hi - lo; k++) {
+            int o = gb_rule(b);
+            ga_ref(b, &a, x);
+            ga_ref(b, &a, tail);
+            gb_add_alt(b, o, &a);
+            gb_add_alt(b, o, &a);
+            tail = o;
+        }
+    }
+    int r = gb_rule(b);
+    for (int i = 0; i < lo; i++) ga_ref(b, &a, x);
+    ga_ref(b, &a, tail);
+    gb_add_alt(b, r, &a);
+    return r;
+}
+
+int gb_utf8_multibyte(gram_builder_t *b)
+{
+    /* the well-formed UTF-8 byte sequences of Unicode's table 3-7, beyond ASCII */
+    static const unsigned char rows[][4][2] = {
+        { { 0xC2, 0xDF }, { 0x80, 0xBF }, { 0, 0 }, { 0, 0 } },
+        { { 0xE0, 0xE0 }, { 0xA0, 0xBF }, { 0x80, 0xBF }, { 0, 0 } },
+        { { 0xE1, 0xEC }, { 0x80, 0xBF }, { 0x80, 0xBF }, { 0, 0 } },
+        { { 0xED, 0xED }, { 0x80, 0x9F }, { 0x80, 0xBF }, { 0, 0 } },
+        { { 0xEE, 0xEF }, { 0x80, 0xBF }, { 0x80, 0xBF }, { 0, 0 } },
+        { { 0xF0, 0xF0 }, { 0x90, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+        { { 0xF1, 0xF3 }, { 0x80, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+        { { 0xF4, 0xF4 }, { 0x80, 0x8F }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+    };
+    int r = gb_rule(b);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gram_alt_t a = { 0 };
+        for (int k = 0; k < 4 && rows[i][k][0]; k++) {
+            gram_set_t s = { { 0 } };
+            gs_add_range(&s, rows[i][k][0], rows[i][k][1]);
+            ga_set(b, &a, &s);
+        }
+        gb_add_alt(b, r, &a);
+    }
+    return r;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static int arena_grow(sits_grammar_t *g)
+{
+    int cap = g->cap_nodes ? 2 * g->cap_nodes : 4096;
+    if (cap > SITS_GRAMMAR_MAX_NODES) return -1;
+    int32_t *p = realloc(g->node_pos, sizeof *p * (size_t)cap);
+    if (!p) return -1;
+    g->node_pos = p;
+    p = realloc(g->node_parent, sizeof *p * (size_t)cap);
+    if (!p) return -1;
+    g->node_parent = p;
+    uint32_t *m = realloc(g->mark, sizeof *m * (size_t)cap);
+    if (!m) return -1;
+    memset(m + g->cap_nodes, 0, sizeof *m * (size_t)(cap - g->cap_nodes));
+    g->mark = m;
+    /* rehash into 2 * cap slots */
+    uint32_t hs = (uint32_t)cap * 2;
+    int32_t *slots = malloc(sizeof *slots * hs);
+    if (!slots) return -1;
+    memset(slots, 0xff, sizeof *slots * hs);
+    for (int i = 1; i < g->n_nodes; i++) {
+        uint32_t h = (uint32_t)mix(((uint64_t)(uint32_t)g->node_pos[i] << 32) | (uint32_t)g->node_parent[i]) & (hs - 1);
+        while (slots[h] >= 0) h = (h + 1) & (hs - 1);
+        slots[h] = i;
+    }
+    free(g->hslots);
+    g->hslots = slots;
+    g->hmask = hs - 1;
+    g->cap_nodes = cap;
+    return 0;
+}
+
+/* the node (pos, parent), made when new; -1 when the arena is full */
+static int32_t mk(sits_grammar_t *g, int32_t pos, int32_t parent)
+{
+    if (g->n_nodes + 1 >= g->cap_nodes && arena_grow(g) != 0) {
+        g->oom = 1;
+        return -1;
+    }
+    uint32_t h = (uint32_t)mix(((uint64_t)(uint32_t)pos << 32) | (uint32_t)parent) & g->hmask;
+    for (; g->hslots[h] >= 0; h = (h + 1) & g->hmask) {
+        int32_t i = g->hslots[h];
+        if (g->node_pos[i] == pos && g->node_parent[i] == parent) return i;
+    }
+    int32_t i = g->n_nodes++;
+    g->node_pos[i] = pos;
+    g->node_parent[i] = parent;
+    g->hslots[h] = i;
+    return i;
+}
+
+static int buf_push(sits_grammar_t *g, int32_t v)
+{
+    if (g->nbuf == g->capbuf) {
+        size_t cap = g->capbuf ? 2 * g->capbuf : 1024;
+        int32_t *p = realloc(g->buf, sizeof *p * cap);
+        if (!p) {
+            g->oom = 1;
+            return -1;
+        }
+        g->buf = p;
+        g->capbuf = cap;
+    }
+    g->buf[g->nbuf++] = v;
+    return 0;
+}
+
+/* appends to g->buf the byte-set-topped stacks (or node 0) that node n stands for */
+static void expand(sits_grammar_t *g, int32_t n)
+{
+    if (n < 0) return;
+    if (g->mark[n] == g->gen) return;
+    g->mark[n] = g->gen;
+    if (n == 0) {
+        buf_push(g, 0);
+        return;
+    }
+    int32_t pos = g->node_pos[n], parent = g->node_parent[n];
+    const gram_elem_t *e = &g->elems[pos];
+    if (e->type == GE_END) {
+        expand(g, parent);
+    } else if (e->type == GE_SET) {
+        buf_push(g, n);
+    } else {
+        int32_t cont = g->elems[pos + 1].type == GE_END ? parent : mk(g, pos + 1, parent);
+        if (cont < 0) return;
+        int r = e->arg;
+        for (int k = 0; k < g->alt_n[r]; k++) expand(g, mk(g, g->alts[g->alt_off[r] + k], cont));
+    }
+}
+
+static void new_gen(sits_grammar_t *g)
+{
+    if (++g->gen == 0) {
+        memset(g->mark, 0, sizeof *g->mark * (size_t)g->cap_nodes);
+        g->gen = 1;
+    }
+}
+
+/* advance the set at g->buf[from, from + n) by byte c; the result is appended to g->buf */
+static void advance(sits_grammar_t *g, size_t from, size_t n, int c)
+{
+    new_gen(g);
+    for (size_t i = 0; i < n; i++) {
+        int32_t s = g->buf[from + i];
+        if (s == 0) continue;
+        int32_t pos = g->node_pos[s];
+        if (!gs_has(&g->sets[g->elems[pos].arg], c)) continue;
+        expand(g, mk(g, pos + 1, g->node_parent[s]));
+    }
+}
+
+sits_status_t gb_finish(gram_builder_t *b, sits_grammar_t **g_p)
+{
+    if (b->oom) return SITS_ERR_NOMEM;
+    sits_grammar_t *g = calloc(1, sizeof *g);
+    if (!g) return SITS_ERR_NOMEM;
+    int n_alts = 0, n_el = 0;
+    for (int r = 0; r < b->n_rules; r++) {
+        n_alts += b->rule_nalts[r];
+        for (int k = 0; k < b->rule_nalts[r]; k++) n_el += b->alts[r][k].n + 1;
+    }
+    g->elems = malloc(sizeof *g->elems * (size_t)(n_el + 1));
+    g->alts = malloc(sizeof *g->alts * (size_t)(n_alts + 1));
+    g->alt_off = malloc(sizeof *g->alt_off * (size_t)(b->n_rules + 1));
+    g->alt_n = malloc(sizeof *g->alt_n * (size_t)(b->n_rules + 1));
+    g->sets = malloc(sizeof *g->sets * (size_t)(b->n_sets + 1));
+    if (!g->elems || !g->alts || !g->alt_off || !g->alt_n || !g->sets) goto nomem;
+    int ea = 0, aa = 0;
+    for (int r = 0; r < b->n_rules; r++) {
+        g->alt_off[r] = aa;
+        g->alt_n[r] = b->rule_nalts[r];
+        for (int k = 0; k < b->rule_nalts[r]; k++) {
+            g->alts[aa++] = ea;
+            memcpy(g->elems + ea, b->alts[r][k].e, sizeof *g->elems * (size_t)b->alts[r][k].n);
+            ea += b->alts[r][k].n;
+            g->elems[ea++] = (gram_elem_t){ GE_END, 0 };
+        }
+    }
+    g->n_elems = ea;
+    g->n_rules = b->n_rules;
+    memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
+    g->n_sets = b->n_sets;
+    if (arena_grow(g) != 0) goto nomem;
+    atomic_init(&g->refs, 1);
+    g->node_pos[0] = -1;
+    g->node_parent[0] = -1;
+    g->n_nodes = 1;
+    *g_p = g;
+    return SITS_OK;
+nomem:
+    sits_grammar_destroy(g);
+    return SITS_ERR_NOMEM;
+}
+
+sits_grammar_t *sits_grammar_ref(sits_grammar_t *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
+void sits_grammar_destroy(sits_grammar_t *g)
+{
+    if (!g || atomic_fetch_sub(&g->refs, 1) > 1) return;
+    for (int i = 0; g->smask && i < g->cap_smask; i++) free(g->smask[i]);
+    free(g->smask);
+    free(g->s_off);
+    free(g->s_n);
+    free(g->sdata);
+    free(g->s_slots);
+    free(g->t_keys);
+    free(g->t_vals);
+    free(g->elems);
+    free(g->alts);
+    free(g->alt_off);
+    free(g->alt_n);
+    free(g->sets);
+    free(g->node_pos);
+    free(g->node_parent);
+    free(g->hslots);
+    free(g->mark);
+    free(g->buf);
+    free(g);
+}
+
+void sits_grammar_cache_stats(const sits_grammar_t *g, long *hits_p, long *misses_p)
+{
+    *hits_p = g->hits;
+    *misses_p = g->misses;
+}
+
+/* the start set into g->buf (from 0) */
+static size_t start_set(sits_grammar_t *g)
+{
+    g->nbuf = 0;
+    new_gen(g);
+    for (int k = 0; k < g->alt_n[0]; k++) expand(g, mk(g, g->alts[g->alt_off[0] + k], 0));
+    return g->nbuf;
+}
+
+int sits_grammar_matches(sits_grammar_t *g, const char *text, size_t len)
+{
+    size_t n = start_set(g), from = 0;
+    for (size_t i = 0; i < len && n > 0; i++) {
+        size_t at = g->nbuf;
+        advance(g, from, n, (unsigned char)text[i]);
+        from = at;
+        n = g->nbuf - at;
+    }
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) if (g->buf[from + i] == 0) ok = 1;
+    g->nbuf = 0;
+    return ok && !g->oom;
+}
+
+/* ---------------- vocabulary trie ---------------- */
+
+typedef struct { const char *s; size_t n; int32_t id; } tokref_t;
+
+static int tokref_cmp(const void *a_, const void *b_)
+{
+    const tokref_t *a = a_, *b = b_;
+    size_t m = a->n < b->n ? a->n : b->n;
+    int c = memcmp(a->s, b->s, m);
+    if (c) return c;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+void sits_grammar_vocab_destroy(sits_grammar_vocab_t *v)
+{
+    if (!v) return;
+    free(v->byte);
+    free(v->depth);
+    free(v->skip);
+    free(v->tok_off);
+    free(v->toks);
+    free(v->blob);
+    free(v->b_off);
+    free(v->has);
+    free(v->stop);
+    free(v);
+}
+
+int sits_grammar_vocab_size(const sits_grammar_vocab_t *v) { return v->vocab_size; }
+
+sits_status_t sits_grammar_vocab_create_bytes(const char *const *bytes, const size_t *lens, int vocab_size,
+                                              const int32_t *stop_ids, int n_stop, sits_grammar_vocab_t **vocab_p)
+{
+    sits_grammar_vocab_t *v = calloc(1, sizeof *v);
+    tokref_t *refs = NULL;
+    if (!v) return SITS_ERR_NOMEM;
+    v->vocab_size = vocab_size;
+    size_t total = 0;
+    int nt = 0;
+    for (int i = 0; i < vocab_size; i++) if (bytes[i]) { total += lens[i]; if (lens[i] > 0) nt++; }
+    v->blob = malloc(total + 1);
+    v->b_off = malloc(sizeof *v->b_off * ((size_t)vocab_size + 1));
+    v->has = calloc((size_t)vocab_size + 1, 1);
+    v->stop = malloc(sizeof *v->stop * (size_t)(n_stop + 1));
+    refs = malloc(sizeof *refs * (size_t)(nt + 1));
+    /* at most one trie node per byte of each token */
+    v->byte = malloc(total + 1);
+    v->depth = malloc(sizeof *v->depth * (total + 1));
+    v->skip = malloc(sizeof *v->skip * (total + 1));
+    v->tok_off = calloc(total + 2, sizeof *v->tok_off);
+    v->toks = malloc(sizeof *v->toks * (size_t)(nt + 1));
+    if (!v->blob || !v->b_off || !v->has || !v->stop || !refs || !v->byte || !v->depth || !v->skip || !v->tok_off ||
+        !v->toks) {
+        free(refs);
+        sits_grammar_vocab_destroy(v);
+        return SITS_ERR_NOMEM;
+    }
+    size_t off = 0;
+    nt = 0;
+    for (int i = 0; i < vocab_size; i++) {
+        v->b_off[i] = (int64_t)off;
+        if (!bytes[i]) continue;
+        v->has[i] = 1;
+        memcpy(v->blob + off, bytes[i], lens[i]);
+        if (lens[i] > 0) refs[nt++] = (tokref_t){ v->blob + off, lens[i], i };
+        off += lens[i];
+    }
+    v->b_off[vocab_size] = (int64_t)off;
+    for (int i = 0; i < n_stop; i++) {
+        v->stop[v->n_stop++] = stop_ids[i];
+        if (stop_ids[i] >= 0 && stop_ids[i] < vocab_size) v->has[stop_ids[i]] = 0;   /* stop ids are not text */
+    }
+    qsort(refs, (size_t)nt, sizeof *refs, tokref_cmp);
+    /* preorder nodes: a token shares its longest common prefix with the previous one */
+    int32_t *open = malloc(sizeof *open * (total + 1));   /* open[d]: node at depth d + 1 on the current path */
+    int32_t *cnt = calloc(total + 2, sizeof *cnt);
+    int32_t *tok_node = malloc(sizeof *tok_node * (size_t)(nt + 1));
+    if (!open || !cnt || !tok_node) {
+        free(open); free(cnt); free(tok_node); free(refs);
+        sits_grammar_vocab_destroy(v);
+        return SITS_ERR_NOMEM;
+    }
+    int n_nodes = 0, path = 0;
+    const tokref_t *prev = NULL;
+    for (int t = 0; t < nt; t++) {
+        const tokref_t *r = &refs[t];
+        size_t lcp = 0;
+        if (prev) while (lcp < prev->n && lcp < r->n && prev->s[lcp] == r->s[lcp]) lcp++;
+        if (lcp > (size_t)path) lcp = (size_t)path;
+        /* close the nodes deeper than the common prefix */
+        for (int d = path; d > (int)lcp; d--) v->skip[open[d - 1]] = n_nodes;
+        path = (int)lcp;
+        for (size_t d = lcp; d < r->n; d++) {
+            v->byte[n_nodes] = (uint8_t)r->s[d];
+            v->depth[n_nodes] = (int32_t)d + 1;
+            if ((int)d + 1 > v->max_depth) v->max_depth = (int)d + 1;
+            open[d] = n_nodes++;
+            path = (int)d + 1;
+        }
+        tok_node[t] = open[r->n - 1];
+        cnt[tok_node[t]]++;
+        prev = r;
+    }
+    for (int d = path; d > 0; d--) v->skip[open[d - 1]] = n_nodes;
+    v->tok_off[0] = 0;
+    for (int i = 0; i < n_nodes; i++) v->tok_off[i + 1] = v->tok_off[i] + cnt[i];
+    memset(cnt, 0, sizeof *cnt * (size_t)(n_nodes + 1));
+    for (int t = 0; t < nt; t++) v->toks[v->tok_off[tok_node[t]] + cnt[tok_node[t]]++] = refs[t].id;
+    v->n_nodes = n_nodes;
+    free(open);
+    free(cnt);
+    free(tok_node);
+    free(refs);
+    *vocab_p = v;
+    return SITS_OK;
+}
+
+sits_status_t sits_grammar_vocab_create(const sits_tokenizer_t *tok, int vocab_size, const int32_t *stop_ids, int n_stop,
+                                        sits_grammar_vocab_t **vocab_p)
+{
+    char **bytes = calloc((size_t)vocab_size + 1, sizeof *bytes);
+    size_t *lens = calloc((size_t)vocab_size + 1, sizeof *lens);
+    char tmp[SITS_TOKEN_BYTES_MAX];
+    sits_status_t st = SITS_ERR_NOMEM;
+    if (!bytes || !lens) goto out;
+    for (int i = 0; i < vocab_size; i++) {
+        size_t n = 0;
+        if (sits_tokenizer_token_bytes(tok, i, tmp, sizeof tmp, &n) != 0) continue;
+        bytes[i] = malloc(n + 1);
+        if (!bytes[i]) goto out;
+        memcpy(bytes[i], tmp, n);
+        lens[i] = n;
+    }
+    st = sits_grammar_vocab_create_bytes((const char *const *)bytes, lens, vocab_size, stop_ids, n_stop, vocab_p);
+out:
+    for (int i = 0; bytes && i < vocab_size; i++) free(bytes[i]);
+    free(bytes);
+    free(lens);
+    return st;
+}
+
+/* ---------------- interned sets, transitions ---------------- */
+
+static uint64_t set_hash(const int32_t *s, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) h = mix(h ^ (uint32_t)s[i]) + 0x632be59bd9b4e019ull;
+    return h;
+}
+
+static int iset_rehash(sits_grammar_t *g, uint32_t slots)
+{
+    int32_t *t = malloc(sizeof *t * slots);
+    if (!t) return -1;
+    memset(t, 0xff, sizeof *t * slots);
+    for (int i = 0; i < g->n_isets; i++) {
+        uint32_t h = (uint32_t)set_hash(g->sdata + g->s_off[i], g->s_n[i]) & (slots - 1);
+        while (t[h] >= 0) h = (h + 1) & (slots - 1);
+        t[h] = i;
+    }
+    free(g->s_slots);
+    g->s_slots = t;
+    g->s_mask = slots - 1;
+    return 0;
+}
+
+/* the id of the set s[n] (sorted, unique), made when new; -1 out of memory */
+static int32_t intern(sits_grammar_t *g, const int32_t *s, int n)
+{
+    if (!g->s_slots && iset_rehash(g, 1024) != 0) return -1;
+    uint32_t h = (uint32_t)set_hash(s, n) & g->s_mask;
+    for (; g->s_slots[h] >= 0; h = (h + 1) & g->s_mask) {
+        int32_t i = g->s_slots[h];
+        if (g->s_n[i] == n && memcmp(g->sdata + g->s_off[i], s, sizeof *s * (size_t)n) == 0) return i;
+    }
+    if (g->n_isets == g->cap_isets) {
+        int cap = g->cap_isets ? 2 * g->cap_isets : 256;
+        int32_t *o = realloc(g->s_off, sizeof *o * (size_t)cap);
+        if (!o) return -1;
+        g->s_off = o;
+        o = realloc(g->s_n, sizeof *o * (size_t)cap);
+        if (!o) return -1;
+        g->s_n = o;
+        g->cap_isets = cap;
+    }
+    if (g->n_sdata + (size_t)n > g->cap_sdata) {
+        size_t cap = g->cap_sdata ? 2 * g->cap_sdata : 1024;
+        while (cap < g->n_sdata + (size_t)n) cap *= 2;
+        int32_t *d = realloc(g->sdata, sizeof *d * cap);
+        if (!d) return -1;
+        g->sdata = d;
+        g->cap_sdata = cap;
+    }
+    int32_t id = g->n_isets++;
+    g->s_off[id] = (int32_t)g->n_sdata;
+    g->s_n[id] = n;
+    memcpy(g->sdata + g->n_sdata, s, sizeof *s * (size_t)n);
+    g->n_sdata += (size_t)n;
+    g->s_slots[h] = id;
+    if ((uint32_t)g->n_isets * 2 > g->s_mask && iset_rehash(g, (g->s_mask + 1) * 2) != 0) return -1;
+    return id;
+}
+
+static void sort_small(int32_t *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        int32_t x = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1] > x) { a[j] = a[j - 1]; j--; }
+        a[j] = x;
+    }
+}
+
+/* g->buf[from, nbuf) sorted and interned; g->buf truncated to from. -2 when empty (dead), -1 out of memory */
+static int32_t intern_buf(sits_grammar_t *g, size_t from)
+{
+    size_t n = g->nbuf - from;
+    int32_t id = -2;
+    if (n > 0 && !g->oom) {
+        sort_small(g->buf + from, n);
+        id = intern(g, g->buf + from, (int)n);
+    } else if (g->oom) {
+        id = -1;
+    }
+    g->nbuf = from;
+    return id;
+}
+
+#define TRANS_MAX (1u << 24)
+
+static int trans_grow(sits_grammar_t *g)
+{
+    uint32_t slots = g->t_keys ? (g->t_mask + 1) * 2 : 4096;
+    uint64_t *k = malloc(sizeof *k * slots);
+    int32_t *v = malloc(sizeof *v * slots);
+    if (!k || !v) { free(k); free(v); return -1; }
+    memset(k, 0xff, sizeof *k * slots);
+    for (uint32_t i = 0; g->t_keys && i <= g->t_mask; i++) {
+        if (g->t_keys[i] == UINT64_MAX) continue;
+        uint32_t h = (uint32_t)mix(g->t_keys[i]) & (slots - 1);
+        while (k[h] != UINT64_MAX) h = (h + 1) & (slots - 1);
+        k[h] = g->t_keys[i];
+        v[h] = g->t_vals[i];
+    }
+    free(g->t_keys);
+    free(g->t_vals);
+    g->t_keys = k;
+    g->t_vals = v;
+    g->t_mask = slots - 1;
+    return 0;
+}
+
+/* the set that set `sid` becomes after byte c: -2 dead, -1 out of memory */
+static int32_t trans(sits_grammar_t *g, int32_t sid, int c)
+{
+    uint64_t key = ((uint64_t)(uint32_t)sid << 8) | (uint64_t)c;
+    uint32_t h = 0;
+    if (g->t_keys) {
+        for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask)
+            if (g->t_keys[h] == key) return g->t_vals[h];
+    }
+    size_t from = g->nbuf;
+    for (int i = 0; i < g->s_n[sid]; i++) buf_push(g, g->sdata[g->s_off[sid] + i]);
+    size_t at = g->nbuf;
+    advance(g, from, at - from, c);
+    memmove(g->buf + from, g->buf + at, sizeof *g->buf * (g->nbuf - at));
+    g->nbuf = from + (g->nbuf - at);
+    int32_t r = intern_buf(g, from);
+    if (r == -1) return -1;
+    /* memoise (the table stops growing at TRANS_MAX entries: later transitions are recomputed) */
+    if ((uint32_t)g->t_n >= TRANS_MAX) return r;
+    if (!g->t_keys || (uint32_t)(g->t_n + 1) * 2 > g->t_mask + 1) {
+        if (trans_grow(g) != 0) return r;
+    }
+    for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask) {}
+    g->t_keys[h] = key;
+    g->t_vals[h] = r;
+    g->t_n++;
+    return r;
+}
+
+/* ---------------- states and masks ---------------- */
+
+sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vocab_t *vocab, sits_grammar_state_t **st_p)
+{
+    sits_grammar_state_t *st = calloc(1, sizeof *st);
+    if (!st) return SITS_ERR_NOMEM;
+    st->g = g;
+    st->v = vocab;
+    start_set(g);
+    st->set = intern_buf(g, 0);
+    if (st->set < 0) {   /* a grammar with an empty language is not compiled; -2 cannot happen */
+        free(st);
+        return SITS_ERR_NOMEM;
+    }
+    *st_p = st;
+    return SITS_OK;
+}
+
+void sits_grammar_state_destroy(sits_grammar_state_t *st)
+{
+    free(st);
+}
+
+int sits_grammar_state_complete(const sits_grammar_state_t *st)
+{
+    const sits_grammar_t *g = st->g;
+    return g->s_n[st->set] > 0 && g->sdata[g->s_off[st->set]] == 0;
+}
+
+static int is_stop(const sits_grammar_vocab_t *v, int32_t id)
+{
+    for (int i = 0; i < v->n_stop; i++) if (v->stop[i] == id) return 1;
+    return 0;
+}
+
+sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
+{
+    const sits_grammar_vocab_t *v = st->v;
+    sits_grammar_t *g = st->g;
+    if (token < 0 || token >= v->vocab_size) return SITS_ERR_INVALID;
+    if (is_stop(v, token)) return sits_grammar_state_complete(st) ? SITS_OK : SITS_ERR_INVALID;
+    if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return SITS_ERR_INVALID;
+    int32_t sid = st->set;
+    g->nbuf = 0;
+    for (int64_t k = v->b_off[token]; k < v->b_off[token + 1] && sid >= 0; k++) sid = trans(g, sid, (unsigned char)v->blob[k]);
+    if (sid == -1) return SITS_ERR_NOMEM;
+    if (sid < 0) return SITS_ERR_INVALID;
+    st->set = sid;
+    return SITS_OK;
+}
+
+/* keep the mask of set sid (the first vocabulary only, SITS_GRAMMAR_CACHE_BYTES in all) */
+static void cache_put(sits_grammar_t *g, const sits_grammar_vocab_t *v, int32_t sid, const uint32_t *mask, size_t words)
+{
+    if (!g->cache_vocab) g->cache_vocab = v;
+    if (g->cache_vocab != v || g->cache_bytes + words * 4 > SITS_GRAMMAR_CACHE_BYTES) return;
+    if (sid >= g->cap_smask) {
+        int cap = g->cap_smask ? g->cap_smask : 256;
+        while (cap <= sid) cap *= 2;
+        uint32_t **p = realloc(g->smask, sizeof *p * (size_t)cap);
+        if (!p) return;
+        memset(p + g->cap_smask, 0, sizeof *p * (size_t)(cap - g->cap_smask));
+        g->smask = p;
+        g->cap_smask = cap;
+    }
+    uint32_t *m = malloc(words * 4);
+    if (!m) return;
+    memcpy(m, mask, words * 4);
+    g->smask[sid] = m;
+    g->cache_bytes += words * 4;
+}
+
+sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
+{
+    sits_grammar_t *g = st->g;
+    const sits_grammar_vocab_t *v = st->v;
+    size_t words = SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
+    if (g->cache_vocab == v && st->set < g->cap_smask && g->smask[st->set]) {
+        g->hits++;
+        memcpy(mask, g->smask[st->set], words * 4);
+        return SITS_OK;
+    }
+    g->misses++;
+    memset(mask, 0, words * 4);
+    if (sits_grammar_state_complete(st))
+        for (int i = 0; i < v->n_stop; i++)
+            if (v->stop[i] >= 0 && v->stop[i] < v->vocab_size) mask[v->stop[i] >> 5] |= 1u << (v->stop[i] & 31);
+    /* lv[d]: the set after the first d bytes of the trie path being walked */
+    int32_t *lv = malloc(sizeof *lv * (size_t)(v->max_depth + 2));
+    if (!lv) return SITS_ERR_NOMEM;
+    g->nbuf = 0;
+    lv[0] = st->set;
+    int oom = 0;
+    for (int i = 0; i < v->n_nodes;) {
+        int d = v->depth[i];
+        int32_t sid = trans(g, lv[d - 1], v->byte[i]);
+        if (sid == -1) { oom = 1; break; }
+        if (sid < 0) {
+            i = v->skip[i];
+            continue;
+        }
+        lv[d] = sid;
+        for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
+            int32_t id = v->toks[k];
+            if (v->has[id]) mask[id >> 5] |= 1u << (id & 31);
+        }
+        i++;
+    }
+    free(lv);
+    if (oom || g->oom) return SITS_ERR_NOMEM;
+    cache_put(g, v, st->set, mask, words);
+    return SITS_OK;
+}

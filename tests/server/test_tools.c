@@ -1,0 +1,159 @@
+/* test_tools.c -- [tool calls] the output parsers (src/server/tools.c) on model outputs in each family's
+ * documented format, the parser choice from real chat templates (tests/fixtures/templates), and the
+ * forced-call grammars: for tool_choice required / named, a grammar built the way the server builds it
+ * must accept the family's canonical call text and refuse near misses.
+ * Expected calls are written from the formats' definitions (Hermes / Qwen2.5 function-calling docs,
+ * Llama 3.1 model card, Mistral's [TOOL_CALLS]) -- not produced by the code under test.
+ * usage: test_tools [SRCDIR] (top_srcdir from the environment otherwise). Exit 0 pass, 1 fail. */
+#include "server/srv_internal.h"
+#include "grammar/grammar.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond_, ...) do { if (!(cond_)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
+    printf("\n"); failures++; } } while (0)
+
+/* parse text; expect n calls with these names and argument objects (JSON text), and content */
+static void expect(int parser, const char *text, int n, const char *const *names, const char *const *args, const char *content)
+{
+    size_t clen = 0;
+    json_t *calls = sits_srv_tool_calls_parse(parser, text, strlen(text), 7, &clen);
+    if (n == 0) {
+        CHECK(!calls, "%s: %.60s... parsed as %zu calls", sits_srv_tool_parser_name(parser), text, json_array_size(calls));
+        json_decref(calls);
+        return;
+    }
+    CHECK(calls && (int)json_array_size(calls) == n, "%s: %.60s...: %zu calls, want %d", sits_srv_tool_parser_name(parser), text,
+          calls ? json_array_size(calls) : 0, n);
+    for (int i = 0; calls && i < n && i < (int)json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i), *fn = json_object_get(c, "function");
+        const char *id = json_string_value(json_object_get(c, "id"));
+        CHECK(id && strncmp(id, "call_", 5) == 0 && strlen(id) == 29, "call id %s", id ? id : "(none)");
+        CHECK(!strcmp(json_string_value(json_object_get(c, "type")), "function"), "type");
+        CHECK(!strcmp(json_string_value(json_object_get(fn, "name")), names[i]), "name %s, want %s",
+              json_string_value(json_object_get(fn, "name")), names[i]);
+        json_t *got = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+        json_t *want = json_loads(args[i], 0, NULL);
+        CHECK(got && want && json_equal(got, want), "arguments %s, want %s", json_string_value(json_object_get(fn, "arguments")),
+              args[i]);
+        json_decref(got);
+        json_decref(want);
+    }
+    if (calls) CHECK(clen == strlen(content) && !strncmp(text, content, clen), "content '%.*s', want '%s'", (int)clen, text, content);
+    json_decref(calls);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = calloc((size_t)n + 1, 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
+    fclose(f);
+    return s;
+}
+
+/* the forced-call grammar as tools.c builds it (tool_grammar's frames) accepts good and refuses bad */
+static void grammar_case(const sits_grammar_frame_t *fr, const char *schema, const char *const *good, const char *const *bad)
+{
+    char err[256];
+    sits_grammar_t *g = NULL;
+    CHECK(sits_grammar_from_json_schema_framed(schema, strlen(schema), fr, err, sizeof err, &g) == SITS_OK, "framed: %s", err);
+    if (!g) return;
+    for (int i = 0; good[i]; i++) CHECK(sits_grammar_matches(g, good[i], strlen(good[i])), "grammar refuses %s", good[i]);
+    for (int i = 0; bad[i]; i++) CHECK(!sits_grammar_matches(g, bad[i], strlen(bad[i])), "grammar accepts %s", bad[i]);
+    sits_grammar_destroy(g);
+}
+
+int main(int argc, char **argv)
+{
+    const char *src = argc > 1 ? argv[1] : getenv("top_srcdir");
+    if (!src) src = ".";
+    const char *w[] = { "get_weather", "get_time" };
+    const char *wa[] = { "{\"location\": \"Paris\", \"unit\": \"celsius\"}", "{\"tz\": \"CET\"}" };
+
+    /* Hermes / Qwen2.5 / Qwen3: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, several in a row */
+    expect(SITS_SRV_TOOLS_HERMES,
+           "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>",
+           1, w, wa, "");
+    expect(SITS_SRV_TOOLS_HERMES,
+           "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}\n"
+           "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>",
+           2, w, wa, "Let me check.");
+    /* Qwen3 puts a think block first */
+    expect(SITS_SRV_TOOLS_HERMES,
+           "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
+           "\"Paris\", \"unit\": \"celsius\"}}\n</tool_call>",
+           1, w, wa, "<think>\nThe user wants weather.\n</think>");
+    expect(SITS_SRV_TOOLS_HERMES, "The weather in Paris is sunny.", 0, NULL, NULL, NULL);
+    expect(SITS_SRV_TOOLS_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc", 0, NULL, NULL, NULL);
+    /* Llama 3.1 / 3.2 JSON: {"name": ..., "parameters": {...}}, optionally after <|python_tag|> */
+    const char *la[] = { "{\"location\": \"Paris\", \"unit\": \"celsius\"}" };
+    expect(SITS_SRV_TOOLS_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}", 1,
+           w, la, "");
+    expect(SITS_SRV_TOOLS_LLAMA3,
+           "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}", 1, w, la, "");
+    expect(SITS_SRV_TOOLS_LLAMA3,
+           "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}; {\"name\": \"get_time\", "
+           "\"parameters\": {\"tz\": \"CET\"}}", 2, w, wa, "");
+    expect(SITS_SRV_TOOLS_LLAMA3, "The answer is {\"a\": 1}", 0, NULL, NULL, NULL);
+    expect(SITS_SRV_TOOLS_LLAMA3, "{\"a\": 1}", 0, NULL, NULL, NULL);
+    /* Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] */
+    expect(SITS_SRV_TOOLS_MISTRAL,
+           "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}, {\"name\": "
+           "\"get_time\", \"arguments\": {\"tz\": \"CET\"}}]", 2, w, wa, "");
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": \"{\\\"location\\\": \\\"Paris\\\", "
+           "\\\"unit\\\": \\\"celsius\\\"}\"}]", 1, w, wa, "");
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]not json", 0, NULL, NULL, NULL);
+
+    /* the parser picked from real templates */
+    static const struct { const char *file; int parser; } tmpl[] = {
+        { "Qwen-Qwen2.5-7B-Instruct.jinja", SITS_SRV_TOOLS_HERMES },
+        { "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", SITS_SRV_TOOLS_HERMES },
+        { "Qwen-Qwen3-0.6B.jinja", SITS_SRV_TOOLS_HERMES },
+        { "meta-llama-Llama-3.1-8B-Instruct.jinja", SITS_SRV_TOOLS_LLAMA3 },
+        { "mistralai-Mistral-Nemo-Instruct-2407.jinja", SITS_SRV_TOOLS_MISTRAL },
+    };
+    for (size_t i = 0; i < sizeof tmpl / sizeof tmpl[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/fixtures/templates/%s", src, tmpl[i].file);
+        char *t = slurp(path);
+        CHECK(t, "cannot read %s", path);
+        if (!t) continue;
+        int p = sits_srv_tool_parser_detect(t);
+        CHECK(p == tmpl[i].parser, "%s: parser %s, want %s", tmpl[i].file, sits_srv_tool_parser_name(p),
+              sits_srv_tool_parser_name(tmpl[i].parser));
+        free(t);
+    }
+    CHECK(sits_srv_tool_parser_from_name("hermes") == SITS_SRV_TOOLS_HERMES && sits_srv_tool_parser_from_name("auto") == SITS_SRV_TOOLS_AUTO &&
+          sits_srv_tool_parser_from_name("nope") < 0, "parser names");
+
+    /* forced calls: the grammars accept the canonical text, refuse a wrong name / a missing argument / free text */
+    const char *schema = "{\"anyOf\": [{\"type\": \"object\", \"properties\": {\"name\": {\"const\": \"get_weather\"}, \"arguments\": "
+                         "{\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}, \"required\": [\"location\"]}}, "
+                         "\"required\": [\"name\", \"arguments\"], \"additionalProperties\": false}]}";
+    sits_grammar_frame_t hermes = { "", "<tool_call>\n", "\n</tool_call>", "\n", "", -1 };
+    grammar_case(&hermes, schema,
+                 (const char *const[]){ "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>",
+                                        "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":\"a\"}}\n</tool_call>\n"
+                                        "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"location\":\"b\"}}\n</tool_call>", NULL },
+                 (const char *const[]){ "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>",
+                                        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>",
+                                        "Sure! <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"x\"}}\n</tool_call>",
+                                        "", NULL });
+    sits_grammar_frame_t mistral = { "[TOOL_CALLS][", "", "", ", ", "]", 1 };
+    grammar_case(&mistral, schema,
+                 (const char *const[]){ "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}]", NULL },
+                 (const char *const[]){ "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"a\"}}, {\"name\": "
+                                        "\"get_weather\", \"arguments\": {\"location\": \"b\"}}]", NULL });
+    printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
