@@ -299,12 +299,13 @@ sits_status_t sits_chat_load(const char *dir, const char *override, sits_chat_t 
         /* NAME: one of the model's templates, else a built-in family */
         size_t i;
         for (i = 0; i < c->n && strcmp(c->t[i].name, override) != 0; i++) {}
-        if (i < c->n) {
-            chat_named_t sel = c->t[i];   /* make it the default */
+        if (i < c->n) {   /* make it the default; the model's default steps aside */
             for (size_t j = 0; j < c->n; j++)
-                if (!strcmp(c->t[j].name, "default")) { free(c->t[j].name); c->t[j].name = strdup("model-default"); }
-            free(sel.name);
-            c->t[i].name = strdup("default");
+                if (j != i && !strcmp(c->t[j].name, "default")) { free(c->t[j].name); c->t[j].name = strdup("model-default"); }
+            if (strcmp(c->t[i].name, "default") != 0) {
+                free(c->t[i].name);
+                c->t[i].name = strdup("default");
+            }
             c->has_default = 1;
             char s[300];
             snprintf(s, sizeof s, "named template '%s'", override);

@@ -33,7 +33,7 @@ static void show_diff(const char *got, size_t glen, const char *exp, size_t elen
 
 static void check_cases(const char *fixdir, time_t now)
 {
-    char path[4096];
+    char path[4200];
     snprintf(path, sizeof path, "%s/cases.json", fixdir);
     json_error_t jerr;
     json_t *doc = json_load_file(path, 0, &jerr);
@@ -93,7 +93,7 @@ static void check_cases(const char *fixdir, time_t now)
  * tests/fixtures/tokenizers/chat/cases.json (transformers, the families' published templates) must hold. */
 static void check_builtins(const char *tokdir)
 {
-    char path[4096];
+    char path[4200];
     snprintf(path, sizeof path, "%s/chat/cases.json", tokdir);
     json_error_t jerr;
     json_t *cases = json_load_file(path, 0, &jerr);
@@ -164,6 +164,10 @@ static void check_overrides(const char *fixdir)
     snprintf(dir, sizeof dir, "%s/hermes_named", fixdir);
     EXPECT(sits_chat_load(dir, "tool_use", &chat) == SITS_OK && !strcmp(sits_chat_source(chat), "named template 'tool_use'"),
            "--chat-template NAME of the model refused");
+    sits_chat_destroy(chat);
+    chat = NULL;
+    /* the model's own default by name, and a name after a file-less default (no double free) */
+    EXPECT(sits_chat_load(dir, "default", &chat) == SITS_OK && sits_chat_available(chat), "--chat-template default refused");
     sits_chat_destroy(chat);
     chat = NULL;
     /* unknown names and unsupported constructs are refused at load */
