@@ -20,6 +20,8 @@
 #include "kv/offload.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <mpi.h>
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -765,7 +768,12 @@ static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, 
 /* Signals (the only mutable globals besides the logger: a handler has no other way in). The first
  * SIGTERM/SIGINT drains: the server answers 503 from that instant (g_srv), the scheduler finishes
  * what was admitted (up to --shutdown-timeout), the server delivers every response; a second one
- * stops at once (g_stop 2). */
+ * stops at once (g_stop 2).
+ * Serve mode blocks both signals in every thread (from before MPI_Init, so the MPI / PMIx threads
+ * inherit the mask) and one signal thread watches them through a signalfd: it sees a signal while it
+ * is still pending, sets the server's draining flag, and only then takes it. So there is no instant at
+ * which a sent signal is neither pending (the HTTP threads check sigpending) nor recorded in the
+ * flag -- with a handler, the thread that took the signal could be descheduled before storing it. */
 static volatile sig_atomic_t g_stop;
 static sits_server_t *_Atomic g_srv;
 
@@ -775,6 +783,70 @@ static void on_signal(int sig)
     if (g_stop < 2) g_stop++;
     sits_server_t *srv = atomic_load(&g_srv);
     if (srv) sits_server_drain_signal(srv);
+}
+
+static void drain_signals_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+}
+
+/* The signal thread: wait until SIGTERM / SIGINT is pending, record it, then dequeue it. */
+static void *signal_main(void *arg)
+{
+    int fd = *(int *)arg;
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        sits_server_t *srv = atomic_load(&g_srv);
+        if (srv) sits_server_drain_signal(srv);   /* first: the signal is still pending */
+        struct signalfd_siginfo si;
+        if (read(fd, &si, sizeof si) != (ssize_t)sizeof si) continue;
+        if (g_stop < 2) g_stop++;
+    }
+    return NULL;
+}
+
+typedef struct {
+    int fd;
+    int started;
+    pthread_t thread;
+} signal_watch_t;
+
+/* Serve mode: the signal thread (the signals are blocked since sits_cli_main). The handler stays as a
+ * fallback for a thread some library started with them unblocked. */
+static void signal_watch_start(signal_watch_t *w)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigset_t set;
+    drain_signals_set(&set);
+    w->started = 0;
+    w->fd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (w->fd < 0 || pthread_create(&w->thread, NULL, signal_main, &w->fd) != 0) {
+        SITS_WARN(SITS_SUB_INIT, "no signal thread (%s): SIGTERM / SIGINT go to the handler", strerror(errno));
+        if (w->fd >= 0) close(w->fd);
+        w->fd = -1;
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+        return;
+    }
+    w->started = 1;
+}
+
+static void signal_watch_stop(signal_watch_t *w)
+{
+    if (!w->started) return;
+    pthread_cancel(w->thread);   /* poll is a cancellation point */
+    pthread_join(w->thread, NULL);
+    close(w->fd);
+    w->started = 0;
 }
 
 static void stop_admitting(void *srv) { sits_server_stop_admitting(srv); }
@@ -824,11 +896,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                (long long)cfg->max_num_batched_tokens, (long long)cfg->max_num_seqs);
         return EXIT_USAGE;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    signal_watch_t sigw;
+    signal_watch_start(&sigw);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);   /* [kv offload] a file-size limit fails the disk tier's write (EFBIG), it does not kill the rank */
 
@@ -971,6 +1040,7 @@ out:
     sits_chat_destroy(chat);
     sits_tokenizer_destroy(tok);
     rank_fini(&k);
+    signal_watch_stop(&sigw);
     return rc;
 }
 
@@ -1041,6 +1111,11 @@ int sits_cli_main(int argc, char **argv)
     }
     int text_rc = run_text_mode(argc, argv);
     if (text_rc >= 0) return text_rc;
+    /* SIGTERM / SIGINT blocked before MPI_Init: every thread started from here on inherits the mask
+     * (see signal_watch_start); modes other than serve unblock them again in this thread below */
+    sigset_t drain_set, old_mask;
+    drain_signals_set(&drain_set);
+    pthread_sigmask(SIG_BLOCK, &drain_set, &old_mask);
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "sits-dist: MPI_Init_thread failed\n");
@@ -1070,6 +1145,8 @@ int sits_cli_main(int argc, char **argv)
     free(args);
     set_log_level(&cfg);
     sits_config_log_nondefaults(&cfg);
+    if (print_config || (!cfg.model && !cfg.topology) || cfg.topology || cfg.prompt || cfg.prompt_ids)
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);   /* not serving: the default actions */
     if (print_config) {
         if (rank == 0) sits_config_print(&cfg, stdout);
         rc = 0;
