@@ -1145,8 +1145,9 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
 static sits_status_t step_complete(sits_sched_t *s, int nb)
 {
     sits_runner_t *r = s->r;
+    double t_exec = now_s();
     SITS_CHECK(sits_worker_exec(r, &s->wk, &s->pl, NULL, NULL));
-    double dt = now_s() - s->t_launch;
+    double t_done = now_s(), dt = t_done - s->t_launch;
     int o = 0, gen = 0, prompt = 0;
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
@@ -1200,6 +1201,9 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
     s->stats.steps++;
     s->stats.step_seconds_sum += dt;
     s->stats.step_hist[bucket]++;
+    s->stats.step_phase_s[SITS_PHASE_PLAN] += t_exec - s->t_launch;
+    s->stats.step_phase_s[SITS_PHASE_FORWARD] += t_done - t_exec;
+    s->stats.step_phase_s[SITS_PHASE_DELIVER] += now_s() - t_done;
     s->stats.prompt_tokens += (uint64_t)prompt;
     s->stats.generation_tokens += (uint64_t)gen;
     pthread_mutex_unlock(&s->mu);
@@ -1431,10 +1435,16 @@ sits_status_t sits_sched_run_many(sits_sched_t **ss, int n, volatile sig_atomic_
         /* launch every replica's step first (remote replicas compute meanwhile), then complete them,
          * the local one (replica 0, whose forward pass runs on this rank) first */
         for (int i = 0; i < n && st == SITS_OK; i++) {
-            controller_tick(ss[i], now_s());
+            double t_sched = now_s();
+            controller_tick(ss[i], t_sched);
             int n_tokens = 0;
             nb[i] = schedule(ss[i], &n_tokens);
             update_gauges(ss[i]);
+            if (nb[i] > 0) {   /* [scale] a step's scheduling (idle polls are not a step's) */
+                pthread_mutex_lock(&ss[i]->mu);
+                ss[i]->stats.step_phase_s[SITS_PHASE_SCHEDULE] += now_s() - t_sched;
+                pthread_mutex_unlock(&ss[i]->mu);
+            }
             if (ss[i]->fatal != SITS_OK) {   /* [kv offload] */
                 st = ss[i]->fatal;
                 nb[i] = 0;
@@ -1560,6 +1570,7 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->prompt_tokens += st.prompt_tokens;
         out->generation_tokens += st.generation_tokens;
         out->step_seconds_sum += st.step_seconds_sum;
+        for (int f = 0; f < SITS_PHASES; f++) out->step_phase_s[f] += st.step_phase_s[f];
         for (int b = 0; b < 12; b++) out->step_hist[b] += st.step_hist[b];
         out->prefix_query_tokens += st.prefix_query_tokens;
         out->prefix_hit_tokens += st.prefix_hit_tokens;

@@ -77,6 +77,13 @@ typedef struct {
     uint64_t prompt_tokens, generation_tokens;
     double step_seconds_sum;               /* total time in steps */
     uint64_t step_hist[12];                /* steps by duration: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
+    /* [scale] where the leader's time per step goes, summed over steps (seconds): SITS_PHASE_SCHEDULE
+     * admission and the batch choice (collect, controller, schedule), _PLAN the step's inputs (tokens,
+     * block tables, sampling lists, grammar masks) and their broadcast to the ranks, _FORWARD the forward
+     * pass and sampling (sits_worker_exec: device work and the host's launch of it), _DELIVER the sampled
+     * tokens handed to their requests (stops, finishes). Everything but _FORWARD is host work on the
+     * critical path of a step. */
+    double step_phase_s[4];
     /* [kv offload] sequences swapped out / back in, swaps that failed on some rank (the sequence then
      * recomputed), and the raw KV bytes they moved per tier [host, disk], summed over the replica's ranks;
      * kv_swap_prefetched: swap-ins whose tier reads were prefetched (overlapped with earlier steps) */
@@ -89,6 +96,8 @@ typedef struct {
      * created, and their bytes: the step path must make none (0 on the CPU) */
     uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
 } sits_sched_stats_t;
+
+enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELIVER, SITS_PHASES };
 
 typedef struct sits_sched_api {
     /* SITS_ERR_BUSY: too many waiting requests (answer 429/503 with Retry-After);

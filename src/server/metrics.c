@@ -271,6 +271,13 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,
                  steps, st->step_seconds_sum);
+        /* [scale] where the steps' time goes (sched.h SITS_PHASE_*): all but forward is host work */
+        static const char *const phase[SITS_PHASES] = { "schedule", "plan", "forward", "deliver" };
+        head(&b, "sits_step_phase_seconds_total", "counter",
+             "Leader time in steps by phase: schedule (admission, batch choice), plan (inputs and their broadcast), "
+             "forward (forward pass and sampling), deliver (tokens to requests).");
+        for (int f = 0; f < SITS_PHASES; f++)
+            put(&b, "sits_step_phase_seconds_total{phase=\"%s\"} %.6f\n", phase[f], st->step_phase_s[f]);
     }
     if (otlp) {
         counter(&b, "sits_otlp_exported_requests_total", "Requests whose spans the OTLP collector accepted.",
