@@ -18,6 +18,9 @@
 #            (SERVING_RATES, SERVING_DURATION, SERVING_OVERLOAD; SERVING_ONLY=1,2,3 picks experiments)
 #   tp70b    70B-shaped TP=2: custom all-reduce vs NCCL only, batch 1/16/32, context 128/2048
 #   layouts  8B served as --tp 2 / --pp 2 (+ micro-batches) / --dp 2 at concurrency 1 and 32
+#   scale    the scheduler at scale: 8B-shaped server at --max-num-seqs 1024 with SCALE_REQUESTS (4096)
+#            streamed requests (bench/sched_scale.sh: host share of a step); TensorRT-LLM's table rows
+#            TRT_ROWS at TRT_SCALE of their request counts (bench/trtllm_table.sh, FP8)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -162,6 +165,17 @@ part_layouts() {
     --requests-per-conc "${LAYOUT_REQS:-1:8 32:128}" > "$out/layouts.log" 2>&1
   row "layouts 8B (tp/pp/dp 2)" "rc $?"
   tail -12 "$out/layouts.log"
+}
+
+part_scale() {
+  mkdir -p "$out/scale"
+  B=$B bash "$top/bench/sched_scale.sh" --config "$top/bench/configs/llama3-8b" --seqs 1024 \
+    --requests "${SCALE_REQUESTS:-4096}" --prompt 128 --output "${SCALE_OUTPUT:-256}" --out "$out/scale" \
+    -- --device cuda --quant fp8 > "$out/scale/sched.log" 2>&1
+  row "sched_scale 8B fp8 1024 seqs" "rc $?"; tail -9 "$out/scale/sched.log" | sed 's/^/    /'
+  B=$B bash "$top/bench/trtllm_table.sh" --shape 8b --quant fp8 --scale "${TRT_SCALE:-0.1}" \
+    --rows "${TRT_ROWS:-128/2048,2048/128}" --max-num-seqs "${TRT_SEQS:-512}" --out "$out/scale" > "$out/scale/trt.log" 2>&1
+  row "trtllm_table 8B fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
 }
 
 run_parts() { for p in "$@"; do echo "=== part $p ($(date +%T))"; "part_$p"; done; }
