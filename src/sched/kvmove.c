@@ -65,7 +65,8 @@ sits_status_t sits_kv_move_stage_create(sits_backend_t *be, size_t bytes, int n_
     *stage_p = s;
     return SITS_OK;
 err:
-    SITS_ERROR(SITS_SUB_KV, "kv move staging: cannot allocate 3 x %zu bytes (%s)", bytes, sits_status_str(st));
+    SITS_ERROR(SITS_SUB_KV, "kv move staging: cannot allocate %d x %zu bytes (%s)", be->device >= 0 ? 3 : 2, bytes,
+               sits_status_str(st));
     sits_kv_move_stage_destroy(s);
     return st;
 }

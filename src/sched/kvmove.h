@@ -19,9 +19,9 @@
  * the sequences recompute there. Comm stalls end the job through the comm deadlines (never a hang).
  *
  * [memory plan] A move allocates nothing: every rank that may take part in one holds a staging
- * (sits_kv_move_stage_t, r->kv_stage) made at start-up and counted in its memory plan: three buffers
- * of S bytes (--kv-move-buffer) -- on GPUs S of device memory for NCCL and two of (pinned) host
- * memory for the messages and the blocks; on the CPU the message buffer comes from the backend's
+ * (sits_kv_move_stage_t, r->kv_stage) made at start-up and counted in its memory plan: buffers of
+ * S bytes (--kv-move-buffer) -- on GPUs three: one of device memory for NCCL and two of pinned host
+ * memory for the messages and the blocks; on the CPU two: the message buffer from the backend's
  * alloc (counted like device memory) and the blocks buffer from the host. A move of n blocks runs
  * in chunks of c blocks, c the same on every rank of both groups (sits_kv_move_chunk_blocks: what
  * the rank that needs the most bytes per block fits in S), each chunk a complete exchange of
@@ -52,8 +52,8 @@ sits_status_t sits_kv_move_need(const sits_model_config_t *cfg, int block_size, 
  * per_block, at least 1 when one block fits, 0 when not even one does. */
 int sits_kv_move_chunk_blocks(size_t stage_bytes, size_t per_block, size_t headers);
 
-/* The staging of this rank's moves: three buffers of bytes each (see the top), on backend be, and
- * the message tables of a kv comm of n_ranks ranks. */
+/* The staging of this rank's moves: buffers of `bytes` each (see the top), on backend be, and the
+ * message tables of a kv comm of n_ranks ranks. */
 sits_status_t sits_kv_move_stage_create(sits_backend_t *be, size_t bytes, int n_ranks, sits_kv_move_stage_t **stage_p);
 void sits_kv_move_stage_destroy(sits_kv_move_stage_t *stage);
 
