@@ -907,6 +907,13 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
         .no_cuda_graphs = !cfg->cuda_graphs, .gpu_memory_utilization = cfg->gpu_memory_utilization,
         .host_kv_share = CPU_KV_SHARE, .host_ranks = L->pl->ranks[L->pl->self].local_size,
     };
+    if (L->disagg_p || L->pl->dp > 1) {   /* [kv move] the staging of KV moves, in the memory plan */
+        rp.kv_move_bytes = cfg->kv_move_buffer > 0 ? cfg->kv_move_buffer : 1;
+        rp.kv_move_tp[0] = L->disagg_p ? L->disagg_p : L->pl->tp;
+        rp.kv_move_tp[1] = L->disagg_p ? L->disagg_d : L->pl->tp;
+        rp.kv_move_pp = L->disagg_p ? 1 : L->pl->pp;
+        rp.kv_move_ranks = L->pl->world_size;
+    }
     double t0 = now_s();
     /* the text layer first: a tokenizer or chat template that cannot load is refused before the weights */
     if (rank == 0) {

@@ -40,6 +40,9 @@ EXTRA_DIST += tests/integration/kv_int8_accuracy.sh tests/integration/kv_int8_tp
 # [kv move] KV migration between --dp replicas and --disaggregate prefill -> decode (CPU, mpirun), GPU twin (NCCL)
 TESTS += tests/integration/kv_migrate.sh tests/gpu/kv_migrate_cuda.sh
 EXTRA_DIST += tests/integration/kv_migrate.sh tests/gpu/kv_migrate_cuda.sh
+# [kv move, memory plan] moves through the staging set aside at start-up, in chunks; no allocation after start-up
+TESTS += tests/integration/kv_move_alloc.sh
+EXTRA_DIST += tests/integration/kv_move_alloc.sh
 # [fp8] FP8 checkpoint loading (vs HF on the dequantised weights, TP 1/2/4), fp8 TP sharding, accuracy bounds on CPU.
 TESTS += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
 EXTRA_DIST += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh

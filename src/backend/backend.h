@@ -267,6 +267,10 @@ typedef struct sits_backend_ops {
      * (held 0) for steps of the given shape; with reserve 1 it also allocates the latter now, so that
      * no step allocates device memory later. */
     sits_status_t (*mem_plan)(sits_backend_t *be, const sits_mem_shape_t *shape, int reserve, sits_mem_plan_t *plan);
+    /* [memory plan] optional (NULL: not counted): the allocations this backend made so far (cuda: every
+     * cudaMalloc, its fixed buffers and alloc's; cpu: alloc's, host memory) and their bytes in *bytes_p.
+     * A server counts those made after start-up: steps and KV moves must make none. */
+    uint64_t (*alloc_count)(sits_backend_t *be, uint64_t *bytes_p);
 } sits_backend_ops_t;
 
 
@@ -280,6 +284,13 @@ struct sits_backend {
     int device;            /* GPU index, -1 on cpu */
     void *impl;
 };
+
+/* [memory plan] be->ops->alloc_count, or 0 (and *bytes_p 0) for a backend that does not count. */
+static inline uint64_t sits_backend_alloc_count(sits_backend_t *be, uint64_t *bytes_p)
+{
+    if (bytes_p) *bytes_p = 0;
+    return be && be->ops->alloc_count ? be->ops->alloc_count(be, bytes_p) : 0;
+}
 
 typedef struct {
     int threads;           /* cpu: worker threads (0 = all the cores this process may use) */

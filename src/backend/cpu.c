@@ -21,7 +21,17 @@
  * 3-layer hidden-96 model spent ~100 ms in barriers). About 50 us of one core's work. */
 #define CPU_PAR_MIN_WORK ((size_t)1 << 18)
 
-static void cpu_destroy(sits_backend_t *be) { free(be); }
+/* [memory plan] what alloc handed out so far (alloc_count): a server's count after start-up must stay
+ * 0 on the cpu as on a GPU, so that the CPU tests catch a step or KV move that allocates */
+typedef struct {
+    uint64_t allocs, alloc_bytes;
+} cpu_impl_t;
+
+static void cpu_destroy(sits_backend_t *be)
+{
+    free(be->impl);
+    free(be);
+}
 
 static sits_status_t cpu_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
 {
@@ -30,8 +40,18 @@ static sits_status_t cpu_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
         SITS_ERROR(SITS_SUB_BACKEND, "cpu: cannot allocate %zu bytes", bytes);
         return SITS_ERR_NOMEM;
     }
+    cpu_impl_t *c = be->impl;
+    c->allocs++;
+    c->alloc_bytes += bytes;
     *ptr_p = p;
     return SITS_OK;
+}
+
+static uint64_t cpu_alloc_count(sits_backend_t *be, uint64_t *bytes_p)
+{
+    const cpu_impl_t *c = be->impl;
+    if (bytes_p) *bytes_p = c->alloc_bytes;
+    return c->allocs;
 }
 
 static void cpu_free(sits_backend_t *be, void *ptr) { free(ptr); }
@@ -547,12 +567,19 @@ static const sits_backend_ops_t cpu_ops = {
     .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,
     .silu_mul_fp8 = cpu_silu_mul_fp8,
     .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
+    .alloc_count = cpu_alloc_count,       /* [memory plan] */
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)
 {
     sits_backend_t *be = calloc(1, sizeof *be);
-    if (!be) return SITS_ERR_NOMEM;
+    cpu_impl_t *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return SITS_ERR_NOMEM;
+    }
+    be->impl = c;
     be->ops = &cpu_ops;
     be->act_dtype = be->weight_dtype = be->kv_dtype = SITS_DT_F32;
     be->device = -1;

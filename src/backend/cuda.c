@@ -845,6 +845,7 @@ static const sits_backend_ops_t cuda_ops = {
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
+    .alloc_count = sits_backend_cuda_dev_allocs,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -408,7 +408,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         SITS_CHECK_GOTO(op->alloc(be, kv_layer, &e->v_cache[l]), st, err);
     }
     SITS_CHECK_GOTO(op->sync(be), st, err);
-    if (be->device >= 0) kv_copy_ready(e);   /* [memory plan] the swap / move staging now, not in a step */
+    kv_copy_ready(e);   /* [memory plan] the swap / move staging now, not in a step (on the cpu too: no alloc later) */
     SITS_INFO(SITS_SUB_ENGINE, "engine: %d KV blocks of %d tokens (%.1f MiB, %s), up to %d tokens / %d sequences a step",
               params->n_blocks, params->block_size,
               (double)kv_layer * 2 * (d->layer1 - d->layer0) / (1 << 20), sits_dtype_name(be->kv_dtype), params->max_tokens,

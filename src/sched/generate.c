@@ -1,6 +1,7 @@
 /* generate.c -- model loading onto one rank and the offline prefill + decode loop. */
 #include "sched/generate.h"
 #include "sched/worker.h"
+#include "sched/kvmove.h"
 #include "kv/offload.h"
 #include "util/log.h"
 
@@ -64,6 +65,7 @@ void sits_runner_destroy(sits_runner_t *r)
 {
     if (!r) return;
     sits_kv_offload_destroy(r->offload);
+    sits_kv_move_stage_destroy(r->kv_stage);
     sits_engine_destroy(r->engine);
     sits_model_weights_destroy(r->w);
     sits_kv_blocks_destroy(r->blocks);
@@ -78,11 +80,13 @@ static double gib(double b) { return b / (double)(1ull << 30); }
  * less what is in use already (CUDA context, communicators, the backend's workspaces), the weights,
  * every buffer a step at --max-num-seqs / --max-num-batched-tokens needs (sits_engine_mem_plan) and a
  * reserve for what allocates outside our allocator (CUDA graphs, NCCL); on the CPU the sequences'
- * need capped at a share of the available memory. One log line per item. Refuses (SITS_ERR_INVALID,
- * with the numbers) a configuration whose KV would not hold one sequence of max_model_len tokens. */
+ * need capped at a share of the available memory. move_bytes: each buffer of the KV move staging
+ * (0: none; on GPUs one of them is device memory, on the CPU two are counted). One log line per
+ * item. Refuses (SITS_ERR_INVALID, with the numbers) a configuration whose KV would not hold one
+ * sequence of max_model_len tokens. */
 static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p, sits_backend_t *be, const sits_shard_t *shard,
                                  const sits_shard_dims_t *d, const sits_engine_params_t *ep, size_t per_block,
-                                 int64_t *kv_bytes_p)
+                                 size_t move_bytes, int64_t *kv_bytes_p)
 {
     size_t weights = 0, weights_bf16 = 0;
     SITS_CHECK(sits_model_weights_shard_bytes_quant(&r->cfg, shard, be->weight_dtype, p->quant, r->st, &weights));
@@ -92,6 +96,11 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
     SITS_CHECK(sits_engine_mem_plan(ep, &r->cfg, d, be, weights != weights_bf16, &plan));
     size_t gfree = 0, gtotal = 0;
     int gpu = sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK;
+    if (move_bytes) {   /* [kv move] the staging of KV moves (sched/kvmove.h) */
+        char name[64];
+        snprintf(name, sizeof name, "kv move staging (--kv-move-buffer, %s)", be->device >= 0 ? "device" : "2 buffers");
+        sits_mem_plan_add(&plan, name, be->device >= 0 ? move_bytes : 2 * move_bytes, 0);
+    }
     size_t reserve = gpu ? MEM_PLAN_RESERVE_BYTES : 0;
     double one_seq = (double)ep->max_blocks_per_seq * (double)per_block, need = one_seq * ep->max_seqs;
     double budget, in_use, kv;
@@ -136,6 +145,28 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
     return SITS_OK;
 }
 
+/* [kv move] Each buffer of the KV move staging: --kv-move-buffer, raised to what one block of a move
+ * in either direction between the two groups needs (a move of more blocks goes in chunks). */
+static sits_status_t kv_move_staging_bytes(const sits_runner_t *r, const sits_runner_params_t *p, const sits_backend_t *be,
+                                           size_t *bytes_p)
+{
+    size_t need = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        size_t per_block = 0, headers = 0;
+        SITS_CHECK(sits_kv_move_need(&r->cfg, p->block_size > 0 ? p->block_size : 16, be->kv_dtype, p->kv_move_tp[dir],
+                                     p->kv_move_tp[!dir], p->kv_move_pp > 0 ? p->kv_move_pp : 1, &per_block, &headers));
+        if (headers + per_block > need) need = headers + per_block;
+    }
+    size_t bytes = (size_t)p->kv_move_bytes;
+    if (bytes < need) {
+        SITS_WARN(SITS_SUB_KV, "--kv-move-buffer %zu bytes holds no KV block of a move (%zu bytes with its headers): %zu used",
+                  bytes, need, need);
+        bytes = need;
+    }
+    *bytes_p = bytes;
+    return SITS_OK;
+}
+
 sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *be, sits_comm_t *tp, sits_comm_t *tp_dev,
                                  sits_runner_t **r_p)
 {
@@ -177,7 +208,10 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     sits_shard_dims_t dims;
     SITS_CHECK_GOTO(sits_shard_dims(&r->cfg, &shard, &dims), st, err);
     size_t per_block = sits_engine_kv_block_bytes(&r->cfg, &dims, be->kv_dtype, bs);
-    SITS_CHECK_GOTO(plan_memory(r, p, be, &shard, &dims, &ep, per_block, &kv_bytes), st, err);
+    size_t move_bytes = 0;
+    if (p->kv_move_bytes > 0)   /* [kv move] */
+        SITS_CHECK_GOTO(kv_move_staging_bytes(r, p, be, &move_bytes), st, err);
+    SITS_CHECK_GOTO(plan_memory(r, p, be, &shard, &dims, &ep, per_block, move_bytes, &kv_bytes), st, err);
     SITS_CHECK_GOTO(sits_model_weights_load_quant(&r->cfg, r->st, be, &shard, p->dummy_seed, p->quant,
                                                   report ? load_progress : NULL, &lp, &r->w), st, err);
     ep.n_blocks = kv_bytes > 0 ? (int)((size_t)kv_bytes / per_block) : ep.max_blocks_per_seq * p->max_seqs;
@@ -188,6 +222,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     }
     r->ep = ep;
     SITS_CHECK_GOTO(sits_engine_create(&ep, r->w, be, r->tp_dev, &r->engine), st, err);
+    if (move_bytes) SITS_CHECK_GOTO(sits_kv_move_stage_create(be, move_bytes, p->kv_move_ranks, &r->kv_stage), st, err);
     size_t gfree = 0, gtotal = 0;
     if (sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK)   /* [memory plan] what the reserve has left */
         SITS_INFO(SITS_SUB_KV, "memory plan: after allocation %.3f GiB free of %.2f GiB (cuda graphs and nccl take theirs "

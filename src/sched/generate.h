@@ -42,6 +42,12 @@ typedef struct {
     int pp_microbatches;   /* [pp micro-batches] with pp: most micro-batches a step is split into (0, 1: none) */
     int pp_microbatch_min_tokens; /* [pp micro-batches] at least this many tokens a micro-batch on average (0: auto) */
     int fp8_separate_quant; /* [fp8] engine param of the same name (benchmarks) */
+    /* [kv move] ranks that may move KV (--dp > 1, --disaggregate): the staging of every move, made at
+     * start-up and counted in the memory plan (sched/kvmove.h): kv_move_bytes per buffer (raised to
+     * what one block of a move between groups of kv_move_tp[0] and kv_move_tp[1] ranks, kv_move_pp
+     * stages, needs), for a kv comm of kv_move_ranks ranks. kv_move_bytes 0: no moves, no staging. */
+    int64_t kv_move_bytes;
+    int kv_move_tp[2], kv_move_pp, kv_move_ranks;
 } sits_runner_params_t;
 
 typedef struct {
@@ -59,6 +65,7 @@ typedef struct {
     int bcast_tokens;      /* ctl spans more than this TP group: tokens are broadcast over it after each step */
     sits_comm_t *kv_comm;  /* [kv move] every rank of the job (MPI on the CPU, NCCL on GPUs), for KV moves between
                             * replicas / prefill and decode ranks (src/sched/kvmove.h); NULL: none. Not owned. */
+    struct sits_kv_move_stage *kv_stage; /* [kv move] the staging of KV moves (sched/kvmove.h); NULL: none */
     struct sits_kv_offload *offload; /* [kv offload] this rank's offload tiers (src/kv/offload.h) for the KV swap
                             * orders (src/sched/swap.h); NULL: none. Set by the caller, destroyed with the runner. */
     sits_engine_params_t ep;

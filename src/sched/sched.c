@@ -359,7 +359,7 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     if (!s) return SITS_ERR_NOMEM;
     s->p = *p;
     s->r = r;
-    if (r->be) s->dev_alloc_mark = sits_backend_cuda_dev_allocs(r->be, &s->dev_alloc_mark_bytes);   /* [memory plan] */
+    if (r->be) s->dev_alloc_mark = sits_backend_alloc_count(r->be, &s->dev_alloc_mark_bytes);   /* [memory plan] */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     int S = p->max_num_seqs, T = p->max_num_batched_tokens, mb = r->ep.max_blocks_per_seq;
@@ -1004,7 +1004,7 @@ static void update_gauges(sits_sched_t *s)
     s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
     s->stats.swapped = s->n_swapped;
     if (s->r->be) {   /* [memory plan] */
-        uint64_t bytes = 0, n = sits_backend_cuda_dev_allocs(s->r->be, &bytes);
+        uint64_t bytes = 0, n = sits_backend_alloc_count(s->r->be, &bytes);
         s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
         s->stats.dev_alloc_bytes_after_start = bytes - s->dev_alloc_mark_bytes;
     }
@@ -1316,13 +1316,15 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
     src->stats.kv_migrated_blocks += (uint64_t)n;
     src->stats.kv_migrated_bytes += (uint64_t)res.bytes;
     if (res.failed) src->stats.kv_migrations_failed++;
+    src->stats.kv_move_chunks += (uint64_t)res.chunks;
     pthread_mutex_unlock(&src->mu);
     if (res.failed)
         SITS_WARN(SITS_SUB_KV, "kv move %u: replica %d -> %d failed (a message was rejected); %d sequence%s recompute on replica %d",
                   id, src->index, dst->index, k, k > 1 ? "s" : "", dst->index);
     else
-        SITS_INFO(SITS_SUB_KV, "kv move %u: %d sequence%s, %d blocks, replica %d -> %d, %lld bytes in %.2f ms", id, k,
-                  k > 1 ? "s" : "", n, src->index, dst->index, (long long)res.bytes, dt * 1e3);
+        SITS_INFO(SITS_SUB_KV, "kv move %u: %d sequence%s, %d blocks, replica %d -> %d, %lld bytes in %d chunk%s, %.2f ms", id,
+                  k, k > 1 ? "s" : "", n, src->index, dst->index, (long long)res.bytes, res.chunks, res.chunks == 1 ? "" : "s",
+                  dt * 1e3);
     free(ids);
     *moved_p = 1;
     return SITS_OK;
@@ -1591,6 +1593,10 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->kv_migrated_blocks += st.kv_migrated_blocks;
         out->kv_migrated_bytes += st.kv_migrated_bytes;
         out->kv_migrations_failed += st.kv_migrations_failed;
+        out->kv_move_chunks += st.kv_move_chunks;
+        /* [memory plan] the leader's backend is replica 0's (the shadows of the others have none) */
+        out->dev_allocs_after_start += st.dev_allocs_after_start;
+        out->dev_alloc_bytes_after_start += st.dev_alloc_bytes_after_start;
     }
 }
 

@@ -90,10 +90,12 @@ typedef struct {
     uint64_t kv_swap_out, kv_swap_in, kv_swap_failed, kv_swap_prefetched;
     uint64_t kv_swap_out_bytes[2], kv_swap_in_bytes[2];
     /* [kv move] moves out of this replica (to another replica / prefill -> decode), the sequences and
-     * KV blocks they carried, the message bytes received, and moves that failed (then recomputed) */
+     * KV blocks they carried, the message bytes received, and moves that failed (then recomputed);
+     * the exchanges they took (a move larger than the staging, --kv-move-buffer, goes in chunks) */
     uint64_t kv_migrations, kv_migrated_seqs, kv_migrated_blocks, kv_migrated_bytes, kv_migrations_failed;
-    /* [memory plan] device allocations (cudaMalloc) the leader's backend made since the scheduler was
-     * created, and their bytes: the step path must make none (0 on the CPU) */
+    uint64_t kv_move_chunks;
+    /* [memory plan] allocations the leader's backend made since the scheduler was created (cudaMalloc;
+     * the CPU backend's alloc), and their bytes: the step path and KV moves must make none */
     uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
 } sits_sched_stats_t;
 

@@ -163,6 +163,7 @@ sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)
     sits_worker_t w;
     sits_plan_t plan;
     SITS_CHECK(sits_worker_init(&w, r->ep.max_seqs));
+    uint64_t mark_bytes = 0, mark = sits_backend_alloc_count(r->be, &mark_bytes);   /* [memory plan] */
     sits_status_t st;
     for (;;) {
         st = sits_worker_recv(r, &w, wait_forever, &plan);
@@ -171,5 +172,9 @@ sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)
         if (st != SITS_OK) break;
     }
     sits_worker_fini(&w);
+    uint64_t bytes = 0, n = sits_backend_alloc_count(r->be, &bytes);
+    if (n > mark)   /* [memory plan] as the leader says it for its own backend (sched.c) */
+        SITS_WARN(SITS_SUB_SCHED, "%llu device allocations (%.1f MiB) after start-up (the memory plan missed them)",
+                  (unsigned long long)(n - mark), (double)(bytes - mark_bytes) / (1 << 20));
     return st;
 }

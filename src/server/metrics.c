@@ -262,9 +262,11 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 st->kv_migrated_bytes);
         counter(&b, "sits_kv_migrations_failed_total", "KV moves rejected by a destination rank (the sequences recomputed).",
                 st->kv_migrations_failed);
+        counter(&b, "sits_kv_move_chunks_total", "Exchanges the KV moves took: a move larger than the staging set aside at "
+                "start-up (--kv-move-buffer) goes through it in chunks.", st->kv_move_chunks);
         counter(&b, "sits_device_allocations_after_start_total",
-                "Device allocations (cudaMalloc) by the leader's backend after start-up: the memory plan sets everything "
-                "aside at start, so this stays 0.", st->dev_allocs_after_start);
+                "Device allocations (cudaMalloc; on the CPU backend its allocations) by the leader's backend after "
+                "start-up: the memory plan sets everything aside at start, so this stays 0.", st->dev_allocs_after_start);
         counter(&b, "sits_device_allocated_bytes_after_start_total", "Bytes of those allocations.",
                 st->dev_alloc_bytes_after_start);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */

@@ -76,6 +76,7 @@ const sits_param_t sits_params[] = {
     { "kv-migrate-threshold", "SITS_KV_MIGRATE_THRESHOLD", SITS_PT_FLOAT, "0.85", NULL, OFF(kv_migrate_threshold), "--dp: when a replica uses more than this share of its KV blocks, move a running sequence (with its KV) to a replica with room (0 or 1: off)" },
     { "kv-migrate-every", "SITS_KV_MIGRATE_EVERY", SITS_PT_INT, "0", NULL, OFF(kv_migrate_every), "test knob (--dp): also force one KV migration every N steps (0: off)" },
     { "kv-migrate-corrupt-every", NULL, SITS_PT_INT, "0", NULL, OFF(kv_migrate_corrupt_every), "test knob: corrupt the payload of every N-th KV move (the destination must reject it and recompute; 0: off)" },
+    { "kv-move-buffer", "SITS_KV_MOVE_BUFFER", SITS_PT_SIZE, "64M", NULL, OFF(kv_move_buffer), "--dp / --disaggregate: bytes of each buffer every rank sets aside at start-up for KV moves (GPU: one of device memory, two of pinned host memory; CPU: two), counted in the memory plan; a larger move goes through them in chunks (raised to one block of a move when smaller)" },
     { "disaggregate", "SITS_DISAGGREGATE", SITS_PT_STR, "", NULL, OFF(disaggregate), "P:D (P + D = ranks): prefill on the first P ranks (TP P), decode on the last D (TP D); the KV moves after the first token" },
     { "log-level", "SITS_LOG_LEVEL", SITS_PT_STR, "warn", NULL, OFF(log_level), "error | warn | info | debug | trace" },
 };

@@ -66,6 +66,7 @@ typedef struct sits_config {
     int64_t kv_migrate_every;        /* test knob: force a migration every N steps (0: off) */
     int64_t kv_migrate_corrupt_every;/* test knob: corrupt every N-th move's payload (0: off) */
     char *disaggregate;              /* "P:D": prefill on ranks [0, P), decode on the last D (NULL: off) */
+    int64_t kv_move_buffer;          /* bytes of each buffer of the KV move staging (sched/kvmove.h) */
     /* server */
     char *host;
     int64_t port;

@@ -5,7 +5,11 @@
 # same shapes as on one GPU) give the texts of a one-GPU server when
 #   - --dp 2 replicas (one GPU each) migrate the running sequence every 2 steps;
 #   - every 3rd move is corrupted on purpose: rejected by checksum, recomputed (same texts);
-#   - --disaggregate 1:1 prefills on GPU 0 and decodes on GPU 1.
+#   - --disaggregate 1:1 prefills on GPU 0 and decodes on GPU 1;
+#   - [memory plan] --kv-move-buffer 1 (raised to one block): every block of a move is a chunk
+#     through the staging set aside at start-up.
+# Every run: no device allocation after start-up (sits_device_allocations_after_start_total 0 and
+# no rank's "after start-up" warning), the memory plan lists the device staging.
 # Exit 77 without 2 GPUs.
 . "$top_srcdir/tests/integration/lib.sh"
 n=$(sits_gpu_count)
@@ -50,7 +54,13 @@ run() {
   local name=$1 np=$2; shift 2
   start "$np" "$@" || return 1
   got=$(texts); moves=$(metric sits_kv_migrations_total); failed=$(metric sits_kv_migrations_failed_total)
+  blocks=$(metric sits_kv_migrated_blocks_total); chunks=$(metric sits_kv_move_chunks_total)
+  local allocs; allocs=$(metric sits_device_allocations_after_start_total)
   stop || bad "$name: the job did not stop cleanly"
+  [ "$allocs" = 0 ] && ! grep -q "after start-up (the memory plan missed them)" "$tmp/err" \
+    && ok "$name: no device allocation after start-up ($chunks chunks)" \
+    || bad "$name: allocations after start-up: leader '$allocs'; $(grep -m2 "memory plan missed" "$tmp/err")"
+  grep -q "memory plan:   kv move staging (--kv-move-buffer, device)" "$tmp/err" || bad "$name: no staging in the memory plan"
   [ -n "$got" ] && [ "$got" = "$ref" ] && ok "$name: greedy texts == one GPU ($moves moves, $failed failed)" \
     || { bad "$name: '$got' vs '$ref'"; tail -5 "$tmp/err"; return 1; }
 }
@@ -60,5 +70,8 @@ ref=$(texts); stop
 run "--dp 2, a move every 2 steps" 2 --dp 2 --kv-migrate-every 2 && { [ "${moves:-0}" -gt 0 ] && [ "${failed:-1}" -eq 0 ] || bad "dp 2: moves '$moves' failed '$failed'"; }
 run "--dp 2, every 3rd move corrupted" 2 --dp 2 --kv-migrate-every 2 --kv-migrate-corrupt-every 3 && { [ "${failed:-0}" -gt 0 ] || bad "corrupt: no failed move"; }
 run "--disaggregate 1:1" 2 --disaggregate 1:1 && { [ "${moves:-0}" -ge 4 ] && [ "${failed:-1}" -eq 0 ] || bad "disaggregate: moves '$moves'"; }
+run "--dp 2, --kv-move-buffer 1 (a block a chunk)" 2 --dp 2 --kv-migrate-every 2 --kv-move-buffer 1 && \
+  { [ "${moves:-0}" -gt 0 ] && [ "$chunks" = "$blocks" ] && [ "$chunks" -gt "$moves" ] \
+    && ok "--kv-move-buffer 1: $moves moves of $blocks blocks in $chunks chunks" || bad "--kv-move-buffer 1: $chunks chunks, $blocks blocks, $moves moves"; }
 grep -h "kv move" "$tmp/err" | tail -2
 finish

@@ -15,26 +15,10 @@ tmp=$(mktemp -d); trap 'pkill -9 -f "$tmp/" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
 N=12
 
-# start NP FLAGS...: a server of NP ranks on a free port; sets srv and url
-start() {
-  local np=$1; shift
-  $SITS_MPIRUN -np "$np" "$SITS" --model "$tmp/m" --load-format dummy --port 0 --step-timeout 30 "$@" > "$tmp/out" 2> "$tmp/err" &
-  srv=$!
-  for _ in $(seq 300); do
-    port=$(sed -n 's|^sits-dist: serving .* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/err" | head -1)
-    if [ -n "$port" ]; then url=http://127.0.0.1:$port; curl -sf "$url/health" >/dev/null && return 0; fi
-    kill -0 $srv 2>/dev/null || break
-    sleep 0.1
-  done
-  bad "server ($np ranks: $*) did not start"; tail -5 "$tmp/err"; return 1
-}
-# stop: SIGTERM to the front-end (it stops every rank); 0 when the job ended cleanly within 30 s
-stop() {
-  local p; p=$(rank_pid 0 "$tmp/m") && kill -TERM "$p"
-  for _ in $(seq 300); do kill -0 $srv 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $srv 2>/dev/null; then pkill -9 -f "$tmp/m"; wait $srv; srv=; return 1; fi
-  wait $srv; local rc=$?; srv=; return $rc
-}
+# start NP FLAGS...: a server of NP ranks on a free port (sets srv and url); stop: SIGTERM to the
+# front-end (it stops every rank), 0 when the job ended cleanly within 30 s
+start() { local np=$1; shift; serve_np "$np" "$tmp/m" --load-format dummy --step-timeout 30 "$@"; }
+stop() { stop_np "$tmp/m"; }
 # N concurrent greedy requests of different prompts and lengths (several KV blocks each); prints
 # their texts as one JSON list
 burst() { "${PYTHON:-python3}" - "$url" "$N" <<'PYEOF'

@@ -73,3 +73,11 @@ serve_start() {
   local dir=$1; shift
   serve_np 2 "$dir" --load-format dummy "$@"
 }
+# stop_np PATTERN: SIGTERM to world rank 0 of the job whose command lines match PATTERN (the front-end
+# stops every rank), then wait for $srv; 0 when the job ended cleanly within 30 s, else it is killed: 1
+stop_np() {
+  local p; p=$(rank_pid 0 "$1") && kill -TERM "$p"
+  for _ in $(seq 300); do kill -0 $srv 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $srv 2>/dev/null; then pkill -9 -f "$1"; wait $srv; srv=; return 1; fi
+  wait $srv; local rc=$?; srv=; return $rc
+}

@@ -4,7 +4,9 @@
  * messages of the source ranks, equal blocks built directly from the global (block, layer, K|V,
  * slot, head, dim) -> bytes function, pads zero; rejection, with the output untouched, of truncated
  * messages, of every single-byte corruption, and of a message that does not match the expected move;
- * the KV_MOVE plan's round trip and its rejection when corrupt. */
+ * the KV_MOVE plan's round trip and its rejection when corrupt; [memory plan] the staging a move
+ * needs per block (src/sched/kvmove.c) against figures worked out by hand from the wire format and
+ * the block layout, and the chunk it fits. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -12,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "kv/move.h"
+#include "sched/kvmove.h"
 #include "sched/plan.h"
 #include "util/log.h"
 
@@ -199,6 +202,58 @@ static void test_plan(void **state)
     free(buf);
 }
 
+/* [memory plan] A 3-layer model of 8 query and 2 KV heads of 16 dims (hidden 128, intermediate 256). */
+static sits_model_config_t stage_cfg(void)
+{
+    sits_model_config_t c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 256;
+    c.hidden_size = 128;
+    c.intermediate_size = 256;
+    c.n_layers = 3;
+    c.n_heads = 8;
+    c.n_kv_heads = 2;
+    c.head_dim = 16;
+    return c;
+}
+
+static void test_stage_need(void **state)
+{
+    (void)state;
+    sits_model_config_t c = stage_cfg();
+    size_t pb = 0, hd = 0;
+    /* fp32, 16-token blocks: one (layer, K|V) slice of one head is 16 x 16 x 4 = 1024 bytes.
+     * tp 1 -> 2: the sender stores and sends 3 layers x K,V x 2 heads = 12288 a block, 2 messages */
+    assert_int_equal(sits_kv_move_need(&c, 16, SITS_DT_F32, 1, 2, 1, &pb, &hd), SITS_OK);
+    assert_int_equal(pb, 12288);
+    assert_int_equal(hd, 128);
+    /* tp 1 -> 4: each head is held by two receivers and the sender sends it to both: 2 x 12288 */
+    assert_int_equal(sits_kv_move_need(&c, 16, SITS_DT_F32, 1, 4, 1, &pb, &hd), SITS_OK);
+    assert_int_equal(pb, 24576);
+    assert_int_equal(hd, 256);
+    /* tp 4 -> 1: the receiver takes both heads (12288); each first holder sends one (6144) */
+    assert_int_equal(sits_kv_move_need(&c, 16, SITS_DT_F32, 4, 1, 1, &pb, &hd), SITS_OK);
+    assert_int_equal(pb, 12288);
+    assert_int_equal(hd, 256);
+    /* two stages of 2 and 1 layers, tp 1 -> 1: stage 0 stores 2 x 2 x 2048 = 8192 a block */
+    assert_int_equal(sits_kv_move_need(&c, 16, SITS_DT_F32, 1, 1, 2, &pb, &hd), SITS_OK);
+    assert_int_equal(pb, 8192);
+    assert_int_equal(hd, 64);
+    /* int8, 3-token blocks, 6 dims: a stored unit of one head is q 18 -> 32 (16-byte aligned) plus
+     * scales 12 -> 16 = 48 bytes, its message slice 18 + 12 = 30: the stored 3 x 2 x 48 = 288 is
+     * the larger, tp 2 -> 2 */
+    c.head_dim = 6;
+    assert_int_equal(sits_kv_move_need(&c, 3, SITS_DT_I8, 2, 2, 1, &pb, &hd), SITS_OK);
+    assert_int_equal(pb, 288);
+    assert_int_equal(hd, 128);
+    assert_int_equal(sits_kv_move_need(&c, 3, SITS_DT_I8, 0, 2, 1, &pb, &hd), SITS_ERR_INVALID);
+    /* the chunk: whole blocks after the headers, none when one block does not fit */
+    assert_int_equal(sits_kv_move_chunk_blocks(20480, 8192, 128), 2);
+    assert_int_equal(sits_kv_move_chunk_blocks(8256, 8192, 64), 1);
+    assert_int_equal(sits_kv_move_chunk_blocks(8255, 8192, 64), 0);
+    assert_int_equal(sits_kv_move_chunk_blocks(100, 0, 64), 0);
+}
+
 int main(void)
 {
     sits_log_init(-1);
@@ -208,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_stage_need),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
