@@ -4,7 +4,7 @@
 # real prefill, for each KV dtype in turn; prints one table (ms/step median, tok/s, and the step's
 # bandwidth floor) and writes one JSON per dtype. Not a test.
 #
-#   bench/kv_step.sh [BUILD_DIR] [OUT_DIR]      (env: BATCH=64,256 CONTEXT=2048 ITERS=20 DTYPES="bf16 int8 fp8")
+#   bench/kv_step.sh [BUILD_DIR] [OUT_DIR]      (env: BATCH=64,256 CONTEXT=2048 ITERS=20 DTYPES="bf16 int8 fp8" COMMIT=sha)
 # BUILD_DIR defaults to ./build-gpu, OUT_DIR to the current directory.
 b=${1:-build-gpu}
 out=${2:-.}
@@ -13,7 +13,7 @@ BATCH=${BATCH:-64,256}
 CONTEXT=${CONTEXT:-2048}
 ITERS=${ITERS:-20}
 DTYPES=${DTYPES:-bf16 int8 fp8}
-commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${COMMIT:-$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 for dt in $DTYPES; do
   echo "== --kv-cache-dtype $dt: sits-bench-decode --model bench/configs/llama3-8b --load-format dummy --device cuda" \
        "--batch $BATCH --context $CONTEXT --prefill 0 --iters $ITERS --warmup 3 --kv-cache-dtype $dt"
