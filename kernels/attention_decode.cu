@@ -36,12 +36,16 @@
 
 #define ATT_DEC_OPAD 8 /* floats of padding per row of the merge buffer (bank spread) */
 #define ATT_VSC 256.0f /* [int8 kv] [fp8 kv] factor of the V scales in the f16 softmax weights */
+#define ATT_Q8_STAGES 4 /* [int8 kv] [fp8 kv] tiles in flight + 1: an 8-bit tile is half a bf16 one, so
+                           the q8 kernel keeps 3 loading while it computes one (bf16: 1 of 2) */
 
 template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) * D * 2; }
-/* [int8 kv] [fp8 kv] q [16][D] bf16, then the byte tiles [2][ATT_KT][D] x 2 or the merge buffer over them */
+/* [int8 kv] [fp8 kv] q [16][D] bf16, then the byte tiles [ATT_Q8_STAGES][ATT_KT][D] x 2 (K, V) or the merge
+ * buffer over them */
 template <int D> static constexpr int att_dec_q8_smem()
 {
-    return 16 * D * 2 + (4 * ATT_KT * D > 4 * 16 * (D + ATT_DEC_OPAD) * 4 ? 4 * ATT_KT * D : 4 * 16 * (D + ATT_DEC_OPAD) * 4);
+    return 16 * D * 2 + (2 * ATT_Q8_STAGES * ATT_KT * D > 4 * 16 * (D + ATT_DEC_OPAD) * 4 ? 2 * ATT_Q8_STAGES * ATT_KT * D
+                                                                                            : 4 * 16 * (D + ATT_DEC_OPAD) * 4);
 }
 
 /* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][16][D + pad]
@@ -223,11 +227,12 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
 {
     extern __shared__ uint4 att_dq8_smem_raw[];
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dq8_smem_raw);              /* [16][D] */
-    unsigned char *sK = reinterpret_cast<unsigned char *>(sQ + 16 * D);              /* [2][ATT_KT][D] bytes */
-    unsigned char *sV = sK + 2 * ATT_KT * D;                                          /* [2][ATT_KT][D] bytes */
+    constexpr int NST = ATT_Q8_STAGES;
+    unsigned char *sK = reinterpret_cast<unsigned char *>(sQ + 16 * D);              /* [NST][ATT_KT][D] bytes */
+    unsigned char *sV = sK + NST * ATT_KT * D;                                        /* [NST][ATT_KT][D] bytes */
     float *sO = reinterpret_cast<float *>(sK);  /* [4][16][D + pad], over the tiles once the loop is done */
     __shared__ float s_m[4][16], s_l[4][16];
-    __shared__ float s_kvs[2 * 2 * ATT_KT]; /* scales [buffer][K, V][ATT_KT] */
+    __shared__ float s_kvs[NST * 2 * ATT_KT]; /* scales [buffer][K, V][ATT_KT] */
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
@@ -257,10 +262,16 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
             }
             att_cp_commit();
         }
+        /* tiles 0 .. NST - 2 in flight (one cp.async group each, empty past the end), then wait for q */
         const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
-        att_load_kv8<D, true>(sK, sV, s_kvs, p, bt, kvh, kb, kb, ke);
-        att_cp_commit();
-        att_cp_wait<1>();
+#pragma unroll
+        for (int st = 0; st < NST - 1; st++) {
+            if (st < n_kt)
+                att_load_kv8<D, true>(sK + st * ATT_KT * D, sV + st * ATT_KT * D, s_kvs + st * 2 * ATT_KT, p, bt, kvh,
+                                      kb + st * ATT_KT, kb, ke);
+            att_cp_commit();
+        }
+        att_cp_wait<NST - 1>();
         __syncthreads();
         /* q as f16 A fragments in the permuted head order: a0 = q[g][16kk + 4tq .. +1], a2 = .. +2 .. +3,
          * a1 / a3 the same of row g + 8 */
@@ -283,16 +294,14 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
         float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
         for (int it = 0; it < n_kt; it++) {
-            const int buf = it & 1;
-            if (it + 1 < n_kt) {
-                int nb = buf ^ 1;
+            /* tile it + NST - 1 into the buffer tile it - 1 used (the barrier ending that iteration
+             * released it); then tile it has landed when at most NST - 1 groups are pending */
+            const int buf = it % NST, nxt = it + NST - 1, nb = nxt % NST;
+            if (nxt < n_kt)
                 att_load_kv8<D, true>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + nb * 2 * ATT_KT, p, bt, kvh,
-                                      kb + (it + 1) * ATT_KT, kb, ke);
-                att_cp_commit();
-                att_cp_wait<1>();
-            } else {
-                att_cp_wait<0>();
-            }
+                                      kb + nxt * ATT_KT, kb, ke);
+            att_cp_commit();
+            att_cp_wait<NST - 1>();
             __syncthreads();
             const int k0 = kb + it * ATT_KT + warp * 16; /* this warp's first key */
             if (k0 <= ke) {
