@@ -359,8 +359,8 @@ int main(int argc, char **argv)
             double gib = 1024.0 * 1024.0 * 1024.0;
             printf("%-34.34s capacity: KV block (%d tokens, %d layers) fp32 %zu B, bf16 %zu B, %s %zu B; blocks per GiB "
                    "%.0f / %.0f / %.0f; %s gain x%.3f vs bf16, x%.3f vs fp32\n", name, o.block_size, full.n_layers, bb[0],
-                   bb[1], kv_name(qdt), bb[2], floor(gib / (double)bb[0]), floor(gib / (double)bb[1]), floor(gib / (double)bb[2]), kv_name(qdt),
-                   (double)bb[1] / (double)bb[2], (double)bb[0] / (double)bb[2]);
+                   bb[1], kv_name(qdt), bb[2], floor(gib / (double)bb[0]), floor(gib / (double)bb[1]),
+                   floor(gib / (double)bb[2]), kv_name(qdt), (double)bb[1] / (double)bb[2], (double)bb[0] / (double)bb[2]);
             json_array_append_new(jmodels, json_pack("{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:o, s:{s:i, s:I, s:I, s:I, s:f, s:f}}",
                                                      "model", dir, "dummy_weights", o.dummy[mi], "layers_run", r->cfg.n_layers,
                                                      "n_kv_heads", r->cfg.n_kv_heads, "head_dim", r->cfg.head_dim,
