@@ -54,9 +54,9 @@ tests_unit_test_kv_fp8_SOURCES = tests/unit/test_kv_fp8.c
 tests_unit_test_kv_fp8_CPPFLAGS = $(AM_CPPFLAGS) -DSITS_KV_FP8_REF='"$(abs_top_srcdir)/tests/unit/data/kv_fp8/e4m3_ref.bin"'
 tests_unit_test_kv_fp8_LDADD = $(SITS_LIBS)
 TESTS += tests/unit/test_kv_fp8 tests/integration/kv_fp8_accuracy.sh tests/integration/kv_fp8_tp2.sh tests/gpu/kv_fp8_cuda.sh \
-	tests/integration/kv_offload_fp8.sh
+	tests/integration/kv_offload_fp8.sh tests/integration/prefix_cache_fp8.sh
 EXTRA_DIST += tests/unit/data/kv_fp8/e4m3_ref.bin tests/ref/gen_kv_fp8_ref.py tests/integration/kv_fp8_accuracy.sh \
-	tests/integration/kv_fp8_tp2.sh tests/gpu/kv_fp8_cuda.sh tests/integration/kv_offload_fp8.sh
+	tests/integration/kv_fp8_tp2.sh tests/gpu/kv_fp8_cuda.sh tests/integration/kv_offload_fp8.sh tests/integration/prefix_cache_fp8.sh
 # [real model] issue 19: SmolLM2-135M-Instruct from its GGUF (fetched by launch/quickstart test, skip 77
 # without it) answers as HF transformers: greedy ids at TP 1 / 3, --tokenize, served chat text.
 TESTS += tests/integration/real_model.sh
