@@ -4,7 +4,7 @@
  *   bench/sits-bench-decode [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N]
  *       [--batch 1,8,32,64] [--context 128,2048] [--prefill 2048] [--iters N] [--warmup N]
  *       [--fill prefill|none] [--chunk N] [--block-size N] [--load-format dummy|auto]
- *       [--bw-mib N] [--commit SHA] [--json FILE] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]
+ *       [--bw-mib N] [--commit SHA] [--json FILE] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]
  *       [--fp8-fused-quant 1|0]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (TP = world size; on cuda rank r of a node
@@ -61,7 +61,7 @@ typedef struct {
     int custom_ar;          /* TP on GPUs: 1 the custom CUDA-IPC all-reduce (as sits-dist by default), 0 NCCL only */
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
-    const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8); NULL: auto */
+    const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8 | fp8); NULL: auto */
     int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
 } opts_t;
 
@@ -136,7 +136,7 @@ static void usage(const char *argv0)
             "usage: %s [--model DIR] [--device cuda|cpu|auto] [--gpu N] [--threads N] [--batch 1,8,32,64]\n"
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
-            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8]\n"
+            "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]\n"
             "       [--fp8-fused-quant 1|0]\n",
             argv0);
 }

@@ -1,9 +1,9 @@
-/* kv_int8_accuracy.c -- [int8 kv] accuracy and capacity of the int8 KV cache (--kv-cache-dtype int8)
- * against the fp32 / bf16 KV caches: top-1 agreement and KL divergence of the next-token
+/* kv_int8_accuracy.c -- [int8 kv] accuracy and capacity of the int8 KV cache (--kv-cache-dtype int8),
+ * or with --kv fp8 [fp8 kv] of the FP8 E4M3 one (--kv-cache-dtype fp8), against the fp32 / bf16 KV caches: top-1 agreement and KL divergence of the next-token
  * distributions, greedy continuations, and the KV blocks that fit in the same bytes.
  *
  *   bench/sits-kv-int8-accuracy [--model DIR]... [--dummy-model DIR]... [--layers N] [--device cpu|cuda|auto]
- *       [--refs fp32,bf16] [--prompts 4] [--len 64] [--gen 16] [--seed 1234] [--block-size 16] [--threads N]
+ *       [--refs fp32,bf16] [--kv int8|fp8] [--prompts 4] [--len 64] [--gen 16] [--seed 1234] [--block-size 16] [--threads N]
  *       [--json FILE] [--min-top1 X] [--max-kl-mean Y] [--max-kl Z] [--min-greedy W] [--min-kl-mean V]
  *
  * One rank (TP 1). Per model the weights are loaded once; for each reference KV dtype (--refs;
@@ -45,7 +45,7 @@ typedef struct {
     const char *model[MAX_MODELS];
     int dummy[MAX_MODELS];
     int n_models;
-    const char *device, *json, *refs;
+    const char *device, *json, *refs, *kv;
     int layers, prompts, len, gen, block_size, threads;
     unsigned long long seed;
     double min_top1, max_kl_mean, max_kl, min_greedy, min_kl_mean;
@@ -62,6 +62,7 @@ static void usage(const char *a0)
 {
     fprintf(stderr,
             "usage: %s [--model DIR]... [--dummy-model DIR]... [--layers N] [--device cpu|cuda|auto] [--refs fp32,bf16]\n"
+            "       [--kv int8|fp8]\n"
             "       [--prompts 4] [--len 64] [--gen 16] [--seed 1234] [--block-size 16] [--threads N] [--json FILE]\n"
             "       [--min-top1 X] [--max-kl-mean Y] [--max-kl Z] [--min-greedy W] [--min-kl-mean V]\n",
             a0);
@@ -81,6 +82,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--layers")) o->layers = atoi(v);
         else if (!strcmp(a, "--device")) o->device = v;
         else if (!strcmp(a, "--refs")) o->refs = v;
+        else if (!strcmp(a, "--kv")) o->kv = v;   /* [fp8 kv] the quantised KV dtype under test */
         else if (!strcmp(a, "--prompts")) o->prompts = atoi(v);
         else if (!strcmp(a, "--len")) o->len = atoi(v);
         else if (!strcmp(a, "--gen")) o->gen = atoi(v);
@@ -221,7 +223,10 @@ static int config_with_layers(const char *dir, int layers, char *tmp, size_t tmp
     return rc;
 }
 
-static const char *kv_name(sits_dtype_t dt) { return dt == SITS_DT_F32 ? "fp32" : dt == SITS_DT_BF16 ? "bf16" : "int8"; }
+static const char *kv_name(sits_dtype_t dt)
+{
+    return dt == SITS_DT_F32 ? "fp32" : dt == SITS_DT_BF16 ? "bf16" : dt == SITS_DT_I8 ? "int8" : "fp8";
+}
 
 int main(int argc, char **argv)
 {
@@ -250,19 +255,24 @@ int main(int argc, char **argv)
     }
     if (st != SITS_OK) { fprintf(stderr, "sits-kv-int8-accuracy: backend: %s\n", sits_status_str(st)); goto out; }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
-    sits_dtype_t refs[MAX_REFS];
+    sits_dtype_t refs[MAX_REFS], qdt = SITS_DT_I8;
     int n_refs = 0;
+    if (o.kv && ((st = sits_backend_kv_dtype_parse(o.kv, be->act_dtype, &qdt)) != SITS_OK || !sits_kv_dtype_is_q8(qdt))) {
+        fprintf(stderr, "sits-kv-int8-accuracy: --kv %s: int8 or fp8\n", o.kv);
+        st = SITS_ERR_INVALID;
+        goto out;
+    }
     {
         char buf[64];
         snprintf(buf, sizeof buf, "%s", o.refs ? o.refs : be->act_dtype == SITS_DT_F32 ? "fp32,bf16" : "bf16");
         for (char *t = strtok(buf, ","); t && n_refs < MAX_REFS; t = strtok(NULL, ",")) {
             if ((st = sits_backend_kv_dtype_parse(t, be->act_dtype, &refs[n_refs])) != SITS_OK) goto out;
-            if (refs[n_refs] == SITS_DT_I8) { fprintf(stderr, "sits-kv-int8-accuracy: int8 is not a reference\n"); st = SITS_ERR_INVALID; goto out; }
+            if (sits_kv_dtype_is_q8(refs[n_refs])) { fprintf(stderr, "sits-kv-int8-accuracy: %s is not a reference\n", t); st = SITS_ERR_INVALID; goto out; }
             n_refs++;
         }
     }
-    printf("sits-kv-int8-accuracy on %s: int8 KV vs %s KV; %d random prompts x %d tokens (seed %llu) + fixture prompts, %d greedy "
-           "tokens, block size %d\n", be->ops->name, o.refs ? o.refs : kv_name(refs[0]), o.prompts, o.len, o.seed, o.gen,
+    printf("sits-kv-int8-accuracy on %s: %s KV vs %s KV; %d random prompts x %d tokens (seed %llu) + fixture prompts, %d greedy "
+           "tokens, block size %d\n", be->ops->name, kv_name(qdt), o.refs ? o.refs : kv_name(refs[0]), o.prompts, o.len, o.seed, o.gen,
            o.block_size);
     printf("%-34s %-4s %6s %8s %11s %11s %8s %6s\n", "model", "ref", "pos", "top1", "kl_mean", "kl_max", "greedy", "same");
     for (int mi = 0; mi < o.n_models; mi++) {
@@ -302,7 +312,7 @@ int main(int argc, char **argv)
         full.n_layers = full.n_layers > 0 ? full.n_layers : r->cfg.n_layers;
         size_t bb[3] = { sits_engine_kv_block_bytes(&full, &r->w->dims, SITS_DT_F32, o.block_size),
                          sits_engine_kv_block_bytes(&full, &r->w->dims, SITS_DT_BF16, o.block_size),
-                         sits_engine_kv_block_bytes(&full, &r->w->dims, SITS_DT_I8, o.block_size) };
+                         sits_engine_kv_block_bytes(&full, &r->w->dims, qdt, o.block_size) };
         json_t *jrefs = json_array();
         result_t res[MAX_REFS];
         memset(res, 0, sizeof res);
@@ -310,7 +320,7 @@ int main(int argc, char **argv)
             result_t *R = &res[k];
             R->ref = refs[k];
             if ((st = engine_with_kv(r, refs[k])) != SITS_OK || (st = run_all(&o, r, &s, lref, gref)) != SITS_OK) break;
-            if ((st = engine_with_kv(r, SITS_DT_I8)) != SITS_OK || (st = run_all(&o, r, &s, l8, g8)) != SITS_OK) break;
+            if ((st = engine_with_kv(r, qdt)) != SITS_OK || (st = run_all(&o, r, &s, l8, g8)) != SITS_OK) break;
             for (long p = 0; p < total; p++) {
                 int same;
                 double kl = sits_bench_kl_row(lref + (size_t)p * V, l8 + (size_t)p * V, V, &same);
@@ -347,10 +357,10 @@ int main(int argc, char **argv)
         if (!lref || !l8) st = SITS_ERR_NOMEM;
         if (st == SITS_OK) {
             double gib = 1024.0 * 1024.0 * 1024.0;
-            printf("%-34.34s capacity: KV block (%d tokens, %d layers) fp32 %zu B, bf16 %zu B, int8 %zu B; blocks per GiB "
-                   "%.0f / %.0f / %.0f; int8 gain x%.3f vs bf16, x%.3f vs fp32\n", name, o.block_size, full.n_layers, bb[0],
-                   bb[1], bb[2], floor(gib / (double)bb[0]), floor(gib / (double)bb[1]), floor(gib / (double)bb[2]),
-                   (double)bb[1] / (double)bb[2], (double)bb[0] / (double)bb[2]);
+            printf("%-34.34s capacity: KV block (%d tokens, %d layers) fp32 %zu B, bf16 %zu B, %s %zu B; blocks per GiB "
+                   "%.0f / %.0f / %.0f; %s gain x%.3f vs bf16, x%.3f vs fp32\n", name, o.block_size, full.n_layers, bb[0],
+                   bb[1], kv_name(qdt), bb[2], floor(gib / (double)bb[0]), floor(gib / (double)bb[1]),
+                   floor(gib / (double)bb[2]), kv_name(qdt), (double)bb[1] / (double)bb[2], (double)bb[0] / (double)bb[2]);
             json_array_append_new(jmodels, json_pack("{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:o, s:{s:i, s:I, s:I, s:I, s:f, s:f}}",
                                                      "model", dir, "dummy_weights", o.dummy[mi], "layers_run", r->cfg.n_layers,
                                                      "n_kv_heads", r->cfg.n_kv_heads, "head_dim", r->cfg.head_dim,
@@ -383,7 +393,8 @@ int main(int argc, char **argv)
         printf("bounds: top1 >= %g, %g <= kl_mean <= %g, kl_max <= %g, greedy >= %g: %s\n", o.min_top1, o.min_kl_mean,
                o.max_kl_mean, o.max_kl, o.min_greedy, bad ? "FAIL" : "ok");
     if (o.json) {
-        json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:i, s:O}", "bench", "kv_int8_accuracy", "backend", be->ops->name,
+        json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:i, s:O}", "bench", "kv_int8_accuracy", "quantised_kv",
+                              kv_name(qdt), "backend", be->ops->name,
                               "random_prompts", o.prompts, "random_len", o.len, "greedy_tokens", o.gen, "seed",
                               (json_int_t)o.seed, "block_size", o.block_size, "models", jmodels);
         if (!j || json_dump_file(j, o.json, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {

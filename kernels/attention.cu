@@ -21,9 +21,10 @@
  * partial states are merged through shared memory at the end. Scores are in base 2 (q is
  * pre-scaled by scale * log2 e), which is the same softmax. Any context length; fp32 throughout.
  *
- * [int8 kv] sits_k_attention_i8 takes the same route over int8 caches (block units, see
- * sits_kernels.h): the tensor-core kernels stage each int8 tile and widen it to bf16 in shared
- * memory (attention_mma.cuh), the generic kernel reads q * scale in fp32. */
+ * [int8 kv] [fp8 kv] sits_k_attention_q8 takes the same route over int8 / E4M3 caches (block units,
+ * see sits_kernels.h): the decode kernel reads the 8-bit tiles straight into its f16 MMA operands
+ * (attention_decode.cu), the prefill kernel stages each tile and widens it to bf16 in shared memory
+ * (attention_mma.cuh), the generic kernel reads q * scale in fp32. */
 #include "kernels/attention_mma.cuh"
 
 #define ATT_PF_MIN_TOKENS 64  /* batches of at least this many tokens also run the prefill kernel */
@@ -31,9 +32,9 @@
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD_DIM 512
 
-/* NP: bf16 pairs per lane, head_dim <= 64 * NP. Q8: [int8 kv] int8 caches of block units of
- * kv_unit bytes (scales kv_qbytes into a unit), read as q * scale in fp32. */
-template <int NP, bool Q8>
+/* NP: bf16 pairs per lane, head_dim <= 64 * NP. QM: [int8 kv] [fp8 kv] SITS_K_KV_I8 / _F8: 8-bit caches
+ * of block units of kv_unit bytes (scales kv_qbytes into a unit), read as q * scale in fp32. */
+template <int NP, int QM>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
 attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
@@ -65,7 +66,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
         size_t slot = (size_t)bt[p / block_size] * block_size + (size_t)(p % block_size);
         float2 vv[NP];
         float s = 0.0f;
-        if (Q8) {
+        if (QM != SITS_K_KV_BF16) {
             /* [int8 kv] row (p % block_size, kv head) of block bt[p / block_size]: q pairs and the scale */
             size_t row = (size_t)(p % block_size) * (size_t)(kv_dim / head_dim) + kv_off / (size_t)head_dim;
             size_t unit = (size_t)bt[p / block_size] * (size_t)kv_unit;
@@ -80,8 +81,9 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
                 int c = lane + 32 * j;
                 if (c < n_pairs) {
                     char2 kq = k2[c], vq = v2[c];
-                    vv[j] = make_float2((float)vq.x * vs, (float)vq.y * vs);
-                    s += qv[j].x * ((float)kq.x * ks) + qv[j].y * ((float)kq.y * ks);
+                    float2 kf = att_q8_pair<QM>(kq), vf = att_q8_pair<QM>(vq);
+                    vv[j] = make_float2(vf.x * vs, vf.y * vs);
+                    s += qv[j].x * (kf.x * ks) + qv[j].y * (kf.y * ks);
                 } else {
                     vv[j] = make_float2(0.0f, 0.0f);
                 }
@@ -150,7 +152,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
 static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                        const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
-                       float scale, bool i8, cudaStream_t stream)
+                       float scale, int qm, cudaStream_t stream)
 {
     if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
@@ -164,26 +166,21 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     int qb = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
 #define ATT_LAUNCH(np_, q8_) attention_generic_kernel<np_, q8_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, \
         v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb)
-    if (i8) { /* [int8 kv] */
-        if (head_dim <= 64) ATT_LAUNCH(1, true);
-        else if (head_dim <= 128) ATT_LAUNCH(2, true);
-        else if (head_dim <= 256) ATT_LAUNCH(4, true);
-        else ATT_LAUNCH(8, true);
-    } else {
-        if (head_dim <= 64) ATT_LAUNCH(1, false);
-        else if (head_dim <= 128) ATT_LAUNCH(2, false);
-        else if (head_dim <= 256) ATT_LAUNCH(4, false);
-        else ATT_LAUNCH(8, false);
-    }
+#define ATT_LAUNCH_NP(qm_) do { if (head_dim <= 64) ATT_LAUNCH(1, qm_); else if (head_dim <= 128) ATT_LAUNCH(2, qm_); \
+        else if (head_dim <= 256) ATT_LAUNCH(4, qm_); else ATT_LAUNCH(8, qm_); } while (0)
+    if (qm == SITS_K_KV_F8) ATT_LAUNCH_NP(SITS_K_KV_F8); /* [fp8 kv] */
+    else if (qm == SITS_K_KV_I8) ATT_LAUNCH_NP(SITS_K_KV_I8); /* [int8 kv] */
+    else ATT_LAUNCH_NP(SITS_K_KV_BF16);
+#undef ATT_LAUNCH_NP
 #undef ATT_LAUNCH
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* Both entry points; i8: [int8 kv] caches of int8 block units. */
+/* Both entry points; qm: what the caches hold (SITS_K_KV_BF16, or [int8 kv] [fp8 kv] 8-bit block units). */
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                              int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                             int window, float scale, const sits_k_attn_ws_t *ws, bool i8, cudaStream_t stream)
+                             int window, float scale, const sits_k_attn_ws_t *ws, int qm, cudaStream_t stream)
 {
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
         max_blocks <= 0 || window < 0)
@@ -192,10 +189,10 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     bool fast = (head_dim == 64 || head_dim == 128) && q_row_stride % 8 == 0 && sits_k_aligned16(q) &&
                 sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache) && ((uintptr_t)out & 3) == 0 && ws &&
                 ws->n_sms > 0 && (!ws->scratch || sits_k_aligned16(ws->scratch));
-    if (i8 && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
+    if (qm && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
     if (!fast)
         return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
-                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, i8, stream);
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, qm, stream);
 
     att_params p;
     p.out = out;
@@ -220,11 +217,12 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.n_chunks = (p.group + 15) / 16;
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
-    p.kv_i8 = i8;
+    p.kv_i8 = qm != SITS_K_KV_BF16;
+    p.kv_f8 = qm == SITS_K_KV_F8;
     p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
     p.kv_unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
 
-    int smem = att_decode_smem_bytes(head_dim);
+    int smem = att_decode_smem_bytes(head_dim, p.kv_i8);
     int per_sm = (int)(((size_t)227 << 10) / (size_t)(smem + 1024));
     if (per_sm > ATT_DEC_MAX_PER_SM) per_sm = ATT_DEC_MAX_PER_SM;
     if (per_sm < 1) per_sm = 1;
@@ -263,17 +261,17 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
                                           const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads,
-                   n_kv_heads, head_dim, window, scale, ws, false, stream);
+                   n_kv_heads, head_dim, window, scale, ws, SITS_K_KV_BF16, stream);
 }
 
-/* [int8 kv] */
-extern "C" sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+/* [int8 kv] [fp8 kv] */
+extern "C" sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
                                              const void *v_cache, const int32_t *seq, const int32_t *pos,
                                              const int32_t *block_tables, int max_blocks, int block_size, int n_tokens,
-                                             int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                             int n_heads, int n_kv_heads, int head_dim, int window, float scale, int fp8,
                                              const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
                    seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, ws,
-                   true, stream);
+                   fp8 ? SITS_K_KV_F8 : SITS_K_KV_I8, stream);
 }

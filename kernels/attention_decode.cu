@@ -17,16 +17,89 @@
  * are those the prefill kernel left (p.list, count on the device), else all p.n_tokens; S is
  * derived on the device from that count (att_splits), so a captured CUDA graph stays valid.
  *
- * [int8 kv] Q8 = true reads int8 caches: each tile is staged raw (cp.async) in the upper half of
- * its bf16 buffer and widened in place (q * scale -> bf16) after it lands (att_dequant_kv); the
- * rest of the kernel is the bf16 one. */
+ * [int8 kv] [fp8 kv] att_decode_q8_kernel reads 8-bit caches (int8, or E4M3 with F8) inside the MMA
+ * operand loads: the raw tiles land swizzled (att_sw8, cp.async; half the bytes of bf16) and are
+ * never rewritten. Both MMAs run in f16 (m16n8k16 f16 -> fp32); every 8-bit value is exact in f16.
+ *  - S = Q K^T: the head dimension is permuted (a sum does not care): in k-step kk lane (g, q)
+ *    holds d = 16 kk + 4q .. 4q + 3 of its row(s), so a K operand is one 32-bit shared load of 4
+ *    consecutive bytes of key g, converted pairwise (att_q8x2_h2); the q fragments are built once
+ *    per work item in that order (bf16 -> f16). Each score column is then multiplied by its key's
+ *    K scale (with scale * log2 e).
+ *  - O += P V: P (after the online softmax) times each key's V scale and ATT_VSC goes to f16 as the
+ *    A operand; B comes from ldmatrix.x4.trans of the raw V bytes taken as b16 pairs: lane (g, q)
+ *    gets bytes (d 2g, 2g + 1) of keys 2q, 2q + 1, which a byte permute splits into the operand of
+ *    the even-d n-tile and that of the odd-d n-tile. The accumulators' columns are mapped back to
+ *    d (and divided by ATT_VSC) when the warps' states are merged.
+ * ATT_VSC = 256 keeps P * v_scale (<= amax(V) / 127 for int8, / 448 for fp8) clear of f16's
+ * subnormal range for V rows down to amax ~ 0.03, and below f16's maximum for amax up to ~ 2^15. */
 #include "kernels/attention_mma.cuh"
 
 #define ATT_DEC_OPAD 8 /* floats of padding per row of the merge buffer (bank spread) */
+#define ATT_VSC 256.0f /* [int8 kv] [fp8 kv] factor of the V scales in the f16 softmax weights */
+#define ATT_Q8_STAGES 4 /* [int8 kv] [fp8 kv] tiles in flight + 1: an 8-bit tile is half a bf16 one, so
+                           the q8 kernel keeps 3 loading while it computes one (bf16: 1 of 2) */
 
 template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) * D * 2; }
+/* [int8 kv] [fp8 kv] q [16][D] bf16, then the byte tiles [ATT_Q8_STAGES][ATT_KT][D] x 2 (K, V) or the merge
+ * buffer over them */
+template <int D> static constexpr int att_dec_q8_smem()
+{
+    return 16 * D * 2 + (2 * ATT_Q8_STAGES * ATT_KT * D > 4 * 16 * (D + ATT_DEC_OPAD) * 4 ? 2 * ATT_Q8_STAGES * ATT_KT * D
+                                                                                            : 4 * 16 * (D + ATT_DEC_OPAD) * 4);
+}
 
-template <int D, bool Q8>
+/* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][16][D + pad]
+ * (and its m, l to s_m, s_l) and a barrier: merge the 4 warps (weight 2^(m_w - M); a warp that saw no
+ * key has m = -inf, l = 0) and write the output (one partition) or the split-K partial. */
+template <int D>
+static __device__ __forceinline__ void att_dec_merge(const att_params &p, const float *sO, float (&s_m)[4][16],
+                                                     float (&s_l)[4][16], int n_rows, int n_active, int t, int li, int h0,
+                                                     int split, int S, int n_list)
+{
+    constexpr int OS = D + ATT_DEC_OPAD;
+    const long long pidx0 = ((long long)li * p.n_heads + h0) * S + split;
+    for (int i = threadIdx.x; i < n_rows * D; i += ATT_THREADS) {
+        int r = i / D, d = i % D;
+        float M = fmaxf(fmaxf(s_m[0][r], s_m[1][r]), fmaxf(s_m[2][r], s_m[3][r]));
+        float Lsum = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            float wt = s_m[w][r] == -INFINITY ? 0.0f : exp2f(s_m[w][r] - M);
+            Lsum += s_l[w][r] * wt;
+            acc += sO[(w * 16 + r) * OS + d] * wt;
+        }
+        if (n_active == 1) {
+            p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / Lsum);
+        } else {
+            long long pidx = pidx0 + (long long)r * S;
+            att_part_o(p, n_list, S, D, pidx)[d] = acc;
+            if (d == 0) {
+                float *ml = att_part_ml(p, n_list, S, pidx);
+                ml[0] = M;
+                ml[1] = Lsum;
+            }
+        }
+    }
+}
+
+/* A warp's row sums over its quad, then m, l of rows g and g + 8 to s_m, s_l. */
+static __device__ __forceinline__ void att_dec_stats(float (&s_m)[4][16], float (&s_l)[4][16], int warp, int g, int tq, float m0,
+                                                     float m1, float l0, float l1)
+{
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    if (tq == 0) {
+        s_m[warp][g] = m0;
+        s_m[warp][g + 8] = m1;
+        s_l[warp][g] = l0;
+        s_l[warp][g + 8] = l1;
+    }
+}
+
+template <int D>
 static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_params p)
 {
     extern __shared__ uint4 att_dec_smem_raw[];
@@ -35,7 +108,6 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
     sits_bf16_t *sV = sK + 2 * ATT_KT * D;                                  /* [2][ATT_KT][D] */
     float *sO = reinterpret_cast<float *>(sK);  /* [4][16][D + pad], over sK/sV once the loop is done */
     __shared__ float s_m[4][16], s_l[4][16];
-    __shared__ float s_kvs[Q8 ? 2 * 2 * ATT_KT : 1]; /* [int8 kv] scales [buffer][K, V][ATT_KT] */
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
@@ -67,7 +139,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             att_cp_commit();
         }
         const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
-        att_load_tile<D, Q8>(sK, sV, s_kvs, p, bt, kvh, kb, kb, ke);
+        att_load_kv<D>(sK, sV, p, bt, kvh * D, kb, kb, ke);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -84,15 +156,13 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             const int buf = it & 1;
             if (it + 1 < n_kt) {
                 int nb = buf ^ 1;
-                att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, bt,
-                                     kvh, kb + (it + 1) * ATT_KT, kb, ke);
+                att_load_kv<D>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, p, bt, kvh * D, kb + (it + 1) * ATT_KT, kb, ke);
                 att_cp_commit();
                 att_cp_wait<1>();
             } else {
                 att_cp_wait<0>();
             }
             __syncthreads();
-            if (Q8) att_dequant_kv<D>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
             const int k0 = kb + it * ATT_KT + warp * 16; /* this warp's first key */
             if (k0 <= ke) {
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
@@ -135,18 +205,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             __syncthreads();
         }
 
-        /* Merge the 4 warps: weight each by 2^(m_w - M); a warp that saw no key has m = -inf, l = 0. */
-#pragma unroll
-        for (int off = 1; off <= 2; off <<= 1) {
-            l0 += __shfl_xor_sync(0xffffffffu, l0, off);
-            l1 += __shfl_xor_sync(0xffffffffu, l1, off);
-        }
-        if (tq == 0) {
-            s_m[warp][g] = m0;
-            s_m[warp][g + 8] = m1;
-            s_l[warp][g] = l0;
-            s_l[warp][g + 8] = l1;
-        }
+        att_dec_stats(s_m, s_l, warp, g, tq, m0, m1, l0, l1);
         constexpr int OS = D + ATT_DEC_OPAD;
         float *wO = sO + warp * 16 * OS;
 #pragma unroll
@@ -156,29 +215,160 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             *reinterpret_cast<float2 *>(wO + (g + 8) * OS + col) = make_float2(o[j][2], o[j][3]);
         }
         __syncthreads();
-        const long long pidx0 = ((long long)li * p.n_heads + h0) * S + split;
-        for (int i = threadIdx.x; i < n_rows * D; i += ATT_THREADS) {
-            int r = i / D, d = i % D;
-            float M = fmaxf(fmaxf(s_m[0][r], s_m[1][r]), fmaxf(s_m[2][r], s_m[3][r]));
-            float Lsum = 0.0f, acc = 0.0f;
-#pragma unroll
-            for (int w = 0; w < 4; w++) {
-                float wt = s_m[w][r] == -INFINITY ? 0.0f : exp2f(s_m[w][r] - M);
-                Lsum += s_l[w][r] * wt;
-                acc += sO[(w * 16 + r) * OS + d] * wt;
+        att_dec_merge<D>(p, sO, s_m, s_l, n_rows, n_active, t, li, h0, split, S, n_list);
+        __syncthreads(); /* the next item reuses the shared memory */
+    }
+}
+
+/* [int8 kv] [fp8 kv] att_decode_kernel over 8-bit caches, reading them inside the MMA operand loads
+ * (see the top of this file). Same work items, partitions, tiles and merge. */
+template <int D, bool F8>
+static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_params p)
+{
+    extern __shared__ uint4 att_dq8_smem_raw[];
+    sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dq8_smem_raw);              /* [16][D] */
+    constexpr int NST = ATT_Q8_STAGES;
+    unsigned char *sK = reinterpret_cast<unsigned char *>(sQ + 16 * D);              /* [NST][ATT_KT][D] bytes */
+    unsigned char *sV = sK + NST * ATT_KT * D;                                        /* [NST][ATT_KT][D] bytes */
+    float *sO = reinterpret_cast<float *>(sK);  /* [4][16][D + pad], over the tiles once the loop is done */
+    __shared__ float s_m[4][16], s_l[4][16];
+    __shared__ float s_kvs[NST * 2 * ATT_KT]; /* scales [buffer][K, V][ATT_KT] */
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int n_list = p.list_count ? *p.list_count : p.n_tokens;
+    const int S = att_splits(n_list, p.n_kv_heads, p.n_chunks, p.n_heads, D, p.target_ctas, p.part_floats, p.part != NULL);
+    const long long n_items = (long long)n_list * p.n_kv_heads * p.n_chunks * S;
+
+    for (long long item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int split = (int)(item % S);
+        long long rest = item / S;
+        const int chunk = (int)(rest % p.n_chunks);
+        rest /= p.n_chunks;
+        const int kvh = (int)(rest % p.n_kv_heads), li = (int)(rest / p.n_kv_heads);
+        const int t = p.list_count ? p.list[li] : li;
+        const int p_end = p.pos[t], p_begin = att_window_begin(p.window, p_end);
+        const int L = p_end - p_begin + 1, part = att_part_len(L, S), n_active = (L + part - 1) / part;
+        if (split >= n_active) continue; /* uniform over the CTA */
+        const int kb = p_begin + split * part, ke = min(kb + part, p_end + 1) - 1;
+        const int h0 = kvh * p.group + chunk * 16, n_rows = min(16, p.group - chunk * 16);
+        const int32_t *bt = p.block_tables + (size_t)p.seq[t] * p.max_blocks;
+
+        {
+            constexpr int CH = D / 8;
+            const sits_bf16_t *qt = p.q + (size_t)t * p.q_row_stride + (size_t)h0 * D;
+            for (int i = threadIdx.x; i < 16 * CH; i += ATT_THREADS) {
+                int r = i / CH, ch = i % CH;
+                att_cp16(sQ + att_sw<D>(r, ch), qt + (size_t)r * D + ch * 8, r < n_rows);
             }
-            if (n_active == 1) {
-                p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / Lsum);
-            } else {
-                long long pidx = pidx0 + (long long)r * S;
-                att_part_o(p, n_list, S, D, pidx)[d] = acc;
-                if (d == 0) {
-                    float *ml = att_part_ml(p, n_list, S, pidx);
-                    ml[0] = M;
-                    ml[1] = Lsum;
+            att_cp_commit();
+        }
+        /* tiles 0 .. NST - 2 in flight (one cp.async group each, empty past the end), then wait for q */
+        const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
+#pragma unroll
+        for (int st = 0; st < NST - 1; st++) {
+            if (st < n_kt)
+                att_load_kv8<D, true>(sK + st * ATT_KT * D, sV + st * ATT_KT * D, s_kvs + st * 2 * ATT_KT, p, bt, kvh,
+                                      kb + st * ATT_KT, kb, ke);
+            att_cp_commit();
+        }
+        att_cp_wait<NST - 1>();
+        __syncthreads();
+        /* q as f16 A fragments in the permuted head order: a0 = q[g][16kk + 4tq .. +1], a2 = .. +2 .. +3,
+         * a1 / a3 the same of row g + 8 */
+        uint32_t qf[D / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const int c = 2 * kk + (tq >> 1), e = 4 * (tq & 1);
+            uint2 lo = *reinterpret_cast<const uint2 *>(sQ + att_sw<D>(g, c) + e);
+            uint2 hi = *reinterpret_cast<const uint2 *>(sQ + att_sw<D>(g + 8, c) + e);
+            qf[kk][0] = att_bf2_h2(lo.x);
+            qf[kk][1] = att_bf2_h2(hi.x);
+            qf[kk][2] = att_bf2_h2(lo.y);
+            qf[kk][3] = att_bf2_h2(hi.y);
+        }
+
+        /* o[2 c + par]: 8 columns d = 16 c + 2 n + par (n = 0..7) */
+        float o[D / 8][4];
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+        for (int it = 0; it < n_kt; it++) {
+            /* tile it + NST - 1 into the buffer tile it - 1 used (the barrier ending that iteration
+             * released it); then tile it has landed when at most NST - 1 groups are pending */
+            const int buf = it % NST, nxt = it + NST - 1, nb = nxt % NST;
+            if (nxt < n_kt)
+                att_load_kv8<D, true>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + nb * 2 * ATT_KT, p, bt, kvh,
+                                      kb + nxt * ATT_KT, kb, ke);
+            att_cp_commit();
+            att_cp_wait<NST - 1>();
+            __syncthreads();
+            const int k0 = kb + it * ATT_KT + warp * 16; /* this warp's first key */
+            if (k0 <= ke) {
+                const unsigned char *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
+                const float *ks = s_kvs + buf * 2 * ATT_KT, *vs = ks + ATT_KT;
+                float s[2][4];
+#pragma unroll
+                for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        uint32_t w = *reinterpret_cast<const uint32_t *>(tK + att_sw8<D>(warp * 16 + 8 * j + g, kk) + 4 * tq);
+                        att_mma_f16(s[j], qf[kk], att_q8x2_h2<F8>(w), att_q8x2_h2<F8>(w >> 16));
+                    }
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int kt = warp * 16 + 8 * j + 2 * tq + (e & 1);
+                        s[j][e] = k0 + kt - warp * 16 <= ke ? s[j][e] * (p.scale_log2 * ks[kt]) : -INFINITY;
+                    }
+                float c0, c1;
+                att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);
+#pragma unroll
+                for (int j = 0; j < D / 8; j++) {
+                    o[j][0] *= c0;
+                    o[j][1] *= c0;
+                    o[j][2] *= c1;
+                    o[j][3] *= c1;
+                }
+                const int kt0 = warp * 16 + 2 * tq;
+                const float v0 = vs[kt0] * ATT_VSC, v1 = vs[kt0 + 1] * ATT_VSC;
+                const float v8 = vs[kt0 + 8] * ATT_VSC, v9 = vs[kt0 + 9] * ATT_VSC;
+                uint32_t a[4] = { att_pack_h(s[0][0] * v0, s[0][1] * v1), att_pack_h(s[0][2] * v0, s[0][3] * v1),
+                                  att_pack_h(s[1][0] * v8, s[1][1] * v9), att_pack_h(s[1][2] * v8, s[1][3] * v9) };
+                const int mi = lane >> 3, vkey = warp * 16 + ((mi & 1) << 3) + (lane & 7);
+#pragma unroll
+                for (int dp = 0; dp < D / 32; dp++) {
+                    uint32_t r[4];
+                    att_ldsm4_t(r, tV + att_sw8<D>(vkey, 2 * dp + (mi >> 1)));
+                    /* bytes (k 2q d 2g, k 2q d 2g+1, k 2q+1 d 2g, k 2q+1 d 2g+1) -> even d pair low, odd d pair high */
+                    const uint32_t e0 = __byte_perm(r[0], 0, 0x3120), e1 = __byte_perm(r[1], 0, 0x3120);
+                    const uint32_t e2 = __byte_perm(r[2], 0, 0x3120), e3 = __byte_perm(r[3], 0, 0x3120);
+                    att_mma_f16(o[4 * dp], a, att_q8x2_h2<F8>(e0), att_q8x2_h2<F8>(e1));
+                    att_mma_f16(o[4 * dp + 1], a, att_q8x2_h2<F8>(e0 >> 16), att_q8x2_h2<F8>(e1 >> 16));
+                    att_mma_f16(o[4 * dp + 2], a, att_q8x2_h2<F8>(e2), att_q8x2_h2<F8>(e3));
+                    att_mma_f16(o[4 * dp + 3], a, att_q8x2_h2<F8>(e2 >> 16), att_q8x2_h2<F8>(e3 >> 16));
                 }
             }
+            __syncthreads();
         }
+
+        att_dec_stats(s_m, s_l, warp, g, tq, m0, m1, l0, l1);
+        constexpr int OS = D + ATT_DEC_OPAD;
+        float *wO = sO + warp * 16 * OS;
+        const float inv = 1.0f / ATT_VSC;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            const int d = 16 * (j >> 1) + 4 * tq + (j & 1); /* columns n = 2 tq, 2 tq + 1 of n-tile j */
+            wO[g * OS + d] = o[j][0] * inv;
+            wO[g * OS + d + 2] = o[j][1] * inv;
+            wO[(g + 8) * OS + d] = o[j][2] * inv;
+            wO[(g + 8) * OS + d + 2] = o[j][3] * inv;
+        }
+        __syncthreads();
+        att_dec_merge<D>(p, sO, s_m, s_l, n_rows, n_active, t, li, h0, split, S, n_list);
         __syncthreads(); /* the next item reuses the shared memory */
     }
 }
@@ -214,26 +404,40 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_reduce_kernel(att_para
     }
 }
 
-int att_decode_smem_bytes(int head_dim)
+int att_decode_smem_bytes(int head_dim, int q8)
 {
+    if (q8) return head_dim == 64 ? att_dec_q8_smem<64>() : att_dec_q8_smem<128>();
     return head_dim == 64 ? att_dec_smem<64>() : att_dec_smem<128>();
 }
 
-template <int D, bool Q8> static sits_status_t att_decode_launch_t(const att_params &p, int grid, cudaStream_t stream)
+template <int D> static sits_status_t att_decode_launch_t(const att_params &p, int grid, cudaStream_t stream)
 {
     constexpr int smem = att_dec_smem<D>();
     static_assert(4 * 16 * (D + ATT_DEC_OPAD) * 4 <= 4 * ATT_KT * D * 2, "merge buffer must fit over the K/V tiles");
-    if (cudaFuncSetAttribute(att_decode_kernel<D, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(att_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
-    att_decode_kernel<D, Q8><<<grid, ATT_THREADS, smem, stream>>>(p);
+    att_decode_kernel<D><<<grid, ATT_THREADS, smem, stream>>>(p);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* [int8 kv] [fp8 kv] */
+template <int D, bool F8> static sits_status_t att_decode_q8_launch_t(const att_params &p, int grid, cudaStream_t stream)
+{
+    constexpr int smem = att_dec_q8_smem<D>();
+    if (cudaFuncSetAttribute(att_decode_q8_kernel<D, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+        return SITS_ERR_CUDA;
+    att_decode_q8_kernel<D, F8><<<grid, ATT_THREADS, smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream)
 {
+    if (p.kv_i8 && p.kv_f8) /* [fp8 kv] */
+        return head_dim == 64 ? att_decode_q8_launch_t<64, true>(p, grid, stream) : att_decode_q8_launch_t<128, true>(p, grid, stream);
     if (p.kv_i8) /* [int8 kv] */
-        return head_dim == 64 ? att_decode_launch_t<64, true>(p, grid, stream) : att_decode_launch_t<128, true>(p, grid, stream);
-    return head_dim == 64 ? att_decode_launch_t<64, false>(p, grid, stream) : att_decode_launch_t<128, false>(p, grid, stream);
+        return head_dim == 64 ? att_decode_q8_launch_t<64, false>(p, grid, stream)
+                              : att_decode_q8_launch_t<128, false>(p, grid, stream);
+    return head_dim == 64 ? att_decode_launch_t<64>(p, grid, stream) : att_decode_launch_t<128>(p, grid, stream);
 }
 
 sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream)

@@ -11,11 +11,17 @@
  * a0 (row g, cols 2q..2q+1), a1 (row g+8, same cols), a2 (row g, cols 2q+8..), a3 (row g+8, cols
  * 2q+8..); B (16x8): b0 (k rows 2q..2q+1, col g), b1 (k rows 2q+8.., col g); C (16x8 fp32):
  * c0,c1 (row g, cols 2q, 2q+1), c2,c3 (row g+8, same cols). Scores are kept in base 2: S is
- * multiplied by scale * log2(e) and exp2 is used, which is the same softmax. */
+ * multiplied by scale * log2(e) and exp2 is used, which is the same softmax.
+ *
+ * [int8 kv] [fp8 kv] 8-bit caches: the prefill kernel stages raw tiles and widens them to the bf16
+ * tiles (att_load_kv_i8, att_dequant_kv); the decode kernel keeps the raw tiles, swizzled by
+ * att_sw8, and converts them to f16 while it builds the MMA operands (att_q8x2_h2: cvt
+ * e4m3x2 -> f16x2, or the 0x6400 magic-number widening of int8), with mma m16n8k16 f16 -> fp32. */
 #ifndef SITS_KERNELS_ATTENTION_MMA_CUH
 #define SITS_KERNELS_ATTENTION_MMA_CUH
 
 #include "kernels/common.cuh"
+#include <cuda_fp16.h>
 
 #define ATT_THREADS 128       /* 4 warps per CTA in both kernels */
 #define ATT_KT 64             /* keys per shared-memory tile */
@@ -43,13 +49,14 @@ struct att_params {
      * the scales kv_qbytes into each unit */
     int kv_i8, kv_qbytes;
     long long kv_unit;
+    int kv_f8;                    /* [fp8 kv] with kv_i8: the 8-bit values are E4M3, not int8 */
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream);
-int att_decode_smem_bytes(int head_dim);
+int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
  * by the scratch capacity (m, l and D floats per token, head and split) and ATT_MAX_SPLITS.
@@ -177,19 +184,25 @@ static __device__ __forceinline__ void att_load_kv(sits_bf16_t *sK, sits_bf16_t 
     }
 }
 
-/* [int8 kv] att_load_kv for int8 caches: the raw int8 rows [ATT_KT][D] go to the upper half of
- * the tiles (bytes ATT_KT * D .. 2 * ATT_KT * D of sK, sV; a tile is ATT_KT * D * 2 bytes), their
- * scales to sS [K, V][ATT_KT]; zeros for keys outside [k_lo, k_hi]. att_dequant_kv widens them
- * in place once they have landed. All ATT_THREADS threads call it. */
-template <int D>
-static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
-                                                      const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
+/* [int8 kv] [fp8 kv] Byte offset of (row, 16-byte chunk) in an 8-bit [rows][D] tile of the decode
+ * kernel: the chunk index XORed with row (D = 128) or row / 2 (D = 64, two rows per 128 bytes), so
+ * the 8 rows of one ldmatrix phase and the 8 keys of a K fragment load hit distinct banks. */
+template <int D> static __device__ __forceinline__ int att_sw8(int row, int chunk)
+{
+    constexpr int CH = D / 16, SH = D == 64 ? 1 : 0;
+    return row * D + ((chunk ^ ((row >> SH) & (CH - 1))) << 4);
+}
+
+/* [int8 kv] [fp8 kv] The raw 8-bit K and V rows [ATT_KT][D] of key positions k0 .. k0 + ATT_KT - 1 to
+ * the byte tiles tK, tV (SW: swizzled by att_sw8, else dense rows), their scales to sS [K, V][ATT_KT];
+ * zeros for keys outside [k_lo, k_hi]. All ATT_THREADS threads call it. */
+template <int D, bool SW>
+static __device__ __forceinline__ void att_load_kv8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
+                                                    const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
 {
     constexpr int CH = D / 16, STEP = ATT_THREADS / CH;
     static_assert(ATT_THREADS == 2 * ATT_KT, "one thread per scale");
     const int ch = threadIdx.x % CH;
-    unsigned char *stK = reinterpret_cast<unsigned char *>(sK) + ATT_KT * D;
-    unsigned char *stV = reinterpret_cast<unsigned char *>(sV) + ATT_KT * D;
     const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
     const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
 #pragma unroll
@@ -202,8 +215,9 @@ static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16
             size_t row = (size_t)(key - blk * p.block_size) * (size_t)p.n_kv_heads + (size_t)kvh;
             off = (size_t)bt[blk] * (size_t)p.kv_unit + row * D + (size_t)ch * 16;
         }
-        att_cp16(stK + r * D + ch * 16, kb + off, ok);
-        att_cp16(stV + r * D + ch * 16, vb + off, ok);
+        const int dst = SW ? att_sw8<D>(r, ch) : r * D + ch * 16;
+        att_cp16(tK + dst, kb + off, ok);
+        att_cp16(tV + dst, vb + off, ok);
     }
     {
         const int r = threadIdx.x & (ATT_KT - 1), key = k0 + r;
@@ -218,15 +232,86 @@ static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16
     }
 }
 
-/* [int8 kv] 16 int8 (one uint4) times scale -> two 16-byte chunks of 8 bf16 at d0 and d1. */
+/* [int8 kv] att_load_kv for 8-bit caches (prefill): the raw rows [ATT_KT][D] go to the upper half of
+ * the tiles (bytes ATT_KT * D .. 2 * ATT_KT * D of sK, sV; a tile is ATT_KT * D * 2 bytes), their
+ * scales to sS [K, V][ATT_KT]; att_dequant_kv widens them in place once they have landed. */
+template <int D>
+static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
+                                                      const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
+{
+    att_load_kv8<D, false>(reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, reinterpret_cast<unsigned char *>(sV) + ATT_KT * D,
+                           sS, p, bt, kvh, k0, k_lo, k_hi);
+}
+
+/* [fp8 kv] One E4M3 byte -> fp32 (exact). */
+static __device__ __forceinline__ float att_e4m3_f(unsigned char b)
+{
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
+    return __half2float(__half(h));
+}
+
+/* [int8 kv] [fp8 kv] Two 8-bit values (generic kernel) -> fp32, unscaled. */
+template <int QM> static __device__ __forceinline__ float2 att_q8_pair(char2 c)
+{
+    if (QM == SITS_K_KV_F8) return make_float2(att_e4m3_f((unsigned char)c.x), att_e4m3_f((unsigned char)c.y));
+    return make_float2((float)c.x, (float)c.y);
+}
+
+/* [int8 kv] [fp8 kv] The two 8-bit values in the low 16 bits of w -> f16x2 (the lower byte in the
+ * lower half), exactly: E4M3 by the hardware conversion (sm_89+); int8 b as the f16 0x64XX with
+ * XX = b ^ 0x80, which is 1024 + b + 128, minus 1152. */
+template <bool F8> static __device__ __forceinline__ uint32_t att_q8x2_h2(uint32_t w)
+{
+    if (F8) {
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+        return (uint32_t)h.x | ((uint32_t)h.y << 16);
+    }
+    uint32_t u = __byte_perm(w ^ 0x8080u, 0x64646464u, 0x4140);
+    __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&u), __float2half2_rn(1152.0f));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+/* bf16x2 -> f16x2, and two floats -> f16x2 (lo in the low half). */
+static __device__ __forceinline__ uint32_t att_pack_h(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+static __device__ __forceinline__ uint32_t att_bf2_h2(uint32_t x)
+{
+    float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x));
+    return att_pack_h(f.x, f.y);
+}
+
+/* d += a . b (16x16 f16 by 16x8 f16, fp32 accumulate). */
+static __device__ __forceinline__ void att_mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* [int8 kv] 16 int8 (F8: [fp8 kv] E4M3) values (one uint4) times scale -> two 16-byte chunks of 8 bf16 at d0 and d1. */
+template <bool F8>
 static __device__ __forceinline__ void att_i8x16_bf16(sits_bf16_t *d0, sits_bf16_t *d1, uint4 raw, float scale)
 {
     const uint32_t w[4] = { raw.x, raw.y, raw.z, raw.w };
     uint32_t o[8];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        float f0 = (float)(int8_t)(w[k] & 0xffu), f1 = (float)(int8_t)((w[k] >> 8) & 0xffu);
-        float f2 = (float)(int8_t)((w[k] >> 16) & 0xffu), f3 = (float)(int8_t)(w[k] >> 24);
+        float f0, f1, f2, f3;
+        if (F8) {
+            f0 = att_e4m3_f((unsigned char)(w[k] & 0xffu));
+            f1 = att_e4m3_f((unsigned char)((w[k] >> 8) & 0xffu));
+            f2 = att_e4m3_f((unsigned char)((w[k] >> 16) & 0xffu));
+            f3 = att_e4m3_f((unsigned char)(w[k] >> 24));
+        } else {
+            f0 = (float)(int8_t)(w[k] & 0xffu);
+            f1 = (float)(int8_t)((w[k] >> 8) & 0xffu);
+            f2 = (float)(int8_t)((w[k] >> 16) & 0xffu);
+            f3 = (float)(int8_t)(w[k] >> 24);
+        }
         o[2 * k] = att_pack(f0 * scale, f1 * scale);
         o[2 * k + 1] = att_pack(f2 * scale, f3 * scale);
     }
@@ -237,7 +322,7 @@ static __device__ __forceinline__ void att_i8x16_bf16(sits_bf16_t *d0, sits_bf16
 /* [int8 kv] The staged int8 K / V tiles (att_load_kv_i8) -> the swizzled bf16 tiles, q * scale
  * rounded to bf16, in place: every thread reads its chunks, a barrier, then writes them. Called
  * by all threads after the tile's cp.async group has landed and a barrier; ends with a barrier. */
-template <int D>
+template <int D, bool F8>
 static __device__ __forceinline__ void att_dequant_kv(sits_bf16_t *sK, sits_bf16_t *sV, const float *sS)
 {
     constexpr int CH = D / 16, PER = ATT_KT * CH / ATT_THREADS;
@@ -254,8 +339,8 @@ static __device__ __forceinline__ void att_dequant_kv(sits_bf16_t *sK, sits_bf16
 #pragma unroll
     for (int j = 0; j < PER; j++) {
         int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
-        att_i8x16_bf16(sK + att_sw<D>(r, 2 * c), sK + att_sw<D>(r, 2 * c + 1), rk[j], sS[r]);
-        att_i8x16_bf16(sV + att_sw<D>(r, 2 * c), sV + att_sw<D>(r, 2 * c + 1), rv[j], sS[ATT_KT + r]);
+        att_i8x16_bf16<F8>(sK + att_sw<D>(r, 2 * c), sK + att_sw<D>(r, 2 * c + 1), rk[j], sS[r]);
+        att_i8x16_bf16<F8>(sV + att_sw<D>(r, 2 * c), sV + att_sw<D>(r, 2 * c + 1), rv[j], sS[ATT_KT + r]);
     }
     __syncthreads();
 }

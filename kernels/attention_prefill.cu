@@ -17,14 +17,16 @@
  *
  * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
  *
- * [int8 kv] Q8 = true reads int8 caches, staged and widened to bf16 tiles as in attention_decode.cu. */
+ * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
+ * the upper half of its bf16 buffer and widened in place (q * scale -> bf16) once it lands
+ * (att_dequant_kv). The chunk's queries are many, so the widening is paid once per 64 query rows. */
 #include "kernels/attention_mma.cuh"
 
 #include <limits.h>
 
 template <int D> static constexpr int att_pf_smem() { return (ATT_PF_ROWS + 4 * ATT_KT) * D * 2; }
 
-template <int D, bool Q8>
+template <int D, int QM>
 static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_params p)
 {
     extern __shared__ uint4 att_pf_smem_raw[];
@@ -33,6 +35,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [2][ATT_KT][D] */
     __shared__ int s_seq[ATT_PF_ROWS], s_lo[ATT_PF_ROWS], s_hi[ATT_PF_ROWS], s_lead[ATT_PF_ROWS];
     __shared__ int s_cnt[2], s_base, s_rng[2][2];
+    constexpr bool Q8 = QM != SITS_K_KV_BF16;
     __shared__ float s_kvs[Q8 ? 2 * 2 * ATT_KT : 1]; /* [int8 kv] scales [buffer][K, V][ATT_KT] */
 
     const int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kvh = h / p.group, T0 = tile * ATT_PF_ROWS;
@@ -127,7 +130,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                 att_cp_wait<0>();
             }
             __syncthreads();
-            if (Q8) att_dequant_kv<D>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
+            if (Q8) att_dequant_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
             if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 float s[ATT_KT / 8][4];
@@ -195,19 +198,22 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     }
 }
 
-template <int D, bool Q8> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
+template <int D, int QM> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
     constexpr int smem = att_pf_smem<D>();
-    if (cudaFuncSetAttribute(att_prefill_kernel<D, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     dim3 grid((unsigned)((p.n_tokens + ATT_PF_ROWS - 1) / ATT_PF_ROWS), (unsigned)p.n_heads);
-    att_prefill_kernel<D, Q8><<<grid, ATT_THREADS, smem, stream>>>(p);
+    att_prefill_kernel<D, QM><<<grid, ATT_THREADS, smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream)
 {
+    if (p.kv_f8) /* [fp8 kv] */
+        return head_dim == 64 ? att_prefill_launch_t<64, SITS_K_KV_F8>(p, stream) : att_prefill_launch_t<128, SITS_K_KV_F8>(p, stream);
     if (p.kv_i8) /* [int8 kv] */
-        return head_dim == 64 ? att_prefill_launch_t<64, true>(p, stream) : att_prefill_launch_t<128, true>(p, stream);
-    return head_dim == 64 ? att_prefill_launch_t<64, false>(p, stream) : att_prefill_launch_t<128, false>(p, stream);
+        return head_dim == 64 ? att_prefill_launch_t<64, SITS_K_KV_I8>(p, stream) : att_prefill_launch_t<128, SITS_K_KV_I8>(p, stream);
+    return head_dim == 64 ? att_prefill_launch_t<64, SITS_K_KV_BF16>(p, stream)
+                          : att_prefill_launch_t<128, SITS_K_KV_BF16>(p, stream);
 }

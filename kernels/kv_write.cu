@@ -2,7 +2,7 @@
  * qkv: [n, row_stride] bf16 with K at columns k_col .. k_col + kv_dim and V at v_col ..;
  * k_cache, v_cache: [n_slots, kv_dim] bf16 (= [n_blocks, block_size, n_kv_heads, head_dim]);
  * slot_mapping: [n] int32, -1 = skip (padding token). One block per token.
- * [int8 kv] kv_write_i8_kernel: the same into int8 caches (layout in sits_kernels.h), quantised. */
+ * [int8 kv] [fp8 kv] kv_write_q8_kernel: the same into int8 or fp8 (E4M3) caches (layout in sits_kernels.h), quantised. */
 #include "kernels/common.cuh"
 
 template <int V>
@@ -32,10 +32,12 @@ extern "C" sits_status_t sits_k_kv_write(sits_bf16_t *k_cache, sits_bf16_t *v_ca
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* [int8 kv] One block per token; warp w quantises rows w, w + warps, ... of the token's 2 * n_kv
- * (K heads, then V heads) rows of head_dim: a warp max of |x|, then q = rint(x / scale). The
- * divisions are IEEE (__fdiv_rn) so the bytes equal the cpu backend's. */
-static __global__ void kv_write_i8_kernel(unsigned char *k_cache, unsigned char *v_cache, const sits_bf16_t *qkv,
+/* [int8 kv] [fp8 kv] One block per token; warp w quantises rows w, w + warps, ... of the token's
+ * 2 * n_kv (K heads, then V heads) rows of head_dim: a warp max of |x|, then int8: scale = amax / 127,
+ * q = rint(x / scale) clamped; F8: scale = amax / 448 (1 for amax 0), q = e4m3(x / scale) saturating,
+ * round to nearest even. The divisions are IEEE (__fdiv_rn) so the bytes equal the cpu backend's. */
+template <bool F8>
+static __global__ void kv_write_q8_kernel(unsigned char *k_cache, unsigned char *v_cache, const sits_bf16_t *qkv,
                                           int row_stride, int k_col, int v_col, int n_kv, int head_dim, int block_size,
                                           size_t q_bytes, size_t unit_bytes, const int32_t *slot_mapping)
 {
@@ -50,23 +52,27 @@ static __global__ void kv_write_i8_kernel(unsigned char *k_cache, unsigned char 
         const sits_bf16_t *x = qkv + t * (size_t)row_stride + (is_v ? v_col : k_col) + (size_t)h * head_dim;
         unsigned char *unit = (is_v ? v_cache : k_cache) + blk * unit_bytes;
         const size_t row = off * (size_t)n_kv + (size_t)h;
-        int8_t *q = reinterpret_cast<int8_t *>(unit) + row * (size_t)head_dim;
+        unsigned char *q = unit + row * (size_t)head_dim;
         float amax = 0.0f;
         for (int i = lane; i < head_dim; i += 32) amax = fmaxf(amax, fabsf(sits_k_bf2f(x[i])));
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float scale = __fdiv_rn(amax, 127.0f);
+        const float scale = F8 ? sits_k_fp8_scale(amax) : __fdiv_rn(amax, 127.0f);
         for (int i = lane; i < head_dim; i += 32) {
-            float v = amax > 0.0f ? rintf(__fdiv_rn(sits_k_bf2f(x[i]), scale)) : 0.0f;
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-            q[i] = v == v ? (int8_t)v : (int8_t)0;
+            if (F8) {
+                q[i] = (unsigned char)__nv_cvt_float_to_fp8(__fdiv_rn(sits_k_bf2f(x[i]), scale), __NV_SATFINITE, __NV_E4M3);
+            } else {
+                float v = amax > 0.0f ? rintf(__fdiv_rn(sits_k_bf2f(x[i]), scale)) : 0.0f;
+                v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+                q[i] = (unsigned char)(v == v ? (int8_t)v : (int8_t)0);
+            }
         }
         if (lane == 0) reinterpret_cast<float *>(unit + q_bytes)[row] = scale;
     }
 }
 
-extern "C" sits_status_t sits_k_kv_write_i8(void *k_cache, void *v_cache, const sits_bf16_t *qkv, int n, int row_stride,
-                                            int k_col, int v_col, int n_kv, int head_dim, int block_size,
+extern "C" sits_status_t sits_k_kv_write_q8(void *k_cache, void *v_cache, const sits_bf16_t *qkv, int n, int row_stride,
+                                            int k_col, int v_col, int n_kv, int head_dim, int block_size, int fp8,
                                             const int32_t *slot_mapping, cudaStream_t stream)
 {
     if (n < 0 || n_kv <= 0 || head_dim <= 0 || block_size <= 0 || k_col < 0 || v_col < 0 ||
@@ -75,9 +81,13 @@ extern "C" sits_status_t sits_k_kv_write_i8(void *k_cache, void *v_cache, const 
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     int threads = sits_k_row_threads(2LL * n_kv * 32, 256);
-    kv_write_i8_kernel<<<n, threads, 0, stream>>>(static_cast<unsigned char *>(k_cache), static_cast<unsigned char *>(v_cache),
-                                                  qkv, row_stride, k_col, v_col, n_kv, head_dim, block_size,
-                                                  sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim),
-                                                  sits_k_kv_i8_unit_bytes(block_size, n_kv, head_dim), slot_mapping);
+    size_t qb = sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim), ub = sits_k_kv_i8_unit_bytes(block_size, n_kv, head_dim);
+    unsigned char *kc = static_cast<unsigned char *>(k_cache), *vc = static_cast<unsigned char *>(v_cache);
+    if (fp8)
+        kv_write_q8_kernel<true><<<n, threads, 0, stream>>>(kc, vc, qkv, row_stride, k_col, v_col, n_kv, head_dim, block_size,
+                                                            qb, ub, slot_mapping);
+    else
+        kv_write_q8_kernel<false><<<n, threads, 0, stream>>>(kc, vc, qkv, row_stride, k_col, v_col, n_kv, head_dim, block_size,
+                                                             qb, ub, slot_mapping);
     return SITS_K_LAUNCH_STATUS();
 }

@@ -1,5 +1,5 @@
-/* rope_kv.cu -- RoPE fused with writing K and V into the paged cache (bf16 or int8): what
- * sits_k_rope over the q and k heads followed by sits_k_kv_write (or sits_k_kv_write_i8) does,
+/* rope_kv.cu -- RoPE fused with writing K and V into the paged cache (bf16, int8 or fp8 E4M3): what
+ * sits_k_rope over the q and k heads followed by sits_k_kv_write (or sits_k_kv_write_q8) does,
  * bit for bit, in one launch and one pass over the row.
  *
  * qkv: [n, row_stride] bf16, per row n_q q heads from column 0, then n_kv k heads, then n_kv v heads,
@@ -10,15 +10,16 @@
  * b * RKV_WARPS + w of token t: a q head (rotate in place), a k head (rotate, write back, store)
  * or a v head (store). A block first puts cos / sin of the token's angles in shared memory (one
  * sincosf per pair instead of one per head and pair). A lane holds pairs (i, i + half) for
- * i = lane + 32 j, j < NP, so a k head's amax for the int8 scale is one warp reduction. The values
- * stored are the bf16-rounded rotated ones, so the int8 bytes equal sits_k_kv_write_i8's. */
+ * i = lane + 32 j, j < NP, so a k head's amax for the 8-bit scale is one warp reduction. The values
+ * stored are the bf16-rounded rotated ones, so the int8 / fp8 bytes equal sits_k_kv_write_q8's.
+ * QM: what the cache holds (SITS_K_KV_BF16, _I8, _F8). */
 #include "kernels/common.cuh"
 #include "kernels/sits_kernels.h"
 
 #define RKV_WARPS 8
 #define RKV_MAX_HALF 128   /* head_dim <= 256 */
 
-template <int NP, bool Q8>
+template <int NP, int QM>
 static __global__ void __launch_bounds__(RKV_WARPS * 32)
 rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim, const int32_t *pos, const float *inv_freq,
                void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes, const int32_t *slot_mapping)
@@ -57,7 +58,7 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
     }
     if (is_q || slot < 0) return;   /* padding token: rotated, no cache write */
     const int h = is_k ? r - n_q : r - n_q - n_kv;
-    if (!Q8) {
+    if (QM == SITS_K_KV_BF16) {
         sits_bf16_t *dst = static_cast<sits_bf16_t *>(is_k ? k_cache : v_cache) + ((size_t)slot * n_kv + h) * head_dim;
 #pragma unroll
         for (int j = 0; j < NP; j++) {
@@ -69,20 +70,24 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
         }
         return;
     }
-    /* [int8 kv] scale = amax / 127 over the head, q = rint(x / scale) clamped, as kv_write_i8_kernel */
+    /* [int8 kv] scale = amax / 127 over the head, q = rint(x / scale) clamped, as kv_write_q8_kernel;
+     * [fp8 kv] scale = amax / 448 (1 for amax 0), q = e4m3(x / scale) saturating */
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < NP; j++) amax = fmaxf(amax, fmaxf(fabsf(a[j]), fabsf(b[j])));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float scale = __fdiv_rn(amax, 127.0f);
+    const float scale = QM == SITS_K_KV_F8 ? sits_k_fp8_scale(amax) : __fdiv_rn(amax, 127.0f);
     unsigned char *unit = static_cast<unsigned char *>(is_k ? k_cache : v_cache) + (size_t)(slot / block_size) * unit_bytes;
     const size_t row = (size_t)(slot % block_size) * (size_t)n_kv + (size_t)h;
     int8_t *q = reinterpret_cast<int8_t *>(unit) + row * (size_t)head_dim;
 #pragma unroll
     for (int j = 0; j < NP; j++) {
         int i = lane + 32 * j;
-        if (i < half) {
+        if (i < half && QM == SITS_K_KV_F8) {
+            q[i] = (int8_t)__nv_cvt_float_to_fp8(__fdiv_rn(a[j], scale), __NV_SATFINITE, __NV_E4M3);
+            q[i + half] = (int8_t)__nv_cvt_float_to_fp8(__fdiv_rn(b[j], scale), __NV_SATFINITE, __NV_E4M3);
+        } else if (i < half) {
             float va = amax > 0.0f ? rintf(__fdiv_rn(a[j], scale)) : 0.0f, vb = amax > 0.0f ? rintf(__fdiv_rn(b[j], scale)) : 0.0f;
             va = va > 127.0f ? 127.0f : va < -127.0f ? -127.0f : va;
             vb = vb > 127.0f ? 127.0f : vb < -127.0f ? -127.0f : vb;
@@ -95,22 +100,25 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
 
 extern "C" sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                               const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache,
-                                              int int8, int block_size, const int32_t *slot_mapping, cudaStream_t stream)
+                                              int kv, int block_size, const int32_t *slot_mapping, cudaStream_t stream)
 {
     if (n < 0 || n_q < 0 || n_kv <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 2 * RKV_MAX_HALF ||
-        (long long)(n_q + 2 * n_kv) * head_dim > row_stride || (int8 && (block_size <= 0 || !sits_k_aligned16(k_cache) ||
+        (long long)(n_q + 2 * n_kv) * head_dim > row_stride || kv < 0 || kv > SITS_K_KV_F8 || (kv && (block_size <= 0 || !sits_k_aligned16(k_cache) ||
                                                                            !sits_k_aligned16(v_cache))))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     const int rows = n_q + 2 * n_kv, half = head_dim / 2;
     dim3 grid((unsigned)n, (unsigned)((rows + RKV_WARPS - 1) / RKV_WARPS)), block(RKV_WARPS * 32);
-    size_t qb = int8 ? sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim) : 0;
-    size_t ub = int8 ? sits_k_kv_i8_unit_bytes(block_size, n_kv, head_dim) : 0;
+    size_t qb = kv ? sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim) : 0;
+    size_t ub = kv ? sits_k_kv_i8_unit_bytes(block_size, n_kv, head_dim) : 0;
 #define RKV_LAUNCH(np_, q8_) rope_kv_kernel<np_, q8_><<<grid, block, 0, stream>>>(qkv, row_stride, n_q, n_kv, head_dim, pos, \
         inv_freq, k_cache, v_cache, block_size, qb, ub, slot_mapping)
-    if (half <= 32) { if (int8) RKV_LAUNCH(1, true); else RKV_LAUNCH(1, false); }
-    else if (half <= 64) { if (int8) RKV_LAUNCH(2, true); else RKV_LAUNCH(2, false); }
-    else { if (int8) RKV_LAUNCH(4, true); else RKV_LAUNCH(4, false); }
+#define RKV_LAUNCH_KV(np_) do { if (kv == SITS_K_KV_F8) RKV_LAUNCH(np_, SITS_K_KV_F8); \
+        else if (kv == SITS_K_KV_I8) RKV_LAUNCH(np_, SITS_K_KV_I8); else RKV_LAUNCH(np_, SITS_K_KV_BF16); } while (0)
+    if (half <= 32) RKV_LAUNCH_KV(1);
+    else if (half <= 64) RKV_LAUNCH_KV(2);
+    else RKV_LAUNCH_KV(4);
+#undef RKV_LAUNCH_KV
 #undef RKV_LAUNCH
     return SITS_K_LAUNCH_STATUS();
 }

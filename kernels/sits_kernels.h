@@ -49,9 +49,9 @@ sits_status_t sits_k_rope(sits_bf16_t *x, int n, int row_stride, int n_rot_heads
 sits_status_t sits_k_kv_write(sits_bf16_t *k_cache, sits_bf16_t *v_cache, const sits_bf16_t *qkv, int n, int row_stride,
                               int k_col, int v_col, int kv_dim, const int32_t *slot_mapping, cudaStream_t stream);
 
-/* [int8 kv] The int8 KV layout (src/backend/backend.h): each layer buffer is [n_blocks] units of
- * sits_k_kv_i8_unit_bytes(): q int8 [block_size, n_kv, head_dim] padded to 16 bytes, then scale
- * fp32 [block_size, n_kv] padded to 16 bytes. */
+/* [int8 kv] [fp8 kv] The 8-bit KV layout (src/backend/backend.h), int8 and fp8 (E4M3) alike: each
+ * layer buffer is [n_blocks] units of sits_k_kv_i8_unit_bytes(): q int8 | e4m3 [block_size, n_kv,
+ * head_dim] padded to 16 bytes, then scale fp32 [block_size, n_kv] padded to 16 bytes. */
 static inline size_t sits_k_kv_i8_q_bytes(int block_size, int n_kv, int head_dim)
 {
     return ((size_t)block_size * (size_t)n_kv * (size_t)head_dim + 15) & ~(size_t)15;
@@ -60,21 +60,24 @@ static inline size_t sits_k_kv_i8_unit_bytes(int block_size, int n_kv, int head_
 {
     return sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim) + (((size_t)block_size * (size_t)n_kv * 4 + 15) & ~(size_t)15);
 }
+/* [fp8 kv] What a KV cache holds, for the launchers that take several. */
+enum { SITS_K_KV_BF16 = 0, SITS_K_KV_I8 = 1, SITS_K_KV_F8 = 2 };
 
-/* [int8 kv] As sits_k_kv_write into int8 caches: per (token, KV head) row x of head_dim (bf16 widened
- * to fp32) amax = max |x|, scale = amax / 127 (IEEE division), q = rint(x / scale) clamped to
- * [-127, 127] (0 when amax = 0 or x / scale is NaN) -- the bytes of the cpu backend's kv_write.
- * kv dim = n_kv * head_dim; caches 16-byte aligned. */
-sits_status_t sits_k_kv_write_i8(void *k_cache, void *v_cache, const sits_bf16_t *qkv, int n, int row_stride, int k_col,
-                                 int v_col, int n_kv, int head_dim, int block_size, const int32_t *slot_mapping,
+/* [int8 kv] [fp8 kv] As sits_k_kv_write into 8-bit caches: per (token, KV head) row x of head_dim (bf16
+ * widened to fp32) amax = max |x|; fp8 = 0: scale = amax / 127 (IEEE division), q = rint(x / scale)
+ * clamped to [-127, 127] (0 when amax = 0 or x / scale is NaN); fp8 = 1: scale = amax / 448 (1 when
+ * amax = 0), q = e4m3(x / scale) (IEEE division, round to nearest even, saturating) -- the bytes of the
+ * cpu backend's kv_write. kv dim = n_kv * head_dim; caches 16-byte aligned. */
+sits_status_t sits_k_kv_write_q8(void *k_cache, void *v_cache, const sits_bf16_t *qkv, int n, int row_stride, int k_col,
+                                 int v_col, int n_kv, int head_dim, int block_size, int fp8, const int32_t *slot_mapping,
                                  cudaStream_t stream);
 
 /* [rope + kv write] sits_k_rope over the n_q + n_kv heads from column 0 of qkv, then the cache write of
- * sits_k_kv_write (int8 = 0; bf16 caches) or sits_k_kv_write_i8 (int8 = 1) with K at column
- * n_q * head_dim and V at (n_q + n_kv) * head_dim, fused in one launch (kernels/rope_kv.cu).
+ * sits_k_kv_write (kv = SITS_K_KV_BF16) or sits_k_kv_write_q8 (SITS_K_KV_I8, SITS_K_KV_F8) with K at
+ * column n_q * head_dim and V at (n_q + n_kv) * head_dim, fused in one launch (kernels/rope_kv.cu).
  * head_dim even and <= 256. */
 sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
-                                   const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int int8,
+                                   const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int kv,
                                    int block_size, const int32_t *slot_mapping, cudaStream_t stream);
 
 /* [attention] Workspace of sits_k_attention, owned by the caller (allocated once per device):
@@ -101,13 +104,15 @@ sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row
                                int n_kv_heads, int head_dim, int window, float scale, const sits_k_attn_ws_t *ws,
                                cudaStream_t stream);
 
-/* [int8 kv] sits_k_attention over int8 caches (layout above): K and V are dequantised (q * scale)
- * as they are loaded -- to bf16 tiles on the tensor-core path, fp32 in the generic kernel. Same
- * kernel choice and conditions; caches 16-byte aligned. */
-sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+/* [int8 kv] [fp8 kv] sits_k_attention over int8 (fp8 = 0) or E4M3 (fp8 = 1) caches (layout above).
+ * Tensor-core decode kernel: the 8-bit tiles are read as they are into the MMA operands (converted
+ * to f16 in registers, the K scales applied to the scores and the V scales to the softmax weights);
+ * prefill kernel: the tiles are widened to bf16 (q * scale) in shared memory; generic kernel: q *
+ * scale in fp32. Same kernel choice and conditions; caches 16-byte aligned. */
+sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
                                   const void *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                                   int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                                  int window, float scale, const sits_k_attn_ws_t *ws, cudaStream_t stream);
+                                  int window, float scale, int fp8, const sits_k_attn_ws_t *ws, cudaStream_t stream);
 
 /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up).
  * [fp8] q / q_scale (both or neither; q 8-byte aligned): also q [n, dim] E4M3 and q_scale [n] fp32 of

@@ -50,6 +50,16 @@ check_PROGRAMS += tests/unit/test_kv_int8
 tests_unit_test_kv_int8_SOURCES = tests/unit/test_kv_int8.c
 tests_unit_test_kv_int8_LDADD = $(SITS_LIBS)
 TESTS += tests/unit/test_kv_int8
+# [fp8 kv] --kv-cache-dtype fp8 (E4M3): host codes vs torch (committed fixture), cpu kv_write / attention vs an
+# independent quantiser, accuracy vs fp32 / bf16 KV on the fixtures and the demo model, TP 2 = TP 1, GPU run
+check_PROGRAMS += tests/unit/test_kv_fp8
+tests_unit_test_kv_fp8_SOURCES = tests/unit/test_kv_fp8.c
+tests_unit_test_kv_fp8_CPPFLAGS = $(AM_CPPFLAGS) -DSITS_KV_FP8_REF='"$(abs_top_srcdir)/tests/unit/data/kv_fp8/e4m3_ref.bin"'
+tests_unit_test_kv_fp8_LDADD = $(SITS_LIBS)
+TESTS += tests/unit/test_kv_fp8 tests/integration/kv_fp8_accuracy.sh tests/integration/kv_fp8_tp2.sh tests/gpu/kv_fp8_cuda.sh \
+	tests/integration/kv_offload_fp8.sh tests/integration/prefix_cache_fp8.sh
+EXTRA_DIST += tests/unit/data/kv_fp8/e4m3_ref.bin tests/ref/gen_kv_fp8_ref.py tests/integration/kv_fp8_accuracy.sh \
+	tests/integration/kv_fp8_tp2.sh tests/gpu/kv_fp8_cuda.sh tests/integration/kv_offload_fp8.sh tests/integration/prefix_cache_fp8.sh
 # [real model] issue 19: SmolLM2-135M-Instruct from its GGUF (fetched by launch/quickstart test, skip 77
 # without it) answers as HF transformers: greedy ids at TP 1 / 3, --tokenize, served chat text.
 TESTS += tests/integration/real_model.sh

@@ -11,16 +11,22 @@
  * slot p % block_size; slot_mapping[t] = bt[p / bs] * bs + p % bs.
  *
  * KV dtypes (be->kv_dtype, --kv-cache-dtype): the activation dtype (F32 cpu, BF16 cuda); BF16 on
- * the cpu (values rounded to bf16 when written, read back exactly); and I8 on both, where each
- * layer buffer is [n_blocks] units of sits_kv_layer_block_bytes() bytes, each unit
- *     q      int8 [block_size, n_kv, head_dim]   (padded to 16 bytes)
- *     scale  fp32 [block_size, n_kv]              (padded to 16 bytes)
+ * the cpu (values rounded to bf16 when written, read back exactly); and the two 8-bit dtypes I8 and
+ * [fp8 kv] F8_E4M3 on both, where each layer buffer is [n_blocks] units of sits_kv_layer_block_bytes()
+ * bytes, each unit
+ *     q      int8 | e4m3 [block_size, n_kv, head_dim]   (padded to 16 bytes)
+ *     scale  fp32 [block_size, n_kv]                     (padded to 16 bytes)
  * so every block's part of a layer stays contiguous (whole-block copies need no layout knowledge).
- * Quantisation, per (token, KV head) x[head_dim] (fp32, or bf16 widened to fp32):
- *     amax = max_i |x_i|, scale = amax / 127 (IEEE fp32 division), q_i = rint(x_i / scale)
- *     clamped to [-127, 127] (0 when amax = 0); read back as q_i * scale in fp32.
+ * Quantisation, per (token, KV head) x[head_dim] (fp32, or bf16 widened to fp32), amax = max_i |x_i|:
+ *     I8:      scale = amax / 127 (IEEE fp32 division), q_i = rint(x_i / scale) clamped to
+ *              [-127, 127] (0 when amax = 0);
+ *     F8_E4M3: scale = amax / 448 (1 when amax = 0), q_i = e4m3(x_i / scale) (IEEE division, round
+ *              to nearest even, saturating at +-448: sits_f32_to_f8e4m3);
+ *     read back as q_i * scale in fp32. A per-token scale needs no calibration (vLLM's per-tensor
+ *     k_scale / v_scale do); it costs 4 bytes per head_dim bytes (3 % at head_dim 128).
  * The cpu backend is this definition exactly; the cuda kv_write produces the same bytes from the
- * same inputs, and its attention may round q_i * scale to bf16 for the tensor cores. */
+ * same inputs, and its attention may round q_i * scale (or the softmax weight times the V scale) to
+ * 16 bits for the tensor cores. */
 #ifndef SITS_BACKEND_BACKEND_H
 #define SITS_BACKEND_BACKEND_H
 
@@ -67,7 +73,9 @@ static inline void sits_mem_plan_add(sits_mem_plan_t *p, const char *name, size_
     if (!held) p->total += bytes;
 }
 
-/* [int8 kv] Bytes of the int8 part of one block unit (see above), and of the whole unit. */
+/* [fp8 kv] The KV dtypes stored as 8-bit values + per-(token, head) fp32 scales (I8, F8_E4M3). */
+static inline int sits_kv_dtype_is_q8(sits_dtype_t dt) { return dt == SITS_DT_I8 || dt == SITS_DT_F8_E4M3; }
+/* [int8 kv] Bytes of the 8-bit part of one block unit (see above; I8 and F8_E4M3), and of the whole unit. */
 static inline size_t sits_kv_i8_q_bytes(int block_size, int n_kv, int head_dim)
 {
     return ((size_t)block_size * (size_t)n_kv * (size_t)head_dim + 15) & ~(size_t)15;
@@ -79,7 +87,7 @@ static inline size_t sits_kv_i8_unit_bytes(int block_size, int n_kv, int head_di
 /* Bytes of one block of one layer's K (or V) buffer for KV dtype dt. */
 static inline size_t sits_kv_layer_block_bytes(sits_dtype_t dt, int block_size, int n_kv, int head_dim)
 {
-    if (dt == SITS_DT_I8) return sits_kv_i8_unit_bytes(block_size, n_kv, head_dim);
+    if (sits_kv_dtype_is_q8(dt)) return sits_kv_i8_unit_bytes(block_size, n_kv, head_dim);
     return (size_t)block_size * (size_t)n_kv * (size_t)head_dim * sits_dtype_size(dt);
 }
 
@@ -183,7 +191,7 @@ typedef struct sits_backend_ops {
     sits_status_t (*rope)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
                           const int32_t *pos, const float *inv_freq);
     /* k_cache/v_cache[slot_mapping[t]] = k[t], v[t]; k = qkv + k_col, v = qkv + v_col in rows of row_stride;
-     * each [kv_dim = n_kv_heads * head_dim]. slot -1 = skip. Stored in be->kv_dtype (I8: quantised
+     * each [kv_dim = n_kv_heads * head_dim]. slot -1 = skip. Stored in be->kv_dtype (I8, F8_E4M3: quantised
      * per head, in the block units of block_size slots described at the top). */
     sits_status_t (*kv_write)(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
                               int k_col, int v_col, int kv_dim, int head_dim, int block_size, const int32_t *slot_mapping);
@@ -322,10 +330,10 @@ sits_status_t sits_backend_cuda_set_health_check(sits_backend_t *be, sits_backen
 
 static inline void sits_backend_destroy(sits_backend_t *be) { if (be) be->ops->destroy(be); }
 
-/* [int8 kv] --kv-cache-dtype: "auto" (the activation dtype), "bf16", "fp32" or "int8" -> *dt_p;
- * SITS_ERR_INVALID for another name. */
+/* [int8 kv] --kv-cache-dtype: "auto" (the activation dtype), "bf16", "fp32", "int8" or [fp8 kv] "fp8"
+ * (= "fp8_e4m3", F8_E4M3) -> *dt_p; SITS_ERR_INVALID for another name. */
 sits_status_t sits_backend_kv_dtype_parse(const char *name, sits_dtype_t act_dtype, sits_dtype_t *dt_p);
-/* Sets be->kv_dtype before any KV buffer exists: the activation dtype, I8, or BF16 on a backend
+/* Sets be->kv_dtype before any KV buffer exists: the activation dtype, I8, F8_E4M3, or BF16 on a backend
  * with fp32 activations (cpu). SITS_ERR_UNSUPPORTED otherwise (fp32 KV on cuda). */
 sits_status_t sits_backend_set_kv_dtype(sits_backend_t *be, sits_dtype_t dt);
 

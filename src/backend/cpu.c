@@ -1,7 +1,7 @@
 /* cpu.c -- the reference backend: plain fp32 loops, threaded with OpenMP.
  *
  * Weights are converted to fp32 at upload; activations are fp32, the KV cache be->kv_dtype (fp32 by
- * default; bf16 and int8 are stored as such and widened to fp32 when read, see backend.h). Every op is
+ * default; bf16, int8 and fp8 (e4m3) are stored as such and widened to fp32 when read, see backend.h). Every op is
  * written to be read: it is the definition the CUDA kernels are checked against (op parity tests).
  * Shapes are documented in backend.h. The candidate reduction of the sampler
  * (sits_backend_cpu_sample_reduce) lives here too: it is both the cpu twin of sample_reduce and
@@ -182,7 +182,21 @@ static void kv_quant_row(const float *x, int hd, int8_t *q, float *scale_p)
     *scale_p = scale;
 }
 
-/* Where (slot, head) of an I8 layer buffer lives: q row and scale (layout in backend.h). */
+/* [fp8 kv] One (token, head) row as E4M3 (backend.h): scale = amax / 448 (1 for an all-zero row),
+ * q = e4m3(x / scale), round to nearest even, saturating (sits_f32_to_f8e4m3). */
+static void kv_quant_row_f8(const float *x, int hd, uint8_t *q, float *scale_p)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a;
+    }
+    float scale = sits_fp8_scale(amax);
+    sits_fp8_quantize_row(q, x, (size_t)hd, scale);
+    *scale_p = scale;
+}
+
+/* Where (slot, head) of an I8 / F8_E4M3 layer buffer lives: q row and scale (layout in backend.h). */
 static int8_t *kv_i8_row(void *cache, size_t slot, int kvh, int n_kv, int hd, int bs, float **scale_p)
 {
     size_t blk = slot / (size_t)bs, off = slot % (size_t)bs, row = off * (size_t)n_kv + (size_t)kvh;
@@ -199,12 +213,13 @@ static void kv_store(void *cache, sits_dtype_t dt, size_t slot, const float *x, 
     } else if (dt == SITS_DT_BF16) {
         uint16_t *d = (uint16_t *)cache + slot * kv_dim;
         for (int i = 0; i < kv_dim; i++) d[i] = sits_f32_to_bf16(x[i]);
-    } else { /* I8 */
+    } else { /* I8, F8_E4M3: one scale per head */
         int n_kv = kv_dim / hd;
         for (int h = 0; h < n_kv; h++) {
             float *sc;
             int8_t *q = kv_i8_row(cache, slot, h, n_kv, hd, bs, &sc);
-            kv_quant_row(x + (size_t)h * hd, hd, q, sc);
+            if (dt == SITS_DT_I8) kv_quant_row(x + (size_t)h * hd, hd, q, sc);
+            else kv_quant_row_f8(x + (size_t)h * hd, hd, (uint8_t *)q, sc);
         }
     }
 }
@@ -221,7 +236,10 @@ static const float *kv_load(const void *cache, sits_dtype_t dt, size_t slot, int
     }
     float *sc;
     const int8_t *q = kv_i8_row((void *)cache, slot, kvh, n_kv, hd, bs, &sc);
-    for (int i = 0; i < hd; i++) buf[i] = (float)q[i] * *sc;
+    if (dt == SITS_DT_I8)
+        for (int i = 0; i < hd; i++) buf[i] = (float)q[i] * *sc;
+    else
+        for (int i = 0; i < hd; i++) buf[i] = sits_f8e4m3_to_f32((uint8_t)q[i]) * *sc;
     return buf;
 }
 

@@ -549,24 +549,26 @@ static sits_status_t cuda_rope(sits_backend_t *be, void *x, int n, int row_strid
     return SITS_OK;
 }
 
-/* [rope + kv write] one fused kernel (kernels/rope_kv.cu) for bf16 and int8 caches. */
+/* [rope + kv write] one fused kernel (kernels/rope_kv.cu) for bf16, int8 and fp8 caches. */
 static sits_status_t cuda_rope_kv_write(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                         const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
                                         const int32_t *slot_mapping)
 {
     if (head_dim > 256) return SITS_ERR_UNSUPPORTED;
     SITS_KERNEL_CHECK(sits_k_rope_kv_write(qkv, n, row_stride, n_q, n_kv, head_dim, pos, inv_freq, k_cache, v_cache,
-                                           be->kv_dtype == SITS_DT_I8, block_size, slot_mapping, impl_of(be)->stream));
+                                           be->kv_dtype == SITS_DT_I8 ? SITS_K_KV_I8 : be->kv_dtype == SITS_DT_F8_E4M3 ? SITS_K_KV_F8
+                                                                                                      : SITS_K_KV_BF16,
+                                           block_size, slot_mapping, impl_of(be)->stream));
     return SITS_OK;
 }
 
 static sits_status_t cuda_kv_write(sits_backend_t *be, void *k_cache, void *v_cache, const void *qkv, int n, int row_stride,
                                    int k_col, int v_col, int kv_dim, int head_dim, int block_size, const int32_t *slot_mapping)
 {
-    if (be->kv_dtype == SITS_DT_I8) { /* [int8 kv] quantised per (token, head) */
+    if (sits_kv_dtype_is_q8(be->kv_dtype)) { /* [int8 kv] [fp8 kv] quantised per (token, head) */
         if (head_dim <= 0 || kv_dim % head_dim) return SITS_ERR_INVALID;
-        SITS_KERNEL_CHECK(sits_k_kv_write_i8(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim / head_dim, head_dim,
-                                             block_size, slot_mapping, impl_of(be)->stream));
+        SITS_KERNEL_CHECK(sits_k_kv_write_q8(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim / head_dim, head_dim,
+                                             block_size, be->kv_dtype == SITS_DT_F8_E4M3, slot_mapping, impl_of(be)->stream));
         return SITS_OK;
     }
     SITS_KERNEL_CHECK(sits_k_kv_write(k_cache, v_cache, qkv, n, row_stride, k_col, v_col, kv_dim, slot_mapping,
@@ -578,10 +580,11 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
                                     const void *v_cache, const sits_attn_args_t *a)
 {
     cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
-    if (be->kv_dtype == SITS_DT_I8) { /* [int8 kv] */
-        SITS_KERNEL_CHECK(sits_k_attention_i8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
+    if (sits_kv_dtype_is_q8(be->kv_dtype)) { /* [int8 kv] [fp8 kv] */
+        SITS_KERNEL_CHECK(sits_k_attention_q8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                               a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
-                                              a->head_dim, a->window, a->scale, &c->attn_ws, c->stream));
+                                              a->head_dim, a->window, a->scale, be->kv_dtype == SITS_DT_F8_E4M3,
+                                              &c->attn_ws, c->stream));
         return SITS_OK;
     }
     SITS_KERNEL_CHECK(sits_k_attention(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,

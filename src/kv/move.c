@@ -25,14 +25,14 @@ int sits_kv_move_sender_of(int nkv, int tp, int h)
 
 static int dtype_code(sits_dtype_t dt)
 {
-    return dt == SITS_DT_F32 ? 0 : dt == SITS_DT_BF16 ? 1 : dt == SITS_DT_I8 ? 2 : -1;
+    return dt == SITS_DT_F32 ? 0 : dt == SITS_DT_BF16 ? 1 : dt == SITS_DT_I8 ? 2 : dt == SITS_DT_F8_E4M3 ? 3 : -1;
 }
 
 size_t sits_kv_move_slice_bytes(sits_dtype_t dt, int bs, int n_heads, int hd)
 {
     size_t rows = (size_t)bs * (size_t)n_heads;
     if (dt == SITS_DT_F32 || dt == SITS_DT_BF16) return rows * (size_t)hd * sits_dtype_size(dt);
-    if (dt == SITS_DT_I8) return rows * (size_t)hd + rows * 4;
+    if (sits_kv_dtype_is_q8(dt)) return rows * (size_t)hd + rows * 4;
     return 0;
 }
 
@@ -60,13 +60,13 @@ static void copy_slice(const sits_kv_move_desc_t *d, unsigned char *unit, int n_
                        int to_slice)
 {
     int bs = d->block_size, hd = d->head_dim, H = d->h1 - d->h0, off = d->h0 - head0;
-    size_t es = d->dtype == SITS_DT_I8 ? 1 : sits_dtype_size(d->dtype), row = (size_t)H * hd * es;
+    size_t es = sits_dtype_size(d->dtype), row = (size_t)H * hd * es;
     for (int s = 0; s < bs; s++) {
         unsigned char *u = unit + ((size_t)s * n_kv + off) * hd * es, *x = slice + (size_t)s * row;
         if (to_slice) memcpy(x, u, row);
         else memcpy(u, x, row);
     }
-    if (d->dtype != SITS_DT_I8) return;
+    if (!sits_kv_dtype_is_q8(d->dtype)) return;
     unsigned char *us = unit + sits_kv_i8_q_bytes(bs, n_kv, hd), *xs = slice + (size_t)bs * H * hd;
     for (int s = 0; s < bs; s++) {
         unsigned char *u = us + ((size_t)s * n_kv + off) * 4, *x = xs + (size_t)s * H * 4;

@@ -2,7 +2,7 @@
  * range) as one self-checking byte buffer, sent from a rank of one group (a data-parallel replica,
  * or the prefill ranks of --disaggregate) to a rank of another, which scatters it into its own
  * blocks. The payload is the blocks exactly as the engine stores them (any KV dtype: fp32, bf16,
- * int8 q + per-(token, head) scales), cut down to the head range, so a move is bit-exact and a
+ * int8 / fp8 q + per-(token, head) scales), cut down to the head range, so a move is bit-exact and a
  * destination with another TP size (other heads per rank) takes what it owns from each source.
  *
  * Why not the compressed shard of shard.h: that one packs from fp32 and re-quantises int8, which
@@ -11,7 +11,7 @@
  * Wire format, version 1, little-endian, no padding:
  *   header (SITS_KV_MOVE_HEADER_BYTES = 64):
  *     0  u32 magic "SKVM"   4 u16 version (1)   6 u16 header bytes (64)
- *     8  u8  dtype (0 fp32, 1 bf16, 2 int8)   9 u8 flags (0)   10 u16 reserved (0)
+ *     8  u8  dtype (0 fp32, 1 bf16, 2 int8, 3 fp8 e4m3)   9 u8 flags (0)   10 u16 reserved (0)
  *    12  i32 l0  16 i32 l1  20 i32 h0  24 i32 h1  28 i32 n_blocks  32 i32 block_size  36 i32 head_dim
  *    40  u64 payload bytes
  *    48  u32 move id (the leader's number of the move)
@@ -21,7 +21,7 @@
  *   payload, H = h1 - h0: for each block i < n_blocks, layer l0..l1-1, K then V, the heads [h0, h1)
  *   of every slot of that block:
  *     fp32 / bf16: [block_size][H][head_dim] elements
- *     int8       : q i8 [block_size][H][head_dim], then scales f32 [block_size][H]
+ *     int8 / fp8 : q i8 | e4m3 [block_size][H][head_dim], then scales f32 [block_size][H]
  *
  * Block buffers (what sits_engine_kv_save_blocks writes and kv_load_blocks reads): for each block,
  * each layer l0..l1-1, K then V, one block unit of that layer's buffer (src/backend/backend.h), of
@@ -46,7 +46,7 @@ typedef struct {
     int l0, l1;           /* layers [l0, l1) */
     int h0, h1;           /* global KV heads [h0, h1) */
     int n_blocks, block_size, head_dim;
-    sits_dtype_t dtype;   /* F32, BF16 or I8 */
+    sits_dtype_t dtype;   /* F32, BF16, I8 or F8_E4M3 */
     uint32_t move_id;
 } sits_kv_move_desc_t;
 

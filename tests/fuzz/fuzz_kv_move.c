@@ -17,7 +17,7 @@
 
 enum { HDR = SITS_KV_MOVE_HEADER_BYTES };
 static const size_t MAX_DST_BYTES = 4u << 20;
-static const sits_dtype_t DTS[3] = { SITS_DT_F32, SITS_DT_BF16, SITS_DT_I8 };
+static const sits_dtype_t DTS[4] = { SITS_DT_F32, SITS_DT_BF16, SITS_DT_I8, SITS_DT_F8_E4M3 }; /* [fp8 kv] code 3 */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t f[7];
         for (int i = 0; i < 7; i++) f[i] = (int32_t)sits_le_get32(buf + 12 + 4 * i);
         e = (sits_kv_move_desc_t){ .l0 = f[0], .l1 = f[1], .h0 = f[2], .h1 = f[3], .n_blocks = f[4], .block_size = f[5],
-                                   .head_dim = f[6], .dtype = DTS[buf[8] % 3], .move_id = sits_le_get32(buf + 48) };
+                                   .head_dim = f[6], .dtype = DTS[buf[8] % 4], .move_id = sits_le_get32(buf + 48) };
         if (e.l0 < 0 || e.l0 > 64 || e.l1 < e.l0 + 1 || e.l1 > e.l0 + 4 || e.h0 < 0 || e.h0 > 7 || e.h1 < e.h0 + 1 || e.h1 > 8 || e.n_blocks < 1 ||
             e.n_blocks > 4 || e.block_size < 1 || e.block_size > 16 || e.head_dim < 1 || e.head_dim > 64) {
             free(buf);
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         head0 = pick[0] % (e.h0 + 1);
         n_kv = e.h1 - head0 + pick[1] % 3;
     } else {
-        e = (sits_kv_move_desc_t){ .dtype = DTS[pick[0] % 3], .l0 = pick[1] % 4, .n_blocks = 1 + pick[2] % 3,
+        e = (sits_kv_move_desc_t){ .dtype = DTS[pick[0] % 4], .l0 = pick[1] % 4, .n_blocks = 1 + pick[2] % 3,
                                    .block_size = 1 + pick[3] % 8, .head_dim = 1 + pick[4] % 32, .move_id = 7 };
         e.l1 = e.l0 + 1 + pick[1] / 64;
         n_kv = 1 + pick[5] % 4;

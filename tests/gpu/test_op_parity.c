@@ -28,7 +28,8 @@ typedef struct {
     uint64_t rng;
     int failures;
     int checks;
-    int kv_i8;     /* [int8 kv] attention cases on int8 caches */
+    int kv_i8;     /* [int8 kv] attention cases on 8-bit caches, of dtype kv_q8 (I8 or [fp8 kv] F8_E4M3) */
+    sits_dtype_t kv_q8;
 } ctx_t;
 
 /* A backend call that must succeed: a failure here is a test failure with the status named. */
@@ -402,17 +403,17 @@ static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, 
     free(taken);
 }
 
-/* [int8 kv] kv_write into int8 caches (both backends set to I8): the cache bytes -- int8 values,
- * scales and untouched poison -- must be identical (the quantisation is defined bit for bit in
- * backend.h; the inputs are bf16 values on both sides). Rows include an all-zero head, tiny and
- * large magnitudes and exact halves (rounding ties). */
-static void test_kv_write_i8(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks)
+/* [int8 kv] kv_write into int8 caches (both backends set to dt: I8, or [fp8 kv] F8_E4M3): the cache
+ * bytes -- 8-bit values, scales and untouched poison -- must be identical (the quantisation is defined
+ * bit for bit in backend.h; the inputs are bf16 values on both sides). Rows include an all-zero head,
+ * tiny and large magnitudes and exact halves (rounding ties of int8; of e4m3 near 0.5 * 448). */
+static void test_kv_write_i8(ctx_t *c, sits_dtype_t dt, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks)
 {
     char what[160];
     int row_stride = (n_heads + 2 * n_kv) * head_dim, kv_dim = n_kv * head_dim, n_slots = n_blocks * block_size;
     int k_col = n_heads * head_dim, v_col = k_col + kv_dim;
-    snprintf(what, sizeof what, "kv_write int8 n %d heads %d+%d head_dim %d block %d x %d", n, n_heads, n_kv, head_dim,
-             block_size, n_blocks);
+    snprintf(what, sizeof what, "kv_write %s n %d heads %d+%d head_dim %d block %d x %d", dt == SITS_DT_I8 ? "int8" : "fp8", n,
+             n_heads, n_kv, head_dim, block_size, n_blocks);
     float *qkv = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
     for (int t = 0; t < n; t++) {
         float *row = qkv + (size_t)t * row_stride;
@@ -436,7 +437,7 @@ static void test_kv_write_i8(ctx_t *c, int n, int n_heads, int n_kv, int head_di
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         sits_dtype_t saved = be->kv_dtype;
-        TRY(sits_backend_set_kv_dtype(be, SITS_DT_I8));
+        TRY(sits_backend_set_kv_dtype(be, dt));
         void *d_qkv = dev_acts(be, qkv, (size_t)n * row_stride), *d_k = dev_poison(be, bytes), *d_v = dev_poison(be, bytes);
         void *d_slot = dev_i32(be, slot, (size_t)n);
         TRY(be->ops->kv_write(be, d_k, d_v, d_qkv, n, row_stride, k_col, v_col, kv_dim, head_dim, block_size, d_slot));
@@ -477,10 +478,11 @@ static void test_kv_write_i8(ctx_t *c, int n, int n_heads, int n_kv, int head_di
  * included); then, for bf16 caches, cpu vs cuda as in the rope test (one bf16 rounding). */
 static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks, int i8)
 {
+    /* i8: 0 bf16 caches, 1 int8, 2 [fp8 kv] fp8 */
     char what[160];
     int row_stride = (n_heads + 2 * n_kv) * head_dim, kv_dim = n_kv * head_dim, half = head_dim / 2;
     int n_slots = n_blocks * block_size;
-    snprintf(what, sizeof what, "rope_kv_write%s n %d heads %d+%d head_dim %d block %d x %d", i8 ? " int8" : "", n, n_heads,
+    snprintf(what, sizeof what, "rope_kv_write%s n %d heads %d+%d head_dim %d block %d x %d", i8 == 2 ? " fp8" : i8 ? " int8" : "", n, n_heads,
              n_kv, head_dim, block_size, n_blocks);
     float *qkv = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
     for (size_t i = 0; i < (size_t)n * row_stride; i++) qkv[i] = bf(qkv[i]);
@@ -500,7 +502,7 @@ static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         sits_dtype_t saved = be->kv_dtype;
-        if (i8) TRY(sits_backend_set_kv_dtype(be, SITS_DT_I8));
+        if (i8) TRY(sits_backend_set_kv_dtype(be, i8 == 2 ? SITS_DT_F8_E4M3 : SITS_DT_I8));
         if (!be->ops->rope_kv_write) {
             printf("FAIL %s: backend %s has no rope_kv_write\n", what, be->ops->name);
             c->checks++;
@@ -589,9 +591,11 @@ static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_
  * bound (one output rounding plus fp32 noise); it is small for long contexts (1/sqrt(n)) and
  * largest for a few dominant weights.
  *
- * [int8 kv] With ctx kv_i8 set, a case runs both backends on int8 caches of the same bytes (written by the
- * cpu backend's kv_write). The cpu reads q * scale in fp32; the tensor-core kernels round q * scale
- * to bf16 (relative error <= u) as they widen a tile. That moves each V element by <= u |v| (the
+ * [int8 kv] With ctx kv_i8 set, a case runs both backends on 8-bit caches (int8, or [fp8 kv] E4M3: ctx
+ * kv_q8) of the same bytes (written by the cpu backend's kv_write). The cpu reads q * scale in fp32;
+ * the prefill kernel rounds q * scale to bf16 (relative error <= u) as it widens a tile; the decode
+ * kernel reads q exactly (f16), rounds the q rows and P * v_scale to f16 (relative error 2^-11 < u)
+ * and applies the K scale in fp32 -- within the same bound. That moves each V element by <= u |v| (the
  * P.V term again, so it is counted twice) and each score s_j by scale * sum_i q_i k_i e_i, |e_i| <= u,
  * beyond 7 u scale sqrt(sum_i q_i^2 k_i^2) with probability < 1e-10 (Hoeffding); a score error d
  * moves an output by at most 2 d sum_j p_j |v_j| / l (first order), which is added with the largest
@@ -696,15 +700,16 @@ static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int
     return bound;
 }
 
-/* [int8 kv] kc, vc [n_slots, n_kv * hd] -> int8 cache bytes k8, v8 (n_slots / bs units) through the
- * cpu backend's kv_write; kc, vc are then replaced by the values the cpu reads back (q * scale). */
-static void i8_fill(sits_backend_t *cpu, float *kc, float *vc, int n_slots, int n_kv, int hd, int bs, unsigned char *k8,
-                    unsigned char *v8)
+/* [int8 kv] kc, vc [n_slots, n_kv * hd] -> 8-bit cache bytes k8, v8 of dtype dt (I8 or F8_E4M3;
+ * n_slots / bs units) through the cpu backend's kv_write; kc, vc are then replaced by the values the
+ * cpu reads back (q * scale). */
+static void i8_fill(sits_backend_t *cpu, sits_dtype_t dt, float *kc, float *vc, int n_slots, int n_kv, int hd, int bs,
+                    unsigned char *k8, unsigned char *v8)
 {
     int kv_dim = n_kv * hd;
     size_t bytes = (size_t)(n_slots / bs) * sits_kv_i8_unit_bytes(bs, n_kv, hd), qb = sits_kv_i8_q_bytes(bs, n_kv, hd);
     sits_dtype_t saved = cpu->kv_dtype;
-    TRY(sits_backend_set_kv_dtype(cpu, SITS_DT_I8));
+    TRY(sits_backend_set_kv_dtype(cpu, dt));
     float *qkv = xmalloc((size_t)n_slots * 2 * kv_dim * sizeof *qkv);
     int32_t *slot = xmalloc((size_t)n_slots * 4);
     for (int t = 0; t < n_slots; t++) {
@@ -725,8 +730,9 @@ static void i8_fill(sits_backend_t *cpu, float *kc, float *vc, int n_slots, int 
             memcpy(&ks, k8 + unit + qb + row * 4, 4);
             memcpy(&vs, v8 + unit + qb + row * 4, 4);
             for (int i = 0; i < hd; i++) {
-                kc[(size_t)t * kv_dim + (size_t)h * hd + i] = (float)(int8_t)k8[unit + row * hd + i] * ks;
-                vc[(size_t)t * kv_dim + (size_t)h * hd + i] = (float)(int8_t)v8[unit + row * hd + i] * vs;
+                unsigned char kq = k8[unit + row * hd + i], vq = v8[unit + row * hd + i];
+                kc[(size_t)t * kv_dim + (size_t)h * hd + i] = (dt == SITS_DT_I8 ? (float)(int8_t)kq : sits_f8e4m3_to_f32(kq)) * ks;
+                vc[(size_t)t * kv_dim + (size_t)h * hd + i] = (dt == SITS_DT_I8 ? (float)(int8_t)vq : sits_f8e4m3_to_f32(vq)) * vs;
             }
         }
     dev_free(cpu, d_qkv);
@@ -772,12 +778,12 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
     size_t i8_bytes = 0;
     sits_dtype_t saved_kv[N_BE] = { c->be[0]->kv_dtype, c->be[1]->kv_dtype };
     if (c->kv_i8) {
-        snprintf(what + strlen(what), sizeof what - strlen(what), " int8 kv");
+        snprintf(what + strlen(what), sizeof what - strlen(what), c->kv_q8 == SITS_DT_I8 ? " int8 kv" : " fp8 kv");
         i8_bytes = (size_t)n_blocks * sits_kv_i8_unit_bytes(bs, sh->n_kv, hd);
         i8k = xmalloc(i8_bytes);
         i8v = xmalloc(i8_bytes);
-        i8_fill(c->be[0], kc, vc, n_blocks * bs, sh->n_kv, hd, bs, i8k, i8v);
-        for (int b = 0; b < N_BE; b++) TRY(sits_backend_set_kv_dtype(c->be[b], SITS_DT_I8));
+        i8_fill(c->be[0], c->kv_q8, kc, vc, n_blocks * bs, sh->n_kv, hd, bs, i8k, i8v);
+        for (int b = 0; b < N_BE; b++) TRY(sits_backend_set_kv_dtype(c->be[b], c->kv_q8));
     }
 
     void *d_q[N_BE], *d_k[N_BE], *d_v[N_BE], *d_out[N_BE], *d_seq[N_BE], *d_pos[N_BE], *d_bt[N_BE];
@@ -937,11 +943,13 @@ static void test_attn_random(ctx_t *c, attn_shape_t sh, int n_seqs, const int *l
     tok_free(&tk);
 }
 
-/* [int8 kv] int8 copies of a few cases above: the generic kernel, decode (one and many splits),
- * prefill with a cached prefix, a mixed batch, block sizes 8 / 24 (units whose scales are padded). */
-static void test_attention_i8(ctx_t *c)
+/* [int8 kv] int8 (dt I8) or [fp8 kv] E4M3 (dt F8_E4M3) copies of a few cases above: the generic
+ * kernel, decode (one and many splits), prefill with a cached prefix, a mixed batch, block sizes 8 /
+ * 24 (units whose scales are padded). */
+static void test_attention_i8(ctx_t *c, sits_dtype_t dt)
 {
     c->kv_i8 = 1;
+    c->kv_q8 = dt;
     {
         int lens[24] = { 1, 2, 63, 64, 65, 129, 5000 };
         for (int i = 7; i < 24; i++) lens[i] = rand_int(c, 1, 5001);
@@ -1713,15 +1721,18 @@ int main(void)
 
     test_attention_all(&c); /* [attention] */
 
-    /* [int8 kv] */
-    test_kv_write_i8(&c, 13, 8, 2, 128, 16, 4);
-    test_kv_write_i8(&c, 9, 4, 1, 64, 5, 3);   /* scales padded (5 slots x 1 head) */
-    test_kv_write_i8(&c, 7, 3, 3, 18, 8, 2);   /* odd head size */
-    test_kv_write_i8(&c, 40, 32, 8, 128, 16, 4);
-    test_attention_i8(&c);
+    /* [int8 kv] [fp8 kv] */
+    for (int k = 0; k < 2; k++) {
+        sits_dtype_t dt = k ? SITS_DT_F8_E4M3 : SITS_DT_I8;
+        test_kv_write_i8(&c, dt, 13, 8, 2, 128, 16, 4);
+        test_kv_write_i8(&c, dt, 9, 4, 1, 64, 5, 3);   /* scales padded (5 slots x 1 head) */
+        test_kv_write_i8(&c, dt, 7, 3, 3, 18, 8, 2);   /* odd head size */
+        test_kv_write_i8(&c, dt, 40, 32, 8, 128, 16, 4);
+        test_attention_i8(&c, dt);
+    }
 
     /* [rope + kv write] Llama-3-8B TP 1 / 2 head counts, GQA 4, one KV head, small and odd head sizes */
-    for (int i8 = 0; i8 < 2; i8++) {
+    for (int i8 = 0; i8 < 3; i8++) {
         test_rope_kv_write(&c, 9, 32, 8, 128, 16, 4, i8);
         test_rope_kv_write(&c, 3, 16, 4, 128, 16, 2, i8);
         test_rope_kv_write(&c, 13, 4, 1, 64, 5, 3, i8);

@@ -2,7 +2,7 @@
 # KV moves between groups of ranks under mpirun on the CPU (issue 8, item 4): a burst of greedy
 # requests gets exactly the texts of a plain one-rank server when
 #   - --dp 2 replicas migrate running sequences with their KV every few steps (--kv-migrate-every),
-#     also with --tp 2 replicas (4 ranks, heads split) and with an int8 KV cache;
+#     also with --tp 2 replicas (4 ranks, heads split) and with an int8 or fp8 KV cache;
 #   - --kv-migrate-threshold 0.5 on a small cache: a replica that passes it hands a sequence over;
 #   - every few moves are corrupted on purpose (--kv-migrate-corrupt-every): the destination rejects
 #     them by checksum and the sequences recompute there (counted as failed moves);
@@ -94,6 +94,11 @@ if "$SITS" --help | grep -q -- "--kv-cache-dtype"; then
   start 1 --kv-cache-dtype int8 && ref8=$(burst) && stop
   if [ -n "$ref8" ] && run "--dp 2 int8 KV, a move every 2 steps" 2 "$ref8" --dp 2 --kv-cache-dtype int8 --kv-migrate-every 2; then
     [ "${moves:-0}" -gt 0 ] && ok "int8 KV: $moves migrations" || bad "int8 KV: no migration"
+  fi
+  # [fp8 kv] the same with an FP8 (E4M3) KV cache
+  start 1 --kv-cache-dtype fp8 && ref8=$(burst) && stop
+  if [ -n "$ref8" ] && run "--dp 2 fp8 KV, a move every 2 steps" 2 "$ref8" --dp 2 --kv-cache-dtype fp8 --kv-migrate-every 2; then
+    [ "${moves:-0}" -gt 0 ] && ok "fp8 KV: $moves migrations" || bad "fp8 KV: no migration"
   fi
 fi
 # prefill -> decode disaggregation, equal and different TP sizes

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Prefix caching on the real server (mpirun -np 2, CPU): a shared-system-prompt workload hits the
 # cache (seen in /metrics) and every output equals the output of a server without the cache.
+# PC_FLAGS: more server flags for both runs ([fp8 kv] tests/integration/prefix_cache_fp8.sh: an fp8 KV cache).
 . "$top_srcdir/tests/integration/lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
 PY=${PYTHON:-python3}
@@ -28,13 +29,13 @@ with ThreadPoolExecutor(4) as ex:
 json.dump(res, open(out, "w"))
 PYEOF
 }
-serve_start "$tmp/m" --block-size 8 || finish
+serve_start "$tmp/m" --block-size 8 ${PC_FLAGS:-} || finish
 workload "$tmp/on.json" || bad "workload with the prefix cache"
 hits=$(curl -s "$url/metrics" | awk '$1 == "sits_prefix_cache_hits_total" { print $2 }')
 rate=$(curl -s "$url/metrics" | awk '$1 == "sits_prefix_cache_hit_rate" { print $2 }')
 [ "${hits:-0}" -gt 0 ] && ok "prefix cache hits: $hits tokens (hit rate $rate)" || bad "no prefix cache hits"
 stop
-serve_start "$tmp/m" --block-size 8 --no-enable-prefix-caching || finish
+serve_start "$tmp/m" --block-size 8 --no-enable-prefix-caching ${PC_FLAGS:-} || finish
 workload "$tmp/off.json" || bad "workload without the prefix cache"
 hits=$(curl -s "$url/metrics" | awk '$1 == "sits_prefix_cache_hits_total" { print $2 }')
 [ "${hits:-0}" -eq 0 ] && ok "no hits with --no-enable-prefix-caching" || bad "hits while disabled: $hits"

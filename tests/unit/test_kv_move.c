@@ -36,7 +36,7 @@ static unsigned char val(int i, int l, int c, int s, int h, int x, int b)
 /* Block buffers (engine layout) of a rank holding heads [h0, h0 + n_kv), zero pads. */
 static unsigned char *make_blocks(sits_dtype_t dt, int h0, int n_kv)
 {
-    size_t ub = sits_kv_layer_block_bytes(dt, BS, n_kv, HD), es = dt == SITS_DT_I8 ? 1 : sits_dtype_size(dt);
+    size_t ub = sits_kv_layer_block_bytes(dt, BS, n_kv, HD), es = sits_dtype_size(dt);
     unsigned char *buf = calloc((size_t)NB * (L1 - L0) * 2, ub);
     assert_non_null(buf);
     unsigned char *u = buf;
@@ -47,7 +47,7 @@ static unsigned char *make_blocks(sits_dtype_t dt, int h0, int n_kv)
                     for (int k = 0; k < n_kv; k++) {
                         for (int x = 0; x < HD; x++)
                             for (size_t b = 0; b < es; b++) u[(((size_t)s * n_kv + k) * HD + x) * es + b] = val(i, l, c, s, h0 + k, x, (int)b);
-                        if (dt == SITS_DT_I8)
+                        if (sits_kv_dtype_is_q8(dt)) /* [fp8 kv] I8 and F8_E4M3: scales after the 8-bit part */
                             for (int b = 0; b < 4; b++)
                                 u[sits_kv_i8_q_bytes(BS, n_kv, HD) + ((size_t)s * n_kv + k) * 4 + b] = val(i, l, c, s, h0 + k, 99, b);
                     }
@@ -118,9 +118,9 @@ static void reshard(sits_dtype_t dt, int S, int D)
 static void test_reshard(void **state)
 {
     (void)state;
-    static const sits_dtype_t dts[3] = { SITS_DT_F32, SITS_DT_BF16, SITS_DT_I8 };
+    static const sits_dtype_t dts[4] = { SITS_DT_F32, SITS_DT_BF16, SITS_DT_I8, SITS_DT_F8_E4M3 };
     static const int pairs[][2] = { { 1, 1 }, { 2, 2 }, { 1, 2 }, { 2, 1 }, { 2, 4 }, { 4, 2 }, { 1, 4 }, { 4, 8 }, { 8, 2 }, { 8, 1 }, { 1, 8 } };
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 4; t++)
         for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) reshard(dts[t], pairs[p][0], pairs[p][1]);
 }
 
