@@ -14,8 +14,6 @@ typedef struct {
     sits_sample_params_t *store;     /* [max_seqs] parsed sampling params */
     int32_t *tokens;                 /* [max_seqs] sampled tokens of the last step */
     sits_logprob_t *lp;              /* [max_seqs] [logprobs] of the last step's rows that asked (last stage) */
-    float *proc;                     /* [sampling controls] processed copy of the logits, proc_cap floats */
-    size_t proc_cap;
 } sits_worker_t;
 
 sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs);
