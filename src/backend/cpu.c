@@ -354,6 +354,8 @@ void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int 
                                     const sits_sample_row_t *rows, int c)
 {
     size_t rec = SITS_SAMPLE_REC_BYTES(c);
+    /* rows are independent: one thread each (a Gumbel row is ~2 logs per id) */
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n * v_count * 32 >= CPU_PAR_MIN_WORK)
     for (int s = 0; s < n; s++) {
         const sits_sample_row_t *p = &rows[s];
         const float *row = logits + (size_t)s * v_count;
@@ -429,6 +431,7 @@ static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const flo
 void sits_backend_cpu_logit_process(float *logits, int n, int v_start, int v_count, const sits_logit_proc_row_t *rows,
                                     const sits_logit_proc_ent_t *ents, float *ent_raw, const float *cut, float *rowmax)
 {
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n * v_count * 2 >= CPU_PAR_MIN_WORK)
     for (int s = 0; s < n; s++) {
         float *row = logits + (size_t)s * v_count;
         if (rows && ents) {
@@ -465,6 +468,7 @@ void sits_backend_cpu_logit_process(float *logits, int n, int v_start, int v_cou
 void sits_backend_cpu_logprob_reduce(sits_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
                                      const sits_logprob_row_t *rows, int n_rows)
 {
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n_rows * v_count * 16 >= CPU_PAR_MIN_WORK)
     for (int k = 0; k < n_rows; k++) {
         const sits_logprob_row_t *p = &rows[k];
         const float *row = logits + (size_t)p->row * v_count;
