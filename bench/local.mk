@@ -20,7 +20,6 @@ bench_sits_bench_offline_LDADD = $(SITS_LIBS)
 noinst_PROGRAMS += bench/sits-bench-controls
 bench_sits_bench_controls_SOURCES = bench/bench_controls.c bench/bench_common.c bench/bench_common.h
 bench_sits_bench_controls_LDADD = $(SITS_LIBS)
-EXTRA_DIST += bench/controls_step.sh
 include bench/bench.mk
 include bench/allreduce.mk
 # [int8 kv] accuracy (top-1, KL, greedy) and capacity of --kv-cache-dtype int8 vs fp32 / bf16 KV;
