@@ -208,9 +208,10 @@ typedef struct {
     size_t ent_cap;
 } step_bytes_t;
 
-/* [sampling controls + logprobs] byte offsets in samp of S rows each */
+/* [sampling controls + logprobs] byte offsets in samp of S rows each, in this order (a step uploads
+ * proc_rows + lp_rows in one copy and downloads lp_recs + pick in one) */
 typedef struct {
-    size_t proc_rows, lp_rows, lp_recs, rowmax, cut, pick, ids, bytes;
+    size_t proc_rows, lp_rows, lp_recs, pick, rowmax, cut, ids, bytes;
 } samp_layout_t;
 
 static samp_layout_t samp_layout(size_t S)
@@ -219,10 +220,10 @@ static samp_layout_t samp_layout(size_t S)
     l.proc_rows = 0;
     l.lp_rows = l.proc_rows + align16(S * sizeof(sits_logit_proc_row_t));
     l.lp_recs = l.lp_rows + align16(S * sizeof(sits_logprob_row_t));
-    l.rowmax = l.lp_recs + align16(S * sizeof(sits_logprob_rec_t));
+    l.pick = l.lp_recs + align16(S * sizeof(sits_logprob_rec_t));   /* downloaded with the records */
+    l.rowmax = l.pick + align16(S * sizeof(float));
     l.cut = l.rowmax + align16(S * sizeof(float));
-    l.pick = l.cut + align16(S * sizeof(float));
-    l.ids = l.pick + align16(S * sizeof(float));
+    l.ids = l.cut + align16(S * sizeof(float));
     l.bytes = l.ids + align16(S * sizeof(int32_t));
     return l;
 }
@@ -952,18 +953,14 @@ static sits_status_t sample_logits(sits_engine_t *e, sits_comm_t *comm, const si
     return SITS_OK;
 }
 
-/* [sampling controls] bias, penalties and min_p on this rank's logits shard, on the device: the
- * rows' lists uploaded (ents grows past its planned size only for an unusually long list), one
- * logit_process call; for min_p the rows' maxima are all-gathered and a second call cuts. *proc_p = 1
- * when the entries were applied (their raw logits are in ents for logit_pick). */
-static sits_status_t process_logits(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int *proc_p)
+/* [sampling controls] The rows' lists on the host (samp_host's proc_rows, ents_host): *m_p entries,
+ * *min_p_p = 1 when some row needs the min_p cut. ents grows past its planned size only for an
+ * unusually long list (logged). */
+static sits_status_t proc_lists(sits_engine_t *e, const sits_sample_params_t *params, size_t *m_p, int *min_p_p)
 {
-    const sits_shard_dims_t *d = &e->w->dims;
     sits_backend_t *be = e->be;
-    int n = e->last_n_out, R = comm->size, min_p = 0;
+    int n = e->last_n_out;
     samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
-    *proc_p = 0;
-    if (!sits_sample_wants_process(n, params)) return SITS_OK;
     size_t bound = sits_sample_proc_bound(n, params);
     if (bound > e->ent_cap) {
         size_t cap = bound + bound / 2;
@@ -982,18 +979,26 @@ static sits_status_t process_logits(sits_engine_t *e, sits_comm_t *comm, const s
         e->ents_host = h;
         e->ent_host_cap = want;
     }
-    sits_logit_proc_row_t *rows_h = (sits_logit_proc_row_t *)(e->samp_host + L.proc_rows);
-    size_t m = sits_sample_proc_build(n, params, rows_h, e->ents_host, &min_p);
-    sits_logit_proc_row_t *rows_d = (sits_logit_proc_row_t *)(e->samp + L.proc_rows);
-    sits_logit_proc_ent_t *ents_d = e->ents;
-    float *raw_d = (float *)((unsigned char *)e->ents + e->ent_cap * sizeof(sits_logit_proc_ent_t));
+    *m_p = sits_sample_proc_build(n, params, (sits_logit_proc_row_t *)(e->samp_host + L.proc_rows), e->ents_host, min_p_p);
+    return SITS_OK;
+}
+
+/* ents' raw logits (after the entries) */
+static float *ents_raw(sits_engine_t *e) { return (float *)((unsigned char *)e->ents + e->ent_cap * sizeof(sits_logit_proc_ent_t)); }
+
+/* [sampling controls] bias, penalties and min_p on this rank's logits shard, on the device (rows and
+ * entries uploaded): one logit_process call; for min_p the rows' maxima are all-gathered and a
+ * second call cuts. */
+static sits_status_t process_logits(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int min_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    int n = e->last_n_out, R = comm->size;
+    samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
     float *rowmax_d = (float *)(e->samp + L.rowmax), *cut_d = (float *)(e->samp + L.cut);
-    SITS_CHECK(be->ops->upload(be, rows_d, rows_h, sizeof *rows_h * (size_t)n));
-    if (m) SITS_CHECK(be->ops->upload(be, ents_d, e->ents_host, sizeof *e->ents_host * m));
-    SITS_CHECK(be->ops->logit_process(be, e->logits, n, d->v_start, d->v_count, rows_d, ents_d, raw_d, NULL,
-                                      min_p ? rowmax_d : NULL));
+    SITS_CHECK(be->ops->logit_process(be, e->logits, n, d->v_start, d->v_count, (const sits_logit_proc_row_t *)(e->samp + L.proc_rows),
+                                      e->ents, ents_raw(e), NULL, min_p ? rowmax_d : NULL));
     e->logits_ready = 0;
-    *proc_p = 1;
     if (!min_p) return SITS_OK;
     /* min_p: the threshold is relative to the row's max over the whole vocabulary */
     float *mx = malloc(sizeof(float) * (size_t)n * (size_t)(R + 1)), *all = mx + n, *cut_h = (float *)(e->samp_host + L.cut);
@@ -1016,11 +1021,10 @@ sits_status_t sits_engine_sample_step(sits_engine_t *e, sits_comm_t *comm, const
     const sits_shard_dims_t *d = &e->w->dims;
     sits_backend_t *be = e->be;
     const sits_backend_ops_t *op = be->ops;
-    int n = e->last_n_out, on_host = 0, proc = 0;
+    int n = e->last_n_out, on_host = 0;
     if (n == 0) return SITS_OK;
-    int want_lp = lp_p && sits_sample_wants_logprobs(n, params);
-    if ((want_lp && (!op->logprob_reduce || !op->logit_pick)) || (sits_sample_wants_process(n, params) && !op->logit_process) ||
-        ((want_lp || sits_sample_wants_process(n, params)) && !e->logits_f32)) {
+    int want_lp = lp_p && sits_sample_wants_logprobs(n, params), proc = sits_sample_wants_process(n, params), min_p = 0;
+    if ((want_lp && (!op->logprob_reduce || !op->logit_pick)) || (proc && !op->logit_process) || ((want_lp || proc) && !e->logits_f32)) {
         SITS_ERROR(SITS_SUB_ENGINE, "engine: the %s backend has no device logprobs / sampling controls (fp32 logits, "
                    "logit_process, logprob_reduce, logit_pick)", op->name);
         return SITS_ERR_UNSUPPORTED;
@@ -1028,24 +1032,28 @@ sits_status_t sits_engine_sample_step(sits_engine_t *e, sits_comm_t *comm, const
     samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
     sits_logprob_row_t *lp_rows_h = (sits_logprob_row_t *)(e->samp_host + L.lp_rows);
     sits_logprob_rec_t *lp_recs_h = (sits_logprob_rec_t *)(e->samp_host + L.lp_recs);
-    int k = 0;
-    if (want_lp) {   /* [logprobs] on the raw logits, before any transform */
-        k = sits_sample_logprob_rows(n, params, lp_rows_h);
-        SITS_CHECK(op->upload(be, e->samp + L.lp_rows, lp_rows_h, sizeof *lp_rows_h * (size_t)k));
+    int k = want_lp ? sits_sample_logprob_rows(n, params, lp_rows_h) : 0;
+    size_t m = 0;
+    if (proc) SITS_CHECK(proc_lists(e, params, &m, &min_p));
+    /* one copy of the rows (proc_rows, then lp_rows), one of the entries */
+    if (proc || k) SITS_CHECK(op->upload(be, e->samp, e->samp_host, k ? L.lp_rows + sizeof *lp_rows_h * (size_t)k
+                                                                           : sizeof(sits_logit_proc_row_t) * (size_t)n));
+    if (m) SITS_CHECK(op->upload(be, e->ents, e->ents_host, sizeof *e->ents_host * m));
+    if (k)   /* [logprobs] on the raw logits, before any transform */
         SITS_CHECK(op->logprob_reduce(be, (sits_logprob_rec_t *)(e->samp + L.lp_recs), e->logits, d->v_start, d->v_count,
                                       (const sits_logprob_row_t *)(e->samp + L.lp_rows), k));
-    }
     /* [structured output] masks, then [sampling controls], then the sampler; each rank on its shard */
     SITS_CHECK(apply_masks(e, masks, &on_host));
-    if (on_host && (want_lp || sits_sample_wants_process(n, params))) {
+    if (on_host && (want_lp || proc)) {
         SITS_ERROR(SITS_SUB_ENGINE, "engine: masks on the host copy cannot combine with device logprobs / sampling controls");
         return SITS_ERR_UNSUPPORTED;
     }
     if (on_host) return sample_on_host(e, comm, params, tokens_p);
-    SITS_CHECK(process_logits(e, comm, params, &proc));
+    if (proc) SITS_CHECK(process_logits(e, comm, params, min_p));
     SITS_CHECK(sample_logits(e, comm, params, tokens_p));
     if (!want_lp) return SITS_OK;
-    /* [logprobs] the sampled tokens' raw logits from the ranks that hold them */
+    /* [logprobs] the sampled tokens' raw logits from the ranks that hold them (logit_pick), downloaded
+     * with the records (pick follows lp_recs in samp) */
     int32_t *ids_h = (int32_t *)(e->samp_host + L.ids);
     float *pick_h = (float *)(e->samp_host + L.pick);
     int picks = 0;
@@ -1057,11 +1065,10 @@ sits_status_t sits_engine_sample_step(sits_engine_t *e, sits_comm_t *comm, const
         SITS_CHECK(op->upload(be, e->samp + L.ids, ids_h, sizeof(int32_t) * (size_t)n));
         SITS_CHECK(op->logit_pick(be, (float *)(e->samp + L.pick), e->logits, n, d->v_start, d->v_count,
                                   (const int32_t *)(e->samp + L.ids), proc ? (const sits_logit_proc_row_t *)(e->samp + L.proc_rows) : NULL,
-                                  proc ? e->ents : NULL,
-                                  proc ? (const float *)((unsigned char *)e->ents + e->ent_cap * sizeof(sits_logit_proc_ent_t)) : NULL));
-        SITS_CHECK(op->download(be, pick_h, e->samp + L.pick, sizeof(float) * (size_t)n));
+                                  proc ? e->ents : NULL, proc ? ents_raw(e) : NULL));
     }
-    SITS_CHECK(op->download(be, lp_recs_h, e->samp + L.lp_recs, sizeof *lp_recs_h * (size_t)k));
+    SITS_CHECK(op->download(be, lp_recs_h, e->samp + L.lp_recs, picks ? L.pick - L.lp_recs + sizeof(float) * (size_t)n
+                                                                      : sizeof *lp_recs_h * (size_t)k));
     for (int j = 0; j < k; j++) {
         int i = lp_rows_h[j].row;
         if (lp_rows_h[j].target >= 0) continue;

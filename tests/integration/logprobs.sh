@@ -6,9 +6,10 @@
 # parameters answered 400 naming the parameter; the sampling controls (controls_check.py: penalties,
 # logit_bias, min_tokens vs HF logits processors, min_p, stop_token_ids, include_stop_str_in_output)
 # on llama_small and the demo model; a batch of seeded sampled requests mixing them gives the same
-# tokens (and logprobs within 2e-5) at every TP size and with --pp 2. All of it runs on the device
-# path (the backend's logprob_reduce / logit_process / logit_pick on each rank's vocabulary shard):
-# /metrics shows steps with device logprobs and no download of a step's whole logits to the host.
+# tokens (and logprobs within 2e-5) at every TP size, with --pp 2 and with --dp 2 (a remote replica).
+# All of it runs on the device path (the backend's logprob_reduce / logit_process / logit_pick on each
+# rank's vocabulary shard): /metrics shows steps with device logprobs and no download of a step's
+# whole logits to the host.
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
@@ -139,6 +140,14 @@ PYEOF
     ok "llama_small pp 2: sampling controls vs HF processors"
   else bad "llama_small pp 2: sampling controls vs HF processors"; fi
   same_ctl "$tmp/llama_small.1.ctl.json" "$tmp/pp.ctl.json" "llama_small: pp 2 samples what tp 1 samples under the controls"
+  stop
+}
+# data parallelism: a burst spreads over the replicas; the remote one's last stage broadcasts its logprobs
+serve_np 2 "$tmp/llama_small" --dp 2 && {
+  if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/llama_small.json" "$tmp/dp.ctl.json"; then
+    ok "llama_small dp 2: sampling controls vs HF processors"
+  else bad "llama_small dp 2: sampling controls vs HF processors"; fi
+  same_ctl "$tmp/llama_small.1.ctl.json" "$tmp/dp.ctl.json" "llama_small: dp 2 (a remote replica) samples and scores what tp 1 does"
   stop
 }
 finish
