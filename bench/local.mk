@@ -16,6 +16,11 @@ bench_sits_fp8_accuracy_LDADD = $(SITS_LIBS)
 noinst_PROGRAMS += bench/sits-bench-offline
 bench_sits_bench_offline_SOURCES = bench/bench_offline.c bench/bench_common.c bench/bench_common.h
 bench_sits_bench_offline_LDADD = $(SITS_LIBS)
+# [sampling controls] [logprobs] a step's sampling with penalties, bias, min_p and logprobs: the device path
+# (backend ops on the vocabulary shard) against the host path it replaced (download + host loops).
+noinst_PROGRAMS += bench/sits-bench-controls
+bench_sits_bench_controls_SOURCES = bench/bench_controls.c bench/bench_common.c bench/bench_common.h
+bench_sits_bench_controls_LDADD = $(SITS_LIBS)
 include bench/bench.mk
 include bench/allreduce.mk
 # [int8 kv] accuracy (top-1, KL, greedy) and capacity of --kv-cache-dtype int8 vs fp32 / bf16 KV;

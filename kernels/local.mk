@@ -39,7 +39,7 @@ if HAVE_CUDA
 SITS_KERNEL_OBJS = kernels/embed.$(OBJEXT) kernels/rmsnorm.$(OBJEXT) kernels/rope.$(OBJEXT) kernels/kv_write.$(OBJEXT) \
 	kernels/attention.$(OBJEXT) kernels/attention_decode.$(OBJEXT) kernels/attention_prefill.$(OBJEXT) \
 	kernels/silu_mul.$(OBJEXT) kernels/gather_rows.$(OBJEXT) kernels/sample.$(OBJEXT) kernels/fp8.$(OBJEXT) \
-	kernels/allreduce.$(OBJEXT) kernels/rope_kv.$(OBJEXT) kernels/kv_copy.$(OBJEXT)
+	kernels/allreduce.$(OBJEXT) kernels/rope_kv.$(OBJEXT) kernels/kv_copy.$(OBJEXT) kernels/logit_mask.$(OBJEXT)
 $(SITS_KERNEL_OBJS): $(top_srcdir)/kernels/common.cuh $(top_srcdir)/kernels/sits_kernels.h $(top_srcdir)/src/util/status.h
 kernels/attention.$(OBJEXT) kernels/attention_decode.$(OBJEXT) kernels/attention_prefill.$(OBJEXT): $(top_srcdir)/kernels/attention_mma.cuh
 endif

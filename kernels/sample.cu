@@ -13,7 +13,9 @@
  *            does), then one ordered pass that takes every key above it and the lowest ids equal
  *            to it. Candidates are written greater-first, each group by id (the merge sorts);
  *   TOPC_LSE TOPC and lse = max + log(sum exp(l / T - max)) in double (1 / T in double).
- * NaN logits give unspecified candidates (the host comparator is not a total order on NaN either). */
+ * NaN logits give unspecified candidates (the host comparator is not a total order on NaN either).
+ * The second part of the file (logit_process, logprob_reduce, logit_pick) is the device side of the
+ * sampling controls and logprobs, sharing these block reductions; its comment is there. */
 #include "kernels/common.cuh"
 
 #define SR_THREADS 1024
@@ -260,5 +262,170 @@ extern "C" sits_status_t sits_k_sample_reduce(void *recs, const float *logits, i
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     sample_reduce_kernel<<<n, SR_THREADS, 0, stream>>>(static_cast<unsigned char *>(recs), logits, v_start, v_count, rows, c);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* ==== [sampling controls] [logprobs] the device side of penalties, logit_bias, min_p and log-probabilities,
+ * on this rank's vocabulary shard, for every row of a step at once. The cpu twins are
+ * sits_backend_cpu_logit_process / _logprob_reduce / _logit_pick (src/backend/cpu.c); backend.h defines
+ * the semantics.
+ * logit_process  grid n (a block per row): the row's entries (sorted unique ids, few) one per thread,
+ *                each operation rounded once (_rn intrinsics, no FMA contraction) so the results
+ *                equal the host's bit for bit; then, after a barrier, the min_p cut and / or the
+ *                row's max over the shard.
+ * logprob_reduce grid n_rows (a block per scored row): the shard's max (fp32), the sum of
+ *                exp((double)l - max) in double (block tree: the last bits may differ from the host's
+ *                sequential sum), the target's logit, and the top-N (N <= 20) by (logit desc, id asc)
+ *                as N block arg-max passes, each over the ids ordered after the previous pick --
+ *                exact, and cheap for the N that logprobs ask for.
+ * logit_pick     one thread per row: the raw logit of ids[s] (a binary search of the row's entries
+ *                first, whose raw values logit_process saved). ==== */
+
+/* ---- logit_process ----------------------------------------------------------------------------- */
+
+static __global__ void __launch_bounds__(SR_THREADS)
+logit_process_kernel(float *logits, int v_start, int v_count, const sits_k_proc_row_t *rows, const sits_k_proc_ent_t *ents,
+                     float *ent_raw, const float *cut, float *rowmax)
+{
+    int s = blockIdx.x, tid = threadIdx.x;
+    float *row = logits + (size_t)s * v_count;
+    if (rows && ents) {
+        const sits_k_proc_row_t p = rows[s];
+        bool rep = p.repetition > 0.0f && p.repetition != 1.0f;
+        for (int k = p.ent0 + tid; k < p.ent0 + p.n_ent; k += SR_THREADS) {
+            const sits_k_proc_ent_t t = ents[k];
+            long long i = (long long)t.id - v_start;
+            if (i < 0 || i >= v_count) continue;
+            float l = row[i];
+            if (ent_raw) ent_raw[k] = l;
+            l = (t.flags & SITS_K_PROC_BAN) ? -INFINITY : __fadd_rn(l, t.bias);
+            if (rep && ((t.flags & SITS_K_PROC_PROMPT) || t.out_count > 0))
+                l = l > 0.0f ? __fdiv_rn(l, p.repetition) : __fmul_rn(l, p.repetition);
+            if (t.out_count > 0) l = __fsub_rn(l, __fadd_rn(__fmul_rn(p.frequency, (float)t.out_count), p.presence));
+            row[i] = l; /* ids are unique within a row: no other thread writes it */
+        }
+    }
+    if (!cut && !rowmax) return;
+    __syncthreads(); /* the entries' writes are visible to the whole block */
+    float c = cut ? cut[s] : -INFINITY, m = -INFINITY;
+    for (int i = tid; i < v_count; i += SR_THREADS) {
+        float x = row[i];
+        if (cut && x < c) { x = -INFINITY; row[i] = x; }
+        if (x > m) m = x;
+    }
+    if (!rowmax) return;
+    m = (float)sr_block_max_d((double)m); /* exact: fp32 -> fp64 -> fp32 */
+    if (tid == 0) rowmax[s] = m;
+}
+
+extern "C" sits_status_t sits_k_logit_process(float *logits, int n, int v_start, int v_count, const sits_k_proc_row_t *rows,
+                                              const sits_k_proc_ent_t *ents, float *ent_raw, const float *cut, float *rowmax,
+                                              cudaStream_t stream)
+{
+    if (n < 0 || v_count < 0) return SITS_ERR_INVALID;
+    if (n == 0 || (!(rows && ents) && !cut && !rowmax)) return SITS_OK;
+    logit_process_kernel<<<n, SR_THREADS, 0, stream>>>(logits, v_start, v_count, rows && ents ? rows : NULL,
+                                                       rows && ents ? ents : NULL, ent_raw, cut, rowmax);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* ---- logprob_reduce ---------------------------------------------------------------------------- */
+
+static __global__ void __launch_bounds__(SR_THREADS)
+logprob_reduce_kernel(sits_k_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                      const sits_k_logprob_row_t *rows)
+{
+    int k = blockIdx.x, tid = threadIdx.x;
+    const sits_k_logprob_row_t p = rows[k];
+    const float *row = logits + (size_t)p.row * v_count;
+    sits_k_logprob_rec_t *r = &recs[k];
+    int top = p.top < 0 ? 0 : p.top > SITS_K_LOGPROB_MAX_TOP ? SITS_K_LOGPROB_MAX_TOP : p.top;
+    if (v_count <= 0) {
+        if (tid == 0) {
+            r->lse = -INFINITY;
+            r->tgt = 0.0f;
+            r->has_tgt = 0;
+            r->n = 0;
+            r->pad_ = 0;
+        }
+        return;
+    }
+    float m = -INFINITY;
+    for (int i = tid; i < v_count; i += SR_THREADS) if (row[i] > m) m = row[i];
+    m = (float)sr_block_max_d((double)m);
+    double sum = 0.0;
+    for (int i = tid; i < v_count; i += SR_THREADS) sum += exp((double)row[i] - (double)m);
+    sum = sr_block_sum_d(sum);
+    /* top-N: pick t is the best of the ids ordered after pick t - 1 */
+    float pv = INFINITY;
+    int pid = -1, n = 0;
+    for (int t = 0; t < top; t++) {
+        float bv = -INFINITY;
+        int bid = -1;
+        for (int i = tid; i < v_count; i += SR_THREADS) {
+            float x = row[i];
+            int id = v_start + i;
+            bool after = t == 0 || x < pv || (x == pv && id > pid);
+            if (after && sr_better(x, id, bv, bid)) { bv = x; bid = id; }
+        }
+        sr_block_best(bv, bid);
+        if (bid < 0) break;   /* uniform: every thread has the block's result */
+        if (tid == 0) { r->top[t].logit = bv; r->top[t].id = bid; }
+        pv = bv;
+        pid = bid;
+        n = t + 1;
+    }
+    if (tid == 0) {
+        r->lse = (double)m + log(sum);
+        bool has = p.target >= v_start && (long long)p.target - v_start < v_count;
+        r->tgt = has ? row[p.target - v_start] : 0.0f;
+        r->has_tgt = has;
+        r->n = n;
+        r->pad_ = 0;
+    }
+}
+
+extern "C" sits_status_t sits_k_logprob_reduce(sits_k_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                                               const sits_k_logprob_row_t *rows, int n_rows, cudaStream_t stream)
+{
+    if (n_rows < 0 || v_count < 0) return SITS_ERR_INVALID;
+    if (n_rows == 0) return SITS_OK;
+    logprob_reduce_kernel<<<n_rows, SR_THREADS, 0, stream>>>(recs, logits, v_start, v_count, rows);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* ---- logit_pick -------------------------------------------------------------------------------- */
+
+#define PICK_THREADS 128
+
+static __global__ void logit_pick_kernel(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
+                                         const sits_k_proc_row_t *rows, const sits_k_proc_ent_t *ents, const float *ent_raw)
+{
+    int s = blockIdx.x * PICK_THREADS + threadIdx.x;
+    if (s >= n) return;
+    int id = ids[s];
+    long long i = (long long)id - v_start;
+    if (id < 0 || i < 0 || i >= v_count) { out[s] = __int_as_float(0x7fc00000); return; }
+    float v = logits[(size_t)s * v_count + i];
+    if (rows && ents && ent_raw) {
+        int lo = rows[s].ent0, end = rows[s].ent0 + rows[s].n_ent, hi = end;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (ents[mid].id < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < end && ents[lo].id == id) v = ent_raw[lo];
+    }
+    out[s] = v;
+}
+
+extern "C" sits_status_t sits_k_logit_pick(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
+                                           const sits_k_proc_row_t *rows, const sits_k_proc_ent_t *ents, const float *ent_raw,
+                                           cudaStream_t stream)
+{
+    if (n < 0 || v_count < 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    logit_pick_kernel<<<(n + PICK_THREADS - 1) / PICK_THREADS, PICK_THREADS, 0, stream>>>(out, logits, n, v_start, v_count, ids,
+                                                                                          rows, ents, ent_raw);
     return SITS_K_LAUNCH_STATUS();
 }

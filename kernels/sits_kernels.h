@@ -151,6 +151,35 @@ sits_status_t sits_k_sample_reduce(void *recs, const float *logits, int n, int v
 sits_status_t sits_k_logit_mask(float *logits, int v_start, int v_count, const uint32_t *masks, int words,
                                 const int32_t *rows, int n_masks, cudaStream_t stream);
 
+/* [sampling controls] [logprobs] Mirrors of backend.h's logit_process / logprob_reduce types (cuda.c
+ * checks the layouts); kernels/sample.cu, semantics in backend.h, cpu twins in src/backend/cpu.c. */
+typedef struct { float presence, frequency, repetition; int32_t ent0, n_ent, pad_; } sits_k_proc_row_t;
+typedef struct { int32_t id; float bias; int32_t out_count, flags; } sits_k_proc_ent_t;
+#define SITS_K_PROC_BAN 1
+#define SITS_K_PROC_PROMPT 2
+#define SITS_K_LOGPROB_MAX_TOP 20
+typedef struct { int32_t row, target, top, pad_; } sits_k_logprob_row_t;
+typedef struct {
+    double lse;
+    float tgt;
+    int32_t has_tgt, n, pad_;
+    sits_k_sample_cand_t top[SITS_K_LOGPROB_MAX_TOP];
+} sits_k_logprob_rec_t;
+
+/* In place on logits [n, v_count] fp32 (ids v_start ..): the rows' entries (rows and ents both
+ * non-NULL; ent_raw may be NULL), then cut (may be NULL), then rowmax (may be NULL). A block per row. */
+sits_status_t sits_k_logit_process(float *logits, int n, int v_start, int v_count, const sits_k_proc_row_t *rows,
+                                   const sits_k_proc_ent_t *ents, float *ent_raw, const float *cut, float *rowmax,
+                                   cudaStream_t stream);
+/* recs [n_rows] of the scored rows of logits [*, v_count] fp32. A block per scored row. */
+sits_status_t sits_k_logprob_reduce(sits_k_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                                    const sits_k_logprob_row_t *rows, int n_rows, cudaStream_t stream);
+/* out [n] = the raw logit of ids[s] in row s (NaN outside the shard); rows / ents / ent_raw: those of the
+ * logit_process call that changed the logits, or NULL. One thread per row. */
+sits_status_t sits_k_logit_pick(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
+                                const sits_k_proc_row_t *rows, const sits_k_proc_ent_t *ents, const float *ent_raw,
+                                cudaStream_t stream);
+
 /* ---- [allreduce] custom all-reduce of one node's GPUs over CUDA IPC (kernels/allreduce.cu) ----------
  * Every rank owns one buffer mapped into every other rank (src/comm/custom_ar.c sets it up):
  * SITS_K_AR_SIGNAL_BYTES of signal words (zeroed before first use), then two staging halves of

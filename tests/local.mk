@@ -68,3 +68,9 @@ EXTRA_DIST += tests/integration/real_model.sh
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh
 EXTRA_DIST += tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
 	tests/ref/gen_logprob_fixtures.py tests/fixtures/logprobs tests/lm_eval
+# [sampling controls] [logprobs] the device ops (logit_process, logprob_reduce, logit_pick) and the engine's
+# host pieces around them against HF's logits processors, at TP 1, 2 and 4
+check_PROGRAMS += tests/unit/test_logit_process
+tests_unit_test_logit_process_SOURCES = tests/unit/test_logit_process.c
+TESTS += tests/unit/test_logit_process tests/integration/logit_process_tp.sh
+EXTRA_DIST += tests/integration/logit_process_tp.sh tests/ref/gen_logit_process_fixture.py

@@ -163,6 +163,64 @@ void sits_backend_cpu_logit_mask(float *logits, int v_start, int v_count, const 
 void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int v_start, int v_count,
                                     const sits_sample_row_t *rows, int c);
 
+/* ---- [sampling controls] logit_process -------------------------------------------------------
+ * Penalties, logit_bias, min_tokens bans and min_p applied to each rank's logits shard on the device,
+ * for every row of a step at once. Per row a parameter record and a list of entries: one per distinct
+ * vocabulary id the row's transforms touch (its logit_bias / ban ids and its token history), sorted by
+ * id ascending, ids unique within the row, the row's entries at ents[ent0 .. ent0 + n_ent). Only the
+ * entries whose id lies in the rank's shard apply there. For such an entry, on l = logits[s, id]:
+ *     raw[k] = l                                              (the logit before, for logprobs)
+ *     l = (flags & BAN) ? -inf : fl(l + bias)                 (logit_bias; min_tokens bans eos / stop ids)
+ *     if repetition on and (flags & PROMPT or out_count > 0)  (HF RepetitionPenaltyLogitsProcessor)
+ *         l = l > 0 ? fl(l / repetition) : fl(l * repetition)
+ *     if out_count > 0: l = fl(l - fl(fl(frequency * out_count) + presence))   (OpenAI / vLLM)
+ * All fp32, each operation rounded once (no fused multiply-add). min_p is a second call with a
+ * threshold per row (see the op). */
+#define SITS_PROC_BAN 1       /* the id is banned (-inf) */
+#define SITS_PROC_PROMPT 2    /* the id occurs in the prompt */
+typedef struct {
+    float presence, frequency;
+    float repetition;    /* 0 or 1: off */
+    int32_t ent0, n_ent;
+    int32_t pad_;
+} sits_logit_proc_row_t; /* 24 bytes */
+
+typedef struct {
+    int32_t id;          /* global vocabulary id */
+    float bias;          /* added unless banned */
+    int32_t out_count;   /* times generated so far */
+    int32_t flags;       /* SITS_PROC_BAN | SITS_PROC_PROMPT */
+} sits_logit_proc_ent_t; /* 16 bytes */
+
+/* ---- [logprobs] logprob_reduce --------------------------------------------------------------
+ * log-softmax of the raw logits across the vocabulary shards: per scored row each rank writes a
+ * record of its shard, all-gathered and merged by src/engine/sample.c (lse = log sum_r exp(lse_r),
+ * logprob = logit - lse). */
+#define SITS_LOGPROB_MAX_TOP 20
+typedef struct {
+    int32_t row;         /* the logits row */
+    int32_t target;      /* the id scored, or -1 (the sampled token: logit_pick after sampling) */
+    int32_t top;         /* 0 .. SITS_LOGPROB_MAX_TOP best ids wanted */
+    int32_t pad_;
+} sits_logprob_row_t;
+
+typedef struct {
+    double lse;          /* m + log(sum_i exp((double)l_i - m)), m = max l_i of the shard; -inf: empty shard */
+    float tgt;           /* logits[row, target] when the shard holds target */
+    int32_t has_tgt;     /* 1 when it does */
+    int32_t n;           /* valid entries of top: min(top, v_count) */
+    int32_t pad_;
+    sits_sample_cand_t top[SITS_LOGPROB_MAX_TOP];   /* the shard's best by (logit desc, id asc), best first */
+} sits_logprob_rec_t;    /* 184 bytes */
+
+/* The references of the three ops (host memory); the cpu backend's slots call them. */
+void sits_backend_cpu_logit_process(float *logits, int n, int v_start, int v_count, const sits_logit_proc_row_t *rows,
+                                    const sits_logit_proc_ent_t *ents, float *ent_raw, const float *cut, float *rowmax);
+void sits_backend_cpu_logprob_reduce(sits_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                                     const sits_logprob_row_t *rows, int n_rows);
+void sits_backend_cpu_logit_pick(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
+                                 const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, const float *ent_raw);
+
 typedef struct sits_backend_ops {
     const char *name;
     void (*destroy)(sits_backend_t *be);
@@ -227,6 +285,27 @@ typedef struct sits_backend_ops {
      * the host copy of the logits and samples there. */
     sits_status_t (*logit_mask)(sits_backend_t *be, float *logits, int v_start, int v_count, const uint32_t *masks, int words,
                                 const int32_t *rows, int n_masks);
+    /* [sampling controls] In place on logits [n, v_count] fp32 (ids v_start ..), all in this backend's memory:
+     * with rows [n] and ents (both non-NULL): each row's entries as described above (ent_raw [*] receives
+     * raw[k] at the entry's index k in ents, for the entries in the shard); then, with cut [n]:
+     * logits[s, i] = -inf where logits[s, i] < cut[s] (min_p: cut = max + T log(min_p), -inf for rows
+     * without it); then, with rowmax [n]: rowmax[s] = the row's max after the above (-inf for an empty
+     * shard). Any of rows / cut / rowmax may be NULL. One kernel on cuda (a block per row). */
+    sits_status_t (*logit_process)(sits_backend_t *be, float *logits, int n, int v_start, int v_count,
+                                   const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, float *ent_raw,
+                                   const float *cut, float *rowmax);
+    /* [logprobs] recs [n_rows] (device) from the raw logits [*, v_count] fp32: for each scored row, its
+     * shard's record (sits_logprob_rec_t). lse's double sums may differ in their last bits between
+     * backends (summation order); tgt, n and top are exact. One block per scored row on cuda. */
+    sits_status_t (*logprob_reduce)(sits_backend_t *be, sits_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                                    const sits_logprob_row_t *rows, int n_rows);
+    /* [logprobs] out [n] = the raw logit of ids[s] in row s after logit_process ran on it: NaN when
+     * ids[s] is outside the shard (or < 0); the entry's raw value when rows (and ents, ent_raw of that
+     * logit_process call) are given and row s has an entry for ids[s]; else logits[s, ids[s] - v_start].
+     * (A sampled id was never masked or cut, so only the entries changed it.) */
+    sits_status_t (*logit_pick)(sits_backend_t *be, float *out, const float *logits, int n, int v_start, int v_count,
+                                const int32_t *ids, const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents,
+                                const float *ent_raw);
     /* Page-locked host memory (faster, asynchronous copies); NULL slots: plain malloc/free. */
     sits_status_t (*host_alloc)(sits_backend_t *be, size_t bytes, void **ptr_p);
     void (*host_free)(sits_backend_t *be, void *ptr);

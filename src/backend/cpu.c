@@ -392,6 +392,8 @@ void sits_backend_cpu_sample_reduce(void *recs, const float *logits, int n, int 
                                     const sits_sample_row_t *rows, int c)
 {
     size_t rec = SITS_SAMPLE_REC_BYTES(c);
+    /* rows are independent: one thread each (a Gumbel row is ~2 logs per id) */
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n * v_count * 32 >= CPU_PAR_MIN_WORK)
     for (int s = 0; s < n; s++) {
         const sits_sample_row_t *p = &rows[s];
         const float *row = logits + (size_t)s * v_count;
@@ -459,6 +461,118 @@ static sits_status_t cpu_sample_reduce(sits_backend_t *be, void *recs, const flo
         return SITS_ERR_INVALID;
     }
     sits_backend_cpu_sample_reduce(recs, logits, n, v_start, v_count, rows, c);
+    return SITS_OK;
+}
+
+/* ---- [sampling controls] [logprobs] the references of logit_process, logprob_reduce, logit_pick ---- */
+
+void sits_backend_cpu_logit_process(float *logits, int n, int v_start, int v_count, const sits_logit_proc_row_t *rows,
+                                    const sits_logit_proc_ent_t *ents, float *ent_raw, const float *cut, float *rowmax)
+{
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n * v_count * 2 >= CPU_PAR_MIN_WORK)
+    for (int s = 0; s < n; s++) {
+        float *row = logits + (size_t)s * v_count;
+        if (rows && ents) {
+            const sits_logit_proc_row_t *p = &rows[s];
+            int rep = p->repetition > 0 && p->repetition != 1.0f;
+            for (int k = p->ent0; k < p->ent0 + p->n_ent; k++) {
+                const sits_logit_proc_ent_t *t = &ents[k];
+                int64_t i = (int64_t)t->id - v_start;
+                if (i < 0 || i >= v_count) continue;
+                float l = row[i];
+                if (ent_raw) ent_raw[k] = l;
+                l = (t->flags & SITS_PROC_BAN) ? -INFINITY : l + t->bias;
+                if (rep && ((t->flags & SITS_PROC_PROMPT) || t->out_count > 0)) l = l > 0 ? l / p->repetition : l * p->repetition;
+                if (t->out_count > 0) {
+                    float f = p->frequency * (float)t->out_count;
+                    f = f + p->presence;
+                    l = l - f;
+                }
+                row[i] = l;
+            }
+        }
+        if (cut) {
+            float c = cut[s];
+            for (int i = 0; i < v_count; i++) if (row[i] < c) row[i] = -INFINITY;
+        }
+        if (rowmax) {
+            float m = -INFINITY;
+            for (int i = 0; i < v_count; i++) if (row[i] > m) m = row[i];
+            rowmax[s] = m;
+        }
+    }
+}
+
+void sits_backend_cpu_logprob_reduce(sits_logprob_rec_t *recs, const float *logits, int v_start, int v_count,
+                                     const sits_logprob_row_t *rows, int n_rows)
+{
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n_rows * v_count * 16 >= CPU_PAR_MIN_WORK)
+    for (int k = 0; k < n_rows; k++) {
+        const sits_logprob_row_t *p = &rows[k];
+        const float *row = logits + (size_t)p->row * v_count;
+        sits_logprob_rec_t *r = &recs[k];
+        memset(r, 0, sizeof *r);
+        r->lse = -INFINITY;
+        if (v_count <= 0) continue;
+        float m = row[0];
+        for (int i = 1; i < v_count; i++) if (row[i] > m) m = row[i];
+        double sum = 0;
+        for (int i = 0; i < v_count; i++) sum += exp((double)row[i] - m);
+        r->lse = m + log(sum);
+        if (p->target >= v_start && p->target - v_start < v_count) {
+            r->tgt = row[p->target - v_start];
+            r->has_tgt = 1;
+        }
+        int top = p->top < 0 ? 0 : p->top > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : p->top;
+        r->n = top > 0 ? local_topc(row, v_start, v_count, top, r->top) : 0;   /* sorted, best first */
+    }
+}
+
+void sits_backend_cpu_logit_pick(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
+                                 const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, const float *ent_raw)
+{
+    for (int s = 0; s < n; s++) {
+        int64_t i = (int64_t)ids[s] - v_start;
+        out[s] = NAN;
+        if (ids[s] < 0 || i < 0 || i >= v_count) continue;
+        out[s] = logits[(size_t)s * v_count + i];
+        if (!rows || !ents || !ent_raw) continue;
+        int lo = rows[s].ent0, hi = rows[s].ent0 + rows[s].n_ent;   /* binary search of the sorted entries */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (ents[mid].id < ids[s]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < rows[s].ent0 + rows[s].n_ent && ents[lo].id == ids[s]) out[s] = ent_raw[lo];
+    }
+}
+
+static sits_status_t cpu_logit_process(sits_backend_t *be, float *logits, int n, int v_start, int v_count,
+                                       const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, float *ent_raw,
+                                       const float *cut, float *rowmax)
+{
+    (void)be;
+    if (n < 0 || v_count < 0) return SITS_ERR_INVALID;
+    sits_backend_cpu_logit_process(logits, n, v_start, v_count, rows, ents, ent_raw, cut, rowmax);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_logprob_reduce(sits_backend_t *be, sits_logprob_rec_t *recs, const float *logits, int v_start,
+                                        int v_count, const sits_logprob_row_t *rows, int n_rows)
+{
+    (void)be;
+    if (n_rows < 0 || v_count < 0) return SITS_ERR_INVALID;
+    sits_backend_cpu_logprob_reduce(recs, logits, v_start, v_count, rows, n_rows);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_logit_pick(sits_backend_t *be, float *out, const float *logits, int n, int v_start, int v_count,
+                                    const int32_t *ids, const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents,
+                                    const float *ent_raw)
+{
+    (void)be;
+    if (n < 0 || v_count < 0) return SITS_ERR_INVALID;
+    sits_backend_cpu_logit_pick(out, logits, n, v_start, v_count, ids, rows, ents, ent_raw);
     return SITS_OK;
 }
 
@@ -580,6 +694,9 @@ static const sits_backend_ops_t cpu_ops = {
     .matmul_f32out = cpu_matmul_f32out,
     .sample_reduce = cpu_sample_reduce,
     .logit_mask = cpu_logit_mask,
+    .logit_process = cpu_logit_process,   /* [sampling controls] */
+    .logprob_reduce = cpu_logprob_reduce, /* [logprobs] */
+    .logit_pick = cpu_logit_pick,
     .matmul_fp8 = cpu_matmul_fp8,   /* [fp8] */
     .matmul_fp8q = cpu_matmul_fp8q,
     .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,

@@ -674,6 +674,43 @@ static sits_status_t cuda_logit_mask(sits_backend_t *be, float *logits, int v_st
     return SITS_OK;
 }
 
+/* [sampling controls] [logprobs] backend.h's types are what kernels/sample.cu reads and writes. */
+_Static_assert(sizeof(sits_logit_proc_row_t) == sizeof(sits_k_proc_row_t) && sizeof(sits_logit_proc_row_t) == 24 &&
+               offsetof(sits_logit_proc_row_t, ent0) == offsetof(sits_k_proc_row_t, ent0), "logit_process row layout");
+_Static_assert(sizeof(sits_logit_proc_ent_t) == sizeof(sits_k_proc_ent_t) && sizeof(sits_logit_proc_ent_t) == 16 &&
+               offsetof(sits_logit_proc_ent_t, flags) == offsetof(sits_k_proc_ent_t, flags) &&
+               SITS_PROC_BAN == SITS_K_PROC_BAN && SITS_PROC_PROMPT == SITS_K_PROC_PROMPT, "logit_process entry layout");
+_Static_assert(sizeof(sits_logprob_row_t) == sizeof(sits_k_logprob_row_t) && sizeof(sits_logprob_rec_t) == sizeof(sits_k_logprob_rec_t) &&
+               sizeof(sits_logprob_rec_t) == 184 && offsetof(sits_logprob_rec_t, top) == offsetof(sits_k_logprob_rec_t, top) &&
+               offsetof(sits_logprob_rec_t, n) == offsetof(sits_k_logprob_rec_t, n) &&
+               SITS_LOGPROB_MAX_TOP == SITS_K_LOGPROB_MAX_TOP, "logprob record layout");
+
+static sits_status_t cuda_logit_process(sits_backend_t *be, float *logits, int n, int v_start, int v_count,
+                                        const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, float *ent_raw,
+                                        const float *cut, float *rowmax)
+{
+    SITS_KERNEL_CHECK(sits_k_logit_process(logits, n, v_start, v_count, (const sits_k_proc_row_t *)rows,
+                                           (const sits_k_proc_ent_t *)ents, ent_raw, cut, rowmax, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_logprob_reduce(sits_backend_t *be, sits_logprob_rec_t *recs, const float *logits, int v_start,
+                                         int v_count, const sits_logprob_row_t *rows, int n_rows)
+{
+    SITS_KERNEL_CHECK(sits_k_logprob_reduce((sits_k_logprob_rec_t *)recs, logits, v_start, v_count,
+                                            (const sits_k_logprob_row_t *)rows, n_rows, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_logit_pick(sits_backend_t *be, float *out, const float *logits, int n, int v_start, int v_count,
+                                     const int32_t *ids, const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents,
+                                     const float *ent_raw)
+{
+    SITS_KERNEL_CHECK(sits_k_logit_pick(out, logits, n, v_start, v_count, ids, (const sits_k_proc_row_t *)rows,
+                                        (const sits_k_proc_ent_t *)ents, ent_raw, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static sits_status_t cuda_host_alloc(sits_backend_t *be, size_t bytes, void **ptr_p)
 {
     void *p = NULL;
@@ -835,6 +872,9 @@ static const sits_backend_ops_t cuda_ops = {
     .matmul_f32out = cuda_matmul_f32out,
     .sample_reduce = cuda_sample_reduce,
     .logit_mask = cuda_logit_mask,
+    .logit_process = cuda_logit_process,   /* [sampling controls] */
+    .logprob_reduce = cuda_logprob_reduce, /* [logprobs] */
+    .logit_pick = cuda_logit_pick,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .graph_begin = cuda_graph_begin,

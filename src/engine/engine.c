@@ -56,6 +56,15 @@ struct sits_engine {
     void *masks;    /* [structured output] [mask_cap] masks of mask_words uint32, then [mask_cap] int32 rows; made with
                      * the step buffers (memory plan), remade only for masks of another size */
     int mask_cap, mask_words;
+    /* [sampling controls + logprobs] samp: one buffer of [max_seqs] logit_process rows, logprob rows,
+     * logprob records, row maxima, min_p cuts, picked logits (fp32) and picked ids (int32), at the
+     * offsets of samp_layout_t; ents: [ent_cap] logit_process entries then [ent_cap] fp32 raw logits.
+     * Both made with the step buffers (memory plan); ents grows past ent_cap only for a step with
+     * more entries than the plan's bound (logged). Host images: samp_host (same layout), ents_host. */
+    unsigned char *samp, *samp_host;
+    void *ents;
+    sits_logit_proc_ent_t *ents_host;
+    size_t ent_cap, ent_host_cap;
     /* [fp8] the activations of the next FP8 GEMM, quantised by the kernel that produced them (the
      * RMSNorm before qkv / gate-up, SiLU*mul before down): xq_of is the buffer (h or act) that xq / xs
      * hold the E4M3 rows of, NULL when none; every linear() clears it */
@@ -170,7 +179,7 @@ void sits_engine_destroy(sits_engine_t *e)
     for (int i = 0; i < e->n_buckets; i++)
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
     void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta, e->xq, e->xs,
-                     e->kv_bufs, e->kv_ids, e->kv_flat, e->masks };
+                     e->kv_bufs, e->kv_ids, e->kv_flat, e->masks, e->samp, e->ents };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     for (int l = 0; e->k_cache && l < e->w->cfg.n_layers; l++) {
@@ -185,6 +194,8 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e->cuts);
     host_free(be, e->logits_host);
     host_free(be, e->recs_host);
+    host_free(be, e->samp_host);
+    free(e->ents_host);
     free(e);
 }
 
@@ -193,7 +204,42 @@ void sits_engine_destroy(sits_engine_t *e)
 typedef struct {
     size_t x, h, qkv, attn, proj, gu, act, last, logits, recs, xq, xs;
     size_t masks;   /* [structured output] [max_seqs] masks over the whole vocabulary + [max_seqs] int32 rows */
+    size_t samp, ents;   /* [sampling controls + logprobs] see struct sits_engine */
+    size_t ent_cap;
 } step_bytes_t;
+
+/* [sampling controls + logprobs] byte offsets in samp of S rows each, in this order (a step uploads
+ * proc_rows + lp_rows in one copy and downloads lp_recs + pick in one) */
+typedef struct {
+    size_t proc_rows, lp_rows, lp_recs, pick, rowmax, cut, ids, bytes;
+} samp_layout_t;
+
+static samp_layout_t samp_layout(size_t S)
+{
+    samp_layout_t l;
+    l.proc_rows = 0;
+    l.lp_rows = l.proc_rows + align16(S * sizeof(sits_logit_proc_row_t));
+    l.lp_recs = l.lp_rows + align16(S * sizeof(sits_logprob_row_t));
+    l.pick = l.lp_recs + align16(S * sizeof(sits_logprob_rec_t));   /* downloaded with the records */
+    l.rowmax = l.pick + align16(S * sizeof(float));
+    l.cut = l.rowmax + align16(S * sizeof(float));
+    l.ids = l.cut + align16(S * sizeof(float));
+    l.bytes = l.ids + align16(S * sizeof(int32_t));
+    return l;
+}
+
+/* logit_process entries planned for: every row's whole history (max_blocks_per_seq * block_size
+ * tokens) plus its bias list (logit_bias <= 1024, eos and stop ids), at most 1 Mi entries (20 MiB);
+ * a step beyond grows the buffer. */
+#define ENGINE_PROC_EXTRA 1152
+#define ENGINE_PROC_MAX ((size_t)1 << 20)
+static size_t ent_cap_of(const sits_engine_params_t *p)
+{
+    size_t per = (size_t)p->max_blocks_per_seq * (size_t)p->block_size + ENGINE_PROC_EXTRA;
+    size_t cap = per * (size_t)p->max_seqs;
+    return cap > ENGINE_PROC_MAX ? ENGINE_PROC_MAX : cap;
+}
+#define ENT_BYTES (sizeof(sits_logit_proc_ent_t) + sizeof(float))
 
 /* [structured output] uint32 words of an allowed-token mask over the whole vocabulary (grammar.h's
  * SITS_GRAMMAR_MASK_WORDS; the engine does not depend on the grammar module). */
@@ -212,7 +258,9 @@ static step_bytes_t step_bytes(const sits_engine_params_t *p, const sits_model_c
         .attn = T * (size_t)d->nh_loc * c->head_dim * as, .proj = T * H * as, .gu = T * 2 * (size_t)d->i_loc * as,
         .act = T * (size_t)d->i_loc * as, .last = S * H * as, .logits = S * vloc * (logits_f32 ? sizeof(float) : as),
         .recs = S * SITS_SAMPLE_REC_BYTES(SITS_SAMPLE_MAX_C),
+        .samp = samp_layout(S).bytes, .ent_cap = ent_cap_of(p),
     };
+    b.ents = b.ent_cap * ENT_BYTES;
     if (fp8_fused) {
         b.xq = T * (H > (size_t)d->i_loc ? H : (size_t)d->i_loc);
         b.xs = T * sizeof(float);
@@ -259,6 +307,7 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
     snprintf(name, sizeof name, "logits (%d sequences x %d vocab)", p->max_seqs, d->v_count);
     sits_mem_plan_add(plan, name, b.last + b.logits, 0);
     sits_mem_plan_add(plan, "sampling records", b.recs, 0);
+    sits_mem_plan_add(plan, "sampling controls and logprobs", b.samp + b.ents, 0);
     if (b.masks) sits_mem_plan_add(plan, "structured output masks", b.masks, 0);
     int graphs = !p->no_cuda_graphs && op->graph_begin && op->graph_end && op->graph_launch, cap = graph_cap(p);
     size_t meta = meta_layout(p->max_tokens, p->max_seqs, p->max_blocks_per_seq).bytes +
@@ -337,6 +386,9 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->alloc(be, b.last, &e->last), st, err);
     SITS_CHECK_GOTO(op->alloc(be, b.logits, &e->logits), st, err);
     SITS_CHECK_GOTO(op->alloc(be, b.recs, &e->recs), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.samp, (void **)&e->samp), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, b.ents, &e->ents), st, err);
+    e->ent_cap = b.ent_cap;
     if (b.masks) {   /* [structured output] now, not at the first constrained step */
         SITS_CHECK_GOTO(op->alloc(be, b.masks, &e->masks), st, err);
         e->mask_cap = params->max_seqs;
@@ -398,6 +450,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     e->min_micro_tokens = params->pp_microbatch_min_tokens > 0 ? params->pp_microbatch_min_tokens : be->device >= 0 ? 128 : 1;
     SITS_CHECK_GOTO(host_alloc(be, S * vloc * sizeof(float), (void **)&e->logits_host), st, err);
     SITS_CHECK_GOTO(host_alloc(be, S * rec_max, (void **)&e->recs_host), st, err);
+    SITS_CHECK_GOTO(host_alloc(be, b.samp, (void **)&e->samp_host), st, err);
     e->k_cache = calloc((size_t)c->n_layers, sizeof(void *));
     e->v_cache = calloc((size_t)c->n_layers, sizeof(void *));
     if (!e->meta_host || !e->seq_seen || !e->k_cache || !e->v_cache) { st = SITS_ERR_NOMEM; goto err; }
@@ -811,6 +864,7 @@ sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p)
         if (e->logits_f32) SITS_CHECK(e->be->ops->download(e->be, e->logits_host, e->logits, n * sizeof(float)));
         else SITS_CHECK(e->be->ops->download_f32(e->be, e->logits_host, e->logits, n));
         e->logits_ready = 1;
+        e->stats.logits_downloads++;
     }
     *logits_p = e->logits_host;
     return SITS_OK;
@@ -869,22 +923,15 @@ static sits_status_t apply_masks(sits_engine_t *e, const sits_sample_masks_t *m,
     return SITS_OK;
 }
 
-sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
-{
-    return sits_engine_sample_masked(e, comm, params, NULL, tokens_p);
-}
-
-sits_status_t sits_engine_sample_masked(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
-                                        const sits_sample_masks_t *masks, int32_t *tokens_p)
+/* The sampler on the (already transformed) logits: the backend's sample_reduce, or the host when
+ * it has none, the candidate count is beyond it, or a top-p nucleus needs whole slices. */
+static sits_status_t sample_logits(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
 {
     const sits_shard_dims_t *d = &e->w->dims;
     sits_backend_t *be = e->be;
     int n = e->last_n_out;
-    if (n == 0) return SITS_OK;
-    int c = sits_sample_cands(n, params), on_host = 0;
-    SITS_CHECK(apply_masks(e, masks, &on_host));
-    if (on_host || !be->ops->sample_reduce || !e->logits_f32 || c > SITS_SAMPLE_MAX_C)
-        return sample_on_host(e, comm, params, tokens_p);
+    int c = sits_sample_cands(n, params);
+    if (!be->ops->sample_reduce || !e->logits_f32 || c > SITS_SAMPLE_MAX_C) return sample_on_host(e, comm, params, tokens_p);
     /* the rows: uploaded with the step when the batch had them and they are these params */
     sits_sample_row_t rows_stack[64], *rows = n <= 64 ? rows_stack : malloc(sizeof *rows * (size_t)n);
     if (!rows) return SITS_ERR_NOMEM;
@@ -904,6 +951,137 @@ sits_status_t sits_engine_sample_masked(sits_engine_t *e, sits_comm_t *comm, con
     e->stats.device_samples++;
     if (need_full) return sample_on_host(e, comm, params, tokens_p); /* the same decision on every rank */
     return SITS_OK;
+}
+
+/* [sampling controls] The rows' lists on the host (samp_host's proc_rows, ents_host): *m_p entries,
+ * *min_p_p = 1 when some row needs the min_p cut. ents grows past its planned size only for an
+ * unusually long list (logged). */
+static sits_status_t proc_lists(sits_engine_t *e, const sits_sample_params_t *params, size_t *m_p, int *min_p_p)
+{
+    sits_backend_t *be = e->be;
+    int n = e->last_n_out;
+    samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
+    size_t bound = sits_sample_proc_bound(n, params);
+    if (bound > e->ent_cap) {
+        size_t cap = bound + bound / 2;
+        SITS_WARN(SITS_SUB_ENGINE, "engine: a step with %zu sampling-control entries (planned %zu): growing the buffer", bound,
+                  e->ent_cap);
+        void *nb = NULL;
+        SITS_CHECK(be->ops->alloc(be, cap * ENT_BYTES, &nb));
+        be->ops->free(be, e->ents);
+        e->ents = nb;
+        e->ent_cap = cap;
+    }
+    size_t want = bound > 1024 ? bound : 1024;   /* the host list grows with the largest step seen */
+    if (want > e->ent_host_cap) {
+        sits_logit_proc_ent_t *h = realloc(e->ents_host, sizeof *h * want);
+        if (!h) return SITS_ERR_NOMEM;
+        e->ents_host = h;
+        e->ent_host_cap = want;
+    }
+    *m_p = sits_sample_proc_build(n, params, (sits_logit_proc_row_t *)(e->samp_host + L.proc_rows), e->ents_host, min_p_p);
+    return SITS_OK;
+}
+
+/* ents' raw logits (after the entries) */
+static float *ents_raw(sits_engine_t *e) { return (float *)((unsigned char *)e->ents + e->ent_cap * sizeof(sits_logit_proc_ent_t)); }
+
+/* [sampling controls] bias, penalties and min_p on this rank's logits shard, on the device (rows and
+ * entries uploaded): one logit_process call; for min_p the rows' maxima are all-gathered and a
+ * second call cuts. */
+static sits_status_t process_logits(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int min_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    int n = e->last_n_out, R = comm->size;
+    samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
+    float *rowmax_d = (float *)(e->samp + L.rowmax), *cut_d = (float *)(e->samp + L.cut);
+    SITS_CHECK(be->ops->logit_process(be, e->logits, n, d->v_start, d->v_count, (const sits_logit_proc_row_t *)(e->samp + L.proc_rows),
+                                      e->ents, ents_raw(e), NULL, min_p ? rowmax_d : NULL));
+    e->logits_ready = 0;
+    if (!min_p) return SITS_OK;
+    /* min_p: the threshold is relative to the row's max over the whole vocabulary */
+    float *mx = malloc(sizeof(float) * (size_t)n * (size_t)(R + 1)), *all = mx + n, *cut_h = (float *)(e->samp_host + L.cut);
+    if (!mx) return SITS_ERR_NOMEM;
+    sits_status_t st = be->ops->download(be, mx, rowmax_d, sizeof(float) * (size_t)n);
+    if (st == SITS_OK && R > 1) st = comm->ops->allgather(comm, mx, all, sizeof(float) * (size_t)n);
+    else if (st == SITS_OK) memcpy(all, mx, sizeof(float) * (size_t)n);
+    if (st == SITS_OK) {
+        sits_sample_min_p_cut(n, params, all, R, cut_h);
+        st = be->ops->upload(be, cut_d, cut_h, sizeof(float) * (size_t)n);
+    }
+    if (st == SITS_OK) st = be->ops->logit_process(be, e->logits, n, d->v_start, d->v_count, NULL, NULL, NULL, cut_d, NULL);
+    free(mx);
+    return st;
+}
+
+sits_status_t sits_engine_sample_step(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
+                                      const sits_sample_masks_t *masks, int32_t *tokens_p, sits_logprob_t *lp_p)
+{
+    const sits_shard_dims_t *d = &e->w->dims;
+    sits_backend_t *be = e->be;
+    const sits_backend_ops_t *op = be->ops;
+    int n = e->last_n_out, on_host = 0;
+    if (n == 0) return SITS_OK;
+    int want_lp = lp_p && sits_sample_wants_logprobs(n, params), proc = sits_sample_wants_process(n, params), min_p = 0;
+    if ((want_lp && (!op->logprob_reduce || !op->logit_pick)) || (proc && !op->logit_process) || ((want_lp || proc) && !e->logits_f32)) {
+        SITS_ERROR(SITS_SUB_ENGINE, "engine: the %s backend has no device logprobs / sampling controls (fp32 logits, "
+                   "logit_process, logprob_reduce, logit_pick)", op->name);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    samp_layout_t L = samp_layout((size_t)e->p.max_seqs);
+    sits_logprob_row_t *lp_rows_h = (sits_logprob_row_t *)(e->samp_host + L.lp_rows);
+    sits_logprob_rec_t *lp_recs_h = (sits_logprob_rec_t *)(e->samp_host + L.lp_recs);
+    int k = want_lp ? sits_sample_logprob_rows(n, params, lp_rows_h) : 0;
+    size_t m = 0;
+    if (proc) SITS_CHECK(proc_lists(e, params, &m, &min_p));
+    /* one copy of the rows (proc_rows, then lp_rows), one of the entries */
+    if (proc || k) SITS_CHECK(op->upload(be, e->samp, e->samp_host, k ? L.lp_rows + sizeof *lp_rows_h * (size_t)k
+                                                                           : sizeof(sits_logit_proc_row_t) * (size_t)n));
+    if (m) SITS_CHECK(op->upload(be, e->ents, e->ents_host, sizeof *e->ents_host * m));
+    if (k)   /* [logprobs] on the raw logits, before any transform */
+        SITS_CHECK(op->logprob_reduce(be, (sits_logprob_rec_t *)(e->samp + L.lp_recs), e->logits, d->v_start, d->v_count,
+                                      (const sits_logprob_row_t *)(e->samp + L.lp_rows), k));
+    /* [structured output] masks, then [sampling controls], then the sampler; each rank on its shard */
+    SITS_CHECK(apply_masks(e, masks, &on_host));
+    if (on_host && (want_lp || proc)) {
+        SITS_ERROR(SITS_SUB_ENGINE, "engine: masks on the host copy cannot combine with device logprobs / sampling controls");
+        return SITS_ERR_UNSUPPORTED;
+    }
+    if (on_host) return sample_on_host(e, comm, params, tokens_p);
+    if (proc) SITS_CHECK(process_logits(e, comm, params, min_p));
+    SITS_CHECK(sample_logits(e, comm, params, tokens_p));
+    if (!want_lp) return SITS_OK;
+    /* [logprobs] the sampled tokens' raw logits from the ranks that hold them (logit_pick), downloaded
+     * with the records (pick follows lp_recs in samp) */
+    int32_t *ids_h = (int32_t *)(e->samp_host + L.ids);
+    float *pick_h = (float *)(e->samp_host + L.pick);
+    int picks = 0;
+    for (int i = 0; i < n; i++) {
+        ids_h[i] = params[i].logprobs && params[i].lp_target < 0 ? tokens_p[i] : -1;
+        if (ids_h[i] >= 0) picks = 1;
+    }
+    if (picks) {
+        SITS_CHECK(op->upload(be, e->samp + L.ids, ids_h, sizeof(int32_t) * (size_t)n));
+        SITS_CHECK(op->logit_pick(be, (float *)(e->samp + L.pick), e->logits, n, d->v_start, d->v_count,
+                                  (const int32_t *)(e->samp + L.ids), proc ? (const sits_logit_proc_row_t *)(e->samp + L.proc_rows) : NULL,
+                                  proc ? e->ents : NULL, proc ? ents_raw(e) : NULL));
+    }
+    SITS_CHECK(op->download(be, lp_recs_h, e->samp + L.lp_recs, picks ? L.pick - L.lp_recs + sizeof(float) * (size_t)n
+                                                                      : sizeof *lp_recs_h * (size_t)k));
+    for (int j = 0; j < k; j++) {
+        int i = lp_rows_h[j].row;
+        if (lp_rows_h[j].target >= 0) continue;
+        lp_recs_h[j].has_tgt = !isnan(pick_h[i]);
+        lp_recs_h[j].tgt = lp_recs_h[j].has_tgt ? pick_h[i] : 0.0f;
+    }
+    e->stats.device_logprobs++;
+    return sits_sample_logprob_merge(comm, lp_recs_h, n, params, tokens_p, lp_p);
+}
+
+sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p)
+{
+    return sits_engine_sample_step(e, comm, params, NULL, tokens_p, NULL);
 }
 
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p) { *stats_p = e->stats; }

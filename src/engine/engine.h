@@ -103,18 +103,29 @@ sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p);
  * had them), collective over comm (host buffers: the TP group's mpi comm); tokens_p[n_out] is the
  * same on every rank and equal to sits_sample on sits_engine_logits' logits. The reduction runs on
  * the backend (sample_reduce) when it has one, the logits are fp32 and the candidate count is at
- * most SITS_SAMPLE_MAX_C; otherwise, and when a top-p nucleus needs whole slices, on the host. */
+ * most SITS_SAMPLE_MAX_C; otherwise, and when a top-p nucleus needs whole slices, on the host.
+ * Rows with sampling controls get them first (= sits_engine_sample_step without masks or logprobs). */
 sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params, int32_t *tokens_p);
-/* [structured output] sits_engine_sample with allowed-token masks (sample.h) applied to the logits first,
- * on the device (backend logit_mask) or the host copy; each rank masks its own vocabulary shard. The
- * logits stay masked (a sits_engine_logits after this sees them masked). */
-sits_status_t sits_engine_sample_masked(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
-                                        const sits_sample_masks_t *masks, int32_t *tokens_p);
+/* The whole of a step's sampling, on the device: [logprobs] when lp_p is not NULL and some row asks,
+ * each rank reduces its shard of the raw logits (logprob_reduce) before anything changes them; then
+ * [structured output] the allowed-token masks (sample.h; NULL: none), [sampling controls] the rows'
+ * bias, penalties and min_p (logit_process; min_p's maxima are all-gathered), the sampler as
+ * sits_engine_sample, and for the rows whose scored id is the sampled token that token's raw logit
+ * (logit_pick) from the rank holding it; the records are all-gathered and merged into lp_p[n_out]
+ * (rows without logprobs untouched). Only records, maxima and candidates leave the device -- never
+ * the [n_out, v_count] logits, except where sits_engine_sample falls back to the host (a top-p nucleus
+ * wider than the candidates, top_k > SITS_SAMPLE_MAX_C). The logits stay transformed afterwards.
+ * SITS_ERR_UNSUPPORTED on a backend without the ops (both built-in backends have them). */
+sits_status_t sits_engine_sample_step(sits_engine_t *e, sits_comm_t *comm, const sits_sample_params_t *params,
+                                      const sits_sample_masks_t *masks, int32_t *tokens_p, sits_logprob_t *lp_p);
 
 /* [perf] Counters for tests and benchmarks: steps replayed from a graph, graphs recorded, steps
- * sampled on the device, steps sampled on the host. */
+ * sampled on the device, steps sampled on the host; [logprobs] steps whose logprobs came from the
+ * device records; downloads of the whole [n_out, v_count] logits to the host (sits_engine_logits:
+ * the host sampler's fallbacks and logits callbacks -- 0 on a serving path without them). */
 typedef struct {
     long graph_replays, graph_captures, device_samples, host_samples;
+    long device_logprobs, logits_downloads;
     long micro_steps, micro_batches; /* [pp micro-batches] steps split into micro-batches, their micro-batches */
 } sits_engine_stats_t;
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);

@@ -193,15 +193,9 @@ sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_s
 }
 
 /* ---- [logprobs] ---------------------------------------------------------------------------------
- * Per row and rank, a record: the slice's log-sum-exp (double), the target's raw logit when the slice
- * holds it, and the slice's top-N raw logits (cand_cmp order). Merged: lse = log sum_r exp(lse_r),
- * logprob = logit - lse. */
-typedef struct {
-    double lse;                          /* -inf: empty slice */
-    float tgt;
-    int32_t has_tgt, n, pad;
-    cand_t top[SITS_LOGPROB_MAX_TOP];
-} lp_rec_t;
+ * The backend's logprob_reduce writes one record per scored row and rank (backend.h: the shard's
+ * log-sum-exp in double, the target's raw logit when the shard holds it, its top-N raw logits);
+ * merged here: lse = log sum_r exp(lse_r), logprob = logit - lse. */
 
 int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params)
 {
@@ -209,53 +203,37 @@ int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params)
     return 0;
 }
 
-/* row: [v_count] logits of ids [v_start, ...) */
-static void lp_reduce(const float *row, int v_start, int v_count, int32_t target, int k, lp_rec_t *r)
+static int clamp_top(int t) { return t < 0 ? 0 : t > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : t; }
+
+int sits_sample_logprob_rows(int n, const sits_sample_params_t *params, sits_logprob_row_t *rows_p)
 {
-    memset(r, 0, sizeof *r);
-    r->lse = -INFINITY;
-    if (v_count <= 0) return;
-    float m = row[0];
-    for (int j = 1; j < v_count; j++) if (row[j] > m) m = row[j];
-    double s = 0;
-    for (int j = 0; j < v_count; j++) s += exp((double)row[j] - m);
-    r->lse = m + log(s);
-    if (target >= v_start && target < v_start + v_count) {
-        r->tgt = row[target - v_start];
-        r->has_tgt = 1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!params[i].logprobs) continue;
+        rows_p[k++] = (sits_logprob_row_t){ .row = i, .target = params[i].lp_target >= 0 ? params[i].lp_target : -1,
+                                            .top = clamp_top(params[i].top_logprobs) };
     }
-    /* top-k by insertion into a sorted array: k <= 20, most ids fail the first comparison */
-    int n = 0;
-    for (int j = 0; j < v_count && k > 0; j++) {
-        cand_t c = { row[j], v_start + j };
-        if (n == k && cand_cmp(&c, &r->top[n - 1]) >= 0) continue;
-        int i = n < k ? n++ : n - 1;
-        while (i > 0 && cand_cmp(&c, &r->top[i - 1]) < 0) { r->top[i] = r->top[i - 1]; i--; }
-        r->top[i] = c;
-    }
-    r->n = n;
+    return k;
 }
 
-sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
-                                   const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p)
+sits_status_t sits_sample_logprob_merge(sits_comm_t *comm, const sits_logprob_rec_t *mine, int n,
+                                        const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p)
 {
     int R = comm->size, k = 0;
     for (int i = 0; i < n; i++) if (params[i].logprobs) k++;
     if (k == 0) return SITS_OK;
-    lp_rec_t *mine = calloc((size_t)k * (size_t)(R + 1), sizeof *mine), *all = mine + k;
-    cand_t *merged = malloc(sizeof(cand_t) * SITS_LOGPROB_MAX_TOP * (size_t)R);
+    sits_logprob_rec_t *gathered = NULL;
+    const sits_logprob_rec_t *all = mine;
+    sits_sample_cand_t *merged = malloc(sizeof *merged * SITS_LOGPROB_MAX_TOP * (size_t)R);
     sits_status_t st = SITS_OK;
-    if (!mine || !merged) { st = SITS_ERR_NOMEM; goto out; }
-    for (int i = 0, j = 0; i < n; i++) {
-        const sits_sample_params_t *p = &params[i];
-        if (!p->logprobs) continue;
-        int top = p->top_logprobs < 0 ? 0 : p->top_logprobs > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : p->top_logprobs;
-        lp_reduce(logits + (size_t)i * (v_count > 0 ? v_count : 0), v_start, v_count,
-                  p->lp_target >= 0 ? p->lp_target : tokens[i], top, &mine[j++]);
+    if (!merged) return SITS_ERR_NOMEM;
+    if (R > 1) {
+        gathered = malloc(sizeof *gathered * (size_t)k * (size_t)R);
+        if (!gathered) { st = SITS_ERR_NOMEM; goto out; }
+        st = comm->ops->allgather(comm, mine, gathered, sizeof *mine * (size_t)k);
+        if (st != SITS_OK) goto out;
+        all = gathered;
     }
-    if (R > 1) st = comm->ops->allgather(comm, mine, all, sizeof *mine * (size_t)k);
-    else memcpy(all, mine, sizeof *mine * (size_t)k);
-    if (st != SITS_OK) goto out;
     for (int i = 0, j = -1; i < n; i++) {
         const sits_sample_params_t *p = &params[i];
         if (!p->logprobs) continue;
@@ -264,18 +242,18 @@ sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n
         float tgt = -INFINITY;
         int m = 0;
         for (int r = 0; r < R; r++) {
-            const lp_rec_t *h = &all[(size_t)r * k + j];
+            const sits_logprob_rec_t *h = &all[(size_t)r * k + j];
             if (h->lse > lmax) { lsum = lsum * exp(lmax - h->lse) + 1; lmax = h->lse; }
             else if (h->lse > -INFINITY) lsum += exp(h->lse - lmax);
             if (h->has_tgt) tgt = h->tgt;
             int hn = h->n < 0 ? 0 : h->n > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : h->n;
-            memcpy(merged + m, h->top, sizeof(cand_t) * (size_t)hn);
+            memcpy(merged + m, h->top, sizeof *merged * (size_t)hn);
             m += hn;
         }
-        qsort(merged, (size_t)m, sizeof(cand_t), cand_cmp);
+        qsort(merged, (size_t)m, sizeof *merged, cand_cmp);
         double lse = lmax + log(lsum);
         sits_logprob_t *o = &out_p[i];
-        int top = p->top_logprobs < 0 ? 0 : p->top_logprobs > SITS_LOGPROB_MAX_TOP ? SITS_LOGPROB_MAX_TOP : p->top_logprobs;
+        int top = clamp_top(p->top_logprobs);
         o->id = p->lp_target >= 0 ? p->lp_target : tokens[i];
         o->logprob = (float)((double)tgt - lse);
         o->n_top = top < m ? top : m;
@@ -285,18 +263,21 @@ sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n
         }
     }
 out:
-    free(mine);
+    free(gathered);
     free(merged);
     return st;
 }
 
 /* ---- [sampling controls] ---------------------------------------------------------------------- */
 
-static int has_process(const sits_sample_params_t *p)
+static int has_penalty(const sits_sample_params_t *p)
 {
-    return p->n_bias > 0 || p->presence_penalty != 0 || p->frequency_penalty != 0 ||
-           (p->repetition_penalty > 0 && p->repetition_penalty != 1.0f) || (p->min_p > 0 && !greedy(p));
+    return p->presence_penalty != 0 || p->frequency_penalty != 0 || (p->repetition_penalty > 0 && p->repetition_penalty != 1.0f);
 }
+
+static int has_min_p(const sits_sample_params_t *p) { return p->min_p > 0 && !greedy(p); }
+
+static int has_process(const sits_sample_params_t *p) { return p->n_bias > 0 || has_penalty(p) || has_min_p(p); }
 
 int sits_sample_wants_process(int n, const sits_sample_params_t *params)
 {
@@ -304,51 +285,74 @@ int sits_sample_wants_process(int n, const sits_sample_params_t *params)
     return 0;
 }
 
-sits_status_t sits_sample_process(sits_comm_t *comm, float *logits, int n, int v_start, int v_count,
-                                  const sits_sample_params_t *params)
+size_t sits_sample_proc_bound(int n, const sits_sample_params_t *params)
 {
-    int R = comm->size, need_min_p = 0;
+    size_t m = 0;
+    for (int i = 0; i < n; i++)
+        if (has_process(&params[i])) m += (size_t)(params[i].n_bias > 0 ? params[i].n_bias : 0) +
+                                            (size_t)(has_penalty(&params[i]) && params[i].n_hist > 0 ? params[i].n_hist : 0);
+    return m;
+}
+
+static int ent_cmp(const void *a_, const void *b_)
+{
+    const sits_logit_proc_ent_t *a = a_, *b = b_;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+size_t sits_sample_proc_build(int n, const sits_sample_params_t *params, sits_logit_proc_row_t *rows_p,
+                              sits_logit_proc_ent_t *ents_p, int *min_p_p)
+{
+    size_t m = 0;
+    int min_p = 0;
     for (int i = 0; i < n; i++) {
         const sits_sample_params_t *p = &params[i];
-        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
-        for (int b = 0; b < p->n_bias; b++) {
-            int32_t id = p->bias[b].id - v_start;
-            if (id >= 0 && id < v_count) row[id] = p->bias[b].bias == -INFINITY ? -INFINITY : row[id] + p->bias[b].bias;
+        sits_logit_proc_row_t *r = &rows_p[i];
+        memset(r, 0, sizeof *r);
+        r->ent0 = (int32_t)m;
+        if (!has_process(p)) continue;
+        if (has_min_p(p)) min_p = 1;
+        int pen = has_penalty(p);
+        r->presence = p->presence_penalty;
+        r->frequency = p->frequency_penalty;
+        r->repetition = p->repetition_penalty > 0 && p->repetition_penalty != 1.0f ? p->repetition_penalty : 1.0f;
+        sits_logit_proc_ent_t *e = ents_p + m;
+        size_t k = 0;
+        for (int b = 0; b < p->n_bias; b++)
+            e[k++] = (sits_logit_proc_ent_t){ p->bias[b].id, p->bias[b].bias == -INFINITY ? 0.0f : p->bias[b].bias, 0,
+                                              p->bias[b].bias == -INFINITY ? SITS_PROC_BAN : 0 };
+        for (int h = 0; pen && h < p->n_hist; h++)
+            e[k++] = (sits_logit_proc_ent_t){ p->hist[h].id, 0.0f, p->hist[h].out_count,
+                                              p->hist[h].in_prompt ? SITS_PROC_PROMPT : 0 };
+        qsort(e, k, sizeof *e, ent_cmp);
+        /* one entry per id: biases add up (the server's logit_bias has unique ids; a min_tokens ban of
+         * the same id makes it -inf either way), the history's counts and prompt flag carried over */
+        size_t u = 0;
+        for (size_t j = 0; j < k; j++) {
+            if (u > 0 && e[u - 1].id == e[j].id) {
+                e[u - 1].bias += e[j].bias;
+                e[u - 1].out_count += e[j].out_count;
+                e[u - 1].flags |= e[j].flags;
+            } else {
+                e[u++] = e[j];
+            }
         }
-        int rep = p->repetition_penalty > 0 && p->repetition_penalty != 1.0f;
-        for (int h = 0; h < p->n_hist; h++) {
-            const sits_sample_hist_t *t = &p->hist[h];
-            int32_t id = t->id - v_start;
-            if (id < 0 || id >= v_count) continue;
-            float l = row[id];
-            if (rep && (t->in_prompt || t->out_count > 0))
-                l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
-            if (t->out_count > 0) l -= p->frequency_penalty * (float)t->out_count + p->presence_penalty;
-            row[id] = l;
-        }
-        if (p->min_p > 0 && !greedy(p)) need_min_p = 1;
+        r->n_ent = (int32_t)u;
+        m += u;
     }
-    if (!need_min_p) return SITS_OK;
-    /* min_p: p_i >= min_p * p_max  <=>  l_i >= l_max + T * log(min_p), l_max over the whole vocabulary */
-    float *mx = malloc(sizeof(float) * (size_t)n * (size_t)(R + 1)), *all = mx + n;
-    if (!mx) return SITS_ERR_NOMEM;
+    *min_p_p = min_p;
+    return m;
+}
+
+void sits_sample_min_p_cut(int n, const sits_sample_params_t *params, const float *rowmax, int R, float *cut_p)
+{
     for (int i = 0; i < n; i++) {
-        const float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
-        float m = -INFINITY;
-        for (int j = 0; j < v_count; j++) if (row[j] > m) m = row[j];
-        mx[i] = m;
-    }
-    sits_status_t st = R > 1 ? comm->ops->allgather(comm, mx, all, sizeof(float) * (size_t)n) : SITS_OK;
-    if (R == 1) memcpy(all, mx, sizeof(float) * (size_t)n);
-    for (int i = 0; st == SITS_OK && i < n; i++) {
         const sits_sample_params_t *p = &params[i];
-        if (!(p->min_p > 0 && !greedy(p))) continue;
+        cut_p[i] = -INFINITY;
+        if (!has_min_p(p)) continue;
         float m = -INFINITY;
-        for (int r = 0; r < R; r++) if (all[(size_t)r * n + i] > m) m = all[(size_t)r * n + i];
-        float cut = m + p->temperature * logf(p->min_p);
-        float *row = logits + (size_t)i * (v_count > 0 ? v_count : 0);
-        for (int j = 0; j < v_count; j++) if (row[j] < cut) row[j] = -INFINITY;
+        for (int r = 0; r < R; r++) if (rowmax[(size_t)r * n + i] > m) m = rowmax[(size_t)r * n + i];
+        /* p_i >= min_p * p_max  <=>  l_i >= l_max + T * log(min_p), l_max over the whole vocabulary */
+        cut_p[i] = m + p->temperature * logf(p->min_p);
     }
-    free(mx);
-    return st;
 }

@@ -42,13 +42,13 @@ typedef struct {
     float top_p;         /* 1: off; (0, 1] */
     uint64_t seed;
     uint64_t step;       /* index of the token being sampled within its sequence (RNG counter) */
-    /* [logprobs] the row's log-probabilities (sits_sample_logprobs): logprobs 1 asks for them, with
+    /* [logprobs] the row's log-probabilities (logprob_reduce + sits_sample_logprob_merge): logprobs 1 asks for them, with
      * top_logprobs (0..SITS_LOGPROB_MAX_TOP) best alternatives; lp_target is the id scored (a prompt
      * row: the next prompt token), < 0 for the sampled token. Not read by the sampler itself. */
     int logprobs, top_logprobs;
     int32_t lp_target;
-    /* [sampling controls] transforms of the logits before sampling (sits_sample_process), all off
-     * when zero: presence / frequency penalties (OpenAI, vLLM: l -= frequency * count + presence *
+    /* [sampling controls] transforms of the logits before sampling (the backend's logit_process on
+     * each rank's shard, lists from sits_sample_proc_build), all off when zero: presence / frequency penalties (OpenAI, vLLM: l -= frequency * count + presence *
      * (count > 0) over the generated tokens), repetition_penalty (HF: over prompt and generated
      * tokens, l / p when l > 0 else l * p; 0 or 1 = off), min_p (keep p_i >= min_p * p_max of
      * softmax(l / T)), bias[n_bias] (logit_bias; -inf bans an id, e.g. eos under min_tokens) and the
@@ -62,7 +62,6 @@ typedef struct {
 
 /* [logprobs] One row's log-probabilities: log-softmax of the raw logits (before any sampling
  * transform) over the whole vocabulary, fp32 logits, the normaliser accumulated in double. */
-#define SITS_LOGPROB_MAX_TOP 20
 typedef struct {
     int32_t id;                          /* the id scored (lp_target, or the sampled token) */
     float logprob;
@@ -88,25 +87,33 @@ double sits_sample_uniform(uint64_t seed, uint64_t step, int64_t id);
 sits_status_t sits_sample(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
                           const sits_sample_params_t *params, int32_t *tokens_p);
 
-/* [logprobs] Collective over comm like sits_sample: for every row i with params[i].logprobs, out_p[i]
- * receives the log-probability of params[i].lp_target (or of tokens[i] when that is < 0) and the
- * top_logprobs best ids. Each rank reduces its vocabulary slice to (log-sum-exp, the target's logit
- * when it holds it, its local top-N); the records are all-gathered and merged the same way on every
- * rank, so TP = N gives TP = 1's values (up to the order of the log-sum-exp's double sums).
- * Rows without logprobs are left untouched. */
-sits_status_t sits_sample_logprobs(sits_comm_t *comm, const float *logits, int n, int v_start, int v_count,
-                                   const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p);
-/* [sampling controls] 1 when some row of params[n] has a transform for sits_sample_process. */
-int sits_sample_wants_process(int n, const sits_sample_params_t *params);
-/* Collective over comm: applies each row's bias, repetition / presence / frequency penalties to this
- * rank's slice of logits [n, v_count] in place, then min_p (the rows' maxima are all-gathered, so
- * every rank cuts at the same threshold). Order (vLLM): bias, repetition, frequency + presence,
- * then min_p on l / T. Identical results for any split of the vocabulary. */
-sits_status_t sits_sample_process(sits_comm_t *comm, float *logits, int n, int v_start, int v_count,
-                                  const sits_sample_params_t *params);
-
 /* 1 when some row of params[n] asks for logprobs. */
 int sits_sample_wants_logprobs(int n, const sits_sample_params_t *params);
+/* [logprobs] rows_p[n] (at most): the backend's logprob_reduce rows of the rows that ask, in order
+ * (target: lp_target, or -1 for the sampled token); returns how many. */
+int sits_sample_logprob_rows(int n, const sits_sample_params_t *params, sits_logprob_row_t *rows_p);
+/* [logprobs] Collective over comm: mine [k] records of this rank's shard (k = the rows asking, in
+ * order; the sampled rows' tgt / has_tgt filled from logit_pick) are all-gathered and merged the same
+ * way on every rank: out_p[i] receives, for every row i with logprobs, the log-probability of
+ * params[i].lp_target (or of tokens[i] when that is < 0) and the top_logprobs best ids. TP = N gives
+ * TP = 1's values up to the order of the log-sum-exp's double sums. Other rows are left untouched. */
+sits_status_t sits_sample_logprob_merge(sits_comm_t *comm, const sits_logprob_rec_t *mine, int n,
+                                        const sits_sample_params_t *params, const int32_t *tokens, sits_logprob_t *out_p);
+
+/* [sampling controls] 1 when some row of params[n] has a transform for the backend's logit_process
+ * (bias, a penalty, or min_p on a sampled row). */
+int sits_sample_wants_process(int n, const sits_sample_params_t *params);
+/* Upper bound of the entries sits_sample_proc_build writes. */
+size_t sits_sample_proc_bound(int n, const sits_sample_params_t *params);
+/* rows_p[n] and ents_p (sits_sample_proc_bound of them) for logit_process: per row its penalties and
+ * one entry per distinct id of its bias list and (when a penalty is on) its history, sorted by id.
+ * Order of the transforms (vLLM): bias, repetition, frequency + presence, then min_p. Returns the
+ * entries written; *min_p_p = 1 when some row needs the min_p cut. */
+size_t sits_sample_proc_build(int n, const sits_sample_params_t *params, sits_logit_proc_row_t *rows_p,
+                              sits_logit_proc_ent_t *ents_p, int *min_p_p);
+/* min_p thresholds cut_p[n] from the rows' maxima of the R ranks' shards (rowmax [R, n], after the
+ * other transforms): max + T log(min_p) for rows with min_p, -inf for the others. The same on every rank. */
+void sits_sample_min_p_cut(int n, const sits_sample_params_t *params, const float *rowmax, int R, float *cut_p);
 
 /* ---- the pieces of sits_sample (for the engine's device path) ---- */
 

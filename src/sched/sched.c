@@ -185,12 +185,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
     }
-    if ((p->logprobs || p->prompt_logprobs) && r->bcast_tokens) {
-        /* [logprobs] they are computed where the logits are (the last pipeline stage) and only its
-         * sampled tokens travel back to this leader */
-        snprintf(err, err_len, "logprobs are not available with pipeline parallelism or a remote replica (yet)");
-        return SITS_ERR_UNSUPPORTED;
-    }
+    /* [logprobs] with a pipeline (or a remote replica) they are computed where the logits are, the last
+     * stage, and broadcast with its sampled tokens to this leader (worker.c) */
     if (p->top_logprobs < 0 || p->top_logprobs > SITS_LOGPROB_MAX_TOP) {
         snprintf(err, err_len, "top_logprobs must be in [0, %d]", SITS_LOGPROB_MAX_TOP);
         return SITS_ERR_INVALID;
@@ -1008,6 +1004,12 @@ static void update_gauges(sits_sched_t *s)
         s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
         s->stats.dev_alloc_bytes_after_start = bytes - s->dev_alloc_mark_bytes;
     }
+    if (s->r->engine) {   /* [logprobs + sampling controls] */
+        sits_engine_stats_t es;
+        sits_engine_get_stats(s->r->engine, &es);
+        s->stats.logits_downloads = (uint64_t)es.logits_downloads;
+        s->stats.device_logprob_steps = (uint64_t)es.device_logprobs;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1588,6 +1590,8 @@ static void router_stats(void *router, sits_sched_stats_t *out)
             out->kv_swap_out_bytes[t] += st.kv_swap_out_bytes[t];
             out->kv_swap_in_bytes[t] += st.kv_swap_in_bytes[t];
         }
+        out->logits_downloads += st.logits_downloads;
+        out->device_logprob_steps += st.device_logprob_steps;
         out->kv_migrations += st.kv_migrations;   /* [kv move] */
         out->kv_migrated_seqs += st.kv_migrated_seqs;
         out->kv_migrated_blocks += st.kv_migrated_blocks;

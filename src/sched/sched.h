@@ -97,6 +97,10 @@ typedef struct {
     /* [memory plan] allocations the leader's backend made since the scheduler was created (cudaMalloc;
      * the CPU backend's alloc), and their bytes: the step path and KV moves must make none */
     uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
+    /* [logprobs + sampling controls] the leader's engine: downloads of a step's whole [n, vocab shard]
+     * logits to the host (only the host sampler's fallbacks make them: stays 0 for logprobs, penalties,
+     * bias, min_p), and steps whose logprobs came from the device records */
+    uint64_t logits_downloads, device_logprob_steps;
 } sits_sched_stats_t;
 
 enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELIVER, SITS_PHASES };
@@ -104,7 +108,7 @@ enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELI
 typedef struct sits_sched_api {
     /* SITS_ERR_BUSY: too many waiting requests (answer 429/503 with Retry-After);
      * SITS_ERR_INVALID: prompt + max_tokens longer than the model's context (message in err);
-     * SITS_ERR_UNSUPPORTED: a feature this deployment cannot serve (logprobs with --pp; message in err). */
+     * SITS_ERR_UNSUPPORTED: a feature this deployment cannot serve (message in err). */
     sits_status_t (*submit)(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len);
     /* Waits up to timeout_ms for new tokens; copies up to cap of them into tokens and returns how many.
      * *finish_p becomes non-NONE once the request has finished and every token was delivered. */

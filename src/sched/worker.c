@@ -12,8 +12,6 @@ sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
 {
     w->buf = NULL;
     w->cap = 0;
-    w->proc = NULL;
-    w->proc_cap = 0;
     w->store = malloc(sizeof *w->store * (size_t)max_seqs);
     w->tokens = malloc(sizeof *w->tokens * (size_t)max_seqs);
     w->lp = calloc((size_t)max_seqs, sizeof *w->lp);
@@ -30,10 +28,7 @@ void sits_worker_fini(sits_worker_t *w)
     free(w->store);
     free(w->tokens);
     free(w->lp);
-    free(w->proc);
     w->lp = NULL;
-    w->proc = NULL;
-    w->proc_cap = 0;
     w->buf = NULL;
     w->store = NULL;
     w->tokens = NULL;
@@ -77,34 +72,17 @@ sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_fore
     return sits_plan_parse(w->buf, (size_t)n, w->store, r->ep.max_seqs, plan_p);
 }
 
-/* This rank's raw logits of the step copied into w->proc ([n_out, v_count]). */
-static sits_status_t copy_logits(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
+/* Pipeline / remote replica: the last stage's sampled tokens and, when some row asked, [logprobs] the
+ * rows' log-probabilities (computed where the logits are) to every rank of ctl -- the leader schedules
+ * and answers with them. */
+static sits_status_t bcast_results(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan)
 {
-    const sits_shard_dims_t *d = &r->w->dims;
-    const float *logits = NULL;
-    SITS_CHECK(sits_engine_logits(r->engine, &logits));
-    size_t n = (size_t)plan->n_out * (size_t)(d->v_count > 0 ? d->v_count : 0);
-    if (n > w->proc_cap) {
-        float *nb = realloc(w->proc, sizeof(float) * n);
-        if (!nb) return SITS_ERR_NOMEM;
-        w->proc = nb;
-        w->proc_cap = n;
-    }
-    if (n) memcpy(w->proc, logits, sizeof(float) * n);
-    return SITS_OK;
-}
-
-/* [sampling controls] on a copy of this rank's logits (logprobs stay those of the raw logits): the
- * [structured output] masks first, then penalties, bias and min_p, then the host sampler. */
-static sits_status_t sample_processed(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan,
-                                      const sits_sample_masks_t *masks)
-{
-    const sits_shard_dims_t *d = &r->w->dims;
-    SITS_CHECK(copy_logits(r, w, plan));
-    if (masks && d->v_count > 0)
-        sits_backend_cpu_logit_mask(w->proc, d->v_start, d->v_count, masks->masks, masks->words, masks->rows, masks->n);
-    SITS_CHECK(sits_sample_process(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample));
-    return sits_sample(r->tp, w->proc, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens);
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
+    SITS_CHECK(sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi));
+    if (!sits_sample_wants_logprobs(plan->n_out, plan->sample)) return SITS_OK;
+    SITS_MPI_CHECK(MPI_Ibcast(w->lp, (int)(sizeof *w->lp * (size_t)plan->n_out), MPI_BYTE, r->token_root, r->ctl->mpi, &req));
+    return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "logprobs broadcast", r->ctl->mpi);
 }
 
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
@@ -114,9 +92,7 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
     if (!r->engine) {
         /* a shadow of a remote replica: its tokens arrive from its last stage */
         if (plan->n_out == 0) return SITS_OK;
-        MPI_Request req;
-        SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
-        return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi);
+        return bcast_results(r, w, plan);
     }
     const sits_shard_dims_t *d = &r->w->dims;
     sits_batch_t b = { .n_tokens = plan->n_tokens, .tokens = plan->tokens, .pos = plan->pos, .seq = plan->seq,
@@ -131,31 +107,14 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
             SITS_CHECK(sits_engine_logits(r->engine, &logits));
             cb(ctx, (int)plan->step, logits, plan->n_out, d->v_start, d->v_count);
         }
-        /* [structured output + sampling controls] order per row: the grammar mask (disallowed ids -inf),
-         * then bias / penalties / min_p, then sampling; logprobs stay those of the raw logits. Every TP
-         * rank does the same on its vocabulary slice. */
+        /* [structured output + sampling controls + logprobs] all on the device, each rank on its vocabulary
+         * shard (sits_engine_sample_step): logprobs of the raw logits, then per row the grammar mask,
+         * bias / penalties / min_p and the sampler; only records and candidates cross between ranks */
         const sits_sample_masks_t *masks = plan->masks.n > 0 ? &plan->masks : NULL;
-        int want_lp = sits_sample_wants_logprobs(plan->n_out, plan->sample);
-        const float *raw = NULL;   /* the raw logits for logprobs */
-        if (sits_sample_wants_process(plan->n_out, plan->sample)) {
-            SITS_CHECK(sample_processed(r, w, plan, masks));   /* on a copy: the engine's logits stay raw */
-            if (want_lp) SITS_CHECK(sits_engine_logits(r->engine, &raw));
-        } else if (masks && want_lp) {
-            SITS_CHECK(copy_logits(r, w, plan));   /* the mask changes the engine's logits */
-            SITS_CHECK(sits_engine_sample_masked(r->engine, r->tp, plan->sample, masks, w->tokens));
-            raw = w->proc;
-        } else {
-            SITS_CHECK(sits_engine_sample_masked(r->engine, r->tp, plan->sample, masks, w->tokens));
-            if (want_lp) SITS_CHECK(sits_engine_logits(r->engine, &raw));
-        }
-        if (want_lp)   /* [logprobs] on this rank's vocabulary slice, merged across the TP group */
-            SITS_CHECK(sits_sample_logprobs(r->tp, raw, plan->n_out, d->v_start, d->v_count, plan->sample, w->tokens, w->lp));
+        SITS_CHECK(sits_engine_sample_step(r->engine, r->tp, plan->sample, masks, w->tokens, w->lp));
     }
     if (!r->bcast_tokens) return SITS_OK;
-    /* pipeline / remote replica: the last stage's tokens to every rank of ctl (the leader schedules with them) */
-    MPI_Request req;
-    SITS_MPI_CHECK(MPI_Ibcast(w->tokens, plan->n_out, MPI_INT32_T, r->token_root, r->ctl->mpi, &req));
-    return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "sampled tokens broadcast", r->ctl->mpi);
+    return bcast_results(r, w, plan);
 }
 
 sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever)

@@ -13,9 +13,7 @@ typedef struct {
     size_t cap;
     sits_sample_params_t *store;     /* [max_seqs] parsed sampling params */
     int32_t *tokens;                 /* [max_seqs] sampled tokens of the last step */
-    sits_logprob_t *lp;              /* [max_seqs] [logprobs] of the last step's rows that asked (last stage) */
-    float *proc;                     /* [sampling controls] processed copy of the logits, proc_cap floats */
-    size_t proc_cap;
+    sits_logprob_t *lp;              /* [max_seqs] [logprobs] of the last step's rows that asked */
 } sits_worker_t;
 
 sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs);
@@ -25,9 +23,10 @@ void sits_worker_fini(sits_worker_t *w);
 sits_status_t sits_worker_send(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan);
 /* Follower: receive the next plan. wait_forever: no deadline (an idle server sends nothing for a while). */
 sits_status_t sits_worker_recv(sits_runner_t *r, sits_worker_t *w, int wait_forever, sits_plan_t *plan_p);
-/* Every rank: forward + sample; tokens of the plan's outputs land in w->tokens[n_out], and on the
- * last pipeline stage the log-probabilities of the rows that ask for them in w->lp[n_out].
- * cb (may be NULL) sees this rank's logits of the outputs first. */
+/* Every rank: forward + sample; tokens of the plan's outputs land in w->tokens[n_out], and the
+ * log-probabilities of the rows that ask for them in w->lp[n_out] -- on the last pipeline stage,
+ * and with a pipeline (or a remote replica) on every rank of ctl, broadcast with the tokens.
+ * cb (may be NULL) sees this rank's logits of the outputs first (a download of the whole logits). */
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx);
 /* Follower: receive and execute plans until a STOP plan. */
 sits_status_t sits_worker_follow(sits_runner_t *r, int wait_forever);

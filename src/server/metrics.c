@@ -269,6 +269,12 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 "start-up: the memory plan sets everything aside at start, so this stays 0.", st->dev_allocs_after_start);
         counter(&b, "sits_device_allocated_bytes_after_start_total", "Bytes of those allocations.",
                 st->dev_alloc_bytes_after_start);
+        counter(&b, "sits_logits_host_downloads_total",
+                "Steps whose whole logits (n x vocabulary shard) the leader's engine downloaded to the host: only the "
+                "host sampler's fallbacks (top-p nucleus wider than the candidates, top_k > 1024); logprobs, penalties, "
+                "logit_bias and min_p run on the device.", st->logits_downloads);
+        counter(&b, "sits_logprob_device_steps_total", "Steps whose logprobs were reduced on the device.",
+                st->device_logprob_steps);
         uint64_t steps = 0;   /* the +Inf bucket must equal _count: count what the buckets hold */
         for (int i = 0; i <= NLE(step_le); i++) steps += st->step_hist[i];
         hist_put(&b, "sits_step_seconds", "Duration of scheduler steps.", step_le, NLE(step_le), st->step_hist,

@@ -14,7 +14,8 @@
  *      cuda (a graph step pads the batch, so its GEMMs may pick other algorithms);
  *   3. the counters: on cuda A replayed graphs (one capture per bucket used) and B none; every
  *      step but the oversized top-k one sampled on the backend;
- *   4. [kv] KV save / load round trips on both engines (kv_roundtrip), then one more step compared.
+ *   4. [kv] KV save / load round trips on both engines (kv_roundtrip), then one more step compared;
+ *   5. [sampling controls] [logprobs] a step through sits_engine_sample_step (step_controls).
  * Exit 0 pass, 1 fail (first mismatches and the max error printed). */
 #include "backend/backend.h"
 #include "comm/comm.h"
@@ -128,6 +129,120 @@ static void step(ctx_t *c, int n_list, const int *seqs, const int *counts, const
     c->steps++;
 }
 
+/* [sampling controls] [logprobs] A's sits_engine_sample_step (logprob_reduce, logit_process with the min_p
+ * cut, the sampler, logit_pick, all on the backend; only records downloaded) against the same steps done
+ * on the host on A's raw logits with the cpu reference functions: the same tokens, every logprob and
+ * top-5 value within 1e-6 (double sums in another order on cuda), the same top ids; and A's logits
+ * were never downloaded by the step itself. Decode rows of all the sequences with penalties, logit_bias
+ * (a ban among them), min_p, greedy and sampled rows, scored ids given and sampled. */
+static void step_controls(ctx_t *c)
+{
+    int32_t tok[S], pos[S], seq[S], out_rows[S], bt[S * (MODEL_LEN / BLOCK)];
+    sits_sample_params_t sp[S];
+    sits_sample_bias_t bias[S][3];
+    sits_sample_hist_t hist[S][4];
+    int V = c->r->w->dims.v_count, Vt = c->r->cfg.vocab_size;
+    for (int k = 0; k < S; k++) {
+        memcpy(bt + (size_t)k * c->mb, c->bt + (size_t)k * c->mb, sizeof(int32_t) * (size_t)c->mb);
+        tok[k] = c->next[k];
+        pos[k] = c->len[k];
+        seq[k] = k;
+        out_rows[k] = k;
+        for (int j = 0; j < 3; j++) bias[k][j] = (sits_sample_bias_t){ (k * 37 + j * 101) % Vt, j == 2 && k % 2 ? -INFINITY : 2.5f - j };
+        for (int j = 0; j < 4; j++) hist[k][j] = (sits_sample_hist_t){ (k * 53 + j * 97 + 5) % Vt, j % 3, j != 1 };
+        /* sorted by id, as the scheduler hands them over */
+        for (int a_ = 1; a_ < 4; a_++)
+            for (int b_ = a_; b_ > 0 && hist[k][b_ - 1].id > hist[k][b_].id; b_--) {
+                sits_sample_hist_t t = hist[k][b_];
+                hist[k][b_] = hist[k][b_ - 1];
+                hist[k][b_ - 1] = t;
+            }
+        sp[k] = (sits_sample_params_t){ .temperature = k % 3 == 0 ? 0.0f : 0.9f, .top_k = k == 4 ? 30 : 0, .top_p = 1.0f,
+                                        .seed = 40 + k, .step = 500 + k, .logprobs = k != 5, .top_logprobs = k % 2 ? 5 : 0,
+                                        .lp_target = k == 2 ? (k * 11) % Vt : -1,
+                                        .presence_penalty = k % 4 == 1 ? 0.8f : 0.0f, .frequency_penalty = k % 4 == 2 ? 0.6f : 0.0f,
+                                        .repetition_penalty = k % 2 ? 1.3f : 1.0f, .min_p = k % 3 == 1 ? 0.1f : 0.0f,
+                                        .bias = bias[k], .n_bias = k == 7 ? 0 : 3, .hist = hist[k], .n_hist = 4 };
+    }
+    sits_batch_t b = { .n_tokens = S, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = S, .block_tables = bt,
+                       .n_out = S, .out_rows = out_rows, .sample = sp };
+    const float *la;
+    int32_t t_dev[S], t_host[S];
+    sits_logprob_t lp_dev[S], lp_host[S];
+    memset(lp_dev, 0, sizeof lp_dev);
+    memset(lp_host, 0, sizeof lp_host);
+    sits_engine_stats_t before, after;
+    if (sits_engine_run(c->a, &b) != SITS_OK || sits_engine_logits(c->a, &la) != SITS_OK) {
+        fail("engine A failed (controls step)", c->dev, c->steps, NULL);
+        return;
+    }
+    size_t nv = (size_t)S * V;
+    float *raw = malloc(sizeof(float) * nv), *l = malloc(sizeof(float) * nv);
+    memcpy(raw, la, sizeof(float) * nv);
+    memcpy(l, la, sizeof(float) * nv);
+    sits_engine_get_stats(c->a, &before);
+    if (sits_engine_sample_step(c->a, c->tp, sp, NULL, t_dev, lp_dev) != SITS_OK) fail("sits_engine_sample_step failed", c->dev, c->steps, NULL);
+    sits_engine_get_stats(c->a, &after);
+    if (after.logits_downloads != before.logits_downloads || after.device_logprobs != before.device_logprobs + 1)
+        fail("the controls step downloaded the logits or made no device logprobs", c->dev, c->steps, NULL);
+    /* the host reference: the same pieces on the host copy (one rank: min_p's max is the row's) */
+    sits_logprob_row_t lrows[S];
+    sits_logprob_rec_t recs[S];
+    sits_logit_proc_row_t prow[S];
+    sits_logit_proc_ent_t ents[S * 7];
+    float ent_raw[S * 7], rowmax[S], cut[S], pick[S];
+    int32_t ids[S];
+    int min_p = 0;
+    int k_lp = sits_sample_logprob_rows(S, sp, lrows);
+    sits_backend_cpu_logprob_reduce(recs, l, c->r->w->dims.v_start, V, lrows, k_lp);
+    sits_sample_proc_build(S, sp, prow, ents, &min_p);
+    sits_backend_cpu_logit_process(l, S, c->r->w->dims.v_start, V, prow, ents, ent_raw, NULL, rowmax);
+    sits_sample_min_p_cut(S, sp, rowmax, 1, cut);
+    sits_backend_cpu_logit_process(l, S, c->r->w->dims.v_start, V, NULL, NULL, NULL, cut, NULL);
+    if (sits_sample(c->tp, l, S, c->r->w->dims.v_start, V, sp, t_host) != SITS_OK) fail("sits_sample failed", c->dev, c->steps, NULL);
+    for (int k = 0; k < S; k++) ids[k] = sp[k].logprobs && sp[k].lp_target < 0 ? t_host[k] : -1;
+    sits_backend_cpu_logit_pick(pick, l, S, c->r->w->dims.v_start, V, ids, prow, ents, ent_raw);
+    for (int j = 0; j < k_lp; j++)
+        if (lrows[j].target < 0) {
+            recs[j].has_tgt = !isnan(pick[lrows[j].row]);
+            recs[j].tgt = recs[j].has_tgt ? pick[lrows[j].row] : 0.0f;
+        }
+    if (sits_sample_logprob_merge(c->tp, recs, S, sp, t_host, lp_host) != SITS_OK) fail("logprob merge failed", c->dev, c->steps, NULL);
+    int changed = 0;
+    for (size_t i = 0; i < nv; i++) changed += l[i] != raw[i];
+    if (!min_p || changed == 0) fail("the controls changed nothing (the check could not fail)", c->dev, c->steps, NULL);
+    for (int k = 0; k < S; k++) {
+        char d[200];
+        if (t_dev[k] != t_host[k]) {
+            snprintf(d, sizeof d, " output %d: device %d, host reference %d", k, t_dev[k], t_host[k]);
+            fail("controls step: tokens differ:", c->dev, c->steps, d);
+        }
+        if (!sp[k].logprobs) continue;
+        int ok = lp_dev[k].id == lp_host[k].id && fabsf(lp_dev[k].logprob - lp_host[k].logprob) <= 1e-6f &&
+                 lp_dev[k].n_top == lp_host[k].n_top;
+        for (int t = 0; ok && t < lp_host[k].n_top; t++)
+            ok = lp_dev[k].top_id[t] == lp_host[k].top_id[t] && fabsf(lp_dev[k].top_logprob[t] - lp_host[k].top_logprob[t]) <= 1e-6f;
+        if (!ok) {
+            snprintf(d, sizeof d, " output %d: device id %d logprob %.7g (%d top), host reference id %d logprob %.7g (%d top)", k,
+                     lp_dev[k].id, lp_dev[k].logprob, lp_dev[k].n_top, lp_host[k].id, lp_host[k].logprob, lp_host[k].n_top);
+            fail("controls step: logprobs differ:", c->dev, c->steps, d);
+        }
+    }
+    printf("[%s] controls step: %d tokens and %d logprob rows equal the host reference, %d logits changed by the controls\n",
+           c->dev, S, k_lp, changed);
+    const float *lb;   /* engine B takes the step too (its cache stays A's), its logits compared with A's raw ones */
+    b.sample = NULL;
+    if (sits_engine_forward(c->b, &b, &lb) != SITS_OK) fail("engine B failed", c->dev, c->steps, NULL);
+    else compare_logits(c, c->steps, raw, lb, S);
+    free(raw);
+    free(l);
+    for (int k = 0; k < S; k++) {
+        c->len[k] += 1;
+        c->next[k] = t_dev[k] >= 0 ? t_dev[k] : 0;
+    }
+    c->steps++;
+}
+
 /* [kv] sits_engine_kv_save_blocks / load_blocks on both engines: every block of every sequence saved
  * (h1), loaded into the same blocks in reverse order and saved in reverse order again (h2 == h1:
  * gathers and scatters hit the right block, layer and K|V, across chunks on B), then h1 loaded back
@@ -227,6 +342,7 @@ static void run_device(const char *dev, const char *model)
         step(&c, 2, seqs, ones, big, 1);
         c.host_steps = 1;
     }
+    step_controls(&c);
     kv_roundtrip(&c);
     {   /* one more step on both engines: the KV came back intact (A's and B's logits compared again) */
         int seqs[S], ones[S];

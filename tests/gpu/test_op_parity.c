@@ -1634,6 +1634,199 @@ static void test_logit_mask(ctx_t *c, int n, int v_start, int v_count, int vocab
     free(rows);
 }
 
+/* [sampling controls] logit_process on a shard [v_start, +v_count) of a vocabulary of `vocab` ids, n rows:
+ * each row's entries are random distinct ids of the whole vocabulary (some outside the shard), with biases,
+ * bans, generated counts and prompt flags, and random penalties (every third row without entries); then a
+ * second call cutting each row at its max - 2 (the min_p form). Logits, the entries' raw values and the
+ * maxima must be identical bits; then logit_pick of random ids (in the entries and not) likewise. */
+static void test_logit_process(ctx_t *c, int n, int v_start, int v_count, int vocab, int per_row)
+{
+    char what[128];
+    snprintf(what, sizeof what, "logit_process+pick n %d vocab [%d,+%d) of %d, <= %d entries/row", n, v_start, v_count, vocab,
+             per_row);
+    if (!c->be[1]->ops->logit_process || !c->be[1]->ops->logit_pick) {
+        printf("skip %-58s (no logit_process slot)\n", what);
+        return;
+    }
+    size_t nv = (size_t)n * v_count;
+    float *logits = xmalloc(nv * sizeof *logits + 1);
+    for (int s = 0; s < n; s++) sample_logits(c, logits + (size_t)s * v_count, v_count, s % 3 == 2 ? PAT_SIGNED_ZERO : PAT_RANDOM);
+    sits_logit_proc_row_t *rows = calloc((size_t)n, sizeof *rows);
+    sits_logit_proc_ent_t *ents = xmalloc(sizeof *ents * (size_t)n * per_row + 1);
+    int32_t *ids = xmalloc(sizeof *ids * (size_t)n);
+    int m = 0;
+    char *used = calloc((size_t)vocab, 1);
+    for (int s = 0; s < n; s++) {
+        rows[s].ent0 = m;
+        rows[s].presence = (float)rand_int(c, -20, 21) * 0.1f;
+        rows[s].frequency = (float)rand_int(c, -20, 21) * 0.13f;
+        rows[s].repetition = s % 4 == 0 ? 1.0f : (float)rand_int(c, 5, 30) * 0.1f;
+        int k = s % 3 == 1 ? 0 : rand_int(c, 1, per_row + 1);
+        memset(used, 0, (size_t)vocab);
+        for (int j = 0; j < k; j++) {
+            int id = j % 2 ? v_start + rand_int(c, 0, v_count > 0 ? v_count : 1) : rand_int(c, 0, vocab);
+            if (id >= vocab || used[id]) continue;
+            used[id] = 1;
+            int r = rand_int(c, 0, 10);
+            ents[m++] = (sits_logit_proc_ent_t){ id, r < 3 ? (float)rand_int(c, -100, 101) * 0.5f : 0.0f, r < 5 ? rand_int(c, 1, 4) : 0,
+                                                 (r == 0 ? SITS_PROC_BAN : 0) | (r % 2 ? SITS_PROC_PROMPT : 0) };
+        }
+        /* sorted by id, as the engine hands them over */
+        for (int a_ = rows[s].ent0 + 1; a_ < m; a_++)
+            for (int b_ = a_; b_ > rows[s].ent0 && ents[b_ - 1].id > ents[b_].id; b_--) {
+                sits_logit_proc_ent_t t = ents[b_];
+                ents[b_] = ents[b_ - 1];
+                ents[b_ - 1] = t;
+            }
+        rows[s].n_ent = m - rows[s].ent0;
+        ids[s] = rows[s].n_ent > 0 && s % 2 ? ents[rows[s].ent0].id : v_start + rand_int(c, -5, v_count + 5);
+    }
+    free(used);
+    float *h_l[N_BE], *h_raw[N_BE], *h_max[N_BE], *h_pick[N_BE];
+    float *cut = xmalloc(sizeof *cut * (size_t)n);
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *d_l = NULL, *d_rows = NULL, *d_ents = NULL, *d_raw, *d_max, *d_cut = NULL, *d_ids, *d_pick;
+        TRY(be->ops->alloc(be, nv * sizeof(float) + 4, &d_l));
+        TRY(be->ops->upload(be, d_l, logits, nv * sizeof(float)));
+        TRY(be->ops->alloc(be, sizeof *rows * (size_t)n, &d_rows));
+        TRY(be->ops->upload(be, d_rows, rows, sizeof *rows * (size_t)n));
+        TRY(be->ops->alloc(be, sizeof *ents * (size_t)m + 16, &d_ents));
+        if (m) TRY(be->ops->upload(be, d_ents, ents, sizeof *ents * (size_t)m));
+        d_raw = dev_poison(be, sizeof(float) * (size_t)m + 4);
+        d_max = dev_poison(be, sizeof(float) * (size_t)n);
+        TRY(be->ops->logit_process(be, d_l, n, v_start, v_count, d_rows, d_ents, d_raw, NULL, d_max));
+        h_max[b] = xmalloc(sizeof(float) * (size_t)n);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h_max[b], d_max, sizeof(float) * (size_t)n));
+        if (b == 0) for (int s = 0; s < n; s++) cut[s] = s % 2 ? h_max[0][s] - 2.0f : -INFINITY;
+        d_cut = dev_vals(be, SITS_DT_F32, cut, (size_t)n);
+        TRY(be->ops->logit_process(be, d_l, n, v_start, v_count, NULL, NULL, NULL, d_cut, NULL));
+        d_ids = dev_i32(be, ids, (size_t)n);
+        d_pick = dev_poison(be, sizeof(float) * (size_t)n);
+        TRY(be->ops->logit_pick(be, d_pick, d_l, n, v_start, v_count, d_ids, d_rows, d_ents, d_raw));
+        h_l[b] = xmalloc(nv * sizeof(float) + 4);
+        h_raw[b] = xmalloc(sizeof(float) * (size_t)m + 4);
+        h_pick[b] = xmalloc(sizeof(float) * (size_t)n);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h_l[b], d_l, nv * sizeof(float)));
+        TRY(be->ops->download(be, h_raw[b], d_raw, sizeof(float) * (size_t)m));
+        TRY(be->ops->download(be, h_pick[b], d_pick, sizeof(float) * (size_t)n));
+        void *fr[] = { d_l, d_rows, d_ents, d_raw, d_max, d_cut, d_ids, d_pick };
+        for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) dev_free(be, fr[i]);
+    }
+    int bad = 0, changed = 0, in_shard = 0;
+    for (size_t i = 0; i < nv; i++) {
+        if (!same_f32(h_l[0][i], logits[i])) changed++;
+        if (!same_f32(h_l[0][i], h_l[1][i])) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s logits at row %zu col %zu: cpu %.9g cuda %.9g (in %.9g)\n", what,
+                                 i / (size_t)(v_count ? v_count : 1), i % (size_t)(v_count ? v_count : 1), h_l[0][i], h_l[1][i], logits[i]);
+            bad++;
+        }
+    }
+    for (int k = 0; k < m; k++) {
+        if (ents[k].id < v_start || ents[k].id >= v_start + v_count) continue;
+        in_shard++;
+        if (!same_f32(h_raw[0][k], h_raw[1][k])) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s raw of entry %d: cpu %.9g cuda %.9g\n", what, k, h_raw[0][k], h_raw[1][k]);
+            bad++;
+        }
+    }
+    for (int s = 0; s < n; s++) {
+        if (!same_f32(h_max[0][s], h_max[1][s])) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s rowmax %d: cpu %.9g cuda %.9g\n", what, s, h_max[0][s], h_max[1][s]);
+            bad++;
+        }
+        if (!same_f32(h_pick[0][s], h_pick[1][s]) && !(isnan(h_pick[0][s]) && isnan(h_pick[1][s]))) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s pick %d (id %d): cpu %.9g cuda %.9g\n", what, s, ids[s], h_pick[0][s], h_pick[1][s]);
+            bad++;
+        }
+    }
+    if (v_count > 0 && changed == 0) {
+        fprintf(stderr, "FAIL %s: the reference changed nothing\n", what);
+        bad++;
+    }
+    c->checks++;
+    printf("%-4s %-58s %d changed, %d entries in the shard\n", bad ? "FAIL" : "ok", what, changed, in_shard);
+    if (bad) c->failures++;
+    for (int b = 0; b < N_BE; b++) {
+        free(h_l[b]);
+        free(h_raw[b]);
+        free(h_max[b]);
+        free(h_pick[b]);
+    }
+    free(logits);
+    free(rows);
+    free(ents);
+    free(ids);
+    free(cut);
+}
+
+/* [logprobs] logprob_reduce of n_rows scored rows (of n logits rows, in another order, some twice) on a
+ * shard: tgt, has_tgt, n and the top list exactly, lse within 1e-12 relative (double sums in another
+ * order). */
+static void test_logprob_reduce(ctx_t *c, int n, int n_rows, int v_start, int v_count, int pat)
+{
+    char what[128];
+    snprintf(what, sizeof what, "logprob_reduce %d of %d rows vocab [%d,+%d) %s", n_rows, n, v_start, v_count, pat_name[pat]);
+    if (!c->be[1]->ops->logprob_reduce) {
+        printf("skip %-58s (no logprob_reduce slot)\n", what);
+        return;
+    }
+    size_t nv = (size_t)n * v_count;
+    float *logits = xmalloc(nv * sizeof *logits + 4);
+    for (int s = 0; s < n; s++) sample_logits(c, logits + (size_t)s * v_count, v_count, pat);
+    sits_logprob_row_t *rows = calloc((size_t)n_rows, sizeof *rows);
+    for (int k = 0; k < n_rows; k++)
+        rows[k] = (sits_logprob_row_t){ .row = (k * 5 + 1) % n, .target = k % 4 == 3 ? -1 : v_start + rand_int(c, -3, v_count + 3),
+                                        .top = k % 7 == 0 ? 0 : k % 3 == 0 ? SITS_LOGPROB_MAX_TOP : rand_int(c, 1, 8) };
+    sits_logprob_rec_t *h[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *d_l, *d_rows, *d_rec;
+        TRY(be->ops->alloc(be, nv * sizeof(float) + 4, &d_l));
+        TRY(be->ops->upload(be, d_l, logits, nv * sizeof(float)));
+        TRY(be->ops->alloc(be, sizeof *rows * (size_t)n_rows, &d_rows));
+        TRY(be->ops->upload(be, d_rows, rows, sizeof *rows * (size_t)n_rows));
+        d_rec = dev_poison(be, sizeof(sits_logprob_rec_t) * (size_t)n_rows);
+        TRY(be->ops->logprob_reduce(be, d_rec, d_l, v_start, v_count, d_rows, n_rows));
+        h[b] = xmalloc(sizeof(sits_logprob_rec_t) * (size_t)n_rows);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, h[b], d_rec, sizeof(sits_logprob_rec_t) * (size_t)n_rows));
+        dev_free(be, d_l);
+        dev_free(be, d_rows);
+        dev_free(be, d_rec);
+    }
+    int bad = 0;
+    double max_rel = 0;
+    for (int k = 0; k < n_rows; k++) {
+        const sits_logprob_rec_t *a = &h[0][k], *g = &h[1][k];
+        double rel = a->lse == g->lse ? 0 : fabs(a->lse - g->lse) / fmax(fabs(a->lse), 1.0);
+        if (rel > max_rel) max_rel = rel;
+        int ok = rel <= 1e-12 && a->has_tgt == g->has_tgt && (!a->has_tgt || same_f32(a->tgt, g->tgt)) && a->n == g->n;
+        for (int t = 0; ok && t < a->n && t < SITS_LOGPROB_MAX_TOP; t++)
+            ok = a->top[t].id == g->top[t].id && same_f32(a->top[t].logit, g->top[t].logit);
+        if (!ok) {
+            if (bad < 8) {
+                fprintf(stderr, "  mismatch %s record %d (row %d target %d top %d): lse %.17g / %.17g, tgt %d %.9g / %d %.9g, n %d / %d",
+                        what, k, rows[k].row, rows[k].target, rows[k].top, a->lse, g->lse, a->has_tgt, a->tgt, g->has_tgt, g->tgt,
+                        a->n, g->n);
+                for (int t = 0; t < a->n && t < 4; t++)
+                    fprintf(stderr, ", top[%d] %d %.9g / %d %.9g", t, a->top[t].id, a->top[t].logit, g->top[t].id, g->top[t].logit);
+                fprintf(stderr, "\n");
+            }
+            bad++;
+        }
+    }
+    c->checks++;
+    printf("%-4s %-58s max lse rel err %.1e\n", bad ? "FAIL" : "ok", what, max_rel);
+    if (bad) c->failures++;
+    free(h[0]);
+    free(h[1]);
+    free(logits);
+    free(rows);
+}
+
 static void test_perf_all(ctx_t *c)
 {
     test_add_rmsnorm_f32res(c, 1, 4096, 1);
@@ -1662,6 +1855,16 @@ static void test_perf_all(ctx_t *c)
     test_logit_mask(c, 32, 64128, 64128, 128256, 32);   /* TP 2, the second shard, a batch of 32 */
     test_logit_mask(c, 5, 1000, 3013, 4000, 2);           /* padded vocab past the mask */
     test_logit_mask(c, 3, 0, 4096, 4096, 0);
+    test_logit_process(c, 4, 0, 128256, 128256, 2000);     /* Llama-3 vocab, long histories */
+    test_logit_process(c, 32, 64128, 64128, 128256, 64);   /* TP 2, the second shard, a batch of 32 */
+    test_logit_process(c, 7, 1000, 3013, 4000, 300);
+    test_logit_process(c, 3, 500, 0, 4000, 20);            /* a rank with no vocabulary */
+    test_logprob_reduce(c, 8, 12, 0, 128256, PAT_RANDOM);
+    test_logprob_reduce(c, 32, 32, 64128, 64128, PAT_RANDOM);
+    test_logprob_reduce(c, 4, 9, 7, 3000, PAT_TIES);
+    test_logprob_reduce(c, 4, 6, 0, 4096, PAT_NEG_INF);
+    test_logprob_reduce(c, 4, 5, 100, 13, PAT_RANDOM);     /* fewer ids than top */
+    test_logprob_reduce(c, 3, 4, 500, 0, PAT_RANDOM);      /* no vocabulary */
     test_sample_rng(c, 200, 0, 4096);
     test_sample_rng(c, 16, 123456, 64128);
     test_graph(c, 4, 4096, 1024);

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""controls_check.py URL REF.json -- the sampling controls of /v1/completions against HF logits
+"""controls_check.py URL REF.json [OUT] -- the sampling controls of /v1/completions against HF logits
 processors (REF["controls"], tests/ref/gen_logprob_fixtures.py): greedy tokens under
 repetition / presence / frequency penalties, logit_bias, min_tokens must equal HF's, token for token.
 Then min_p: with temperature 1 every sampled token's logprob (raw logits, checked against HF by
 logprobs_check.py) is >= the row's best + log(min_p); the same seeds without min_p break that bound
-at least once (so the check can fail). Prints the first mismatches. Exit 0/1."""
+at least once (so the check can fail). OUT (optional): a batch of seeded sampled requests mixing the
+controls (sent at once, so they share steps) written as their token ids and logprobs, for the
+comparison across TP sizes (the same tokens on any TP size). Prints the first mismatches. Exit 0/1."""
+import concurrent.futures
 import json
 import math
 import sys
@@ -64,6 +67,21 @@ for inc in (False, True):
     want = full[:full.index(stop) + (len(stop) if inc else 0)]
     if t != want:
         fails.append(f"stop {stop!r} include_stop_str_in_output {inc}: {t!r}, want {want!r}")
+if len(sys.argv) > 3:
+    eos = str(ref["eos"][0])
+    mixes = [{"presence_penalty": 1.5, "frequency_penalty": 0.5}, {"repetition_penalty": 1.4, "min_p": 0.1},
+             {"logit_bias": {"5": 6.0, "7": -100.0, eos: 30.0}, "min_tokens": 3}, {"min_p": 0.2, "top_k": 40},
+             {"frequency_penalty": -1.0, "top_k": 50, "top_p": 0.9}, {}, {"repetition_penalty": 0.8, "presence_penalty": -1.0},
+             {"min_p": 0.05, "repetition_penalty": 1.2, "frequency_penalty": 1.0, "logit_bias": {"9": 3.0}}]
+    bodies = []
+    for i, m in enumerate(mixes * 2):
+        b = {"prompt": ref["items"][i % len(ref["items"])]["prompt"], "max_tokens": 8, "temperature": 0.9, "seed": 100 + i,
+             "logprobs": 3, "return_tokens_as_token_ids": True}
+        b.update(m)
+        bodies.append(b)
+    with concurrent.futures.ThreadPoolExecutor(len(bodies)) as ex:
+        rs = list(ex.map(post, bodies))
+    json.dump([[ids(r), r["choices"][0]["logprobs"]["token_logprobs"]] for r in rs], open(sys.argv[3], "w"))
 for f in fails[:10]:
     print("  mismatch", f)
 print(f"{ref['model']}: {len(ref['controls'])} control cases; min_p violations {with_min_p} (min_p 0.3) vs {without} (off)")

@@ -5,7 +5,11 @@
 # greedy tokens identical, top-5 alternatives; the TP sizes against each other; bad logprob
 # parameters answered 400 naming the parameter; the sampling controls (controls_check.py: penalties,
 # logit_bias, min_tokens vs HF logits processors, min_p, stop_token_ids, include_stop_str_in_output)
-# on llama_small and the demo model.
+# on llama_small and the demo model; a batch of seeded sampled requests mixing them gives the same
+# tokens (and logprobs within 2e-5) at every TP size, with --pp 2 and with --dp 2 (a remote replica).
+# All of it runs on the device path (the backend's logprob_reduce / logit_process / logit_pick on each
+# rank's vocabulary shard): /metrics shows steps with device logprobs and no download of a step's
+# whole logits to the host.
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
@@ -16,6 +20,28 @@ CHECK="$top_srcdir/tests/integration/logprobs_check.py"
 REF="$top_srcdir/tests/fixtures/logprobs"
 
 stop() { kill -TERM $srv 2>/dev/null; wait $srv; srv=; }
+
+# no_downloads LABEL: the leader's engine reduced logprobs on the device and never downloaded a step's logits
+no_downloads() {
+  local mt dl lp
+  mt=$(curl -s "$url/metrics")
+  dl=$(echo "$mt" | sed -n 's/^sits_logits_host_downloads_total //p')
+  lp=$(echo "$mt" | sed -n 's/^sits_logprob_device_steps_total //p')
+  [ "$dl" = 0 ] && [ -n "$lp" ] && [ "$lp" -gt 0 ] && ok "$1: $lp steps with device logprobs, $dl host logits downloads" ||
+    bad "$1: host logits downloads '$dl' (want 0), device logprob steps '$lp' (want > 0)"
+}
+
+# same_ctl A B LABEL: the seeded mixed-controls batch of controls_check.py gave the same tokens
+same_ctl() {
+  "$PY" - "$1" "$2" <<'PYEOF' && ok "$3" || bad "$3"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+tok = sum(x[0] != y[0] for x, y in zip(a, b))
+d = max(abs(u - v) for x, y in zip(a, b) if x[0] == y[0] for u, v in zip(x[1], y[1]))
+print(f"  {len(a)} seeded requests: {tok} token sequences differ, max |logprob diff| {d:.2e}")
+sys.exit(0 if tok == 0 and len(a) == len(b) == 16 and d <= 2e-5 else 1)
+PYEOF
+}
 
 # api_extras DIR: /tokenize and /detokenize against HF tokenizers (when importable), and
 # usage.prompt_tokens_details.cached_tokens of a repeated prompt (the prefix cache's full blocks), n > 1
@@ -62,9 +88,12 @@ for m in llama_small llama3 qwen2 mistral_sharded demo; do
     serve_np $np "$dir" || continue
     if "$PY" "$CHECK" "$url" "$REF/$m.json" "$tmp/$m.$np.json"; then ok "$m tp $np: logprobs vs HF"; else bad "$m tp $np: logprobs vs HF"; fi
     if [ $m = llama_small ] || [ $m = demo ]; then
-      if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/$m.json"; then ok "$m tp $np: sampling controls vs HF processors"
+      if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/$m.json" "$tmp/$m.$np.ctl.json"; then
+        ok "$m tp $np: sampling controls vs HF processors"
       else bad "$m tp $np: sampling controls vs HF processors"; fi
+      [ $np = 1 ] || same_ctl "$tmp/$m.1.ctl.json" "$tmp/$m.$np.ctl.json" "$m: tp $np samples what tp 1 samples under the controls"
     fi
+    no_downloads "$m tp $np"
     if [ $m = demo ] && [ $np = 1 ]; then api_extras "$dir"; fi
     if [ $m = llama_small ] && [ $np = 2 ]; then
       for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
@@ -96,12 +125,29 @@ sys.exit(0 if d <= 2e-5 else 1)
 PYEOF
   done
 done
-# pipeline parallelism: logprobs are refused (the last stage holds the logits), the rest still serves
+# pipeline parallelism: the last stage reduces the logprobs on its device and broadcasts them with the
+# sampled tokens; the same values as TP 1 and HF, the same seeded samples under the controls
 serve_np 2 "$tmp/llama_small" --pp 2 && {
-  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"logprobs":1}')
-  case $r in *"pipeline"*" 400") ok "pp 2: logprobs refused with 400";; *) bad "pp 2: logprobs gave $r";; esac
-  r=$(curl -s -w ' %{http_code}' "$url/v1/completions" -d '{"prompt":[1,2,3],"max_tokens":2,"presence_penalty":1}')
-  case $r in *" 200") ok "pp 2: a penalised request served";; *) bad "pp 2: $r";; esac
+  if "$PY" "$CHECK" "$url" "$REF/llama_small.json" "$tmp/pp.json"; then ok "llama_small pp 2: logprobs vs HF"; else bad "llama_small pp 2: logprobs vs HF"; fi
+  "$PY" - "$tmp/llama_small.1.json" "$tmp/pp.json" <<'PYEOF' && ok "llama_small: pp 2 equals tp 1 (within 2e-5)" || bad "llama_small: pp 2 vs tp 1"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+d = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+print(f"  max |tp1 - pp2| = {d:.2e}")
+sys.exit(0 if d <= 2e-5 and len(a) == len(b) else 1)
+PYEOF
+  if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/llama_small.json" "$tmp/pp.ctl.json"; then
+    ok "llama_small pp 2: sampling controls vs HF processors"
+  else bad "llama_small pp 2: sampling controls vs HF processors"; fi
+  same_ctl "$tmp/llama_small.1.ctl.json" "$tmp/pp.ctl.json" "llama_small: pp 2 samples what tp 1 samples under the controls"
+  stop
+}
+# data parallelism: a burst spreads over the replicas; the remote one's last stage broadcasts its logprobs
+serve_np 2 "$tmp/llama_small" --dp 2 && {
+  if "$PY" "$top_srcdir/tests/integration/controls_check.py" "$url" "$REF/llama_small.json" "$tmp/dp.ctl.json"; then
+    ok "llama_small dp 2: sampling controls vs HF processors"
+  else bad "llama_small dp 2: sampling controls vs HF processors"; fi
+  same_ctl "$tmp/llama_small.1.ctl.json" "$tmp/dp.ctl.json" "llama_small: dp 2 (a remote replica) samples and scores what tp 1 does"
   stop
 }
 finish
