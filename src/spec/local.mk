@@ -1,0 +1,10 @@
+# src/spec: speculative decoding (the --speculative-config, the n-gram drafter, acceptance, k adaptation);
+# the scheduler drives it, the verification is an ordinary step.
+libsits_a_SOURCES += src/spec/spec.c src/spec/spec.h
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_spec
+tests_unit_test_spec_SOURCES = tests/unit/test_spec.c
+tests_unit_test_spec_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_spec_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/unit/test_spec
+endif
