@@ -882,6 +882,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
+    sits_spec_config_t spec = { 0 };   /* [speculative] parsed on the leader */
     sits_otlp_t *otlp = NULL;
     int D = L->disagg_p ? 2 : L->pl->dp;   /* [kv move] --disaggregate: the prefill and the decode group */
     sits_sched_t *scheds[SITS_TOPO_MAX_GPUS] = { NULL };
@@ -941,6 +942,11 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 st = sits_tenants_load(cfg->tenants, &tenants);
             }
         }
+        char spec_err[256];
+        if (st == SITS_OK && sits_spec_config_parse(cfg->speculative_config, &spec, spec_err, sizeof spec_err) != SITS_OK) {
+            SITS_ERROR(SITS_SUB_INIT, "%s", spec_err);   /* [speculative] */
+            st = SITS_ERR_INVALID;
+        }
         if (st == SITS_OK && cfg->trace_file && !(trace = fopen(cfg->trace_file, "a"))) {
             SITS_ERROR(SITS_SUB_INIT, "cannot open --trace-file %s", cfg->trace_file);
             st = SITS_ERR_IO;
@@ -958,7 +964,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .kv_offload = kv_offload, .kv_offload_threshold = cfg->kv_offload_threshold,
                                        .kv_migrate_threshold = cfg->kv_migrate_threshold,
                                        .kv_migrate_every = (int)cfg->kv_migrate_every,
-                                       .kv_migrate_corrupt_every = (int)cfg->kv_migrate_corrupt_every };
+                                       .kv_migrate_corrupt_every = (int)cfg->kv_migrate_corrupt_every, .spec = spec };
             st = sits_sched_create(&sp, r, &sched);
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */

@@ -70,6 +70,12 @@ struct sits_req {
     sits_grammar_t *grammar;
     const sits_grammar_vocab_t *gvocab;
     sits_grammar_state_t *gstate;
+    /* [speculative] scheduler thread only (scheduler.h "Speculative decoding") */
+    int no_spec;                 /* the request opted out */
+    int spec_k;                  /* drafts to ask for next (adapted) */
+    int n_draft;                 /* drafts in the step in flight (0: a plain step) */
+    int32_t draft[SITS_SPEC_MAX_K];
+    int n_drafted, n_accepted;   /* totals for the trace */
 };
 
 struct sits_sched {
@@ -243,6 +249,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->prompt_logprobs = p->prompt_logprobs != 0;
     q->top_logprobs = p->top_logprobs;
     q->tenant = p->tenant;
+    q->no_spec = p->no_speculation != 0;
+    q->spec_k = s->p.spec.num_speculative_tokens;
     if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
     q->state = REQ_WAITING;
@@ -389,6 +397,11 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
+    s->stats.spec_drafter = sits_spec_method_name(p->spec.method);
+    if (p->spec.method != SITS_SPEC_OFF)
+        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: %s drafter, up to %d tokens (n-gram %d..%d)",
+                  sits_spec_method_name(p->spec.method), p->spec.num_speculative_tokens, p->spec.prompt_lookup_min,
+                  p->spec.prompt_lookup_max);
     s->n_tenants = p->tenants && p->tenants->n > 0 ? p->tenants->n : 1;
     for (int t = 0; t < s->n_tenants; t++) {
         s->weight[t] = p->tenants && p->tenants->n > 0 ? p->tenants->t[t].weight : 1.0;
@@ -462,9 +475,13 @@ static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
     fprintf(s->p.trace,
             "{\"request\":\"%s\",\"seq\":%llu,\"replica\":%d,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
             "\"first_token\":%.6f,\"finished\":%.6f,\"prompt_tokens\":%d,\"generated_tokens\":%d,"
-            "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"}\n",
+            "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"",
             q->id, (unsigned long long)q->order, s->index, tenant, q->t_queued, q->t_scheduled, q->t_first_token, t_end, q->n_prompt,
             q->n_gen, q->n_prefix_hit, q->n_preempted, reasons[(unsigned)why < 5 ? why : 0]);
+    if (s->p.spec.method != SITS_SPEC_OFF)   /* [speculative] the drafter's counts */
+        fprintf(s->p.trace, ",\"spec_drafter\":\"%s\",\"spec_draft_tokens\":%d,\"spec_accepted_tokens\":%d",
+                sits_spec_method_name(s->p.spec.method), q->n_drafted, q->n_accepted);
+    fputs("}\n", s->p.trace);
     fflush(s->p.trace);
 }
 
@@ -838,6 +855,50 @@ static int step_rows(sits_req_t *q)
     return prompt_lp_rows(q) + (q->n_computed + q->take == total_tokens(q));
 }
 
+/* ---- [speculative] drafting, verification rows, acceptance and rollback (scheduler.h) ---- */
+
+/* q may speculate: the server has a drafter, q did not opt out, and nothing of q's sampling depends
+ * on the tokens before it in a way the rows of one step cannot see (penalties over the history,
+ * grammar state, min_tokens bans that lift after some token). */
+static int spec_may(const sits_sched_t *s, const sits_req_t *q)
+{
+    const sits_sample_params_t *sp = &q->sample;
+    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && q->n_gen >= q->min_tokens &&
+           sp->presence_penalty == 0 && sp->frequency_penalty == 0 &&
+           (sp->repetition_penalty <= 0 || sp->repetition_penalty == 1.0f);
+}
+
+/* After the batch is picked: every decoding sequence of it that may speculate gets drafts, within
+ * its max_tokens and context, the step's token budget and output rows, and the free blocks. */
+static void spec_draft(sits_sched_t *s)
+{
+    if (s->p.spec.method == SITS_SPEC_OFF) return;
+    const sits_spec_config_t *c = &s->p.spec;
+    int used = 0, rows = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        used += s->running[i]->take;
+        rows += step_rows(s->running[i]);
+    }
+    for (int i = 0; i < s->n_running; i++) {
+        sits_req_t *q = s->running[i];
+        q->n_draft = 0;
+        int total = total_tokens(q);
+        if (q->take != 1 || q->n_computed != total - 1 || !spec_may(s, q)) continue;
+        int k = q->spec_k;
+        if (k > q->max_tokens - q->n_gen - 1) k = q->max_tokens - q->n_gen - 1;   /* k + 1 tokens may come out */
+        if (k > s->r->max_model_len - total - 1) k = s->r->max_model_len - total - 1;
+        if (k > s->allowed_tokens - used) k = s->allowed_tokens - used;
+        if (k > s->p.max_num_seqs - rows) k = s->p.max_num_seqs - rows;
+        if (k < 1) continue;
+        int n = sits_spec_ngram_propose(q->tokens, total, c->prompt_lookup_min, c->prompt_lookup_max, k, q->draft);
+        if (n < 1 || !ensure_blocks(s, q, q->n_computed + 1 + n)) continue;   /* drafts never preempt */
+        q->n_draft = n;
+        q->take = 1 + n;
+        used += n;
+        rows += n;
+    }
+}
+
 /* Pick this step's work into s->batch; returns the number of sequences.
  * Order: every decoding sequence gets its token (oldest first), then running sequences still
  * prefilling get chunks, then waiting requests are admitted -- prefill within the token budget
@@ -919,6 +980,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             rows += step_rows(q);
         }
     }
+    spec_draft(s);   /* [speculative] */
     /* the batch: every running sequence with work this step (preemptions above may have removed some) */
     nb = 0;
     used = 0;
@@ -1089,6 +1151,78 @@ static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_samp
     return SITS_OK;
 }
 
+/* Output `no` of the step: row `row` samples q's generated token n_gen + j with q's parameters.
+ * 0 ok, -1 out of memory. */
+static int out_row(sits_sched_t *s, const sits_req_t *q, int no, int row, int j)
+{
+    s->rows[no] = row;
+    s->sp[no] = q->sample;
+    s->sp[no].step = (uint64_t)(q->n_gen + j);
+    s->sp[no].logprobs = q->logprobs;
+    s->sp[no].top_logprobs = q->top_logprobs;
+    s->sp[no].lp_target = -1;
+    return proc_lists(s, q, &s->sp[no]);
+}
+
+/* [speculative] q's verification came back: toks / lps [n_draft + 1] are its rows' samples. Accepts,
+ * appends the emitted tokens one by one until one ends the request (*why_p), rolls the KV back to
+ * the accepted positions (freeing blocks of rejected positions only) and registers full blocks of
+ * accepted tokens in the prefix cache. Returns the tokens appended. */
+static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, const sits_logprob_t *lps,
+                         sits_finish_t *why_p)
+{
+    sits_runner_t *r = s->r;
+    int k = q->n_draft, m = sits_spec_accept(q->draft, toks, k), base = q->n_computed, e = 0;
+    sits_finish_t why = SITS_FINISH_NONE;
+    s->vt[q->tenant] += q->take / s->weight[q->tenant];
+    q->take = 0;
+    q->n_draft = 0;
+    while (e <= m && why == SITS_FINISH_NONE) {
+        int32_t t = toks[e];
+        pthread_mutex_lock(&q->mu);
+        if (q->glp) q->glp[q->n_gen] = lps[e];
+        q->tokens[q->n_prompt + q->n_gen] = t;
+        q->n_gen++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        e++;
+        if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
+        else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
+    }
+    /* KV holds the last token and the drafts; the valid ones are the last token and the accepted
+     * drafts that came out before the last emitted token (which is computed next step) */
+    q->n_computed = base + e;
+    int bs = r->ep.block_size, keep = (q->n_computed + bs - 1) / bs;
+    if (q->n_blocks > keep) {
+        sits_kv_blocks_release(r->blocks, q->n_blocks - keep, q->bt + keep);
+        q->n_blocks = keep;
+    }
+    if (s->p.prefix_caching) prefix_register(s, q);
+    q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m == k ? q->spec_k : m);
+    q->n_drafted += k;
+    q->n_accepted += m;
+    pthread_mutex_lock(&s->mu);
+    s->stats.spec_draft_tokens += (uint64_t)k;
+    s->stats.spec_accepted_tokens += (uint64_t)m;
+    s->stats.spec_verifications++;
+    pthread_mutex_unlock(&s->mu);
+    *why_p = why;
+    return e;
+}
+
+/* q finished (why): its TPOT goes to the controller, it leaves the running set and finishes. */
+static void end_running(sits_sched_t *s, sits_req_t *q, sits_finish_t why, double tnow)
+{
+    if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i] == q) {
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            break;
+        }
+    finish(s, q, why);
+}
+
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
  * starts computing as soon as it has it). */
 static sits_status_t step_launch(sits_sched_t *s, int nb)
@@ -1100,8 +1234,9 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
+        int have = q->n_prompt + q->n_gen;   /* [speculative] positions past them hold the drafts */
         for (int j = 0; j < q->take; j++) {
-            s->tok[nt] = q->tokens[q->n_computed + j];
+            s->tok[nt] = q->n_computed + j < have ? q->tokens[q->n_computed + j] : q->draft[q->n_computed + j - have];
             s->pos[nt] = q->n_computed + j;
             s->seq[nt] = b;
             nt++;
@@ -1115,14 +1250,12 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
                                                 .top_logprobs = q->top_logprobs, .lp_target = q->tokens[q->n_computed + j + 1] };
             no++;
         }
-        if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
-            s->rows[no] = nt - 1;
-            s->sp[no] = q->sample;
-            s->sp[no].step = (uint64_t)q->n_gen;
-            s->sp[no].logprobs = q->logprobs;
-            s->sp[no].top_logprobs = q->top_logprobs;
-            s->sp[no].lp_target = -1;
-            if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
+        if (q->n_draft > 0) {
+            /* [speculative] every position is a row: row j samples generated token n_gen + j */
+            for (int j = 0; j <= q->n_draft; j++, no++)
+                if (out_row(s, q, no, nt - q->take + j, j) != 0) return SITS_ERR_NOMEM;
+        } else if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
+            if (out_row(s, q, no, nt - 1, 0) != 0) return SITS_ERR_NOMEM;
             if (q->grammar) SITS_CHECK(step_mask(s, q, no, &masks));
             no++;
         }
@@ -1157,6 +1290,15 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
             o += q->n_lp_rows;
             q->n_lp_rows = 0;
         }
+        if (q->n_draft > 0) {   /* [speculative] */
+            sits_finish_t why;
+            int k = q->n_draft;
+            gen += spec_complete(s, q, s->wk.tokens + o, s->wk.lp + o, &why);
+            o += k + 1;
+            q->last_token_s = now_s();
+            if (why != SITS_FINISH_NONE) end_running(s, q, why, q->last_token_s);
+            continue;
+        }
         int was_prompt = q->n_computed < q->n_prompt;
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
@@ -1182,16 +1324,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
             why = SITS_FINISH_ERROR;
         } else if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
         else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
-        if (why != SITS_FINISH_NONE) {
-            if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
-            for (int i = 0; i < s->n_running; i++)
-                if (s->running[i] == q) {
-                    memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
-                    s->n_running--;
-                    break;
-                }
-            finish(s, q, why);
-        }
+        if (why != SITS_FINISH_NONE) end_running(s, q, why, tnow);
     }
     static const double edges_ms[11] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000 };
     int bucket = 11;
@@ -1580,6 +1713,10 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->kv_migrated_blocks += st.kv_migrated_blocks;
         out->kv_migrated_bytes += st.kv_migrated_bytes;
         out->kv_migrations_failed += st.kv_migrations_failed;
+        out->spec_drafter = st.spec_drafter;   /* [speculative] */
+        out->spec_draft_tokens += st.spec_draft_tokens;
+        out->spec_accepted_tokens += st.spec_accepted_tokens;
+        out->spec_verifications += st.spec_verifications;
     }
 }
 

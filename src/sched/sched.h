@@ -57,6 +57,9 @@ typedef struct {
      * which travels in the step plan to every rank, and feeds the sampled token back. */
     struct sits_grammar *grammar;
     const struct sits_grammar_vocab *grammar_vocab;
+    /* [speculative] 1: never draft for this request (the API's "speculative": false) even when the
+     * server runs with --speculative-config */
+    int no_speculation;
 } sits_req_params_t;
 
 
@@ -88,6 +91,10 @@ typedef struct {
     /* [memory plan] device allocations (cudaMalloc) the leader's backend made since the scheduler was
      * created, and their bytes: the step path must make none (0 on the CPU) */
     uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
+    /* [speculative] the drafter in use ("" when off), tokens it drafted and of those the verification
+     * accepted, and the verification steps' speculating sequences (one per sequence per step) */
+    const char *spec_drafter;
+    uint64_t spec_draft_tokens, spec_accepted_tokens, spec_verifications;
 } sits_sched_stats_t;
 
 typedef struct sits_sched_api {

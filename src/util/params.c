@@ -67,6 +67,7 @@ const sits_param_t sits_params[] = {
     { "tenants", "SITS_TENANTS", SITS_PT_STR, "", NULL, OFF(tenants), "server: tenants file (JSON: API keys, weights, priorities, SLOs, concurrency limits)" },
     { "custom-allreduce", "SITS_CUSTOM_ALLREDUCE", SITS_PT_BOOL, "1", "1", OFF(custom_allreduce), "cuda, TP inside a node: one-/two-shot all-reduce over CUDA IPC for small messages, NCCL above (--no-custom-allreduce: NCCL only)" },
     { "custom-allreduce-max-bytes", "SITS_CUSTOM_AR_MAX_BYTES", SITS_PT_SIZE, "8M", NULL, OFF(custom_allreduce_max_bytes), "largest all-reduce sent through the custom path" },
+    { "speculative-config", "SITS_SPECULATIVE_CONFIG", SITS_PT_STR, "", NULL, OFF(speculative_config), "server: speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": k, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1} (requests opt out with \"speculative\": false)" },
     { "trace-file", "SITS_TRACE_FILE", SITS_PT_STR, "", NULL, OFF(trace_file), "server: append one JSON line per finished request (queued, first scheduled, first token, finished, tokens, preemptions)" },
     { "gemm-autotune", "SITS_GEMM_AUTOTUNE", SITS_PT_BOOL, "1", "1", OFF(gemm_autotune), "cuda: time cuBLASLt's candidate algorithms for each decode GEMM shape on first use and keep the fastest (--no-gemm-autotune: the heuristic's first)" },
     { "otlp-endpoint", "SITS_OTLP_ENDPOINT", SITS_PT_STR, "", NULL, OFF(otlp_endpoint), "server: export each request's timeline as OTLP/HTTP JSON spans to http://HOST:PORT (POST /v1/traces)" },
