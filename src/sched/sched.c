@@ -1192,6 +1192,9 @@ static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, co
     /* KV holds the last token and the drafts; the valid ones are the last token and the accepted
      * drafts that came out before the last emitted token (which is computed next step) */
     q->n_computed = base + e;
+    if (e < m + 1)
+        SITS_DEBUG(SITS_SUB_SCHED, "request %llu: finished (%s) inside an accepted run: %d of %d accepted tokens emitted",
+                   (unsigned long long)q->order, why == SITS_FINISH_STOP ? "stop" : "length", e, m + 1);
     int bs = r->ep.block_size, keep = (q->n_computed + bs - 1) / bs;
     if (q->n_blocks > keep) {
         sits_kv_blocks_release(r->blocks, q->n_blocks - keep, q->bt + keep);

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Speculative decoding (n-gram drafter) end to end on the demo model (models/demo), CPU, TP 1 and TP 2:
+# the same server without --speculative-config is the reference. With it, every token id and logprob
+# is the same (greedy and seeded sampling) for copy prompts in a mixed batch (odd requests opt out with
+# "speculative": false), prompts that extend earlier outputs (their blocks, computed under speculation,
+# come from the prefix cache), max_tokens, stop ids and eos, stop strings and streaming; stops land
+# inside accepted runs (the scheduler's debug log says so), drafts are accepted (/metrics), the trace
+# file counts them, and an opted-out request drafts nothing.
+. "$top_srcdir/tests/integration/lib.sh"
+need_py_curl
+serve_tmp
+DEMO="$top_srcdir/models/demo"
+[ -f "$DEMO/model.safetensors" ] || { echo "SKIP: models/demo is missing"; exit 77; }
+W="$top_srcdir/tests/integration/spec_decode.py"
+SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}'
+stop() { kill -TERM $srv; wait $srv; srv=; }
+metric() { "$PY" "$W" metric "$url" "$1"; }
+for np in 1 2; do
+  serve_np $np "$DEMO" --block-size 8 || finish
+  "$PY" "$W" run "$url" "$tmp/off$np.json" || bad "tp $np: workload without speculation"
+  [ "$(metric sits_spec_draft_tokens_total)" = 0 ] && ok "tp $np: no drafts without --speculative-config" || bad "tp $np: drafts while off"
+  stop
+  SITS_LOG_LEVEL=debug SITS_LOG_SUBSYS=sched serve_np $np "$DEMO" --block-size 8 --speculative-config "$SPEC" \
+    --trace-file "$tmp/trace$np" || finish
+  "$PY" "$W" run "$url" "$tmp/on$np.json" --opt-out-odd || bad "tp $np: workload with speculation"
+  drafted=$(metric sits_spec_draft_tokens_total); accepted=$(metric sits_spec_accepted_tokens_total)
+  rate=$(metric sits_spec_acceptance_rate)
+  [ "${accepted:-0}" -gt 0 ] && ok "tp $np: $accepted of $drafted drafted tokens accepted (rate $rate)" || bad "tp $np: nothing accepted ($accepted of $drafted)"
+  # an opted-out request alone drafts nothing
+  curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "The list type is mutable. The list type is mutable. The list type", "max_tokens": 24, "temperature": 0, "speculative": false}' >/dev/null
+  after=$(metric sits_spec_draft_tokens_total)
+  [ "$after" = "$drafted" ] && ok "tp $np: \"speculative\": false drafts nothing" || bad "tp $np: opted-out request drafted ($drafted -> $after)"
+  stop
+  "$PY" "$W" compare "$tmp/off$np.json" "$tmp/on$np.json" && ok "tp $np: outputs identical with and without speculation" \
+    || bad "tp $np: speculation changed the output"
+  n=$(grep -c "inside an accepted run" "$tmp/err")
+  [ "$n" -gt 0 ] && ok "tp $np: $n request(s) stopped inside an accepted run" || bad "tp $np: no stop inside an accepted run"
+  t=$("$PY" -c 'import json, sys; print(sum(json.loads(l).get("spec_draft_tokens", 0) for l in open(sys.argv[1])))' "$tmp/trace$np")
+  [ "$t" = "$after" ] && ok "tp $np: the trace file counts the $t drafts" || bad "tp $np: trace drafts $t, /metrics $after"
+done
+# a bad --speculative-config is refused at start
+$SITS_MPIRUN -np 1 "$SITS" --model "$DEMO" --port 0 --speculative-config '{"method": "eagle"}' > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q 'speculative-config' "$tmp/err" && ok "bad --speculative-config refused (exit $rc)" || { bad "bad --speculative-config: exit $rc"; cat "$tmp/err"; }
+finish
