@@ -863,7 +863,8 @@ static int step_rows(sits_req_t *q)
 static int spec_may(const sits_sched_t *s, const sits_req_t *q)
 {
     const sits_sample_params_t *sp = &q->sample;
-    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && q->n_gen >= q->min_tokens &&
+    /* n_gen >= 1: decoding (a prompt whose last token is all that is left to compute samples plainly) */
+    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && q->n_gen >= 1 && q->n_gen >= q->min_tokens &&
            sp->presence_penalty == 0 && sp->frequency_penalty == 0 &&
            (sp->repetition_penalty <= 0 || sp->repetition_penalty == 1.0f);
 }

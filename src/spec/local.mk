@@ -8,6 +8,6 @@ tests_unit_test_spec_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_spec_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/unit/test_spec
 endif
-# end to end on the demo model, TP 1 and 2: identical outputs with and without speculation
-TESTS += tests/integration/spec_decode.sh
-EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode.py
+# end to end on the demo model, TP 1 and 2, PP 2: identical outputs with and without speculation
+TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh
+EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_decode.py
