@@ -11,3 +11,5 @@ endif
 # end to end on the demo model, TP 1 and 2, PP 2: identical outputs with and without speculation
 TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh
 EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_decode.py
+# the speculative decoding benchmark (tokens/s per user at batch 1 with and without n-gram drafts)
+EXTRA_DIST += bench/spec_bench.py

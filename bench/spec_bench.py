@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""spec_bench.py -- speculative decoding (n-gram drafter) end to end: tokens/s per user at batch 1 with
+and without --speculative-config on the same server build and model, and the acceptance rate. Not a test.
+
+  (. tests/integration/mpi_env.sh; bench/spec_bench.py ...)   # as root / on the CI box: mpirun settings
+  bench/spec_bench.py [--sits build/sits-dist] [--model models/demo] [--mpirun "mpirun -np 1"]
+                      [--configs off,4,8] [--max-tokens 128] [--repeat 1] [--json FILE]
+
+Each config starts the server (CPU unless the build and machine say otherwise), then sends the prompt
+sets one request at a time (batch 1), streaming, greedy, ignore_eos, max_tokens tokens:
+  copy   the 8 held-out Python-docs sequences of tests/integration/demo_ppl_ref.json (128 ids each),
+         then a blank line and their first 16 ids again: the continuation copies the text (input-grounded)
+  loop   a repeated release-note line the demo model keeps repeating
+  code   code to edit: a function given twice, the third copy started
+  free   the first 32 ids of each held-out sequence, continued freely (few drafts accepted: the overhead)
+Per request: e2e tok/s = completion tokens / (last token - request sent); decode tok/s = (tokens - 1) /
+(last token - first token). Per set: the means over its requests, and the acceptance rate from the
+/metrics counters (accepted / drafted). The table and the JSON (--json) give every config and set, and
+the speed-up of each config over "off" per set. Greedy outputs are compared with "off" (must be equal)."""
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+
+
+def post_stream(url, body):
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    r = urllib.request.urlopen(req, timeout=600)
+    times, text, usage = [], "", None
+    for line in r:
+        line = line.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        j = json.loads(line[6:])
+        if j.get("usage"):
+            usage = j["usage"]
+        for ch in j.get("choices", []):
+            if ch.get("text"):
+                text += ch["text"]
+                times.append(time.perf_counter())
+    n = usage["completion_tokens"] if usage else 0
+    e2e = n / (times[-1] - t0) if times else 0.0
+    dec = (n - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+    return text, n, e2e, dec
+
+
+def metric(url, name):
+    for line in urllib.request.urlopen(url + "/metrics", timeout=60).read().decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def tokenize(url, text):
+    req = urllib.request.Request(url + "/tokenize", json.dumps({"prompt": text}).encode(), {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=60))["tokens"]
+
+
+def prompt_sets(url):
+    ref = json.load(open(os.path.join(TOP, "tests/integration/demo_ppl_ref.json")))
+    nl2 = tokenize(url, "\n\n")[-1:]   # the blank-line id (after the bos the tokenizer adds)
+    loop = tokenize(url, "    3.11\n\n       Added support for the *bases* parameter.\n\n" * 3)
+    code = tokenize(url, "def area(width, height):\n    \"\"\"Return the area of the rectangle.\"\"\"\n    return width * height\n\n"
+                         "def area(width, height):\n    \"\"\"Return the area of the rectangle.\"\"\"\n    return width * height\n\n"
+                         "def area(width, height):\n")
+    return {"copy": [ids + nl2 + ids[1:17] for ids in ref["ids"]], "loop": [loop], "code": [code],
+            "free": [ids[:32] for ids in ref["ids"]]}
+
+
+def start(args, extra):
+    err = tempfile.NamedTemporaryFile("w+", delete=False, suffix=".err")
+    cmd = shlex.split(args.mpirun) + [args.sits, "--model", args.model, "--port", "0"] + extra
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    for _ in range(600):
+        m = re.search(r"serving .* on (http://127\.0\.0\.1:\d+) ", open(err.name).read())
+        if m:
+            try:
+                urllib.request.urlopen(m.group(1) + "/health", timeout=5)
+                return p, m.group(1), err.name
+            except Exception:
+                pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.2)
+    sys.exit("server did not start: " + open(err.name).read()[-2000:])
+
+
+def stop(p):
+    os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sits", default=os.path.join(TOP, "build/sits-dist"))
+    ap.add_argument("--model", default=os.path.join(TOP, "models/demo"))
+    ap.add_argument("--mpirun", default="mpirun --oversubscribe --bind-to none -np 1")
+    ap.add_argument("--configs", default="off,4,8", help="off and/or num_speculative_tokens values")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    results, outputs = [], {}
+    for cfg in args.configs.split(","):
+        extra = [] if cfg == "off" else ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": int(cfg),
+                                                                            "prompt_lookup_max": 4, "prompt_lookup_min": 1})]
+        p, url, errf = start(args, extra)
+        try:
+            sets = prompt_sets(url)
+            for name, prompts in sets.items():
+                d0, a0 = metric(url, "sits_spec_draft_tokens_total"), metric(url, "sits_spec_accepted_tokens_total")
+                e2e, dec, toks, texts = [], [], 0, []
+                for _ in range(args.repeat):
+                    for ids in prompts:
+                        text, n, r_e2e, r_dec = post_stream(url, {"prompt": ids, "max_tokens": args.max_tokens, "temperature": 0,
+                                                                  "ignore_eos": True, "stream": True,
+                                                                  "stream_options": {"include_usage": True}})
+                        e2e.append(r_e2e)
+                        dec.append(r_dec)
+                        toks += n
+                        texts.append(text)
+                d1, a1 = metric(url, "sits_spec_draft_tokens_total"), metric(url, "sits_spec_accepted_tokens_total")
+                row = {"config": cfg, "set": name, "requests": len(e2e), "tokens": toks,
+                       "e2e_tok_s": sum(e2e) / len(e2e), "decode_tok_s": sum(dec) / len(dec),
+                       "drafted": int(d1 - d0), "accepted": int(a1 - a0),
+                       "acceptance": (a1 - a0) / (d1 - d0) if d1 > d0 else 0.0,
+                       "accepted_per_token": (a1 - a0) / toks if toks else 0.0}
+                if cfg == "off":
+                    outputs[name] = texts
+                row["same_output_as_off"] = outputs.get(name) == texts if cfg != "off" else True
+                results.append(row)
+                print("%-5s %-5s %3d req %5d tok  e2e %7.1f tok/s  decode %7.1f tok/s  accepted %5d of %5d (%.2f)  same %s" % (
+                    cfg, name, row["requests"], toks, row["e2e_tok_s"], row["decode_tok_s"], row["accepted"], row["drafted"],
+                    row["acceptance"], row["same_output_as_off"]), file=sys.stderr, flush=True)
+        finally:
+            stop(p)
+            os.unlink(errf)
+    base = {r["set"]: r for r in results if r["config"] == "off"}
+    print("\n%-6s %-5s %8s %12s %14s %10s %10s %8s" % ("config", "set", "tokens", "e2e tok/s", "decode tok/s", "speed-up",
+                                                       "accept", "same"))
+    for r in results:
+        b = base.get(r["set"])
+        r["speedup_decode"] = r["decode_tok_s"] / b["decode_tok_s"] if b and b["decode_tok_s"] else None
+        print("%-6s %-5s %8d %12.1f %14.1f %10s %10.2f %8s" % (r["config"], r["set"], r["tokens"], r["e2e_tok_s"], r["decode_tok_s"],
+              "%.2fx" % r["speedup_decode"] if r["speedup_decode"] else "-", r["acceptance"], r["same_output_as_off"]))
+    if args.json:
+        meta = {"bench": "spec", "model": args.model, "max_tokens": args.max_tokens, "mpirun": args.mpirun,
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": results}
+        json.dump(meta, open(args.json, "w"), indent=1)
+        print("wrote " + args.json)
+
+
+if __name__ == "__main__":
+    main()
