@@ -1196,12 +1196,8 @@ static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, co
     if (e < m + 1)
         SITS_DEBUG(SITS_SUB_SCHED, "request %llu: finished (%s) inside an accepted run: %d of %d accepted tokens emitted",
                    (unsigned long long)q->order, why == SITS_FINISH_STOP ? "stop" : "length", e, m + 1);
-    int bs = r->ep.block_size, keep = (q->n_computed + bs - 1) / bs;
-    if (q->n_blocks > keep) {
-        sits_kv_blocks_release(r->blocks, q->n_blocks - keep, q->bt + keep);
-        q->n_blocks = keep;
-    }
-    if (s->p.prefix_caching) prefix_register(s, q);
+    q->n_blocks = sits_spec_kv_rollback(r->blocks, r->ep.block_size, q->n_computed, q->bt, q->n_blocks);
+    if (s->p.prefix_caching) prefix_register(s, q);   /* full blocks below n_computed: accepted tokens only */
     q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m == k ? q->spec_k : m);
     q->n_drafted += k;
     q->n_accepted += m;

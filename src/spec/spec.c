@@ -105,6 +105,14 @@ int sits_spec_accept(const int32_t *draft, const int32_t *sampled, int k)
     return m;
 }
 
+int sits_spec_kv_rollback(sits_kv_blocks_t *kb, int block_size, int n_valid, const int32_t *bt, int n_blocks)
+{
+    int keep = (n_valid + block_size - 1) / block_size;
+    if (keep >= n_blocks) return n_blocks;
+    sits_kv_blocks_release(kb, n_blocks - keep, bt + keep);
+    return keep;
+}
+
 int sits_spec_k_next(int k, int k_max, int accepted)
 {
     int next = accepted >= k ? k + 1 : accepted == 0 ? k / 2 : accepted + 1;

@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "kv/blocks.h"
 #include "util/status.h"
 
 #define SITS_SPEC_MAX_K 16   /* num_speculative_tokens at most */
@@ -61,6 +62,12 @@ int sits_spec_ngram_propose(const int32_t *tokens, int n, int min_n, int max_n, 
 /* Accepted drafts: the longest m <= k with draft[j] == sampled[j] for j < m; the step then emits
  * sampled[0 .. m]. sampled holds k + 1 entries. */
 int sits_spec_accept(const int32_t *draft, const int32_t *sampled, int k);
+
+/* Rollback after a verification: the sequence's KV is valid for its first n_valid positions; the
+ * blocks of bt[0 .. n_blocks) that hold only later positions (rejected drafts) go back to kb (one
+ * reference each). Returns the blocks kept, ceil(n_valid / block_size) (at most n_blocks). The caller
+ * registers in the prefix cache only full blocks below n_valid. */
+int sits_spec_kv_rollback(sits_kv_blocks_t *kb, int block_size, int n_valid, const int32_t *bt, int n_blocks);
 
 /* Adaptation of a sequence's k (documented rule): all k accepted -> k + 1 (up to k_max); none
  * accepted -> k / 2 (at least 1); otherwise accepted + 1. */

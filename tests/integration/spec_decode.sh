@@ -3,7 +3,8 @@
 # the same server without --speculative-config is the reference. With it, every token id and logprob
 # is the same (greedy and seeded sampling) for copy prompts in a mixed batch (odd requests opt out with
 # "speculative": false), prompts that extend earlier outputs (their blocks, computed under speculation,
-# come from the prefix cache), max_tokens, stop ids and eos, stop strings and streaming; stops land
+# come from the prefix cache), max_tokens, stop ids and eos, stop strings and streaming; no KV block
+# leaks; stops land
 # inside accepted runs (the scheduler's debug log says so), drafts are accepted (/metrics), the trace
 # file counts them, and an opted-out request drafts nothing.
 . "$top_srcdir/tests/integration/lib.sh"
@@ -26,6 +27,10 @@ for np in 1 2; do
   drafted=$(metric sits_spec_draft_tokens_total); accepted=$(metric sits_spec_accepted_tokens_total)
   rate=$(metric sits_spec_acceptance_rate)
   [ "${accepted:-0}" -gt 0 ] && ok "tp $np: $accepted of $drafted drafted tokens accepted (rate $rate)" || bad "tp $np: nothing accepted ($accepted of $drafted)"
+  # rollback: no block still in use once all finished (the number cached depends on when cancelled
+  # stop-string requests were seen, so it is not compared)
+  used=$(metric sits_kv_blocks_used)
+  [ "$used" = 0 ] && ok "tp $np: no KV block leaked" || bad "tp $np: $used KV blocks still in use"
   # an opted-out request alone drafts nothing
   curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "The list type is mutable. The list type is mutable. The list type", "max_tokens": 24, "temperature": 0, "speculative": false}' >/dev/null
@@ -34,6 +39,11 @@ for np in 1 2; do
   stop
   "$PY" "$W" compare "$tmp/off$np.json" "$tmp/on$np.json" && ok "tp $np: outputs identical with and without speculation" \
     || bad "tp $np: speculation changed the output"
+  # the extension prompts found blocks of tokens generated under speculation in the prefix cache
+  h=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(sum(e["usage"][2] > c["usage"][0] for c, e in zip(r["copy"], r["extend"])))' "$tmp/on$np.json")
+  [ "$h" -gt 0 ] && ok "tp $np: $h extension prompt(s) reused generated blocks from the prefix cache" \
+    || bad "tp $np: no extension prompt reused generated blocks"
   n=$(grep -c "inside an accepted run" "$tmp/err")
   [ "$n" -gt 0 ] && ok "tp $np: $n request(s) stopped inside an accepted run" || bad "tp $np: no stop inside an accepted run"
   t=$("$PY" -c 'import json, sys; print(sum(json.loads(l).get("spec_draft_tokens", 0) for l in open(sys.argv[1])))' "$tmp/trace$np")

@@ -2,6 +2,8 @@
  *  - the n-gram drafter against hand-worked cases and against a brute-force search written the
  *    other way round (for each length from the longest down, the first occurrence in the sequence);
  *  - the acceptance rule and k adaptation on hand-worked cases; the config parser;
+ *  - the KV rollback against the block allocator's own counts (blocks kept = ceil(valid / block size),
+ *    no leak over many verifications, a registered prefix block still found);
  *  - the verification as the scheduler runs it (rows sampled by sits_sample with the counters of the
  *    tokens they score, drafts accepted while equal to the sample) on a closed-form model of 5 tokens:
  *    the distribution of 3-token outputs is chi-square tested against the exact probabilities (the
@@ -130,6 +132,57 @@ static void test_config(void **state)
     }
 }
 
+/* Rollback keeps ceil(n_valid / bs) blocks and gives the rest back; a block registered in the prefix
+ * cache before stays findable; nothing leaks over many verifications. */
+static void test_rollback(void **state)
+{
+    (void)state;
+    sits_kv_blocks_t *kb;
+    const int bs = 4, total = 12;
+    assert_int_equal(sits_kv_blocks_create(total, &kb), SITS_OK);
+    int32_t bt[8];
+    /* 6 prompt tokens computed + the first generated token: positions 0..6, blocks 0..1 */
+    assert_int_equal(sits_kv_blocks_alloc(kb, 2, bt), SITS_OK);
+    const int32_t toks[4] = { 11, 12, 13, 14 };
+    uint64_t h = sits_kv_block_hash(0, toks, bs);
+    sits_kv_blocks_register(kb, bt[0], h);
+    /* verification of 5 drafts: positions 6..11 need a third block */
+    assert_int_equal(sits_kv_blocks_alloc(kb, 1, bt + 2), SITS_OK);
+    assert_int_equal(sits_kv_blocks_free_count(kb), total - 3);
+    /* nothing accepted: valid positions 0..6 (7): 2 blocks kept, the draft block freed */
+    assert_int_equal(sits_spec_kv_rollback(kb, bs, 7, bt, 3), 2);
+    assert_int_equal(sits_kv_blocks_free_count(kb), total - 2);
+    /* again, 3 accepted and one emitted: valid 0..9 (10): 3 blocks */
+    assert_int_equal(sits_kv_blocks_alloc(kb, 1, bt + 2), SITS_OK);
+    assert_int_equal(sits_spec_kv_rollback(kb, bs, 10, bt, 3), 3);
+    assert_int_equal(sits_kv_blocks_free_count(kb), total - 3);
+    /* exactly on a block boundary: 8 valid positions -> 2 blocks */
+    assert_int_equal(sits_spec_kv_rollback(kb, bs, 8, bt, 3), 2);
+    assert_int_equal(sits_kv_blocks_free_count(kb), total - 2);
+    /* fewer blocks than n_valid needs: nothing released */
+    assert_int_equal(sits_spec_kv_rollback(kb, bs, 12, bt, 2), 2);
+    /* the registered prefix block is still the one found for its hash */
+    int32_t id = sits_kv_blocks_lookup(kb, h);
+    assert_int_equal(id, bt[0]);
+    sits_kv_blocks_release(kb, 1, &id);
+    /* many verifications: allocate up to 4 draft blocks, roll back to a random valid length */
+    unsigned x = 7;
+    int nb = 2, valid = 7;
+    for (int it = 0; it < 1000; it++) {
+        x = x * 1103515245u + 12345u;
+        int k = 1 + (int)((x >> 16) % 12), need = (valid + k + 1 + bs - 1) / bs;   /* positions valid .. valid + k */
+        if (need > 8) { valid = 7; nb = sits_spec_kv_rollback(kb, bs, valid, bt, nb); continue; }
+        if (need > nb) { assert_int_equal(sits_kv_blocks_alloc(kb, need - nb, bt + nb), SITS_OK); nb = need; }
+        valid += 1 + (int)((x >> 8) % (unsigned)(k + 1));   /* 1 .. k + 1 emitted */
+        nb = sits_spec_kv_rollback(kb, bs, valid, bt, nb);
+        assert_int_equal(nb, (valid + bs - 1) / bs);
+        assert_int_equal(sits_kv_blocks_free_count(kb), total - nb);
+    }
+    sits_kv_blocks_release(kb, nb, bt);
+    assert_int_equal(sits_kv_blocks_free_count(kb), total);
+    sits_kv_blocks_destroy(kb);
+}
+
 /* ---- the verification's output distribution on a closed-form model ---- */
 #define V 5
 #define LEN 3
@@ -230,7 +283,7 @@ int main(int argc, char **argv)
     if (sits_comm_mpi_create(MPI_COMM_SELF, 60.0, &g_self) != SITS_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_cases), cmocka_unit_test(test_ngram_random), cmocka_unit_test(test_accept_and_k),
-        cmocka_unit_test(test_config), cmocka_unit_test(test_rejection_distribution),
+        cmocka_unit_test(test_config), cmocka_unit_test(test_rollback), cmocka_unit_test(test_rejection_distribution),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sits_comm_destroy(g_self);
