@@ -13,3 +13,8 @@ TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh
 EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_decode.py
 # the speculative decoding benchmark (tokens/s per user at batch 1 with and without n-gram drafts)
 EXTRA_DIST += bench/spec_bench.py
+# the premise of bit-exactness: a verification step's logits equal one position per step's (TP 1, 2)
+check_PROGRAMS += tests/integration/spec_logits
+tests_integration_spec_logits_SOURCES = tests/integration/spec_logits.c
+TESTS += tests/integration/spec_logits.sh
+EXTRA_DIST += tests/integration/spec_logits.sh
