@@ -76,6 +76,7 @@ struct sits_req {
     int n_draft;                 /* drafts in the step in flight (0: a plain step) */
     int32_t draft[SITS_SPEC_MAX_K];
     int n_drafted, n_accepted;   /* totals for the trace */
+    sits_spec_dseq_t dseq;       /* the draft model's KV of this sequence (method DRAFT) */
 };
 
 struct sits_sched {
@@ -129,6 +130,13 @@ struct sits_sched {
     uint32_t *masks;
     int32_t *mask_rows;
     int mask_words;
+    /* [speculative] the draft-model drafter and its proposal's arrays [max_num_seqs] */
+    sits_spec_drafter_t *drafter;
+    sits_req_t **pq;
+    sits_spec_dseq_t **pds;
+    const int32_t **ptok;
+    int *plen, *pk, *pn;
+    int32_t *pdrafts;           /* [max_num_seqs * SITS_SPEC_MAX_K] */
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -163,6 +171,7 @@ static void req_unref(sits_req_t *q)
     free(q->glp);
     free(q->plp);
     free(q->bias);
+    sits_spec_dseq_fini(&q->dseq);   /* [speculative] its blocks went back when it finished */
     sits_req_t *leader = q->leader;
     sits_grammar_state_destroy(q->gstate);
     sits_grammar_destroy(q->grammar);
@@ -398,6 +407,25 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
     s->stats.spec_drafter = sits_spec_method_name(p->spec.method);
+    if (p->spec.method == SITS_SPEC_DRAFT) {
+        int n = p->max_num_seqs;
+        s->pq = malloc(sizeof *s->pq * (size_t)n);
+        s->pds = malloc(sizeof *s->pds * (size_t)n);
+        s->ptok = malloc(sizeof *s->ptok * (size_t)n);
+        s->plen = malloc(sizeof(int) * (size_t)n * 3);
+        s->pdrafts = malloc(sizeof(int32_t) * (size_t)n * SITS_SPEC_MAX_K);
+        sits_status_t st = !p->spec_draft ? SITS_ERR_INVALID
+                           : !s->pq || !s->pds || !s->ptok || !s->plen || !s->pdrafts
+                               ? SITS_ERR_NOMEM
+                               : sits_spec_drafter_create(p->spec_draft, n, &s->drafter);
+        if (st != SITS_OK) {
+            SITS_ERROR(SITS_SUB_SCHED, "speculative decoding: the draft model's drafter: %s", sits_status_str(st));
+            sits_sched_destroy(s);
+            return st;
+        }
+        s->pk = s->plen + n;
+        s->pn = s->pk + n;
+    }
     if (p->spec.method != SITS_SPEC_OFF)
         SITS_INFO(SITS_SUB_SCHED, "speculative decoding: %s drafter, up to %d tokens (n-gram %d..%d)",
                   sits_spec_method_name(p->spec.method), p->spec.num_speculative_tokens, p->spec.prompt_lookup_min,
@@ -441,6 +469,12 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->sw_res);
     free(s->drops);
     free(s->rep_ranks);
+    sits_spec_drafter_destroy(s->drafter);
+    free(s->pq);
+    free(s->pds);
+    free(s->ptok);
+    free(s->plen);
+    free(s->pdrafts);
     sits_worker_fini(&s->wk);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -451,6 +485,7 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
 {
     if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
+    if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] */
     q->n_computed = 0;
     q->n_hashed = 0;
 }
@@ -641,6 +676,7 @@ static int swap_out(sits_sched_t *s, sits_req_t *q)
     sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
     q->n_hashed = 0;   /* restored blocks are fresh: prefix_register hashes them again */
+    if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] recomputed by the drafter */
     q->swapped = 1;
     q->slot = slot;
     q->prefetched = 0;
@@ -875,7 +911,7 @@ static void spec_draft(sits_sched_t *s)
 {
     if (s->p.spec.method == SITS_SPEC_OFF) return;
     const sits_spec_config_t *c = &s->p.spec;
-    int used = 0, rows = 0;
+    int used = 0, rows = 0, np = 0;
     for (int i = 0; i < s->n_running; i++) {
         used += s->running[i]->take;
         rows += step_rows(s->running[i]);
@@ -891,12 +927,39 @@ static void spec_draft(sits_sched_t *s)
         if (k > s->allowed_tokens - used) k = s->allowed_tokens - used;
         if (k > s->p.max_num_seqs - rows) k = s->p.max_num_seqs - rows;
         if (k < 1) continue;
+        if (s->drafter) {   /* the draft model proposes for all of them below */
+            s->pq[np] = q;
+            s->pds[np] = &q->dseq;
+            s->ptok[np] = q->tokens;
+            s->plen[np] = total;
+            s->pk[np++] = k;
+            used += k;
+            rows += k;
+            continue;
+        }
         int n = sits_spec_ngram_propose(q->tokens, total, c->prompt_lookup_min, c->prompt_lookup_max, k, q->draft);
         if (n < 1 || !ensure_blocks(s, q, q->n_computed + 1 + n)) continue;   /* drafts never preempt */
         q->n_draft = n;
         q->take = 1 + n;
         used += n;
         rows += n;
+    }
+    if (np == 0) return;
+    if (sits_spec_drafter_propose(s->drafter, np, s->pds, s->ptok, s->plen, s->pk, s->pdrafts, s->pn) != SITS_OK) {
+        SITS_WARN(SITS_SUB_SCHED, "the draft model failed; this step does not speculate");
+        for (int i = 0; i < np; i++) sits_spec_dseq_reset(s->drafter, s->pds[i]);
+        return;
+    }
+    for (int i = 0; i < np; i++) {
+        sits_req_t *q = s->pq[i];
+        int n = s->pn[i];
+        if (n < 1 || !ensure_blocks(s, q, q->n_computed + 1 + n)) {
+            sits_spec_dseq_rollback(s->drafter, &q->dseq, q->n_computed);
+            continue;
+        }
+        memcpy(q->draft, s->pdrafts + (size_t)i * SITS_SPEC_MAX_K, sizeof(int32_t) * (size_t)n);
+        q->n_draft = n;
+        q->take = 1 + n;
     }
 }
 
@@ -1197,6 +1260,7 @@ static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, co
         SITS_DEBUG(SITS_SUB_SCHED, "request %llu: finished (%s) inside an accepted run: %d of %d accepted tokens emitted",
                    (unsigned long long)q->order, why == SITS_FINISH_STOP ? "stop" : "length", e, m + 1);
     q->n_blocks = sits_spec_kv_rollback(r->blocks, r->ep.block_size, q->n_computed, q->bt, q->n_blocks);
+    if (s->drafter) sits_spec_dseq_rollback(s->drafter, &q->dseq, q->n_computed);
     if (s->p.prefix_caching) prefix_register(s, q);   /* full blocks below n_computed: accepted tokens only */
     q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m == k ? q->spec_k : m);
     q->n_drafted += k;
@@ -1423,6 +1487,7 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
         if (!res.failed) {
             /* the sequence continues on dst where it was: same tokens, same KV, new block ids */
             sits_kv_blocks_release(src->r->blocks, q->n_blocks, q->bt);
+            if (src->drafter) sits_spec_dseq_reset(src->drafter, &q->dseq);   /* [speculative] */
             int o = 0;
             for (int j = 0; j < i; j++) o += qs[j]->n_blocks;
             memcpy(q->bt, dst_ids + o, sizeof(int32_t) * (size_t)q->n_blocks);

@@ -63,6 +63,7 @@ typedef struct {
     int kv_migrate_every;        /* test knob: also force one migration every this many steps (0: off) */
     int kv_migrate_corrupt_every;/* test knob: corrupt every this-many-th move's payload (0: off) */
     sits_spec_config_t spec;     /* [speculative] --speculative-config (method OFF: none); see "Speculative decoding" below */
+    sits_runner_t *spec_draft;   /* [speculative] method DRAFT: the draft model's runner on this leader (not owned) */
 } sits_sched_params_t;
 
 /* Speculative decoding (spec.method != OFF; src/spec/spec.h for the acceptance rule). After the
@@ -77,7 +78,10 @@ typedef struct {
  * n_computed covers the last token and the accepted drafts, blocks holding only rejected positions
  * are freed, and the prefix cache registers only blocks of accepted tokens. Counted in the stats
  * (spec_*). With pipeline parallelism the last stage samples every row and sends the tokens back as
- * for any step, so nothing differs. */
+ * for any step, so nothing differs. The draft-model drafter (spec_draft) proposes for all the step's
+ * speculating sequences at once, after their k are set; its per-sequence KV (spec.h) is rolled back
+ * with the target's after each verification and dropped whenever the sequence's target KV is
+ * (finish, preemption, swap-out, a move to another replica). */
 typedef struct sits_sched sits_sched_t;
 
 sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p);

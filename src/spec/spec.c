@@ -8,7 +8,7 @@
 
 const char *sits_spec_method_name(sits_spec_method_t m)
 {
-    return m == SITS_SPEC_NGRAM ? "ngram" : "";
+    return m == SITS_SPEC_NGRAM ? "ngram" : m == SITS_SPEC_DRAFT ? "draft_model" : "";
 }
 
 /* An integer member of o in [lo, hi] into *v (absent: *v unchanged). 0 ok, -1 refused (err set). */
@@ -43,21 +43,34 @@ sits_status_t sits_spec_config_parse(const char *json, sits_spec_config_t *cfg_p
     json_t *val;
     json_object_foreach(o, key, val) {
         if (strcmp(key, "method") && strcmp(key, "model") && strcmp(key, "num_speculative_tokens") &&
+            strcmp(key, "draft_tensor_parallel_size") &&
             strcmp(key, "prompt_lookup_max") && strcmp(key, "prompt_lookup_min")) {
             snprintf(err, err_len, "--speculative-config: unknown key \"%s\" (known: method, num_speculative_tokens, "
                      "prompt_lookup_max, prompt_lookup_min)", key);
             goto out;
         }
     }
-    json_t *m = json_object_get(o, "method");
-    if (!m) m = json_object_get(o, "model");
+    json_t *m = json_object_get(o, "method"), *mdl = json_object_get(o, "model");
     const char *ms = m && json_is_string(m) ? json_string_value(m) : NULL;
-    if (!ms || (strcmp(ms, "ngram") && strcmp(ms, "[ngram]"))) {
-        snprintf(err, err_len, "--speculative-config: \"method\" must be \"ngram\" (the draft-model drafter is not "
-                 "implemented yet)");
+    const char *ds = mdl && json_is_string(mdl) ? json_string_value(mdl) : NULL;
+    if (!ms && ds) ms = !strcmp(ds, "[ngram]") ? "ngram" : "draft_model";
+    if (ms && (!strcmp(ms, "ngram") || !strcmp(ms, "[ngram]"))) c.method = SITS_SPEC_NGRAM;
+    else if (ms && !strcmp(ms, "draft_model")) {
+        if (!ds || !ds[0] || strlen(ds) >= sizeof c.model) {
+            snprintf(err, err_len, "--speculative-config: \"draft_model\" needs \"model\": the draft model's directory");
+            goto out;
+        }
+        c.method = SITS_SPEC_DRAFT;
+        snprintf(c.model, sizeof c.model, "%s", ds);
+    } else {
+        snprintf(err, err_len, "--speculative-config: \"method\" must be \"ngram\" or \"draft_model\"");
         goto out;
     }
-    c.method = SITS_SPEC_NGRAM;
+    json_t *dtp = json_object_get(o, "draft_tensor_parallel_size");
+    if (dtp && (!json_is_integer(dtp) || json_integer_value(dtp) != 1)) {
+        snprintf(err, err_len, "--speculative-config: the draft model runs on the leader only: draft_tensor_parallel_size 1");
+        goto out;
+    }
     if (!json_object_get(o, "num_speculative_tokens")) {
         snprintf(err, err_len, "--speculative-config: \"num_speculative_tokens\" is required");
         goto out;

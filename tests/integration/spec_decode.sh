@@ -7,6 +7,9 @@
 # leaks; stops land
 # inside accepted runs (the scheduler's debug log says so), drafts are accepted (/metrics), the trace
 # file counts them, and an opted-out request drafts nothing.
+# SPEC_DRAFTER=draft_model (tests/integration/spec_draft.sh): the same with the draft-model drafter, the
+# demo model drafting for itself -- on greedy requests every draft must be accepted (the draft's
+# one-position steps give the target's logits bit for bit) -- and a draft of another vocabulary refused.
 . "$top_srcdir/tests/integration/lib.sh"
 need_py_curl
 serve_tmp
@@ -14,6 +17,7 @@ DEMO="$top_srcdir/models/demo"
 [ -f "$DEMO/model.safetensors" ] || { echo "SKIP: models/demo is missing"; exit 77; }
 W="$top_srcdir/tests/integration/spec_decode.py"
 SPEC='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}'
+[ "$SPEC_DRAFTER" = draft_model ] && SPEC='{"method": "draft_model", "model": "'"$DEMO"'", "num_speculative_tokens": 4}'
 stop() { kill -TERM $srv; wait $srv; srv=; }
 metric() { "$PY" "$W" metric "$url" "$1"; }
 for np in 1 2; do
@@ -36,6 +40,15 @@ for np in 1 2; do
     -d '{"prompt": "The list type is mutable. The list type is mutable. The list type", "max_tokens": 24, "temperature": 0, "speculative": false}' >/dev/null
   after=$(metric sits_spec_draft_tokens_total)
   [ "$after" = "$drafted" ] && ok "tp $np: \"speculative\": false drafts nothing" || bad "tp $np: opted-out request drafted ($drafted -> $after)"
+  if [ "$SPEC_DRAFTER" = draft_model ]; then   # the target drafting for itself: greedy drafts all accepted
+    a0=$(metric sits_spec_accepted_tokens_total)
+    curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt": "The list type is mutable. The list type", "max_tokens": 32, "temperature": 0, "ignore_eos": true}' >/dev/null
+    d1=$(metric sits_spec_draft_tokens_total); a1=$(metric sits_spec_accepted_tokens_total)
+    [ $((d1 - after)) -gt 0 ] && [ $((d1 - after)) = $((a1 - a0)) ] && ok "tp $np: greedy self-drafts all accepted ($((a1 - a0)))" \
+      || bad "tp $np: greedy self-drafts: $((a1 - a0)) of $((d1 - after)) accepted"
+    after=$d1
+  fi
   stop
   "$PY" "$W" compare "$tmp/off$np.json" "$tmp/on$np.json" && ok "tp $np: outputs identical with and without speculation" \
     || bad "tp $np: speculation changed the output"
@@ -50,7 +63,9 @@ print(sum(e["usage"][2] > c["usage"][0] for c, e in zip(r["copy"], r["extend"]))
   [ "$t" = "$after" ] && ok "tp $np: the trace file counts the $t drafts" || bad "tp $np: trace drafts $t, /metrics $after"
 done
 # a bad --speculative-config is refused at start
-$SITS_MPIRUN -np 1 "$SITS" --model "$DEMO" --port 0 --speculative-config '{"method": "eagle"}' > "$tmp/out" 2> "$tmp/err"
+bad_spec='{"method": "eagle"}'
+[ "$SPEC_DRAFTER" = draft_model ] && bad_spec='{"method": "draft_model", "model": "'"$FIX/llama3"'", "num_speculative_tokens": 2}'
+$SITS_MPIRUN -np 1 "$SITS" --model "$DEMO" --port 0 --speculative-config "$bad_spec" > "$tmp/out" 2> "$tmp/err"
 rc=$?
 [ $rc -ne 0 ] && grep -q 'speculative-config' "$tmp/err" && ok "bad --speculative-config refused (exit $rc)" || { bad "bad --speculative-config: exit $rc"; cat "$tmp/err"; }
 finish

@@ -121,10 +121,20 @@ static void test_config(void **state)
     assert_int_equal(sits_spec_config_parse("{\"method\": \"ngram\", \"num_speculative_tokens\": 3}", &c, err, sizeof err), SITS_OK);
     assert_int_equal(c.prompt_lookup_max, 4);
     assert_int_equal(c.prompt_lookup_min, 1);
+    assert_int_equal(sits_spec_config_parse("{\"method\": \"draft_model\", \"model\": \"/m/draft\", \"num_speculative_tokens\": 4}",
+                                            &c, err, sizeof err), SITS_OK);
+    assert_int_equal(c.method, SITS_SPEC_DRAFT);
+    assert_string_equal(c.model, "/m/draft");
+    assert_int_equal(sits_spec_config_parse("{\"model\": \"/m/draft\", \"num_speculative_tokens\": 2}", &c, err, sizeof err), SITS_OK);
+    assert_int_equal(c.method, SITS_SPEC_DRAFT);
+    assert_int_equal(sits_spec_config_parse("{\"model\": \"[ngram]\", \"num_speculative_tokens\": 2}", &c, err, sizeof err), SITS_OK);
+    assert_int_equal(c.method, SITS_SPEC_NGRAM);
     const char *bad[] = { "{\"method\": \"eagle\", \"num_speculative_tokens\": 3}", "{\"method\": \"ngram\"}",
                           "{\"method\": \"ngram\", \"num_speculative_tokens\": 0}",
                           "{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_min\": 5}",
-                          "{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"draft_tensor_parallel_size\": 1}", "[1]", "{" };
+                          "{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"draft_tensor_parallel_size\": 2}",
+                          "{\"method\": \"draft_model\", \"num_speculative_tokens\": 3}",
+                          "{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"lookahead\": 1}", "[1]", "{" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
         assert_int_not_equal(sits_spec_config_parse(bad[i], &c, err, sizeof err), SITS_OK);
