@@ -4,7 +4,10 @@ and without --speculative-config on the same server build and model, and the acc
 
   (. tests/integration/mpi_env.sh; bench/spec_bench.py ...)   # as root / on the CI box: mpirun settings
   bench/spec_bench.py [--sits build/sits-dist] [--model models/demo] [--mpirun "mpirun -np 1"]
-                      [--configs off,4,8] [--max-tokens 128] [--repeat 1] [--json FILE]
+                      [--configs off,4,8,d4] [--draft DIR] [--max-tokens 128] [--repeat 1] [--json FILE]
+
+Configs: off (no speculation), K (n-gram, num_speculative_tokens K), dK (the draft-model drafter with
+the model in --draft, default the target itself: an upper bound on acceptance, not a speed-up).
 
 Each config starts the server (CPU unless the build and machine say otherwise), then sends the prompt
 sets one request at a time (batch 1), streaming, greedy, ignore_eos, max_tokens tokens:
@@ -109,15 +112,22 @@ def main():
     ap.add_argument("--sits", default=os.path.join(TOP, "build/sits-dist"))
     ap.add_argument("--model", default=os.path.join(TOP, "models/demo"))
     ap.add_argument("--mpirun", default="mpirun --oversubscribe --bind-to none -np 1")
-    ap.add_argument("--configs", default="off,4,8", help="off and/or num_speculative_tokens values")
+    ap.add_argument("--configs", default="off,4,8", help="off, K (n-gram) and/or dK (draft model) values")
+    ap.add_argument("--draft", help="the draft model of the dK configs (default: --model)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args()
     results, outputs = [], {}
     for cfg in args.configs.split(","):
-        extra = [] if cfg == "off" else ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": int(cfg),
-                                                                            "prompt_lookup_max": 4, "prompt_lookup_min": 1})]
+        if cfg == "off":
+            extra = []
+        elif cfg.startswith("d"):
+            extra = ["--speculative-config", json.dumps({"method": "draft_model", "model": os.path.abspath(args.draft or args.model),
+                                                         "num_speculative_tokens": int(cfg[1:])})]
+        else:
+            extra = ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": int(cfg),
+                                                         "prompt_lookup_max": 4, "prompt_lookup_min": 1})]
         p, url, errf = start(args, extra)
         try:
             sets = prompt_sets(url)
