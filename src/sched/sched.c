@@ -1129,6 +1129,9 @@ static void update_gauges(sits_sched_t *s)
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
     s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
     s->stats.swapped = s->n_swapped;
+    if (s->p.spec_draft)   /* [speculative] */
+        s->stats.spec_draft_kv_blocks_used = sits_kv_blocks_total(s->p.spec_draft->blocks) -
+                                             sits_kv_blocks_free_count(s->p.spec_draft->blocks);
     if (s->r->be) {   /* [memory plan] */
         uint64_t bytes = 0, n = sits_backend_cuda_dev_allocs(s->r->be, &bytes);
         s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
@@ -1782,6 +1785,7 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->spec_draft_tokens += st.spec_draft_tokens;
         out->spec_accepted_tokens += st.spec_accepted_tokens;
         out->spec_verifications += st.spec_verifications;
+        out->spec_draft_kv_blocks_used = st.spec_draft_kv_blocks_used;   /* one draft model: the same pool */
     }
 }
 

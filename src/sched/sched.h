@@ -95,6 +95,7 @@ typedef struct {
      * accepted, and the verification steps' speculating sequences (one per sequence per step) */
     const char *spec_drafter;
     uint64_t spec_draft_tokens, spec_accepted_tokens, spec_verifications;
+    int spec_draft_kv_blocks_used;         /* the draft model's KV blocks held by sequences (draft_model) */
 } sits_sched_stats_t;
 
 typedef struct sits_sched_api {

@@ -269,6 +269,9 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
             head(&b, "sits_spec_acceptance_rate", "gauge", "Accepted / drafted tokens since start.");
             put(&b, "sits_spec_acceptance_rate{drafter=\"%s\"} %.6f\n", d,
                 st->spec_draft_tokens ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
+            if (!strcmp(d, "draft_model"))
+                gauge_i(&b, "sits_spec_draft_kv_blocks_used", "The draft model's KV blocks held by sequences.",
+                        st->spec_draft_kv_blocks_used);
         }
         counter(&b, "sits_kv_migrated_bytes_total", "Message bytes received by the destination ranks of KV moves.",
                 st->kv_migrated_bytes);

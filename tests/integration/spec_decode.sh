@@ -35,6 +35,10 @@ for np in 1 2; do
   # stop-string requests were seen, so it is not compared)
   used=$(metric sits_kv_blocks_used)
   [ "$used" = 0 ] && ok "tp $np: no KV block leaked" || bad "tp $np: $used KV blocks still in use"
+  if [ "$SPEC_DRAFTER" = draft_model ]; then
+    used=$(curl -s "$url/metrics" | awk '$1 == "sits_spec_draft_kv_blocks_used" { print $2 }')
+    [ "$used" = 0 ] && ok "tp $np: no draft KV block leaked" || bad "tp $np: draft KV blocks still in use: '$used'"
+  fi
   # an opted-out request alone drafts nothing
   curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "The list type is mutable. The list type is mutable. The list type", "max_tokens": 24, "temperature": 0, "speculative": false}' >/dev/null
