@@ -426,10 +426,12 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
         s->pk = s->plen + n;
         s->pn = s->pk + n;
     }
-    if (p->spec.method != SITS_SPEC_OFF)
-        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: %s drafter, up to %d tokens (n-gram %d..%d)",
-                  sits_spec_method_name(p->spec.method), p->spec.num_speculative_tokens, p->spec.prompt_lookup_min,
-                  p->spec.prompt_lookup_max);
+    if (p->spec.method == SITS_SPEC_NGRAM)
+        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: ngram drafter, up to %d tokens (n-gram %d..%d)",
+                  p->spec.num_speculative_tokens, p->spec.prompt_lookup_min, p->spec.prompt_lookup_max);
+    else if (p->spec.method == SITS_SPEC_DRAFT)
+        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: draft model %s, up to %d tokens", p->spec.model,
+                  p->spec.num_speculative_tokens);
     s->n_tenants = p->tenants && p->tenants->n > 0 ? p->tenants->n : 1;
     for (int t = 0; t < s->n_tenants; t++) {
         s->weight[t] = p->tenants && p->tenants->n > 0 ? p->tenants->t[t].weight : 1.0;
