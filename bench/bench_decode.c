@@ -5,7 +5,7 @@
  *       [--batch 1,8,32,64] [--context 128,2048] [--prefill 2048] [--iters N] [--warmup N]
  *       [--fill prefill|none] [--chunk N] [--block-size N] [--load-format dummy|auto]
  *       [--bw-mib N] [--commit SHA] [--json FILE] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]
- *       [--fp8-fused-quant 1|0]
+ *       [--fp8-fused-quant 1|0] [--verify 1,2,4,8]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (TP = world size; on cuda rank r of a node
  * takes GPU --gpu + r and the all-reduces go over NCCL). All ranks run the same batches in lockstep;
@@ -21,6 +21,11 @@
  * ms/step = median (mean and min also kept), tok/s = B / median.
  * Prefill 1xN: one forward of N tokens of one sequence at positions 0..N-1 with the logits of the
  * last one; median over iters (after warmup).
+ *
+ * [speculative] --verify K,...: after each decode row, the same B sequences run verification steps
+ * of k + 1 positions each (the last token and k drafts, as src/spec/spec.h verifies them: KV written
+ * for all, every position an output row sampled greedily), at positions C + j .. C + j + k; the row
+ * (kind "verify", k) reports ms/step and its ratio to the plain decode step of the same (B, C).
  *
  * Floor: (weight bytes this rank holds + KV bytes the timed steps read, on average per step) / copy
  * bandwidth, where the copy bandwidth is measured here: cudaMemcpy device-to-device of a --bw-mib
@@ -63,6 +68,7 @@ typedef struct {
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
     const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8 | fp8); NULL: auto */
     int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
+    int verify[MAX_LIST], n_verify;   /* [speculative] drafts per sequence of the verification rows */
 } opts_t;
 
 typedef struct {
@@ -70,6 +76,8 @@ typedef struct {
     int batch, context, tokens;
     double ms_median, ms_mean, ms_min, tok_s, floor_ms, pct_floor, tflops;
     double ms_p99;
+    int k;                  /* [speculative] verify rows: drafts per sequence */
+    double vs_decode;       /* [speculative] verify rows: ms_median / the plain decode step's */
 } row_t;
 
 static double now_s(void)
@@ -137,7 +145,7 @@ static void usage(const char *argv0)
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
             "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]\n"
-            "       [--fp8-fused-quant 1|0]\n",
+            "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8]\n",
             argv0);
 }
 
@@ -178,12 +186,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--quant")) o->quant = v;   /* [fp8] e.g. bf16, ffn=fp8, fp8 */
         else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;   /* [int8 kv] */
         else if (!strcmp(a, "--fp8-fused-quant")) o->fp8_fused = atoi(v);
+        else if (!strcmp(a, "--verify")) bad = parse_list(v, o->verify, &o->n_verify);   /* [speculative] */
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
     }
     for (int i = 0; i < o->n_batch; i++)
         if (o->batch[i] < 1) { fprintf(stderr, "batch sizes must be >= 1\n"); return -1; }
+    for (int i = 0; i < o->n_verify; i++)
+        if (o->verify[i] < 1 || o->verify[i] > 16) { fprintf(stderr, "--verify: k in 1..16\n"); return -1; }
     if (o->iters < 1 || o->warmup < 0 || o->prefill < 0 || o->chunk < 1 || o->block_size < 1 || o->bw_mib < 1 ||
         (strcmp(o->fill, "prefill") && strcmp(o->fill, "none")) ||
         (strcmp(o->load_format, "dummy") && strcmp(o->load_format, "auto"))) {
@@ -381,6 +392,29 @@ static sits_status_t decode_steps(bench_t *b, int n, int ctx, int warmup, int it
     return sits_engine_logits(b->r->engine, &b->logits); /* for check_logits, outside the timing */
 }
 
+/* [speculative] warmup + iters verification steps of sequences 0..n-1, k + 1 positions each (step j at
+ * ctx + j .. ctx + j + k), every position an output row sampled greedily; times[iters] in seconds. */
+static sits_status_t verify_steps(bench_t *b, int n, int k, int ctx, int warmup, int iters, double *times)
+{
+    int nt = n * (k + 1);
+    for (int j = 0; j < warmup + iters; j++) {
+        for (int t = 0; t < nt; t++) {
+            b->tok[t] = (int32_t)(lcg(&b->rng) % (uint32_t)b->r->cfg.vocab_size);
+            b->pos[t] = ctx + j + t % (k + 1);
+            b->seq[t] = t / (k + 1);
+            b->out_rows[t] = t;
+        }
+        sits_batch_t batch = { .n_tokens = nt, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n,
+                               .block_tables = b->bt, .n_out = nt, .out_rows = b->out_rows, .sample = b->sp };
+        double t0 = now_s();
+        sits_status_t st = sits_engine_run(b->r->engine, &batch);
+        if (st == SITS_OK) st = sits_engine_sample(b->r->engine, b->r->tp, b->sp, b->sampled);
+        SITS_CHECK(st);
+        if (j >= warmup) times[j - warmup] = now_s() - t0;
+    }
+    return SITS_OK;
+}
+
 static sits_status_t prefill_steps(bench_t *b, int n, int warmup, int iters, double *times)
 {
     for (int j = 0; j < warmup + iters; j++) {
@@ -408,7 +442,10 @@ static double prefill_flops(const sits_model_config_t *c, const sits_shard_dims_
 
 static void print_row(const row_t *w)
 {
-    if (!strcmp(w->kind, "decode"))
+    if (!strcmp(w->kind, "verify"))   /* [speculative] */
+        printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%  k %d: %.3fx the decode step\n", w->kind, w->batch, w->context,
+               w->ms_median, w->ms_mean, w->tok_s, w->floor_ms, w->pct_floor, w->k, w->vs_decode);
+    else if (!strcmp(w->kind, "decode"))
         printf("%-8s %6d %8d %10.3f %10.3f %10.1f %9.3f %7.1f%%  p99 %.3f ms\n", w->kind, w->batch, w->context, w->ms_median,
                w->ms_mean, w->tok_s, w->floor_ms, w->pct_floor, w->ms_p99);
     else
@@ -425,6 +462,10 @@ static int write_json(const char *path, json_t *meta, const row_t *rows, int n_r
                               "context", w->context, "tokens", w->tokens, "ms_median", w->ms_median, "ms_mean", w->ms_mean,
                               "ms_min", w->ms_min, "tok_s", w->tok_s, "floor_ms", w->floor_ms, "pct_floor", w->pct_floor);
         if (!strcmp(w->kind, "prefill")) json_object_set_new(o, "tflops", json_real(w->tflops));
+        if (!strcmp(w->kind, "verify")) {   /* [speculative] */
+            json_object_set_new(o, "k", json_integer(w->k));
+            json_object_set_new(o, "vs_decode", json_real(w->vs_decode));
+        }
         json_object_set_new(o, "ms_p99", json_real(w->ms_p99));
         json_array_append_new(arr, o);
     }
@@ -490,13 +531,14 @@ int main(int argc, char **argv)
     /* engine sized for the largest case */
     int max_b = max_of(o.batch, o.n_batch), max_c = max_of(o.context, o.n_context);
     int steps = o.warmup + o.iters;
-    int mml = max_c + steps > o.prefill ? max_c + steps : o.prefill;
-    int max_tokens = max_b;
+    int kmax = o.n_verify ? max_of(o.verify, o.n_verify) : 0;   /* [speculative] */
+    int mml = max_c + steps + kmax > o.prefill ? max_c + steps + kmax : o.prefill;
+    int max_tokens = max_b * (kmax + 1);
     if (o.prefill > max_tokens) max_tokens = o.prefill;
     if (!strcmp(o.fill, "prefill") && o.chunk > max_tokens) max_tokens = o.chunk;
     int chunk = o.chunk < max_tokens ? o.chunk : max_tokens;
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
-                                .max_seqs = max_b, .max_tokens = max_tokens, .max_model_len = mml,
+                                .max_seqs = max_b * (kmax + 1), .max_tokens = max_tokens, .max_model_len = mml,
                                 .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
                                 .quant = o.quant, .fp8_separate_quant = !o.fp8_fused };
     double t0 = now_s();
@@ -510,12 +552,12 @@ int main(int argc, char **argv)
     b.bt = calloc((size_t)max_b * b.mb, sizeof(int32_t));
     b.tok = malloc(sizeof(int32_t) * (size_t)max_tokens * 3);
     b.out_rows = malloc(sizeof(int32_t) * (size_t)max_tokens);
-    b.sp = calloc((size_t)max_b, sizeof *b.sp);
-    b.sampled = malloc(sizeof(int32_t) * (size_t)max_b);
+    b.sp = calloc((size_t)max_b * (kmax + 1), sizeof *b.sp);
+    b.sampled = malloc(sizeof(int32_t) * (size_t)max_b * (kmax + 1));
     times = malloc(sizeof(double) * (size_t)o.iters);
-    rows = calloc((size_t)o.n_batch * o.n_context + 1, sizeof *rows);
+    rows = calloc((size_t)o.n_batch * o.n_context * (o.n_verify + 1) + 1, sizeof *rows);
     if (!b.bt || !b.tok || !b.out_rows || !b.sp || !b.sampled || !times || !rows) { st = SITS_ERR_NOMEM; goto out; }
-    for (int i = 0; i < max_b; i++) b.sp[i] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f };
+    for (int i = 0; i < max_b * (kmax + 1); i++) b.sp[i] = (sits_sample_params_t){ .temperature = 0.0f, .top_p = 1.0f };
     b.pos = b.tok + max_tokens;
     b.seq = b.pos + max_tokens;
 
@@ -553,7 +595,7 @@ int main(int argc, char **argv)
     if (!ids) { st = SITS_ERR_NOMEM; goto out; }
     for (int ci = 0; ci < o.n_context; ci++) {
         int ctx = o.context[ci];
-        int need = (ctx + steps + r->ep.block_size - 1) / r->ep.block_size;
+        int need = (ctx + steps + kmax + r->ep.block_size - 1) / r->ep.block_size;
         if ((st = sits_kv_blocks_alloc(r->blocks, need * max_b, ids)) != SITS_OK) {
             fprintf(stderr, "sits-bench-decode: no room for %d x %d KV blocks\n", max_b, need);
             goto out;
@@ -587,6 +629,25 @@ int main(int argc, char **argv)
             w->ms_min *= 1e3;
             w->pct_floor = 100.0 * w->floor_ms / w->ms_median;
             if (rank == 0) { print_row(w); fflush(stdout); }
+            for (int vi = 0; vi < o.n_verify; vi++) {   /* [speculative] verification steps beside it */
+                int k = o.verify[vi];
+                MPI_Barrier(MPI_COMM_WORLD);
+                if ((st = verify_steps(&b, nb, k, ctx, o.warmup, o.iters, times)) != SITS_OK) goto out;
+                row_t *v = &rows[n_rows++];
+                *v = *w;
+                v->kind = "verify";
+                v->k = k;
+                v->tokens = nb * (k + 1);
+                stats(times, o.iters, &v->ms_median, &v->ms_mean, &v->ms_min);
+                v->ms_p99 = g_last_p99 * 1e3;
+                v->tok_s = nb / v->ms_median;   /* sequence-steps per second */
+                v->ms_median *= 1e3;
+                v->ms_mean *= 1e3;
+                v->ms_min *= 1e3;
+                v->pct_floor = 100.0 * v->floor_ms / v->ms_median;
+                v->vs_decode = v->ms_median / w->ms_median;
+                if (rank == 0) { print_row(v); fflush(stdout); }
+            }
         }
         sits_kv_blocks_release(r->blocks, need * max_b, ids);
     }

@@ -738,6 +738,39 @@ out:
 
 /* [kv offload] This rank's offload tiers for the KV swaps of the server (--kv-host-bytes,
  * --kv-offload-dir, --kv-offload-lz4), owned by the runner; *on_p: the scheduler may swap. */
+/* [speculative] The draft model of --speculative-config's draft_model, on the leader only (TP 1 over
+ * its own communicator), sized like the target: the same sequences, tokens per step, context and
+ * block size, and as many KV blocks as the target has (a draft never holds more positions). */
+static sits_status_t make_draft_runner(const sits_config_t *cfg, const sits_spec_config_t *spec, sits_backend_t *be,
+                                       const sits_runner_t *r, sits_comm_t **comm_p, sits_runner_t **draft_p)
+{
+    sits_model_config_t dc;
+    sits_shard_dims_t dims;
+    sits_shard_t one = { .tp_rank = 0, .tp_size = 1 };
+    SITS_CHECK(sits_model_config_load(spec->model, &dc));
+    SITS_CHECK(sits_shard_dims(&dc, &one, &dims));
+    if (dc.vocab_size != r->cfg.vocab_size) {
+        SITS_ERROR(SITS_SUB_INIT, "--speculative-config: the draft model %s has a vocabulary of %d ids, the model %d", spec->model,
+                   dc.vocab_size, r->cfg.vocab_size);
+        return SITS_ERR_INVALID;
+    }
+    size_t per_block = sits_engine_kv_block_bytes(&dc, &dims, be->kv_dtype, r->ep.block_size);
+    sits_runner_params_t rp = { .model_dir = spec->model, .max_seqs = (int)cfg->max_num_seqs,
+                                .max_tokens = (int)cfg->max_num_batched_tokens, .max_model_len = r->max_model_len,
+                                .block_size = r->ep.block_size, .kv_bytes = (int64_t)(per_block * (size_t)r->ep.n_blocks),
+                                .no_cuda_graphs = !cfg->cuda_graphs };
+    SITS_CHECK(sits_comm_mpi_create(MPI_COMM_SELF, cfg->step_timeout, comm_p));
+    sits_status_t st = sits_runner_create(&rp, be, *comm_p, NULL, draft_p);
+    if (st != SITS_OK) {
+        sits_comm_destroy(*comm_p);
+        *comm_p = NULL;
+        return st;
+    }
+    SITS_INFO(SITS_SUB_INIT, "draft model %s: %d layers, hidden %d, %d KV blocks", spec->model, dc.n_layers, dc.hidden_size,
+              (*draft_p)->ep.n_blocks);
+    return SITS_OK;
+}
+
 static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, int rank, sits_runner_t *r, int *on_p)
 {
     sits_kv_lz4_mode_t lz4;
@@ -882,6 +915,9 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
     sits_tenants_t tenants;
     sits_tenants_default(&tenants);
     FILE *trace = NULL;
+    sits_spec_config_t spec = { 0 };   /* [speculative] parsed on the leader */
+    sits_runner_t *draft = NULL;       /* [speculative] the draft model (draft_model) */
+    sits_comm_t *draft_comm = NULL;
     sits_otlp_t *otlp = NULL;
     int D = L->disagg_p ? 2 : L->pl->dp;   /* [kv move] --disaggregate: the prefill and the decode group */
     sits_sched_t *scheds[SITS_TOPO_MAX_GPUS] = { NULL };
@@ -948,6 +984,12 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 st = sits_tenants_load(cfg->tenants, &tenants);
             }
         }
+        char spec_err[256];
+        if (st == SITS_OK && sits_spec_config_parse(cfg->speculative_config, &spec, spec_err, sizeof spec_err) != SITS_OK) {
+            SITS_ERROR(SITS_SUB_INIT, "%s", spec_err);   /* [speculative] */
+            st = SITS_ERR_INVALID;
+        }
+        if (st == SITS_OK && spec.method == SITS_SPEC_DRAFT) st = make_draft_runner(cfg, &spec, be, r, &draft_comm, &draft);
         if (st == SITS_OK && cfg->trace_file && !(trace = fopen(cfg->trace_file, "a"))) {
             SITS_ERROR(SITS_SUB_INIT, "cannot open --trace-file %s", cfg->trace_file);
             st = SITS_ERR_IO;
@@ -965,7 +1007,8 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                                        .kv_offload = kv_offload, .kv_offload_threshold = cfg->kv_offload_threshold,
                                        .kv_migrate_threshold = cfg->kv_migrate_threshold,
                                        .kv_migrate_every = (int)cfg->kv_migrate_every,
-                                       .kv_migrate_corrupt_every = (int)cfg->kv_migrate_corrupt_every };
+                                       .kv_migrate_corrupt_every = (int)cfg->kv_migrate_corrupt_every, .spec = spec,
+                                       .spec_draft = draft };
             st = sits_sched_create(&sp, r, &sched);
             scheds[0] = sched;
             /* data parallelism: a scheduler per remote replica, driving it through a shadow runner */
@@ -1041,6 +1084,8 @@ out:
         sits_runner_destroy(shadows[q]);
     }
     sits_sched_destroy(sched);
+    sits_runner_destroy(draft);   /* [speculative] after the schedulers that used it */
+    sits_comm_destroy(draft_comm);
     sits_otlp_destroy(otlp);   /* after the schedulers: posts the last finished requests */
     sits_tenants_free(&tenants);
     if (trace) fclose(trace);

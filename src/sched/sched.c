@@ -70,6 +70,13 @@ struct sits_req {
     sits_grammar_t *grammar;
     const sits_grammar_vocab_t *gvocab;
     sits_grammar_state_t *gstate;
+    /* [speculative] scheduler thread only (scheduler.h "Speculative decoding") */
+    int no_spec;                 /* the request opted out */
+    int spec_k;                  /* drafts to ask for next (adapted) */
+    int n_draft;                 /* drafts in the step in flight (0: a plain step) */
+    int32_t draft[SITS_SPEC_MAX_K];
+    int n_drafted, n_accepted;   /* totals for the trace */
+    sits_spec_dseq_t dseq;       /* the draft model's KV of this sequence (method DRAFT) */
 };
 
 struct sits_sched {
@@ -123,6 +130,13 @@ struct sits_sched {
     uint32_t *masks;
     int32_t *mask_rows;
     int mask_words;
+    /* [speculative] the draft-model drafter and its proposal's arrays [max_num_seqs] */
+    sits_spec_drafter_t *drafter;
+    sits_req_t **pq;
+    sits_spec_dseq_t **pds;
+    const int32_t **ptok;
+    int *plen, *pk, *pn;
+    int32_t *pdrafts;           /* [max_num_seqs * SITS_SPEC_MAX_K] */
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -157,6 +171,7 @@ static void req_unref(sits_req_t *q)
     free(q->glp);
     free(q->plp);
     free(q->bias);
+    sits_spec_dseq_fini(&q->dseq);   /* [speculative] its blocks went back when it finished */
     sits_req_t *leader = q->leader;
     sits_grammar_state_destroy(q->gstate);
     sits_grammar_destroy(q->grammar);
@@ -239,6 +254,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->prompt_logprobs = p->prompt_logprobs != 0;
     q->top_logprobs = p->top_logprobs;
     q->tenant = p->tenant;
+    q->no_spec = p->no_speculation != 0;
+    q->spec_k = s->p.spec.num_speculative_tokens;
     if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
     q->state = REQ_WAITING;
@@ -385,6 +402,32 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
+    s->stats.spec_drafter = sits_spec_method_name(p->spec.method);
+    if (p->spec.method == SITS_SPEC_DRAFT) {
+        int n = p->max_num_seqs;
+        s->pq = malloc(sizeof *s->pq * (size_t)n);
+        s->pds = malloc(sizeof *s->pds * (size_t)n);
+        s->ptok = malloc(sizeof *s->ptok * (size_t)n);
+        s->plen = malloc(sizeof(int) * (size_t)n * 3);
+        s->pdrafts = malloc(sizeof(int32_t) * (size_t)n * SITS_SPEC_MAX_K);
+        sits_status_t st = !p->spec_draft ? SITS_ERR_INVALID
+                           : !s->pq || !s->pds || !s->ptok || !s->plen || !s->pdrafts
+                               ? SITS_ERR_NOMEM
+                               : sits_spec_drafter_create(p->spec_draft, n, &s->drafter);
+        if (st != SITS_OK) {
+            SITS_ERROR(SITS_SUB_SCHED, "speculative decoding: the draft model's drafter: %s", sits_status_str(st));
+            sits_sched_destroy(s);
+            return st;
+        }
+        s->pk = s->plen + n;
+        s->pn = s->pk + n;
+    }
+    if (p->spec.method == SITS_SPEC_NGRAM)
+        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: ngram drafter, up to %d tokens (n-gram %d..%d)",
+                  p->spec.num_speculative_tokens, p->spec.prompt_lookup_min, p->spec.prompt_lookup_max);
+    else if (p->spec.method == SITS_SPEC_DRAFT)
+        SITS_INFO(SITS_SUB_SCHED, "speculative decoding: draft model %s, up to %d tokens", p->spec.model,
+                  p->spec.num_speculative_tokens);
     s->n_tenants = p->tenants && p->tenants->n > 0 ? p->tenants->n : 1;
     for (int t = 0; t < s->n_tenants; t++) {
         s->weight[t] = p->tenants && p->tenants->n > 0 ? p->tenants->t[t].weight : 1.0;
@@ -424,6 +467,12 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->sw_res);
     free(s->drops);
     free(s->rep_ranks);
+    sits_spec_drafter_destroy(s->drafter);
+    free(s->pq);
+    free(s->pds);
+    free(s->ptok);
+    free(s->plen);
+    free(s->pdrafts);
     sits_worker_fini(&s->wk);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -434,6 +483,7 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
 {
     if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
+    if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] */
     q->n_computed = 0;
     q->n_hashed = 0;
 }
@@ -458,9 +508,13 @@ static void trace_write(sits_sched_t *s, const sits_req_t *q, sits_finish_t why)
     fprintf(s->p.trace,
             "{\"request\":\"%s\",\"seq\":%llu,\"replica\":%d,\"tenant\":\"%s\",\"queued\":%.6f,\"first_scheduled\":%.6f,"
             "\"first_token\":%.6f,\"finished\":%.6f,\"prompt_tokens\":%d,\"generated_tokens\":%d,"
-            "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"}\n",
+            "\"prefix_cached_tokens\":%d,\"preemptions\":%d,\"finish_reason\":\"%s\"",
             q->id, (unsigned long long)q->order, s->index, tenant, q->t_queued, q->t_scheduled, q->t_first_token, t_end, q->n_prompt,
             q->n_gen, q->n_prefix_hit, q->n_preempted, reasons[(unsigned)why < 5 ? why : 0]);
+    if (s->p.spec.method != SITS_SPEC_OFF)   /* [speculative] the drafter's counts */
+        fprintf(s->p.trace, ",\"spec_drafter\":\"%s\",\"spec_draft_tokens\":%d,\"spec_accepted_tokens\":%d",
+                sits_spec_method_name(s->p.spec.method), q->n_drafted, q->n_accepted);
+    fputs("}\n", s->p.trace);
     fflush(s->p.trace);
 }
 
@@ -620,6 +674,7 @@ static int swap_out(sits_sched_t *s, sits_req_t *q)
     sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
     q->n_hashed = 0;   /* restored blocks are fresh: prefix_register hashes them again */
+    if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] recomputed by the drafter */
     q->swapped = 1;
     q->slot = slot;
     q->prefetched = 0;
@@ -834,6 +889,78 @@ static int step_rows(sits_req_t *q)
     return prompt_lp_rows(q) + (q->n_computed + q->take == total_tokens(q));
 }
 
+/* ---- [speculative] drafting, verification rows, acceptance and rollback (scheduler.h) ---- */
+
+/* q may speculate: the server has a drafter, q did not opt out, and nothing of q's sampling depends
+ * on the tokens before it in a way the rows of one step cannot see (penalties over the history,
+ * grammar state, min_tokens bans that lift after some token). */
+static int spec_may(const sits_sched_t *s, const sits_req_t *q)
+{
+    const sits_sample_params_t *sp = &q->sample;
+    /* n_gen >= 1: decoding (a prompt whose last token is all that is left to compute samples plainly) */
+    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && q->n_gen >= 1 && q->n_gen >= q->min_tokens &&
+           sp->presence_penalty == 0 && sp->frequency_penalty == 0 &&
+           (sp->repetition_penalty <= 0 || sp->repetition_penalty == 1.0f);
+}
+
+/* After the batch is picked: every decoding sequence of it that may speculate gets drafts, within
+ * its max_tokens and context, the step's token budget and output rows, and the free blocks. */
+static void spec_draft(sits_sched_t *s)
+{
+    if (s->p.spec.method == SITS_SPEC_OFF) return;
+    const sits_spec_config_t *c = &s->p.spec;
+    int used = 0, rows = 0, np = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        used += s->running[i]->take;
+        rows += step_rows(s->running[i]);
+    }
+    for (int i = 0; i < s->n_running; i++) {
+        sits_req_t *q = s->running[i];
+        q->n_draft = 0;
+        int total = total_tokens(q);
+        if (q->take != 1 || q->n_computed != total - 1 || !spec_may(s, q)) continue;
+        int k = q->spec_k;
+        if (k > q->max_tokens - q->n_gen - 1) k = q->max_tokens - q->n_gen - 1;   /* k + 1 tokens may come out */
+        if (k > s->r->max_model_len - total - 1) k = s->r->max_model_len - total - 1;
+        if (k > s->allowed_tokens - used) k = s->allowed_tokens - used;
+        if (k > s->p.max_num_seqs - rows) k = s->p.max_num_seqs - rows;
+        if (k < 1) continue;
+        if (s->drafter) {   /* the draft model proposes for all of them below */
+            s->pq[np] = q;
+            s->pds[np] = &q->dseq;
+            s->ptok[np] = q->tokens;
+            s->plen[np] = total;
+            s->pk[np++] = k;
+            used += k;
+            rows += k;
+            continue;
+        }
+        int n = sits_spec_ngram_propose(q->tokens, total, c->prompt_lookup_min, c->prompt_lookup_max, k, q->draft);
+        if (n < 1 || !ensure_blocks(s, q, q->n_computed + 1 + n)) continue;   /* drafts never preempt */
+        q->n_draft = n;
+        q->take = 1 + n;
+        used += n;
+        rows += n;
+    }
+    if (np == 0) return;
+    if (sits_spec_drafter_propose(s->drafter, np, s->pds, s->ptok, s->plen, s->pk, s->pdrafts, s->pn) != SITS_OK) {
+        SITS_WARN(SITS_SUB_SCHED, "the draft model failed; this step does not speculate");
+        for (int i = 0; i < np; i++) sits_spec_dseq_reset(s->drafter, s->pds[i]);
+        return;
+    }
+    for (int i = 0; i < np; i++) {
+        sits_req_t *q = s->pq[i];
+        int n = s->pn[i];
+        if (n < 1 || !ensure_blocks(s, q, q->n_computed + 1 + n)) {
+            sits_spec_dseq_rollback(s->drafter, &q->dseq, q->n_computed);
+            continue;
+        }
+        memcpy(q->draft, s->pdrafts + (size_t)i * SITS_SPEC_MAX_K, sizeof(int32_t) * (size_t)n);
+        q->n_draft = n;
+        q->take = 1 + n;
+    }
+}
+
 /* Pick this step's work into s->batch; returns the number of sequences.
  * Order: every decoding sequence gets its token (oldest first), then running sequences still
  * prefilling get chunks, then waiting requests are admitted -- prefill within the token budget
@@ -915,6 +1042,7 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             rows += step_rows(q);
         }
     }
+    spec_draft(s);   /* [speculative] */
     /* the batch: every running sequence with work this step (preemptions above may have removed some) */
     nb = 0;
     used = 0;
@@ -999,6 +1127,9 @@ static void update_gauges(sits_sched_t *s)
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(s->r->blocks);
     s->stats.kv_blocks_cached = sits_kv_blocks_cached_count(s->r->blocks);
     s->stats.swapped = s->n_swapped;
+    if (s->p.spec_draft)   /* [speculative] */
+        s->stats.spec_draft_kv_blocks_used = sits_kv_blocks_total(s->p.spec_draft->blocks) -
+                                             sits_kv_blocks_free_count(s->p.spec_draft->blocks);
     if (s->r->be) {   /* [memory plan] */
         uint64_t bytes = 0, n = sits_backend_alloc_count(s->r->be, &bytes);
         s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
@@ -1091,6 +1222,78 @@ static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_samp
     return SITS_OK;
 }
 
+/* Output `no` of the step: row `row` samples q's generated token n_gen + j with q's parameters.
+ * 0 ok, -1 out of memory. */
+static int out_row(sits_sched_t *s, const sits_req_t *q, int no, int row, int j)
+{
+    s->rows[no] = row;
+    s->sp[no] = q->sample;
+    s->sp[no].step = (uint64_t)(q->n_gen + j);
+    s->sp[no].logprobs = q->logprobs;
+    s->sp[no].top_logprobs = q->top_logprobs;
+    s->sp[no].lp_target = -1;
+    return proc_lists(s, q, &s->sp[no]);
+}
+
+/* [speculative] q's verification came back: toks / lps [n_draft + 1] are its rows' samples. Accepts,
+ * appends the emitted tokens one by one until one ends the request (*why_p), rolls the KV back to
+ * the accepted positions (freeing blocks of rejected positions only) and registers full blocks of
+ * accepted tokens in the prefix cache. Returns the tokens appended. */
+static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, const sits_logprob_t *lps,
+                         sits_finish_t *why_p)
+{
+    sits_runner_t *r = s->r;
+    int k = q->n_draft, m = sits_spec_accept(q->draft, toks, k), base = q->n_computed, e = 0;
+    sits_finish_t why = SITS_FINISH_NONE;
+    s->vt[q->tenant] += q->take / s->weight[q->tenant];
+    q->take = 0;
+    q->n_draft = 0;
+    while (e <= m && why == SITS_FINISH_NONE) {
+        int32_t t = toks[e];
+        pthread_mutex_lock(&q->mu);
+        if (q->glp) q->glp[q->n_gen] = lps[e];
+        q->tokens[q->n_prompt + q->n_gen] = t;
+        q->n_gen++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        e++;
+        if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
+        else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
+    }
+    /* KV holds the last token and the drafts; the valid ones are the last token and the accepted
+     * drafts that came out before the last emitted token (which is computed next step) */
+    q->n_computed = base + e;
+    if (e < m + 1)
+        SITS_DEBUG(SITS_SUB_SCHED, "request %llu: finished (%s) inside an accepted run: %d of %d accepted tokens emitted",
+                   (unsigned long long)q->order, why == SITS_FINISH_STOP ? "stop" : "length", e, m + 1);
+    q->n_blocks = sits_spec_kv_rollback(r->blocks, r->ep.block_size, q->n_computed, q->bt, q->n_blocks);
+    if (s->drafter) sits_spec_dseq_rollback(s->drafter, &q->dseq, q->n_computed);
+    if (s->p.prefix_caching) prefix_register(s, q);   /* full blocks below n_computed: accepted tokens only */
+    q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m == k ? q->spec_k : m);
+    q->n_drafted += k;
+    q->n_accepted += m;
+    pthread_mutex_lock(&s->mu);
+    s->stats.spec_draft_tokens += (uint64_t)k;
+    s->stats.spec_accepted_tokens += (uint64_t)m;
+    s->stats.spec_verifications++;
+    pthread_mutex_unlock(&s->mu);
+    *why_p = why;
+    return e;
+}
+
+/* q finished (why): its TPOT goes to the controller, it leaves the running set and finishes. */
+static void end_running(sits_sched_t *s, sits_req_t *q, sits_finish_t why, double tnow)
+{
+    if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i] == q) {
+            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+            s->n_running--;
+            break;
+        }
+    finish(s, q, why);
+}
+
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
  * starts computing as soon as it has it). */
 static sits_status_t step_launch(sits_sched_t *s, int nb)
@@ -1102,8 +1305,9 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
+        int have = q->n_prompt + q->n_gen;   /* [speculative] positions past them hold the drafts */
         for (int j = 0; j < q->take; j++) {
-            s->tok[nt] = q->tokens[q->n_computed + j];
+            s->tok[nt] = q->n_computed + j < have ? q->tokens[q->n_computed + j] : q->draft[q->n_computed + j - have];
             s->pos[nt] = q->n_computed + j;
             s->seq[nt] = b;
             nt++;
@@ -1117,14 +1321,12 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
                                                 .top_logprobs = q->top_logprobs, .lp_target = q->tokens[q->n_computed + j + 1] };
             no++;
         }
-        if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
-            s->rows[no] = nt - 1;
-            s->sp[no] = q->sample;
-            s->sp[no].step = (uint64_t)q->n_gen;
-            s->sp[no].logprobs = q->logprobs;
-            s->sp[no].top_logprobs = q->top_logprobs;
-            s->sp[no].lp_target = -1;
-            if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
+        if (q->n_draft > 0) {
+            /* [speculative] every position is a row: row j samples generated token n_gen + j */
+            for (int j = 0; j <= q->n_draft; j++, no++)
+                if (out_row(s, q, no, nt - q->take + j, j) != 0) return SITS_ERR_NOMEM;
+        } else if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
+            if (out_row(s, q, no, nt - 1, 0) != 0) return SITS_ERR_NOMEM;
             if (q->grammar) SITS_CHECK(step_mask(s, q, no, &masks));
             no++;
         }
@@ -1160,6 +1362,15 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
             o += q->n_lp_rows;
             q->n_lp_rows = 0;
         }
+        if (q->n_draft > 0) {   /* [speculative] */
+            sits_finish_t why;
+            int k = q->n_draft;
+            gen += spec_complete(s, q, s->wk.tokens + o, s->wk.lp + o, &why);
+            o += k + 1;
+            q->last_token_s = now_s();
+            if (why != SITS_FINISH_NONE) end_running(s, q, why, q->last_token_s);
+            continue;
+        }
         int was_prompt = q->n_computed < q->n_prompt;
         if (was_prompt) prompt += (q->n_computed + q->take <= q->n_prompt ? q->take : q->n_prompt - q->n_computed);
         q->n_computed += q->take;
@@ -1185,16 +1396,7 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
             why = SITS_FINISH_ERROR;
         } else if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
         else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
-        if (why != SITS_FINISH_NONE) {
-            if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
-            for (int i = 0; i < s->n_running; i++)
-                if (s->running[i] == q) {
-                    memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
-                    s->n_running--;
-                    break;
-                }
-            finish(s, q, why);
-        }
+        if (why != SITS_FINISH_NONE) end_running(s, q, why, tnow);
     }
     static const double edges_ms[11] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000 };
     int bucket = 11;
@@ -1296,6 +1498,7 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
         if (!res.failed) {
             /* the sequence continues on dst where it was: same tokens, same KV, new block ids */
             sits_kv_blocks_release(src->r->blocks, q->n_blocks, q->bt);
+            if (src->drafter) sits_spec_dseq_reset(src->drafter, &q->dseq);   /* [speculative] */
             int o = 0;
             for (int j = 0; j < i; j++) o += qs[j]->n_blocks;
             memcpy(q->bt, dst_ids + o, sizeof(int32_t) * (size_t)q->n_blocks);
@@ -1601,6 +1804,11 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         /* [memory plan] the leader's backend is replica 0's (the shadows of the others have none) */
         out->dev_allocs_after_start += st.dev_allocs_after_start;
         out->dev_alloc_bytes_after_start += st.dev_alloc_bytes_after_start;
+        out->spec_drafter = st.spec_drafter;   /* [speculative] */
+        out->spec_draft_tokens += st.spec_draft_tokens;
+        out->spec_accepted_tokens += st.spec_accepted_tokens;
+        out->spec_verifications += st.spec_verifications;
+        out->spec_draft_kv_blocks_used = st.spec_draft_kv_blocks_used;   /* one draft model: the same pool */
     }
 }
 

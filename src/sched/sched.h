@@ -57,6 +57,9 @@ typedef struct {
      * which travels in the step plan to every rank, and feeds the sampled token back. */
     struct sits_grammar *grammar;
     const struct sits_grammar_vocab *grammar_vocab;
+    /* [speculative] 1: never draft for this request (the API's "speculative": false) even when the
+     * server runs with --speculative-config */
+    int no_speculation;
 } sits_req_params_t;
 
 
@@ -101,6 +104,11 @@ typedef struct {
      * logits to the host (only the host sampler's fallbacks make them: stays 0 for logprobs, penalties,
      * bias, min_p), and steps whose logprobs came from the device records */
     uint64_t logits_downloads, device_logprob_steps;
+    /* [speculative] the drafter in use ("" when off), tokens it drafted and of those the verification
+     * accepted, and the verification steps' speculating sequences (one per sequence per step) */
+    const char *spec_drafter;
+    uint64_t spec_draft_tokens, spec_accepted_tokens, spec_verifications;
+    int spec_draft_kv_blocks_used;         /* the draft model's KV blocks held by sequences (draft_model) */
 } sits_sched_stats_t;
 
 enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELIVER, SITS_PHASES };

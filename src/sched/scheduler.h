@@ -42,6 +42,7 @@
 #include "sched/generate.h"
 #include "sched/sched.h"
 #include "sched/tenants.h"
+#include "spec/spec.h"
 #include "util/otlp.h"
 
 typedef struct {
@@ -61,8 +62,26 @@ typedef struct {
     double kv_migrate_threshold; /* a replica using more than this share of its KV blocks hands sequences to one with room */
     int kv_migrate_every;        /* test knob: also force one migration every this many steps (0: off) */
     int kv_migrate_corrupt_every;/* test knob: corrupt every this-many-th move's payload (0: off) */
+    sits_spec_config_t spec;     /* [speculative] --speculative-config (method OFF: none); see "Speculative decoding" below */
+    sits_runner_t *spec_draft;   /* [speculative] method DRAFT: the draft model's runner on this leader (not owned) */
 } sits_sched_params_t;
 
+/* Speculative decoding (spec.method != OFF; src/spec/spec.h for the acceptance rule). After the
+ * batch is picked, each decoding sequence that may speculate -- the request did not opt out, and it
+ * has no penalties (presence / frequency / repetition), no grammar and no pending min_tokens -- asks
+ * the drafter for up to its current k drafts (k starts at num_speculative_tokens and adapts by
+ * sits_spec_k_next), never more than fit in its max_tokens and the model's context, the step's token
+ * budget, its output rows (max_num_seqs) and the free KV blocks (drafts never preempt anything).
+ * The step then carries its last token and the drafts (k + 1 positions, KV written for all) with
+ * every position an output row; the leader accepts, appends the accepted drafts and the target's
+ * token one by one (eos, stop ids and max_tokens end the run where they land), and rolls back:
+ * n_computed covers the last token and the accepted drafts, blocks holding only rejected positions
+ * are freed, and the prefix cache registers only blocks of accepted tokens. Counted in the stats
+ * (spec_*). With pipeline parallelism the last stage samples every row and sends the tokens back as
+ * for any step, so nothing differs. The draft-model drafter (spec_draft) proposes for all the step's
+ * speculating sequences at once, after their k are set; its per-sequence KV (spec.h) is rolled back
+ * with the target's after each verification and dropped whenever the sequence's target KV is
+ * (finish, preemption, swap-out, a move to another replica). */
 typedef struct sits_sched sits_sched_t;
 
 sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p);

@@ -651,6 +651,9 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     req->sample.top_k = top_k > 0 ? (int)top_k : 0;
     req->sample.seed = (uint64_t)seed;
     if (get_bool(root, "ignore_eos", &req->ignore_eos, err) != 0) goto fail;
+    int speculative = 1;   /* [speculative] vLLM-style extension field; default: as the server is configured */
+    if (get_bool(root, "speculative", &speculative, err) != 0) goto fail;
+    req->no_speculation = !speculative;
     if (parse_logprobs(root, kind, req, err) != 0) goto fail;
     if (parse_controls(lim, root, req, err) != 0) goto fail;
     json_int_t min_tokens = 0;

@@ -258,6 +258,21 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 st->kv_migrations);
         counter(&b, "sits_kv_migrated_sequences_total", "Sequences carried by KV moves.", st->kv_migrated_seqs);
         counter(&b, "sits_kv_migrated_blocks_total", "KV blocks carried by KV moves.", st->kv_migrated_blocks);
+        if (st->spec_drafter && st->spec_drafter[0]) {   /* [speculative] per drafter (one per server) */
+            const char *d = st->spec_drafter;
+            head(&b, "sits_spec_draft_tokens_total", "counter", "Tokens proposed by the speculative drafter.");
+            put(&b, "sits_spec_draft_tokens_total{drafter=\"%s\"} %llu\n", d, (unsigned long long)st->spec_draft_tokens);
+            head(&b, "sits_spec_accepted_tokens_total", "counter", "Drafted tokens the verification accepted.");
+            put(&b, "sits_spec_accepted_tokens_total{drafter=\"%s\"} %llu\n", d, (unsigned long long)st->spec_accepted_tokens);
+            head(&b, "sits_spec_verifications_total", "counter", "Sequences verified (one per speculating sequence per step).");
+            put(&b, "sits_spec_verifications_total{drafter=\"%s\"} %llu\n", d, (unsigned long long)st->spec_verifications);
+            head(&b, "sits_spec_acceptance_rate", "gauge", "Accepted / drafted tokens since start.");
+            put(&b, "sits_spec_acceptance_rate{drafter=\"%s\"} %.6f\n", d,
+                st->spec_draft_tokens ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
+            if (!strcmp(d, "draft_model"))
+                gauge_i(&b, "sits_spec_draft_kv_blocks_used", "The draft model's KV blocks held by sequences.",
+                        st->spec_draft_kv_blocks_used);
+        }
         counter(&b, "sits_kv_migrated_bytes_total", "Message bytes received by the destination ranks of KV moves.",
                 st->kv_migrated_bytes);
         counter(&b, "sits_kv_migrations_failed_total", "KV moves rejected by a destination rank (the sequences recomputed).",

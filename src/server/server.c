@@ -371,13 +371,17 @@ static int choice_poll(conn_t *c, choice_t *g)
             sits_srv_metrics_itl(&srv->metrics, t - c->t_last, n);
         }
         c->t_last = t;
-        c->n_gen += n;
-        g->n_gen += n;
-        /* eos / stop ids end the output; they are not text (even when not special tokens) */
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (c->rq.ignore_eos || !is_stop_id(c, toks[i])) toks[m++] = toks[i];
-        sits_status_t st = sits_srv_textout_push(&g->to, toks, m);
+        /* eos / stop ids end the output; they are not text (even when not special tokens). The tokens
+         * go in one at a time: a stop string ends the output at the token that completed it and the
+         * usage counts the tokens up to it, however many arrived at once (speculative steps) */
+        sits_status_t st = SITS_OK;
+        int used = 0;
+        while (used < n && st == SITS_OK && !g->to.stopped) {
+            if (c->rq.ignore_eos || !is_stop_id(c, toks[used])) st = sits_srv_textout_push(&g->to, toks + used, 1);
+            used++;
+        }
+        c->n_gen += used;
+        g->n_gen += used;
         if (st != SITS_OK) {
             SITS_ERROR(SITS_SUB_HTTP, "request %s: detokenizing failed: %s", c->id, sits_status_str(st));
             choice_cancel(c, g);
@@ -581,6 +585,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
         .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
         .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens, .grammar_vocab = gv,
+        .no_speculation = c->rq.no_speculation,
     };
     int32_t *stops = NULL;
     if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */

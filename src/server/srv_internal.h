@@ -77,6 +77,7 @@ typedef struct {
     sits_sample_params_t sample;
     int has_seed;
     int ignore_eos;
+    int no_speculation;       /* [speculative] "speculative": false opts out of --speculative-config */
     char *stop[SITS_SRV_MAX_STOP];   /* malloc'd, non-empty, valid UTF-8 */
     size_t stop_len[SITS_SRV_MAX_STOP];
     int n_stop;

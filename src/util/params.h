@@ -85,6 +85,7 @@ typedef struct sits_config {
     double target_tpot_p99_ms;
     char *tenants;
     char *trace_file;
+    char *speculative_config;   /* [speculative] JSON, src/spec/spec.h */
     char *otlp_endpoint;
     int gemm_autotune;
     int custom_allreduce;
