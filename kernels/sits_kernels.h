@@ -200,6 +200,11 @@ sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t 
 sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
                                    const sits_bf16_t *bias, int n, int m, cudaStream_t stream);
 
+/* [families] x [n, row_stride], in place: each of n_heads heads (head_dim wide, from column col0) of every
+ * row = rmsnorm(head) * w, w [head_dim] (per-head q / k norms). */
+sits_status_t sits_k_rmsnorm_heads(sits_bf16_t *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                   const sits_bf16_t *w, float eps, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -55,3 +55,7 @@ EXTRA_DIST += tests/integration/real_model.sh
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh
 EXTRA_DIST += tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
 	tests/ref/gen_logprob_fixtures.py tests/fixtures/logprobs tests/lm_eval
+
+# [families] model families beyond Llama / Mistral / Qwen2 against HF (CPU at TP 1/2/4; one GPU).
+TESTS += tests/integration/families.sh tests/gpu/families_cuda.sh
+EXTRA_DIST += tests/integration/families.sh tests/gpu/families_cuda.sh

@@ -267,6 +267,12 @@ typedef struct sits_backend_ops {
      * (held 0) for steps of the given shape; with reserve 1 it also allocates the latter now, so that
      * no step allocates device memory later. */
     sits_status_t (*mem_plan)(sits_backend_t *be, const sits_mem_shape_t *shape, int reserve, sits_mem_plan_t *plan);
+    /* ---- [families] model-family ops (cpu + cuda; the engine refuses a model that needs one a
+     * backend lacks) ---- */
+    /* In place on x [n, row_stride]: each of the n_heads heads (head_dim wide, from column col0) of
+     * every row becomes rmsnorm(head) * w, w [head_dim] (Qwen3's q_norm / k_norm; fp32 sum). */
+    sits_status_t (*rmsnorm_heads)(sits_backend_t *be, void *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                   const void *w, float eps);
 } sits_backend_ops_t;
 
 

@@ -516,6 +516,22 @@ static sits_status_t cpu_kv_block_copy(sits_backend_t *be, void *flat, void *con
     return SITS_OK;
 }
 
+/* ---- [families] model-family ops --------------------------------------------------------------- */
+
+static sits_status_t cpu_rmsnorm_heads(sits_backend_t *be, void *x_, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                       const void *w, float eps)
+{
+    float *x = x_;
+    (void)be;
+    if (n < 0 || n_heads < 0 || head_dim <= 0 || col0 < 0 || col0 + n_heads * head_dim > row_stride) return SITS_ERR_INVALID;
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * row_stride + col0 + (size_t)h * head_dim;
+            rmsnorm_row(v, v, w, head_dim, eps);   /* reads each element before writing it */
+        }
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -547,6 +563,7 @@ static const sits_backend_ops_t cpu_ops = {
     .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,
     .silu_mul_fp8 = cpu_silu_mul_fp8,
     .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
+    .rmsnorm_heads = cpu_rmsnorm_heads,   /* [families] */
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

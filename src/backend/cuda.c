@@ -807,6 +807,14 @@ static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *s
     return SITS_OK;
 }
 
+/* ---- [families] model-family ops ---- */
+static sits_status_t cuda_rmsnorm_heads(sits_backend_t *be, void *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                        const void *w, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_rmsnorm_heads(x, n, row_stride, col0, n_heads, head_dim, w, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -845,6 +853,7 @@ static const sits_backend_ops_t cuda_ops = {
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
+    .rmsnorm_heads = cuda_rmsnorm_heads,   /* [families] */
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

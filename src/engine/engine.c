@@ -301,6 +301,10 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         SITS_ERROR(SITS_SUB_ENGINE, "head_dim %d > 512 is not supported", c->head_dim);
         return SITS_ERR_UNSUPPORTED;
     }
+    if (c->qk_norm && !op->rmsnorm_heads) {   /* [families] */
+        SITS_ERROR(SITS_SUB_ENGINE, "%s needs per-head q/k norms, which the %s backend does not have", c->model_type, op->name);
+        return SITS_ERR_UNSUPPORTED;
+    }
     if (tp_comm->size != w->shard.tp_size) {
         SITS_ERROR(SITS_SUB_ENGINE, "tp group has %d ranks but the weights are sharded %d ways", tp_comm->size,
                    w->shard.tp_size);
@@ -539,6 +543,10 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
     for (int l = d->layer0; l < d->layer1; l++) {
         const sits_layer_weights_t *lw = &w->layers[l];
         SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
+        if (c->qk_norm) {   /* [families] per-head q / k RMSNorm before RoPE (Qwen3) */
+            SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, 0, d->nh_loc, hd, lw->q_norm, c->rms_norm_eps));
+            SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, q_dim, d->nkv_loc, hd, lw->k_norm, c->rms_norm_eps));
+        }
         if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
             SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, w->inv_freq, e->k_cache[l],
                                          e->v_cache[l], e->p.block_size, v->slot));

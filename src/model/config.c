@@ -100,6 +100,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "llama", "LlamaForCausalLM", SITS_ARCH_LLAMA },
         { "mistral", "MistralForCausalLM", SITS_ARCH_MISTRAL },
         { "qwen2", "Qwen2ForCausalLM", SITS_ARCH_QWEN2 },
+        { "qwen3", "Qwen3ForCausalLM", SITS_ARCH_QWEN3 },   /* [families] */
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -115,7 +116,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -250,6 +251,32 @@ static sits_status_t parse_eos(const json_t *root, const char *what, sits_model_
     return SITS_OK;
 }
 
+/* [families] layer_types, when given: n_layers strings, all "full_attention" (the window of
+ * "sliding_attention" layers is not applied by this architecture's path). */
+static sits_status_t check_full_attention(const json_t *root, const char *what, int n_layers)
+{
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) return SITS_OK;
+    if (!json_is_array(lt) || json_array_size(lt) != (size_t)n_layers) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what, n_layers);
+        return SITS_ERR_FORMAT;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lt, i, e) {
+        if (!json_is_string(e)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected a string", what, i);
+            return SITS_ERR_FORMAT;
+        }
+        if (strcmp(json_string_value(e), "full_attention") != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: \"%s\" is not supported here (full_attention only)", what, i,
+                       json_string_value(e));
+            return SITS_ERR_UNSUPPORTED;
+        }
+    }
+    return SITS_OK;
+}
+
 static sits_status_t parse_root(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -332,6 +359,11 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         break;
     case SITS_ARCH_MISTRAL:
         break;
+    case SITS_ARCH_QWEN3:   /* [families] */
+        cfg->qkv_bias = attention_bias;
+        cfg->o_bias = attention_bias;
+        cfg->qk_norm = 1;
+        break;
     }
 
     cfg->sliding_window = 0;
@@ -349,6 +381,14 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
             SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for qwen2", what);
             return SITS_ERR_UNSUPPORTED;
         }
+    } else if (cfg->arch == SITS_ARCH_QWEN3) {   /* [families] */
+        int use_sw;
+        SITS_CHECK(get_bool(root, "use_sliding_window", what, 0, &use_sw));
+        if (use_sw) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for qwen3", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        SITS_CHECK(check_full_attention(root, what, cfg->n_layers));
     }
 
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));

@@ -8,6 +8,9 @@
  * rope_theta}, max_position_embeddings, tie_word_embeddings, attention_bias (Qwen2: q/k/v bias
  * always), mlp_bias, hidden_act (silu only), bos_token_id, eos_token_id (int or list),
  * sliding_window (Mistral; null -> 0), torch_dtype / dtype.
+ * [families] model_type qwen3 (Qwen3ForCausalLM): q_norm / k_norm per head (qk_norm), q/k/v/o bias =
+ * attention_bias, head_dim explicit; use_sliding_window true and layer_types other than
+ * "full_attention" are refused.
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H
@@ -18,7 +21,7 @@
 
 #define SITS_MAX_EOS 8
 
-typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2 } sits_arch_t;
+typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2, SITS_ARCH_QWEN3 } sits_arch_t;
 typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3 } sits_rope_type_t;
 
 typedef struct {
@@ -48,6 +51,8 @@ typedef struct {
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
     char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
+    /* [families] */
+    int qk_norm;              /* per-head RMSNorm of q and k (weights [hd]) after the projections, before RoPE (Qwen3) */
 } sits_model_config_t;
 
 /* Parse config.json text; `what` names the source in messages (a path). */

@@ -11,6 +11,7 @@
  *                                          (.bias [I] / [I] / [H] when mlp_bias)
  *   model.norm.weight                      [H]
  *   lm_head.weight                         [V, H]      (absent when tie_word_embeddings)
+ *   [families] model.layers.N.self_attn.q_norm.weight, k_norm.weight [hd]  (qk_norm: Qwen3)
  * Tensors that are not needed (rotary_emb.inv_freq, extra keys) are ignored. */
 #ifndef SITS_MODEL_LAYOUT_H
 #define SITS_MODEL_LAYOUT_H
@@ -26,6 +27,7 @@ typedef enum {
     SITS_W_Q_BIAS, SITS_W_K_BIAS, SITS_W_V_BIAS, SITS_W_O_BIAS,
     SITS_W_FFN_NORM, SITS_W_GATE, SITS_W_UP, SITS_W_DOWN,
     SITS_W_GATE_BIAS, SITS_W_UP_BIAS, SITS_W_DOWN_BIAS,
+    SITS_W_Q_NORM, SITS_W_K_NORM,                                     /* [families] per layer, qk_norm */
     SITS_W_KIND_COUNT
 } sits_wkind_t;
 

@@ -147,7 +147,8 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         }
         return SITS_OK;
     }
-    int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM;
+    int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM || kind == SITS_W_Q_NORM ||
+                  kind == SITS_W_K_NORM;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
@@ -345,6 +346,12 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         void *vb = elem_at(L, lw->qkv_bias, (size_t)(q_rows + kv_rows));
         SITS_CHECK(load_slice(L, kb, 0, SITS_W_K_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
         SITS_CHECK(load_slice(L, vb, 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
+    }
+    if (c->qk_norm) {   /* [families] */
+        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->q_norm));
+        SITS_CHECK(load_slice(L, lw->q_norm, 0, SITS_W_Q_NORM, l, 0, 1, 0, hd));
+        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->k_norm));
+        SITS_CHECK(load_slice(L, lw->k_norm, 0, SITS_W_K_NORM, l, 0, 1, 0, hd));
     }
     {
         const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
@@ -551,7 +558,8 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
         for (int l = 0; l < w->cfg.n_layers; l++) {
             sits_layer_weights_t *lw = &w->layers[l];
             void *ptrs[] = { lw->attn_norm, lw->qkv, lw->qkv_bias, lw->o, lw->o_bias, lw->ffn_norm, lw->gu, lw->gu_bias,
-                             lw->down, lw->down_bias, lw->qkv_scale, lw->o_scale, lw->gu_scale, lw->down_scale };
+                             lw->down, lw->down_bias, lw->qkv_scale, lw->o_scale, lw->gu_scale, lw->down_scale,
+                             lw->q_norm, lw->k_norm };
             for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
                 if (ptrs[i]) be->ops->free(be, ptrs[i]);
         }

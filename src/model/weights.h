@@ -48,6 +48,8 @@ typedef struct {
     /* [fp8] fp32 scales [out rows] of the linears held in FP8 E4M3 (their weight buffer is then
      * [rows, cols] bytes, row r = e4m3(w[r] / scale[r])); NULL: the backend's weight dtype. */
     float *qkv_scale, *o_scale, *gu_scale, *down_scale;
+    /* [families] per-head RMSNorm weights [hd] of q and k (qk_norm), replicated on every rank; else NULL */
+    void *q_norm, *k_norm;
 } sits_layer_weights_t;
 
 typedef struct {

@@ -1066,6 +1066,42 @@ static void test_silu_mul(ctx_t *c, int n, int dim)
     free(gu);
 }
 
+/* [families] rmsnorm_heads in place on a qkv-like buffer: only the n_heads heads from col0 change;
+ * the columns around them must come back bit for bit (compared exactly as fp32 of the stored bf16). */
+static void test_rmsnorm_heads(ctx_t *c, int n, int row_stride, int col0, int n_heads, int head_dim)
+{
+    char what[160];
+    snprintf(what, sizeof what, "rmsnorm_heads n %d stride %d col0 %d heads %d hd %d", n, row_stride, col0, n_heads, head_dim);
+    size_t nx = (size_t)n * row_stride;
+    float *x = rand_vec(c, nx, 0.0f, 3.0f), *w = rand_vec(c, (size_t)head_dim, 1.0f, 0.5f);
+    void *d_x[N_BE], *d_w[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_x[b] = dev_acts(be, x, nx);
+        d_w[b] = dev_weight(be, w, 1, head_dim);
+        TRY(be->ops->rmsnorm_heads(be, d_x[b], n, row_stride, col0, n_heads, head_dim, d_w[b], 1e-6f));
+    }
+    compare_bufs(c, what, d_x, nx, TOL_ONE_ROUNDING, 0);
+    float *got = host_f32(c->be[1], d_x[1], nx);
+    int untouched_bad = 0;
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < row_stride; j++) {
+            if (j >= col0 && j < col0 + n_heads * head_dim) continue;
+            size_t i = (size_t)t * row_stride + j;
+            if (got[i] != x[i] && untouched_bad++ < 3)
+                fprintf(stderr, "FAIL %s: row %d column %d outside the heads changed: %g -> %g\n", what, t, j, x[i], got[i]);
+        }
+    c->checks++;
+    if (untouched_bad) c->failures++;
+    free(got);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_x[b]);
+        dev_free(c->be[b], d_w[b]);
+    }
+    free(x);
+    free(w);
+}
+
 static void test_gather_rows(ctx_t *c, int n_x, int n_rows, int dim)
 {
     char what[128];
@@ -1734,6 +1770,12 @@ int main(void)
     test_silu_mul(&c, 7, 37);
     test_silu_mul(&c, 1, 8);
 
+    /* [families] Qwen3-8B q (32 x 128 of a 48-head qkv row) and k heads, a TP shard, odd sizes */
+    test_rmsnorm_heads(&c, 7, 48 * 128, 0, 32, 128);
+    test_rmsnorm_heads(&c, 7, 48 * 128, 32 * 128, 8, 128);
+    test_rmsnorm_heads(&c, 1, 6 * 24, 4 * 24, 1, 24);
+    test_rmsnorm_heads(&c, 5, 301, 17, 3, 70);
+    test_rmsnorm_heads(&c, 3, 8 * 256, 0, 4, 256);
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */

@@ -37,7 +37,8 @@ import tokenizers
 import torch
 import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
-                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -83,6 +84,24 @@ MODELS = {
                  num_attention_heads=8, num_key_value_heads=4, vocab_size=512,
                  max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # Qwen3: per-head q_norm / k_norm, head_dim (24) != hidden / heads (64 / 4 = 16), untied, 4 KV
+    # heads (TP 1/2/4 without replication); qwen3_tied: tied embeddings, GQA 4/2, head_dim 32.
+    "qwen3": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.float32, shards=1, seed=5000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, head_dim=24, vocab_size=203,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "qwen3_tied": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5100,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=160,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
 }
 
 COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)

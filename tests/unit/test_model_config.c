@@ -145,6 +145,41 @@ static void test_qwen2(void **state)
     assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
 }
 
+/* [families] Qwen3-8B's config.json (head_dim given, q/k norms, no bias), and the refusals. */
+static void test_qwen3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"bos_token_id\": 151643, \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12288,"
+        " \"max_position_embeddings\": 40960, \"max_window_layers\": 36, \"model_type\": \"qwen3\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 36, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06,"
+        " \"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": false,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", \"use_cache\": true,"
+        " \"use_sliding_window\": false, \"vocab_size\": 151936}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_QWEN3);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.qk_norm, 1);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_int_equal(c.sliding_window, 0);
+    assert_true(c.rope_theta == 1e6);
+    const char *sw = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_sliding_window\": true, \"sliding_window\": 16}";
+    assert_int_equal(parse_str(sw, &c), SITS_ERR_UNSUPPORTED);
+    const char *lt = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                     " \"layer_types\": [\"full_attention\", \"sliding_attention\"]}";
+    assert_int_equal(parse_str(lt, &c), SITS_ERR_UNSUPPORTED);
+    const char *lt_len = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"layer_types\": [\"full_attention\"]}";
+    assert_int_equal(parse_str(lt_len, &c), SITS_ERR_FORMAT);
+}
+
 /* Mistral-7B-Instruct-v0.3 (sliding_window null) and v0.1 (4096), Mistral-Nemo (head_dim 128 != H/nh). */
 static void test_mistral(void **state)
 {
@@ -382,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_legacy_type_linear),
         cmocka_unit_test(test_legacy_type_llama3),
         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
         cmocka_unit_test(test_refusals),
