@@ -38,7 +38,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
-                 float scale_log2, long long kv_unit, int kv_qbytes)
+                 float scale_log2, long long kv_unit, int kv_qbytes, float softcap_log2)
 {
     __shared__ float s_acc[ATT_WARPS][ATT_MAX_HEAD_DIM];
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
@@ -102,7 +102,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
                 }
             }
         }
-        s = sits_k_warp_sum(s);
+        s = att_cap(sits_k_warp_sum(s), softcap_log2);   /* [families] */
         float m_new = fmaxf(m, s);
         float corr = exp2f(m - m_new), e = exp2f(s - m_new);
         l = l * corr + e;
@@ -150,7 +150,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
 static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                        const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
-                       float scale, bool i8, cudaStream_t stream)
+                       float scale, float softcap, bool i8, cudaStream_t stream)
 {
     if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
@@ -158,12 +158,13 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     long long n_blocks = (long long)n_tokens * n_heads;
     if (n_blocks > 0x7fffffffLL) return SITS_ERR_INVALID;
     int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
-    float scale_log2 = scale * 1.4426950408889634f;
+    float scale_log2 = scale * 1.4426950408889634f, softcap_log2 = softcap * 1.4426950408889634f;
     dim3 grid((unsigned)n_blocks), block(ATT_WARPS * 32);
     long long unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
     int qb = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
 #define ATT_LAUNCH(np_, q8_) attention_generic_kernel<np_, q8_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, \
-        v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb)
+        v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb, \
+        softcap_log2)
     if (i8) { /* [int8 kv] */
         if (head_dim <= 64) ATT_LAUNCH(1, true);
         else if (head_dim <= 128) ATT_LAUNCH(2, true);
@@ -183,10 +184,10 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                              int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                             int window, float scale, const sits_k_attn_ws_t *ws, bool i8, cudaStream_t stream)
+                             int window, float scale, float softcap, const sits_k_attn_ws_t *ws, bool i8, cudaStream_t stream)
 {
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
-        max_blocks <= 0 || window < 0)
+        max_blocks <= 0 || window < 0 || softcap < 0.0f)
         return SITS_ERR_INVALID;
     if (n_tokens == 0) return SITS_OK;
     bool fast = (head_dim == 64 || head_dim == 128) && q_row_stride % 8 == 0 && sits_k_aligned16(q) &&
@@ -195,7 +196,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     if (i8 && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
     if (!fast)
         return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
-                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, i8, stream);
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, softcap, i8, stream);
 
     att_params p;
     p.out = out;
@@ -220,6 +221,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.n_chunks = (p.group + 15) / 16;
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
+    p.softcap_log2 = softcap * 1.4426950408889634f;   /* [families] */
     p.kv_i8 = i8;
     p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
     p.kv_unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
@@ -263,7 +265,7 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
                                           const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads,
-                   n_kv_heads, head_dim, window, scale, ws, false, stream);
+                   n_kv_heads, head_dim, window, scale, 0.0f, ws, false, stream);
 }
 
 /* [int8 kv] */
@@ -274,6 +276,18 @@ extern "C" sits_status_t sits_k_attention_i8(sits_bf16_t *out, const sits_bf16_t
                                              const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
-                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, ws,
-                   true, stream);
+                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, 0.0f,
+                   ws, true, stream);
+}
+
+/* [families] either entry point with attention-logit soft-capping (sits_kernels.h) */
+extern "C" sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+                                                  const void *v_cache, const int32_t *seq, const int32_t *pos,
+                                                  const int32_t *block_tables, int max_blocks, int block_size, int n_tokens,
+                                                  int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                                  float softcap, int kv_i8, const sits_k_attn_ws_t *ws, cudaStream_t stream)
+{
+    return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
+                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale,
+                   softcap, ws, kv_i8 != 0, stream);
 }

@@ -43,6 +43,7 @@ struct att_params {
      * the scales kv_qbytes into each unit */
     int kv_i8, kv_qbytes;
     long long kv_unit;
+    float softcap_log2;           /* [families] attention-logit soft-cap * log2(e); 0 = none (att_cap) */
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
@@ -84,6 +85,13 @@ static __device__ __forceinline__ float *att_part_o(const att_params &p, int n_l
 {
     long long ml = ((long long)n_list * p.n_heads * S * 2 + 3) / 4 * 4;
     return p.part + ml + idx * D;
+}
+
+/* [families] Soft-capping of a score x = s * scale * log2(e) with c = cap * log2(e): c tanh(x / c) is
+ * log2(e) cap tanh(s scale / cap), the capped score in the kernels' base-2 units; c = 0: x unchanged. */
+static __device__ __forceinline__ float att_cap(float x, float c)
+{
+    return c > 0.0f ? c * tanhf(x / c) : x;
 }
 
 /* First key position of token t's window. */

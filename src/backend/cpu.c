@@ -253,6 +253,7 @@ static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q
             const float *k = kv_load(k_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, kbuf);
             const float *v = kv_load(v_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, vbuf);
             float s = dot_f32(qh, k, hd) * a->scale;
+            if (a->softcap > 0.0f) s = tanhf(s / a->softcap) * a->softcap;   /* [families] as HF: / c, tanh, * c */
             float m_new = s > m ? s : m;
             float corr = expf(m - m_new), e = expf(s - m_new);
             l = l * corr + e;
@@ -532,6 +533,46 @@ static sits_status_t cpu_rmsnorm_heads(sits_backend_t *be, void *x_, int n, int 
     return SITS_OK;
 }
 
+static sits_status_t cpu_scale(sits_backend_t *be, void *x_, size_t n_elems, float sc)
+{
+    float *x = x_;
+    (void)be;
+    for (size_t i = 0; i < n_elems; i++) x[i] *= sc;
+    return SITS_OK;
+}
+
+/* PyTorch's gelu(approximate="tanh") in fp32 (aten GeluKernel: kBeta = sqrt(2) * 2/sqrt(pi) * 0.5,
+ * kKappa = 0.044715). */
+static inline float gelu_tanh1(float a)
+{
+    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
+    float inner = beta * (a + kappa * (a * a * a));
+    return 0.5f * a * (1.0f + tanhf(inner));
+}
+
+static sits_status_t cpu_gelu_tanh_mul(sits_backend_t *be, void *out_, const void *gu_, int n, int dim)
+{
+    float *out = out_;
+    const float *gu = gu_;
+    (void)be;
+#pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
+    for (int t = 0; t < n; t++) {
+        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
+        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = gelu_tanh1(g[i]) * u[i];
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_softcap(sits_backend_t *be, void *x_, size_t n_elems, int f32, float cap)
+{
+    float *x = x_;
+    (void)be;
+    (void)f32;   /* activations are fp32 here */
+    if (!(cap > 0.0f)) return SITS_ERR_INVALID;
+    for (size_t i = 0; i < n_elems; i++) x[i] = tanhf(x[i] / cap) * cap;
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -564,6 +605,9 @@ static const sits_backend_ops_t cpu_ops = {
     .silu_mul_fp8 = cpu_silu_mul_fp8,
     .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
     .rmsnorm_heads = cpu_rmsnorm_heads,   /* [families] */
+    .scale = cpu_scale,
+    .gelu_tanh_mul = cpu_gelu_tanh_mul,
+    .softcap = cpu_softcap,
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -578,6 +578,13 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
                                     const void *v_cache, const sits_attn_args_t *a)
 {
     cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
+    if (a->softcap > 0.0f) { /* [families] attention-logit soft-capping (Gemma 2) */
+        SITS_KERNEL_CHECK(sits_k_attention_softcap(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
+                                                   a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
+                                                   a->head_dim, a->window, a->scale, a->softcap, be->kv_dtype == SITS_DT_I8,
+                                                   &c->attn_ws, c->stream));
+        return SITS_OK;
+    }
     if (be->kv_dtype == SITS_DT_I8) { /* [int8 kv] */
         SITS_KERNEL_CHECK(sits_k_attention_i8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                               a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
@@ -815,6 +822,24 @@ static sits_status_t cuda_rmsnorm_heads(sits_backend_t *be, void *x, int n, int 
     return SITS_OK;
 }
 
+static sits_status_t cuda_scale(sits_backend_t *be, void *x, size_t n_elems, float s)
+{
+    SITS_KERNEL_CHECK(sits_k_scale(x, n_elems, s, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_gelu_tanh_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_gelu_tanh_mul(out, gu, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_softcap(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap)
+{
+    SITS_KERNEL_CHECK(sits_k_softcap(x, n_elems, f32, cap, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -854,6 +879,9 @@ static const sits_backend_ops_t cuda_ops = {
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
     .rmsnorm_heads = cuda_rmsnorm_heads,   /* [families] */
+    .scale = cuda_scale,
+    .gelu_tanh_mul = cuda_gelu_tanh_mul,
+    .softcap = cuda_softcap,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -101,6 +101,8 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "mistral", "MistralForCausalLM", SITS_ARCH_MISTRAL },
         { "qwen2", "Qwen2ForCausalLM", SITS_ARCH_QWEN2 },
         { "qwen3", "Qwen3ForCausalLM", SITS_ARCH_QWEN3 },   /* [families] */
+        { "gemma2", "Gemma2ForCausalLM", SITS_ARCH_GEMMA2 },
+        { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -116,7 +118,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -277,6 +279,134 @@ static sits_status_t check_full_attention(const json_t *root, const char *what, 
     return SITS_OK;
 }
 
+/* [families] An optional float key that may be null (0 then); must be >= 0. */
+static sits_status_t get_cap(const json_t *root, const char *key, const char *what, double def, float *out_p)
+{
+    const json_t *v = json_object_get(root, key);
+    double d = def;
+    if (v && json_is_null(v)) d = 0.0;
+    else SITS_CHECK(get_num(root, key, what, "", 0, def, &d));
+    if (d < 0.0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0 or null (got %g)", what, key, d);
+        return SITS_ERR_FORMAT;
+    }
+    *out_p = (float)d;
+    return SITS_OK;
+}
+
+/* [families] Gemma 2 / Gemma 3 text: everything past the common keys (see config.h). */
+static sits_status_t parse_gemma(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    int g3 = cfg->arch == SITS_ARCH_GEMMA3, flag;
+    const char *act = "gelu_pytorch_tanh", *akey = "hidden_activation";
+    const json_t *ha = json_object_get(root, akey);
+    if (!ha || json_is_null(ha)) { akey = "hidden_act"; ha = json_object_get(root, akey); }
+    if (ha && !json_is_null(ha)) {
+        if (!json_is_string(ha)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected a string", what, akey);
+            return SITS_ERR_FORMAT;
+        }
+        act = json_string_value(ha);
+    }
+    if (strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu_tanh") != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: \"%s\" is not supported for %s (gelu_pytorch_tanh only)", what, akey, act,
+                   cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    SITS_CHECK(get_bool(root, "attention_bias", what, 0, &flag));
+    if (flag) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: attention_bias: true is not supported for %s", what, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    SITS_CHECK(get_bool(root, "use_bidirectional_attention", what, 0, &flag));
+    if (flag) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: use_bidirectional_attention: true is not supported (causal attention only)", what);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->act_gelu_tanh = cfg->norm_plus_one = cfg->sandwich_norms = cfg->embed_scale = 1;
+    cfg->qk_norm = g3;
+    double qpas;
+    SITS_CHECK(get_num(root, "query_pre_attn_scalar", what, "", 0, 256.0, &qpas));
+    if (!(qpas > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: query_pre_attn_scalar: must be > 0 (got %g)", what, qpas);
+        return SITS_ERR_FORMAT;
+    }
+    cfg->attn_scale = (float)(1.0 / sqrt(qpas));
+    SITS_CHECK(get_cap(root, "attn_logit_softcapping", what, g3 ? 0.0 : 50.0, &cfg->attn_softcap));
+    SITS_CHECK(get_cap(root, "final_logit_softcapping", what, g3 ? 0.0 : 30.0, &cfg->final_softcap));
+    SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 4096, &cfg->sliding_window));
+    if (cfg->sliding_window < 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
+        return SITS_ERR_FORMAT;
+    }
+    if (cfg->n_layers > SITS_MAX_LAYER_TYPES) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: num_hidden_layers: %d, at most %d supported for %s", what, cfg->n_layers,
+                   SITS_MAX_LAYER_TYPES, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->has_layer_types = 1;
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) {
+        int pattern = 2;
+        if (g3) SITS_CHECK(get_int(root, "sliding_window_pattern", what, "", 0, 6, &pattern));
+        if (pattern < 1) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window_pattern: must be > 0 (got %d)", what, pattern);
+            return SITS_ERR_FORMAT;
+        }
+        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
+    } else {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)cfg->n_layers) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what,
+                       cfg->n_layers);
+            return SITS_ERR_FORMAT;
+        }
+        size_t i;
+        const json_t *e;
+        json_array_foreach(lt, i, e) {
+            const char *t = json_is_string(e) ? json_string_value(e) : "";
+            if (!strcmp(t, "sliding_attention")) cfg->layer_sliding[i] = 1;
+            else if (!strcmp(t, "full_attention")) cfg->layer_sliding[i] = 0;
+            else {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected \"sliding_attention\" or \"full_attention\"",
+                           what, i);
+                return SITS_ERR_UNSUPPORTED;
+            }
+        }
+    }
+    /* RoPE: Gemma 3 keeps one set of parameters per layer type (transformers v5) or a local base
+     * next to the global rope_theta / rope_scaling (older configs) */
+    cfg->rope_local_theta = 0.0;
+    if (!g3) return SITS_OK;
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    const json_t *full = json_is_object(rp) ? json_object_get(rp, "full_attention") : NULL;
+    if (json_is_object(full)) {
+        const json_t *local = json_object_get(rp, "sliding_attention");
+        json_t *tmp = json_pack("{s:O}", "rope_parameters", (json_t *)full);
+        if (!tmp) return SITS_ERR_NOMEM;
+        sits_status_t st = parse_rope(tmp, what, cfg);
+        json_decref(tmp);
+        SITS_CHECK(st);
+        cfg->rope_local_theta = 10000.0;
+        if (json_is_object(local)) {
+            const json_t *lt_type = json_object_get(local, "rope_type");
+            if (lt_type && !json_is_null(lt_type) && (!json_is_string(lt_type) || strcmp(json_string_value(lt_type), "default"))) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: rope_parameters.sliding_attention.rope_type: only \"default\" is supported",
+                           what);
+                return SITS_ERR_UNSUPPORTED;
+            }
+            SITS_CHECK(get_num(local, "rope_theta", what, "rope_parameters.sliding_attention.", 0, 10000.0,
+                               &cfg->rope_local_theta));
+        }
+    } else {
+        SITS_CHECK(get_num(root, "rope_local_base_freq", what, "", 0, 10000.0, &cfg->rope_local_theta));
+    }
+    if (!(cfg->rope_local_theta > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: rope_local_base_freq: must be > 0 (got %g)", what, cfg->rope_local_theta);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
 static sits_status_t parse_root(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -325,7 +455,8 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         }
         act = json_string_value(ha);
     }
-    if (strcmp(act, "silu") != 0) {
+    int gemma = cfg->arch == SITS_ARCH_GEMMA2 || cfg->arch == SITS_ARCH_GEMMA3;   /* [families] checked in parse_gemma */
+    if (!gemma && strcmp(act, "silu") != 0) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: hidden_act: \"%s\" is not supported (silu only)", what, act);
         return SITS_ERR_UNSUPPORTED;
     }
@@ -364,6 +495,8 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         cfg->o_bias = attention_bias;
         cfg->qk_norm = 1;
         break;
+    case SITS_ARCH_GEMMA2: case SITS_ARCH_GEMMA3:   /* [families] parse_gemma */
+        break;
     }
 
     cfg->sliding_window = 0;
@@ -391,6 +524,7 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         SITS_CHECK(check_full_attention(root, what, cfg->n_layers));
     }
 
+    if (gemma) SITS_CHECK(parse_gemma(root, what, cfg));   /* [families] */
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
     SITS_CHECK(parse_eos(root, what, cfg));
 

@@ -29,6 +29,9 @@ static const char *const wkind_names[SITS_W_KIND_COUNT] = {
     [SITS_W_DOWN_BIAS] = "mlp.down_proj.bias",
     [SITS_W_Q_NORM] = "self_attn.q_norm.weight",   /* [families] */
     [SITS_W_K_NORM] = "self_attn.k_norm.weight",
+    [SITS_W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+    [SITS_W_PRE_FFN_NORM] = "pre_feedforward_layernorm.weight",
+    [SITS_W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
 };
 
 int sits_wkind_per_layer(sits_wkind_t kind)
@@ -44,6 +47,8 @@ int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind)
     case SITS_W_O_BIAS: return cfg->o_bias;
     case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: case SITS_W_DOWN_BIAS: return cfg->mlp_bias;
     case SITS_W_Q_NORM: case SITS_W_K_NORM: return cfg->qk_norm;   /* [families] */
+    case SITS_W_FFN_NORM: return !cfg->sandwich_norms;
+    case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: return cfg->sandwich_norms;
     case SITS_W_KIND_COUNT: return 0;
     default: return 1;
     }
@@ -77,6 +82,7 @@ int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t 
     case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: shape[0] = I; return 1;
     case SITS_W_DOWN_BIAS: shape[0] = H; return 1;
     case SITS_W_Q_NORM: case SITS_W_K_NORM: shape[0] = cfg->head_dim; return 1;   /* [families] */
+    case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: shape[0] = H; return 1;
     default: return 0;
     }
 }

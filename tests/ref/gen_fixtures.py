@@ -38,7 +38,8 @@ import torch
 import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+                          Gemma3TextConfig, Gemma3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -102,6 +103,33 @@ MODELS = {
                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
                  use_sliding_window=False, attention_bias=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    # Gemma 2: (1 + w) norms (stored near 0: norm_center), 4 norms a layer, GeGLU, embeddings x sqrt(64),
+    # query_pre_attn_scalar 24 != head_dim 32, attention and final soft-capping small enough to bend the
+    # logits, sliding window 8 on layers 0 and 2 (prompts of 12 and 37 tokens + 16 generated exceed it).
+    "gemma2": dict(
+        cls=Gemma2ForCausalLM, cfg_cls=Gemma2Config, dtype=torch.float32, shards=1, seed=6000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, norm_center=0.0,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=211,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=24,
+                 attn_logit_softcapping=3.0, final_logit_softcapping=6.0, sliding_window=8,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # Gemma 3 text: as Gemma 2 without soft-capping, plus q_norm / k_norm (1 + w), local RoPE base
+    # 10000 on sliding layers and a linearly scaled (factor 2) global base 1e6, 4 KV heads.
+    "gemma3": dict(
+        cls=Gemma3ForCausalLM, cfg_cls=Gemma3TextConfig, dtype=torch.bfloat16, shards=1, seed=7000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, norm_center=0.0,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=4, head_dim=32, vocab_size=173,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                 sliding_window=8,
+                 layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                  "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                     "rope_theta": 1000000.0}})),
 }
 
 COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)
@@ -124,7 +152,7 @@ def reinit(model, spec, seed):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             if name.endswith("norm.weight"):
-                val = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+                val = spec.get("norm_center", 1.0) + 0.1 * torch.randn(p.shape, generator=g)
             elif name.endswith(".bias"):
                 val = 0.1 * torch.randn(p.shape, generator=g)
             elif "embed_tokens" in name:
@@ -137,7 +165,7 @@ def reinit(model, spec, seed):
 
 
 def build_and_save(name, spec, seed, out_dir):
-    cfg = spec["cfg_cls"](**COMMON_CFG, **spec["cfg"])
+    cfg = spec["cfg_cls"](**{**COMMON_CFG, **spec["cfg"]})   # a spec may override a common key
     cfg.pad_token_id = None
     torch.manual_seed(seed)
     model = spec["cls"](cfg).eval()

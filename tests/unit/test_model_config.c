@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 
 #include "model/config.h"
 #include "util/status.h"
@@ -143,6 +144,94 @@ static void test_qwen2(void **state)
     assert_int_equal(c.sliding_window, 0); /* use_sliding_window false */
     assert_true(c.rope_theta == 1e6);
     assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
+}
+
+/* [families] gemma-2-2b's config.json: defaults of the Gemma 2 path, alternating layers. */
+static void test_gemma2(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Gemma2ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"attn_logit_softcapping\": 50.0, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 107],"
+        " \"final_logit_softcapping\": 30.0, \"head_dim\": 256, \"hidden_act\": \"gelu_pytorch_tanh\","
+        " \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 2304, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 9216, \"max_position_embeddings\": 8192, \"model_type\": \"gemma2\","
+        " \"num_attention_heads\": 8, \"num_hidden_layers\": 26, \"num_key_value_heads\": 4, \"pad_token_id\": 0,"
+        " \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0, \"sliding_window\": 4096,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.42.4\", \"use_cache\": true, \"vocab_size\": 256000}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_GEMMA2);
+    assert_int_equal(c.head_dim, 256);
+    assert_int_equal(c.norm_plus_one, 1);
+    assert_int_equal(c.sandwich_norms, 1);
+    assert_int_equal(c.act_gelu_tanh, 1);
+    assert_int_equal(c.embed_scale, 1);
+    assert_int_equal(c.qk_norm, 0);
+    assert_true(fabsf(c.attn_scale - 0.0625f) < 1e-7f);
+    assert_true(c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
+    assert_int_equal(c.sliding_window, 4096);
+    assert_int_equal(sits_model_layer_window(&c, 0), 4096);
+    assert_int_equal(sits_model_layer_window(&c, 1), 0);
+    assert_int_equal(sits_model_layer_window(&c, 24), 4096);
+    assert_int_equal(sits_model_layer_window(&c, 25), 0);
+    assert_true(c.rope_local_theta == 0.0);
+    assert_int_equal(c.n_eos, 2);
+    const char *bad_act = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_activation\": \"gelu\"}";
+    assert_int_equal(parse_str(bad_act, &c), SITS_ERR_UNSUPPORTED);
+    const char *bidir = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_bidirectional_attention\": true}";
+    assert_int_equal(parse_str(bidir, &c), SITS_ERR_UNSUPPORTED);
+    const char *bad_lt = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"layer_types\": [\"full_attention\", \"chunked\"]}";
+    assert_int_equal(parse_str(bad_lt, &c), SITS_ERR_UNSUPPORTED);
+}
+
+/* [families] gemma-3-1b-it (older keys: rope_local_base_freq, sliding_window_pattern), gemma-3-4b's text
+ * part with linear scaling of the global layers, and transformers v5's per-layer-type rope_parameters. */
+static void test_gemma3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"attn_logit_softcapping\": null, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 106],"
+        " \"final_logit_softcapping\": null, \"head_dim\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\","
+        " \"hidden_size\": 1152, \"initializer_range\": 0.02, \"intermediate_size\": 6912, \"max_position_embeddings\": 32768,"
+        " \"model_type\": \"gemma3_text\", \"num_attention_heads\": 4, \"num_hidden_layers\": 26, \"num_key_value_heads\": 1,"
+        " \"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_local_base_freq\": 10000,"
+        " \"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": 512, \"sliding_window_pattern\": 6,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"use_cache\": true, \"vocab_size\": 262144}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_GEMMA3);
+    assert_int_equal(c.qk_norm, 1);
+    assert_true(c.attn_softcap == 0.0f && c.final_softcap == 0.0f);
+    assert_true(c.rope_theta == 1e6 && c.rope_local_theta == 1e4);
+    assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
+    for (int l = 0; l < 26; l++) assert_int_equal(sits_model_layer_window(&c, l), (l + 1) % 6 ? 512 : 0);
+    const char *g4 =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16, \"rope_theta\": 1000000.0,"
+        " \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, \"rope_local_base_freq\": 10000.0}";
+    assert_int_equal(parse_str(g4, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 8.0 && c.rope_theta == 1e6 && c.rope_local_theta == 1e4);
+    const char *v5 =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16, \"sliding_window\": 8,"
+        " \"layer_types\": [\"full_attention\", \"sliding_attention\"],"
+        " \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 5000.0},"
+        " \"full_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 200000.0}}}";
+    assert_int_equal(parse_str(v5, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 2.0 && c.rope_theta == 2e5 && c.rope_local_theta == 5e3);
+    assert_int_equal(sits_model_layer_window(&c, 0), 0);
+    assert_int_equal(sits_model_layer_window(&c, 1), 8);
+    const char *v5_bad =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16,"
+        " \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 5000.0},"
+        " \"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 200000.0}}}";
+    assert_int_equal(parse_str(v5_bad, &c), SITS_ERR_UNSUPPORTED);
 }
 
 /* [families] Qwen3-8B's config.json (head_dim given, q/k norms, no bias), and the refusals. */
@@ -418,6 +507,8 @@ int main(void)
         cmocka_unit_test(test_legacy_type_llama3),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_gemma2),
+        cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
         cmocka_unit_test(test_refusals),
