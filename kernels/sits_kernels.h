@@ -204,6 +204,9 @@ sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const f
  * row = rmsnorm(head) * w, w [head_dim] (per-head q / k norms). */
 sits_status_t sits_k_rmsnorm_heads(sits_bf16_t *x, int n, int row_stride, int col0, int n_heads, int head_dim,
                                    const sits_bf16_t *w, float eps, cudaStream_t stream);
+/* [families] sits_k_rope with token t rotated by inv_long when sel[t] != 0, else inv_short (longrope). */
+sits_status_t sits_k_rope_sel(sits_bf16_t *x, int n, int row_stride, int n_rot_heads, int head_dim, const int32_t *pos,
+                              const float *inv_short, const float *inv_long, const int32_t *sel, cudaStream_t stream);
 /* [families] out[n, dim] = gelu_tanh(gu[:, :dim]) * gu[:, dim:] (GeGLU, PyTorch's tanh approximation). */
 sits_status_t sits_k_gelu_tanh_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
 /* [families] x [n] *= s, in place. */

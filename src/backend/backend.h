@@ -283,6 +283,10 @@ typedef struct sits_backend_ops {
     sits_status_t (*gelu_tanh_mul)(sits_backend_t *be, void *out, const void *gu, int n, int dim);
     /* x [n_elems] = cap * tanh(x / cap) in place; x fp32 when f32, else act_dtype (final-logit soft-capping). */
     sits_status_t (*softcap)(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap);
+    /* As rope, with token t rotated by inv_long when sel[t] != 0, else by inv_short (longrope's two sets,
+     * [head_dim/2] f32 each); sel [n] int32 device. */
+    sits_status_t (*rope_sel)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                              const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel);
 } sits_backend_ops_t;
 
 

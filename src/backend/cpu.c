@@ -124,14 +124,15 @@ static sits_status_t cpu_matmul(sits_backend_t *be, void *y_, const void *x_, co
     return SITS_OK;
 }
 
-static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_stride, int n_rot_heads, int head_dim,
-                              const int32_t *pos, const float *inv_freq)
+/* [families] sel (rope_sel): token t uses inv_long when sel[t] != 0; NULL: inv_freq for every token. */
+static void rope_rows(float *x, int n, int row_stride, int n_rot_heads, int head_dim, const int32_t *pos, const float *inv_freq,
+                      const float *inv_long, const int32_t *sel)
 {
-    float *x = x_;
     int half = head_dim / 2;
     for (int t = 0; t < n; t++) {
+        const float *inv = sel && sel[t] ? inv_long : inv_freq;
         for (int i = 0; i < half; i++) {
-            float theta = (float)pos[t] * inv_freq[i]; /* fp32 product, as HF computes it */
+            float theta = (float)pos[t] * inv[i]; /* fp32 product, as HF computes it */
             float c = cosf(theta), s = sinf(theta);
             for (int h = 0; h < n_rot_heads; h++) {
                 float *v = x + (size_t)t * row_stride + (size_t)h * head_dim;
@@ -141,6 +142,19 @@ static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_strid
             }
         }
     }
+}
+
+static sits_status_t cpu_rope(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                              const int32_t *pos, const float *inv_freq)
+{
+    rope_rows(x, n, row_stride, n_rot_heads, head_dim, pos, inv_freq, NULL, NULL);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_rope_sel(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                                  const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel)
+{
+    rope_rows(x, n, row_stride, n_rot_heads, head_dim, pos, inv_short, inv_long, sel);
     return SITS_OK;
 }
 
@@ -608,6 +622,7 @@ static const sits_backend_ops_t cpu_ops = {
     .scale = cpu_scale,
     .gelu_tanh_mul = cpu_gelu_tanh_mul,
     .softcap = cpu_softcap,
+    .rope_sel = cpu_rope_sel,
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

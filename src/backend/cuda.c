@@ -840,6 +840,14 @@ static sits_status_t cuda_softcap(sits_backend_t *be, void *x, size_t n_elems, i
     return SITS_OK;
 }
 
+static sits_status_t cuda_rope_sel(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                                   const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel)
+{
+    SITS_KERNEL_CHECK(sits_k_rope_sel(x, n, row_stride, n_rot_heads, head_dim, pos, inv_short, inv_long, sel,
+                                      impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -882,6 +890,7 @@ static const sits_backend_ops_t cuda_ops = {
     .scale = cuda_scale,
     .gelu_tanh_mul = cuda_gelu_tanh_mul,
     .softcap = cuda_softcap,
+    .rope_sel = cuda_rope_sel,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     const int32_t *tok, *pos, *seq, *slot, *out, *bt;
     const sits_sample_row_t *rows;
+    const int32_t *rope_sel;   /* [families] longrope: [tokens] 1 = the long set (e->rope_sel), else NULL */
 } meta_view_t;
 
 struct sits_engine {
@@ -95,6 +96,10 @@ struct sits_engine {
     int micro_tok[ENGINE_MAX_MICRO + 1], micro_out[ENGINE_MAX_MICRO + 1];
     int *seq_last, *cuts;          /* [max_seqs], [max_tokens] scratch of the split */
     MPI_Request micro_recv[ENGINE_MAX_MICRO], micro_send[ENGINE_MAX_MICRO]; /* mpi: in flight */
+    /* [families] longrope (Phi-3): per token of the step, 1 when its sequence's largest position in the step
+     * + 1 exceeds original_max_position_embeddings (HF's per-call choice); device [max_tokens] uploaded with
+     * each step, host image, and [max_seqs] scratch of the largest positions */
+    int32_t *rope_sel, *rope_sel_host, *rope_seq_max;
     sits_engine_stats_t stats;
 };
 
@@ -181,6 +186,9 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e->v_cache);
     free(e->meta_host);
     free(e->seq_seen);
+    if (e->rope_sel) be->ops->free(be, e->rope_sel);   /* [families] */
+    free(e->rope_sel_host);
+    free(e->rope_seq_max);
     free(e->seq_last);
     free(e->cuts);
     host_free(be, e->logits_host);
@@ -302,7 +310,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         return SITS_ERR_UNSUPPORTED;
     }
     if ((c->qk_norm && !op->rmsnorm_heads) || (c->embed_scale && !op->scale) || (c->act_gelu_tanh && !op->gelu_tanh_mul) ||
-        (c->final_softcap > 0.0f && !op->softcap)) {   /* [families] */
+        (c->final_softcap > 0.0f && !op->softcap) || (c->rope_type == SITS_ROPE_LONGROPE && !op->rope_sel)) {   /* [families] */
         SITS_ERROR(SITS_SUB_ENGINE, "%s needs an op (per-head norms, scale, gelu_tanh_mul or softcap) the %s backend does not have",
                    c->model_type, op->name);
         return SITS_ERR_UNSUPPORTED;
@@ -385,6 +393,12 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->memset0(be, e->meta, meta_bytes), st, err);
     e->meta_host = calloc(1, meta_bytes);
     e->seq_seen = calloc(S, 1);
+    if (c->rope_type == SITS_ROPE_LONGROPE) {   /* [families] */
+        SITS_CHECK_GOTO(op->alloc(be, sizeof(int32_t) * (size_t)params->max_tokens, (void **)&e->rope_sel), st, err);
+        e->rope_sel_host = calloc((size_t)params->max_tokens, sizeof(int32_t));
+        e->rope_seq_max = calloc(S, sizeof(int32_t));
+        if (!e->rope_sel_host || !e->rope_seq_max) { st = SITS_ERR_NOMEM; goto err; }
+    }
     /* [pp micro-batches] only with more than one stage */
     e->max_micro = params->pp_comm && params->pp_comm->size > 1 ? params->pp_microbatches : 1;
     if (e->max_micro > ENGINE_MAX_MICRO) {
@@ -540,6 +554,8 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         .softcap = c->attn_softcap,   /* [families] */
     };
     if (c->attn_scale > 0.0f) aa.scale = c->attn_scale;   /* [families] Gemma: query_pre_attn_scalar^-0.5 */
+    /* [families] longrope scales cos and sin by attention_factor, so q.k by its square */
+    if (c->rope_attn_factor != 1.0 && c->rope_attn_factor > 0.0) aa.scale *= (float)(c->rope_attn_factor * c->rope_attn_factor);
     int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
     sits_comm_t *pp = e->p.pp_comm;
     size_t x_bytes = (size_t)n * H * (e->res_f32 ? sizeof(float) : sits_dtype_size(be->act_dtype));
@@ -575,7 +591,12 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, 0, d->nh_loc, hd, lw->q_norm, c->rms_norm_eps));
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, q_dim, d->nkv_loc, hd, lw->k_norm, c->rms_norm_eps));
         }
-        if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
+        if (v->rope_sel) {   /* [families] longrope: each token's set, then the cache write */
+            SITS_CHECK(op->rope_sel(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq, w->inv_freq_long,
+                                    v->rope_sel));
+            SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,
+                                    e->p.block_size, v->slot));
+        } else if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
             SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, inv_freq, e->k_cache[l],
                                          e->v_cache[l], e->p.block_size, v->slot));
         } else {
@@ -653,6 +674,7 @@ static sits_status_t enqueue_micro(sits_engine_t *e, const meta_view_t *v, int m
         vm.seq += t0;
         vm.slot += t0;
         vm.out += o0;
+        if (vm.rope_sel) vm.rope_sel += t0;   /* [families] */
         e->x = x0 + (size_t)t0 * x_row;
         e->logits = l0 + (size_t)o0 * l_row;
         e->micro_cur = m;
@@ -821,6 +843,14 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     /* one copy: everything up to the end of the block tables in use */
     SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt + sizeof(int32_t) * (size_t)b->n_seqs * mb));
     meta_view_t v = meta_view(e->meta + base, L);
+    if (e->rope_sel) {   /* [families] longrope: the set of each token, as HF picks it per forward call */
+        for (int s = 0; s < b->n_seqs; s++) e->rope_seq_max[s] = -1;
+        for (int t = 0; t < n; t++)
+            if (pos_h[t] > e->rope_seq_max[seq_h[t]]) e->rope_seq_max[seq_h[t]] = pos_h[t];
+        for (int t = 0; t < nb; t++) e->rope_sel_host[t] = e->rope_seq_max[seq_h[t]] + 1 > c->rope_orig_max_pos;
+        SITS_CHECK(op->upload(be, e->rope_sel, e->rope_sel_host, sizeof(int32_t) * (size_t)nb));
+        v.rope_sel = e->rope_sel;
+    }
 
     e->last_n_out = b->n_out;
     e->logits_ready = 0;

@@ -103,6 +103,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "qwen3", "Qwen3ForCausalLM", SITS_ARCH_QWEN3 },   /* [families] */
         { "gemma2", "Gemma2ForCausalLM", SITS_ARCH_GEMMA2 },
         { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
+        { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -118,7 +119,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -141,6 +142,53 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
     return SITS_ERR_UNSUPPORTED;
 }
 
+/* [families] A longrope factor list: head_dim / 2 positive numbers into out. */
+static sits_status_t get_factors(const json_t *rp, const char *key, const char *what, const char *scope, int half, float *out)
+{
+    const json_t *a = json_object_get(rp, key);
+    if (!json_is_array(a) || json_array_size(a) != (size_t)half) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a list of head_dim / 2 = %d numbers", what, scope, key, half);
+        return SITS_ERR_FORMAT;
+    }
+    for (int i = 0; i < half; i++) {
+        const json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s[%d]: expected a number > 0", what, scope, key, i);
+            return SITS_ERR_FORMAT;
+        }
+        out[i] = (float)json_number_value(v);
+    }
+    return SITS_OK;
+}
+
+/* [families] rope type longrope (Phi-3): factors, original length, attention factor as HF's
+ * _compute_longrope_parameters derives them. head_dim is known (parse_root reads it first). */
+static sits_status_t parse_longrope(const json_t *root, const json_t *rp, const char *what, const char *scope,
+                                    sits_model_config_t *cfg)
+{
+    int half = cfg->head_dim / 2;
+    if (half > SITS_MAX_ROPE_HALF) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d, at most %d with longrope", what, cfg->head_dim, 2 * SITS_MAX_ROPE_HALF);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->rope_type = SITS_ROPE_LONGROPE;
+    SITS_CHECK(get_factors(rp, "short_factor", what, scope, half, cfg->rope_short));
+    SITS_CHECK(get_factors(rp, "long_factor", what, scope, half, cfg->rope_long));
+    int orig;
+    SITS_CHECK(get_int(root, "original_max_position_embeddings", what, "", 0, cfg->max_position_embeddings, &orig));
+    SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0, orig, &cfg->rope_orig_max_pos));
+    SITS_CHECK(check_positive(cfg->rope_orig_max_pos, "original_max_position_embeddings", what));
+    SITS_CHECK(get_num(rp, "factor", what, scope, 0, (double)cfg->max_position_embeddings / cfg->rope_orig_max_pos,
+                       &cfg->rope_factor));
+    double af = cfg->rope_factor <= 1.0 ? 1.0 : sqrt(1.0 + log(cfg->rope_factor) / log((double)cfg->rope_orig_max_pos));
+    SITS_CHECK(get_num(rp, "attention_factor", what, scope, 0, af, &cfg->rope_attn_factor));
+    if (!(cfg->rope_attn_factor > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %sattention_factor: must be > 0 (got %g)", what, scope, cfg->rope_attn_factor);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
 /* rope_theta, and rope_parameters (transformers v5) or rope_scaling (older) with rope_type or the
  * legacy `type` key. */
 static sits_status_t parse_rope(const json_t *root, const char *what, sits_model_config_t *cfg)
@@ -157,6 +205,7 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
     cfg->rope_low_freq_factor = 0.0;
     cfg->rope_high_freq_factor = 0.0;
     cfg->rope_orig_max_pos = 0;
+    cfg->rope_attn_factor = 1.0;   /* [families] longrope's alone */
     if (rp && !json_is_null(rp)) {
         char scope[40];
         snprintf(scope, sizeof scope, "%s.", scope_key);
@@ -206,8 +255,10 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
                            scope, cfg->rope_orig_max_pos);
                 return SITS_ERR_FORMAT;
             }
+        } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {   /* [families] Phi-3 */
+            SITS_CHECK(parse_longrope(root, rp, what, scope, cfg));
         } else {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3)",
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3, longrope)",
                        what, scope, tkey, type);
             return SITS_ERR_UNSUPPORTED;
         }
@@ -497,10 +548,13 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         break;
     case SITS_ARCH_GEMMA2: case SITS_ARCH_GEMMA3:   /* [families] parse_gemma */
         break;
+    case SITS_ARCH_PHI3:   /* [families] no bias; fused projections */
+        cfg->fused_qkv = cfg->fused_gate_up = 1;
+        break;
     }
 
     cfg->sliding_window = 0;
-    if (cfg->arch == SITS_ARCH_MISTRAL) {
+    if (cfg->arch == SITS_ARCH_MISTRAL || cfg->arch == SITS_ARCH_PHI3) {   /* [families] Phi-3: every layer too */
         SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 0, &cfg->sliding_window));
         if (cfg->sliding_window < 0) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
@@ -679,6 +733,9 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         case SITS_ROPE_LINEAR:
             inv /= cfg->rope_factor;
             break;
+        case SITS_ROPE_LONGROPE:   /* [families] the short set (sits_model_rope_inv_freq_long: the long one) */
+            inv /= (double)cfg->rope_short[i];
+            break;
         case SITS_ROPE_LLAMA3: {
             const double orig = (double)cfg->rope_orig_max_pos;
             const double low = cfg->rope_low_freq_factor, high = cfg->rope_high_freq_factor;
@@ -697,6 +754,12 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         }
         inv_freq[i] = (float)inv;
     }
+}
+
+void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq)
+{
+    for (int i = 0; i < cfg->head_dim / 2; i++)
+        inv_freq[i] = (float)(1.0 / ((double)cfg->rope_long[i] * pow(cfg->rope_theta, (double)(2 * i) / (double)cfg->head_dim)));
 }
 
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)

@@ -341,8 +341,12 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     SITS_CHECK(alloc_w(L, H, &lw->attn_norm));
     SITS_CHECK(load_slice(L, lw->attn_norm, 0, SITS_W_ATTN_NORM, l, 0, 1, 0, H));
     {
-        const part_t qkv[3] = { { SITS_W_Q, 0, q0, q0 + q_rows, 0, H }, { SITS_W_K, q_rows, kv0, kv0 + kv_rows, 0, H },
-                                { SITS_W_V, q_rows + kv_rows, kv0, kv0 + kv_rows, 0, H } };
+        /* [families] fused_qkv: the same rows from one [(nh + 2 nkv) hd, H] tensor (k after all q heads, v after k) */
+        int64_t ko = c->fused_qkv ? (int64_t)c->n_heads * hd : 0, vo = c->fused_qkv ? ko + (int64_t)c->n_kv_heads * hd : 0;
+        sits_wkind_t kq = c->fused_qkv ? SITS_W_QKV : SITS_W_Q, kk = c->fused_qkv ? SITS_W_QKV : SITS_W_K;
+        sits_wkind_t kvk = c->fused_qkv ? SITS_W_QKV : SITS_W_V;
+        const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H },
+                                { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H } };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
                                &lw->qkv_scale));
     }
@@ -378,7 +382,10 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, lw->post_ffn_norm, 0, SITS_W_POST_FFN_NORM, l, 0, 1, 0, H));
     }
     {
-        const part_t gu[2] = { { SITS_W_GATE, 0, i0, i0 + d->i_loc, 0, H }, { SITS_W_UP, d->i_loc, i0, i0 + d->i_loc, 0, H } };
+        /* [families] fused_gate_up: gate rows [0, I), up rows [I, 2 I) of one tensor */
+        int64_t uo = c->fused_gate_up ? I : 0;
+        sits_wkind_t kg = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_GATE, ku = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_UP;
+        const part_t gu[2] = { { kg, 0, i0, i0 + d->i_loc, 0, H }, { ku, d->i_loc, uo + i0, uo + i0 + d->i_loc, 0, H } };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H, gu,
                                2, &lw->gu, &lw->gu_scale));
     }
@@ -397,7 +404,6 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
                                &lw->down_scale));
     }
-    (void)I;
     return SITS_OK;
 }
 
@@ -545,6 +551,11 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
             st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_local);
             if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_local, inv, sizeof(float) * (size_t)half);
         }
+        if (st_ == SITS_OK && cfg->rope_type == SITS_ROPE_LONGROPE) {   /* [families] Phi-3 */
+            sits_model_rope_inv_freq_long(cfg, inv);
+            st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_long);
+            if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_long, inv, sizeof(float) * (size_t)half);
+        }
         free(inv);
         if (st_ != SITS_OK) goto err;
     }
@@ -592,6 +603,7 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
     if (w->final_norm) be->ops->free(be, w->final_norm);
     if (w->inv_freq) be->ops->free(be, w->inv_freq);
     if (w->inv_freq_local) be->ops->free(be, w->inv_freq_local);
+    if (w->inv_freq_long) be->ops->free(be, w->inv_freq_long);
     if (w->lm_head_scale) be->ops->free(be, w->lm_head_scale);
     free(w->quant);
     free(w);

@@ -67,6 +67,7 @@ typedef struct {
     int n_fp8;            /* [fp8] linears of this shard held in FP8 */
     float *inv_freq;      /* [hd/2] f32 on the backend */
     float *inv_freq_local; /* [families] [hd/2] of sliding layers when rope_local_theta is set, else NULL */
+    float *inv_freq_long;  /* [families] [hd/2] longrope's long set (inv_freq holds the short one), else NULL */
     sits_layer_weights_t *layers;  /* [n_layers] */
     size_t bytes;         /* weight bytes held by this rank */
     sits_backend_t *be;

@@ -328,25 +328,34 @@ static void test_matmul(ctx_t *c, int n, int in, int out, int with_bias)
     free(bias);
 }
 
-static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, float theta)
+/* sel: [families] rope_sel, a random half of the tokens on a second (longrope-like) set */
+static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, float theta, int sel)
 {
     char what[128];
     int row_stride = (n_heads + 2 * n_kv) * head_dim, n_rot = n_heads + n_kv, half = head_dim / 2;
-    snprintf(what, sizeof what, "rope n %d heads %d+%d head_dim %d", n, n_heads, n_kv, head_dim);
+    snprintf(what, sizeof what, "%s n %d heads %d+%d head_dim %d", sel ? "rope_sel" : "rope", n, n_heads, n_kv, head_dim);
     float *x = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
-    float *inv = xmalloc((size_t)half * sizeof *inv);
+    float *inv = xmalloc((size_t)head_dim * sizeof *inv);   /* [short half, long half] */
     for (int i = 0; i < half; i++) inv[i] = (float)pow((double)theta, -2.0 * i / head_dim);
+    for (int i = 0; i < half; i++) inv[half + i] = inv[i] / (1.0f + 0.5f * (float)i);
+    int32_t *sv = xmalloc((size_t)n * 4);
+    for (int t = 0; t < n; t++) sv[t] = rand_int(c, 0, 2);
     int32_t *pos = xmalloc((size_t)n * 4);
     for (int t = 0; t < n; t++) pos[t] = t % 3 == 0 ? rand_int(c, 0, 131072) : rand_int(c, 0, 64);
     pos[0] = 0;
-    void *d_x[N_BE], *d_inv[N_BE], *d_pos[N_BE];
+    void *d_x[N_BE], *d_inv[N_BE], *d_pos[N_BE], *d_sel[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         d_x[b] = dev_acts(be, x, (size_t)n * row_stride);
-        TRY(be->ops->alloc(be, (size_t)half * 4, &d_inv[b]));
-        TRY(be->ops->upload(be, d_inv[b], inv, (size_t)half * 4));
+        TRY(be->ops->alloc(be, (size_t)head_dim * 4, &d_inv[b]));
+        TRY(be->ops->upload(be, d_inv[b], inv, (size_t)head_dim * 4));
         d_pos[b] = dev_i32(be, pos, (size_t)n);
-        TRY(be->ops->rope(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b]));
+        d_sel[b] = dev_i32(be, sv, (size_t)n);
+        if (sel)
+            TRY(be->ops->rope_sel(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b], (float *)d_inv[b] + half,
+                                  d_sel[b]));
+        else
+            TRY(be->ops->rope(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b]));
     }
     /* In place: the whole rows are compared, so the V columns must come back untouched. */
     compare_bufs(c, what, d_x, (size_t)n * row_stride, TOL_ONE_ROUNDING, 0);
@@ -354,10 +363,12 @@ static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, floa
         dev_free(c->be[b], d_x[b]);
         dev_free(c->be[b], d_inv[b]);
         dev_free(c->be[b], d_pos[b]);
+        dev_free(c->be[b], d_sel[b]);
     }
     free(x);
     free(inv);
     free(pos);
+    free(sv);
 }
 
 static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int n_slots)
@@ -1812,9 +1823,11 @@ int main(void)
     test_matmul(&c, 3, 130, 66, 1);
     test_matmul(&c, 5, 127, 33, 0);
 
-    test_rope(&c, 7, 8, 2, 128, 500000.0f);
-    test_rope(&c, 5, 4, 4, 64, 10000.0f);
-    test_rope(&c, 3, 3, 1, 80, 1000000.0f);
+    test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
+    test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
+    test_rope(&c, 3, 3, 1, 80, 1000000.0f, 0);
+    test_rope(&c, 9, 32, 32, 96, 10000.0f, 1);   /* [families] Phi-3-mini's longrope sets */
+    test_rope(&c, 5, 4, 2, 16, 10000.0f, 1);
 
     test_kv_write(&c, 11, 8, 2, 128, 64);
     test_kv_write(&c, 6, 3, 1, 36, 20);

@@ -39,7 +39,7 @@ import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          Gemma3TextConfig, Gemma3ForCausalLM)
+                          Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -130,6 +130,21 @@ MODELS = {
                  rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                                   "full_attention": {"rope_type": "linear", "factor": 2.0,
                                                      "rope_theta": 1000000.0}})),
+    # Phi-3: fused qkv_proj / gate_up_proj, longrope with original_max_position_embeddings 40 (factor 6.4,
+    # attention_factor sqrt(1 + ln 6.4 / ln 40)): prompts of <= 37 tokens prefill with the short factors and
+    # cross into the long ones while decoding (greedy by cached_greedy: the cached keys keep the short set);
+    # a fifth prompt of 45 tokens prefills with the long ones. Sliding window 24 on every layer.
+    "phi3": dict(
+        cls=Phi3ForCausalLM, cfg_cls=Phi3Config, dtype=torch.float32, shards=1, seed=8000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, prompt_lens=PROMPT_LENS + [45], cached_greedy=True,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=229,
+                 max_position_embeddings=256, original_max_position_embeddings=40, rms_norm_eps=1e-5,
+                 tie_word_embeddings=False, sliding_window=24, pad_token_id=None,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                  "original_max_position_embeddings": 40,
+                                  "short_factor": [1.0, 1.02, 1.05, 1.1, 1.2, 1.4, 1.7, 2.0],
+                                  "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 6.0, 9.0, 12.0]})),
 }
 
 COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)
@@ -141,9 +156,9 @@ def versions():
             "tokenizers": tokenizers.__version__, "script": "tests/ref/gen_fixtures.py"}
 
 
-def make_prompts(vocab):
+def make_prompts(vocab, lens=PROMPT_LENS):
     g = torch.Generator().manual_seed(PROMPT_SEED + vocab)
-    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in PROMPT_LENS]
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
 
 
 def reinit(model, spec, seed):
@@ -192,6 +207,28 @@ def rows(mat):
     return [row for row in mat.tolist()]
 
 
+def cached_greedy(model, prompt):
+    """[families] Greedy decoding one forward call a token over a DynamicCache, without generate's
+    Phi3ForCausalLM.prepare_inputs_for_generation, which drops the cache and recomputes the whole sequence
+    when it first passes original_max_position_embeddings: here (as in sits-dist and vLLM) each call picks
+    the longrope set from its own max(position_ids) + 1 and the cached keys keep the set they were written
+    with. Returns an object with .sequences [1, T] and .logits (the raw logits of each step)."""
+    from types import SimpleNamespace
+    cache = transformers.DynamicCache(config=model.config)
+    seq, logits = list(prompt), []
+    ids = torch.tensor([prompt])
+    pos = torch.arange(len(prompt))[None]
+    for _ in range(NEW_TOKENS):
+        out = model(input_ids=ids, position_ids=pos, cache=cache, use_cache=True)
+        lg = out.logits[:, -1].float()
+        logits.append(lg)
+        tok = int(lg[0].argmax())
+        seq.append(tok)
+        ids = torch.tensor([[tok]])
+        pos = torch.tensor([[len(seq) - 1]])
+    return SimpleNamespace(sequences=torch.tensor([seq]), logits=logits)
+
+
 def compute_reference(out_dir, spec, prompts):
     """Load the saved checkpoint as float32 and compute logits / greedy tokens."""
     model = spec["cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager")
@@ -206,10 +243,13 @@ def compute_reference(out_dir, spec, prompts):
             last_logits.append(full[-1].clone())
             if pi == spec["all_logits_prompt"]:
                 all_logits = full.clone()
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                 pad_token_id=eos, output_logits=True,
-                                 return_dict_in_generate=True)
+            if spec.get("cached_greedy"):
+                out = cached_greedy(model, prompt)
+            else:
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                     max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                     pad_token_id=eos, output_logits=True,
+                                     return_dict_in_generate=True)
             cont = out.sequences[0, ids.shape[1]:].tolist()
             assert len(cont) == NEW_TOKENS, (pi, cont)
             # independent check: plain argmax over full recomputation, no logits processors
@@ -223,6 +263,10 @@ def compute_reference(out_dir, spec, prompts):
                 gap = min(gap, float(t2.values[0] - t2.values[1]))
                 min_gap = min(min_gap, gap)
                 tok = int(top2.indices[0])
+                if spec.get("cached_greedy") and len(seq) > spec["cfg"]["original_max_position_embeddings"]:
+                    # past the longrope switch the cached keys keep the short set: no full-recompute twin
+                    tok = int(t2.indices[0])
+                    gap = float(t2.values[0] - t2.values[1])
                 if tok != cont[step] or int(t2.indices[0]) != tok:
                     return None, "prompt %d step %d: argmax %d != generate %d" % (
                         pi, step, tok, cont[step])
@@ -270,8 +314,9 @@ def dir_bytes(d):
 
 def generate_one(name, out_dir):
     spec = MODELS[name]
-    prompts = make_prompts(spec["cfg"]["vocab_size"])
-    assert [len(p) for p in prompts] == PROMPT_LENS
+    lens = spec.get("prompt_lens", PROMPT_LENS)
+    prompts = make_prompts(spec["cfg"]["vocab_size"], lens)
+    assert [len(p) for p in prompts] == lens
     for k in range(MAX_RESEEDS):
         seed = spec["seed"] + k
         if os.path.isdir(out_dir):

@@ -234,6 +234,58 @@ static void test_gemma3(void **state)
     assert_int_equal(parse_str(v5_bad, &c), SITS_ERR_UNSUPPORTED);
 }
 
+/* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
+ * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
+static void test_phi3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Phi3ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 1, \"embd_pdrop\": 0.0,"
+        " \"eos_token_id\": 32000, \"hidden_act\": \"silu\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+        " \"max_position_embeddings\": 131072, \"model_type\": \"phi3\", \"num_attention_heads\": 4,"
+        " \"num_hidden_layers\": 2, \"num_key_value_heads\": 4, \"original_max_position_embeddings\": 4096,"
+        " \"pad_token_id\": 32000, \"resid_pdrop\": 0.0, \"rms_norm_eps\": 1e-05, \"rope_scaling\": {"
+        " \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0], \"type\": \"longrope\"}, \"rope_theta\": 10000.0,"
+        " \"sliding_window\": 262144, \"tie_word_embeddings\": false, \"vocab_size\": 32064}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_PHI3);
+    assert_int_equal(c.fused_qkv, 1);
+    assert_int_equal(c.fused_gate_up, 1);
+    assert_int_equal(c.rope_type, SITS_ROPE_LONGROPE);
+    assert_int_equal(c.rope_orig_max_pos, 4096);
+    assert_true(fabs(c.rope_factor - 32.0) < 1e-12);
+    assert_true(fabs(c.rope_attn_factor - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-12);
+    assert_true(c.rope_short[0] == 1.0f && c.rope_long[7] == 8.0f);
+    assert_int_equal(sits_model_layer_window(&c, 1), 262144);
+    float inv_s[8], inv_l[8];
+    sits_model_rope_inv_freq(&c, inv_s);
+    sits_model_rope_inv_freq_long(&c, inv_l);
+    for (int i = 0; i < 8; i++) {
+        double base = pow(10000.0, -2.0 * i / 16.0);
+        assert_true(fabs(inv_s[i] - base) <= 1e-6 * base);
+        assert_true(fabs(inv_l[i] - base / (1 + i)) <= 1e-6 * base);
+    }
+    /* v5 layout with the original length and an explicit attention_factor in the rope object; "su" */
+    const char *v5 = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 100,"
+                     " \"rope_parameters\": {\"rope_type\": \"su\", \"rope_theta\": 500.0, \"attention_factor\": 1.5,"
+                     " \"original_max_position_embeddings\": 50, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(v5, &c), SITS_OK);
+    assert_int_equal(c.rope_orig_max_pos, 50);
+    assert_true(c.rope_attn_factor == 1.5 && c.rope_theta == 500.0 && c.rope_factor == 2.0);
+    assert_int_equal(c.sliding_window, 0);
+    /* Phi-4-mini: partial rotary; factor lists of the wrong length */
+    const char *prf = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.75,"
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"partial_rotary_factor\": 0.75, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0],"
+                      " \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(prf, &c), SITS_ERR_UNSUPPORTED);
+    const char *len = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(len, &c), SITS_ERR_FORMAT);
+}
+
 /* [families] Qwen3-8B's config.json (head_dim given, q/k norms, no bias), and the refusals. */
 static void test_qwen3(void **state)
 {
@@ -340,8 +392,9 @@ static const struct {
     { "hidden_act", "\"gelu\"", SITS_ERR_UNSUPPORTED, "hidden_act", NULL },
     { "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.type", NULL },
     { "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.rope_type", NULL },
-    { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_UNSUPPORTED,
-      "rope_parameters.rope_type", NULL },
+    /* [families] longrope is read now: without its factor lists it is malformed */
+    { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_FORMAT,
+      "rope_parameters.short_factor", NULL },
     { "rope_scaling", "{\"rope_type\": \"llama3\", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",
       SITS_ERR_FORMAT, "rope_scaling.factor", NULL },
     { "rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0}",
@@ -509,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma2),
         cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
         cmocka_unit_test(test_refusals),
