@@ -103,24 +103,25 @@ MODELS = {
                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
                  use_sliding_window=False, attention_bias=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
-    # Gemma 2: (1 + w) norms (stored near 0: norm_center), 4 norms a layer, GeGLU, embeddings x sqrt(64),
+    # Gemma 2: (1 + w) norms (stored near 1: 1 + w near 2), 4 norms a layer, GeGLU, embeddings x sqrt(64)
+    # (a small embed_std: larger tied embeddings make every prompt continue with one token),
     # query_pre_attn_scalar 24 != head_dim 32, attention and final soft-capping small enough to bend the
     # logits, sliding window 8 on layers 0 and 2 (prompts of 12 and 37 tokens + 16 generated exceed it).
     "gemma2": dict(
         cls=Gemma2ForCausalLM, cfg_cls=Gemma2Config, dtype=torch.float32, shards=1, seed=6000,
-        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, norm_center=0.0,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
         cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=211,
                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
                  hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=24,
-                 attn_logit_softcapping=3.0, final_logit_softcapping=6.0, sliding_window=8,
+                 attn_logit_softcapping=3.0, final_logit_softcapping=2.0, sliding_window=8,
                  layer_types=["sliding_attention", "full_attention", "sliding_attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
     # Gemma 3 text: as Gemma 2 without soft-capping, plus q_norm / k_norm (1 + w), local RoPE base
     # 10000 on sliding layers and a linearly scaled (factor 2) global base 1e6, 4 KV heads.
     "gemma3": dict(
         cls=Gemma3ForCausalLM, cfg_cls=Gemma3TextConfig, dtype=torch.bfloat16, shards=1, seed=7000,
-        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, norm_center=0.0,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
         cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                  num_attention_heads=4, num_key_value_heads=4, head_dim=32, vocab_size=173,
                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
