@@ -88,7 +88,7 @@ MODELS = {
     # Qwen3: per-head q_norm / k_norm, head_dim (24) != hidden / heads (64 / 4 = 16), untied, 4 KV
     # heads (TP 1/2/4 without replication); qwen3_tied: tied embeddings, GQA 4/2, head_dim 32.
     "qwen3": dict(
-        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.float32, shards=1, seed=5000,
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5000,
         all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
         cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=4, head_dim=24, vocab_size=203,
@@ -108,7 +108,7 @@ MODELS = {
     # query_pre_attn_scalar 24 != head_dim 32, attention and final soft-capping small enough to bend the
     # logits, sliding window 8 on layers 0 and 2 (prompts of 12 and 37 tokens + 16 generated exceed it).
     "gemma2": dict(
-        cls=Gemma2ForCausalLM, cfg_cls=Gemma2Config, dtype=torch.float32, shards=1, seed=6000,
+        cls=Gemma2ForCausalLM, cfg_cls=Gemma2Config, dtype=torch.bfloat16, shards=1, seed=6000,
         all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
         cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=211,
@@ -136,7 +136,7 @@ MODELS = {
     # cross into the long ones while decoding (greedy by cached_greedy: the cached keys keep the short set);
     # a fifth prompt of 45 tokens prefills with the long ones. Sliding window 24 on every layer.
     "phi3": dict(
-        cls=Phi3ForCausalLM, cfg_cls=Phi3Config, dtype=torch.float32, shards=1, seed=8000,
+        cls=Phi3ForCausalLM, cfg_cls=Phi3Config, dtype=torch.bfloat16, shards=1, seed=8000,
         all_logits_prompt=3, linear_std=0.25, embed_std=0.5, prompt_lens=PROMPT_LENS + [45], cached_greedy=True,
         cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=229,
