@@ -39,7 +39,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
-                 float scale_log2, long long kv_unit, int kv_qbytes)
+                 float scale_log2, long long kv_unit, int kv_qbytes, float softcap_log2)
 {
     __shared__ float s_acc[ATT_WARPS][ATT_MAX_HEAD_DIM];
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
@@ -104,7 +104,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
                 }
             }
         }
-        s = sits_k_warp_sum(s);
+        s = att_cap(sits_k_warp_sum(s), softcap_log2);   /* [families] */
         float m_new = fmaxf(m, s);
         float corr = exp2f(m - m_new), e = exp2f(s - m_new);
         l = l * corr + e;
@@ -152,7 +152,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
 static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                        const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
-                       float scale, int qm, cudaStream_t stream)
+                       float scale, float softcap, int qm, cudaStream_t stream)
 {
     if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
@@ -160,12 +160,13 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     long long n_blocks = (long long)n_tokens * n_heads;
     if (n_blocks > 0x7fffffffLL) return SITS_ERR_INVALID;
     int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
-    float scale_log2 = scale * 1.4426950408889634f;
+    float scale_log2 = scale * 1.4426950408889634f, softcap_log2 = softcap * 1.4426950408889634f;
     dim3 grid((unsigned)n_blocks), block(ATT_WARPS * 32);
     long long unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
     int qb = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
 #define ATT_LAUNCH(np_, q8_) attention_generic_kernel<np_, q8_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, \
-        v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb)
+        v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb, \
+        softcap_log2)
 #define ATT_LAUNCH_NP(qm_) do { if (head_dim <= 64) ATT_LAUNCH(1, qm_); else if (head_dim <= 128) ATT_LAUNCH(2, qm_); \
         else if (head_dim <= 256) ATT_LAUNCH(4, qm_); else ATT_LAUNCH(8, qm_); } while (0)
     if (qm == SITS_K_KV_F8) ATT_LAUNCH_NP(SITS_K_KV_F8); /* [fp8 kv] */
@@ -180,10 +181,10 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                              int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                             int window, float scale, const sits_k_attn_ws_t *ws, int qm, cudaStream_t stream)
+                             int window, float scale, float softcap, const sits_k_attn_ws_t *ws, int qm, cudaStream_t stream)
 {
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
-        max_blocks <= 0 || window < 0)
+        max_blocks <= 0 || window < 0 || softcap < 0.0f)
         return SITS_ERR_INVALID;
     if (n_tokens == 0) return SITS_OK;
     bool fast = (head_dim == 64 || head_dim == 128) && q_row_stride % 8 == 0 && sits_k_aligned16(q) &&
@@ -192,7 +193,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     if (qm && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
     if (!fast)
         return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
-                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, qm, stream);
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, softcap, qm, stream);
 
     att_params p;
     p.out = out;
@@ -217,6 +218,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.n_chunks = (p.group + 15) / 16;
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
+    p.softcap_log2 = softcap * 1.4426950408889634f;   /* [families] */
     p.kv_i8 = qm != SITS_K_KV_BF16;
     p.kv_f8 = qm == SITS_K_KV_F8;
     p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
@@ -261,7 +263,7 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
                                           const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads,
-                   n_kv_heads, head_dim, window, scale, ws, SITS_K_KV_BF16, stream);
+                   n_kv_heads, head_dim, window, scale, 0.0f, ws, SITS_K_KV_BF16, stream);
 }
 
 /* [int8 kv] [fp8 kv] */
@@ -272,6 +274,18 @@ extern "C" sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t
                                              const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
-                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, ws,
-                   fp8 ? SITS_K_KV_F8 : SITS_K_KV_I8, stream);
+                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, 0.0f,
+                   ws, fp8 ? SITS_K_KV_F8 : SITS_K_KV_I8, stream);
+}
+
+/* [families] either entry point with attention-logit soft-capping (sits_kernels.h); kv: SITS_K_KV_* */
+extern "C" sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+                                                  const void *v_cache, const int32_t *seq, const int32_t *pos,
+                                                  const int32_t *block_tables, int max_blocks, int block_size, int n_tokens,
+                                                  int n_heads, int n_kv_heads, int head_dim, int window, float scale,
+                                                  float softcap, int kv, const sits_k_attn_ws_t *ws, cudaStream_t stream)
+{
+    return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
+                   seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale,
+                   softcap, ws, kv, stream);
 }

@@ -181,7 +181,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int key = k0 + 8 * j + 2 * tq + (e & 1);
-                        s[j][e] = key <= ke ? s[j][e] * p.scale_log2 : -INFINITY;
+                        s[j][e] = key <= ke ? att_cap(s[j][e] * p.scale_log2, p.softcap_log2) : -INFINITY;
                     }
                 float c0, c1;
                 att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);

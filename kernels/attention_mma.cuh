@@ -50,6 +50,7 @@ struct att_params {
     int kv_i8, kv_qbytes;
     long long kv_unit;
     int kv_f8;                    /* [fp8 kv] with kv_i8: the 8-bit values are E4M3, not int8 */
+    float softcap_log2;           /* [families] attention-logit soft-cap * log2(e); 0 = none (att_cap) */
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
@@ -91,6 +92,13 @@ static __device__ __forceinline__ float *att_part_o(const att_params &p, int n_l
 {
     long long ml = ((long long)n_list * p.n_heads * S * 2 + 3) / 4 * 4;
     return p.part + ml + idx * D;
+}
+
+/* [families] Soft-capping of a score x = s * scale * log2(e) with c = cap * log2(e): c tanh(x / c) is
+ * log2(e) cap tanh(s scale / cap), the capped score in the kernels' base-2 units; c = 0: x unchanged. */
+static __device__ __forceinline__ float att_cap(float x, float c)
+{
+    return c > 0.0f ? c * tanhf(x / c) : x;
 }
 
 /* First key position of token t's window. */

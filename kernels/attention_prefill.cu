@@ -148,10 +148,10 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
 #pragma unroll
                 for (int j = 0; j < ATT_KT / 8; j++) {
                     int key = k0 + 8 * j + 2 * tq;
-                    s[j][0] = key >= lo0 && key <= hi0 ? s[j][0] * p.scale_log2 : -INFINITY;
-                    s[j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? s[j][1] * p.scale_log2 : -INFINITY;
-                    s[j][2] = key >= lo1 && key <= hi1 ? s[j][2] * p.scale_log2 : -INFINITY;
-                    s[j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? s[j][3] * p.scale_log2 : -INFINITY;
+                    s[j][0] = key >= lo0 && key <= hi0 ? att_cap(s[j][0] * p.scale_log2, p.softcap_log2) : -INFINITY;
+                    s[j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? att_cap(s[j][1] * p.scale_log2, p.softcap_log2) : -INFINITY;
+                    s[j][2] = key >= lo1 && key <= hi1 ? att_cap(s[j][2] * p.scale_log2, p.softcap_log2) : -INFINITY;
+                    s[j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? att_cap(s[j][3] * p.scale_log2, p.softcap_log2) : -INFINITY;
                 }
                 float c0, c1;
                 att_softmax_step<ATT_KT / 8>(s, m0, m1, l0, l1, c0, c1);

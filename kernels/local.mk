@@ -34,12 +34,20 @@ libsits_a_SOURCES += kernels/kv_copy.cu
 else
 EXTRA_DIST += kernels/kv_copy.cu
 endif
+# [families] model-family kernels (per-head RMSNorm, ...).
+SITS_FAMILY_CU = kernels/rmsnorm_heads.cu kernels/elementwise.cu
+if HAVE_CUDA
+libsits_a_SOURCES += $(SITS_FAMILY_CU)
+else
+EXTRA_DIST += $(SITS_FAMILY_CU)
+endif
 # The .cu.o suffix rule tracks no headers: every kernel object depends on the shared ones.
 if HAVE_CUDA
 SITS_KERNEL_OBJS = kernels/embed.$(OBJEXT) kernels/rmsnorm.$(OBJEXT) kernels/rope.$(OBJEXT) kernels/kv_write.$(OBJEXT) \
 	kernels/attention.$(OBJEXT) kernels/attention_decode.$(OBJEXT) kernels/attention_prefill.$(OBJEXT) \
 	kernels/silu_mul.$(OBJEXT) kernels/gather_rows.$(OBJEXT) kernels/sample.$(OBJEXT) kernels/fp8.$(OBJEXT) \
-	kernels/allreduce.$(OBJEXT) kernels/rope_kv.$(OBJEXT) kernels/kv_copy.$(OBJEXT) kernels/logit_mask.$(OBJEXT)
+	kernels/allreduce.$(OBJEXT) kernels/rope_kv.$(OBJEXT) kernels/kv_copy.$(OBJEXT) kernels/logit_mask.$(OBJEXT) \
+	kernels/rmsnorm_heads.$(OBJEXT) kernels/elementwise.$(OBJEXT)
 $(SITS_KERNEL_OBJS): $(top_srcdir)/kernels/common.cuh $(top_srcdir)/kernels/sits_kernels.h $(top_srcdir)/src/util/status.h
 kernels/attention.$(OBJEXT) kernels/attention_decode.$(OBJEXT) kernels/attention_prefill.$(OBJEXT): $(top_srcdir)/kernels/attention_mma.cuh
 endif

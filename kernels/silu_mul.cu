@@ -1,4 +1,5 @@
-/* silu_mul.cu -- the SwiGLU activation: out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:].
+/* silu_mul.cu -- the SwiGLU activation: out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; [families] and GeGLU
+ * (sits_k_gelu_tanh_mul: gelu(gate) with PyTorch's tanh approximation, 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))).
  * gu: [n, 2 * dim] bf16 (gate then up, the fused gate/up GEMM's output); out: [n, dim] bf16.
  * Elementwise in fp32; a grid-stride loop over groups of V elements (groups never cross a row
  * because V divides dim).
@@ -9,7 +10,15 @@
 
 static __device__ __forceinline__ float silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
 
-template <int V>
+/* [families] GeGLU's activation (Gemma): gelu with PyTorch's tanh approximation, fp32. */
+static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
+{
+    const float beta = 0.7978845608028654f, kappa = 0.044715f;   /* sqrt(2/pi) */
+    return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * (a * a * a)))) * b;
+}
+
+/* GELU: the gated activation, silu_mul1 (SwiGLU) or gelu_tanh_mul1 (GeGLU). */
+template <int V, bool GELU>
 static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups)
 {
     size_t groups_per_row = (size_t)dim / V;
@@ -20,7 +29,7 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
         sits_k_load<V>(gate, a);
         sits_k_load<V>(gate + dim, b);
 #pragma unroll
-        for (int k = 0; k < V; k++) a[k] = silu_mul1(a[k], b[k]);
+        for (int k = 0; k < V; k++) a[k] = GELU ? gelu_tanh_mul1(a[k], b[k]) : silu_mul1(a[k], b[k]);
         sits_k_store<V>(out + t * (size_t)dim + i, a);
     }
 }
@@ -51,6 +60,19 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
     }
 }
 
+/* The elementwise form: a grid-stride loop over groups of 8 (vec) or 1 elements. */
+template <bool GELU>
+static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, bool vec, cudaStream_t stream)
+{
+    size_t n_groups = (size_t)n * dim / (vec ? 8 : 1);
+    const int threads = 256;
+    size_t blocks = (n_groups + threads - 1) / threads;
+    if (blocks > 132 * 32) blocks = 132 * 32; /* enough to fill an H100/H200; the loop strides over the rest */
+    if (vec) silu_mul_kernel<8, GELU><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
+    else silu_mul_kernel<1, GELU><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
+    return SITS_K_LAUNCH_STATUS();
+}
+
 extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int n, int dim,
                                          cudaStream_t stream)
 {
@@ -63,11 +85,13 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
         else silu_mul_fp8_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
         return SITS_K_LAUNCH_STATUS();
     }
-    size_t n_groups = (size_t)n * dim / (vec ? 8 : 1);
-    const int threads = 256;
-    size_t blocks = (n_groups + threads - 1) / threads;
-    if (blocks > 132 * 32) blocks = 132 * 32; /* enough to fill an H100/H200; the loop strides over the rest */
-    if (vec) silu_mul_kernel<8><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
-    else silu_mul_kernel<1><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
-    return SITS_K_LAUNCH_STATUS();
+    return glu_launch<false>(out, gu, n, dim, vec, stream);
+}
+
+/* [families] GeGLU: as sits_k_silu_mul without the fp8 form. */
+extern "C" sits_status_t sits_k_gelu_tanh_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    return glu_launch<true>(out, gu, n, dim, sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out), stream);
 }

@@ -234,6 +234,27 @@ sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t 
 sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
                                    const sits_bf16_t *bias, int n, int m, cudaStream_t stream);
 
+/* [families] x [n, row_stride], in place: each of n_heads heads (head_dim wide, from column col0) of every
+ * row = rmsnorm(head) * w, w [head_dim] (per-head q / k norms). */
+sits_status_t sits_k_rmsnorm_heads(sits_bf16_t *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                   const sits_bf16_t *w, float eps, cudaStream_t stream);
+/* [families] sits_k_rope with token t rotated by inv_long when sel[t] != 0, else inv_short (longrope). */
+sits_status_t sits_k_rope_sel(sits_bf16_t *x, int n, int row_stride, int n_rot_heads, int head_dim, const int32_t *pos,
+                              const float *inv_short, const float *inv_long, const int32_t *sel, cudaStream_t stream);
+/* [families] out[n, dim] = gelu_tanh(gu[:, :dim]) * gu[:, dim:] (GeGLU, PyTorch's tanh approximation). */
+sits_status_t sits_k_gelu_tanh_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
+/* [families] x [n] *= s, in place. */
+sits_status_t sits_k_scale(sits_bf16_t *x, size_t n, float s, cudaStream_t stream);
+/* [families] x [n] (fp32 when f32, else bf16) = cap * tanh(x / cap), in place; cap > 0. */
+sits_status_t sits_k_softcap(void *x, size_t n, int f32, float cap, cudaStream_t stream);
+/* [families] sits_k_attention / sits_k_attention_q8 (kv: SITS_K_KV_BF16 / _I8 / _F8) with attention-logit
+ * soft-capping: each score s = scale * q.k becomes softcap * tanh(s / softcap) before the softmax (softcap 0 = none). */
+sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
+                                       const void *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
+                                       int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                                       int window, float scale, float softcap, int kv, const sits_k_attn_ws_t *ws,
+                                       cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,3 +74,7 @@ check_PROGRAMS += tests/unit/test_logit_process
 tests_unit_test_logit_process_SOURCES = tests/unit/test_logit_process.c
 TESTS += tests/unit/test_logit_process tests/integration/logit_process_tp.sh
 EXTRA_DIST += tests/integration/logit_process_tp.sh tests/ref/gen_logit_process_fixture.py
+
+# [families] model families beyond Llama / Mistral / Qwen2 against HF (CPU at TP 1/2/4; one GPU).
+TESTS += tests/integration/families.sh tests/gpu/families_cuda.sh
+EXTRA_DIST += tests/integration/families.sh tests/gpu/families_cuda.sh

@@ -109,6 +109,9 @@ typedef struct {
      * max_blocks * block_size when the call is captured into a CUDA graph that is replayed for
      * later steps, so a kernel must read the real lengths from pos[] and early-exit past them. */
     int max_context;
+    /* [families] attention-logit soft-capping: s = scale * q.k becomes softcap * tanh(s / softcap) before the
+     * softmax (Gemma 2); 0 = none. */
+    float softcap;
 } sits_attn_args_t;
 
 /* ---- [perf: device sampling] sample_reduce ---------------------------------------------------
@@ -358,6 +361,23 @@ typedef struct sits_backend_ops {
      * cudaMalloc, its fixed buffers and alloc's; cpu: alloc's, host memory) and their bytes in *bytes_p.
      * A server counts those made after start-up: steps and KV moves must make none. */
     uint64_t (*alloc_count)(sits_backend_t *be, uint64_t *bytes_p);
+    /* ---- [families] model-family ops (cpu + cuda; the engine refuses a model that needs one a
+     * backend lacks) ---- */
+    /* In place on x [n, row_stride]: each of the n_heads heads (head_dim wide, from column col0) of
+     * every row becomes rmsnorm(head) * w, w [head_dim] (Qwen3's q_norm / k_norm; fp32 sum). */
+    sits_status_t (*rmsnorm_heads)(sits_backend_t *be, void *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                   const void *w, float eps);
+    /* x [n_elems] (act_dtype) *= s, one rounding (Gemma's embedding scale). */
+    sits_status_t (*scale)(sits_backend_t *be, void *x, size_t n_elems, float s);
+    /* out[n, dim] = gelu_tanh(gu[:, :dim]) * gu[:, dim:] (GeGLU; gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi)
+     * (a + 0.044715 a^3))), PyTorch's approximate="tanh"); gu [n, 2*dim] (gate then up). */
+    sits_status_t (*gelu_tanh_mul)(sits_backend_t *be, void *out, const void *gu, int n, int dim);
+    /* x [n_elems] = cap * tanh(x / cap) in place; x fp32 when f32, else act_dtype (final-logit soft-capping). */
+    sits_status_t (*softcap)(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap);
+    /* As rope, with token t rotated by inv_long when sel[t] != 0, else by inv_short (longrope's two sets,
+     * [head_dim/2] f32 each); sel [n] int32 device. */
+    sits_status_t (*rope_sel)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                              const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel);
 } sits_backend_ops_t;
 
 

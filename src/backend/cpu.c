@@ -144,14 +144,15 @@ static sits_status_t cpu_matmul(sits_backend_t *be, void *y_, const void *x_, co
     return SITS_OK;
 }
 
-static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_stride, int n_rot_heads, int head_dim,
-                              const int32_t *pos, const float *inv_freq)
+/* [families] sel (rope_sel): token t uses inv_long when sel[t] != 0; NULL: inv_freq for every token. */
+static void rope_rows(float *x, int n, int row_stride, int n_rot_heads, int head_dim, const int32_t *pos, const float *inv_freq,
+                      const float *inv_long, const int32_t *sel)
 {
-    float *x = x_;
     int half = head_dim / 2;
     for (int t = 0; t < n; t++) {
+        const float *inv = sel && sel[t] ? inv_long : inv_freq;
         for (int i = 0; i < half; i++) {
-            float theta = (float)pos[t] * inv_freq[i]; /* fp32 product, as HF computes it */
+            float theta = (float)pos[t] * inv[i]; /* fp32 product, as HF computes it */
             float c = cosf(theta), s = sinf(theta);
             for (int h = 0; h < n_rot_heads; h++) {
                 float *v = x + (size_t)t * row_stride + (size_t)h * head_dim;
@@ -161,6 +162,19 @@ static sits_status_t cpu_rope(sits_backend_t *be, void *x_, int n, int row_strid
             }
         }
     }
+}
+
+static sits_status_t cpu_rope(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                              const int32_t *pos, const float *inv_freq)
+{
+    rope_rows(x, n, row_stride, n_rot_heads, head_dim, pos, inv_freq, NULL, NULL);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_rope_sel(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                                  const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel)
+{
+    rope_rows(x, n, row_stride, n_rot_heads, head_dim, pos, inv_short, inv_long, sel);
     return SITS_OK;
 }
 
@@ -291,6 +305,7 @@ static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q
             const float *k = kv_load(k_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, kbuf);
             const float *v = kv_load(v_cache, dt, slot, kvh, a->n_kv_heads, hd, a->block_size, vbuf);
             float s = dot_f32(qh, k, hd) * a->scale;
+            if (a->softcap > 0.0f) s = tanhf(s / a->softcap) * a->softcap;   /* [families] as HF: / c, tanh, * c */
             float m_new = s > m ? s : m;
             float corr = expf(m - m_new), e = expf(s - m_new);
             l = l * corr + e;
@@ -668,6 +683,62 @@ static sits_status_t cpu_kv_block_copy(sits_backend_t *be, void *flat, void *con
     return SITS_OK;
 }
 
+/* ---- [families] model-family ops --------------------------------------------------------------- */
+
+static sits_status_t cpu_rmsnorm_heads(sits_backend_t *be, void *x_, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                       const void *w, float eps)
+{
+    float *x = x_;
+    (void)be;
+    if (n < 0 || n_heads < 0 || head_dim <= 0 || col0 < 0 || col0 + n_heads * head_dim > row_stride) return SITS_ERR_INVALID;
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * row_stride + col0 + (size_t)h * head_dim;
+            rmsnorm_row(v, v, w, head_dim, eps);   /* reads each element before writing it */
+        }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_scale(sits_backend_t *be, void *x_, size_t n_elems, float sc)
+{
+    float *x = x_;
+    (void)be;
+    for (size_t i = 0; i < n_elems; i++) x[i] *= sc;
+    return SITS_OK;
+}
+
+/* PyTorch's gelu(approximate="tanh") in fp32 (aten GeluKernel: kBeta = sqrt(2) * 2/sqrt(pi) * 0.5,
+ * kKappa = 0.044715). */
+static inline float gelu_tanh1(float a)
+{
+    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
+    float inner = beta * (a + kappa * (a * a * a));
+    return 0.5f * a * (1.0f + tanhf(inner));
+}
+
+static sits_status_t cpu_gelu_tanh_mul(sits_backend_t *be, void *out_, const void *gu_, int n, int dim)
+{
+    float *out = out_;
+    const float *gu = gu_;
+    (void)be;
+#pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
+    for (int t = 0; t < n; t++) {
+        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
+        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = gelu_tanh1(g[i]) * u[i];
+    }
+    return SITS_OK;
+}
+
+static sits_status_t cpu_softcap(sits_backend_t *be, void *x_, size_t n_elems, int f32, float cap)
+{
+    float *x = x_;
+    (void)be;
+    (void)f32;   /* activations are fp32 here */
+    if (!(cap > 0.0f)) return SITS_ERR_INVALID;
+    for (size_t i = 0; i < n_elems; i++) x[i] = tanhf(x[i] / cap) * cap;
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -703,6 +774,11 @@ static const sits_backend_ops_t cpu_ops = {
     .silu_mul_fp8 = cpu_silu_mul_fp8,
     .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
     .alloc_count = cpu_alloc_count,       /* [memory plan] */
+    .rmsnorm_heads = cpu_rmsnorm_heads,   /* [families] */
+    .scale = cpu_scale,
+    .gelu_tanh_mul = cpu_gelu_tanh_mul,
+    .softcap = cpu_softcap,
+    .rope_sel = cpu_rope_sel,
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -580,6 +580,13 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
                                     const void *v_cache, const sits_attn_args_t *a)
 {
     cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
+    int kvq = be->kv_dtype == SITS_DT_F8_E4M3 ? SITS_K_KV_F8 : be->kv_dtype == SITS_DT_I8 ? SITS_K_KV_I8 : SITS_K_KV_BF16;
+    if (a->softcap > 0.0f) { /* [families] attention-logit soft-capping (Gemma 2) */
+        SITS_KERNEL_CHECK(sits_k_attention_softcap(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
+                                                   a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
+                                                   a->head_dim, a->window, a->scale, a->softcap, kvq, &c->attn_ws, c->stream));
+        return SITS_OK;
+    }
     if (sits_kv_dtype_is_q8(be->kv_dtype)) { /* [int8 kv] [fp8 kv] */
         SITS_KERNEL_CHECK(sits_k_attention_q8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                               a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
@@ -847,6 +854,40 @@ static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *s
     return SITS_OK;
 }
 
+/* ---- [families] model-family ops ---- */
+static sits_status_t cuda_rmsnorm_heads(sits_backend_t *be, void *x, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                        const void *w, float eps)
+{
+    SITS_KERNEL_CHECK(sits_k_rmsnorm_heads(x, n, row_stride, col0, n_heads, head_dim, w, eps, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_scale(sits_backend_t *be, void *x, size_t n_elems, float s)
+{
+    SITS_KERNEL_CHECK(sits_k_scale(x, n_elems, s, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_gelu_tanh_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_gelu_tanh_mul(out, gu, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_softcap(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap)
+{
+    SITS_KERNEL_CHECK(sits_k_softcap(x, n_elems, f32, cap, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_rope_sel(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
+                                   const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel)
+{
+    SITS_KERNEL_CHECK(sits_k_rope_sel(x, n, row_stride, n_rot_heads, head_dim, pos, inv_short, inv_long, sel,
+                                      impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -889,6 +930,11 @@ static const sits_backend_ops_t cuda_ops = {
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
     .alloc_count = sits_backend_cuda_dev_allocs,
+    .rmsnorm_heads = cuda_rmsnorm_heads,   /* [families] */
+    .scale = cuda_scale,
+    .gelu_tanh_mul = cuda_gelu_tanh_mul,
+    .softcap = cuda_softcap,
+    .rope_sel = cuda_rope_sel,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     const int32_t *tok, *pos, *seq, *slot, *out, *bt;
     const sits_sample_row_t *rows;
+    const int32_t *rope_sel;   /* [families] longrope: [tokens] 1 = the long set (e->rope_sel), else NULL */
 } meta_view_t;
 
 struct sits_engine {
@@ -104,6 +105,10 @@ struct sits_engine {
     int micro_tok[ENGINE_MAX_MICRO + 1], micro_out[ENGINE_MAX_MICRO + 1];
     int *seq_last, *cuts;          /* [max_seqs], [max_tokens] scratch of the split */
     MPI_Request micro_recv[ENGINE_MAX_MICRO], micro_send[ENGINE_MAX_MICRO]; /* mpi: in flight */
+    /* [families] longrope (Phi-3): per token of the step, 1 when its sequence's largest position in the step
+     * + 1 exceeds original_max_position_embeddings (HF's per-call choice); device [max_tokens] uploaded with
+     * each step, host image, and [max_seqs] scratch of the largest positions */
+    int32_t *rope_sel, *rope_sel_host, *rope_seq_max;
     sits_engine_stats_t stats;
 };
 
@@ -190,6 +195,9 @@ void sits_engine_destroy(sits_engine_t *e)
     free(e->v_cache);
     free(e->meta_host);
     free(e->seq_seen);
+    if (e->rope_sel) be->ops->free(be, e->rope_sel);   /* [families] */
+    free(e->rope_sel_host);
+    free(e->rope_seq_max);
     free(e->seq_last);
     free(e->cuts);
     host_free(be, e->logits_host);
@@ -350,6 +358,12 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         SITS_ERROR(SITS_SUB_ENGINE, "head_dim %d > 512 is not supported", c->head_dim);
         return SITS_ERR_UNSUPPORTED;
     }
+    if ((c->qk_norm && !op->rmsnorm_heads) || (c->embed_scale && !op->scale) || (c->act_gelu_tanh && !op->gelu_tanh_mul) ||
+        (c->final_softcap > 0.0f && !op->softcap) || (c->rope_type == SITS_ROPE_LONGROPE && !op->rope_sel)) {   /* [families] */
+        SITS_ERROR(SITS_SUB_ENGINE, "%s needs an op (per-head norms, scale, gelu_tanh_mul or softcap) the %s backend does not have",
+                   c->model_type, op->name);
+        return SITS_ERR_UNSUPPORTED;
+    }
     if (tp_comm->size != w->shard.tp_size) {
         SITS_ERROR(SITS_SUB_ENGINE, "tp group has %d ranks but the weights are sharded %d ways", tp_comm->size,
                    w->shard.tp_size);
@@ -431,6 +445,12 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     SITS_CHECK_GOTO(op->memset0(be, e->meta, meta_bytes), st, err);
     e->meta_host = calloc(1, meta_bytes);
     e->seq_seen = calloc(S, 1);
+    if (c->rope_type == SITS_ROPE_LONGROPE) {   /* [families] */
+        SITS_CHECK_GOTO(op->alloc(be, sizeof(int32_t) * (size_t)params->max_tokens, (void **)&e->rope_sel), st, err);
+        e->rope_sel_host = calloc((size_t)params->max_tokens, sizeof(int32_t));
+        e->rope_seq_max = calloc(S, sizeof(int32_t));
+        if (!e->rope_sel_host || !e->rope_seq_max) { st = SITS_ERR_NOMEM; goto err; }
+    }
     /* [pp micro-batches] only with more than one stage */
     e->max_micro = params->pp_comm && params->pp_comm->size > 1 ? params->pp_microbatches : 1;
     if (e->max_micro > ENGINE_MAX_MICRO) {
@@ -529,6 +549,25 @@ static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n, int
     return add_norm(e, e->proj, w, n, fp8_next);
 }
 
+/* [families] Sandwich norms (Gemma 2/3): proj [n, H] holds this rank's partial sums of a sublayer's
+ * output: all-reduce, proj = rmsnorm(proj) * post_w, then residual += proj and h = rmsnorm(residual) *
+ * next_w. Not fused with the custom all-reduce (its kernel has no second norm). */
+static sits_status_t reduce_post_norm_add_norm(sits_engine_t *e, const void *post_w, const void *next_w, int n, int fp8_next)
+{
+    const sits_model_config_t *c = &e->w->cfg;
+    SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->proj, (size_t)n * c->hidden_size, e->be->act_dtype));
+    SITS_CHECK(e->be->ops->rmsnorm(e->be, e->proj, e->proj, post_w, n, c->hidden_size, c->rms_norm_eps));
+    return add_norm(e, e->proj, next_w, n, fp8_next);
+}
+
+/* [families] Gemma's embedding scale sqrt(hidden_size), rounded to the activation dtype as HF does
+ * (embed_scale.to(weight.dtype)). */
+static float embed_scale_of(const sits_engine_t *e)
+{
+    float s = sqrtf((float)e->w->cfg.hidden_size);
+    return e->be->act_dtype == SITS_DT_BF16 ? sits_bf16_to_f32(sits_f32_to_bf16(s)) : s;
+}
+
 /* [pp micro-batches] The residual stream x [n, H] from the previous stage. Micro-batch m on mpi: the
  * receive posted at the step's start (enqueue_micro); otherwise (a whole step, nccl) a receive now. */
 #define ENGINE_MICRO_TAG 32 /* + m: the pp comm's tag of micro-batch m (whole steps use send/recv's own) */
@@ -565,7 +604,11 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         .n_tokens = n, .seq = v->seq, .pos = v->pos, .block_tables = v->bt, .max_blocks = e->p.max_blocks_per_seq,
         .block_size = e->p.block_size, .n_heads = d->nh_loc, .n_kv_heads = d->nkv_loc, .head_dim = hd,
         .window = c->sliding_window, .scale = 1.0f / sqrtf((float)hd), .max_context = max_context,
+        .softcap = c->attn_softcap,   /* [families] */
     };
+    if (c->attn_scale > 0.0f) aa.scale = c->attn_scale;   /* [families] Gemma: query_pre_attn_scalar^-0.5 */
+    /* [families] longrope scales cos and sin by attention_factor, so q.k by its square */
+    if (c->rope_attn_factor != 1.0 && c->rope_attn_factor > 0.0) aa.scale *= (float)(c->rope_attn_factor * c->rope_attn_factor);
     int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
     sits_comm_t *pp = e->p.pp_comm;
     size_t x_bytes = (size_t)n * H * (e->res_f32 ? sizeof(float) : sits_dtype_size(be->act_dtype));
@@ -582,29 +625,46 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
     } else if (e->res_f32) {
         /* embeddings in act dtype, all-reduced, then x = 0 + emb (fp32) and h = rmsnorm(x) */
         SITS_CHECK(op->embed(be, e->proj, w->embed, v->tok, n, H, d->v_start, d->v_count));       /* [n, H] */
+        if (c->embed_scale) SITS_CHECK(op->scale(be, e->proj, (size_t)n * H, embed_scale_of(e)));  /* [families] */
         SITS_CHECK(op->memset0(be, e->x, (size_t)n * H * sizeof(float)));
         SITS_CHECK(reduce_add_norm(e, w->layers[0].attn_norm, n, w->layers[0].qkv_scale != NULL));
     } else {
         SITS_CHECK(op->embed(be, e->x, w->embed, v->tok, n, H, d->v_start, d->v_count));          /* x [n, H] */
+        if (c->embed_scale) SITS_CHECK(op->scale(be, e->x, (size_t)n * H, embed_scale_of(e)));     /* [families] */
         SITS_CHECK(e->comm->ops->allreduce_sum(e->comm, e->x, (size_t)n * H, be->act_dtype));
         SITS_CHECK(op->rmsnorm(be, e->h, e->x, w->layers[0].attn_norm, n, H, c->rms_norm_eps));
     }
     for (int l = d->layer0; l < d->layer1; l++) {
         const sits_layer_weights_t *lw = &w->layers[l];
+        /* [families] per-layer window (sliding / global layers) and RoPE base (Gemma 3's local layers) */
+        aa.window = sits_model_layer_window(c, l);
+        const float *inv_freq = aa.window > 0 && w->inv_freq_local ? w->inv_freq_local : w->inv_freq;
         SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
-        if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
-            SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, w->inv_freq, e->k_cache[l],
+        if (c->qk_norm) {   /* [families] per-head q / k RMSNorm before RoPE (Qwen3) */
+            SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, 0, d->nh_loc, hd, lw->q_norm, c->rms_norm_eps));
+            SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, q_dim, d->nkv_loc, hd, lw->k_norm, c->rms_norm_eps));
+        }
+        if (v->rope_sel) {   /* [families] longrope: each token's set, then the cache write */
+            SITS_CHECK(op->rope_sel(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq, w->inv_freq_long,
+                                    v->rope_sel));
+            SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,
+                                    e->p.block_size, v->slot));
+        } else if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
+            SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, inv_freq, e->k_cache[l],
                                          e->v_cache[l], e->p.block_size, v->slot));
         } else {
-            SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, w->inv_freq));
+            SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, inv_freq));
             SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,
                                     e->p.block_size, v->slot));
         }
         SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
         SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
-        SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
+        if (c->sandwich_norms) SITS_CHECK(reduce_post_norm_add_norm(e, lw->post_attn_norm, lw->ffn_norm, n, lw->gu_scale != NULL));
+        else SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
         SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
-        if (lw->down_scale && e->fp8_fused) {                                                  /* [n, I_loc] + E4M3 */
+        if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
+            SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
+        } else if (lw->down_scale && e->fp8_fused) {                                           /* [n, I_loc] + E4M3 */
             SITS_CHECK(op->silu_mul_fp8(be, e->act, e->xq, e->xs, e->gu, n, d->i_loc));
             e->xq_of = e->act;
         } else {
@@ -616,7 +676,9 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         const void *next_norm = l + 1 < d->layer1 ? w->layers[l + 1].attn_norm
                                 : d->last_stage   ? w->final_norm
                                                   : lw->attn_norm;
-        SITS_CHECK(reduce_add_norm(e, next_norm, n, l + 1 < d->layer1 && w->layers[l + 1].qkv_scale != NULL));
+        int fp8_next = l + 1 < d->layer1 && w->layers[l + 1].qkv_scale != NULL;
+        if (c->sandwich_norms) SITS_CHECK(reduce_post_norm_add_norm(e, lw->post_ffn_norm, next_norm, n, fp8_next));
+        else SITS_CHECK(reduce_add_norm(e, next_norm, n, fp8_next));
     }
     if (!d->last_stage) return pp_send(e, pp, x_bytes);
     if (n_out > 0 && d->v_count > 0) {
@@ -628,6 +690,8 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
             SITS_CHECK(op->matmul_f32out(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
         else
             SITS_CHECK(op->matmul(be, e->logits, e->last, w->lm_head, NULL, n_out, H, d->v_count));
+        if (c->final_softcap > 0.0f)                                                       /* [families] Gemma 2 */
+            SITS_CHECK(op->softcap(be, e->logits, (size_t)n_out * d->v_count, e->logits_f32, c->final_softcap));
     }
     return SITS_OK;
 }
@@ -663,6 +727,7 @@ static sits_status_t enqueue_micro(sits_engine_t *e, const meta_view_t *v, int m
         vm.seq += t0;
         vm.slot += t0;
         vm.out += o0;
+        if (vm.rope_sel) vm.rope_sel += t0;   /* [families] */
         e->x = x0 + (size_t)t0 * x_row;
         e->logits = l0 + (size_t)o0 * l_row;
         e->micro_cur = m;
@@ -831,6 +896,14 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     /* one copy: everything up to the end of the block tables in use */
     SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt + sizeof(int32_t) * (size_t)b->n_seqs * mb));
     meta_view_t v = meta_view(e->meta + base, L);
+    if (e->rope_sel) {   /* [families] longrope: the set of each token, as HF picks it per forward call */
+        for (int s = 0; s < b->n_seqs; s++) e->rope_seq_max[s] = -1;
+        for (int t = 0; t < n; t++)
+            if (pos_h[t] > e->rope_seq_max[seq_h[t]]) e->rope_seq_max[seq_h[t]] = pos_h[t];
+        for (int t = 0; t < nb; t++) e->rope_sel_host[t] = e->rope_seq_max[seq_h[t]] + 1 > c->rope_orig_max_pos;
+        SITS_CHECK(op->upload(be, e->rope_sel, e->rope_sel_host, sizeof(int32_t) * (size_t)nb));
+        v.rope_sel = e->rope_sel;
+    }
 
     e->last_n_out = b->n_out;
     e->logits_ready = 0;

@@ -3,6 +3,12 @@
  *   write K,V into the paged cache -> attention over the cache -> O (row-parallel) -> all-reduce ->
  *   residual + RMSNorm -> gate/up (column-parallel) -> SiLU*mul -> down (row-parallel) -> all-reduce
  *   -> residual; final norm -> lm_head (vocab-parallel) on the rows that need logits.
+ * [families] Per config: per-head q/k RMSNorm before RoPE (Qwen3, Gemma 3); Gemma 2/3: embeddings x sqrt(H),
+ *   sandwich norms (the attention and MLP outputs are normed after their all-reduce, before the residual
+ *   add), GeGLU instead of SwiGLU, query_pre_attn_scalar, attention-logit and final-logit soft-capping,
+ *   the window and RoPE base of each layer (sliding / global); Phi-3's longrope: each token rotated with the
+ *   short or long factor set chosen from its sequence's largest position in the step (+ 1 > original
+ *   length: long), attention_factor^2 folded into the attention scale.
  *
  * The engine owns the KV storage (per layer of its pipeline stage, K and V of [n_blocks, block_size,
  * nkv_loc, hd]) but not the block allocation: a batch carries each sequence's block table, decided by

@@ -100,6 +100,10 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "llama", "LlamaForCausalLM", SITS_ARCH_LLAMA },
         { "mistral", "MistralForCausalLM", SITS_ARCH_MISTRAL },
         { "qwen2", "Qwen2ForCausalLM", SITS_ARCH_QWEN2 },
+        { "qwen3", "Qwen3ForCausalLM", SITS_ARCH_QWEN3 },   /* [families] */
+        { "gemma2", "Gemma2ForCausalLM", SITS_ARCH_GEMMA2 },
+        { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
+        { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -115,7 +119,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -138,6 +142,53 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
     return SITS_ERR_UNSUPPORTED;
 }
 
+/* [families] A longrope factor list: head_dim / 2 positive numbers into out. */
+static sits_status_t get_factors(const json_t *rp, const char *key, const char *what, const char *scope, int half, float *out)
+{
+    const json_t *a = json_object_get(rp, key);
+    if (!json_is_array(a) || json_array_size(a) != (size_t)half) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a list of head_dim / 2 = %d numbers", what, scope, key, half);
+        return SITS_ERR_FORMAT;
+    }
+    for (int i = 0; i < half; i++) {
+        const json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s[%d]: expected a number > 0", what, scope, key, i);
+            return SITS_ERR_FORMAT;
+        }
+        out[i] = (float)json_number_value(v);
+    }
+    return SITS_OK;
+}
+
+/* [families] rope type longrope (Phi-3): factors, original length, attention factor as HF's
+ * _compute_longrope_parameters derives them. head_dim is known (parse_root reads it first). */
+static sits_status_t parse_longrope(const json_t *root, const json_t *rp, const char *what, const char *scope,
+                                    sits_model_config_t *cfg)
+{
+    int half = cfg->head_dim / 2;
+    if (half > SITS_MAX_ROPE_HALF) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d, at most %d with longrope", what, cfg->head_dim, 2 * SITS_MAX_ROPE_HALF);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->rope_type = SITS_ROPE_LONGROPE;
+    SITS_CHECK(get_factors(rp, "short_factor", what, scope, half, cfg->rope_short));
+    SITS_CHECK(get_factors(rp, "long_factor", what, scope, half, cfg->rope_long));
+    int orig;
+    SITS_CHECK(get_int(root, "original_max_position_embeddings", what, "", 0, cfg->max_position_embeddings, &orig));
+    SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0, orig, &cfg->rope_orig_max_pos));
+    SITS_CHECK(check_positive(cfg->rope_orig_max_pos, "original_max_position_embeddings", what));
+    SITS_CHECK(get_num(rp, "factor", what, scope, 0, (double)cfg->max_position_embeddings / cfg->rope_orig_max_pos,
+                       &cfg->rope_factor));
+    double af = cfg->rope_factor <= 1.0 ? 1.0 : sqrt(1.0 + log(cfg->rope_factor) / log((double)cfg->rope_orig_max_pos));
+    SITS_CHECK(get_num(rp, "attention_factor", what, scope, 0, af, &cfg->rope_attn_factor));
+    if (!(cfg->rope_attn_factor > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %sattention_factor: must be > 0 (got %g)", what, scope, cfg->rope_attn_factor);
+        return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
 /* rope_theta, and rope_parameters (transformers v5) or rope_scaling (older) with rope_type or the
  * legacy `type` key. */
 static sits_status_t parse_rope(const json_t *root, const char *what, sits_model_config_t *cfg)
@@ -154,6 +205,7 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
     cfg->rope_low_freq_factor = 0.0;
     cfg->rope_high_freq_factor = 0.0;
     cfg->rope_orig_max_pos = 0;
+    cfg->rope_attn_factor = 1.0;   /* [families] longrope's alone */
     if (rp && !json_is_null(rp)) {
         char scope[40];
         snprintf(scope, sizeof scope, "%s.", scope_key);
@@ -203,8 +255,10 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
                            scope, cfg->rope_orig_max_pos);
                 return SITS_ERR_FORMAT;
             }
+        } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {   /* [families] Phi-3 */
+            SITS_CHECK(parse_longrope(root, rp, what, scope, cfg));
         } else {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3)",
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3, longrope)",
                        what, scope, tkey, type);
             return SITS_ERR_UNSUPPORTED;
         }
@@ -246,6 +300,160 @@ static sits_status_t parse_eos(const json_t *root, const char *what, sits_model_
             return SITS_ERR_FORMAT;
         }
         cfg->eos_token_ids[cfg->n_eos++] = (int)json_integer_value(e);
+    }
+    return SITS_OK;
+}
+
+/* [families] layer_types, when given: n_layers strings, all "full_attention" (the window of
+ * "sliding_attention" layers is not applied by this architecture's path). */
+static sits_status_t check_full_attention(const json_t *root, const char *what, int n_layers)
+{
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) return SITS_OK;
+    if (!json_is_array(lt) || json_array_size(lt) != (size_t)n_layers) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what, n_layers);
+        return SITS_ERR_FORMAT;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lt, i, e) {
+        if (!json_is_string(e)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected a string", what, i);
+            return SITS_ERR_FORMAT;
+        }
+        if (strcmp(json_string_value(e), "full_attention") != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: \"%s\" is not supported here (full_attention only)", what, i,
+                       json_string_value(e));
+            return SITS_ERR_UNSUPPORTED;
+        }
+    }
+    return SITS_OK;
+}
+
+/* [families] An optional float key that may be null (0 then); must be >= 0. */
+static sits_status_t get_cap(const json_t *root, const char *key, const char *what, double def, float *out_p)
+{
+    const json_t *v = json_object_get(root, key);
+    double d = def;
+    if (v && json_is_null(v)) d = 0.0;
+    else SITS_CHECK(get_num(root, key, what, "", 0, def, &d));
+    if (d < 0.0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0 or null (got %g)", what, key, d);
+        return SITS_ERR_FORMAT;
+    }
+    *out_p = (float)d;
+    return SITS_OK;
+}
+
+/* [families] Gemma 2 / Gemma 3 text: everything past the common keys (see config.h). */
+static sits_status_t parse_gemma(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    int g3 = cfg->arch == SITS_ARCH_GEMMA3, flag;
+    const char *act = "gelu_pytorch_tanh", *akey = "hidden_activation";
+    const json_t *ha = json_object_get(root, akey);
+    if (!ha || json_is_null(ha)) { akey = "hidden_act"; ha = json_object_get(root, akey); }
+    if (ha && !json_is_null(ha)) {
+        if (!json_is_string(ha)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected a string", what, akey);
+            return SITS_ERR_FORMAT;
+        }
+        act = json_string_value(ha);
+    }
+    if (strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu_tanh") != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: \"%s\" is not supported for %s (gelu_pytorch_tanh only)", what, akey, act,
+                   cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    SITS_CHECK(get_bool(root, "attention_bias", what, 0, &flag));
+    if (flag) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: attention_bias: true is not supported for %s", what, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    SITS_CHECK(get_bool(root, "use_bidirectional_attention", what, 0, &flag));
+    if (flag) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: use_bidirectional_attention: true is not supported (causal attention only)", what);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->act_gelu_tanh = cfg->norm_plus_one = cfg->sandwich_norms = cfg->embed_scale = 1;
+    cfg->qk_norm = g3;
+    double qpas;
+    SITS_CHECK(get_num(root, "query_pre_attn_scalar", what, "", 0, 256.0, &qpas));
+    if (!(qpas > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: query_pre_attn_scalar: must be > 0 (got %g)", what, qpas);
+        return SITS_ERR_FORMAT;
+    }
+    cfg->attn_scale = (float)(1.0 / sqrt(qpas));
+    SITS_CHECK(get_cap(root, "attn_logit_softcapping", what, g3 ? 0.0 : 50.0, &cfg->attn_softcap));
+    SITS_CHECK(get_cap(root, "final_logit_softcapping", what, g3 ? 0.0 : 30.0, &cfg->final_softcap));
+    SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 4096, &cfg->sliding_window));
+    if (cfg->sliding_window < 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
+        return SITS_ERR_FORMAT;
+    }
+    if (cfg->n_layers > SITS_MAX_LAYER_TYPES) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: num_hidden_layers: %d, at most %d supported for %s", what, cfg->n_layers,
+                   SITS_MAX_LAYER_TYPES, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->has_layer_types = 1;
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) {
+        int pattern = 2;
+        if (g3) SITS_CHECK(get_int(root, "sliding_window_pattern", what, "", 0, 6, &pattern));
+        if (pattern < 1) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window_pattern: must be > 0 (got %d)", what, pattern);
+            return SITS_ERR_FORMAT;
+        }
+        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
+    } else {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)cfg->n_layers) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what,
+                       cfg->n_layers);
+            return SITS_ERR_FORMAT;
+        }
+        size_t i;
+        const json_t *e;
+        json_array_foreach(lt, i, e) {
+            const char *t = json_is_string(e) ? json_string_value(e) : "";
+            if (!strcmp(t, "sliding_attention")) cfg->layer_sliding[i] = 1;
+            else if (!strcmp(t, "full_attention")) cfg->layer_sliding[i] = 0;
+            else {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected \"sliding_attention\" or \"full_attention\"",
+                           what, i);
+                return SITS_ERR_UNSUPPORTED;
+            }
+        }
+    }
+    /* RoPE: Gemma 3 keeps one set of parameters per layer type (transformers v5) or a local base
+     * next to the global rope_theta / rope_scaling (older configs) */
+    cfg->rope_local_theta = 0.0;
+    if (!g3) return SITS_OK;
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    const json_t *full = json_is_object(rp) ? json_object_get(rp, "full_attention") : NULL;
+    if (json_is_object(full)) {
+        const json_t *local = json_object_get(rp, "sliding_attention");
+        json_t *tmp = json_pack("{s:O}", "rope_parameters", (json_t *)full);
+        if (!tmp) return SITS_ERR_NOMEM;
+        sits_status_t st = parse_rope(tmp, what, cfg);
+        json_decref(tmp);
+        SITS_CHECK(st);
+        cfg->rope_local_theta = 10000.0;
+        if (json_is_object(local)) {
+            const json_t *lt_type = json_object_get(local, "rope_type");
+            if (lt_type && !json_is_null(lt_type) && (!json_is_string(lt_type) || strcmp(json_string_value(lt_type), "default"))) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: rope_parameters.sliding_attention.rope_type: only \"default\" is supported",
+                           what);
+                return SITS_ERR_UNSUPPORTED;
+            }
+            SITS_CHECK(get_num(local, "rope_theta", what, "rope_parameters.sliding_attention.", 0, 10000.0,
+                               &cfg->rope_local_theta));
+        }
+    } else {
+        SITS_CHECK(get_num(root, "rope_local_base_freq", what, "", 0, 10000.0, &cfg->rope_local_theta));
+    }
+    if (!(cfg->rope_local_theta > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: rope_local_base_freq: must be > 0 (got %g)", what, cfg->rope_local_theta);
+        return SITS_ERR_FORMAT;
     }
     return SITS_OK;
 }
@@ -298,7 +506,8 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         }
         act = json_string_value(ha);
     }
-    if (strcmp(act, "silu") != 0) {
+    int gemma = cfg->arch == SITS_ARCH_GEMMA2 || cfg->arch == SITS_ARCH_GEMMA3;   /* [families] checked in parse_gemma */
+    if (!gemma && strcmp(act, "silu") != 0) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: hidden_act: \"%s\" is not supported (silu only)", what, act);
         return SITS_ERR_UNSUPPORTED;
     }
@@ -332,10 +541,20 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         break;
     case SITS_ARCH_MISTRAL:
         break;
+    case SITS_ARCH_QWEN3:   /* [families] */
+        cfg->qkv_bias = attention_bias;
+        cfg->o_bias = attention_bias;
+        cfg->qk_norm = 1;
+        break;
+    case SITS_ARCH_GEMMA2: case SITS_ARCH_GEMMA3:   /* [families] parse_gemma */
+        break;
+    case SITS_ARCH_PHI3:   /* [families] no bias; fused projections */
+        cfg->fused_qkv = cfg->fused_gate_up = 1;
+        break;
     }
 
     cfg->sliding_window = 0;
-    if (cfg->arch == SITS_ARCH_MISTRAL) {
+    if (cfg->arch == SITS_ARCH_MISTRAL || cfg->arch == SITS_ARCH_PHI3) {   /* [families] Phi-3: every layer too */
         SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 0, &cfg->sliding_window));
         if (cfg->sliding_window < 0) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
@@ -349,8 +568,17 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
             SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for qwen2", what);
             return SITS_ERR_UNSUPPORTED;
         }
+    } else if (cfg->arch == SITS_ARCH_QWEN3) {   /* [families] */
+        int use_sw;
+        SITS_CHECK(get_bool(root, "use_sliding_window", what, 0, &use_sw));
+        if (use_sw) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for qwen3", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        SITS_CHECK(check_full_attention(root, what, cfg->n_layers));
     }
 
+    if (gemma) SITS_CHECK(parse_gemma(root, what, cfg));   /* [families] */
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
     SITS_CHECK(parse_eos(root, what, cfg));
 
@@ -505,6 +733,9 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         case SITS_ROPE_LINEAR:
             inv /= cfg->rope_factor;
             break;
+        case SITS_ROPE_LONGROPE:   /* [families] the short set (sits_model_rope_inv_freq_long: the long one) */
+            inv /= (double)cfg->rope_short[i];
+            break;
         case SITS_ROPE_LLAMA3: {
             const double orig = (double)cfg->rope_orig_max_pos;
             const double low = cfg->rope_low_freq_factor, high = cfg->rope_high_freq_factor;
@@ -523,6 +754,12 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         }
         inv_freq[i] = (float)inv;
     }
+}
+
+void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq)
+{
+    for (int i = 0; i < cfg->head_dim / 2; i++)
+        inv_freq[i] = (float)(1.0 / ((double)cfg->rope_long[i] * pow(cfg->rope_theta, (double)(2 * i) / (double)cfg->head_dim)));
 }
 
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)

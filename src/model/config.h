@@ -8,6 +8,21 @@
  * rope_theta}, max_position_embeddings, tie_word_embeddings, attention_bias (Qwen2: q/k/v bias
  * always), mlp_bias, hidden_act (silu only), bos_token_id, eos_token_id (int or list),
  * sliding_window (Mistral; null -> 0), torch_dtype / dtype.
+ * [families] model_type qwen3 (Qwen3ForCausalLM): q_norm / k_norm per head (qk_norm), q/k/v/o bias =
+ * attention_bias, head_dim explicit; use_sliding_window true and layer_types other than
+ * "full_attention" are refused.
+ * [families] model_type gemma2 (Gemma2ForCausalLM) and gemma3_text (Gemma3ForCausalLM): RMSNorm (1 + w),
+ * 4 norms a layer, hidden_activation / hidden_act gelu_pytorch_tanh (GeGLU), embeddings x sqrt(H),
+ * query_pre_attn_scalar, attn_logit_softcapping and final_logit_softcapping, sliding_window with
+ * layer_types (default: Gemma 2 alternating from a sliding layer 0, Gemma 3 every sliding_window_pattern-th
+ * (6) layer global); Gemma 3: q_norm / k_norm, rope_parameters {sliding_attention, full_attention} (v5)
+ * or rope_theta + rope_local_base_freq + rope_scaling (global layers only). Refused: attention_bias,
+ * use_bidirectional_attention, a scaled local RoPE.
+ * [families] model_type phi3 (Phi3ForCausalLM; Phi-3 / Phi-3.5 / Phi-4 with partial_rotary_factor 1): fused
+ * qkv_proj and gate_up_proj, sliding_window on every layer (null -> none), rope type longrope (legacy "su")
+ * with short_factor / long_factor [head_dim / 2], original_max_position_embeddings (in the rope object or at
+ * the top level), factor (absent: max_position_embeddings / original) and attention_factor (absent:
+ * sqrt(1 + ln factor / ln original), 1 when factor <= 1).
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H
@@ -18,8 +33,11 @@
 
 #define SITS_MAX_EOS 8
 
-typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2 } sits_arch_t;
-typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3 } sits_rope_type_t;
+typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2, SITS_ARCH_QWEN3, SITS_ARCH_GEMMA2, SITS_ARCH_GEMMA3,
+               SITS_ARCH_PHI3 } sits_arch_t;
+#define SITS_MAX_LAYER_TYPES 512   /* [families] most layers a layer_types list may describe */
+typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3, SITS_ROPE_LONGROPE } sits_rope_type_t;
+#define SITS_MAX_ROPE_HALF 256   /* [families] longrope: most head_dim / 2 factors */
 
 typedef struct {
     sits_arch_t arch;
@@ -48,7 +66,34 @@ typedef struct {
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
     char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
+    /* [families] */
+    int qk_norm;              /* per-head RMSNorm of q and k (weights [hd]) after the projections, before RoPE (Qwen3, Gemma 3) */
+    /* Gemma 2 / 3 */
+    int norm_plus_one;        /* RMSNorm weights are stored as w - 1 (Gemma: x * (1 + w)); the loader adds 1 */
+    int sandwich_norms;       /* post-attention and post-feed-forward norms of the sublayer outputs (4 norms a layer) */
+    int act_gelu_tanh;        /* GeGLU: gelu(gate, tanh approximation) * up instead of SwiGLU */
+    int embed_scale;          /* embeddings times sqrt(hidden_size) rounded to the activation dtype */
+    float attn_scale;         /* query scaling; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
+    float attn_softcap;       /* attention logits = c * tanh(s / c); 0 = none (Gemma 2 attn_logit_softcapping) */
+    float final_softcap;      /* final logits likewise (final_logit_softcapping); 0 = none */
+    double rope_local_theta;  /* RoPE base of sliding-window layers (Gemma 3 rope_local_base_freq, default rope,
+                               * no scaling); 0 = the global one for every layer */
+    int has_layer_types;      /* layer_sliding[] is per layer; else every layer uses sliding_window (Mistral) */
+    unsigned char layer_sliding[SITS_MAX_LAYER_TYPES];   /* 1: layer l is a sliding_attention layer */
+    /* Phi-3 */
+    int fused_qkv;            /* self_attn.qkv_proj.weight [(nh + 2 nkv) hd, H] instead of q/k/v_proj */
+    int fused_gate_up;        /* mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) instead of gate/up_proj */
+    float rope_short[SITS_MAX_ROPE_HALF], rope_long[SITS_MAX_ROPE_HALF];   /* longrope factors [head_dim / 2] */
+    double rope_attn_factor;  /* longrope: cos and sin are scaled by it (q.k by its square); 1 otherwise */
 } sits_model_config_t;
+
+/* [families] The attention window of layer l: sliding_window for a sliding layer, 0 (unlimited) otherwise. */
+static inline int sits_model_layer_window(const sits_model_config_t *cfg, int l)
+{
+    if (cfg->sliding_window <= 0) return 0;
+    if (!cfg->has_layer_types) return cfg->sliding_window;
+    return l >= 0 && l < SITS_MAX_LAYER_TYPES && cfg->layer_sliding[l] ? cfg->sliding_window : 0;
+}
 
 /* Parse config.json text; `what` names the source in messages (a path). */
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg);
@@ -68,7 +113,11 @@ typedef struct {
  * out-of-range value is refused with the file and key (SITS_ERR_FORMAT). */
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d);
 
-/* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2]. */
+/* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2] (longrope: the short factors). */
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq);
+/* [families] longrope's long-context set, 1 / (long_factor[i] * theta^(2i / hd)): used for the tokens of a
+ * sequence whose largest position in the step + 1 exceeds rope_orig_max_pos, as HF picks the set per forward
+ * call from max(position_ids) + 1 (the keys already cached keep the set they were written with, in HF as here). */
+void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq);
 
 #endif

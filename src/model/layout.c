@@ -27,6 +27,13 @@ static const char *const wkind_names[SITS_W_KIND_COUNT] = {
     [SITS_W_GATE_BIAS] = "mlp.gate_proj.bias",
     [SITS_W_UP_BIAS] = "mlp.up_proj.bias",
     [SITS_W_DOWN_BIAS] = "mlp.down_proj.bias",
+    [SITS_W_Q_NORM] = "self_attn.q_norm.weight",   /* [families] */
+    [SITS_W_K_NORM] = "self_attn.k_norm.weight",
+    [SITS_W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+    [SITS_W_PRE_FFN_NORM] = "pre_feedforward_layernorm.weight",
+    [SITS_W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
+    [SITS_W_QKV] = "self_attn.qkv_proj.weight",
+    [SITS_W_GATE_UP] = "mlp.gate_up_proj.weight",
 };
 
 int sits_wkind_per_layer(sits_wkind_t kind)
@@ -41,6 +48,13 @@ int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind)
     case SITS_W_Q_BIAS: case SITS_W_K_BIAS: case SITS_W_V_BIAS: return cfg->qkv_bias;
     case SITS_W_O_BIAS: return cfg->o_bias;
     case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: case SITS_W_DOWN_BIAS: return cfg->mlp_bias;
+    case SITS_W_Q_NORM: case SITS_W_K_NORM: return cfg->qk_norm;   /* [families] */
+    case SITS_W_FFN_NORM: return !cfg->sandwich_norms;
+    case SITS_W_Q: case SITS_W_K: case SITS_W_V: return !cfg->fused_qkv;
+    case SITS_W_GATE: case SITS_W_UP: return !cfg->fused_gate_up;
+    case SITS_W_QKV: return cfg->fused_qkv;
+    case SITS_W_GATE_UP: return cfg->fused_gate_up;
+    case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: return cfg->sandwich_norms;
     case SITS_W_KIND_COUNT: return 0;
     default: return 1;
     }
@@ -73,6 +87,10 @@ int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t 
     case SITS_W_DOWN: shape[0] = H; shape[1] = I; return 2;
     case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: shape[0] = I; return 1;
     case SITS_W_DOWN_BIAS: shape[0] = H; return 1;
+    case SITS_W_Q_NORM: case SITS_W_K_NORM: shape[0] = cfg->head_dim; return 1;   /* [families] */
+    case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: shape[0] = H; return 1;
+    case SITS_W_QKV: shape[0] = q + 2 * kv; shape[1] = H; return 2;
+    case SITS_W_GATE_UP: shape[0] = 2 * I; shape[1] = H; return 2;
     default: return 0;
     }
 }
@@ -121,7 +139,7 @@ int sits_wkind_linear(sits_wkind_t kind)
 {
     switch (kind) {
     case SITS_W_Q: case SITS_W_K: case SITS_W_V: case SITS_W_O: case SITS_W_GATE: case SITS_W_UP: case SITS_W_DOWN:
-    case SITS_W_LM_HEAD: return 1;
+    case SITS_W_LM_HEAD: case SITS_W_QKV: case SITS_W_GATE_UP: return 1;
     default: return 0;
     }
 }

@@ -11,6 +11,13 @@
  *                                          (.bias [I] / [I] / [H] when mlp_bias)
  *   model.norm.weight                      [H]
  *   lm_head.weight                         [V, H]      (absent when tie_word_embeddings)
+ *   [families] model.layers.N.self_attn.q_norm.weight, k_norm.weight [hd]  (qk_norm: Qwen3, Gemma 3)
+ *   [families] sandwich_norms (Gemma 2/3), each [H]: model.layers.N.post_attention_layernorm.weight is the
+ *   norm of the attention output (not the pre-MLP norm: FFN_NORM is absent), pre_feedforward_layernorm
+ *   the pre-MLP one, post_feedforward_layernorm the norm of the MLP output.
+ *   [families] fused_qkv (Phi-3): model.layers.N.self_attn.qkv_proj.weight [(nh + 2 nkv) hd, H] (q rows, k rows,
+ *   v rows) replaces q/k/v_proj; fused_gate_up: mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) replaces
+ *   gate/up_proj. The loader takes each rank's rows of every part from them (TP slices as for the parts).
  * Tensors that are not needed (rotary_emb.inv_freq, extra keys) are ignored. */
 #ifndef SITS_MODEL_LAYOUT_H
 #define SITS_MODEL_LAYOUT_H
@@ -26,6 +33,9 @@ typedef enum {
     SITS_W_Q_BIAS, SITS_W_K_BIAS, SITS_W_V_BIAS, SITS_W_O_BIAS,
     SITS_W_FFN_NORM, SITS_W_GATE, SITS_W_UP, SITS_W_DOWN,
     SITS_W_GATE_BIAS, SITS_W_UP_BIAS, SITS_W_DOWN_BIAS,
+    SITS_W_Q_NORM, SITS_W_K_NORM,                                     /* [families] per layer, qk_norm */
+    SITS_W_POST_ATTN_NORM, SITS_W_PRE_FFN_NORM, SITS_W_POST_FFN_NORM, /* [families] per layer, sandwich_norms */
+    SITS_W_QKV, SITS_W_GATE_UP,                                       /* [families] per layer, fused_qkv / fused_gate_up */
     SITS_W_KIND_COUNT
 } sits_wkind_t;
 

@@ -122,6 +122,13 @@ static float scale_at(const sits_st_tensor_t *s, int64_t row)
     return v;
 }
 
+/* [families] the RMSNorm weights (Gemma stores them as w - 1: norm_plus_one) */
+static int is_norm_kind(sits_wkind_t kind)
+{
+    return kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM || kind == SITS_W_Q_NORM ||
+           kind == SITS_W_K_NORM || kind == SITS_W_POST_ATTN_NORM || kind == SITS_W_PRE_FFN_NORM || kind == SITS_W_POST_FFN_NORM;
+}
+
 /* fp32 values of rows [r, r + n) x cols [c0, c0 + w) of (kind, layer) into out [n, w]: from the
  * checkpoint tensor t (a float dtype, or [fp8] F8_E4M3 times its weight_scale) or, t NULL, the
  * dummy generator: value(row, col) is a hash of (seed, tensor, layer, row, col) -- the same
@@ -147,7 +154,7 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         }
         return SITS_OK;
     }
-    int is_norm = kind == SITS_W_ATTN_NORM || kind == SITS_W_FFN_NORM || kind == SITS_W_FINAL_NORM;
+    int is_norm = is_norm_kind(kind);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
@@ -157,7 +164,7 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
             /* splitmix64 is counter-based: element c of the row is the (c+1)-th output */
             unsigned long long st = rs + (unsigned long long)(c0 + j) * 0x9e3779b97f4a7c15ull;
             float u = (float)(splitmix64(&st) >> 40) / (float)(1 << 24);
-            out[i * w + j] = is_norm ? 1.0f : (u - 0.5f) * 0.1f;
+            out[i * w + j] = is_norm ? (L->cfg->norm_plus_one ? 0.0f : 1.0f) : (u - 0.5f) * 0.1f;
         }
     }
     return SITS_OK;
@@ -180,7 +187,7 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     const sits_st_tensor_t *t = NULL;
     if (L->st) {
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype != SITS_DT_F8_E4M3)
+        if (t->dtype != SITS_DT_F8_E4M3 && !(L->cfg->norm_plus_one && is_norm_kind(kind)))
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
     int64_t w = c1 - c0;
@@ -189,6 +196,8 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
         SITS_CHECK(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging));
+        if (L->cfg->norm_plus_one && is_norm_kind(kind))   /* [families] Gemma: x * (1 + w), 1 + w in fp32 as HF */
+            for (int64_t i = 0; i < n * w; i++) L->staging[i] = 1.0f + L->staging[i];
         SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
     }
     return SITS_OK;
@@ -332,8 +341,12 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     SITS_CHECK(alloc_w(L, H, &lw->attn_norm));
     SITS_CHECK(load_slice(L, lw->attn_norm, 0, SITS_W_ATTN_NORM, l, 0, 1, 0, H));
     {
-        const part_t qkv[3] = { { SITS_W_Q, 0, q0, q0 + q_rows, 0, H }, { SITS_W_K, q_rows, kv0, kv0 + kv_rows, 0, H },
-                                { SITS_W_V, q_rows + kv_rows, kv0, kv0 + kv_rows, 0, H } };
+        /* [families] fused_qkv: the same rows from one [(nh + 2 nkv) hd, H] tensor (k after all q heads, v after k) */
+        int64_t ko = c->fused_qkv ? (int64_t)c->n_heads * hd : 0, vo = c->fused_qkv ? ko + (int64_t)c->n_kv_heads * hd : 0;
+        sits_wkind_t kq = c->fused_qkv ? SITS_W_QKV : SITS_W_Q, kk = c->fused_qkv ? SITS_W_QKV : SITS_W_K;
+        sits_wkind_t kvk = c->fused_qkv ? SITS_W_QKV : SITS_W_V;
+        const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H },
+                                { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H } };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
                                &lw->qkv_scale));
     }
@@ -346,6 +359,12 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, kb, 0, SITS_W_K_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
         SITS_CHECK(load_slice(L, vb, 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
     }
+    if (c->qk_norm) {   /* [families] */
+        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->q_norm));
+        SITS_CHECK(load_slice(L, lw->q_norm, 0, SITS_W_Q_NORM, l, 0, 1, 0, hd));
+        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->k_norm));
+        SITS_CHECK(load_slice(L, lw->k_norm, 0, SITS_W_K_NORM, l, 0, 1, 0, hd));
+    }
     {
         const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale));
@@ -355,9 +374,18 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, lw->o_bias, 0, SITS_W_O_BIAS, l, 0, 1, 0, H));
     }
     SITS_CHECK(alloc_w(L, H, &lw->ffn_norm));
-    SITS_CHECK(load_slice(L, lw->ffn_norm, 0, SITS_W_FFN_NORM, l, 0, 1, 0, H));
+    SITS_CHECK(load_slice(L, lw->ffn_norm, 0, c->sandwich_norms ? SITS_W_PRE_FFN_NORM : SITS_W_FFN_NORM, l, 0, 1, 0, H));
+    if (c->sandwich_norms) {   /* [families] Gemma */
+        SITS_CHECK(alloc_w(L, H, &lw->post_attn_norm));
+        SITS_CHECK(load_slice(L, lw->post_attn_norm, 0, SITS_W_POST_ATTN_NORM, l, 0, 1, 0, H));
+        SITS_CHECK(alloc_w(L, H, &lw->post_ffn_norm));
+        SITS_CHECK(load_slice(L, lw->post_ffn_norm, 0, SITS_W_POST_FFN_NORM, l, 0, 1, 0, H));
+    }
     {
-        const part_t gu[2] = { { SITS_W_GATE, 0, i0, i0 + d->i_loc, 0, H }, { SITS_W_UP, d->i_loc, i0, i0 + d->i_loc, 0, H } };
+        /* [families] fused_gate_up: gate rows [0, I), up rows [I, 2 I) of one tensor */
+        int64_t uo = c->fused_gate_up ? I : 0;
+        sits_wkind_t kg = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_GATE, ku = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_UP;
+        const part_t gu[2] = { { kg, 0, i0, i0 + d->i_loc, 0, H }, { ku, d->i_loc, uo + i0, uo + i0 + d->i_loc, 0, H } };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H, gu,
                                2, &lw->gu, &lw->gu_scale));
     }
@@ -376,7 +404,6 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
                                &lw->down_scale));
     }
-    (void)I;
     return SITS_OK;
 }
 
@@ -516,6 +543,19 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
         sits_model_rope_inv_freq(cfg, inv);
         st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq);
         if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq, inv, sizeof(float) * (size_t)half);
+        if (st_ == SITS_OK && cfg->rope_local_theta > 0.0) {   /* [families] Gemma 3's sliding layers */
+            sits_model_config_t lc = *cfg;
+            lc.rope_theta = cfg->rope_local_theta;
+            lc.rope_type = SITS_ROPE_DEFAULT;
+            sits_model_rope_inv_freq(&lc, inv);
+            st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_local);
+            if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_local, inv, sizeof(float) * (size_t)half);
+        }
+        if (st_ == SITS_OK && cfg->rope_type == SITS_ROPE_LONGROPE) {   /* [families] Phi-3 */
+            sits_model_rope_inv_freq_long(cfg, inv);
+            st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_long);
+            if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_long, inv, sizeof(float) * (size_t)half);
+        }
         free(inv);
         if (st_ != SITS_OK) goto err;
     }
@@ -551,7 +591,8 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
         for (int l = 0; l < w->cfg.n_layers; l++) {
             sits_layer_weights_t *lw = &w->layers[l];
             void *ptrs[] = { lw->attn_norm, lw->qkv, lw->qkv_bias, lw->o, lw->o_bias, lw->ffn_norm, lw->gu, lw->gu_bias,
-                             lw->down, lw->down_bias, lw->qkv_scale, lw->o_scale, lw->gu_scale, lw->down_scale };
+                             lw->down, lw->down_bias, lw->qkv_scale, lw->o_scale, lw->gu_scale, lw->down_scale,
+                             lw->q_norm, lw->k_norm, lw->post_attn_norm, lw->post_ffn_norm };
             for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
                 if (ptrs[i]) be->ops->free(be, ptrs[i]);
         }
@@ -561,6 +602,8 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
     if (w->embed) be->ops->free(be, w->embed);
     if (w->final_norm) be->ops->free(be, w->final_norm);
     if (w->inv_freq) be->ops->free(be, w->inv_freq);
+    if (w->inv_freq_local) be->ops->free(be, w->inv_freq_local);
+    if (w->inv_freq_long) be->ops->free(be, w->inv_freq_long);
     if (w->lm_head_scale) be->ops->free(be, w->lm_head_scale);
     free(w->quant);
     free(w);

@@ -48,6 +48,11 @@ typedef struct {
     /* [fp8] fp32 scales [out rows] of the linears held in FP8 E4M3 (their weight buffer is then
      * [rows, cols] bytes, row r = e4m3(w[r] / scale[r])); NULL: the backend's weight dtype. */
     float *qkv_scale, *o_scale, *gu_scale, *down_scale;
+    /* [families] per-head RMSNorm weights [hd] of q and k (qk_norm), replicated on every rank; else NULL */
+    void *q_norm, *k_norm;
+    /* [families] sandwich_norms (Gemma): norms [H] of the attention and MLP outputs (ffn_norm is then the
+     * pre-MLP norm); norm_plus_one configs hold every norm weight as 1 + w */
+    void *post_attn_norm, *post_ffn_norm;
 } sits_layer_weights_t;
 
 typedef struct {
@@ -61,6 +66,8 @@ typedef struct {
     char *quant;          /* [fp8] the --quant spec loaded with (NULL: auto) */
     int n_fp8;            /* [fp8] linears of this shard held in FP8 */
     float *inv_freq;      /* [hd/2] f32 on the backend */
+    float *inv_freq_local; /* [families] [hd/2] of sliding layers when rope_local_theta is set, else NULL */
+    float *inv_freq_long;  /* [families] [hd/2] longrope's long set (inv_freq holds the short one), else NULL */
     sits_layer_weights_t *layers;  /* [n_layers] */
     size_t bytes;         /* weight bytes held by this rank */
     sits_backend_t *be;

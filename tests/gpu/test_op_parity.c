@@ -30,6 +30,7 @@ typedef struct {
     int checks;
     int kv_i8;     /* [int8 kv] attention cases on 8-bit caches, of dtype kv_q8 (I8 or [fp8 kv] F8_E4M3) */
     sits_dtype_t kv_q8;
+    float attn_softcap, attn_scale;   /* [families] attention cases with soft-capping / a query scale (0: none / 1/sqrt(hd)) */
 } ctx_t;
 
 /* A backend call that must succeed: a failure here is a test failure with the status named. */
@@ -328,25 +329,34 @@ static void test_matmul(ctx_t *c, int n, int in, int out, int with_bias)
     free(bias);
 }
 
-static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, float theta)
+/* sel: [families] rope_sel, a random half of the tokens on a second (longrope-like) set */
+static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, float theta, int sel)
 {
     char what[128];
     int row_stride = (n_heads + 2 * n_kv) * head_dim, n_rot = n_heads + n_kv, half = head_dim / 2;
-    snprintf(what, sizeof what, "rope n %d heads %d+%d head_dim %d", n, n_heads, n_kv, head_dim);
+    snprintf(what, sizeof what, "%s n %d heads %d+%d head_dim %d", sel ? "rope_sel" : "rope", n, n_heads, n_kv, head_dim);
     float *x = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
-    float *inv = xmalloc((size_t)half * sizeof *inv);
+    float *inv = xmalloc((size_t)head_dim * sizeof *inv);   /* [short half, long half] */
     for (int i = 0; i < half; i++) inv[i] = (float)pow((double)theta, -2.0 * i / head_dim);
+    for (int i = 0; i < half; i++) inv[half + i] = inv[i] / (1.0f + 0.5f * (float)i);
+    int32_t *sv = xmalloc((size_t)n * 4);
+    for (int t = 0; t < n; t++) sv[t] = rand_int(c, 0, 2);
     int32_t *pos = xmalloc((size_t)n * 4);
     for (int t = 0; t < n; t++) pos[t] = t % 3 == 0 ? rand_int(c, 0, 131072) : rand_int(c, 0, 64);
     pos[0] = 0;
-    void *d_x[N_BE], *d_inv[N_BE], *d_pos[N_BE];
+    void *d_x[N_BE], *d_inv[N_BE], *d_pos[N_BE], *d_sel[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         d_x[b] = dev_acts(be, x, (size_t)n * row_stride);
-        TRY(be->ops->alloc(be, (size_t)half * 4, &d_inv[b]));
-        TRY(be->ops->upload(be, d_inv[b], inv, (size_t)half * 4));
+        TRY(be->ops->alloc(be, (size_t)head_dim * 4, &d_inv[b]));
+        TRY(be->ops->upload(be, d_inv[b], inv, (size_t)head_dim * 4));
         d_pos[b] = dev_i32(be, pos, (size_t)n);
-        TRY(be->ops->rope(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b]));
+        d_sel[b] = dev_i32(be, sv, (size_t)n);
+        if (sel)
+            TRY(be->ops->rope_sel(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b], (float *)d_inv[b] + half,
+                                  d_sel[b]));
+        else
+            TRY(be->ops->rope(be, d_x[b], n, row_stride, n_rot, head_dim, d_pos[b], d_inv[b]));
     }
     /* In place: the whole rows are compared, so the V columns must come back untouched. */
     compare_bufs(c, what, d_x, (size_t)n * row_stride, TOL_ONE_ROUNDING, 0);
@@ -354,10 +364,12 @@ static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, floa
         dev_free(c->be[b], d_x[b]);
         dev_free(c->be[b], d_inv[b]);
         dev_free(c->be[b], d_pos[b]);
+        dev_free(c->be[b], d_sel[b]);
     }
     free(x);
     free(inv);
     free(pos);
+    free(sv);
 }
 
 static void test_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int n_slots)
@@ -639,11 +651,12 @@ static void tok_free(attn_tokens_t *tk)
 
 /* The per-element term of the bound above: u * min(sum p|v|, 7 sqrt(sum p^2 v^2)) / l. */
 static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int32_t *seq, const int32_t *pos, const int32_t *bt,
-                            int max_blocks, const float *q, int q_stride, const float *kc, const float *vc)
+                            int max_blocks, const float *q, int q_stride, const float *kc, const float *vc, double scale,
+                            double softcap)
 {
     int hd = sh->head_dim, group = sh->n_heads / sh->n_kv, kv_dim = sh->n_kv * hd, bs = sh->block_size;
     float *bound = xmalloc((size_t)n_tok * sh->n_heads * hd * sizeof *bound);
-    const double u = 1.0 / 256.0, scale = 1.0 / sqrt((double)hd);
+    const double u = 1.0 / 256.0;
     int work = n_tok * sh->n_heads;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int wi = 0; wi < work; wi++) {
@@ -664,6 +677,7 @@ static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int
             double d = 0.0;
             for (int i = 0; i < hd; i++) d += (double)qh[i] * k[i];
             s[j] = d * scale;
+            if (softcap > 0.0) s[j] = softcap * tanh(s[j] / softcap);   /* [families] */
             if (s[j] > m) m = s[j];
         }
         for (int j = 0; j < n; j++) {
@@ -751,6 +765,8 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
     char what[200];
     snprintf(what, sizeof what, "attention %s: h %d kv %d hd %d bs %d win %d, %d tokens", label, sh->n_heads, sh->n_kv,
              sh->head_dim, sh->block_size, sh->window, tk->n);
+    if (c->attn_softcap > 0.0f || c->attn_scale > 0.0f)   /* [families] */
+        snprintf(what + strlen(what), sizeof what - strlen(what), " softcap %g scale %g", c->attn_softcap, c->attn_scale);
     int bs = sh->block_size, max_blocks = 0, total_blocks = 0;
     for (int s = 0; s < n_seqs; s++) {
         int nb = (lens[s] + bs - 1) / bs;
@@ -806,13 +822,14 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
         sits_attn_args_t a = {
             .n_tokens = n_tok, .seq = d_seq[b], .pos = d_pos[b], .block_tables = d_bt[b], .max_blocks = max_blocks,
             .block_size = bs, .n_heads = sh->n_heads, .n_kv_heads = sh->n_kv, .head_dim = hd, .window = sh->window,
-            .scale = 1.0f / sqrtf((float)hd),
+            .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)hd), .softcap = c->attn_softcap,
         };
         TRY(be->ops->attention(be, d_out[b], d_q[b], q_stride, d_k[b], d_v[b], &a));
     }
     for (int b = 0; b < N_BE; b++) c->be[b]->kv_dtype = saved_kv[b];
     float *ref = host_f32(c->be[0], d_out[0], out_n), *got = host_f32(c->be[1], d_out[1], out_n);
-    float *pv = attn_pv_bound(sh, c->kv_i8, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc);
+    float *pv = attn_pv_bound(sh, c->kv_i8, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc,
+                              c->attn_scale > 0.0f ? c->attn_scale : 1.0 / sqrt((double)hd), c->attn_softcap);
     const double atol = 2e-4, rtol = 8e-3;
     size_t bad = 0, worst = 0;
     double max_err = 0.0, max_ratio = 0.0;
@@ -978,6 +995,75 @@ static void test_attention_i8(ctx_t *c, sits_dtype_t dt)
     c->kv_i8 = 0;
 }
 
+/* [families] Gemma 2 attention: soft-capped scores (small caps, so that tanh bends these scores) with
+ * a query_pre_attn_scalar scale, sliding windows; the tensor-core path (hd 64 / 128), the generic
+ * kernel (hd 256, Gemma 2's size, and 32), and int8 caches. */
+static void test_attention_softcap(ctx_t *c)
+{
+    int lens[8] = { 1, 9, 300, 4100, 64, 65, 1000, 17 };
+    c->attn_softcap = 1.5f;
+    c->attn_scale = 1.0f / sqrtf(224.0f);
+    test_attn_decode(c, (attn_shape_t){ 8, 4, 256, 16, 0 }, 8, lens);
+    test_attn_decode(c, (attn_shape_t){ 8, 4, 256, 16, 64 }, 8, lens);
+    test_attn_prefill(c, (attn_shape_t){ 8, 4, 256, 16, 100 }, 30, 200);
+    test_attn_decode(c, (attn_shape_t){ 16, 8, 128, 16, 0 }, 8, lens);
+    test_attn_decode(c, (attn_shape_t){ 16, 8, 128, 16, 333 }, 8, lens);
+    test_attn_prefill(c, (attn_shape_t){ 16, 8, 128, 16, 0 }, 500, 1000);
+    test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 300 }, 100, 777);
+    test_attn_mixed(c, (attn_shape_t){ 8, 2, 128, 16, 8 }, 8, lens, 300);
+    c->attn_softcap = 0.7f;
+    c->attn_scale = 0.0f;
+    test_attn_prefill(c, (attn_shape_t){ 4, 2, 32, 5, 8 }, 10, 100);
+    test_attn_decode(c, (attn_shape_t){ 4, 2, 32, 8, 0 }, 8, lens);
+    static const sits_dtype_t q8[2] = { SITS_DT_I8, SITS_DT_F8_E4M3 };   /* [int8 kv] [fp8 kv] */
+    for (int i = 0; i < 2; i++) {
+        c->kv_i8 = 1;
+        c->kv_q8 = q8[i];
+        test_attn_decode(c, (attn_shape_t){ 16, 8, 128, 16, 333 }, 8, lens);
+        test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 0 }, 100, 777);
+        test_attn_decode(c, (attn_shape_t){ 8, 4, 256, 16, 64 }, 8, lens);
+    }
+    c->kv_i8 = 0;
+    c->attn_softcap = 0.0f;
+}
+
+static float *host_raw_f32(sits_backend_t *be, const void *d, size_t n);   /* fp32 buffers (below) */
+
+/* [families] scale (Gemma's embedding scale) and softcap (final logits, fp32 and bf16) in place. */
+static void test_scale_softcap(ctx_t *c, size_t n, float s, float cap)
+{
+    char what[128];
+    float *x = rand_vec(c, n, 0.0f, 20.0f);
+    void *d_x[N_BE], *d_l[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_x[b] = dev_acts(be, x, n);
+        TRY(be->ops->scale(be, d_x[b], n, s));
+        d_l[b] = dev_vals(be, SITS_DT_F32, x, n);
+        TRY(be->ops->softcap(be, d_l[b], n, 1, cap));
+    }
+    snprintf(what, sizeof what, "scale n %zu by %g", n, s);
+    compare_bufs(c, what, d_x, n, TOL_ONE_ROUNDING, 0);
+    /* fp32 logits: tanhf vs the device tanhf, a few ulps */
+    float *ref = host_raw_f32(c->be[0], d_l[0], n), *got = host_raw_f32(c->be[1], d_l[1], n);
+    snprintf(what, sizeof what, "softcap fp32 n %zu cap %g", n, cap);
+    compare(c, what, ref, got, n, 1e-5, 1e-5, 0);
+    free(ref);
+    free(got);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_l[b]);
+        d_l[b] = dev_acts(c->be[b], x, n);
+        TRY(c->be[b]->ops->softcap(c->be[b], d_l[b], n, 0, cap));
+    }
+    snprintf(what, sizeof what, "softcap act n %zu cap %g", n, cap);
+    compare_bufs(c, what, d_l, n, TOL_ONE_ROUNDING, 0);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_x[b]);
+        dev_free(c->be[b], d_l[b]);
+    }
+    free(x);
+}
+
 static void test_attention_all(ctx_t *c)
 {
     /* the original mixes (head_dim 80 / 256 / 512: the generic kernel) */
@@ -1054,17 +1140,19 @@ static void test_attention_all(ctx_t *c)
     }
 }
 
-static void test_silu_mul(ctx_t *c, int n, int dim)
+/* gelu: [families] gelu_tanh_mul (GeGLU) instead */
+static void test_silu_mul(ctx_t *c, int n, int dim, int gelu)
 {
     char what[128];
-    snprintf(what, sizeof what, "silu_mul n %d dim %d", n, dim);
+    snprintf(what, sizeof what, "%s n %d dim %d", gelu ? "gelu_tanh_mul" : "silu_mul", n, dim);
     float *gu = rand_vec(c, (size_t)n * 2 * dim, 0.0f, 4.0f);
     void *d_gu[N_BE], *d_out[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         d_gu[b] = dev_acts(be, gu, (size_t)n * 2 * dim);
         d_out[b] = dev_poison(be, (size_t)n * dim * sits_dtype_size(be->act_dtype));
-        TRY(be->ops->silu_mul(be, d_out[b], d_gu[b], n, dim));
+        if (gelu) TRY(be->ops->gelu_tanh_mul(be, d_out[b], d_gu[b], n, dim));
+        else TRY(be->ops->silu_mul(be, d_out[b], d_gu[b], n, dim));
     }
     compare_bufs(c, what, d_out, (size_t)n * dim, TOL_ONE_ROUNDING, 0);
     for (int b = 0; b < N_BE; b++) {
@@ -1072,6 +1160,42 @@ static void test_silu_mul(ctx_t *c, int n, int dim)
         dev_free(c->be[b], d_out[b]);
     }
     free(gu);
+}
+
+/* [families] rmsnorm_heads in place on a qkv-like buffer: only the n_heads heads from col0 change;
+ * the columns around them must come back bit for bit (compared exactly as fp32 of the stored bf16). */
+static void test_rmsnorm_heads(ctx_t *c, int n, int row_stride, int col0, int n_heads, int head_dim)
+{
+    char what[160];
+    snprintf(what, sizeof what, "rmsnorm_heads n %d stride %d col0 %d heads %d hd %d", n, row_stride, col0, n_heads, head_dim);
+    size_t nx = (size_t)n * row_stride;
+    float *x = rand_vec(c, nx, 0.0f, 3.0f), *w = rand_vec(c, (size_t)head_dim, 1.0f, 0.5f);
+    void *d_x[N_BE], *d_w[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_x[b] = dev_acts(be, x, nx);
+        d_w[b] = dev_weight(be, w, 1, head_dim);
+        TRY(be->ops->rmsnorm_heads(be, d_x[b], n, row_stride, col0, n_heads, head_dim, d_w[b], 1e-6f));
+    }
+    compare_bufs(c, what, d_x, nx, TOL_ONE_ROUNDING, 0);
+    float *got = host_f32(c->be[1], d_x[1], nx);
+    int untouched_bad = 0;
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < row_stride; j++) {
+            if (j >= col0 && j < col0 + n_heads * head_dim) continue;
+            size_t i = (size_t)t * row_stride + j;
+            if (got[i] != x[i] && untouched_bad++ < 3)
+                fprintf(stderr, "FAIL %s: row %d column %d outside the heads changed: %g -> %g\n", what, t, j, x[i], got[i]);
+        }
+    c->checks++;
+    if (untouched_bad) c->failures++;
+    free(got);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_x[b]);
+        dev_free(c->be[b], d_w[b]);
+    }
+    free(x);
+    free(w);
 }
 
 static void test_gather_rows(ctx_t *c, int n_x, int n_rows, int dim)
@@ -1914,9 +2038,11 @@ int main(void)
     test_matmul(&c, 3, 130, 66, 1);
     test_matmul(&c, 5, 127, 33, 0);
 
-    test_rope(&c, 7, 8, 2, 128, 500000.0f);
-    test_rope(&c, 5, 4, 4, 64, 10000.0f);
-    test_rope(&c, 3, 3, 1, 80, 1000000.0f);
+    test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
+    test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
+    test_rope(&c, 3, 3, 1, 80, 1000000.0f, 0);
+    test_rope(&c, 9, 32, 32, 96, 10000.0f, 1);   /* [families] Phi-3-mini's longrope sets */
+    test_rope(&c, 5, 4, 2, 16, 10000.0f, 1);
 
     test_kv_write(&c, 11, 8, 2, 128, 64);
     test_kv_write(&c, 6, 3, 1, 36, 20);
@@ -1944,10 +2070,22 @@ int main(void)
         test_rope_kv_write(&c, 4, 2, 2, 256, 16, 1, i8);
     }
 
-    test_silu_mul(&c, 3, 11008);
-    test_silu_mul(&c, 7, 37);
-    test_silu_mul(&c, 1, 8);
+    test_silu_mul(&c, 3, 11008, 0);
+    test_silu_mul(&c, 7, 37, 0);
+    test_silu_mul(&c, 1, 8, 0);
 
+    /* [families] Qwen3-8B q (32 x 128 of a 48-head qkv row) and k heads, a TP shard, odd sizes */
+    test_rmsnorm_heads(&c, 7, 48 * 128, 0, 32, 128);
+    test_rmsnorm_heads(&c, 7, 48 * 128, 32 * 128, 8, 128);
+    test_rmsnorm_heads(&c, 1, 6 * 24, 4 * 24, 1, 24);
+    test_rmsnorm_heads(&c, 5, 301, 17, 3, 70);
+    test_rmsnorm_heads(&c, 3, 8 * 256, 0, 4, 256);
+    test_silu_mul(&c, 3, 9216, 1);   /* GeGLU, Gemma 2 2B */
+    test_silu_mul(&c, 7, 37, 1);
+    test_silu_mul(&c, 1, 8, 1);
+    test_scale_softcap(&c, (size_t)5 * 2304, 48.0f, 30.0f);
+    test_scale_softcap(&c, 1001, 59.75f, 5.0f);
+    test_attention_softcap(&c);
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */

@@ -149,7 +149,25 @@ static void teacher_forced(sits_runner_t *r, const int32_t *prompt, int plen, js
                        .n_out = ng, .out_rows = rows };
     const float *logits;
     int V = r->w->dims.v_count;
-    if (sits_engine_forward(r->engine, &b, &logits) != SITS_OK) { fprintf(stderr, "%s: forward failed\n", what); g_fail++; }
+    float *steps = NULL;
+    sits_status_t fst;
+    if (r->w->cfg.rope_type == SITS_ROPE_LONGROPE) {
+        /* [families] longrope picks its factor set per step from the sequence's length (the reference's
+         * cached_greedy): the prompt, then one token a step, each step's logits row kept */
+        steps = malloc(sizeof(float) * (size_t)ng * (V ? V : 1));
+        fst = steps ? SITS_OK : SITS_ERR_NOMEM;
+        for (int j = 0; j < ng && fst == SITS_OK; j++) {
+            int t0 = j == 0 ? 0 : plen + j - 1, cnt = j == 0 ? plen : 1, row = cnt - 1;
+            sits_batch_t bs = { .n_tokens = cnt, .tokens = ids + t0, .pos = pos + t0, .seq = seq, .n_seqs = 1,
+                                .block_tables = bt, .n_out = 1, .out_rows = &row };
+            fst = sits_engine_forward(r->engine, &bs, &logits);
+            if (fst == SITS_OK) memcpy(steps + (size_t)j * V, logits, sizeof(float) * (size_t)V);
+        }
+        logits = steps;
+    } else {
+        fst = sits_engine_forward(r->engine, &b, &logits);
+    }
+    if (fst != SITS_OK) { fprintf(stderr, "%s: forward failed\n", what); g_fail++; }
     else {
         char w[1300];
         snprintf(w, sizeof w, "%s last logits (GPU)", what);
@@ -170,6 +188,7 @@ static void teacher_forced(sits_runner_t *r, const int32_t *prompt, int plen, js
     }
     sits_kv_blocks_release(r->blocks, need, bt);
     free(bt);
+    free(steps);
 }
 
 static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)

@@ -37,7 +37,9 @@ import tokenizers
 import torch
 import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
-                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+                          Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -83,6 +85,67 @@ MODELS = {
                  num_attention_heads=8, num_key_value_heads=4, vocab_size=512,
                  max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # Qwen3: per-head q_norm / k_norm, head_dim (24) != hidden / heads (64 / 4 = 16), untied, 4 KV
+    # heads (TP 1/2/4 without replication); qwen3_tied: tied embeddings, GQA 4/2, head_dim 32.
+    "qwen3": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, head_dim=24, vocab_size=203,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "qwen3_tied": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5100,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=160,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    # Gemma 2: (1 + w) norms (stored near 1: 1 + w near 2), 4 norms a layer, GeGLU, embeddings x sqrt(64)
+    # (a small embed_std: larger tied embeddings make every prompt continue with one token),
+    # query_pre_attn_scalar 24 != head_dim 32, attention and final soft-capping small enough to bend the
+    # logits, sliding window 8 on layers 0 and 2 (prompts of 12 and 37 tokens + 16 generated exceed it).
+    "gemma2": dict(
+        cls=Gemma2ForCausalLM, cfg_cls=Gemma2Config, dtype=torch.bfloat16, shards=1, seed=6000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=211,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=24,
+                 attn_logit_softcapping=3.0, final_logit_softcapping=2.0, sliding_window=8,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # Gemma 3 text: as Gemma 2 without soft-capping, plus q_norm / k_norm (1 + w), local RoPE base
+    # 10000 on sliding layers and a linearly scaled (factor 2) global base 1e6, 4 KV heads.
+    "gemma3": dict(
+        cls=Gemma3ForCausalLM, cfg_cls=Gemma3TextConfig, dtype=torch.bfloat16, shards=1, seed=7000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=4, head_dim=32, vocab_size=173,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                 sliding_window=8,
+                 layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                  "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                     "rope_theta": 1000000.0}})),
+    # Phi-3: fused qkv_proj / gate_up_proj, longrope with original_max_position_embeddings 40 (factor 6.4,
+    # attention_factor sqrt(1 + ln 6.4 / ln 40)): prompts of <= 37 tokens prefill with the short factors and
+    # cross into the long ones while decoding (greedy by cached_greedy: the cached keys keep the short set);
+    # a fifth prompt of 45 tokens prefills with the long ones. Sliding window 24 on every layer.
+    "phi3": dict(
+        cls=Phi3ForCausalLM, cfg_cls=Phi3Config, dtype=torch.bfloat16, shards=1, seed=8000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5, prompt_lens=PROMPT_LENS + [45], cached_greedy=True,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=229,
+                 max_position_embeddings=256, original_max_position_embeddings=40, rms_norm_eps=1e-5,
+                 tie_word_embeddings=False, sliding_window=24, pad_token_id=None,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                  "original_max_position_embeddings": 40,
+                                  "short_factor": [1.0, 1.02, 1.05, 1.1, 1.2, 1.4, 1.7, 2.0],
+                                  "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 6.0, 9.0, 12.0]})),
 }
 
 COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)
@@ -94,9 +157,9 @@ def versions():
             "tokenizers": tokenizers.__version__, "script": "tests/ref/gen_fixtures.py"}
 
 
-def make_prompts(vocab):
+def make_prompts(vocab, lens=PROMPT_LENS):
     g = torch.Generator().manual_seed(PROMPT_SEED + vocab)
-    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in PROMPT_LENS]
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
 
 
 def reinit(model, spec, seed):
@@ -105,7 +168,7 @@ def reinit(model, spec, seed):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             if name.endswith("norm.weight"):
-                val = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+                val = spec.get("norm_center", 1.0) + 0.1 * torch.randn(p.shape, generator=g)
             elif name.endswith(".bias"):
                 val = 0.1 * torch.randn(p.shape, generator=g)
             elif "embed_tokens" in name:
@@ -118,7 +181,7 @@ def reinit(model, spec, seed):
 
 
 def build_and_save(name, spec, seed, out_dir):
-    cfg = spec["cfg_cls"](**COMMON_CFG, **spec["cfg"])
+    cfg = spec["cfg_cls"](**{**COMMON_CFG, **spec["cfg"]})   # a spec may override a common key
     cfg.pad_token_id = None
     torch.manual_seed(seed)
     model = spec["cls"](cfg).eval()
@@ -145,6 +208,28 @@ def rows(mat):
     return [row for row in mat.tolist()]
 
 
+def cached_greedy(model, prompt):
+    """[families] Greedy decoding one forward call a token over a DynamicCache, without generate's
+    Phi3ForCausalLM.prepare_inputs_for_generation, which drops the cache and recomputes the whole sequence
+    when it first passes original_max_position_embeddings: here (as in sits-dist and vLLM) each call picks
+    the longrope set from its own max(position_ids) + 1 and the cached keys keep the set they were written
+    with. Returns an object with .sequences [1, T] and .logits (the raw logits of each step)."""
+    from types import SimpleNamespace
+    cache = transformers.DynamicCache(config=model.config)
+    seq, logits = list(prompt), []
+    ids = torch.tensor([prompt])
+    pos = torch.arange(len(prompt))[None]
+    for _ in range(NEW_TOKENS):
+        out = model(input_ids=ids, position_ids=pos, cache=cache, use_cache=True)
+        lg = out.logits[:, -1].float()
+        logits.append(lg)
+        tok = int(lg[0].argmax())
+        seq.append(tok)
+        ids = torch.tensor([[tok]])
+        pos = torch.tensor([[len(seq) - 1]])
+    return SimpleNamespace(sequences=torch.tensor([seq]), logits=logits)
+
+
 def compute_reference(out_dir, spec, prompts):
     """Load the saved checkpoint as float32 and compute logits / greedy tokens."""
     model = spec["cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager")
@@ -159,10 +244,13 @@ def compute_reference(out_dir, spec, prompts):
             last_logits.append(full[-1].clone())
             if pi == spec["all_logits_prompt"]:
                 all_logits = full.clone()
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                 pad_token_id=eos, output_logits=True,
-                                 return_dict_in_generate=True)
+            if spec.get("cached_greedy"):
+                out = cached_greedy(model, prompt)
+            else:
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                     max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                     pad_token_id=eos, output_logits=True,
+                                     return_dict_in_generate=True)
             cont = out.sequences[0, ids.shape[1]:].tolist()
             assert len(cont) == NEW_TOKENS, (pi, cont)
             # independent check: plain argmax over full recomputation, no logits processors
@@ -176,6 +264,10 @@ def compute_reference(out_dir, spec, prompts):
                 gap = min(gap, float(t2.values[0] - t2.values[1]))
                 min_gap = min(min_gap, gap)
                 tok = int(top2.indices[0])
+                if spec.get("cached_greedy") and len(seq) > spec["cfg"]["original_max_position_embeddings"]:
+                    # past the longrope switch the cached keys keep the short set: no full-recompute twin
+                    tok = int(t2.indices[0])
+                    gap = float(t2.values[0] - t2.values[1])
                 if tok != cont[step] or int(t2.indices[0]) != tok:
                     return None, "prompt %d step %d: argmax %d != generate %d" % (
                         pi, step, tok, cont[step])
@@ -223,8 +315,9 @@ def dir_bytes(d):
 
 def generate_one(name, out_dir):
     spec = MODELS[name]
-    prompts = make_prompts(spec["cfg"]["vocab_size"])
-    assert [len(p) for p in prompts] == PROMPT_LENS
+    lens = spec.get("prompt_lens", PROMPT_LENS)
+    prompts = make_prompts(spec["cfg"]["vocab_size"], lens)
+    assert [len(p) for p in prompts] == lens
     for k in range(MAX_RESEEDS):
         seed = spec["seed"] + k
         if os.path.isdir(out_dir):

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 
 #include "model/config.h"
 #include "util/status.h"
@@ -145,6 +146,181 @@ static void test_qwen2(void **state)
     assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
 }
 
+/* [families] gemma-2-2b's config.json: defaults of the Gemma 2 path, alternating layers. */
+static void test_gemma2(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Gemma2ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"attn_logit_softcapping\": 50.0, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 107],"
+        " \"final_logit_softcapping\": 30.0, \"head_dim\": 256, \"hidden_act\": \"gelu_pytorch_tanh\","
+        " \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 2304, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 9216, \"max_position_embeddings\": 8192, \"model_type\": \"gemma2\","
+        " \"num_attention_heads\": 8, \"num_hidden_layers\": 26, \"num_key_value_heads\": 4, \"pad_token_id\": 0,"
+        " \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0, \"sliding_window\": 4096,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.42.4\", \"use_cache\": true, \"vocab_size\": 256000}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_GEMMA2);
+    assert_int_equal(c.head_dim, 256);
+    assert_int_equal(c.norm_plus_one, 1);
+    assert_int_equal(c.sandwich_norms, 1);
+    assert_int_equal(c.act_gelu_tanh, 1);
+    assert_int_equal(c.embed_scale, 1);
+    assert_int_equal(c.qk_norm, 0);
+    assert_true(fabsf(c.attn_scale - 0.0625f) < 1e-7f);
+    assert_true(c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
+    assert_int_equal(c.sliding_window, 4096);
+    assert_int_equal(sits_model_layer_window(&c, 0), 4096);
+    assert_int_equal(sits_model_layer_window(&c, 1), 0);
+    assert_int_equal(sits_model_layer_window(&c, 24), 4096);
+    assert_int_equal(sits_model_layer_window(&c, 25), 0);
+    assert_true(c.rope_local_theta == 0.0);
+    assert_int_equal(c.n_eos, 2);
+    const char *bad_act = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_activation\": \"gelu\"}";
+    assert_int_equal(parse_str(bad_act, &c), SITS_ERR_UNSUPPORTED);
+    const char *bidir = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_bidirectional_attention\": true}";
+    assert_int_equal(parse_str(bidir, &c), SITS_ERR_UNSUPPORTED);
+    const char *bad_lt = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"layer_types\": [\"full_attention\", \"chunked\"]}";
+    assert_int_equal(parse_str(bad_lt, &c), SITS_ERR_UNSUPPORTED);
+}
+
+/* [families] gemma-3-1b-it (older keys: rope_local_base_freq, sliding_window_pattern), gemma-3-4b's text
+ * part with linear scaling of the global layers, and transformers v5's per-layer-type rope_parameters. */
+static void test_gemma3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"attn_logit_softcapping\": null, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 106],"
+        " \"final_logit_softcapping\": null, \"head_dim\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\","
+        " \"hidden_size\": 1152, \"initializer_range\": 0.02, \"intermediate_size\": 6912, \"max_position_embeddings\": 32768,"
+        " \"model_type\": \"gemma3_text\", \"num_attention_heads\": 4, \"num_hidden_layers\": 26, \"num_key_value_heads\": 1,"
+        " \"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_local_base_freq\": 10000,"
+        " \"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": 512, \"sliding_window_pattern\": 6,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"use_cache\": true, \"vocab_size\": 262144}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_GEMMA3);
+    assert_int_equal(c.qk_norm, 1);
+    assert_true(c.attn_softcap == 0.0f && c.final_softcap == 0.0f);
+    assert_true(c.rope_theta == 1e6 && c.rope_local_theta == 1e4);
+    assert_int_equal(c.rope_type, SITS_ROPE_DEFAULT);
+    for (int l = 0; l < 26; l++) assert_int_equal(sits_model_layer_window(&c, l), (l + 1) % 6 ? 512 : 0);
+    const char *g4 =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16, \"rope_theta\": 1000000.0,"
+        " \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, \"rope_local_base_freq\": 10000.0}";
+    assert_int_equal(parse_str(g4, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 8.0 && c.rope_theta == 1e6 && c.rope_local_theta == 1e4);
+    const char *v5 =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16, \"sliding_window\": 8,"
+        " \"layer_types\": [\"full_attention\", \"sliding_attention\"],"
+        " \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 5000.0},"
+        " \"full_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 200000.0}}}";
+    assert_int_equal(parse_str(v5, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 2.0 && c.rope_theta == 2e5 && c.rope_local_theta == 5e3);
+    assert_int_equal(sits_model_layer_window(&c, 0), 0);
+    assert_int_equal(sits_model_layer_window(&c, 1), 8);
+    const char *v5_bad =
+        "{\"model_type\": \"gemma3_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 16,"
+        " \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 5000.0},"
+        " \"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 200000.0}}}";
+    assert_int_equal(parse_str(v5_bad, &c), SITS_ERR_UNSUPPORTED);
+}
+
+/* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
+ * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
+static void test_phi3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Phi3ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 1, \"embd_pdrop\": 0.0,"
+        " \"eos_token_id\": 32000, \"hidden_act\": \"silu\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+        " \"max_position_embeddings\": 131072, \"model_type\": \"phi3\", \"num_attention_heads\": 4,"
+        " \"num_hidden_layers\": 2, \"num_key_value_heads\": 4, \"original_max_position_embeddings\": 4096,"
+        " \"pad_token_id\": 32000, \"resid_pdrop\": 0.0, \"rms_norm_eps\": 1e-05, \"rope_scaling\": {"
+        " \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0], \"type\": \"longrope\"}, \"rope_theta\": 10000.0,"
+        " \"sliding_window\": 262144, \"tie_word_embeddings\": false, \"vocab_size\": 32064}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_PHI3);
+    assert_int_equal(c.fused_qkv, 1);
+    assert_int_equal(c.fused_gate_up, 1);
+    assert_int_equal(c.rope_type, SITS_ROPE_LONGROPE);
+    assert_int_equal(c.rope_orig_max_pos, 4096);
+    assert_true(fabs(c.rope_factor - 32.0) < 1e-12);
+    assert_true(fabs(c.rope_attn_factor - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-12);
+    assert_true(c.rope_short[0] == 1.0f && c.rope_long[7] == 8.0f);
+    assert_int_equal(sits_model_layer_window(&c, 1), 262144);
+    float inv_s[8], inv_l[8];
+    sits_model_rope_inv_freq(&c, inv_s);
+    sits_model_rope_inv_freq_long(&c, inv_l);
+    for (int i = 0; i < 8; i++) {
+        double base = pow(10000.0, -2.0 * i / 16.0);
+        assert_true(fabs(inv_s[i] - base) <= 1e-6 * base);
+        assert_true(fabs(inv_l[i] - base / (1 + i)) <= 1e-6 * base);
+    }
+    /* v5 layout with the original length and an explicit attention_factor in the rope object; "su" */
+    const char *v5 = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 100,"
+                     " \"rope_parameters\": {\"rope_type\": \"su\", \"rope_theta\": 500.0, \"attention_factor\": 1.5,"
+                     " \"original_max_position_embeddings\": 50, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(v5, &c), SITS_OK);
+    assert_int_equal(c.rope_orig_max_pos, 50);
+    assert_true(c.rope_attn_factor == 1.5 && c.rope_theta == 500.0 && c.rope_factor == 2.0);
+    assert_int_equal(c.sliding_window, 0);
+    /* Phi-4-mini: partial rotary; factor lists of the wrong length */
+    const char *prf = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.75,"
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"partial_rotary_factor\": 0.75, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0],"
+                      " \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(prf, &c), SITS_ERR_UNSUPPORTED);
+    const char *len = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
+    assert_int_equal(parse_str(len, &c), SITS_ERR_FORMAT);
+}
+
+/* [families] Qwen3-8B's config.json (head_dim given, q/k norms, no bias), and the refusals. */
+static void test_qwen3(void **state)
+{
+    const char *j =
+        "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"bos_token_id\": 151643, \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12288,"
+        " \"max_position_embeddings\": 40960, \"max_window_layers\": 36, \"model_type\": \"qwen3\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 36, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06,"
+        " \"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": false,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", \"use_cache\": true,"
+        " \"use_sliding_window\": false, \"vocab_size\": 151936}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_QWEN3);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.qk_norm, 1);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_int_equal(c.sliding_window, 0);
+    assert_true(c.rope_theta == 1e6);
+    const char *sw = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_sliding_window\": true, \"sliding_window\": 16}";
+    assert_int_equal(parse_str(sw, &c), SITS_ERR_UNSUPPORTED);
+    const char *lt = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                     " \"layer_types\": [\"full_attention\", \"sliding_attention\"]}";
+    assert_int_equal(parse_str(lt, &c), SITS_ERR_UNSUPPORTED);
+    const char *lt_len = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
+                         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"layer_types\": [\"full_attention\"]}";
+    assert_int_equal(parse_str(lt_len, &c), SITS_ERR_FORMAT);
+}
+
 /* Mistral-7B-Instruct-v0.3 (sliding_window null) and v0.1 (4096), Mistral-Nemo (head_dim 128 != H/nh). */
 static void test_mistral(void **state)
 {
@@ -216,8 +392,9 @@ static const struct {
     { "hidden_act", "\"gelu\"", SITS_ERR_UNSUPPORTED, "hidden_act", NULL },
     { "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.type", NULL },
     { "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.rope_type", NULL },
-    { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_UNSUPPORTED,
-      "rope_parameters.rope_type", NULL },
+    /* [families] longrope is read now: without its factor lists it is malformed */
+    { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_FORMAT,
+      "rope_parameters.short_factor", NULL },
     { "rope_scaling", "{\"rope_type\": \"llama3\", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",
       SITS_ERR_FORMAT, "rope_scaling.factor", NULL },
     { "rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0}",
@@ -382,6 +559,10 @@ int main(void)
         cmocka_unit_test(test_legacy_type_linear),
         cmocka_unit_test(test_legacy_type_llama3),
         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_gemma2),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
         cmocka_unit_test(test_refusals),

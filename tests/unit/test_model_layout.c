@@ -116,6 +116,15 @@ static void test_committed_checkpoints(void **state)
 {
     check_dir(SITS_TEST_DATA_DIR "/tiny_llama", SITS_ARCH_LLAMA, 0, 0);
     check_dir(SITS_TEST_DATA_DIR "/tiny_qwen2", SITS_ARCH_QWEN2, 1, 1);
+    /* [families] the family fixtures hold exactly the tensors their layouts ask for (none is left unused):
+     * q/k norms, Gemma's four norms a layer, Phi-3's fused qkv_proj / gate_up_proj */
+#define FAMILY_FIXTURE(name_) SITS_TEST_DATA_DIR "/../../../fixtures/models/" name_
+    check_dir(FAMILY_FIXTURE("qwen3"), SITS_ARCH_QWEN3, 0, 0);
+    check_dir(FAMILY_FIXTURE("qwen3_tied"), SITS_ARCH_QWEN3, 1, 0);
+    check_dir(FAMILY_FIXTURE("gemma2"), SITS_ARCH_GEMMA2, 1, 0);
+    check_dir(FAMILY_FIXTURE("gemma3"), SITS_ARCH_GEMMA3, 1, 0);
+    check_dir(FAMILY_FIXTURE("phi3"), SITS_ARCH_PHI3, 0, 0);
+#undef FAMILY_FIXTURE
 
     /* tiny_qwen2 checked against an untied config: lm_head.weight is missing */
     sits_model_config_t c;
