@@ -614,6 +614,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         p.prompt = c->ch[i].prompt;
         p.n_prompt = c->ch[i].n_prompt;
         p.share_prompt_with = i % per ? c->ch[i - i % per].req : NULL;   /* [n] the prompt's KV blocks are computed once */
+        p.n_sharing = i % per ? 0 : per - 1;
         /* [structured output] each choice's sequence owns a reference to the shared grammar (its own state) */
         p.grammar = c->rq.grammar ? sits_grammar_ref(c->rq.grammar) : NULL;
         st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
