@@ -142,10 +142,13 @@ typedef struct {
     sits_finish_t finish;
     int n_gen;
     int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
-    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
+    size_t lp_off;          /* [logprobs] text_offset of the next streamed token: the offsets run on over the
+                             * tokens' texts as in the whole response (special tokens count, held text not) */
     sits_srv_textout_t to;
     int to_valid;
     int tool_calls;         /* [tool calls] its stream ended with tool-call deltas (finish "tool_calls") */
+    int got;                /* tokens the scheduler delivered (an echo-scoring token included) */
+    int echoed;             /* [logprobs] echo + stream: its prompt chunk went out */
 } choice_t;
 
 struct conn {
@@ -360,6 +363,7 @@ static int choice_poll(conn_t *c, choice_t *g)
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
     int n = srv->api->next(g->req, toks, TOK_BATCH, &fin, 0), got = n;
+    if (got > 0) g->got += got;
     if (n > 0 && c->rq.max_tokens == 0) n = 0;   /* [logprobs] echo scoring: the one token generated is not output */
     if (n > 0) {
         double t = now_s();
@@ -717,6 +721,14 @@ static enum MHD_Result run_whole(conn_t *c)
     return reply_json(c, 200, body);
 }
 
+/* [logprobs] The text offset after completions logprobs lp whose first token is at base (chat: base). */
+static size_t lp_end(json_t *lp, size_t base)
+{
+    json_t *toks = json_object_get(lp, "tokens");
+    for (size_t k = 0; k < json_array_size(toks); k++) base += json_string_length(json_array_get(toks, k));
+    return base;
+}
+
 /* Choice i's released text -> one content chunk (with the logprobs of the tokens since the last one). */
 static int stream_choice_text(conn_t *c, int i)
 {
@@ -725,13 +737,38 @@ static int stream_choice_text(conn_t *c, int i)
     size_t len = 0;
     json_t *lp = NULL;
     if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
-        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, &lp) != 0) return -1;
         g->n_lp = g->n_gen;
+        g->lp_off = lp_end(lp, g->lp_off);
     }
-    g->streamed += g->to.out_len;
     char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
                                  NULL, c->rq.include_usage, lp, &len);
     g->to.out_len = 0;
+    return pend_add(c, s, len);
+}
+
+/* [logprobs] echo + stream, as vLLM streams it: choice i's first chunk is its prompt's text, with the
+ * prompt tokens' logprobs (the first one null) when asked, sent once they exist (the choice's first
+ * token arrived) or the choice is over; the text offsets of its output continue after the prompt's. */
+static int stream_echo(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    if (!c->rq.echo || g->echoed || (g->got == 0 && !g->over)) return 0;
+    g->echoed = 1;
+    size_t plen = 0, len = 0;
+    char *ptext = echo_text(c, g, "", 0, &plen);
+    if (!ptext) return -1;
+    json_t *lp = NULL;
+    if (c->rq.logprobs) {
+        if (logprobs_json(c, g, 1, 0, 0, 0, &lp) != 0) {
+            free(ptext);
+            return -1;
+        }
+        g->lp_off = lp_end(lp, 0);
+    }
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, ptext, plen, NULL,
+                                 c->rq.include_usage, lp, &len);
+    free(ptext);
     return pend_add(c, s, len);
 }
 
@@ -741,7 +778,7 @@ static int stream_text(conn_t *c)
 {
     if (c->rq.tool_parser && !c->over) return 0;
     for (int i = 0; i < c->n_ch; i++)
-        if (stream_choice_text(c, i) != 0) return -1;
+        if (stream_echo(c, i) != 0 || stream_choice_text(c, i) != 0) return -1;
     return 0;
 }
 
@@ -802,8 +839,9 @@ static int stream_end(conn_t *c)
             const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
             json_t *lp = NULL;
             if (c->rq.logprobs && g->n_lp < g->n_gen) {   /* tokens that made no text (eos, held bytes) */
-                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, &lp) != 0) return -1;
                 g->n_lp = g->n_gen;
+                g->lp_off = lp_end(lp, g->lp_off);
             }
             s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
                                    g->tool_calls ? "tool_calls" : sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);

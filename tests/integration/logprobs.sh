@@ -71,7 +71,7 @@ for m in llama_small llama3 qwen2 mistral_sharded demo; do
     if [ $m = llama_small ] && [ $np = 2 ]; then
       for body in '{"prompt":"a","logprobs":21}:logprobs' '{"prompt":"a","logprobs":-1}:logprobs' \
                   '{"prompt":"a","logprobs":"x"}:logprobs' '{"prompt":"a","echo":1}:echo' \
-                  '{"prompt":"a","max_tokens":0}:max_tokens' '{"prompt":"a","echo":true,"stream":true}:echo' \
+                  '{"prompt":"a","max_tokens":0}:max_tokens' \
                   '{"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}:top_logprobs' \
                   '{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}:top_logprobs' \
                   '{"prompt":"a","logit_bias":{"512":1}}:logit_bias' '{"prompt":"a","logit_bias":{"5":101}}:logit_bias' \
