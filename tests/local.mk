@@ -52,6 +52,6 @@ TESTS += tests/unit/test_kv_int8
 TESTS += tests/integration/real_model.sh
 EXTRA_DIST += tests/integration/real_model.sh
 # [logprobs] the OpenAI API for real clients (issue 21): logprobs / echo against HF, lm-eval as a client
-TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh tests/integration/n_fork.sh
-EXTRA_DIST += tests/integration/n_fork.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
+TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh tests/integration/n_fork.sh tests/integration/tool_stream.sh
+EXTRA_DIST += tests/integration/n_fork.sh tests/integration/tool_stream.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
 	tests/ref/gen_logprob_fixtures.py tests/fixtures/logprobs tests/lm_eval

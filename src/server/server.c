@@ -24,10 +24,11 @@
  *   by the parse (api.c, on the MHD thread, shared through the grammar cache), the vocabulary trie is
  *   built once by the first constrained gen_start, and the scheduler thread computes the masks and
  *   feeds the sampled tokens to the grammar state; each choice is its own scheduler sequence with its
- *   own grammar state (and its own reference to the shared grammar). With a tool-call parser the text
- *   of every choice is held until the request's output is over; the MHD callback that ends the response
- *   (run_whole / stream_end) parses each choice's text into tool calls, so a drain delivers it whole too
- *   (finish "abort" at the shutdown timeout: the held text as content).
+ *   own grammar state (and its own reference to the shared grammar). With a tool-call parser a whole
+ *   response parses each choice's text into tool calls at the end (run_whole); a stream sends each
+ *   choice's content and tool-call deltas as the parser tells them apart (tools.c's stream step: a
+ *   call's head once its name is complete, its arguments as they come), and stream_end sends what was
+ *   held (finish "abort" at the shutdown timeout: the held text as content when no call went out).
  *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
  *   the client went away): it takes the request off the pump, cancels it if it did not finish,
  *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
@@ -149,6 +150,7 @@ typedef struct {
     int tool_calls;         /* [tool calls] its stream ended with tool-call deltas (finish "tool_calls") */
     int got;                /* tokens the scheduler delivered (an echo-scoring token included) */
     int echoed;             /* [logprobs] echo + stream: its prompt chunk went out */
+    sits_srv_tool_stream_t ts;   /* [tool calls] the stream's calls so far (to.out keeps the whole text) */
 } choice_t;
 
 struct conn {
@@ -729,11 +731,11 @@ static size_t lp_end(json_t *lp, size_t base)
     return base;
 }
 
-/* Choice i's released text -> one content chunk (with the logprobs of the tokens since the last one). */
-static int stream_choice_text(conn_t *c, int i)
+/* text[len] of choice i -> one content chunk (with the logprobs of the tokens since the last one). */
+static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
 {
     choice_t *g = &c->ch[i];
-    if (g->to.out_len == 0) return 0;
+    if (text_len == 0) return 0;
     size_t len = 0;
     json_t *lp = NULL;
     if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
@@ -741,10 +743,18 @@ static int stream_choice_text(conn_t *c, int i)
         g->n_lp = g->n_gen;
         g->lp_off = lp_end(lp, g->lp_off);
     }
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
-                                 NULL, c->rq.include_usage, lp, &len);
-    g->to.out_len = 0;
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, text, text_len, NULL,
+                                 c->rq.include_usage, lp, &len);
     return pend_add(c, s, len);
+}
+
+/* Choice i's released text -> one content chunk. */
+static int stream_choice_text(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    int rc = stream_content(c, i, g->to.out, g->to.out_len);
+    g->to.out_len = 0;
+    return rc;
 }
 
 /* [logprobs] echo + stream, as vLLM streams it: choice i's first chunk is its prompt's text, with the
@@ -772,51 +782,38 @@ static int stream_echo(conn_t *c, int i)
     return pend_add(c, s, len);
 }
 
-/* Released text of each choice -> one content chunk per choice that has some. [tool calls] With a
- * tool-call parser the text is held to the end (stream_end), where it becomes tool-call deltas or content. */
-static int stream_text(conn_t *c)
-{
-    if (c->rq.tool_parser && !c->over) return 0;
-    for (int i = 0; i < c->n_ch; i++)
-        if (stream_echo(c, i) != 0 || stream_choice_text(c, i) != 0) return -1;
-    return 0;
-}
-
-/* [tool calls] Choice i's held text as OpenAI streams calls: the content before them (one chunk), then per
- * call a chunk with its index, id, type and name (arguments ""), and one with its arguments. Returns 1 when
- * the text held calls (then consumed), 0 when it is plain content (left for stream_text), -1 on error. */
-static int stream_tool_calls(conn_t *c, int i)
+/* [tool calls] Choice i's text so far (g->to.out keeps all of it) as OpenAI streams calls (tools.c's
+ * sits_srv_tool_stream_step): the content that is content for sure, then one chunk per tool-call delta.
+ * final: the output is over (it ended by itself: stop) -- what was held goes out as calls or content. */
+static int stream_tool_calls(conn_t *c, int i, int final)
 {
     choice_t *g = &c->ch[i];
-    size_t content_len = 0, len = 0;
-    json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, g->to.out ? g->to.out : "", g->to.out_len,
-                                              tool_seed(c, i), &content_len);
-    if (!calls) return 0;
-    if (c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);   /* parallel_tool_calls false */
-    int rc = 0;
-    if (content_len > 0) {
-        g->to.out_len = content_len;
-        rc = stream_choice_text(c, i);
-    }
-    g->to.out_len = 0;
-    for (size_t k = 0; rc == 0 && k < json_array_size(calls); k++) {
-        json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
-        json_t *head = json_pack("{s:[{s:I, s:O, s:s, s:{s:O, s:s}}]}", "tool_calls", "index", (json_int_t)k, "id",
-                                 json_object_get(call, "id"), "type", "function", "function", "name",
-                                 json_object_get(fn, "name"), "arguments", "");
-        json_t *args = json_pack("{s:[{s:I, s:{s:O}}]}", "tool_calls", "index", (json_int_t)k, "function", "arguments",
-                                 json_object_get(fn, "arguments"));
-        char *s = head ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, head, NULL, c->rq.include_usage, &len)
-                       : NULL;
+    const char *text = g->to.out ? g->to.out : "";
+    size_t from = 0, n = 0, len = 0;
+    json_t *deltas = NULL;
+    if (sits_srv_tool_stream_step(c->rq.tool_parser, text, g->to.out_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
+                                  &from, &n, &deltas) != 0)
+        return -1;
+    int rc = stream_content(c, i, text + from, n);
+    for (size_t k = 0; rc == 0 && k < json_array_size(deltas); k++) {
+        json_t *d = json_pack("{s:[O]}", "tool_calls", json_array_get(deltas, k));
+        char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, &len) : NULL;
         rc = pend_add(c, s, len);
-        s = args && rc == 0 ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, args, NULL, c->rq.include_usage, &len)
-                            : NULL;
-        if (rc == 0) rc = pend_add(c, s, len);
-        else json_decref(args);
     }
-    json_decref(calls);
-    if (rc == 0) g->tool_calls = 1;
-    return rc == 0 ? 1 : -1;
+    json_decref(deltas);
+    if (g->ts.heads > 0) g->tool_calls = 1;
+    return rc;
+}
+
+/* Released text of each choice -> one content chunk per choice that has some; [tool calls] with a
+ * tool-call parser, content and tool-call deltas as the parser tells them apart. */
+static int stream_text(conn_t *c)
+{
+    for (int i = 0; i < c->n_ch; i++) {
+        int rc = c->rq.tool_parser ? stream_tool_calls(c, i, 0) : stream_echo(c, i) != 0 ? -1 : stream_choice_text(c, i);
+        if (rc != 0) return -1;
+    }
+    return 0;
 }
 
 /* The end of a stream: last text, the finish chunks (or an error event), the usage chunk, [DONE]. */
@@ -825,8 +822,14 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
-    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++)   /* [tool calls] per choice that ended by itself */
-        if (c->ch[i].finish == SITS_FINISH_STOP && stream_tool_calls(c, i) < 0) return -1;
+    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++) {   /* [tool calls] what was held */
+        choice_t *g = &c->ch[i];
+        if (stream_tool_calls(c, i, g->finish == SITS_FINISH_STOP) != 0) return -1;
+        if (g->finish != SITS_FINISH_STOP && g->ts.heads == 0 &&   /* cut short: no calls, as the whole response */
+            stream_content(c, i, g->to.out + g->ts.content_sent, g->to.out_len - g->ts.content_sent) != 0)
+            return -1;
+        g->to.out_len = 0;
+    }
     if (stream_text(c) != 0) return -1;
     if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
@@ -844,7 +847,8 @@ static int stream_end(conn_t *c)
                 g->lp_off = lp_end(lp, g->lp_off);
             }
             s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
-                                   g->tool_calls ? "tool_calls" : sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
+                                   g->tool_calls && g->finish == SITS_FINISH_STOP ? "tool_calls" : sits_srv_finish_str(g->finish),
+                                   c->rq.include_usage, lp, &len);
             if (pend_add(c, s, len) != 0) return -1;
         }
     }
