@@ -1179,13 +1179,13 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* [sampling controls] q's sampled row sp: its logit_bias, the min_tokens bans (eos and stop ids
- * while fewer than min_tokens were generated) and, when a penalty is on, its token history
- * (unique ids, generated counts, prompt presence), appended to the step's lists. sp->bias / hist
- * are set by the caller once every row is in. 0 ok, -1 out of memory. */
-static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp)
+ * while fewer than min_tokens were generated, unless may_ban is 0) and, when a penalty is on, its
+ * token history (unique ids, generated counts, prompt presence), appended to the step's lists.
+ * sp->bias / hist are set by the caller once every row is in. 0 ok, -1 out of memory. */
+static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp, int may_ban)
 {
     const sits_model_config_t *c = &s->r->cfg;
-    int ban = q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
+    int ban = may_ban && q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
     sp->n_bias = q->n_bias + ban;
     sp->n_hist = 0;
     if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
@@ -1237,6 +1237,20 @@ static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_samp
     return SITS_OK;
 }
 
+/* [min_tokens + structured output] 1 when mask[words] allows no id but eos and stop ids. */
+static int mask_only_stops(const sits_sched_t *s, const sits_req_t *q, const uint32_t *mask, int words)
+{
+    for (int w = 0; w < words; w++) {
+        uint32_t m = mask[w];
+        while (m) {
+            int32_t id = (int32_t)(w * 32 + __builtin_ctz(m));
+            m &= m - 1;
+            if (!is_stop_id(s, q, id)) return 0;
+        }
+    }
+    return 1;
+}
+
 /* Output `no` of the step samples q's next token from token row `row`. */
 static sits_status_t sample_row(sits_sched_t *s, sits_req_t *q, int row, int no, sits_sample_masks_t *masks)
 {
@@ -1246,8 +1260,14 @@ static sits_status_t sample_row(sits_sched_t *s, sits_req_t *q, int row, int no,
     s->sp[no].logprobs = q->logprobs;
     s->sp[no].top_logprobs = q->top_logprobs;
     s->sp[no].lp_target = -1;
-    if (proc_lists(s, q, &s->sp[no]) != 0) return SITS_ERR_NOMEM;
-    if (q->grammar) SITS_CHECK(step_mask(s, q, no, masks));
+    int may_ban = 1;
+    if (q->grammar) {
+        SITS_CHECK(step_mask(s, q, no, masks));
+        /* [min_tokens + structured output] when the grammar allows nothing but eos / stop ids (its output is
+         * complete), the grammar wins over min_tokens: the output ends (banning them would leave no token) */
+        may_ban = !(q->n_gen < q->min_tokens && mask_only_stops(s, q, masks->masks + (size_t)(masks->n - 1) * masks->words, masks->words));
+    }
+    if (proc_lists(s, q, &s->sp[no], may_ban) != 0) return SITS_ERR_NOMEM;
     return SITS_OK;
 }
 

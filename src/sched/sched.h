@@ -42,7 +42,8 @@ typedef struct {
     int logprobs, top_logprobs, prompt_logprobs;
     /* [sampling controls] sample's penalties and min_p apply as sample.h says; bias[n_bias] (copied;
      * ids in the vocabulary) is logit_bias; min_tokens bans the eos and stop ids until that many
-     * tokens were generated. */
+     * tokens were generated -- except at a step where the grammar allows nothing else (the grammar's
+     * end wins: the output ends). */
     const sits_sample_bias_t *bias;
     int n_bias;
     int min_tokens;
