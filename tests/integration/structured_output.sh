@@ -156,9 +156,10 @@ wait $srv; rc=$?; srv=
 
 # Tool calls at a drain (the event-loop server): SIGTERM with three tool requests in flight on a slower
 # model, --shutdown-timeout 4. A forced call (tool_choice required, streamed) ends by itself during the
-# drain: its deltas and finish "tool_calls" arrive whole. Two tool_choice auto requests (output held to
-# the end for the parser), 2000 tokens with ignore_eos, meet the timeout: the streamed one still gets the
-# held text as content, finish "abort", usage and [DONE]; the whole one a 200 body with the text, "abort".
+# drain: its deltas and finish "tool_calls" arrive whole. Two tool_choice auto requests (no call in their
+# output: the stream's text goes out as content as the parser rules calls out), 2000 tokens with ignore_eos,
+# meet the timeout: the streamed one gets its text as content, finish "abort", usage and [DONE]; the whole
+# one a 200 body with the text, "abort".
 serve_setup_slow "$tmp/m2"
 serve_start "$tmp/m2" --chat-template "$top_srcdir/tests/fixtures/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
   --shutdown-timeout 4 || finish
@@ -244,7 +245,7 @@ fin, deltas, usage = stream("auto-stream")
 text = "".join(d.get("content") or "" for d in deltas)
 check(fin == ["abort"], "auto-stream: finish %s" % fin)
 check(0 < usage.get("completion_tokens", 0) < 2000 and len(text) > 0, "auto-stream: %d chars of text for %s" % (len(text), usage))
-print("drain: forced call %s, auto stream %d tokens / %d chars held and delivered" % (fin_forced, usage.get("completion_tokens", 0), len(text)))
+print("drain: forced call %s, auto stream %d tokens / %d chars delivered" % (fin_forced, usage.get("completion_tokens", 0), len(text)))
 r = res["auto-whole"]
 ch = (r.get("body") or {}).get("choices", [{}])[0]
 check(r.get("status") == 200 and ch.get("finish_reason") == "abort" and ch.get("message", {}).get("content"),
