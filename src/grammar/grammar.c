@@ -57,6 +57,14 @@ struct sits_grammar {
      * of (set << 8 | byte) -> set (t_keys UINT64_MAX: empty slot) */
     int32_t **t_rows;
     int cap_rows, n_rows;
+    uint32_t *live;                    /* [cap_live * 8]: per set, the bytes it can take, once live_ok */
+    uint8_t *live_ok;
+    int cap_live;
+    /* [byte classes] per set: the class (its vocabulary entry) every byte of which takes it to uni_next
+     * (-2: not all to one live set), once known; [cap_uni] */
+    const void **uni_cls;
+    int32_t *uni_next;
+    int cap_uni;
     uint64_t *t_keys;
     int32_t *t_vals;
     uint32_t t_mask;
@@ -76,6 +84,8 @@ typedef struct {
     int32_t *exits;                    /* trie nodes whose byte is the first one outside cls on their path, by
                                         * (depth, byte): a run of them shares its first transition */
     int n_exits;
+    int32_t *exit_at;                  /* [(max_depth + 1) * 256 + 1]: the exits of (depth d, byte b) are
+                                        * exits[exit_at[d * 256 + b], exit_at[d * 256 + b + 1]) */
     int32_t *in;                       /* trie nodes whose path is all in cls, by depth: */
     int32_t *in_off;                   /* depth d's at in[in_off[d - 1], in_off[d]), d = 1 .. max_depth */
 } vclass_t;
@@ -473,6 +483,10 @@ void sits_grammar_destroy(sits_grammar_t *g)
     free(g->s_n);
     free(g->sdata);
     free(g->s_slots);
+    free(g->live);
+    free(g->live_ok);
+    free(g->uni_cls);
+    free(g->uni_next);
     for (int i = 0; g->t_rows && i < g->cap_rows; i++) free(g->t_rows[i]);
     free(g->t_rows);
     free(g->t_keys);
@@ -540,6 +554,7 @@ void sits_grammar_vocab_destroy(sits_grammar_vocab_t *v)
     for (int i = 0; i < v->n_cls; i++) {
         free(v->cls[i].all);
         free(v->cls[i].exits);
+        free(v->cls[i].exit_at);
         free(v->cls[i].in);
         free(v->cls[i].in_off);
     }
@@ -977,16 +992,20 @@ static const vclass_t *vclass_get(const sits_grammar_vocab_t *cv, const gram_set
         e.exits[e.n_exits++] = i;
         i = v->skip[i];
     }
-    if (e.exits && e.n_exits > 1) {   /* exits by (depth, byte), preorder within */
-        int64_t *key = malloc(sizeof *key * (size_t)e.n_exits);
-        if (key) {
-            for (int k = 0; k < e.n_exits; k++)
-                key[k] = ((int64_t)v->depth[e.exits[k]] << 40) | ((int64_t)v->byte[e.exits[k]] << 32) | e.exits[k];
-            qsort(key, (size_t)e.n_exits, sizeof *key, cmp_i64);
-            for (int k = 0; k < e.n_exits; k++) e.exits[k] = (int32_t)(key[k] & 0xffffffff);
-            free(key);
+    /* exits by (depth, byte), preorder within, and where each (depth, byte) starts */
+    size_t n_at = (size_t)(v->max_depth + 1) * 256 + 1;
+    int64_t *key = e.exits ? malloc(sizeof *key * (size_t)(e.n_exits + 1)) : NULL;
+    e.exit_at = key ? calloc(n_at, sizeof *e.exit_at) : NULL;
+    if (e.exit_at) {
+        for (int k = 0; k < e.n_exits; k++) {
+            key[k] = ((int64_t)v->depth[e.exits[k]] << 40) | ((int64_t)v->byte[e.exits[k]] << 32) | e.exits[k];
+            e.exit_at[v->depth[e.exits[k]] * 256 + v->byte[e.exits[k]] + 1]++;
         }
+        qsort(key, (size_t)e.n_exits, sizeof *key, cmp_i64);
+        for (int k = 0; k < e.n_exits; k++) e.exits[k] = (int32_t)(key[k] & 0xffffffff);
+        for (size_t k = 1; k < n_at; k++) e.exit_at[k] += e.exit_at[k - 1];
     }
+    free(key);
     /* the in-class nodes by depth (counting sort over the same preorder pass) */
     e.in_off = calloc((size_t)v->max_depth + 2, sizeof *e.in_off);
     int n_in = 0;
@@ -1014,17 +1033,79 @@ static const vclass_t *vclass_get(const sits_grammar_vocab_t *cv, const gram_set
             e.in = NULL;
         }
     }
-    if (e.all && e.exits && e.in) {
+    if (e.all && e.exits && e.exit_at && e.in) {
         v->cls[v->n_cls] = e;
         found = &v->cls[v->n_cls++];
     } else {
         free(e.all);
         free(e.exits);
+        free(e.exit_at);
         free(e.in);
         free(e.in_off);
     }
     pthread_mutex_unlock(&v->cmu);
     return found;
+}
+
+/* The bytes set sid can take (out[8], 256 bits), from its transition row (kept per set once known). 0, or -1
+ * out of memory. */
+static int live_bytes(sits_grammar_t *g, int32_t sid, uint32_t out[8])
+{
+    if (sid < g->cap_live && g->live_ok[sid]) {
+        memcpy(out, g->live + (size_t)sid * 8, sizeof(uint32_t) * 8);
+        return 0;
+    }
+    memset(out, 0, sizeof(uint32_t) * 8);
+    for (int c = 0; c < 256; c++) {
+        int32_t r = trans(g, sid, c);
+        if (r == -1) return -1;
+        if (r >= 0) out[c >> 5] |= 1u << (c & 31);
+    }
+    if (sid >= g->cap_live) {   /* keep it (not kept when out of memory: computed again) */
+        int cap = g->cap_live ? g->cap_live : 256;
+        while (cap <= sid) cap *= 2;
+        uint32_t *l = realloc(g->live, sizeof *l * 8 * (size_t)cap);
+        if (!l) return 0;
+        g->live = l;
+        uint8_t *ok = realloc(g->live_ok, (size_t)cap);
+        if (!ok) return 0;
+        memset(ok + g->cap_live, 0, (size_t)(cap - g->cap_live));
+        g->live_ok = ok;
+        g->cap_live = cap;
+    }
+    memcpy(g->live + (size_t)sid * 8, out, sizeof(uint32_t) * 8);
+    g->live_ok[sid] = 1;
+    return 0;
+}
+
+/* The set that every byte of class vc takes set sid to (c0: the class's first byte), kept per set once
+ * known; -2 when they do not all lead to one live set, -1 out of memory. */
+static int32_t uniform_next(sits_grammar_t *g, int32_t sid, const vclass_t *vc, int c0)
+{
+    if (sid < g->cap_uni && g->uni_cls[sid] == vc) return g->uni_next[sid];
+    int32_t nx = trans(g, sid, c0);
+    if (nx == -1) return -1;
+    for (int c = c0 + 1; c < 256 && nx >= 0; c++) {
+        if (!gs_has(&vc->cls, c)) continue;
+        int32_t r = trans(g, sid, c);
+        if (r == -1) return -1;
+        if (r != nx) nx = -2;
+    }
+    if (sid >= g->cap_uni) {   /* keep it (not kept when out of memory: computed again) */
+        int cap = g->cap_uni ? g->cap_uni : 256;
+        while (cap <= sid) cap *= 2;
+        const void **c = realloc(g->uni_cls, sizeof *c * (size_t)cap);
+        if (!c) return nx;
+        memset(c + g->cap_uni, 0, sizeof *c * (size_t)(cap - g->cap_uni));
+        g->uni_cls = c;
+        int32_t *n = realloc(g->uni_next, sizeof *n * (size_t)cap);
+        if (!n) return nx;
+        g->uni_next = n;
+        g->cap_uni = cap;
+    }
+    g->uni_cls[sid] = vc;
+    g->uni_next[sid] = nx;
+    return nx;
 }
 
 /* The tokens of the trie nodes [i0, i1) (whole subtrees) that the walk from lv[depth[i0] - 1] accepts, into
@@ -1075,12 +1156,15 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
     int n_cls = 0, rc = chain ? 0 : -1, D = 0;
     for (int c = 0; c < 256 && rc == 0; c++)
         if ((next[c] = trans(g, st->set, c)) == -1) rc = -1;
-    int32_t t1 = -2;
-    for (int c = 0, best = 0; c < 256 && rc == 0; c++) {
+    int32_t t1 = -2, hk[512];
+    int hn[512], best = 0;
+    memset(hk, 0xff, sizeof hk);   /* counts per next set: open addressing, 512 slots for <= 256 keys */
+    for (int c = 0; c < 256 && rc == 0; c++) {
         if (next[c] < 0) continue;
-        int k = 0;
-        for (int x = 0; x < 256; x++) k += next[x] == next[c];
-        if (k > best) { best = k; t1 = next[c]; }
+        uint32_t h = (uint32_t)mix((uint64_t)(uint32_t)next[c]) & 511;
+        while (hk[h] >= 0 && hk[h] != next[c]) h = (h + 1) & 511;
+        if (hk[h] < 0) { hk[h] = next[c]; hn[h] = 0; }
+        if (++hn[h] > best) { best = hn[h]; t1 = next[c]; }
     }
     for (int c = 0; c < 256 && t1 >= 0; c++)
         if (next[c] == t1) {
@@ -1096,7 +1180,7 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
         chain[1] = t1;
         D = 1;
         while (D < v->max_depth && rc == 0) {
-            int32_t nx = trans(g, chain[D], c0);
+            int32_t nx = uniform_next(g, chain[D], vc, c0);
             if (nx == -1) { rc = -1; break; }
             if (nx < 0) break;
             if (nx == chain[D]) {   /* a fixed point: it lasts */
@@ -1104,14 +1188,6 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
                 D = v->max_depth;
                 break;
             }
-            int same = 1;
-            for (int c = c0 + 1; c < 256 && same; c++) {
-                if (!gs_has(&cls, c)) continue;
-                int32_t r = trans(g, chain[D], c);
-                if (r == -1) rc = -1;
-                same = r == nx;
-            }
-            if (!same) break;
             chain[++D] = nx;
         }
     }
@@ -1132,16 +1208,25 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
             lv[D] = chain[D];
             for (int k = vc->in_off[D]; k < vc->in_off[D + 1] && rc == 0; k++) rc = walk(g, v, lv, vc->in[k], v->skip[vc->in[k]], mask);
         }
-        for (int e = 0; e < vc->n_exits && rc == 0;) {
-            int i = vc->exits[e], d = v->depth[i], run = e + 1;
-            while (run < vc->n_exits && v->depth[vc->exits[run]] == d && v->byte[vc->exits[run]] == v->byte[i]) run++;
-            int32_t first = d - 1 > D ? -2 : trans(g, chain[d - 1], v->byte[i]);   /* below depth D: walked above */
-            if (first == -1) rc = -1;
-            for (int k = e; k < run && first >= 0 && rc == 0; k++) {
-                lv[d - 1] = chain[d - 1];  /* the path before the exit: d - 1 bytes of the class */
-                rc = walk(g, v, lv, vc->exits[k], v->skip[vc->exits[k]], mask);
+        /* the exits at depth d <= D + 1 (deeper ones are in the subtrees walked above), from chain[d - 1]:
+         * only those of the bytes outside the class that chain[d - 1] can take */
+        for (int d = 1; d <= D + 1 && d <= v->max_depth && rc == 0; d++) {
+            uint32_t out[8];
+            if (live_bytes(g, chain[d - 1], out) != 0) {
+                rc = -1;
+                break;
             }
-            e = run;
+            for (int w = 0; w < 8 && rc == 0; w++) {
+                uint32_t m = out[w] & ~cls.w[w];
+                while (m && rc == 0) {
+                    int b = w * 32 + __builtin_ctz(m), at = d * 256 + b;
+                    m &= m - 1;
+                    for (int k = vc->exit_at[at]; k < vc->exit_at[at + 1] && rc == 0; k++) {
+                        lv[d - 1] = chain[d - 1];   /* the path before the exit: d - 1 bytes of the class */
+                        rc = walk(g, v, lv, vc->exits[k], v->skip[vc->exits[k]], mask);
+                    }
+                }
+            }
         }
     } else {
         rc = walk(g, v, lv, 0, v->n_nodes, mask);
