@@ -3,10 +3,14 @@
  * to [B, V] fp32 logits by the cpu twin of logit_mask (on a GPU it is one kernel), and the plan's mask
  * trailer serialised. Tokens are drawn uniformly among the allowed ones (what a random-weight model does:
  * the hardest case for the mask cache, as its strings are arbitrary). Grammars: one per sequence (separate
- * requests, separate caches: the server's case) or one shared (n > 1 / the same schema).
+ * requests of the same schema, separate caches), one shared (n > 1 / the same schema: the server shares one
+ * compiled grammar per constraint), or --distinct: 32 different schemas (the default one with an extra
+ * property of its own per sequence: different grammars, nothing shared but the vocabulary). --regex RE
+ * constrains with a regex instead (e.g. a counted one, "[a-z ]{1000}": every step is a new grammar state).
  * Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so a shared machine's load does not inflate them.
  * Prints a table and writes JSON (--json FILE).
- * usage: sits-bench-grammar --tokenizer DIR [--batch 32] [--steps 200] [--shared] [--schema FILE] [--json FILE] */
+ * usage: sits-bench-grammar --tokenizer DIR [--batch 32] [--steps 200] [--shared | --distinct] [--schema FILE | --regex RE]
+ *        [--json FILE] */
 #include "grammar/grammar.h"
 #include "backend/backend.h"
 #include "sched/plan.h"
@@ -39,16 +43,22 @@ static const char *default_schema =
 
 int main(int argc, char **argv)
 {
-    const char *tok_dir = NULL, *schema_file = NULL, *json_out = NULL;
-    int B = 32, steps = 200, shared = 0;
+    const char *tok_dir = NULL, *schema_file = NULL, *json_out = NULL, *regex = NULL;
+    int B = 32, steps = 200, shared = 0, distinct = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_dir = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--schema") && i + 1 < argc) schema_file = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_out = argv[++i];
+        else if (!strcmp(argv[i], "--regex") && i + 1 < argc) regex = argv[++i];
         else if (!strcmp(argv[i], "--shared")) shared = 1;
-        else { fprintf(stderr, "usage: %s --tokenizer DIR [--batch 32] [--steps 200] [--shared] [--schema FILE] [--json FILE]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--distinct")) distinct = 1;
+        else {
+            fprintf(stderr, "usage: %s --tokenizer DIR [--batch 32] [--steps 200] [--shared | --distinct] [--schema FILE | --regex RE] "
+                            "[--json FILE]\n", argv[0]);
+            return 2;
+        }
     }
     if (!tok_dir || B < 1 || steps < 1) { fprintf(stderr, "--tokenizer DIR is required\n"); return 2; }
     char *schema = NULL;
@@ -85,8 +95,21 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (int b = 0; b < B; b++) {
         if (b == 0 || !shared) {
-            if (sits_grammar_from_json_schema(schema, strlen(schema), err, sizeof err, &g[b]) != SITS_OK) {
-                fprintf(stderr, "schema: %s\n", err);
+            /* --distinct: the schema with a property "f<b>" of its own */
+            const char *at = strstr(schema, "\"properties\":{");
+            char *own = NULL;
+            if (distinct && at) {
+                size_t head = (size_t)(at - schema) + strlen("\"properties\":{");
+                own = malloc(strlen(schema) + 64);
+                if (!own) return 1;
+                snprintf(own, strlen(schema) + 64, "%.*s\"f%d\":{\"type\":\"string\"},%s", (int)head, schema, b, schema + head);
+            }
+            const char *text = own ? own : schema;
+            sits_status_t st_g = regex ? sits_grammar_from_regex(regex, strlen(regex), err, sizeof err, &g[b])
+                                       : sits_grammar_from_json_schema(text, strlen(text), err, sizeof err, &g[b]);
+            free(own);
+            if (st_g != SITS_OK) {
+                fprintf(stderr, "%s: %s\n", regex ? "regex" : "schema", err);
                 return 1;
             }
         } else {
@@ -155,7 +178,8 @@ int main(int argc, char **argv)
         p50[k] = srt[steps / 2];
         p99[k] = srt[(int)(0.99 * (steps - 1))];
     }
-    printf("grammar bench: vocab %d (%s), batch %d, %d steps, %s grammars\n", V, tok_dir, B, steps, shared ? "one shared" : "per-sequence");
+    printf("grammar bench: vocab %d (%s), batch %d, %d steps, %s grammars, %s\n", V, tok_dir, B, steps,
+           shared ? "one shared" : distinct ? "distinct" : "per-sequence", regex ? regex : "json schema");
     printf("  vocabulary trie (once per tokenizer)  %8.1f ms\n", t_vocab * 1e3);
     printf("  schema compile (per grammar)          %8.3f ms\n", t_compile * 1e3);
     printf("  %-36s %9s %9s %9s\n", "per step, whole batch", "mean ms", "p50 ms", "p99 ms");
@@ -166,10 +190,11 @@ int main(int argc, char **argv)
     if (json_out) {
         FILE *f = fopen(json_out, "w");
         if (f) {
-            fprintf(f, "{\"vocab\": %d, \"batch\": %d, \"steps\": %d, \"shared\": %d, \"vocab_ms\": %.3f, \"compile_ms\": %.4f, "
+            fprintf(f, "{\"vocab\": %d, \"batch\": %d, \"steps\": %d, \"shared\": %d, \"distinct\": %d, \"regex\": %d, "
+                       "\"vocab_ms\": %.3f, \"compile_ms\": %.4f, "
                        "\"mask_accept_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p99\": %.4f}, \"apply_cpu_ms\": {\"mean\": %.4f}, "
                        "\"plan_ms\": {\"mean\": %.4f}, \"cache_hits\": %ld, \"cache_misses\": %ld}\n",
-                    V, B, steps, shared, t_vocab * 1e3, t_compile * 1e3, mean[0] * 1e3, p50[0] * 1e3, p99[0] * 1e3, mean[1] * 1e3,
+                    V, B, steps, shared, distinct, regex != NULL, t_vocab * 1e3, t_compile * 1e3, mean[0] * 1e3, p50[0] * 1e3, p99[0] * 1e3, mean[1] * 1e3,
                     mean[2] * 1e3, hits, misses);
             fclose(f);
         }

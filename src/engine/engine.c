@@ -1270,3 +1270,34 @@ sits_status_t sits_engine_kv_load_blocks(sits_engine_t *e, int n, const int32_t 
 {
     return kv_blocks_io(e, n, ids, (unsigned char *)host, 1);
 }
+
+sits_status_t sits_engine_kv_copy_blocks(sits_engine_t *e, int n, const int32_t *src, const int32_t *dst)
+{
+    SITS_CHECK(kv_check_ids(e, n, src));
+    SITS_CHECK(kv_check_ids(e, n, dst));
+    if (n <= 0) return SITS_OK;
+    sits_backend_t *be = e->be;
+    const sits_backend_ops_t *op = be->ops;
+    size_t per_block = sits_engine_kv_bytes_per_block(e);
+    if (be->device >= 0 && kv_copy_ready(e)) {
+        /* device to device through kv_flat, kv_chunk blocks at a time (each upload is stream-ordered) */
+        int nbuf = 2 * (e->w->dims.layer1 - e->w->dims.layer0);
+        for (int c0 = 0; c0 < n; c0 += e->kv_chunk) {
+            int k = n - c0 < e->kv_chunk ? n - c0 : e->kv_chunk;
+            SITS_CHECK(op->upload(be, e->kv_ids, src + c0, sizeof(int32_t) * (size_t)k));
+            SITS_CHECK(op->kv_block_copy(be, e->kv_flat, e->kv_bufs, nbuf, e->kv_ids, k, e->kv_lbb, 0));
+            SITS_CHECK(op->upload(be, e->kv_ids, dst + c0, sizeof(int32_t) * (size_t)k));
+            SITS_CHECK(op->kv_block_copy(be, e->kv_flat, e->kv_bufs, nbuf, e->kv_ids, k, e->kv_lbb, 1));
+        }
+        return op->sync(be);
+    }
+    unsigned char *host = malloc(per_block);   /* one block at a time: the cpu backend's copies are memcpys */
+    if (!host) return SITS_ERR_NOMEM;
+    sits_status_t st = SITS_OK;
+    for (int i = 0; i < n && st == SITS_OK; i++) {
+        st = kv_blocks_io(e, 1, src + i, host, 0);
+        if (st == SITS_OK) st = kv_blocks_io(e, 1, dst + i, host, 1);
+    }
+    free(host);
+    return st;
+}

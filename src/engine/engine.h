@@ -165,5 +165,10 @@ sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void
 size_t sits_engine_kv_bytes_per_block(const sits_engine_t *e);
 sits_status_t sits_engine_kv_save_blocks(sits_engine_t *e, int n, const int32_t *ids, void *host);
 sits_status_t sits_engine_kv_load_blocks(sits_engine_t *e, int n, const int32_t *ids, const void *host);
+/* [n > 1: copy on write] Block dst[i] becomes a copy of block src[i] (every layer of this rank, K and
+ * V, as stored), i < n, ordered after the work already enqueued. A device backend copies on the
+ * device (the backend's kv_block_copy: gather into the staging buffer, scatter out of it); else
+ * through a host buffer. SITS_ERR_INVALID for an id out of range. */
+sits_status_t sits_engine_kv_copy_blocks(sits_engine_t *e, int n, const int32_t *src, const int32_t *dst);
 
 #endif

@@ -7,10 +7,19 @@
  * from any node by entering rules (tail positions are dropped so that right recursion does not grow
  * stacks) with a per-operation stamp that both deduplicates and stops nullable cycles.
  * Trie: the distinct token byte strings in preorder; node i has its edge byte, its depth and the index
- * just past its subtree, so a walk is a loop over i that jumps past dead subtrees. */
+ * just past its subtree, so a walk is a loop over i that jumps past dead subtrees.
+ * Byte classes: when every byte of a large class C takes set S to one same set S1, and every byte of C
+ * takes S1 to one S2, and so on (a chain: S = S1 = S2 ... for a string's content or a repeated class, S_k
+ * -> S_k+1 for a counted repetition), a path of d bytes of C leads to S_d whatever the bytes. The
+ * vocabulary keeps, per class (made once, shared by every grammar), the mask of the tokens made of C's
+ * bytes alone, those trie nodes by depth, and the nodes where a path first leaves C (its exits). S's
+ * mask is then: the tokens of C* up to the depth D the chain lasts (all of them when it lasts the longest
+ * token), plus walks of the exits' subtrees from S_d and of the subtrees below depth D from S_D (a JSON
+ * string state of a 128k vocabulary: 70k of 275k trie nodes walked, no trie walk for the rest). */
 #include "grammar/gram_internal.h"
 #include "util/log.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +52,19 @@ struct sits_grammar {
     size_t n_sdata, cap_sdata;
     int32_t *s_slots;
     uint32_t s_mask;
-    /* memoised transitions (set << 8 | byte) -> set, -1 dead; t_keys UINT64_MAX: empty slot */
+    /* memoised transitions: a dense row of 256 per set (t_rows[set][byte] -> set, -2 dead, TRANS_UNKNOWN not
+     * yet known), made at the set's first transition while TRANS_ROWS_MAX rows are not reached; beyond, a hash
+     * of (set << 8 | byte) -> set (t_keys UINT64_MAX: empty slot) */
+    int32_t **t_rows;
+    int cap_rows, n_rows;
+    uint32_t *live;                    /* [cap_live * 8]: per set, the bytes it can take, once live_ok */
+    uint8_t *live_ok;
+    int cap_live;
+    /* [byte classes] per set: the class (its vocabulary entry) every byte of which takes it to uni_next
+     * (-2: not all to one live set), once known; [cap_uni] */
+    const void **uni_cls;
+    int32_t *uni_next;
+    int cap_uni;
     uint64_t *t_keys;
     int32_t *t_vals;
     uint32_t t_mask;
@@ -55,6 +76,22 @@ struct sits_grammar {
     size_t cache_bytes;
     long hits, misses;
 };
+
+/* [loop classes] the vocabulary's view of one byte class (see the opening comment) */
+typedef struct {
+    gram_set_t cls;
+    uint32_t *all;                     /* [mask words] text tokens whose bytes are all in cls */
+    int32_t *exits;                    /* trie nodes whose byte is the first one outside cls on their path, by
+                                        * (depth, byte): a run of them shares its first transition */
+    int n_exits;
+    int32_t *exit_at;                  /* [(max_depth + 1) * 256 + 1]: the exits of (depth d, byte b) are
+                                        * exits[exit_at[d * 256 + b], exit_at[d * 256 + b + 1]) */
+    int32_t *in;                       /* trie nodes whose path is all in cls, by depth: */
+    int32_t *in_off;                   /* depth d's at in[in_off[d - 1], in_off[d]), d = 1 .. max_depth */
+} vclass_t;
+
+#define VCLASS_MAX 64                  /* classes kept per vocabulary */
+#define VCLASS_MIN_BYTES 4             /* a smaller class: the plain walk is cheap already */
 
 struct sits_grammar_vocab {
     int vocab_size;
@@ -68,6 +105,10 @@ struct sits_grammar_vocab {
     uint8_t *has;
     int32_t *stop;
     int n_stop;
+    /* [loop classes] made at first use by any grammar's mask (any thread): under cmu; entries never move */
+    pthread_mutex_t cmu;
+    vclass_t cls[VCLASS_MAX];
+    int n_cls;
 };
 
 struct sits_grammar_state {
@@ -442,6 +483,12 @@ void sits_grammar_destroy(sits_grammar_t *g)
     free(g->s_n);
     free(g->sdata);
     free(g->s_slots);
+    free(g->live);
+    free(g->live_ok);
+    free(g->uni_cls);
+    free(g->uni_next);
+    for (int i = 0; g->t_rows && i < g->cap_rows; i++) free(g->t_rows[i]);
+    free(g->t_rows);
     free(g->t_keys);
     free(g->t_vals);
     free(g->elems);
@@ -504,6 +551,14 @@ static int tokref_cmp(const void *a_, const void *b_)
 void sits_grammar_vocab_destroy(sits_grammar_vocab_t *v)
 {
     if (!v) return;
+    for (int i = 0; i < v->n_cls; i++) {
+        free(v->cls[i].all);
+        free(v->cls[i].exits);
+        free(v->cls[i].exit_at);
+        free(v->cls[i].in);
+        free(v->cls[i].in_off);
+    }
+    pthread_mutex_destroy(&v->cmu);
     free(v->byte);
     free(v->depth);
     free(v->skip);
@@ -524,6 +579,7 @@ sits_status_t sits_grammar_vocab_create_bytes(const char *const *bytes, const si
     sits_grammar_vocab_t *v = calloc(1, sizeof *v);
     tokref_t *refs = NULL;
     if (!v) return SITS_ERR_NOMEM;
+    pthread_mutex_init(&v->cmu, NULL);
     v->vocab_size = vocab_size;
     size_t total = 0;
     int nt = 0;
@@ -740,15 +796,9 @@ static int trans_grow(sits_grammar_t *g)
     return 0;
 }
 
-/* the set that set `sid` becomes after byte c: -2 dead, -1 out of memory */
-static int32_t trans(sits_grammar_t *g, int32_t sid, int c)
+/* the set that set sid becomes after byte c, computed (advance + intern): -2 dead, -1 out of memory */
+static int32_t trans_compute(sits_grammar_t *g, int32_t sid, int c)
 {
-    uint64_t key = ((uint64_t)(uint32_t)sid << 8) | (uint64_t)c;
-    uint32_t h = 0;
-    if (g->t_keys) {
-        for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask)
-            if (g->t_keys[h] == key) return g->t_vals[h];
-    }
     size_t from = g->nbuf;
     for (int i = 0; i < g->s_n[sid]; i++) buf_push(g, g->sdata[g->s_off[sid] + i]);
     size_t at = g->nbuf;
@@ -756,6 +806,50 @@ static int32_t trans(sits_grammar_t *g, int32_t sid, int c)
     memmove(g->buf + from, g->buf + at, sizeof *g->buf * (g->nbuf - at));
     g->nbuf = from + (g->nbuf - at);
     int32_t r = intern_buf(g, from);
+    return r;
+}
+
+#define TRANS_UNKNOWN (-3)
+#define TRANS_ROWS_MAX (1 << 16)   /* 64 MiB of rows at most per grammar */
+
+/* set sid's dense transition row, made when new; NULL beyond TRANS_ROWS_MAX rows or out of memory */
+static int32_t *trans_row(sits_grammar_t *g, int32_t sid)
+{
+    if (sid >= TRANS_ROWS_MAX || g->n_rows >= TRANS_ROWS_MAX) return NULL;
+    if (sid >= g->cap_rows) {
+        int cap = g->cap_rows ? g->cap_rows : 256;
+        while (cap <= sid) cap *= 2;
+        int32_t **p = realloc(g->t_rows, sizeof *p * (size_t)cap);
+        if (!p) return NULL;
+        memset(p + g->cap_rows, 0, sizeof *p * (size_t)(cap - g->cap_rows));
+        g->t_rows = p;
+        g->cap_rows = cap;
+    }
+    int32_t *row = malloc(sizeof *row * 256);
+    if (!row) return NULL;
+    for (int c = 0; c < 256; c++) row[c] = TRANS_UNKNOWN;
+    g->t_rows[sid] = row;
+    g->n_rows++;
+    return row;
+}
+
+/* the set that set `sid` becomes after byte c: -2 dead, -1 out of memory */
+static int32_t trans(sits_grammar_t *g, int32_t sid, int c)
+{
+    int32_t *row = sid < g->cap_rows ? g->t_rows[sid] : NULL;
+    if (row && row[c] != TRANS_UNKNOWN) return row[c];
+    if (row || (row = trans_row(g, sid)) != NULL) {
+        int32_t r = trans_compute(g, sid, c);
+        if (r != -1) row[c] = r;
+        return r;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)sid << 8) | (uint64_t)c;
+    uint32_t h = 0;
+    if (g->t_keys) {
+        for (h = (uint32_t)mix(key) & g->t_mask; g->t_keys[h] != UINT64_MAX; h = (h + 1) & g->t_mask)
+            if (g->t_keys[h] == key) return g->t_vals[h];
+    }
+    int32_t r = trans_compute(g, sid, c);
     if (r == -1) return -1;
     /* memoise (the table stops growing at TRANS_MAX entries: later transitions are recomputed) */
     if ((uint32_t)g->t_n >= TRANS_MAX) return r;
@@ -804,6 +898,19 @@ static int is_stop(const sits_grammar_vocab_t *v, int32_t id)
     return 0;
 }
 
+int sits_grammar_state_accepts(sits_grammar_state_t *st, int32_t token)
+{
+    const sits_grammar_vocab_t *v = st->v;
+    sits_grammar_t *g = st->g;
+    if (token < 0 || token >= v->vocab_size) return 0;
+    if (is_stop(v, token)) return sits_grammar_state_complete(st);
+    if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return 0;
+    int32_t sid = st->set;
+    g->nbuf = 0;
+    for (int64_t k = v->b_off[token]; k < v->b_off[token + 1] && sid >= 0; k++) sid = trans(g, sid, (unsigned char)v->blob[k]);
+    return sid == -1 ? -1 : sid >= 0;
+}
+
 sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
 {
     const sits_grammar_vocab_t *v = st->v;
@@ -841,6 +948,188 @@ static void cache_put(sits_grammar_t *g, const sits_grammar_vocab_t *v, int32_t 
     g->cache_bytes += words * 4;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* [loop classes] the vocabulary's entry for class c, made when new; NULL when the table is full or out of memory */
+static const vclass_t *vclass_get(const sits_grammar_vocab_t *cv, const gram_set_t *c)
+{
+    sits_grammar_vocab_t *v = (sits_grammar_vocab_t *)cv;   /* the class table is the vocabulary's own cache */
+    const vclass_t *found = NULL;
+    pthread_mutex_lock(&v->cmu);
+    for (int i = 0; i < v->n_cls && !found; i++)
+        if (!memcmp(&v->cls[i].cls, c, sizeof *c)) found = &v->cls[i];
+    if (found || v->n_cls == VCLASS_MAX) {
+        pthread_mutex_unlock(&v->cmu);
+        return found;
+    }
+    vclass_t e = { .cls = *c };
+    e.all = calloc(SITS_GRAMMAR_MASK_WORDS(v->vocab_size), sizeof *e.all);
+    int cap = 1024;
+    e.exits = malloc(sizeof *e.exits * (size_t)cap);
+    for (int i = 0; e.all && e.exits && i < v->n_nodes;) {
+        if (gs_has(c, v->byte[i])) {   /* its path is all in c (exits' subtrees are skipped) */
+            for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
+                int32_t id = v->toks[k];
+                if (v->has[id]) e.all[id >> 5] |= 1u << (id & 31);
+            }
+            i++;
+            continue;
+        }
+        if (e.n_exits == cap) {
+            int32_t *p = realloc(e.exits, sizeof *p * (size_t)cap * 2);
+            if (!p) {
+                free(e.exits);
+                e.exits = NULL;
+                break;
+            }
+            e.exits = p;
+            cap *= 2;
+        }
+        e.exits[e.n_exits++] = i;
+        i = v->skip[i];
+    }
+    /* exits by (depth, byte), preorder within, and where each (depth, byte) starts */
+    size_t n_at = (size_t)(v->max_depth + 1) * 256 + 1;
+    int64_t *key = e.exits ? malloc(sizeof *key * (size_t)(e.n_exits + 1)) : NULL;
+    e.exit_at = key ? calloc(n_at, sizeof *e.exit_at) : NULL;
+    if (e.exit_at) {
+        for (int k = 0; k < e.n_exits; k++) {
+            key[k] = ((int64_t)v->depth[e.exits[k]] << 40) | ((int64_t)v->byte[e.exits[k]] << 32) | e.exits[k];
+            e.exit_at[v->depth[e.exits[k]] * 256 + v->byte[e.exits[k]] + 1]++;
+        }
+        qsort(key, (size_t)e.n_exits, sizeof *key, cmp_i64);
+        for (int k = 0; k < e.n_exits; k++) e.exits[k] = (int32_t)(key[k] & 0xffffffff);
+        for (size_t k = 1; k < n_at; k++) e.exit_at[k] += e.exit_at[k - 1];
+    }
+    free(key);
+    /* the in-class nodes by depth (counting sort over the same preorder pass) */
+    e.in_off = calloc((size_t)v->max_depth + 2, sizeof *e.in_off);
+    int n_in = 0;
+    for (int i = 0; e.all && e.exits && e.in_off && i < v->n_nodes;) {
+        if (!gs_has(c, v->byte[i])) { i = v->skip[i]; continue; }
+        e.in_off[v->depth[i]]++;
+        n_in++;
+        i++;
+    }
+    e.in = e.in_off ? malloc(sizeof *e.in * (size_t)(n_in + 1)) : NULL;
+    if (e.in) {
+        for (int d = 1; d <= v->max_depth + 1; d++) e.in_off[d] += e.in_off[d - 1];   /* end of depth d */
+        int32_t *fill = malloc(sizeof *fill * ((size_t)v->max_depth + 2));
+        if (fill) {
+            fill[0] = 0;
+            for (int d = 1; d <= v->max_depth; d++) fill[d] = e.in_off[d - 1];
+            for (int i = 0; i < v->n_nodes;) {
+                if (!gs_has(c, v->byte[i])) { i = v->skip[i]; continue; }
+                e.in[fill[v->depth[i]]++] = i;
+                i++;
+            }
+            free(fill);
+        } else {
+            free(e.in);
+            e.in = NULL;
+        }
+    }
+    if (e.all && e.exits && e.exit_at && e.in) {
+        v->cls[v->n_cls] = e;
+        found = &v->cls[v->n_cls++];
+    } else {
+        free(e.all);
+        free(e.exits);
+        free(e.exit_at);
+        free(e.in);
+        free(e.in_off);
+    }
+    pthread_mutex_unlock(&v->cmu);
+    return found;
+}
+
+/* The bytes set sid can take (out[8], 256 bits), from its transition row (kept per set once known). 0, or -1
+ * out of memory. */
+static int live_bytes(sits_grammar_t *g, int32_t sid, uint32_t out[8])
+{
+    if (sid < g->cap_live && g->live_ok[sid]) {
+        memcpy(out, g->live + (size_t)sid * 8, sizeof(uint32_t) * 8);
+        return 0;
+    }
+    memset(out, 0, sizeof(uint32_t) * 8);
+    for (int c = 0; c < 256; c++) {
+        int32_t r = trans(g, sid, c);
+        if (r == -1) return -1;
+        if (r >= 0) out[c >> 5] |= 1u << (c & 31);
+    }
+    if (sid >= g->cap_live) {   /* keep it (not kept when out of memory: computed again) */
+        int cap = g->cap_live ? g->cap_live : 256;
+        while (cap <= sid) cap *= 2;
+        uint32_t *l = realloc(g->live, sizeof *l * 8 * (size_t)cap);
+        if (!l) return 0;
+        g->live = l;
+        uint8_t *ok = realloc(g->live_ok, (size_t)cap);
+        if (!ok) return 0;
+        memset(ok + g->cap_live, 0, (size_t)(cap - g->cap_live));
+        g->live_ok = ok;
+        g->cap_live = cap;
+    }
+    memcpy(g->live + (size_t)sid * 8, out, sizeof(uint32_t) * 8);
+    g->live_ok[sid] = 1;
+    return 0;
+}
+
+/* The set that every byte of class vc takes set sid to (c0: the class's first byte), kept per set once
+ * known; -2 when they do not all lead to one live set, -1 out of memory. */
+static int32_t uniform_next(sits_grammar_t *g, int32_t sid, const vclass_t *vc, int c0)
+{
+    if (sid < g->cap_uni && g->uni_cls[sid] == vc) return g->uni_next[sid];
+    int32_t nx = trans(g, sid, c0);
+    if (nx == -1) return -1;
+    for (int c = c0 + 1; c < 256 && nx >= 0; c++) {
+        if (!gs_has(&vc->cls, c)) continue;
+        int32_t r = trans(g, sid, c);
+        if (r == -1) return -1;
+        if (r != nx) nx = -2;
+    }
+    if (sid >= g->cap_uni) {   /* keep it (not kept when out of memory: computed again) */
+        int cap = g->cap_uni ? g->cap_uni : 256;
+        while (cap <= sid) cap *= 2;
+        const void **c = realloc(g->uni_cls, sizeof *c * (size_t)cap);
+        if (!c) return nx;
+        memset(c + g->cap_uni, 0, sizeof *c * (size_t)(cap - g->cap_uni));
+        g->uni_cls = c;
+        int32_t *n = realloc(g->uni_next, sizeof *n * (size_t)cap);
+        if (!n) return nx;
+        g->uni_next = n;
+        g->cap_uni = cap;
+    }
+    g->uni_cls[sid] = vc;
+    g->uni_next[sid] = nx;
+    return nx;
+}
+
+/* The tokens of the trie nodes [i0, i1) (whole subtrees) that the walk from lv[depth[i0] - 1] accepts, into
+ * mask. lv[d]: the set after the first d bytes of the path. 0, or -1 out of memory. */
+static int walk(sits_grammar_t *g, const sits_grammar_vocab_t *v, int32_t *lv, int i0, int i1, uint32_t *mask)
+{
+    for (int i = i0; i < i1;) {
+        int d = v->depth[i];
+        int32_t sid = trans(g, lv[d - 1], v->byte[i]);
+        if (sid == -1) return -1;
+        if (sid < 0) {
+            i = v->skip[i];
+            continue;
+        }
+        lv[d] = sid;
+        for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
+            int32_t id = v->toks[k];
+            if (v->has[id]) mask[id >> 5] |= 1u << (id & 31);
+        }
+        i++;
+    }
+    return 0;
+}
+
 sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
 {
     sits_grammar_t *g = st->g;
@@ -861,24 +1150,90 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
     if (!lv) return SITS_ERR_NOMEM;
     g->nbuf = 0;
     lv[0] = st->set;
-    int oom = 0;
-    for (int i = 0; i < v->n_nodes;) {
-        int d = v->depth[i];
-        int32_t sid = trans(g, lv[d - 1], v->byte[i]);
-        if (sid == -1) { oom = 1; break; }
-        if (sid < 0) {
-            i = v->skip[i];
-            continue;
-        }
-        lv[d] = sid;
-        for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
-            int32_t id = v->toks[k];
-            if (v->has[id]) mask[id >> 5] |= 1u << (id & 31);
-        }
-        i++;
+    /* [byte classes] the class: the bytes that take the set to its most common next set */
+    int32_t *chain = malloc(sizeof *chain * (size_t)(v->max_depth + 2)), next[256];
+    gram_set_t cls = { { 0 } };
+    int n_cls = 0, rc = chain ? 0 : -1, D = 0;
+    for (int c = 0; c < 256 && rc == 0; c++)
+        if ((next[c] = trans(g, st->set, c)) == -1) rc = -1;
+    int32_t t1 = -2, hk[512];
+    int hn[512], best = 0;
+    memset(hk, 0xff, sizeof hk);   /* counts per next set: open addressing, 512 slots for <= 256 keys */
+    for (int c = 0; c < 256 && rc == 0; c++) {
+        if (next[c] < 0) continue;
+        uint32_t h = (uint32_t)mix((uint64_t)(uint32_t)next[c]) & 511;
+        while (hk[h] >= 0 && hk[h] != next[c]) h = (h + 1) & 511;
+        if (hk[h] < 0) { hk[h] = next[c]; hn[h] = 0; }
+        if (++hn[h] > best) { best = hn[h]; t1 = next[c]; }
     }
+    for (int c = 0; c < 256 && t1 >= 0; c++)
+        if (next[c] == t1) {
+            cls.w[c >> 5] |= 1u << (c & 31);
+            n_cls++;
+        }
+    const vclass_t *vc = rc == 0 && n_cls >= VCLASS_MIN_BYTES ? vclass_get(v, &cls) : NULL;
+    if (vc) {
+        /* the chain: chain[d] the set after any d bytes of the class, while every byte agrees (D: how far) */
+        int c0 = 0;
+        while (!gs_has(&cls, c0)) c0++;
+        chain[0] = st->set;
+        chain[1] = t1;
+        D = 1;
+        while (D < v->max_depth && rc == 0) {
+            int32_t nx = uniform_next(g, chain[D], vc, c0);
+            if (nx == -1) { rc = -1; break; }
+            if (nx < 0) break;
+            if (nx == chain[D]) {   /* a fixed point: it lasts */
+                for (int d = D + 1; d <= v->max_depth; d++) chain[d] = nx;
+                D = v->max_depth;
+                break;
+            }
+            chain[++D] = nx;
+        }
+    }
+    if (rc != 0) {
+        /* out of memory: nothing more */
+    } else if (vc) {
+        if (D >= v->max_depth) {
+            for (size_t w = 0; w < words; w++) mask[w] |= vc->all[w];
+        } else {
+            /* the class's tokens up to depth D, then walks below it from chain[D] */
+            for (int k = 0; k < vc->in_off[D]; k++) {
+                int i = vc->in[k];
+                for (int t = v->tok_off[i]; t < v->tok_off[i + 1]; t++) {
+                    int32_t id = v->toks[t];
+                    if (v->has[id]) mask[id >> 5] |= 1u << (id & 31);
+                }
+            }
+            lv[D] = chain[D];
+            for (int k = vc->in_off[D]; k < vc->in_off[D + 1] && rc == 0; k++) rc = walk(g, v, lv, vc->in[k], v->skip[vc->in[k]], mask);
+        }
+        /* the exits at depth d <= D + 1 (deeper ones are in the subtrees walked above), from chain[d - 1]:
+         * only those of the bytes outside the class that chain[d - 1] can take */
+        for (int d = 1; d <= D + 1 && d <= v->max_depth && rc == 0; d++) {
+            uint32_t out[8];
+            if (live_bytes(g, chain[d - 1], out) != 0) {
+                rc = -1;
+                break;
+            }
+            for (int w = 0; w < 8 && rc == 0; w++) {
+                uint32_t m = out[w] & ~cls.w[w];
+                while (m && rc == 0) {
+                    int b = w * 32 + __builtin_ctz(m), at = d * 256 + b;
+                    m &= m - 1;
+                    for (int k = vc->exit_at[at]; k < vc->exit_at[at + 1] && rc == 0; k++) {
+                        lv[d - 1] = chain[d - 1];   /* the path before the exit: d - 1 bytes of the class */
+                        rc = walk(g, v, lv, vc->exits[k], v->skip[vc->exits[k]], mask);
+                    }
+                }
+            }
+        }
+    } else {
+        rc = walk(g, v, lv, 0, v->n_nodes, mask);
+    }
+    free(chain);
     free(lv);
-    if (oom || g->oom) return SITS_ERR_NOMEM;
+    if (rc != 0 || g->oom) return SITS_ERR_NOMEM;
     cache_put(g, v, st->set, mask, words);
     return SITS_OK;
 }

@@ -82,6 +82,9 @@ void sits_grammar_state_destroy(sits_grammar_state_t *st);
 sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask);
 /* Feed the sampled token. SITS_ERR_INVALID when the mask would not have allowed it (state unchanged). */
 sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token);
+/* Whether accept would take token now (1), byte by byte, without the mask (the state is unchanged):
+ * the definition a mask must equal. -1 out of memory. */
+int sits_grammar_state_accepts(sits_grammar_state_t *st, int32_t token);
 /* Bytes fed so far form a complete document (a stop token is allowed now). */
 int sits_grammar_state_complete(const sits_grammar_state_t *st);
 /* Whether text (len bytes) is a complete document of the grammar (tests). */

@@ -142,6 +142,37 @@ void sits_kv_blocks_release(sits_kv_blocks_t *kb, int n, const int32_t *ids)
     }
 }
 
+void sits_kv_blocks_share(sits_kv_blocks_t *kb, int n, const int32_t *ids)
+{
+    for (int i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= kb->n || kb->refs[id] <= 0) {
+            SITS_ERROR(SITS_SUB_KV, "share of block %d that is not allocated", id);
+            continue;
+        }
+        kb->refs[id]++;
+    }
+}
+
+int sits_kv_blocks_refs(const sits_kv_blocks_t *kb, int32_t id)
+{
+    return id >= 0 && id < kb->n ? kb->refs[id] : 0;
+}
+
+sits_status_t sits_kv_blocks_cow(sits_kv_blocks_t *kb, int32_t id, int32_t *id_p)
+{
+    if (id < 0 || id >= kb->n || kb->refs[id] <= 0) return SITS_ERR_INVALID;
+    if (kb->refs[id] == 1) {
+        *id_p = id;
+        return SITS_OK;
+    }
+    int32_t fresh;
+    SITS_CHECK(sits_kv_blocks_alloc(kb, 1, &fresh));
+    kb->refs[id]--;   /* > 0: the other holders keep it */
+    *id_p = fresh;
+    return SITS_OK;
+}
+
 int32_t sits_kv_blocks_lookup(sits_kv_blocks_t *kb, uint64_t hash)
 {
     int slot = table_find(kb, hash);

@@ -5,7 +5,12 @@
  * contents (sits_kv_block_hash: the parent block's hash and the block's token ids), which makes
  * it findable by later sequences with the same prefix (shared read-only: new tokens are only ever
  * written to blocks past the shared prefix). A registered block whose count drops to zero is not
- * freed but kept, least recently used first, and reclaimed only when no free block is left. */
+ * freed but kept, least recently used first, and reclaimed only when no free block is left.
+ *
+ * [n > 1] Sequences may share blocks (sits_kv_blocks_share: one reference each): the choices of one
+ * request share its prompt's blocks, the last one possibly partial. A sequence about to write into a
+ * block that others hold too copies it first (sits_kv_blocks_cow: copy on write); the holder left
+ * alone writes in place. */
 #ifndef SITS_KV_BLOCKS_H
 #define SITS_KV_BLOCKS_H
 
@@ -24,6 +29,16 @@ void sits_kv_blocks_release(sits_kv_blocks_t *kb, int n, const int32_t *ids);
 /* Blocks that an alloc can still hand out (free + evictable cached ones). */
 int sits_kv_blocks_free_count(const sits_kv_blocks_t *kb);
 int sits_kv_blocks_total(const sits_kv_blocks_t *kb);
+
+/* [n > 1] One more reference to each of ids[n] (another sequence shares them). */
+void sits_kv_blocks_share(sits_kv_blocks_t *kb, int n, const int32_t *ids);
+/* References held on block id (0: free or evictable). */
+int sits_kv_blocks_refs(const sits_kv_blocks_t *kb, int32_t id);
+/* Copy on write: the caller holds a reference to id and will write into it. When nobody else holds
+ * it, *id_p = id (write in place); else *id_p = a fresh block that takes over the caller's reference
+ * (id keeps the others'), and the caller must copy id's contents into it before writing.
+ * SITS_ERR_BUSY when no block can be had (nothing changed). */
+sits_status_t sits_kv_blocks_cow(sits_kv_blocks_t *kb, int32_t id, int32_t *id_p);
 
 /* ---- prefix cache ---- */
 /* Hash of a full block: parent (0 for the first block) and its block_size token ids. */

@@ -275,7 +275,7 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
     if (cmd == SITS_PLAN_KV_MOVE) return move_parse(h, len, plan_p);
     int32_t nt = (int32_t)sits_le_get32(h + 16), ns = (int32_t)sits_le_get32(h + 20), mb = (int32_t)sits_le_get32(h + 24),
             no = (int32_t)sits_le_get32(h + 28);
-    if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP && cmd != SITS_PLAN_KV_SWAP) {
+    if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP && cmd != SITS_PLAN_KV_SWAP && cmd != SITS_PLAN_KV_COPY) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: unknown command %u", cmd);
         return SITS_ERR_FORMAT;
     }

@@ -36,7 +36,8 @@ typedef enum {
     SITS_PLAN_STEP = 1,   /* run the forward pass and sample */
     SITS_PLAN_STOP = 2,   /* leave the worker loop */
     SITS_PLAN_KV_MOVE = 3, /* [kv move] send or receive KV blocks (plan.move; see "KV move orders" below) */
-    SITS_PLAN_KV_SWAP = 4  /* [kv offload] swap KV blocks out to / in from the offload tiers (see below) */
+    SITS_PLAN_KV_SWAP = 4, /* [kv offload] swap KV blocks out to / in from the offload tiers (see below) */
+    SITS_PLAN_KV_COPY = 5  /* [n > 1] copy KV blocks before they are written (copy on write, see below) */
 } sits_plan_cmd_t;
 
 /* [kv offload] KV swap orders (src/sched/swap.h). A KV_SWAP plan has the step plan's layout with
@@ -44,6 +45,12 @@ typedef enum {
  *   tokens[i] = SITS_KV_SWAP_OUT | IN | DROP | PREFETCH, pos[i] = its slot id, seq[i] = i,
  *   block_tables row i = its block ids, then -1 to the end of the row (max_blocks); DROP and
  *   PREFETCH orders have no blocks (a row of -1). */
+
+/* [n > 1] KV copies (copy on write of blocks that sequences share). A KV_COPY plan has the step
+ * plan's layout with n_tokens = n_seqs = the number of copies, max_blocks = n_out = 0; copy i is
+ *   tokens[i] = the source block, pos[i] = the destination block, seq[i] = i.
+ * Every rank copies its layers and KV heads of each (sits_engine_kv_copy_blocks), in plan order,
+ * before the next plan runs. */
 
 /* [kv move] KV move orders (src/sched/kvmove.h). A KV_MOVE plan has no tokens, sequences or outputs
  * (those counts are 0); its body is instead, as i32:

@@ -44,6 +44,10 @@ struct sits_req {
     sits_sample_bias_t *bias;
     int n_bias, min_tokens;
     sits_req_t *leader;          /* [n] share_prompt_with (a reference held), NULL when none */
+    int n_sharing;               /* [n] requests that will name this one as their leader */
+    int n_joined;                /* [n] of which submitted so far (under mu) */
+    sits_sched_t *owner;         /* the scheduler it was submitted to */
+    sits_req_t *fork_of;         /* [n] scheduler thread: forked off this leader in the step being built */
     /* timeline (CLOCK_REALTIME seconds; 0 = not yet) and counters for the trace file */
     double t_queued, t_scheduled, t_first_token;
     int n_preempted, n_prefix_hit;
@@ -137,6 +141,11 @@ struct sits_sched {
     const int32_t **ptok;
     int *plen, *pk, *pn;
     int32_t *pdrafts;           /* [max_num_seqs * SITS_SPEC_MAX_K] */
+    /* [n > 1] copies on write not yet sent (src -> dst block ids), and this step's forks */
+    int32_t *cow;                /* [3 * cap_cow]: src ids, dst ids, 0 1 2 .. (the plan's seq) */
+    int n_cow, cap_cow;
+    sits_req_t **forks;          /* [max_num_seqs] */
+    int n_forks;
 };
 
 /* Wall-clock seconds (timestamps in the trace file). */
@@ -230,6 +239,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     if (p->n_bias > 0) memcpy(q->bias, p->bias, sizeof *q->bias * (size_t)p->n_bias);
     q->n_bias = p->n_bias > 0 ? p->n_bias : 0;
     q->min_tokens = p->min_tokens;
+    q->n_sharing = p->n_sharing > 0 ? p->n_sharing : 0;
+    q->owner = s;
     if (p->share_prompt_with && p->share_prompt_with->n_prompt == p->n_prompt &&
         memcmp(p->share_prompt_with->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt) == 0) {
         q->leader = p->share_prompt_with;
@@ -288,6 +299,11 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->t_queued = wall_s();
     s->inbox[s->n_inbox++] = q;
     s->stats.waiting++;
+    if (p->share_prompt_with) {   /* [n] the leader may start once every request naming it is in */
+        pthread_mutex_lock(&p->share_prompt_with->mu);
+        p->share_prompt_with->n_joined++;
+        pthread_mutex_unlock(&p->share_prompt_with->mu);
+    }
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     *req_p = q;
@@ -379,6 +395,7 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->waiting = malloc(sizeof(sits_req_t *) * (size_t)(p->max_waiting + S + 1));
     s->running = malloc(sizeof(sits_req_t *) * (size_t)S);
     s->batch = malloc(sizeof(sits_req_t *) * (size_t)S);
+    s->forks = malloc(sizeof(sits_req_t *) * (size_t)S);
     s->tok = malloc(sizeof(int32_t) * (size_t)T * 3);
     s->rows = malloc(sizeof(int32_t) * (size_t)S);
     s->bt = malloc(sizeof(int32_t) * (size_t)S * mb);
@@ -389,7 +406,7 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->itl_t = malloc(sizeof(double) * SITS_ITL_RING * 3);
     s->itl_v = s->itl_t ? s->itl_t + SITS_ITL_RING : NULL;
     s->itl_tmp = s->itl_t ? s->itl_t + 2 * SITS_ITL_RING : NULL;
-    if (!s->waiting || !s->running || !s->batch || !s->tok || !s->rows || !s->bt || !s->sp || !s->itl_t || !s->sw_kind ||
+    if (!s->waiting || !s->running || !s->batch || !s->forks || !s->tok || !s->rows || !s->bt || !s->sp || !s->itl_t || !s->sw_kind ||
         !s->sw_bt || !s->sw_res ||
         sits_worker_init(&s->wk, r->ep.max_seqs) != SITS_OK) {
         sits_sched_destroy(s);
@@ -452,6 +469,8 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->waiting);
     free(s->running);
     free(s->batch);
+    free(s->forks);
+    free(s->cow);
     free(s->tok);
     free(s->rows);
     free(s->pbias);
@@ -481,6 +500,16 @@ void sits_sched_destroy(sits_sched_t *s)
 
 static void free_blocks(sits_sched_t *s, sits_req_t *q)
 {
+    /* [n > 1] a copy on write into a block q gives back is not needed any more */
+    int32_t *src = s->cow, *dst = s->cow + s->cap_cow;
+    for (int i = 0; i < s->n_cow; i++)
+        for (int b = 0; b < q->n_blocks; b++)
+            if (dst[i] == q->bt[b]) {
+                src[i] = src[s->n_cow - 1];
+                dst[i] = dst[--s->n_cow];
+                i--;
+                break;
+            }
     if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
     q->n_blocks = 0;
     if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] */
@@ -583,9 +612,59 @@ static void collect(sits_sched_t *s)
 }
 
 /* Grow q's block table to hold `tokens` positions. */
+/* [n > 1] The copies on write recorded so far, as one KV_COPY plan (plan.h) run on every rank; they
+ * go out before any other plan (a swap-out saves the copied blocks, a step writes into them). */
+static sits_status_t cow_flush(sits_sched_t *s)
+{
+    if (s->n_cow == 0) return SITS_OK;
+    int n = s->n_cow;
+    sits_plan_t pl = { .cmd = SITS_PLAN_KV_COPY, .step = s->sched_no, .n_tokens = n, .n_seqs = n, .tokens = s->cow,
+                       .pos = s->cow + s->cap_cow, .seq = s->cow + 2 * (size_t)s->cap_cow };
+    s->n_cow = 0;
+    sits_status_t st = sits_worker_send(s->r, &s->wk, &pl);
+    if (st == SITS_OK) st = sits_worker_exec(s->r, &s->wk, &pl, NULL, NULL);
+    if (st != SITS_OK) {
+        SITS_ERROR(SITS_SUB_SCHED, "kv copy-on-write orders failed: %s", sits_status_str(st));
+        if (s->fatal == SITS_OK) s->fatal = st;
+        return st;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_blocks_copied += (uint64_t)n;
+    pthread_mutex_unlock(&s->mu);
+    return SITS_OK;
+}
+
+/* [n > 1] q will write from position n_computed on: when the block holding it is shared with other
+ * sequences, q moves to a copy of it (copied by the next KV_COPY plan). 0: no block for the copy. */
+static int cow_last(sits_sched_t *s, sits_req_t *q)
+{
+    int b = q->n_computed / s->r->ep.block_size;
+    if (b >= q->n_blocks || sits_kv_blocks_refs(s->r->blocks, q->bt[b]) <= 1) return 1;
+    if (s->n_cow == s->cap_cow) {
+        int cap = s->cap_cow ? 2 * s->cap_cow : 64;
+        int32_t *a = malloc(sizeof *a * (size_t)cap * 3);
+        if (!a) return 0;
+        for (int i = 0; i < cap; i++) a[2 * cap + i] = i;
+        if (s->n_cow) {
+            memcpy(a, s->cow, sizeof *a * (size_t)s->n_cow);
+            memcpy(a + cap, s->cow + s->cap_cow, sizeof *a * (size_t)s->n_cow);
+        }
+        free(s->cow);
+        s->cow = a;
+        s->cap_cow = cap;
+    }
+    int32_t id;
+    if (sits_kv_blocks_cow(s->r->blocks, q->bt[b], &id) != SITS_OK) return 0;
+    s->cow[s->n_cow] = q->bt[b];
+    s->cow[s->cap_cow + s->n_cow++] = id;
+    q->bt[b] = id;
+    return 1;
+}
+
 static int ensure_blocks(sits_sched_t *s, sits_req_t *q, int tokens)
 {
     int bs = s->r->ep.block_size, need = (tokens + bs - 1) / bs - q->n_blocks;
+    if (tokens > q->n_computed && !cow_last(s, q)) return 0;
     if (need <= 0) return 1;
     if (sits_kv_blocks_alloc(s->r->blocks, need, q->bt + q->n_blocks) != SITS_OK) return 0;
     q->n_blocks += need;
@@ -595,8 +674,11 @@ static int ensure_blocks(sits_sched_t *s, sits_req_t *q, int tokens)
 /* ---- [kv offload] swap orders (policy in scheduler.h, what the ranks do in swap.h) ---- */
 
 /* Sends the n orders in sw_* as one KV_SWAP plan and runs this rank's part; results in sw_res. */
+static sits_status_t cow_flush(sits_sched_t *s);
+
 static sits_status_t swap_send(sits_sched_t *s, int n)
 {
+    if (cow_flush(s) != SITS_OK) return s->fatal;   /* [n > 1] the blocks a swap-out saves are copied first */
     sits_plan_t pl = { .cmd = SITS_PLAN_KV_SWAP, .step = s->sched_no, .n_tokens = n, .tokens = s->sw_kind, .pos = s->sw_slot,
                        .seq = s->sw_idx, .n_seqs = n, .max_blocks = s->r->ep.max_blocks_per_seq, .block_tables = s->sw_bt };
     sits_status_t st = sits_worker_send(s->r, &s->wk, &pl);
@@ -823,12 +905,66 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
 }
 
 /* [n] q shares its prompt's blocks with a leader (choice 0) that is still computing the prompt:
- * admitting it now would compute the same prompt again. */
-static int waits_for_leader(const sits_sched_t *s, const sits_req_t *q)
+ * admitting it now would compute the same prompt again (it forks off the leader's last chunk, or
+ * starts from its blocks after it). A leader waits until every request sharing its prompt is in. */
+static int waits_for_leader(const sits_sched_t *s, sits_req_t *q)
+{
+    (void)s;
+    if (q->n_sharing > 0 && q->n_computed == 0 && !q->swapped) {
+        pthread_mutex_lock(&q->mu);
+        int missing = q->n_joined < q->n_sharing;
+        pthread_mutex_unlock(&q->mu);
+        if (missing) return 1;
+    }
+    const sits_req_t *l = q->leader;
+    if (!l || q->swapped || q->n_computed > 0) return 0;
+    return l->state != REQ_DONE && l->n_computed < l->n_prompt;
+}
+
+/* [n] Fresh q starts from its running leader's blocks: it shares every block of its prompt but the
+ * last token (whose logits it needs), the block of that token copied on write. 1 when it did. */
+static int share_leader(sits_sched_t *s, sits_req_t *q)
 {
     const sits_req_t *l = q->leader;
-    if (!l || !s->p.prefix_caching || q->swapped || q->n_computed > 0) return 0;
-    return l->state != REQ_DONE && l->n_computed < l->n_prompt;
+    int bs = s->r->ep.block_size, k = q->n_prompt - 1, nb = (k + bs - 1) / bs;
+    if (!l || l->owner != s || l->state != REQ_RUNNING || l->swapped || l->n_computed < l->n_prompt || q->swapped ||
+        q->n_computed > 0 || q->n_blocks > 0 || q->prompt_logprobs || k < 1 || l->n_blocks < nb)
+        return 0;
+    memcpy(q->bt, l->bt, sizeof(int32_t) * (size_t)nb);
+    sits_kv_blocks_share(s->r->blocks, nb, q->bt);
+    q->n_blocks = nb;
+    q->n_computed = k;
+    q->n_hashed = l->n_hashed < k / bs ? l->n_hashed : k / bs;
+    memcpy(q->hashes, l->hashes, sizeof(uint64_t) * (size_t)q->n_hashed);
+    return 1;
+}
+
+/* [n] Leader l's chunk this step ends its prompt: its fresh followers still waiting fork off it -- they
+ * share its blocks and, in this step, sample their first token from its last prompt token's logits
+ * (step_launch / step_complete) -- while the sequence allowance and the output rows allow. */
+static void fork_followers(sits_sched_t *s, sits_req_t *l, int *rows)
+{
+    for (int i = 0; i < s->n_waiting; i++) {
+        sits_req_t *f = s->waiting[i];
+        if (f->leader != l || f->swapped || f->n_computed > 0 || f->n_blocks > 0 || f->n_gen > 0 ||
+            (f->prompt_logprobs && !l->prompt_logprobs))
+            continue;
+        if (s->n_running >= s->allowed_seqs || *rows >= s->p.max_num_seqs) return;
+        memcpy(f->bt, l->bt, sizeof(int32_t) * (size_t)l->n_blocks);
+        sits_kv_blocks_share(s->r->blocks, l->n_blocks, f->bt);
+        f->n_blocks = l->n_blocks;
+        memmove(s->waiting + i, s->waiting + i + 1, sizeof *s->waiting * (size_t)(s->n_waiting - i - 1));
+        s->n_waiting--;
+        i--;
+        f->state = REQ_RUNNING;
+        f->take = 0;
+        f->fork_of = l;
+        f->active_step = s->sched_no;
+        if (f->t_scheduled == 0) f->t_scheduled = wall_s();
+        s->running[s->n_running++] = f;
+        s->forks[s->n_forks++] = f;
+        (*rows)++;
+    }
 }
 
 /* The waiting request to admit next (-1: none may start now): lowest priority value, then lowest tenant virtual time,
@@ -1001,7 +1137,11 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
             break;
         }
         int total = total_tokens(q);
-        if (s->p.prefix_caching && !q->swapped && !q->prompt_logprobs) prefix_lookup(s, q, total);
+        if (share_leader(s, q)) {
+            /* [n] from the leader's blocks */
+        } else if (s->p.prefix_caching && !q->swapped && !q->prompt_logprobs) {
+            prefix_lookup(s, q, total);
+        }
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
         if (s->p.kv_offload) {
             /* [kv offload] admission keeps use at or below the threshold while anything runs */
@@ -1046,12 +1186,20 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
     /* the batch: every running sequence with work this step (preemptions above may have removed some) */
     nb = 0;
     used = 0;
+    rows = 0;
     for (int i = 0; i < s->n_running; i++)
         if (s->running[i]->take) {
             s->running[i]->active_step = s->sched_no;
             s->batch[nb++] = s->running[i];
             used += s->running[i]->take;
+            rows += step_rows(s->running[i]);
         }
+    /* [n] the followers of a prompt that ends this step fork off it */
+    s->n_forks = 0;
+    for (int b = 0; b < nb; b++) {
+        sits_req_t *l = s->batch[b];
+        if (l->n_sharing > 0 && l->n_gen == 0 && l->n_computed + l->take == l->n_prompt) fork_followers(s, l, &rows);
+    }
     *n_tokens_p = used;
     return nb;
 }
@@ -1164,13 +1312,13 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* [sampling controls] q's sampled row sp: its logit_bias, the min_tokens bans (eos and stop ids
- * while fewer than min_tokens were generated) and, when a penalty is on, its token history
- * (unique ids, generated counts, prompt presence), appended to the step's lists. sp->bias / hist
- * are set by the caller once every row is in. 0 ok, -1 out of memory. */
-static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp)
+ * while fewer than min_tokens were generated, unless may_ban is 0) and, when a penalty is on, its
+ * token history (unique ids, generated counts, prompt presence), appended to the step's lists.
+ * sp->bias / hist are set by the caller once every row is in. 0 ok, -1 out of memory. */
+static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp, int may_ban)
 {
     const sits_model_config_t *c = &s->r->cfg;
-    int ban = q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
+    int ban = may_ban && q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
     sp->n_bias = q->n_bias + ban;
     sp->n_hist = 0;
     if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
@@ -1232,7 +1380,7 @@ static int out_row(sits_sched_t *s, const sits_req_t *q, int no, int row, int j)
     s->sp[no].logprobs = q->logprobs;
     s->sp[no].top_logprobs = q->top_logprobs;
     s->sp[no].lp_target = -1;
-    return proc_lists(s, q, &s->sp[no]);
+    return proc_lists(s, q, &s->sp[no], 1);   /* speculating: min_tokens is met, no grammar */
 }
 
 /* [speculative] q's verification came back: toks / lps [n_draft + 1] are its rows' samples. Accepts,
@@ -1281,17 +1429,48 @@ static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, co
     return e;
 }
 
+static void run_remove(sits_sched_t *s, sits_req_t *q);
+
 /* q finished (why): its TPOT goes to the controller, it leaves the running set and finishes. */
 static void end_running(sits_sched_t *s, sits_req_t *q, sits_finish_t why, double tnow)
 {
     if (q->n_gen > 1) itl_add(s, tnow, (tnow - q->first_token_s) / (q->n_gen - 1));   /* its TPOT */
-    for (int i = 0; i < s->n_running; i++)
-        if (s->running[i] == q) {
-            memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
-            s->n_running--;
-            break;
-        }
+    run_remove(s, q);
     finish(s, q, why);
+}
+
+/* [min_tokens + structured output] 1 when mask[words] allows no id but eos and stop ids. */
+static int mask_only_stops(const sits_sched_t *s, const sits_req_t *q, const uint32_t *mask, int words)
+{
+    for (int w = 0; w < words; w++) {
+        uint32_t m = mask[w];
+        while (m) {
+            int32_t id = (int32_t)(w * 32 + __builtin_ctz(m));
+            m &= m - 1;
+            if (!is_stop_id(s, q, id)) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Output `no` of the step samples q's next token from token row `row`. */
+static sits_status_t sample_row(sits_sched_t *s, sits_req_t *q, int row, int no, sits_sample_masks_t *masks)
+{
+    s->rows[no] = row;
+    s->sp[no] = q->sample;
+    s->sp[no].step = (uint64_t)q->n_gen;
+    s->sp[no].logprobs = q->logprobs;
+    s->sp[no].top_logprobs = q->top_logprobs;
+    s->sp[no].lp_target = -1;
+    int may_ban = 1;
+    if (q->grammar) {
+        SITS_CHECK(step_mask(s, q, no, masks));
+        /* [min_tokens + structured output] when the grammar allows nothing but eos / stop ids (its output is
+         * complete), the grammar wins over min_tokens: the output ends (banning them would leave no token) */
+        may_ban = !(q->n_gen < q->min_tokens && mask_only_stops(s, q, masks->masks + (size_t)(masks->n - 1) * masks->words, masks->words));
+    }
+    if (proc_lists(s, q, &s->sp[no], may_ban) != 0) return SITS_ERR_NOMEM;
+    return SITS_OK;
 }
 
 /* First half of a step: build the plan of the picked batch and broadcast it (a remote replica
@@ -1303,6 +1482,7 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     s->n_pbias = s->n_phist = 0;
     sits_sample_masks_t masks = { 0 };
     s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
+    SITS_CHECK(cow_flush(s));   /* [n > 1] the blocks this step writes that were shared are copied first */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         int have = q->n_prompt + q->n_gen;   /* [speculative] positions past them hold the drafts */
@@ -1326,9 +1506,9 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             for (int j = 0; j <= q->n_draft; j++, no++)
                 if (out_row(s, q, no, nt - q->take + j, j) != 0) return SITS_ERR_NOMEM;
         } else if (q->n_computed + q->take == q->n_prompt + q->n_gen) {
-            if (out_row(s, q, no, nt - 1, 0) != 0) return SITS_ERR_NOMEM;
-            if (q->grammar) SITS_CHECK(step_mask(s, q, no, &masks));
-            no++;
+            SITS_CHECK(sample_row(s, q, nt - 1, no++, &masks));
+            for (int k = 0; k < s->n_forks; k++)   /* [n] its forks sample the same logits, each its own way */
+                if (s->forks[k]->fork_of == q) SITS_CHECK(sample_row(s, s->forks[k], nt - 1, no++, &masks));
         }
     }
     /* [sampling controls] the lists may have moved while they grew: point the rows at them now */
@@ -1343,6 +1523,47 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
                            .out_rows = s->rows, .sample = s->sp, .masks = masks };
     return sits_worker_send(r, &s->wk, &s->pl);
+}
+
+/* q's sampled token t (output row o of the step): appended, fed to its grammar, and q finished when it
+ * ends there. */
+static void take_token(sits_sched_t *s, sits_req_t *q, int32_t t, int o)
+{
+    sits_runner_t *r = s->r;
+    double tnow = now_s();
+    if (q->n_gen == 0 && q->t_first_token == 0) q->t_first_token = wall_s();
+    if (q->n_gen == 0) q->first_token_s = tnow;
+    q->last_token_s = tnow;
+    pthread_mutex_lock(&q->mu);
+    if (q->glp) q->glp[q->n_gen] = s->wk.lp[o];
+    q->tokens[q->n_prompt + q->n_gen] = t;
+    q->n_gen++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    sits_finish_t why = SITS_FINISH_NONE;
+    if (q->gstate && sits_grammar_state_accept(q->gstate, t) != SITS_OK) {
+        SITS_ERROR(SITS_SUB_SCHED, "request %s: sampled token %d is outside its grammar's mask", q->id, t);
+        why = SITS_FINISH_ERROR;
+    } else if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
+    else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
+    if (why != SITS_FINISH_NONE) end_running(s, q, why, tnow);
+}
+
+/* [n] Fork f of leader l, whose prompt this step computed: its prompt is in the blocks it shares. */
+static void fork_complete(sits_sched_t *s, sits_req_t *f, const sits_req_t *l)
+{
+    f->n_computed = f->n_prompt;
+    f->n_hashed = l->n_hashed;
+    memcpy(f->hashes, l->hashes, sizeof(uint64_t) * (size_t)l->n_hashed);
+    f->fork_of = NULL;
+    if (f->plp && l->plp) {   /* [logprobs] the same prompt, the same prompt logprobs */
+        pthread_mutex_lock(&f->mu);
+        memcpy(f->plp, l->plp, sizeof *f->plp * (size_t)f->n_prompt);
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.forked_seqs++;
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Second half: run the step here (or, for a remote replica, receive its tokens) and deliver them. */
@@ -1378,26 +1599,20 @@ static sits_status_t step_complete(sits_sched_t *s, int nb)
         q->take = 0;
         if (s->p.prefix_caching) prefix_register(s, q);
         if (q->n_computed != q->n_prompt + q->n_gen) continue;  /* mid-prefill chunk */
-        int32_t t = s->wk.tokens[o++];
-        double tnow = now_s();
-        if (q->n_gen == 0 && q->t_first_token == 0) q->t_first_token = wall_s();
-        if (q->n_gen == 0) q->first_token_s = tnow;
-        q->last_token_s = tnow;
-        pthread_mutex_lock(&q->mu);
-        if (q->glp) q->glp[q->n_gen] = s->wk.lp[o - 1];
-        q->tokens[q->n_prompt + q->n_gen] = t;
-        q->n_gen++;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
+        /* [n] the forks first: take_token may finish (and free) q */
+        int lo = o++;
+        for (int k = 0; k < s->n_forks; k++) {
+            sits_req_t *f = s->forks[k];
+            if (f->fork_of != q) continue;
+            fork_complete(s, f, q);
+            take_token(s, f, s->wk.tokens[o], o);
+            o++;
+            gen++;
+        }
+        take_token(s, q, s->wk.tokens[lo], lo);
         gen++;
-        sits_finish_t why = SITS_FINISH_NONE;
-        if (q->gstate && sits_grammar_state_accept(q->gstate, t) != SITS_OK) {
-            SITS_ERROR(SITS_SUB_SCHED, "request %s: sampled token %d is outside its grammar's mask", q->id, t);
-            why = SITS_FINISH_ERROR;
-        } else if (!q->ignore_eos && is_stop_id(s, q, t)) why = SITS_FINISH_STOP;
-        else if (q->n_gen >= q->max_tokens || q->n_prompt + q->n_gen >= r->max_model_len) why = SITS_FINISH_LENGTH;
-        if (why != SITS_FINISH_NONE) end_running(s, q, why, tnow);
     }
+    s->n_forks = 0;
     static const double edges_ms[11] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000 };
     int bucket = 11;
     for (int i = 0; i < 11; i++) if (dt * 1e3 <= edges_ms[i]) { bucket = i; break; }
@@ -1743,6 +1958,8 @@ static sits_status_t router_submit(void *router, const sits_req_params_t *p, sit
         if (i == 0 || q < best_q || (q == best_q && fr > best_free)) { best = i; best_q = q; best_free = fr; }
     }
     if (rt->s[0]->kv_role == SITS_SCHED_PREFILL) best = 0;   /* [kv move] --disaggregate: requests start on the prefill ranks */
+    for (int i = 0; p->share_prompt_with && i < rt->n; i++)   /* [n] where the prompt's blocks are */
+        if (rt->s[i] == p->share_prompt_with->owner) best = i;
     sits_status_t st = api_submit(rt->s[best], p, req_p, err, err_len);
     if (st == SITS_OK) {
         /* count it at once so that a burst spreads over the replicas; wake the run loop */
@@ -1776,6 +1993,8 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->steps += st.steps;
         out->prompt_tokens += st.prompt_tokens;
         out->generation_tokens += st.generation_tokens;
+        out->forked_seqs += st.forked_seqs;
+        out->kv_blocks_copied += st.kv_blocks_copied;
         out->step_seconds_sum += st.step_seconds_sum;
         for (int f = 0; f < SITS_PHASES; f++) out->step_phase_s[f] += st.step_phase_s[f];
         for (int b = 0; b < 12; b++) out->step_hist[b] += st.step_hist[b];

@@ -42,15 +42,20 @@ typedef struct {
     int logprobs, top_logprobs, prompt_logprobs;
     /* [sampling controls] sample's penalties and min_p apply as sample.h says; bias[n_bias] (copied;
      * ids in the vocabulary) is logit_bias; min_tokens bans the eos and stop ids until that many
-     * tokens were generated. */
+     * tokens were generated -- except at a step where the grammar allows nothing else (the grammar's
+     * end wins: the output ends). */
     const sits_sample_bias_t *bias;
     int n_bias;
     int min_tokens;
-    /* [n] a request of the same prompt submitted before (n > 1: choice 0), or NULL. This one waits
-     * until that one's prompt is computed and then starts from its prompt blocks in the prefix cache
-     * (shared, ref-counted; the last partial block is recomputed, i.e. copied on write), when the
-     * prefix cache is on. */
+    /* [n] a request of the same prompt submitted before (n > 1: choice 0), or NULL; n_sharing: on that
+     * first request, how many requests will name it here (they are submitted right after it; it is
+     * not started before they are in). The prompt is computed once: when its last chunk runs, the
+     * others fork off it -- they share its blocks (ref-counted; the last partial block is copied
+     * when first written, copy on write) and sample their first token from the same logits, each with
+     * its own parameters. One that could not fork then (no room in the batch) starts later from the
+     * first one's blocks and computes the last prompt token only. */
     sits_req_t *share_prompt_with;
+    int n_sharing;
     /* [structured output] the grammar the output must follow (NULL: unconstrained) and the vocabulary's
      * trie (its vocab size is the model's). A successful submit takes ownership of grammar (destroyed with
      * the request); the scheduler thread alone touches it: it computes each step's allowed-token mask,
@@ -77,7 +82,9 @@ typedef struct {
     int allowed_seqs, allowed_tokens;      /* current allowances (max when the controller is off) */
     double itl_p99_ms;                     /* windowed P99 inter-token latency at the last tick (0: none yet) */
     uint64_t steps;
-    uint64_t prompt_tokens, generation_tokens;
+    uint64_t prompt_tokens, generation_tokens;   /* prompt tokens computed in steps (a shared prompt once), sampled tokens */
+    /* [n] sequences forked off a shared prompt's last chunk, KV blocks copied on write */
+    uint64_t forked_seqs, kv_blocks_copied;
     double step_seconds_sum;               /* total time in steps */
     uint64_t step_hist[12];                /* steps by duration: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
     /* [scale] where the leader's time per step goes, summed over steps (seconds): SITS_PHASE_SCHEDULE

@@ -89,6 +89,10 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
 {
     if (plan->cmd == SITS_PLAN_KV_MOVE) return sits_kv_move_run(r, plan, NULL);   /* [kv move] */
     if (plan->cmd == SITS_PLAN_KV_SWAP) return sits_kv_swap_run(r, plan, NULL);   /* [kv offload] */
+    if (plan->cmd == SITS_PLAN_KV_COPY) {   /* [n > 1] copy on write; a shadow of a remote replica holds no KV */
+        if (plan->n_seqs != plan->n_tokens || plan->n_out != 0) return SITS_ERR_FORMAT;
+        return r->engine ? sits_engine_kv_copy_blocks(r->engine, plan->n_tokens, plan->tokens, plan->pos) : SITS_OK;
+    }
     if (!r->engine) {
         /* a shadow of a remote replica: its tokens arrive from its last stage */
         if (plan->n_out == 0) return SITS_OK;

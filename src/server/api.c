@@ -689,7 +689,6 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
             goto fail;
         }
     }
-    if (req->echo && req->stream) BAD("echo", "'echo' is not supported with stream = true");
     if (parse_stop(root, req, err) != 0) goto fail;
 
     /* the prompt, tokenized */

@@ -239,6 +239,11 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
         head(&b, "sits_kv_swap_in_bytes_total", "counter", "KV bytes swapped back in, by tier, summed over the ranks.");
         put(&b, "sits_kv_swap_in_bytes_total{tier=\"host\"} %llu\nsits_kv_swap_in_bytes_total{tier=\"disk\"} %llu\n",
             (unsigned long long)st->kv_swap_in_bytes[0], (unsigned long long)st->kv_swap_in_bytes[1]);
+        counter(&b, "sits_prompt_tokens_computed_total",
+                "Prompt tokens whose KV the scheduler computed (a prompt shared by n > 1 choices counts once).",
+                st->prompt_tokens);
+        counter(&b, "sits_forked_sequences_total", "Choices (n > 1) forked off their prompt's last chunk.", st->forked_seqs);
+        counter(&b, "sits_kv_blocks_copied_total", "Shared KV blocks copied on write (n > 1).", st->kv_blocks_copied);
         counter(&b, "sits_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
                 st->prefix_query_tokens);
         counter(&b, "sits_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not recomputed).",

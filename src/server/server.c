@@ -24,10 +24,11 @@
  *   by the parse (api.c, on the MHD thread, shared through the grammar cache), the vocabulary trie is
  *   built once by the first constrained gen_start, and the scheduler thread computes the masks and
  *   feeds the sampled tokens to the grammar state; each choice is its own scheduler sequence with its
- *   own grammar state (and its own reference to the shared grammar). With a tool-call parser the text
- *   of every choice is held until the request's output is over; the MHD callback that ends the response
- *   (run_whole / stream_end) parses each choice's text into tool calls, so a drain delivers it whole too
- *   (finish "abort" at the shutdown timeout: the held text as content).
+ *   own grammar state (and its own reference to the shared grammar). With a tool-call parser a whole
+ *   response parses each choice's text into tool calls at the end (run_whole); a stream sends each
+ *   choice's content and tool-call deltas as the parser tells them apart (tools.c's stream step: a
+ *   call's head once its name is complete, its arguments as they come), and stream_end sends what was
+ *   held (finish "abort" at the shutdown timeout: the held text as content when no call went out).
  *   `completed` (MHD_OPTION_NOTIFY_COMPLETED) runs once per request after its response was sent (or
  *   the client went away): it takes the request off the pump, cancels it if it did not finish,
  *   releases it and frees the connection state. `inflight` counts submitted requests until then, so
@@ -142,10 +143,14 @@ typedef struct {
     sits_finish_t finish;
     int n_gen;
     int n_lp;               /* [logprobs] generated tokens whose logprobs were streamed */
-    size_t streamed;        /* bytes of text streamed (text_offset of the next chunk's first token) */
+    size_t lp_off;          /* [logprobs] text_offset of the next streamed token: the offsets run on over the
+                             * tokens' texts as in the whole response (special tokens count, held text not) */
     sits_srv_textout_t to;
     int to_valid;
     int tool_calls;         /* [tool calls] its stream ended with tool-call deltas (finish "tool_calls") */
+    int got;                /* tokens the scheduler delivered (an echo-scoring token included) */
+    int echoed;             /* [logprobs] echo + stream: its prompt chunk went out */
+    sits_srv_tool_stream_t ts;   /* [tool calls] the stream's calls so far (to.out keeps the whole text) */
 } choice_t;
 
 struct conn {
@@ -360,6 +365,7 @@ static int choice_poll(conn_t *c, choice_t *g)
     int32_t toks[TOK_BATCH];
     sits_finish_t fin = SITS_FINISH_NONE;
     int n = srv->api->next(g->req, toks, TOK_BATCH, &fin, 0), got = n;
+    if (got > 0) g->got += got;
     if (n > 0 && c->rq.max_tokens == 0) n = 0;   /* [logprobs] echo scoring: the one token generated is not output */
     if (n > 0) {
         double t = now_s();
@@ -619,6 +625,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         p.prompt = c->ch[i].prompt;
         p.n_prompt = c->ch[i].n_prompt;
         p.share_prompt_with = i % per ? c->ch[i - i % per].req : NULL;   /* [n] the prompt's KV blocks are computed once */
+        p.n_sharing = i % per ? 0 : per - 1;
         /* [structured output] each choice's sequence owns a reference to the shared grammar (its own state) */
         p.grammar = c->rq.grammar ? sits_grammar_ref(c->rq.grammar) : NULL;
         st = srv->api->submit(srv->sched, &p, &c->ch[i].req, msg, sizeof msg);
@@ -721,69 +728,97 @@ static enum MHD_Result run_whole(conn_t *c)
     return reply_json(c, 200, body);
 }
 
-/* Choice i's released text -> one content chunk (with the logprobs of the tokens since the last one). */
-static int stream_choice_text(conn_t *c, int i)
+/* [logprobs] The text offset after completions logprobs lp whose first token is at base (chat: base). */
+static size_t lp_end(json_t *lp, size_t base)
+{
+    json_t *toks = json_object_get(lp, "tokens");
+    for (size_t k = 0; k < json_array_size(toks); k++) base += json_string_length(json_array_get(toks, k));
+    return base;
+}
+
+/* text[len] of choice i -> one content chunk (with the logprobs of the tokens since the last one). */
+static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
 {
     choice_t *g = &c->ch[i];
-    if (g->to.out_len == 0) return 0;
+    if (text_len == 0) return 0;
     size_t len = 0;
     json_t *lp = NULL;
     if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
-        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, &lp) != 0) return -1;
         g->n_lp = g->n_gen;
+        g->lp_off = lp_end(lp, g->lp_off);
     }
-    g->streamed += g->to.out_len;
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, g->to.out, g->to.out_len,
-                                 NULL, c->rq.include_usage, lp, &len);
-    g->to.out_len = 0;
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, text, text_len, NULL,
+                                 c->rq.include_usage, lp, &len);
     return pend_add(c, s, len);
 }
 
-/* Released text of each choice -> one content chunk per choice that has some. [tool calls] With a
- * tool-call parser the text is held to the end (stream_end), where it becomes tool-call deltas or content. */
-static int stream_text(conn_t *c)
-{
-    if (c->rq.tool_parser && !c->over) return 0;
-    for (int i = 0; i < c->n_ch; i++)
-        if (stream_choice_text(c, i) != 0) return -1;
-    return 0;
-}
-
-/* [tool calls] Choice i's held text as OpenAI streams calls: the content before them (one chunk), then per
- * call a chunk with its index, id, type and name (arguments ""), and one with its arguments. Returns 1 when
- * the text held calls (then consumed), 0 when it is plain content (left for stream_text), -1 on error. */
-static int stream_tool_calls(conn_t *c, int i)
+/* Choice i's released text -> one content chunk. */
+static int stream_choice_text(conn_t *c, int i)
 {
     choice_t *g = &c->ch[i];
-    size_t content_len = 0, len = 0;
-    json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, g->to.out ? g->to.out : "", g->to.out_len,
-                                              tool_seed(c, i), &content_len);
-    if (!calls) return 0;
-    if (c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);   /* parallel_tool_calls false */
-    int rc = 0;
-    if (content_len > 0) {
-        g->to.out_len = content_len;
-        rc = stream_choice_text(c, i);
-    }
+    int rc = stream_content(c, i, g->to.out, g->to.out_len);
     g->to.out_len = 0;
-    for (size_t k = 0; rc == 0 && k < json_array_size(calls); k++) {
-        json_t *call = json_array_get(calls, k), *fn = json_object_get(call, "function");
-        json_t *head = json_pack("{s:[{s:I, s:O, s:s, s:{s:O, s:s}}]}", "tool_calls", "index", (json_int_t)k, "id",
-                                 json_object_get(call, "id"), "type", "function", "function", "name",
-                                 json_object_get(fn, "name"), "arguments", "");
-        json_t *args = json_pack("{s:[{s:I, s:{s:O}}]}", "tool_calls", "index", (json_int_t)k, "function", "arguments",
-                                 json_object_get(fn, "arguments"));
-        char *s = head ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, head, NULL, c->rq.include_usage, &len)
-                       : NULL;
-        rc = pend_add(c, s, len);
-        s = args && rc == 0 ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, args, NULL, c->rq.include_usage, &len)
-                            : NULL;
-        if (rc == 0) rc = pend_add(c, s, len);
-        else json_decref(args);
+    return rc;
+}
+
+/* [logprobs] echo + stream, as vLLM streams it: choice i's first chunk is its prompt's text, with the
+ * prompt tokens' logprobs (the first one null) when asked, sent once they exist (the choice's first
+ * token arrived) or the choice is over; the text offsets of its output continue after the prompt's. */
+static int stream_echo(conn_t *c, int i)
+{
+    choice_t *g = &c->ch[i];
+    if (!c->rq.echo || g->echoed || (g->got == 0 && !g->over)) return 0;
+    g->echoed = 1;
+    size_t plen = 0, len = 0;
+    char *ptext = echo_text(c, g, "", 0, &plen);
+    if (!ptext) return -1;
+    json_t *lp = NULL;
+    if (c->rq.logprobs) {
+        if (logprobs_json(c, g, 1, 0, 0, 0, &lp) != 0) {
+            free(ptext);
+            return -1;
+        }
+        g->lp_off = lp_end(lp, 0);
     }
-    json_decref(calls);
-    if (rc == 0) g->tool_calls = 1;
-    return rc == 0 ? 1 : -1;
+    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, ptext, plen, NULL,
+                                 c->rq.include_usage, lp, &len);
+    free(ptext);
+    return pend_add(c, s, len);
+}
+
+/* [tool calls] Choice i's text so far (g->to.out keeps all of it) as OpenAI streams calls (tools.c's
+ * sits_srv_tool_stream_step): the content that is content for sure, then one chunk per tool-call delta.
+ * final: the output is over (it ended by itself: stop) -- what was held goes out as calls or content. */
+static int stream_tool_calls(conn_t *c, int i, int final)
+{
+    choice_t *g = &c->ch[i];
+    const char *text = g->to.out ? g->to.out : "";
+    size_t from = 0, n = 0, len = 0;
+    json_t *deltas = NULL;
+    if (sits_srv_tool_stream_step(c->rq.tool_parser, text, g->to.out_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
+                                  &from, &n, &deltas) != 0)
+        return -1;
+    int rc = stream_content(c, i, text + from, n);
+    for (size_t k = 0; rc == 0 && k < json_array_size(deltas); k++) {
+        json_t *d = json_pack("{s:[O]}", "tool_calls", json_array_get(deltas, k));
+        char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, &len) : NULL;
+        rc = pend_add(c, s, len);
+    }
+    json_decref(deltas);
+    if (g->ts.heads > 0) g->tool_calls = 1;
+    return rc;
+}
+
+/* Released text of each choice -> one content chunk per choice that has some; [tool calls] with a
+ * tool-call parser, content and tool-call deltas as the parser tells them apart. */
+static int stream_text(conn_t *c)
+{
+    for (int i = 0; i < c->n_ch; i++) {
+        int rc = c->rq.tool_parser ? stream_tool_calls(c, i, 0) : stream_echo(c, i) != 0 ? -1 : stream_choice_text(c, i);
+        if (rc != 0) return -1;
+    }
+    return 0;
 }
 
 /* The end of a stream: last text, the finish chunks (or an error event), the usage chunk, [DONE]. */
@@ -792,8 +827,14 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
-    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++)   /* [tool calls] per choice that ended by itself */
-        if (c->ch[i].finish == SITS_FINISH_STOP && stream_tool_calls(c, i) < 0) return -1;
+    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++) {   /* [tool calls] what was held */
+        choice_t *g = &c->ch[i];
+        if (stream_tool_calls(c, i, g->finish == SITS_FINISH_STOP) != 0) return -1;
+        if (g->finish != SITS_FINISH_STOP && g->ts.heads == 0 &&   /* cut short: no calls, as the whole response */
+            stream_content(c, i, g->to.out + g->ts.content_sent, g->to.out_len - g->ts.content_sent) != 0)
+            return -1;
+        g->to.out_len = 0;
+    }
     if (stream_text(c) != 0) return -1;
     if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
@@ -806,11 +847,13 @@ static int stream_end(conn_t *c)
             const char *empty = c->rq.kind == SITS_SRV_COMPLETIONS ? "" : NULL;   /* chat: delta {} */
             json_t *lp = NULL;
             if (c->rq.logprobs && g->n_lp < g->n_gen) {   /* tokens that made no text (eos, held bytes) */
-                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->streamed, &lp) != 0) return -1;
+                if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, &lp) != 0) return -1;
                 g->n_lp = g->n_gen;
+                g->lp_off = lp_end(lp, g->lp_off);
             }
             s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
-                                   g->tool_calls ? "tool_calls" : sits_srv_finish_str(g->finish), c->rq.include_usage, lp, &len);
+                                   g->tool_calls && g->finish == SITS_FINISH_STOP ? "tool_calls" : sits_srv_finish_str(g->finish),
+                                   c->rq.include_usage, lp, &len);
             if (pend_add(c, s, len) != 0) return -1;
         }
     }

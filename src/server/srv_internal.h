@@ -157,6 +157,24 @@ int sits_srv_tool_parser_detect(const char *template_text);
  * arguments (a JSON string)}}) and *content_len_p, the length of the text before them; NULL when the text
  * holds no call that parses (it is then plain content). seed makes the call ids. */
 struct json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p);
+/* [tool calls] A stream's tool calls as they come (OpenAI's deltas): per choice, the state below, zeroed at
+ * the start; each step looks at all of the choice's text so far (final: the whole output, ended by itself)
+ * and returns the content not sent yet that is content for sure ([*content_from_p, + *content_len_p):
+ * held while it could be the start of a call's marker or white space before one) and, in *deltas_p (NULL:
+ * none), new tool_calls delta items in order: a call's first {index, id, type, function {name,
+ * arguments ""}} once its name is complete, then {index, function {arguments}} with the arguments' next
+ * bytes as the model writes them (a JSON object's own text; a JSON string's value at once when it ends).
+ * Joined, the deltas are what sits_srv_tool_calls_parse returns for the whole text (ids from the same
+ * seed); single: the first call only (parallel_tool_calls false). A call's deltas are out once sent: when
+ * the whole text turns out not to parse (a truncated call), the stream keeps them and ends there.
+ * 0, or -1 out of memory. */
+typedef struct {
+    size_t content_sent;
+    int heads;                   /* calls whose first delta went out */
+    size_t args_sent;            /* bytes of the last of them's arguments sent */
+} sits_srv_tool_stream_t;
+int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int final, uint64_t seed, int single,
+                              sits_srv_tool_stream_t *st, size_t *content_from_p, size_t *content_len_p, struct json_t **deltas_p);
 /* api.c: choice index of a whole chat response carrying tool calls (content null when empty), finish
  * "tool_calls"; calls borrowed, logprobs consumed (NULL -> null). New reference. */
 json_t *sits_srv_choice_tools_json(int index, const char *content, size_t content_len, struct json_t *calls,

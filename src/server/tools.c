@@ -16,6 +16,7 @@
 #include "grammar/grammar.h"
 #include "util/log.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,36 +383,50 @@ fail:
 #undef ONE
 }
 
-/* ---------------- parsing the model's calls ---------------- */
+/* ---------------- parsing the model's calls ----------------
+ * One scanner serves the whole response and the stream: tool_scan walks the text so far and says how
+ * much of it is content for sure and where each call's name and arguments lie (the arguments as the
+ * model wrote them: the JSON object's own text, or the value of a JSON string). A whole response takes
+ * the calls when every one is complete and parses; a stream sends each call's head once its name is
+ * complete and its arguments' bytes as they come, so that the joined deltas are the whole response. */
 
-static json_t *call_obj(const char *name, json_t *args, uint64_t *rng)
+#define TOOL_MAX_CALLS 16
+
+typedef struct {
+    size_t start, end;           /* the call object [start, end) once complete */
+    size_t name_off, name_len;   /* the name's JSON string token, once complete (name_len 0 before) */
+    size_t args_off, args_len;   /* the arguments value's bytes seen so far */
+    int has_args, args_done, args_str;
+    int done;
+} call_span_t;
+
+typedef struct {
+    size_t content_len;          /* text that is content for sure */
+    int n;                       /* calls begun */
+    call_span_t call[TOOL_MAX_CALLS];
+    int marker;                  /* the calls' marker (or a call's start) was seen */
+    int complete;                /* the calls' section is over (mistral's ']', every call closed) */
+    int bad;                     /* text after the marker that is not a call: it was all content */
+} tool_scan_t;
+
+/* The next call id of the request's id stream rng: call_ + 24 letters and digits. */
+static void call_id(uint64_t *rng, char id[40])
 {
-    char id[40];
     static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    int o = snprintf(id, sizeof id, "call_");
+    int o = snprintf(id, 40, "call_");
     for (int i = 0; i < 24; i++) {
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         id[o++] = abc[(*rng >> 33) % 62];
     }
     id[o] = 0;
-    char *a = json_is_string(args) ? strdup(json_string_value(args)) : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
-    json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name, "arguments",
-                          a ? a : "{}");
-    free(a);
-    return c;
 }
 
-/* one {"name": ..., argkey: {...}} object into calls; 0 ok, -1 not a call */
-static int add_call(json_t *calls, json_t *o, uint64_t *rng)
+static json_t *call_obj(const char *name, const char *args, size_t args_len, uint64_t *rng)
 {
-    json_t *name = json_object_get(o, "name");
-    json_t *args = json_object_get(o, "arguments");
-    if (!args) args = json_object_get(o, "parameters");
-    if (!json_is_object(o) || !json_is_string(name) || !args || !(json_is_object(args) || json_is_string(args))) return -1;
-    json_t *c = call_obj(json_string_value(name), args, rng);
-    if (!c) return -1;
-    json_array_append_new(calls, c);
-    return 0;
+    char id[40];
+    call_id(rng, id);
+    return json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name", name, "arguments", args,
+                     args_len);
 }
 
 static const char *skip_ws(const char *p, const char *end)
@@ -427,61 +442,312 @@ static char *memfind(const char *p, const char *end, const char *needle)
     return NULL;
 }
 
-json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p)
+/* The JSON value at p: 1 complete (*q_p just after it), 0 the text ends inside it, -1 not a value. */
+static int skip_value(const char *p, const char *end, const char **q_p)
+{
+    if (p >= end) return 0;
+    if (*p == '"') {
+        for (p++; p < end; p++) {
+            if (*p == '\\') { p++; continue; }
+            if (*p == '"') { *q_p = p + 1; return 1; }
+        }
+        return 0;
+    }
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        for (; p < end; p++) {
+            if (*p == '"') {
+                const char *q;
+                int r = skip_value(p, end, &q);
+                if (r <= 0) return r;
+                p = q - 1;
+            } else if (*p == '{' || *p == '[') {
+                depth++;
+            } else if ((*p == '}' || *p == ']') && --depth == 0) {
+                *q_p = p + 1;
+                return 1;
+            }
+        }
+        return 0;
+    }
+    const char *s = p;   /* a number or a literal */
+    while (p < end && (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.')) p++;
+    if (p == s) return -1;
+    if (p == end) return 0;
+    *q_p = p;
+    return 1;
+}
+
+/* The call object at p ('{'): its name and arguments as far as the text goes. 1 complete, 0 the text
+ * ends inside it, -1 not a call object. */
+static int scan_call(const char *text, const char *p, const char *end, call_span_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->start = (size_t)(p - text);
+    for (p++;;) {
+        p = skip_ws(p, end);
+        if (p >= end) return 0;
+        if (*p == '}') {
+            c->end = (size_t)(p + 1 - text);
+            c->done = 1;
+            return 1;
+        }
+        if (*p == ',') { p++; continue; }
+        if (*p != '"') return -1;
+        const char *q;
+        int r = skip_value(p, end, &q);
+        if (r <= 0) return r;
+        size_t kl = (size_t)(q - p) - 2;
+        int is_name = kl == 4 && !memcmp(p + 1, "name", 4);
+        int is_args = (kl == 9 && !memcmp(p + 1, "arguments", 9)) || (kl == 10 && !memcmp(p + 1, "parameters", 10) && !c->has_args);
+        p = skip_ws(q, end);
+        if (p >= end) return 0;
+        if (*p != ':') return -1;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return 0;
+        if (is_args) {
+            if (*p != '{' && *p != '"') return -1;
+            c->has_args = 1;
+            c->args_done = 0;
+            c->args_str = *p == '"';
+            c->args_off = (size_t)(p - text);
+        }
+        r = skip_value(p, end, &q);
+        if (r < 0) return -1;
+        if (r == 0) {
+            if (is_args) c->args_len = (size_t)(end - p);
+            return 0;
+        }
+        if (is_name) {
+            if (*p != '"') return -1;
+            c->name_off = (size_t)(p - text);
+            c->name_len = (size_t)(q - p);
+        }
+        if (is_args) {
+            c->args_len = (size_t)(q - p);
+            c->args_done = 1;
+        }
+        p = q;
+    }
+}
+
+/* Bytes at the end of text[len] that could be the start of marker (held back while streaming). */
+static size_t marker_prefix(const char *text, size_t len, const char *marker)
+{
+    size_t m = strlen(marker);
+    for (size_t k = m - 1; k > 0; k--)
+        if (k <= len && memcmp(text + len - k, marker, k) == 0) return k;
+    return 0;
+}
+
+static size_t trim_ws(const char *text, size_t n)
+{
+    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\n')) n--;
+    return n;
+}
+
+/* Calls one after the other from p: hermes (sep NULL: each after its own marker), mistral (',' inside
+ * '[' .. ']'), llama3_json (';'). */
+static void scan_calls(int parser, const char *text, const char *p, const char *end, tool_scan_t *s)
+{
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p >= end) return;
+        if (parser == SITS_SRV_TOOLS_MISTRAL && *p == ']') { s->complete = 1; return; }
+        if (s->n > 0 && parser == SITS_SRV_TOOLS_MISTRAL) {
+            if (*p != ',') { s->bad = 1; return; }
+            p = skip_ws(p + 1, end);
+            if (p >= end) return;
+        }
+        if (s->n > 0 && parser == SITS_SRV_TOOLS_LLAMA3) {
+            if (*p != ';') { s->bad = 1; return; }
+            p = skip_ws(p + 1, end);
+            if (p >= end) return;
+        }
+        if (*p != '{' || s->n == TOOL_MAX_CALLS) { s->bad = 1; return; }
+        call_span_t *c = &s->call[s->n++];
+        int r = scan_call(text, p, end, c);
+        if (r < 0) s->bad = 1;
+        if (r <= 0) return;
+        p = text + c->end;
+        if (parser == SITS_SRV_TOOLS_LLAMA3 && skip_ws(p, end) == end) s->complete = 1;
+        if (parser == SITS_SRV_TOOLS_HERMES) {
+            const char *e = memfind(p, end, "</tool_call>");
+            s->complete = 1;   /* until another marker follows */
+            if (!e) return;
+            p = memfind(e, end, "<tool_call>");
+            if (!p) return;
+            s->complete = 0;
+            p += strlen("<tool_call>");
+        }
+    }
+}
+
+/* text[len] so far (final: all of it) in the parser's format. */
+static void tool_scan(int parser, const char *text, size_t len, int final, tool_scan_t *s)
 {
     const char *end = text + len;
+    memset(s, 0, sizeof *s);
+    if (parser == SITS_SRV_TOOLS_HERMES || parser == SITS_SRV_TOOLS_MISTRAL) {
+        const char *mk = parser == SITS_SRV_TOOLS_HERMES ? "<tool_call>" : "[TOOL_CALLS]";
+        const char *m = memfind(text, end, mk);
+        if (!m) {
+            s->content_len = final ? len : trim_ws(text, len - marker_prefix(text, len, mk));
+            return;
+        }
+        s->marker = 1;
+        s->content_len = trim_ws(text, (size_t)(m - text));
+        const char *p = skip_ws(m + strlen(mk), end);
+        if (parser == SITS_SRV_TOOLS_MISTRAL) {
+            if (p >= end) return;
+            if (*p != '[') { s->bad = 1; return; }
+            p++;
+        }
+        scan_calls(parser, text, p, end, s);
+        return;
+    }
+    if (parser != SITS_SRV_TOOLS_LLAMA3) {
+        s->content_len = len;
+        return;
+    }
+    const char *p = skip_ws(text, end);
+    size_t tag = strlen("<|python_tag|>"), rest = (size_t)(end - p);
+    if (rest < tag && memcmp(p, "<|python_tag|>", rest) == 0 && !final) return;   /* maybe the tag, maybe a call */
+    if (rest >= tag && memcmp(p, "<|python_tag|>", tag) == 0) p = skip_ws(p + tag, end);
+    if (p >= end && !final) return;
+    if (p >= end || *p != '{') {
+        s->content_len = len;   /* not a call: content */
+        return;
+    }
+    s->marker = 1;
+    scan_calls(parser, text, p, end, s);
+}
+
+/* The JSON string token [p, p + n) as a C string (malloc'd), NULL when it does not parse. */
+static char *json_str(const char *p, size_t n, size_t *len_p)
+{
+    json_error_t jerr;
+    json_t *v = json_loadb(p, n, JSON_DECODE_ANY, &jerr);
+    char *out = json_is_string(v) ? malloc(json_string_length(v) + 1) : NULL;
+    if (out) {
+        memcpy(out, json_string_value(v), json_string_length(v) + 1);
+        if (len_p) *len_p = json_string_length(v);
+    }
+    json_decref(v);
+    return out;
+}
+
+/* A complete call that parses: an object with a string name and object / string arguments. */
+static int call_ok(const char *text, const call_span_t *c)
+{
+    json_error_t jerr;
+    if (!c->done || !c->name_len || !c->has_args || !c->args_done) return 0;
+    json_t *o = json_loadb(text + c->start, c->end - c->start, 0, &jerr);
+    json_t *a = json_object_get(o, "arguments");
+    if (!a) a = json_object_get(o, "parameters");
+    int ok = json_is_object(o) && json_is_string(json_object_get(o, "name")) && (json_is_object(a) || json_is_string(a));
+    json_decref(o);
+    return ok;
+}
+
+/* Call k's OpenAI object; rng advanced as for the calls before it. */
+static json_t *span_call(const char *text, const call_span_t *c, uint64_t *rng)
+{
+    char *name = json_str(text + c->name_off, c->name_len, NULL), *sv = NULL;
+    size_t alen = c->args_len;
+    const char *args = text + c->args_off;
+    if (c->args_str) args = sv = json_str(args, c->args_len, &alen);
+    json_t *o = name && args ? call_obj(name, args, alen, rng) : NULL;
+    free(name);
+    free(sv);
+    return o;
+}
+
+json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p)
+{
+    tool_scan_t s;
+    tool_scan(parser, text, len, 1, &s);
+    if (!s.marker || s.bad || !s.complete || s.n == 0) return NULL;
+    for (int k = 0; k < s.n; k++) if (!call_ok(text, &s.call[k])) return NULL;
     json_t *calls = json_array();
     uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
-    size_t content_len = len;
-    json_error_t jerr;
-    if (!calls) return NULL;
-    if (parser == SITS_SRV_TOOLS_HERMES) {
-        const char *p = memfind(text, end, "<tool_call>");
-        if (!p) goto none;
-        content_len = (size_t)(p - text);
-        while (p) {
-            const char *b = p + strlen("<tool_call>"), *e = memfind(b, end, "</tool_call>");
-            const char *stop = e ? e : end;
-            json_t *o = json_loadb(b, (size_t)(stop - b), JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &jerr);
-            if (!o) o = json_loadb(skip_ws(b, stop), (size_t)(stop - skip_ws(b, stop)), JSON_DISABLE_EOF_CHECK, &jerr);
-            int bad = !o || add_call(calls, o, &rng) != 0;
-            json_decref(o);
-            if (bad) goto none;
-            p = e ? memfind(e, end, "<tool_call>") : NULL;
+    for (int k = 0; calls && k < s.n; k++) {
+        json_t *c = span_call(text, &s.call[k], &rng);
+        if (!c || json_array_append_new(calls, c) != 0) {
+            json_decref(calls);
+            return NULL;
         }
-    } else if (parser == SITS_SRV_TOOLS_MISTRAL) {
-        const char *p = memfind(text, end, "[TOOL_CALLS]");
-        if (!p) goto none;
-        content_len = (size_t)(p - text);
-        const char *b = skip_ws(p + strlen("[TOOL_CALLS]"), end);
-        json_t *a = json_loadb(b, (size_t)(end - b), JSON_DISABLE_EOF_CHECK, &jerr);
-        int bad = !json_is_array(a) || json_array_size(a) == 0;
-        for (size_t i = 0; !bad && i < json_array_size(a); i++) bad = add_call(calls, json_array_get(a, i), &rng) != 0;
-        json_decref(a);
-        if (bad) goto none;
-    } else if (parser == SITS_SRV_TOOLS_LLAMA3) {
-        const char *p = skip_ws(text, end);
-        if (end - p >= 14 && memcmp(p, "<|python_tag|>", 14) == 0) p = skip_ws(p + 14, end);
-        if (p >= end || *p != '{') goto none;
-        content_len = 0;
-        while (p < end) {   /* one call, or several separated by ';' */
-            json_t *o = json_loadb(p, (size_t)(end - p), JSON_DISABLE_EOF_CHECK, &jerr);
-            int bad = !o || add_call(calls, o, &rng) != 0;
-            json_decref(o);
-            if (bad) goto none;
-            p = skip_ws(p + jerr.position, end);
-            if (p < end && *p == ';') p = skip_ws(p + 1, end);
-            else if (p < end) goto none;
-        }
-    } else {
-        goto none;
     }
-    if (json_array_size(calls) == 0) goto none;
-    /* the content before the calls, without trailing white space */
-    while (content_len > 0 && (text[content_len - 1] == ' ' || text[content_len - 1] == '\n')) content_len--;
-    *content_len_p = content_len;
+    if (calls) *content_len_p = s.content_len;
     return calls;
-none:
-    json_decref(calls);
-    return NULL;
+}
+
+int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int final, uint64_t seed, int single,
+                              sits_srv_tool_stream_t *st, size_t *content_from_p, size_t *content_len_p, json_t **deltas_p)
+{
+    tool_scan_t s;
+    tool_scan(parser, text, len, final, &s);
+    *deltas_p = NULL;
+    *content_from_p = st->content_sent;
+    *content_len_p = 0;
+    int whole_ok = s.marker && !s.bad && s.complete && s.n > 0;
+    for (int k = 0; final && whole_ok && k < s.n; k++) whole_ok = call_ok(text, &s.call[k]);
+    if (final && !whole_ok) {
+        /* [the whole response's rule] no calls after all: whatever was not sent is content */
+        if (st->heads > 0) return 0;   /* a call went out already: nothing more */
+        s.content_len = len;
+        s.n = 0;
+    } else if (s.bad && st->heads == 0) {
+        s.content_len = len;
+        s.n = 0;
+    }
+    if (s.content_len > st->content_sent && st->heads == 0) {
+        *content_len_p = s.content_len - st->content_sent;
+        st->content_sent = s.content_len;
+    }
+    json_t *d = json_array();
+    if (!d) return -1;
+    uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
+    int n = single && s.n > 1 ? 1 : s.n;
+    for (int k = 0; k < n; k++) {
+        const call_span_t *c = &s.call[k];
+        char id[40];
+        call_id(&rng, id);   /* call k's id, as the whole response numbers them */
+        if (k >= st->heads) {
+            if (!c->name_len) break;   /* its name is not complete yet */
+            char *name = json_str(text + c->name_off, c->name_len, NULL);
+            json_t *head = name ? json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)k, "id", id, "type", "function",
+                                            "function", "name", name, "arguments", "")
+                                : NULL;
+            free(name);
+            if (!head || json_array_append_new(d, head) != 0) goto oom;
+            st->heads = k + 1;
+            st->args_sent = 0;
+        }
+        if (k < st->heads - 1 || !c->has_args) continue;   /* an earlier call: all sent */
+        /* the arguments: raw bytes as they come (an object), or the whole value at once (a string) */
+        const char *frag = NULL;
+        char *sv = NULL;
+        size_t flen = 0;
+        if (!c->args_str && c->args_len > st->args_sent) {
+            frag = text + c->args_off + st->args_sent;
+            flen = c->args_len - st->args_sent;
+        } else if (c->args_str && c->args_done && st->args_sent == 0) {
+            frag = sv = json_str(text + c->args_off, c->args_len, &flen);
+        }
+        if (frag && flen > 0) {
+            json_t *a = json_pack("{s:I, s:{s:s%}}", "index", (json_int_t)k, "function", "arguments", frag, flen);
+            free(sv);
+            if (!a || json_array_append_new(d, a) != 0) goto oom;
+            st->args_sent = c->args_len;
+        } else {
+            free(sv);
+        }
+    }
+    if (json_array_size(d) == 0) json_decref(d);
+    else *deltas_p = d;
+    return 0;
+oom:
+    json_decref(d);
+    return -1;
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The official openai Python client against the real server (mpirun -np 2, CPU, random weights):
 # models, chat, streaming chat (same text as non-streaming), completions, a 404 error; [logprobs] logprobs
-# (chat, completions, echo, streamed), n > 1 (indexed, seeded per choice, streamed), sampling controls.
+# (chat, completions, echo, streamed, echo streamed), n > 1 (indexed, seeded per choice, streamed), sampling controls.
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
@@ -59,6 +59,27 @@ s = [ch for ch in c.completions.create(model="m", prompt="Once upon a time", max
                                          stream=True)]
 vals = [x for ch in s if ch.choices and ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
 assert vals == l.token_logprobs, (vals, l.token_logprobs)
+# echo + stream (vLLM's shape): the first chunk of each choice is its prompt with the prompt's logprobs; joined,
+# the chunks are the whole response (text, tokens, logprobs, text offsets); max_tokens 0 streams the prompt only
+def joined(chunks, i=0):
+    ch = [x.choices[0] for x in chunks if x.choices and x.choices[0].index == i]
+    lp = [x.logprobs for x in ch if x.logprobs]
+    return ("".join(x.text for x in ch), [t for x in lp for t in x.tokens], [t for x in lp for t in x.token_logprobs],
+            [t for x in lp for t in x.text_offset], [t for x in lp for t in x.top_logprobs])
+def whole(r, i=0):
+    x = r.choices[i]
+    return (x.text, x.logprobs.tokens, x.logprobs.token_logprobs, x.logprobs.text_offset, x.logprobs.top_logprobs)
+for kw, want in (({"max_tokens": 3, "logprobs": 2}, e2), ({"max_tokens": 0, "logprobs": 1}, e)):
+    s = list(c.completions.create(model="m", prompt="Once upon a time", temperature=0, echo=True, stream=True, **kw))
+    first = [x for x in s if x.choices][0].choices[0]
+    assert first.text == "Once upon a time" and first.logprobs.token_logprobs[0] is None, first
+    assert joined(s) == whole(want), (kw, joined(s), whole(want))
+s = list(c.completions.create(model="m", prompt=["Once upon a time", "The list"], n=2, max_tokens=3, temperature=0, echo=True,
+                              stream=True))
+w = c.completions.create(model="m", prompt=["Once upon a time", "The list"], n=2, max_tokens=3, temperature=0, echo=True)
+for i in range(4):
+    t = "".join(x.choices[0].text for x in s if x.choices and x.choices[0].index == i)
+    assert t == w.choices[i].text and t.startswith(("Once upon a time", "The list")[i // 2]), (i, t, w.choices[i].text)
 # n: indexed choices, seeded per choice (same seed: same choices), greedy choices equal
 r = c.completions.create(model="m", prompt="Once upon a time", max_tokens=6, n=3, temperature=1.0, seed=7)
 assert sorted(ch.index for ch in r.choices) == [0, 1, 2] and r.usage.completion_tokens == 18, r

@@ -6,7 +6,7 @@
 # round trip on the Qwen2.5 template (hermes <tool_call> format): tool_choice required and a named function
 # force a call that parses, streamed as tool-call deltas; the tool's answer goes back as a tool message. Issue 21's
 # two parts together: n = 2 with a guided choice, logprobs and sampling controls; n = 2 forced tool calls, whole and
-# streamed.
+# streamed; min_tokens with a grammar (eos held back while the grammar allows more, the grammar's end wins).
 . "$top_srcdir/tests/integration/lib.sh"
 PY=${PYTHON:-python3}
 command -v curl >/dev/null || { echo "SKIP: curl is needed"; exit 77; }
@@ -57,6 +57,20 @@ check(re.fullmatch(r"\d{3}-\d{4}", r.choices[0].text), "guided_regex: %r" % r.ch
 r = c.chat.completions.create(model="m", messages=msgs, max_tokens=20, seed=5,
                               extra_body={"structured_outputs": {"choice": ["positive", "negative", "neutral"]}})
 check(r.choices[0].message.content in ("positive", "negative", "neutral"), "choice: %r" % r.choices[0].message.content)
+# min_tokens with a grammar: min_tokens holds eos back while the grammar allows more (regex a+: at least 5 tokens
+# before eos); once the grammar allows nothing but eos (a choice made, a schema's object closed) the grammar wins
+# and the output ends there, finish "stop", valid -- never a sampler left without a token (vLLM masks eos for
+# min_tokens; with nothing else allowed the grammar's end is the only valid output)
+r = c.completions.create(model="m", prompt="As:", max_tokens=20, seed=13, extra_body={"guided_regex": "a+", "min_tokens": 5})
+check(re.fullmatch("a+", r.choices[0].text) and r.usage.completion_tokens >= 5, "min_tokens + regex: %r, %d tokens, %s" %
+      (r.choices[0].text, r.usage.completion_tokens, r.choices[0].finish_reason))
+for body in ({"guided_choice": ["yes", "no"]},
+             {"response_format": {"type": "json_schema", "json_schema": {"name": "b", "schema": {"type": "object", "properties": {"a": {"type": "boolean"}},
+                                                                                              "required": ["a"], "additionalProperties": False}}}}):
+    r = c.completions.create(model="m", prompt="Answer:", max_tokens=30, seed=14, extra_body=dict(body, min_tokens=20))
+    t = r.choices[0].text
+    check(r.choices[0].finish_reason == "stop" and (t in ("yes", "no") if "guided_choice" in body else isinstance(json.loads(t).get("a"), bool)),
+          "min_tokens 20 + %s: %r %s" % (list(body), t, r.choices[0].finish_reason))
 # refused: the parameter and the keyword are named
 for body, param, word in [({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "email"}}}}, "response_format", "format"),
                           ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": 0}}}}, "response_format", "minimum"),
@@ -142,9 +156,10 @@ wait $srv; rc=$?; srv=
 
 # Tool calls at a drain (the event-loop server): SIGTERM with three tool requests in flight on a slower
 # model, --shutdown-timeout 4. A forced call (tool_choice required, streamed) ends by itself during the
-# drain: its deltas and finish "tool_calls" arrive whole. Two tool_choice auto requests (output held to
-# the end for the parser), 2000 tokens with ignore_eos, meet the timeout: the streamed one still gets the
-# held text as content, finish "abort", usage and [DONE]; the whole one a 200 body with the text, "abort".
+# drain: its deltas and finish "tool_calls" arrive whole. Two tool_choice auto requests (no call in their
+# output: the stream's text goes out as content as the parser rules calls out), 2000 tokens with ignore_eos,
+# meet the timeout: the streamed one gets its text as content, finish "abort", usage and [DONE]; the whole
+# one a 200 body with the text, "abort".
 serve_setup_slow "$tmp/m2"
 serve_start "$tmp/m2" --chat-template "$top_srcdir/tests/fixtures/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
   --shutdown-timeout 4 || finish
@@ -230,7 +245,7 @@ fin, deltas, usage = stream("auto-stream")
 text = "".join(d.get("content") or "" for d in deltas)
 check(fin == ["abort"], "auto-stream: finish %s" % fin)
 check(0 < usage.get("completion_tokens", 0) < 2000 and len(text) > 0, "auto-stream: %d chars of text for %s" % (len(text), usage))
-print("drain: forced call %s, auto stream %d tokens / %d chars held and delivered" % (fin_forced, usage.get("completion_tokens", 0), len(text)))
+print("drain: forced call %s, auto stream %d tokens / %d chars delivered" % (fin_forced, usage.get("completion_tokens", 0), len(text)))
 r = res["auto-whole"]
 ch = (r.get("body") or {}).get("choices", [{}])[0]
 check(r.get("status") == 200 and ch.get("finish_reason") == "abort" and ch.get("message", {}).get("content"),

@@ -595,7 +595,6 @@ static void test_bad_requests(client_t *c, fake_sched_t *f)
         { C, "{\"prompt\":\"x\",\"stop\":[\"\"]}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"logprobs\":21}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"echo\":\"yes\"}", 400, NULL },
-        { C, "{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, NULL },
         { C, "{\"prompt\":\"x\",\"logit_bias\":{\"999999\":1}}", 400, NULL },

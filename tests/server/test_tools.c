@@ -1,7 +1,10 @@
 /* test_tools.c -- [tool calls] the output parsers (src/server/tools.c) on model outputs in each family's
  * documented format, the parser choice from real chat templates (tests/fixtures/templates), and the
  * forced-call grammars: for tool_choice required / named, a grammar built the way the server builds it
- * must accept the family's canonical call text and refuse near misses.
+ * must accept the family's canonical call text and refuse near misses. Streaming: the same outputs fed to
+ * the stream step a byte at a time, the deltas joined the way the openai client joins them (id, type and
+ * name from a call's first delta, arguments concatenated), must give the expected calls and content,
+ * every call's first delta with arguments "" and no content once a call began.
  * Expected calls are written from the formats' definitions (Hermes / Qwen2.5 function-calling docs,
  * Llama 3.1 model card, Mistral's [TOOL_CALLS]) -- not produced by the code under test.
  * usage: test_tools [SRCDIR] (top_srcdir from the environment otherwise). Exit 0 pass, 1 fail. */
@@ -19,7 +22,7 @@ static int failures;
     printf("\n"); failures++; } } while (0)
 
 /* parse text; expect n calls with these names and argument objects (JSON text), and content */
-static void expect(int parser, const char *text, int n, const char *const *names, const char *const *args, const char *content)
+static void expect_whole(int parser, const char *text, int n, const char *const *names, const char *const *args, const char *content)
 {
     size_t clen = 0;
     json_t *calls = sits_srv_tool_calls_parse(parser, text, strlen(text), 7, &clen);
@@ -46,6 +49,77 @@ static void expect(int parser, const char *text, int n, const char *const *names
     }
     if (calls) CHECK(clen == strlen(content) && !strncmp(text, content, clen), "content '%.*s', want '%s'", (int)clen, text, content);
     json_decref(calls);
+}
+
+/* text streamed to sits_srv_tool_stream_step one byte more each step, then final: the joined deltas and
+ * content equal the expected calls (n == 0: the whole text is content) and the whole response's ids. */
+static void expect_stream(int parser, const char *text, int n, const char *const *names, const char *const *args,
+                          const char *content)
+{
+    size_t len = strlen(text), got_len = 0;
+    char *got = calloc(len + 1, 1);
+    sits_srv_tool_stream_t st = { 0 };
+    json_t *acc = json_array();   /* per call: {id, type, name, arguments} */
+    for (size_t k = 0; k <= len + 1 && got; k++) {
+        size_t from = 0, cn = 0;
+        json_t *d = NULL;
+        int final = k == len + 1;
+        CHECK(sits_srv_tool_stream_step(parser, text, final ? len : k, final, 7, 0, &st, &from, &cn, &d) == 0, "step");
+        CHECK(cn == 0 || (from == got_len && json_array_size(acc) == 0), "%s: content at %zu (%zu sent, %zu calls)",
+              sits_srv_tool_parser_name(parser), from, got_len, json_array_size(acc));
+        memcpy(got + got_len, text + from, cn);
+        got_len += cn;
+        for (size_t j = 0; j < json_array_size(d); j++) {
+            json_t *e = json_array_get(d, j), *fn = json_object_get(e, "function");
+            size_t idx = (size_t)json_integer_value(json_object_get(e, "index"));
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (idx == json_array_size(acc)) {
+                CHECK(json_object_get(e, "id") && json_object_get(fn, "name") && a && !a[0], "first delta of call %zu", idx);
+                json_array_append_new(acc, json_pack("{s:O, s:O, s:s}", "id", json_object_get(e, "id"), "name",
+                                                     json_object_get(fn, "name"), "arguments", ""));
+            } else {
+                CHECK(idx + 1 == json_array_size(acc) && !json_object_get(e, "id"), "delta of call %zu out of order", idx);
+            }
+            json_t *c = json_array_get(acc, idx);
+            if (c && a) {
+                char *cat = malloc(strlen(json_string_value(json_object_get(c, "arguments"))) + strlen(a) + 1);
+                sprintf(cat, "%s%s", json_string_value(json_object_get(c, "arguments")), a);
+                json_object_set_new(c, "arguments", json_string(cat));
+                free(cat);
+            }
+        }
+        json_decref(d);
+    }
+    size_t clen = 0;
+    json_t *whole = sits_srv_tool_calls_parse(parser, text, len, 7, &clen);
+    CHECK((int)json_array_size(acc) == n, "%s: %.50s...: streamed %zu calls, want %d", sits_srv_tool_parser_name(parser), text,
+          json_array_size(acc), n);
+    for (int i = 0; i < n && i < (int)json_array_size(acc); i++) {
+        json_t *c = json_array_get(acc, i), *w = json_array_get(whole, (size_t)i);
+        json_t *ga = json_loads(json_string_value(json_object_get(c, "arguments")), 0, NULL), *wa = json_loads(args[i], 0, NULL);
+        CHECK(!strcmp(json_string_value(json_object_get(c, "name")), names[i]) && ga && wa && json_equal(ga, wa),
+              "streamed call %d: %s(%s), want %s(%s)", i, json_string_value(json_object_get(c, "name")),
+              json_string_value(json_object_get(c, "arguments")), names[i], args[i]);
+        CHECK(w && json_equal(json_object_get(c, "id"), json_object_get(w, "id")) &&
+              !strcmp(json_string_value(json_object_get(c, "arguments")),
+                      json_string_value(json_object_get(json_object_get(w, "function"), "arguments"))),
+              "streamed call %d differs from the whole response's", i);
+        json_decref(ga);
+        json_decref(wa);
+    }
+    const char *want = n ? content : text;
+    CHECK(got && got_len == strlen(want) && !memcmp(got, want, got_len), "%s: streamed content '%.*s', want '%s'",
+          sits_srv_tool_parser_name(parser), (int)got_len, got ? got : "", want);
+    json_decref(whole);
+    json_decref(acc);
+    free(got);
+}
+
+/* the whole response and the stream */
+static void expect(int parser, const char *text, int n, const char *const *names, const char *const *args, const char *content)
+{
+    expect_whole(parser, text, n, names, args, content);
+    expect_stream(parser, text, n, names, args, content);
 }
 
 static char *slurp(const char *path)
@@ -94,7 +168,8 @@ int main(int argc, char **argv)
            "\"Paris\", \"unit\": \"celsius\"}}\n</tool_call>",
            1, w, wa, "<think>\nThe user wants weather.\n</think>");
     expect(SITS_SRV_TOOLS_HERMES, "The weather in Paris is sunny.", 0, NULL, NULL, NULL);
-    expect(SITS_SRV_TOOLS_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc", 0, NULL, NULL, NULL);
+    /* cut short: no calls in the whole response (a stream has sent the call's head and arguments so far by then) */
+    expect_whole(SITS_SRV_TOOLS_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc", 0, NULL, NULL, NULL);
     /* Llama 3.1 / 3.2 JSON: {"name": ..., "parameters": {...}}, optionally after <|python_tag|> */
     const char *la[] = { "{\"location\": \"Paris\", \"unit\": \"celsius\"}" };
     expect(SITS_SRV_TOOLS_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}", 1,

@@ -3,7 +3,9 @@
  * byte-level fixture tokenizer's) where each step draws uniformly among the tokens the mask allows --
  * what a random-weight model does under a constraint. Checks here: the mask is never empty before the
  * document is complete (no dead ends: nothing allowed that cannot be continued), the drawn token is
- * accepted, a token outside the mask is refused, the finished text matches the grammar; wrong schemas
+ * accepted, a token outside the mask is refused, for the first EXACT_STEPS steps of each walk the mask
+ * equals token by token what the state accepts byte by byte (sits_grammar_state_accepts: no trie, no
+ * loop-class shortcut), the finished text matches the grammar; wrong schemas
  * are refused naming the keyword. The finished documents go to OUT (jsonl) for the independent check:
  * tests/unit/grammar_validate.sh validates them with python jsonschema / re.fullmatch.
  * usage: test_grammar CASES.json REFUSED.json TOKENIZER_DIR OUT.jsonl */
@@ -17,6 +19,7 @@
 
 #define WALKS 12
 #define MAX_STEPS 3000
+#define EXACT_STEPS 48
 
 static int failures;
 
@@ -60,6 +63,15 @@ static int walk(sits_grammar_t *g, vocab_t *vb, uint64_t seed, char **text_p, si
             printf("  FAIL %s: empty mask after %zu bytes: %.*s\n", vb->name, len, (int)len, text);
             failures++;
             goto out;
+        }
+        for (int i = 0; step < EXACT_STEPS && i < vb->n; i++) {
+            int a = sits_grammar_state_accepts(st, i);
+            if (a != allowed(mask, i)) {
+                printf("  FAIL %s: token %d: mask %d, accepts %d, after %zu bytes: %.*s\n", vb->name, i, allowed(mask, i), a, len,
+                       (int)len, text);
+                failures++;
+                goto out;
+            }
         }
         int complete = sits_grammar_state_complete(st);
         if (allowed(mask, vb->stop) != complete) {
@@ -274,7 +286,9 @@ int main(int argc, char **argv)
     }
     /* regexes */
     static const char *const regexes[] = { "[a-z]{2,4}-\\d+", "(yes|no|maybe)!?", "\\w{1,8}@\\w{1,8}\\.(com|org)",
-                                           "[^,]{1,5},[A-F0-9]*", "(ab)*c?", "\\d{3}-\\d{4}", NULL };
+                                           "[^,]{1,5},[A-F0-9]*", "(ab)*c?", "\\d{3}-\\d{4}",
+                                           /* counted repetitions of large classes (the byte-class chains of grammar.c) */
+                                           "[a-zA-Z0-9 ]{24}\\.", "[^\"]{0,40}x", "[ -~]{3,30}", NULL };
     for (int k = 0; regexes[k]; k++) {
         sits_grammar_t *g = NULL;
         if (sits_grammar_from_regex(regexes[k], strlen(regexes[k]), err, sizeof err, &g) != SITS_OK) {

@@ -1,6 +1,8 @@
 /* test_kv_blocks.c -- the KV block allocator and its prefix cache (src/kv/blocks.c): reference
  * counts, refusal when short, registration and lookup, LRU eviction of unreferenced cached blocks,
- * and that a referenced cached block is never handed out. */
+ * that a referenced cached block is never handed out, and [n > 1] shared blocks: reference counts
+ * and copy on write (the last holder writes in place, a shared one is copied; a cow that finds no
+ * block changes nothing). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -57,6 +59,51 @@ static void test_prefix_lookup_and_lru(void **state)
     sits_kv_blocks_destroy(kb);
 }
 
+static void test_share_cow(void **state)
+{
+    sits_kv_blocks_t *kb;
+    int32_t p[2], x[2], id;
+    assert_int_equal(sits_kv_blocks_create(4, &kb), SITS_OK);
+    assert_int_equal(sits_kv_blocks_alloc(kb, 2, p), SITS_OK);   /* a prompt: one full, one partial block */
+    sits_kv_blocks_share(kb, 2, p);                             /* choice 1 */
+    sits_kv_blocks_share(kb, 2, p);                             /* choice 2 */
+    assert_int_equal(sits_kv_blocks_refs(kb, p[0]), 3);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[1]), 3);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 2);
+    /* choice 0 writes into the partial block: a fresh copy, its reference moves there */
+    int32_t c0, c1, c2;
+    assert_int_equal(sits_kv_blocks_cow(kb, p[1], &c0), SITS_OK);
+    assert_int_not_equal(c0, p[1]);
+    assert_int_not_equal(c0, p[0]);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[1]), 2);
+    assert_int_equal(sits_kv_blocks_refs(kb, c0), 1);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 1);
+    assert_int_equal(sits_kv_blocks_cow(kb, p[1], &c1), SITS_OK);   /* choice 1 copies too */
+    assert_true(c1 != p[1] && c1 != c0 && c1 != p[0]);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[1]), 1);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 0);
+    /* choice 2 holds the block alone now: it writes in place, no block taken */
+    assert_int_equal(sits_kv_blocks_cow(kb, p[1], &c2), SITS_OK);
+    assert_int_equal(c2, p[1]);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[1]), 1);
+    /* no block left: a cow of the shared full block is refused and changes nothing */
+    assert_int_equal(sits_kv_blocks_cow(kb, p[0], &id), SITS_ERR_BUSY);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[0]), 3);
+    assert_int_equal(sits_kv_blocks_cow(kb, 99, &id), SITS_ERR_INVALID);
+    /* each choice releases its table: the shared block is freed with the last reference only */
+    x[0] = p[0]; x[1] = c0;
+    sits_kv_blocks_release(kb, 2, x);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[0]), 2);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 1);
+    x[1] = c1;
+    sits_kv_blocks_release(kb, 2, x);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 2);
+    sits_kv_blocks_release(kb, 2, p);
+    assert_int_equal(sits_kv_blocks_refs(kb, p[0]), 0);
+    assert_int_equal(sits_kv_blocks_free_count(kb), 4);
+    sits_kv_blocks_destroy(kb);
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -64,6 +111,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_release),
         cmocka_unit_test(test_prefix_lookup_and_lru),
+        cmocka_unit_test(test_share_cow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

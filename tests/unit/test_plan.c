@@ -1,5 +1,5 @@
-/* test_plan.c -- step plan serialisation (src/sched/plan.c): round trip, and refusal of every
- * truncation and of corrupted headers/bodies. */
+/* test_plan.c -- step plan serialisation (src/sched/plan.c): round trip (step, stop, [n > 1] kv copy
+ * plans), and refusal of every truncation and of corrupted headers/bodies. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -75,6 +75,17 @@ static void test_round_trip(void **state)
     assert_int_equal(len, SITS_PLAN_HEADER_BYTES);
     assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
     assert_int_equal(q.cmd, SITS_PLAN_STOP);
+    /* [n > 1] a KV_COPY plan: copy i is tokens[i] (source block) -> pos[i] (destination), seq[i] = i */
+    int32_t cp[9] = { 5, 9, 12, 40, 41, 42, 0, 1, 2 };
+    sits_plan_t kc = { .cmd = SITS_PLAN_KV_COPY, .step = 7, .n_tokens = 3, .n_seqs = 3, .tokens = cp, .pos = cp + 3, .seq = cp + 6 };
+    assert_true(sits_plan_size(&kc) <= need);
+    assert_int_equal(sits_plan_write(&kc, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
+    assert_int_equal(q.cmd, SITS_PLAN_KV_COPY);
+    assert_int_equal(q.n_tokens, 3);
+    assert_int_equal(q.n_out, 0);
+    assert_memory_equal(q.tokens, cp, 3 * 4);
+    assert_memory_equal(q.pos, cp + 3, 3 * 4);
     free(buf);
 }
 
