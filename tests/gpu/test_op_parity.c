@@ -1010,7 +1010,8 @@ static void test_attention_softcap(ctx_t *c)
     test_attn_decode(c, (attn_shape_t){ 16, 8, 128, 16, 333 }, 8, lens);
     test_attn_prefill(c, (attn_shape_t){ 16, 8, 128, 16, 0 }, 500, 1000);
     test_attn_prefill(c, (attn_shape_t){ 8, 2, 64, 16, 300 }, 100, 777);
-    test_attn_mixed(c, (attn_shape_t){ 8, 2, 128, 16, 8 }, 8, lens, 300);
+    int mixed[8] = { 700, 260, 300, 4100, 64, 65, 1000, 17 };   /* a chunk of 300 of sequence 0, all of 1 */
+    test_attn_mixed(c, (attn_shape_t){ 8, 2, 128, 16, 8 }, 8, mixed, 300);
     c->attn_softcap = 0.7f;
     c->attn_scale = 0.0f;
     test_attn_prefill(c, (attn_shape_t){ 4, 2, 32, 5, 8 }, 10, 100);
