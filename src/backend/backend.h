@@ -231,6 +231,10 @@ typedef struct sits_backend_ops {
     sits_status_t (*alloc)(sits_backend_t *be, size_t bytes, void **ptr_p);
     void (*free)(sits_backend_t *be, void *ptr);
     sits_status_t (*upload)(sits_backend_t *be, void *dst, const void *src_host, size_t bytes);
+    /* [scale] optional: rows of row_bytes from src_host (row r at r * src_pitch) to dst (row r at
+     * r * dst_pitch): a block-table upload of only the columns a step uses (NULL: the engine uploads whole rows) */
+    sits_status_t (*upload_rows)(sits_backend_t *be, void *dst, size_t dst_pitch, const void *src_host, size_t src_pitch,
+                                 size_t row_bytes, int rows);
     sits_status_t (*download)(sits_backend_t *be, void *dst_host, const void *src, size_t bytes);
     sits_status_t (*memset0)(sits_backend_t *be, void *dst, size_t bytes);
     /* Weights: rows [r0, r1) x cols [c0, c1) of a host tensor src [*, src_cols] of dtype src_dt

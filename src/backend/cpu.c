@@ -68,6 +68,17 @@ static sits_status_t cpu_memset0(sits_backend_t *be, void *dst, size_t bytes)
     return SITS_OK;
 }
 
+/* [scale] the rows of a strided upload, one memcpy each */
+static sits_status_t cpu_upload_rows(sits_backend_t *be, void *dst, size_t dst_pitch, const void *src_host, size_t src_pitch,
+                                     size_t row_bytes, int rows)
+{
+    (void)be;
+    if (rows < 0 || row_bytes > dst_pitch || row_bytes > src_pitch) return SITS_ERR_INVALID;
+    for (int r = 0; r < rows; r++)
+        memcpy((unsigned char *)dst + (size_t)r * dst_pitch, (const unsigned char *)src_host + (size_t)r * src_pitch, row_bytes);
+    return SITS_OK;
+}
+
 static sits_status_t cpu_upload_weight(sits_backend_t *be, void *dst, int64_t dst_row0, const void *src, sits_dtype_t src_dt,
                                        int64_t src_cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 {
@@ -748,6 +759,7 @@ static const sits_backend_ops_t cpu_ops = {
     .download = cpu_copy,
     .memset0 = cpu_memset0,
     .upload_weight = cpu_upload_weight,
+    .upload_rows = cpu_upload_rows,   /* [scale] */
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .add_rmsnorm = cpu_add_rmsnorm,

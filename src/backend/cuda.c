@@ -194,6 +194,31 @@ static sits_status_t cuda_upload(sits_backend_t *be, void *dst, const void *src_
     return staged_h2d(c, dst, bytes, 1, fill_bytes, (void *)src_host);
 }
 
+/* [scale] rows through the pinned staging buffers (packed there), each chunk one 2D copy to the pitched
+ * destination; as staged_h2d, the host rows may be reused on return */
+static sits_status_t cuda_upload_rows(sits_backend_t *be, void *dst, size_t dst_pitch, const void *src_host, size_t src_pitch,
+                                      size_t row_bytes, int rows)
+{
+    cuda_impl_t *c = impl_of(be);
+    SITS_CHECK(not_capturing(c, "upload_rows"));
+    if (rows < 0 || row_bytes == 0 || row_bytes > dst_pitch || row_bytes > src_pitch || row_bytes > CUDA_STAGING_BYTES)
+        return SITS_ERR_INVALID;
+    int per = (int)(CUDA_STAGING_BYTES / row_bytes);
+    for (int r0 = 0; r0 < rows; r0 += per) {
+        int n = rows - r0 < per ? rows - r0 : per;
+        int i = c->next_staging;
+        c->next_staging ^= 1;
+        SITS_CUDA_CHECK(cudaEventSynchronize(c->staged[i]));  /* its previous copy is done */
+        for (int k = 0; k < n; k++)
+            memcpy(c->staging[i] + (size_t)k * row_bytes, (const unsigned char *)src_host + (size_t)(r0 + k) * src_pitch,
+                   row_bytes);
+        SITS_CUDA_CHECK(cudaMemcpy2DAsync((unsigned char *)dst + (size_t)r0 * dst_pitch, dst_pitch, c->staging[i], row_bytes,
+                                          row_bytes, (size_t)n, cudaMemcpyHostToDevice, c->stream));
+        SITS_CUDA_CHECK(cudaEventRecord(c->staged[i], c->stream));
+    }
+    return SITS_OK;
+}
+
 static sits_status_t cuda_download(sits_backend_t *be, void *dst_host, const void *src, size_t bytes)
 {
     cuda_impl_t *c = impl_of(be);
@@ -927,6 +952,7 @@ static const sits_backend_ops_t cuda_ops = {
     .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8,
     .silu_mul_fp8 = cuda_silu_mul_fp8,
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
+    .upload_rows = cuda_upload_rows,   /* [scale] */
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
     .alloc_count = sits_backend_cuda_dev_allocs,

@@ -838,9 +838,11 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     const sits_backend_ops_t *op = e->be->ops;
     sits_backend_t *be = e->be;
     int n = b->n_tokens, bs = e->p.block_size, mb = e->p.max_blocks_per_seq;
-    if (n < 1 || n > e->p.max_tokens || b->n_seqs < 1 || b->n_seqs > e->p.max_seqs || b->n_out < 0 || b->n_out > e->p.max_seqs) {
-        SITS_ERROR(SITS_SUB_ENGINE, "step of %d tokens / %d sequences / %d outputs exceeds the engine's %d / %d", n, b->n_seqs,
-                   b->n_out, e->p.max_tokens, e->p.max_seqs);
+    int bw = b->bt_stride > 0 ? b->bt_stride : mb;   /* [scale] the batch's block-table row length */
+    if (n < 1 || n > e->p.max_tokens || b->n_seqs < 1 || b->n_seqs > e->p.max_seqs || b->n_out < 0 || b->n_out > e->p.max_seqs ||
+        bw > mb) {
+        SITS_ERROR(SITS_SUB_ENGINE, "step of %d tokens / %d sequences / %d outputs / %d blocks a sequence exceeds the engine's "
+                   "%d / %d / %d", n, b->n_seqs, b->n_out, bw, e->p.max_tokens, e->p.max_seqs, mb);
         return SITS_ERR_INVALID;
     }
     int gi = graph_bucket(e, b);
@@ -853,11 +855,11 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     int max_pos = 0;
     for (int t = 0; t < n; t++) {
         int s = b->seq[t], p = b->pos[t];
-        if (s < 0 || s >= b->n_seqs || p < 0 || p / bs >= mb) {
+        if (s < 0 || s >= b->n_seqs || p < 0 || p / bs >= bw) {
             SITS_ERROR(SITS_SUB_ENGINE, "token %d: sequence %d position %d out of range", t, s, p);
             return SITS_ERR_INVALID;
         }
-        int blk = b->block_tables[(size_t)s * mb + p / bs];
+        int blk = b->block_tables[(size_t)s * bw + p / bs];
         if (blk < 0 || blk >= e->p.n_blocks) {
             SITS_ERROR(SITS_SUB_ENGINE, "token %d: block %d out of range", t, blk);
             return SITS_ERR_INVALID;
@@ -892,9 +894,19 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
         for (int i = e->micro_out[m]; i < e->micro_out[m + 1]; i++) out_h[i] -= e->micro_tok[m];
     for (int i = b->n_out; i < (gi >= 0 ? nb : 0); i++) out_h[i] = 0;
     if (b->sample && b->n_out > 0) sits_sample_rows(b->n_out, b->sample, (sits_sample_row_t *)(mh + L->rows));
-    memcpy(bt_h, b->block_tables, sizeof(int32_t) * (size_t)b->n_seqs * mb);
-    /* one copy: everything up to the end of the block tables in use */
-    SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt + sizeof(int32_t) * (size_t)b->n_seqs * mb));
+    /* block tables [n_seqs, mb] on the device (the kernels' row stride, fixed for the graphs); the step's
+     * [n_seqs, bw] go up as bw columns of each row (the others are never read: a token's blocks are < bw) */
+    memcpy(bt_h, b->block_tables, sizeof(int32_t) * (size_t)b->n_seqs * bw);
+    if (bw < mb && op->upload_rows) {
+        SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt));
+        SITS_CHECK(op->upload_rows(be, e->meta + base + L->bt, sizeof(int32_t) * (size_t)mb, bt_h, sizeof(int32_t) * (size_t)bw,
+                                   sizeof(int32_t) * (size_t)bw, b->n_seqs));
+    } else {
+        for (int s = b->n_seqs - 1; bw < mb && s > 0; s--)   /* rows to stride mb, last first (they overlap) */
+            memmove(bt_h + (size_t)s * mb, bt_h + (size_t)s * bw, sizeof(int32_t) * (size_t)bw);
+        /* one copy: everything up to the end of the block tables in use */
+        SITS_CHECK(op->upload(be, e->meta + base, mh, L->bt + sizeof(int32_t) * (size_t)b->n_seqs * mb));
+    }
     meta_view_t v = meta_view(e->meta + base, L);
     if (e->rope_sel) {   /* [families] longrope: the set of each token, as HF picks it per forward call */
         for (int s = 0; s < b->n_seqs; s++) e->rope_seq_max[s] = -1;

@@ -69,7 +69,10 @@ typedef struct {
     const int32_t *pos;           /* [n_tokens] */
     const int32_t *seq;           /* [n_tokens] */
     int n_seqs;
-    const int32_t *block_tables;  /* [n_seqs, max_blocks_per_seq] (engine params) */
+    const int32_t *block_tables;  /* [n_seqs, bt_stride] */
+    int bt_stride;                /* [scale] block-table row length, at most max_blocks_per_seq (0: that) -- the
+                                   * longest table of the step, so a step uploads what it uses, not the whole
+                                   * context's columns */
     int n_out;
     const int32_t *out_rows;      /* [n_out] */
     /* [perf] [n_out] or NULL: the sampling parameters of the outputs, uploaded with the step's

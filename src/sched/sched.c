@@ -1478,10 +1478,15 @@ static sits_status_t sample_row(sits_sched_t *s, sits_req_t *q, int row, int no,
 static sits_status_t step_launch(sits_sched_t *s, int nb)
 {
     sits_runner_t *r = s->r;
-    int mb = r->ep.max_blocks_per_seq, nt = 0, no = 0;
+    int mb = 1, nt = 0, no = 0;
     s->n_pbias = s->n_phist = 0;
     sits_sample_masks_t masks = { 0 };
     s->t_launch = now_s();   /* a step's time includes its plan (and its masks) */
+    /* [scale] block tables [nb, mb] with mb the batch's longest table, not the context's whole width
+     * (max_blocks_per_seq: 8192 for a 128k context) -- the plan, its broadcast and the upload carry
+     * what the step uses */
+    for (int b = 0; b < nb; b++)
+        if (s->batch[b]->n_blocks > mb) mb = s->batch[b]->n_blocks;
     SITS_CHECK(cow_flush(s));   /* [n > 1] the blocks this step writes that were shared are copied first */
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
@@ -1493,6 +1498,7 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
             nt++;
         }
         memcpy(s->bt + (size_t)b * mb, q->bt, sizeof(int32_t) * (size_t)q->n_blocks);
+        for (int j = q->n_blocks; j < mb; j++) s->bt[(size_t)b * mb + j] = -1;
         q->n_lp_rows = prompt_lp_rows(q);
         for (int j = 0; j < q->n_lp_rows; j++) {
             /* [logprobs] position n_computed + j scores prompt token n_computed + j + 1; its sampled token is dropped */

@@ -100,7 +100,8 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
     }
     const sits_shard_dims_t *d = &r->w->dims;
     sits_batch_t b = { .n_tokens = plan->n_tokens, .tokens = plan->tokens, .pos = plan->pos, .seq = plan->seq,
-                       .n_seqs = plan->n_seqs, .block_tables = plan->block_tables, .n_out = plan->n_out,
+                       .n_seqs = plan->n_seqs, .block_tables = plan->block_tables, .bt_stride = plan->max_blocks,
+                       .n_out = plan->n_out,
                        .out_rows = plan->out_rows, .sample = plan->n_out > 0 ? plan->sample : NULL };
     /* [perf] enqueue the step; only the sampler's candidates come back unless a callback wants logits */
     SITS_CHECK(sits_engine_run(r->engine, &b));

@@ -1256,6 +1256,43 @@ static void test_upload_paths(ctx_t *c, size_t bytes)
     }
 }
 
+/* [scale] upload_rows: rows of row_bytes from a src_pitch host array into a dst_pitch device buffer
+ * (filled with 0x5a first); against the definition: each row's bytes land at r * dst_pitch, the bytes
+ * between rows stay 0x5a. rows large enough to take several staging chunks on cuda. */
+static void test_upload_rows(ctx_t *c, int rows, size_t row_bytes, size_t src_pitch, size_t dst_pitch)
+{
+    size_t dst_bytes = (size_t)rows * dst_pitch;
+    unsigned char *src = xmalloc((size_t)rows * src_pitch), *want = xmalloc(dst_bytes), *back = xmalloc(dst_bytes);
+    for (size_t i = 0; i < (size_t)rows * src_pitch; i++) src[i] = (unsigned char)rng_next(c);
+    memset(want, 0x5a, dst_bytes);
+    for (int r = 0; r < rows; r++) memcpy(want + (size_t)r * dst_pitch, src + (size_t)r * src_pitch, row_bytes);
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        if (!be->ops->upload_rows) continue;
+        void *d = NULL;
+        TRY(be->ops->alloc(be, dst_bytes, &d));
+        unsigned char *fill = xmalloc(dst_bytes);
+        memset(fill, 0x5a, dst_bytes);
+        TRY(be->ops->upload(be, d, fill, dst_bytes));
+        TRY(be->ops->upload_rows(be, d, dst_pitch, src, src_pitch, row_bytes, rows));
+        TRY(be->ops->download(be, back, d, dst_bytes));
+        c->checks++;
+        if (memcmp(back, want, dst_bytes)) {
+            c->failures++;
+            fprintf(stderr, "FAIL upload_rows %s: %d rows of %zu bytes, pitches %zu -> %zu\n", be->ops->name, rows, row_bytes,
+                    src_pitch, dst_pitch);
+        } else {
+            printf("ok   upload_rows %s: %d rows of %zu bytes, pitches %zu -> %zu\n", be->ops->name, rows, row_bytes, src_pitch,
+                   dst_pitch);
+        }
+        free(fill);
+        dev_free(be, d);
+    }
+    free(src);
+    free(want);
+    free(back);
+}
+
 /* [kv] kv_block_copy on both backends against the definition computed here: n_bufs cache buffers of
  * n_blocks blocks of seg random bytes, ids a shuffled subset (so blocks are out of order); the
  * gather must give flat[(i * n_bufs + j) * seg ..] = buf j's block ids[i], the scatter of a fresh
@@ -2091,6 +2128,8 @@ int main(void)
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */
     test_upload_paths(&c, 4096);
+    test_upload_rows(&c, 1024, 4 * 37, 4 * 37, 4 * 8192);   /* [scale] an engine step's block tables: 1024 rows, 8192 wide */
+    test_upload_rows(&c, 3, 20, 24, 64);
     test_kv_block_copy(&c, 2, 9, 5, 32768);   /* [kv] an 8B bf16 block of 16 tokens: 32 KiB a layer and K|V */
     test_kv_block_copy(&c, 6, 40, 40, 48);
     test_kv_block_copy(&c, 4, 7, 1, 16);
