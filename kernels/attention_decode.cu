@@ -322,7 +322,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int kt = warp * 16 + 8 * j + 2 * tq + (e & 1);
-                        s[j][e] = k0 + kt - warp * 16 <= ke ? s[j][e] * (p.scale_log2 * ks[kt]) : -INFINITY;
+                        s[j][e] = k0 + kt - warp * 16 <= ke ? att_cap(s[j][e] * (p.scale_log2 * ks[kt]), p.softcap_log2) : -INFINITY;
                     }
                 float c0, c1;
                 att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);
