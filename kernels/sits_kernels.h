@@ -205,6 +205,15 @@ sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t 
 sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
                                    const sits_bf16_t *bias, int n, int m, cudaStream_t stream);
 
+/* ---- [moe] Mixture of Experts (kernels/moe.cu; contracts: backend.h moe_topk / moe_combine) ----
+ * Router top-k: logits [n, E] bf16 -> ids [n, k] int32, wts [n, k] fp32 (softmax in fp32, the k largest
+ * in descending order, lower index first on ties, renormalised when norm). k <= 32, k <= E <= 1024. */
+sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm,
+                              cudaStream_t stream);
+/* out [n, dim] bf16 = sum_j wts[t*kk + j] * y[pos[t*kk + j], :] (fp32, j order; pos -1 skipped). */
+sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const int32_t *pos, const float *wts, int n, int kk,
+                                 int dim, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -810,6 +810,21 @@ static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *s
     return SITS_OK;
 }
 
+/* ---- [moe] ---- */
+static sits_status_t cuda_moe_topk(sits_backend_t *be, int32_t *ids, float *wts, const void *logits, int n, int E, int k,
+                                   int norm)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_topk(ids, wts, logits, n, E, k, norm, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_moe_combine(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
+                                      int kk, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_combine(out, y, pos, wts, n, kk, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -849,6 +864,8 @@ static const sits_backend_ops_t cuda_ops = {
     .rope_kv_write = cuda_rope_kv_write,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
     .alloc_count = sits_backend_cuda_dev_allocs,
+    .moe_topk = cuda_moe_topk,   /* [moe] */
+    .moe_combine = cuda_moe_combine,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -118,6 +118,9 @@ typedef struct {
     long micro_steps, micro_batches; /* [pp micro-batches] steps split into micro-batches, their micro-batches */
 } sits_engine_stats_t;
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
+/* [moe] Tokens routed to each expert so far (summed over layers and steps; *n_experts_p of them), or
+ * NULL (and 0) for a dense model. Load balance: the same figures on every rank of the group. */
+const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_experts_p);
 
 /* [memory plan] What steps at p's sizes (max_tokens, max_seqs, max_blocks_per_seq; n_blocks is not
  * read) need on be besides the weights and the KV blocks, item by item into plan (appended):

@@ -100,6 +100,8 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "llama", "LlamaForCausalLM", SITS_ARCH_LLAMA },
         { "mistral", "MistralForCausalLM", SITS_ARCH_MISTRAL },
         { "qwen2", "Qwen2ForCausalLM", SITS_ARCH_QWEN2 },
+        { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
+        { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -115,7 +117,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, mixtral, qwen2_moe)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -432,6 +434,7 @@ sits_status_t sits_model_config_parse(const char *json, size_t len, const char *
     }
     st = parse_root(root, what, &tmp);
     if (st == SITS_OK) st = parse_quant(root, what, &tmp);   /* [fp8] */
+    if (st == SITS_OK) st = sits_model_moe_config_parse(root, what, &tmp);   /* [moe] */
     if (st == SITS_OK) {
         *cfg = tmp;
         SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,

@@ -8,6 +8,12 @@
  * rope_theta}, max_position_embeddings, tie_word_embeddings, attention_bias (Qwen2: q/k/v bias
  * always), mlp_bias, hidden_act (silu only), bos_token_id, eos_token_id (int or list),
  * sliding_window (Mistral; null -> 0), torch_dtype / dtype.
+ * [moe] model_type mixtral (MixtralForCausalLM: Mistral attention, num_local_experts, num_experts_per_tok,
+ * intermediate_size = each expert's, top-k probabilities always renormalised) and qwen2_moe
+ * (Qwen2MoeForCausalLM: Qwen2 attention, num_experts, num_experts_per_tok, moe_intermediate_size,
+ * norm_topk_prob, shared_expert_intermediate_size with its sigmoid shared_expert_gate). Refused, naming
+ * the key: decoder_sparse_step != 1 and a non-empty mlp_only_layers (dense layers among sparse ones),
+ * num_experts_per_tok outside [1, experts], qwen3_moe (needs Qwen3's q/k-norm attention).
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H
@@ -48,7 +54,18 @@ typedef struct {
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
     char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
+    /* [moe] Mixture of Experts: n_experts 0 = a dense MLP. Each MLP is a router [E, H] (softmax over
+     * the experts, top_k kept, renormalised to sum 1 when norm_topk) and E SwiGLU experts of
+     * intermediate size moe_inter; shared_inter > 0 adds a dense SwiGLU expert of that size scaled by
+     * sigmoid(shared_expert_gate [1, H] . x) (Qwen2-MoE). */
+    struct {
+        int n_experts, top_k, moe_inter, norm_topk, shared_inter;
+    } moe;
 } sits_model_config_t;
+
+/* [moe] (moe_config.c) The Mixture-of-Experts keys of a parsed config.json root (a json_t *) into
+ * cfg->moe, for the model_types that have them; refusals name the file and the key. */
+sits_status_t sits_model_moe_config_parse(const void *json_root, const char *what, sits_model_config_t *cfg);
 
 /* Parse config.json text; `what` names the source in messages (a path). */
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg);
