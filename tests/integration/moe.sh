@@ -19,4 +19,19 @@ run 4 4
 # E % ep != 0 and ep != tp are refused at load, naming --ep
 out=$(SITS_TEST_EP=3 timeout 120 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" 2>&1)
 echo "$out" | grep -q -- "--ep 3" || { echo "FAIL: --ep 3 at tp 2 was not refused with a message naming --ep"; echo "$out" | tail -5; exit 1; }
+# the CLI: sits-dist --ep 2 over 2 ranks, greedy, continues prompt 1 of the Qwen2-MoE fixture as HF did
+# (reference.json, read with python3 where there is one, else the values it holds today)
+want=82,91,44,44,100,161,161,160
+if command -v python3 >/dev/null 2>&1; then
+  want=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(','.join(map(str, r['greedy'][1][:8])))" \
+    "$m/qwen2_moe/reference.json")
+  prompt=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(','.join(map(str, r['prompts'][1])))" \
+    "$m/qwen2_moe/reference.json")
+else
+  prompt=117,39,88,17,113
+fi
+got=$(timeout 120 $SITS_MPIRUN -np 2 "$top_builddir/sits-dist" --model "$m/qwen2_moe" --prompt-ids "$prompt" --max-tokens 8 \
+  --temperature 0 --ignore-eos --ep 2 2>/dev/null | head -1)
+[ "$got" = "$want" ] || { echo "FAIL: sits-dist --ep 2: $got, HF $want"; exit 1; }
+echo "moe: sits-dist --ep 2 greedy $got (HF $want)"
 echo "moe: PASS"
