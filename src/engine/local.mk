@@ -12,3 +12,6 @@ tests_gpu_test_engine_step_SOURCES = tests/gpu/test_engine_step.c
 TESTS += tests/integration/moe.sh tests/gpu/moe_cuda.sh
 EXTRA_DIST += tests/integration/moe.sh tests/gpu/moe_cuda.sh tests/ref/gen_moe_fixtures.py tests/fixtures/models/mixtral \
 	tests/fixtures/models/qwen2_moe
+# [moe] /metrics sits_moe_expert_tokens_total{expert} under --ep 2 (server, cpu)
+TESTS += tests/integration/moe_metrics.sh
+EXTRA_DIST += tests/integration/moe_metrics.sh

@@ -1008,6 +1008,12 @@ static void update_gauges(sits_sched_t *s)
         s->stats.dev_allocs_after_start = n - s->dev_alloc_mark;
         s->stats.dev_alloc_bytes_after_start = bytes - s->dev_alloc_mark_bytes;
     }
+    if (s->r->engine) {   /* [moe] */
+        int E = 0;
+        const uint64_t *tok = sits_engine_moe_expert_tokens(s->r->engine, &E);
+        s->stats.moe_experts = E < SITS_MOE_METRIC_EXPERTS ? E : SITS_MOE_METRIC_EXPERTS;
+        for (int x = 0; tok && x < s->stats.moe_experts; x++) s->stats.moe_expert_tokens[x] = tok[x];
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1597,6 +1603,8 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         /* [memory plan] the leader's backend is replica 0's (the shadows of the others have none) */
         out->dev_allocs_after_start += st.dev_allocs_after_start;
         out->dev_alloc_bytes_after_start += st.dev_alloc_bytes_after_start;
+        if (st.moe_experts > out->moe_experts) out->moe_experts = st.moe_experts;   /* [moe] */
+        for (int x = 0; x < st.moe_experts; x++) out->moe_expert_tokens[x] += st.moe_expert_tokens[x];
     }
 }
 

@@ -60,6 +60,8 @@ typedef struct {
 } sits_req_params_t;
 
 
+#define SITS_MOE_METRIC_EXPERTS 256   /* [moe] most experts /metrics reports (one series each) */
+
 typedef struct {
     /* gauges */
     int running, waiting, swapped;
@@ -97,6 +99,10 @@ typedef struct {
     /* [memory plan] allocations the leader's backend made since the scheduler was created (cudaMalloc;
      * the CPU backend's alloc), and their bytes: the step path and KV moves must make none */
     uint64_t dev_allocs_after_start, dev_alloc_bytes_after_start;
+    /* [moe] load balance: tokens routed to each expert since start, summed over the leader's MoE layers
+     * (and over the replicas with --dp); the first SITS_MOE_METRIC_EXPERTS experts of moe_experts */
+    int moe_experts;
+    uint64_t moe_expert_tokens[SITS_MOE_METRIC_EXPERTS];
 } sits_sched_stats_t;
 
 enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELIVER, SITS_PHASES };
