@@ -27,6 +27,10 @@
  * buffer on cuda, memcpy of a host buffer on cpu, counted as 2 * bytes / time (read + write).
  * The weight bytes include the whole embedding table although a step reads only B rows of it
  * (the JSON records embed_bytes so a reader can take it out).
+ * [moe] For a mixture-of-experts model the weight term is the active bytes of a step of T tokens
+ * (moe_step_bytes): everything but the experts, plus the experts the step is expected to read --
+ * E_loc (1 - (1 - k / E)^T) of this rank's E_loc per layer under uniform routing (random weights route
+ * about uniformly; T = B for a decode step): at batch 1, k experts a layer (the active-parameter floor).
  *
  * JSON (one object): bench, engine, machine, date, commit, device, backend, model, tp, dtypes,
  * weight_bytes, embed_bytes, kv_bytes_per_token, copy_bw_gbs, fill, iters, warmup,
@@ -129,6 +133,16 @@ static void sort_ints(int *v, int n)
 {
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { int t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+}
+
+/* [moe] Weight bytes a step of T tokens reads on this rank (see the file comment); held bytes for a
+ * dense model. */
+static double moe_step_bytes(const sits_model_config_t *c, const sits_shard_dims_t *d, double held, size_t wsize, int T)
+{
+    if (!c->moe.n_experts) return held;
+    double expert = 3.0 * c->hidden_size * d->ie_loc * (double)wsize, layers = d->layer1 - d->layer0;
+    double p_touch = 1.0 - pow(1.0 - (double)c->moe.top_k / c->moe.n_experts, T);
+    return held - layers * d->n_exp_loc * expert * (1.0 - p_touch);
 }
 
 static void usage(const char *argv0)
@@ -540,6 +554,11 @@ int main(int argc, char **argv)
                sits_dtype_name(be->weight_dtype), sits_dtype_name(be->kv_dtype), load_s);
         printf("weights %.3f GB/rank (incl. embedding %.3f GB, of which a step reads only batch rows), KV %.0f B/token\n",
                wbytes * 1e-9, embed_bytes * 1e-9, kv_tok);
+        if (c->moe.n_experts)   /* [moe] */
+            printf("mixture of experts: %d experts top %d (%d here, ffn %d each, %s); floor weights = active bytes: "
+                   "%.3f GB/rank at 1 token a step, %.3f GB/rank at 32\n", c->moe.n_experts, c->moe.top_k, d->n_exp_loc,
+                   d->ie_loc, d->ep > 1 ? "expert parallel" : "TP-sharded", 1e-9 * moe_step_bytes(c, d, wbytes,
+                   sits_dtype_size(be->weight_dtype), 1), 1e-9 * moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), 32));
         printf("copy bandwidth %.1f GB/s (%s of %d MiB, 2*bytes/time)\n", bw * 1e-9,
                be->device >= 0 ? "cudaMemcpy D2D" : "memcpy", o.bw_mib);
         printf("KV fill: %s; decode step j of a (batch, context) row is at position context + j, %d warmup + %d timed "
@@ -581,7 +600,7 @@ int main(int argc, char **argv)
             w->ms_p99 = g_last_p99 * 1e3;
             /* timed step j attends to ctx + warmup + j + 1 positions */
             double avg_len = ctx + o.warmup + 1 + 0.5 * (o.iters - 1);
-            double floor_s = (wbytes + nb * avg_len * kv_tok) / bw;
+            double floor_s = (moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), nb) + nb * avg_len * kv_tok) / bw;
             w->tok_s = nb / w->ms_median;
             w->floor_ms = 1e3 * floor_s;
             w->ms_median *= 1e3;
