@@ -24,15 +24,14 @@ struct sits_moe {
     size_t row;                 /* bytes of one H-wide activation row */
     /* backend buffers */
     void *logits;               /* [T, E] */
-    int32_t *ids_d;             /* [T * k] */
-    float *wts_d;               /* [T * k] */
+    int32_t *route_d;           /* [2 * T * k] 4-byte words: a step's ids [n * k], then its weights [n * k] (one download) */
     void *sg;                   /* [T] shared expert gate logits (act_dtype) */
     int32_t *rows_d, *perm_d, *iperm_d, *pos_d;   /* [T * k] x3, [T * kk] */
     float *cw_d;                /* [T * kk] combine weights */
     void *xs, *ys, *xr, *xe, *ye;   /* [T * k, H]; ys [T * k + T, H]; xr, xe, ye with EP only */
     /* host */
-    int32_t *ids_h, *rows_h, *perm_h, *iperm_h, *pos_h, *slot_h;
-    float *wts_h, *cw_h, *sg_h;
+    int32_t *route_h, *rows_h, *perm_h, *iperm_h, *pos_h;   /* route_h as route_d */
+    float *cw_h, *sg_h;
     int *cnt;                   /* [N, E] slots of tokens of slice s routed to expert e */
     int *eoff;                  /* [E + 1] */
     size_t *sb, *so, *rb, *ro;  /* [N] all-to-all-v bytes and offsets: send, recv */
@@ -54,11 +53,11 @@ void sits_moe_destroy(sits_moe_t *m)
 {
     if (!m) return;
     sits_backend_t *be = m->be;
-    void *dev[] = { m->logits, m->ids_d, m->wts_d, m->sg, m->rows_d, m->perm_d, m->iperm_d, m->pos_d, m->cw_d,
+    void *dev[] = { m->logits, m->route_d, m->sg, m->rows_d, m->perm_d, m->iperm_d, m->pos_d, m->cw_d,
                     m->xs, m->ys, m->xr, m->xe, m->ye };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
-    void *host[] = { m->ids_h, m->rows_h, m->perm_h, m->iperm_h, m->pos_h, m->slot_h, m->wts_h, m->cw_h, m->sg_h, m->cnt,
+    void *host[] = { m->route_h, m->rows_h, m->perm_h, m->iperm_h, m->pos_h, m->cw_h, m->sg_h, m->cnt,
                      m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens };
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     free(m);
@@ -94,8 +93,7 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
     size_t es = sits_dtype_size(be->act_dtype), T = (size_t)max_tokens, Tk = T * (size_t)m->k, Tkk = T * (size_t)m->kk;
     m->row = (size_t)m->H * es;
     SITS_CHECK_GOTO(op->alloc(be, T * (size_t)m->E * es, &m->logits), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->ids_d), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(float), (void **)&m->wts_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, 2 * Tk * sizeof(int32_t), (void **)&m->route_d), st, err);
     SITS_CHECK_GOTO(op->alloc(be, T * es, &m->sg), st, err);
     SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->rows_d), st, err);
     SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->perm_d), st, err);
@@ -109,13 +107,11 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xe), st, err);
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->ye), st, err);
     }
-    m->ids_h = malloc(Tk * sizeof(int32_t));
+    m->route_h = malloc(2 * Tk * sizeof(int32_t));
     m->rows_h = malloc(Tk * sizeof(int32_t));
     m->perm_h = malloc(Tk * sizeof(int32_t));
     m->iperm_h = malloc(Tk * sizeof(int32_t));
-    m->slot_h = malloc(Tk * sizeof(int32_t));
     m->pos_h = malloc(Tkk * sizeof(int32_t));
-    m->wts_h = malloc(Tk * sizeof(float));
     m->cw_h = malloc(Tkk * sizeof(float));
     m->sg_h = malloc(T * sizeof(float));
     m->cnt = calloc((size_t)m->N * m->E, sizeof(int));
@@ -125,7 +121,7 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
     m->rb = calloc((size_t)m->N, sizeof(size_t));
     m->ro = calloc((size_t)m->N, sizeof(size_t));
     m->tokens = calloc((size_t)m->E, sizeof(uint64_t));
-    if (!m->ids_h || !m->rows_h || !m->perm_h || !m->iperm_h || !m->slot_h || !m->pos_h || !m->wts_h || !m->cw_h || !m->sg_h ||
+    if (!m->route_h || !m->rows_h || !m->perm_h || !m->iperm_h || !m->pos_h || !m->cw_h || !m->sg_h ||
         !m->cnt || !m->eoff || !m->sb || !m->so || !m->rb || !m->ro || !m->tokens) {
         st = SITS_ERR_NOMEM;
         goto err;
@@ -170,17 +166,21 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     if (n < 1 || n > m->T) return SITS_ERR_INVALID;
     /* 1. router, top-k and the shared expert's gate logit, back on the host */
     SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
-    SITS_CHECK(op->moe_topk(be, m->ids_d, m->wts_d, m->logits, n, E, k, c->moe.norm_topk));
-    if (lw->sh_route) SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));     /* [n, 1] */
-    SITS_CHECK(op->download(be, m->ids_h, m->ids_d, sizeof(int32_t) * (size_t)n * k));
-    SITS_CHECK(op->download(be, m->wts_h, m->wts_d, sizeof(float) * (size_t)n * k));
-    if (lw->sh_route) SITS_CHECK(op->download_f32(be, m->sg_h, m->sg, (size_t)n));
+    size_t nk = (size_t)n * k;
+    SITS_CHECK(op->moe_topk(be, m->route_d, (float *)(m->route_d + nk), m->logits, n, E, k, c->moe.norm_topk));
+    if (lw->sh_route) {
+        SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */
+        SITS_CHECK(op->download_f32(be, m->sg_h, m->sg, (size_t)n));
+    }
+    SITS_CHECK(op->download(be, m->route_h, m->route_d, 2 * sizeof(int32_t) * nk));           /* ids, weights */
+    const int32_t *ids_h = m->route_h;
+    const float *wts_h = (const float *)(m->route_h + nk);
     /* 2. counts per (token slice, expert): slice s = tokens [s n / N, (s + 1) n / N) */
     memset(m->cnt, 0, sizeof(int) * (size_t)N * E);
     for (int s = 0; s < N; s++)
         for (int t = (int)((long)s * n / N); t < (int)((long)(s + 1) * n / N); t++)
             for (int j = 0; j < k; j++) {
-                int e = m->ids_h[(size_t)t * k + j];
+                int e = ids_h[(size_t)t * k + j];
                 if (e < 0 || e >= E) {
                     SITS_ERROR(SITS_SUB_ENGINE, "moe layer %d: token %d routed to expert %d of %d", layer, t, e, E);
                     return SITS_ERR_INTERNAL;
@@ -201,10 +201,10 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
         }
     for (int t = t0; t < t1; t++)
         for (int j = 0; j < k; j++) {
-            int e = m->ids_h[(size_t)t * k + j], p = m->eoff[e]++;
+            int e = ids_h[(size_t)t * k + j], p = m->eoff[e]++;
             m->rows_h[p] = t;
             m->pos_h[(size_t)t * kk + j] = p;
-            m->cw_h[(size_t)t * kk + j] = m->wts_h[(size_t)t * k + j];
+            m->cw_h[(size_t)t * kk + j] = wts_h[(size_t)t * k + j];
         }
     for (int e = E; e > 0; e--) m->eoff[e] = m->eoff[e - 1];   /* back to the starts */
     m->eoff[0] = 0;
