@@ -41,3 +41,11 @@ endif
 TESTS += tests/integration/gen_defaults.sh
 EXTRA_DIST += tests/integration/gen_defaults.sh
 EXTRA_DIST += tests/unit/data/gguf
+# [moe] Mixture-of-Experts config keys, refusals, expert split (TP / EP) and tensor names.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_moe_config
+TESTS += tests/unit/test_moe_config
+tests_unit_test_moe_config_SOURCES = tests/unit/test_moe_config.c tests/unit/test_model_common.h
+tests_unit_test_moe_config_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
+tests_unit_test_moe_config_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+endif
