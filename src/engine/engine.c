@@ -427,7 +427,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
               e->graphs_off ? (params->no_cuda_graphs ? "off (--no-cuda-graphs)" : !comm_ok ? "off (tp comm not capturable)"
-                                                                                              : "off (backend)")
+                               : e->moe ? "off (mixture of experts: routing on the host)" : "off (backend)")
                             : "on",
               e->graphs_off ? 0 : cap,
               w->n_fp8 == 0    ? ""

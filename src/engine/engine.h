@@ -3,6 +3,9 @@
  *   write K,V into the paged cache -> attention over the cache -> O (row-parallel) -> all-reduce ->
  *   residual + RMSNorm -> gate/up (column-parallel) -> SiLU*mul -> down (row-parallel) -> all-reduce
  *   -> residual; final norm -> lm_head (vocab-parallel) on the rows that need logits.
+ *   [moe] For a mixture-of-experts model (cfg.moe.n_experts > 0) gate/up/down is the experts' MLP of
+ *   engine/moe.h (router top-k, experts TP-sliced or, with --ep, dispatched by all-to-all-v); its steps
+ *   run eagerly (no CUDA graphs).
  *
  * The engine owns the KV storage (per layer of its pipeline stage, K and V of [n_blocks, block_size,
  * nkv_loc, hd]) but not the block allocation: a batch carries each sequence's block table, decided by
