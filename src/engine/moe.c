@@ -26,12 +26,13 @@ struct sits_moe {
     void *logits;               /* [T, E] */
     int32_t *route_d;           /* [2 * T * k] 4-byte words: a step's ids [n * k], then its weights [n * k] (one download) */
     void *sg;                   /* [T] shared expert gate logits (act_dtype) */
-    int32_t *rows_d, *perm_d, *iperm_d, *pos_d;   /* [T * k] x3, [T * kk] */
-    float *cw_d;                /* [T * kk] combine weights */
+    /* a step's plan, one upload each, 4-byte words: plan_d = gather rows [n * k] | combine slots pos [n * kk] |
+     * combine weights (fp32) [n * kk]; perm_d (EP) = perm [nr] | iperm [nr] for nr received rows */
+    int32_t *plan_d, *perm_d;   /* [T * k + 2 * T * kk], [2 * T * k] */
     void *xs, *ys, *xr, *xe, *ye;   /* [T * k, H]; ys [T * k + T, H]; xr, xe, ye with EP only */
     /* host */
-    int32_t *route_h, *rows_h, *perm_h, *iperm_h, *pos_h;   /* route_h as route_d */
-    float *cw_h, *sg_h;
+    int32_t *route_h, *plan_h, *perm_h;   /* as route_d, plan_d, perm_d */
+    float *sg_h;
     int *cnt;                   /* [N, E] slots of tokens of slice s routed to expert e */
     int *eoff;                  /* [E + 1] */
     size_t *sb, *so, *rb, *ro;  /* [N] all-to-all-v bytes and offsets: send, recv */
@@ -53,11 +54,11 @@ void sits_moe_destroy(sits_moe_t *m)
 {
     if (!m) return;
     sits_backend_t *be = m->be;
-    void *dev[] = { m->logits, m->route_d, m->sg, m->rows_d, m->perm_d, m->iperm_d, m->pos_d, m->cw_d,
+    void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
                     m->xs, m->ys, m->xr, m->xe, m->ye };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
-    void *host[] = { m->route_h, m->rows_h, m->perm_h, m->iperm_h, m->pos_h, m->cw_h, m->sg_h, m->cnt,
+    void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
                      m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens };
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     free(m);
@@ -95,11 +96,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
     SITS_CHECK_GOTO(op->alloc(be, T * (size_t)m->E * es, &m->logits), st, err);
     SITS_CHECK_GOTO(op->alloc(be, 2 * Tk * sizeof(int32_t), (void **)&m->route_d), st, err);
     SITS_CHECK_GOTO(op->alloc(be, T * es, &m->sg), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->rows_d), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->perm_d), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(int32_t), (void **)&m->iperm_d), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tkk * sizeof(int32_t), (void **)&m->pos_d), st, err);
-    SITS_CHECK_GOTO(op->alloc(be, Tkk * sizeof(float), (void **)&m->cw_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, (Tk + 2 * Tkk) * sizeof(int32_t), (void **)&m->plan_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, 2 * Tk * sizeof(int32_t), (void **)&m->perm_d), st, err);
     SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xs), st, err);
     SITS_CHECK_GOTO(op->alloc(be, (Tk + T) * m->row, &m->ys), st, err);
     if (m->N > 1) {
@@ -108,11 +106,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->ye), st, err);
     }
     m->route_h = malloc(2 * Tk * sizeof(int32_t));
-    m->rows_h = malloc(Tk * sizeof(int32_t));
-    m->perm_h = malloc(Tk * sizeof(int32_t));
-    m->iperm_h = malloc(Tk * sizeof(int32_t));
-    m->pos_h = malloc(Tkk * sizeof(int32_t));
-    m->cw_h = malloc(Tkk * sizeof(float));
+    m->plan_h = malloc((Tk + 2 * Tkk) * sizeof(int32_t));
+    m->perm_h = malloc(2 * Tk * sizeof(int32_t));
     m->sg_h = malloc(T * sizeof(float));
     m->cnt = calloc((size_t)m->N * m->E, sizeof(int));
     m->eoff = calloc((size_t)m->E + 1, sizeof(int));
@@ -121,7 +116,7 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
     m->rb = calloc((size_t)m->N, sizeof(size_t));
     m->ro = calloc((size_t)m->N, sizeof(size_t));
     m->tokens = calloc((size_t)m->E, sizeof(uint64_t));
-    if (!m->route_h || !m->rows_h || !m->perm_h || !m->iperm_h || !m->pos_h || !m->cw_h || !m->sg_h ||
+    if (!m->route_h || !m->plan_h || !m->perm_h || !m->sg_h ||
         !m->cnt || !m->eoff || !m->sb || !m->so || !m->rb || !m->ro || !m->tokens) {
         st = SITS_ERR_NOMEM;
         goto err;
@@ -175,6 +170,8 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     SITS_CHECK(op->download(be, m->route_h, m->route_d, 2 * sizeof(int32_t) * nk));           /* ids, weights */
     const int32_t *ids_h = m->route_h;
     const float *wts_h = (const float *)(m->route_h + nk);
+    int32_t *rows_h = m->plan_h, *pos_h = m->plan_h + nk, *pos_d = m->plan_d + nk;
+    float *cw_h = (float *)(pos_h + (size_t)n * kk), *cw_d = (float *)(pos_d + (size_t)n * kk);
     /* 2. counts per (token slice, expert): slice s = tokens [s n / N, (s + 1) n / N) */
     memset(m->cnt, 0, sizeof(int) * (size_t)N * E);
     for (int s = 0; s < N; s++)
@@ -196,27 +193,25 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     ns = m->eoff[E];
     for (int t = 0; t < n; t++)
         for (int j = 0; j < kk; j++) {
-            m->pos_h[(size_t)t * kk + j] = -1;
-            m->cw_h[(size_t)t * kk + j] = 0.0f;
+            pos_h[(size_t)t * kk + j] = -1;
+            cw_h[(size_t)t * kk + j] = 0.0f;
         }
     for (int t = t0; t < t1; t++)
         for (int j = 0; j < k; j++) {
             int e = ids_h[(size_t)t * k + j], p = m->eoff[e]++;
-            m->rows_h[p] = t;
-            m->pos_h[(size_t)t * kk + j] = p;
-            m->cw_h[(size_t)t * kk + j] = wts_h[(size_t)t * k + j];
+            rows_h[p] = t;
+            pos_h[(size_t)t * kk + j] = p;
+            cw_h[(size_t)t * kk + j] = wts_h[(size_t)t * k + j];
         }
     for (int e = E; e > 0; e--) m->eoff[e] = m->eoff[e - 1];   /* back to the starts */
     m->eoff[0] = 0;
     if (lw->sh_route)
         for (int t = 0; t < n; t++) {
-            m->pos_h[(size_t)t * kk + k] = n * k + t;
-            m->cw_h[(size_t)t * kk + k] = 1.0f / (1.0f + expf(-m->sg_h[t]));
+            pos_h[(size_t)t * kk + k] = n * k + t;
+            cw_h[(size_t)t * kk + k] = 1.0f / (1.0f + expf(-m->sg_h[t]));
         }
-    SITS_CHECK(op->upload(be, m->rows_d, m->rows_h, sizeof(int32_t) * (size_t)(ns ? ns : 1)));
-    SITS_CHECK(op->upload(be, m->pos_d, m->pos_h, sizeof(int32_t) * (size_t)n * kk));
-    SITS_CHECK(op->upload(be, m->cw_d, m->cw_h, sizeof(float) * (size_t)n * kk));
-    if (ns) SITS_CHECK(op->gather_rows(be, m->xs, h, m->rows_d, ns, m->H));                    /* [ns, H] */
+    SITS_CHECK(op->upload(be, m->plan_d, m->plan_h, sizeof(int32_t) * (nk + 2 * (size_t)n * kk)));   /* one copy */
+    if (ns) SITS_CHECK(op->gather_rows(be, m->xs, h, m->plan_d, ns, m->H));                    /* [ns, H] */
     /* 4. the experts */
     if (N == 1) {
         for (int e = 0; e < E; e++)
@@ -238,6 +233,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
             roff += m->rb[q];
         }
         int nr = (int)(roff / m->row);
+        int32_t *perm_h = m->perm_h, *iperm_h = m->perm_h + nr;
         /* expert layout: local expert j, then source s, then token; perm[expert row] = recv row */
         int xe_row = 0;
         for (int j = 0; j < epr; j++) {
@@ -246,15 +242,14 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
                 int rrow = (int)(m->ro[s] / m->row);
                 for (int e2 = r * epr; e2 < e; e2++) rrow += m->cnt[(size_t)s * E + e2];
                 for (int i = 0; i < m->cnt[(size_t)s * E + e]; i++, xe_row++) {
-                    m->perm_h[xe_row] = rrow + i;
-                    m->iperm_h[rrow + i] = xe_row;
+                    perm_h[xe_row] = rrow + i;
+                    iperm_h[rrow + i] = xe_row;
                 }
             }
         }
         SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xs, m->sb, m->so, m->xr, m->rb, m->ro));
         if (nr) {
-            SITS_CHECK(op->upload(be, m->perm_d, m->perm_h, sizeof(int32_t) * (size_t)nr));
-            SITS_CHECK(op->upload(be, m->iperm_d, m->iperm_h, sizeof(int32_t) * (size_t)nr));
+            SITS_CHECK(op->upload(be, m->perm_d, m->perm_h, 2 * sizeof(int32_t) * (size_t)nr));   /* perm | iperm */
             SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, m->H));
         }
         for (int j = 0, off = 0; j < epr; j++) {
@@ -264,11 +259,11 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
                                rows, d->ie_loc, gu, act));
             off += rows;
         }
-        if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->iperm_d, nr, m->H));          /* back to the recv layout */
+        if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->perm_d + nr, nr, m->H));      /* back to the recv layout */
         SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xr, m->rb, m->ro, m->ys, m->sb, m->so));
     }
     /* 5. the shared expert (TP slice, every token), then the weighted combine */
     if (lw->sh_route)
         SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, lw->sh_gu, lw->sh_down, n, d->is_loc, gu, act));
-    return op->moe_combine(be, out, m->ys, m->pos_d, m->cw_d, n, kk, m->H);
+    return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
 }
