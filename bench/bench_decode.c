@@ -32,6 +32,10 @@
  * buffer on cuda, memcpy of a host buffer on cpu, counted as 2 * bytes / time (read + write).
  * The weight bytes include the whole embedding table although a step reads only B rows of it
  * (the JSON records embed_bytes so a reader can take it out).
+ * [moe] For a mixture-of-experts model the weight term is the active bytes of a step of T tokens
+ * (moe_step_bytes): everything but the experts, plus the experts the step is expected to read --
+ * E_loc (1 - (1 - k / E)^T) of this rank's E_loc per layer under uniform routing (random weights route
+ * about uniformly; T = B for a decode step): at batch 1, k experts a layer (the active-parameter floor).
  *
  * JSON (one object): bench, engine, machine, date, commit, device, backend, model, tp, dtypes,
  * weight_bytes, embed_bytes, kv_bytes_per_token, copy_bw_gbs, fill, iters, warmup,
@@ -66,6 +70,7 @@ typedef struct {
     int custom_ar;          /* TP on GPUs: 1 the custom CUDA-IPC all-reduce (as sits-dist by default), 0 NCCL only */
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
+    int ep;                 /* [moe] --ep: experts split over the ranks (== world size), 1: TP-sharded */
     const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8 | fp8); NULL: auto */
     int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
     int verify[MAX_LIST], n_verify;   /* [speculative] drafts per sequence of the verification rows */
@@ -138,6 +143,16 @@ static void sort_ints(int *v, int n)
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { int t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
 }
 
+/* [moe] Weight bytes a step of T tokens reads on this rank (see the file comment); held bytes for a
+ * dense model. */
+static double moe_step_bytes(const sits_model_config_t *c, const sits_shard_dims_t *d, double held, size_t wsize, int T)
+{
+    if (!c->moe.n_experts) return held;
+    double expert = 3.0 * c->hidden_size * d->ie_loc * (double)wsize, layers = d->layer1 - d->layer0;
+    double p_touch = 1.0 - pow(1.0 - (double)c->moe.top_k / c->moe.n_experts, T);
+    return held - layers * d->n_exp_loc * expert * (1.0 - p_touch);
+}
+
 static void usage(const char *argv0)
 {
     fprintf(stderr,
@@ -145,7 +160,7 @@ static void usage(const char *argv0)
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
             "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]\n"
-            "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8]\n",
+            "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8] [--ep N (MoE: experts over N = world ranks)]\n",
             argv0);
 }
 
@@ -187,6 +202,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;   /* [int8 kv] */
         else if (!strcmp(a, "--fp8-fused-quant")) o->fp8_fused = atoi(v);
         else if (!strcmp(a, "--verify")) bad = parse_list(v, o->verify, &o->n_verify);   /* [speculative] */
+        else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] */
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -540,7 +556,7 @@ int main(int argc, char **argv)
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = max_b * (kmax + 1), .max_tokens = max_tokens, .max_model_len = mml,
                                 .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
-                                .quant = o.quant, .fp8_separate_quant = !o.fp8_fused };
+                                .quant = o.quant, .fp8_separate_quant = !o.fp8_fused, .ep = o.ep };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
@@ -580,6 +596,11 @@ int main(int argc, char **argv)
                sits_dtype_name(be->weight_dtype), sits_dtype_name(be->kv_dtype), load_s);
         printf("weights %.3f GB/rank (incl. embedding %.3f GB, of which a step reads only batch rows), KV %.0f B/token\n",
                wbytes * 1e-9, embed_bytes * 1e-9, kv_tok);
+        if (c->moe.n_experts)   /* [moe] */
+            printf("mixture of experts: %d experts top %d (%d here, ffn %d each, %s); floor weights = active bytes: "
+                   "%.3f GB/rank at 1 token a step, %.3f GB/rank at 32\n", c->moe.n_experts, c->moe.top_k, d->n_exp_loc,
+                   d->ie_loc, d->ep > 1 ? "expert parallel" : "TP-sharded", 1e-9 * moe_step_bytes(c, d, wbytes,
+                   sits_dtype_size(be->weight_dtype), 1), 1e-9 * moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), 32));
         printf("copy bandwidth %.1f GB/s (%s of %d MiB, 2*bytes/time)\n", bw * 1e-9,
                be->device >= 0 ? "cudaMemcpy D2D" : "memcpy", o.bw_mib);
         printf("KV fill: %s; decode step j of a (batch, context) row is at position context + j, %d warmup + %d timed "
@@ -621,7 +642,7 @@ int main(int argc, char **argv)
             w->ms_p99 = g_last_p99 * 1e3;
             /* timed step j attends to ctx + warmup + j + 1 positions */
             double avg_len = ctx + o.warmup + 1 + 0.5 * (o.iters - 1);
-            double floor_s = (wbytes + nb * avg_len * kv_tok) / bw;
+            double floor_s = (moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), nb) + nb * avg_len * kv_tok) / bw;
             w->tok_s = nb / w->ms_median;
             w->floor_ms = 1e3 * floor_s;
             w->ms_median *= 1e3;

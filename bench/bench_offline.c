@@ -31,6 +31,7 @@
 typedef struct {
     const char *model, *load_format, *device, *quant, *commit, *json;
     int gpu, threads, in, out, requests, max_seqs, budget, cuda_graphs;
+    int ep;   /* [moe] --ep */
 } opts_t;
 
 typedef struct {
@@ -53,7 +54,7 @@ static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N] [--threads N]\n"
                     "       [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256] [--max-num-batched-tokens 8192]\n"
-                    "       [--quant SPEC] [--cuda-graphs 1|0] [--commit SHA] [--json FILE]\n", a0);
+                    "       [--quant SPEC] [--cuda-graphs 1|0] [--commit SHA] [--json FILE] [--ep N]\n", a0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -77,6 +78,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--max-num-seqs")) o->max_seqs = atoi(v);
         else if (!strcmp(a, "--max-num-batched-tokens")) o->budget = atoi(v);
         else if (!strcmp(a, "--quant")) o->quant = v;
+        else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] experts over the ranks (== world size) */
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
@@ -120,7 +122,7 @@ int main(int argc, char **argv)
     int S = o.max_seqs, B = o.budget, mml = o.in + o.out;
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = S, .max_tokens = B, .max_model_len = mml, .block_size = 16, .kv_bytes = 0,
-                                .no_cuda_graphs = !o.cuda_graphs, .quant = o.quant };
+                                .no_cuda_graphs = !o.cuda_graphs, .quant = o.quant, .ep = o.ep };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) goto out;
     double load_s = now_s() - t0;

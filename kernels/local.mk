@@ -51,3 +51,9 @@ SITS_KERNEL_OBJS = kernels/embed.$(OBJEXT) kernels/rmsnorm.$(OBJEXT) kernels/rop
 $(SITS_KERNEL_OBJS): $(top_srcdir)/kernels/common.cuh $(top_srcdir)/kernels/sits_kernels.h $(top_srcdir)/src/util/status.h
 kernels/attention.$(OBJEXT) kernels/attention_decode.$(OBJEXT) kernels/attention_prefill.$(OBJEXT): $(top_srcdir)/kernels/attention_mma.cuh
 endif
+# [moe] Mixture-of-Experts router top-k and weighted combine.
+if HAVE_CUDA
+libsits_a_SOURCES += kernels/moe.cu
+else
+EXTRA_DIST += kernels/moe.cu
+endif

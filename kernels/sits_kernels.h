@@ -254,6 +254,14 @@ sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, i
                                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
                                        int window, float scale, float softcap, int kv, const sits_k_attn_ws_t *ws,
                                        cudaStream_t stream);
+/* ---- [moe] Mixture of Experts (kernels/moe.cu; contracts: backend.h moe_topk / moe_combine) ----
+ * Router top-k: logits [n, E] bf16 -> ids [n, k] int32, wts [n, k] fp32 (softmax in fp32, the k largest
+ * in descending order, lower index first on ties, renormalised when norm). k <= 32, k <= E <= 1024. */
+sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm,
+                              cudaStream_t stream);
+/* out [n, dim] bf16 = sum_j wts[t*kk + j] * y[pos[t*kk + j], :] (fp32, j order; pos -1 skipped). */
+sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const int32_t *pos, const float *wts, int n, int kk,
+                                 int dim, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -445,6 +445,11 @@ static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L
     }
     rp->pp_microbatches = cfg->pp_microbatches > 0 ? (int)cfg->pp_microbatches : L->pl->pp;
     rp->pp_microbatch_min_tokens = (int)cfg->pp_microbatch_min_tokens;
+    if (cfg->ep < 1 || cfg->ep > 1 << 20) {   /* [moe] ep == tp and E % ep are checked at load, against the model */
+        SITS_ERROR(SITS_SUB_INIT, "--ep %lld: need 1 (experts TP-sharded) or the tensor-parallel size", (long long)cfg->ep);
+        return SITS_ERR_INVALID;
+    }
+    rp->ep = (int)cfg->ep;
     st = make_backend(cfg, L->pl, L->bound_cores, &k->be);
     if (st == SITS_OK) st = make_comms(cfg, L, k->be, &k->tp, &k->tp_dev);
     if ((st = agree(st, "backend set-up", cfg->step_timeout)) != SITS_OK) goto err;

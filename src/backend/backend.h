@@ -382,7 +382,24 @@ typedef struct sits_backend_ops {
      * [head_dim/2] f32 each); sel [n] int32 device. */
     sits_status_t (*rope_sel)(sits_backend_t *be, void *x, int n, int row_stride, int n_rot_heads, int head_dim,
                               const int32_t *pos, const float *inv_short, const float *inv_long, const int32_t *sel);
+    /* ---- [moe] Mixture of Experts (both NULL: the backend cannot run MoE models) ----
+     * moe_topk: the router of n tokens over E experts: logits [n, E] act_dtype; p = softmax(logits) in
+     * fp32 (max subtracted, expf, sum in index order, p_e = e_e / sum); ids [n, k] int32 = the k largest
+     * p in descending order (the lower expert index first on ties), wts [n, k] fp32 = those p, divided
+     * by their sum (summed in that order) when norm. k <= E <= 1024, k <= 32. One kernel on cuda. */
+    sits_status_t (*moe_topk)(sits_backend_t *be, int32_t *ids, float *wts, const void *logits, int n, int E, int k, int norm);
+    /* moe_combine: out [n, dim] act_dtype = sum over j < kk of wts[t * kk + j] * y[pos[t * kk + j], :]
+     * for each token t, accumulated in fp32 in j order (pos -1: the slot is skipped; a token without a
+     * slot gets 0); y [*, dim] act_dtype, pos int32 and wts fp32 [n * kk] device arrays. Deterministic
+     * (no atomics): one block per token on cuda. */
+    sits_status_t (*moe_combine)(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
+                                 int kk, int dim);
 } sits_backend_ops_t;
+
+/* [moe] The reference router top-k and combine (host memory, fp32 logits / rows): the cpu backend's
+ * moe_topk and moe_combine, and the twins the cuda kernels are tested against. */
+void sits_backend_cpu_moe_topk(int32_t *ids, float *wts, const float *logits, int n, int E, int k, int norm);
+void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos, const float *wts, int n, int kk, int dim);
 
 
 

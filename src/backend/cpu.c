@@ -348,6 +348,69 @@ static sits_status_t cpu_gather_rows(sits_backend_t *be, void *out, const void *
     return SITS_OK;
 }
 
+/* ---- [moe] router top-k and the weighted combine (see backend.h) ---- */
+
+void sits_backend_cpu_moe_topk(int32_t *ids, float *wts, const float *logits, int n, int E, int k, int norm)
+{
+    for (int t = 0; t < n; t++) {
+        const float *l = logits + (size_t)t * E;
+        int32_t *id = ids + (size_t)t * k;
+        float *w = wts + (size_t)t * k;
+        float mx = l[0], sum = 0.0f;
+        for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        for (int e = 0; e < E; e++) sum += expf(l[e] - mx);
+        /* k rounds of argmax over the experts not taken yet: the largest logit is the largest p, and
+         * the lower index wins a tie */
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= id[i] == e;
+                if (!taken && (best < 0 || l[e] > l[best])) best = e;
+            }
+            id[j] = best;
+            w[j] = expf(l[best] - mx) / sum;
+        }
+        if (norm) {
+            float s = 0.0f;
+            for (int j = 0; j < k; j++) s += w[j];
+            for (int j = 0; j < k; j++) w[j] /= s;
+        }
+    }
+}
+
+void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos, const float *wts, int n, int kk, int dim)
+{
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * dim;
+        memset(o, 0, sizeof(float) * (size_t)dim);
+        for (int j = 0; j < kk; j++) {
+            int32_t p = pos[(size_t)t * kk + j];
+            if (p < 0) continue;
+            float w = wts[(size_t)t * kk + j];
+            const float *r = y + (size_t)p * dim;
+            for (int i = 0; i < dim; i++) o[i] += w * r[i];
+        }
+    }
+}
+
+static sits_status_t cpu_moe_topk(sits_backend_t *be, int32_t *ids, float *wts, const void *logits, int n, int E, int k,
+                                  int norm)
+{
+    (void)be;
+    if (n < 0 || E < 1 || k < 1 || k > E) return SITS_ERR_INVALID;
+    sits_backend_cpu_moe_topk(ids, wts, logits, n, E, k, norm);
+    return SITS_OK;
+}
+
+static sits_status_t cpu_moe_combine(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
+                                     int kk, int dim)
+{
+    (void)be;
+    sits_backend_cpu_moe_combine(out, y, pos, wts, n, kk, dim);
+    return SITS_OK;
+}
+
 static sits_status_t cpu_download_f32(sits_backend_t *be, float *dst, const void *src, size_t n)
 {
     memcpy(dst, src, n * sizeof(float));
@@ -791,6 +854,8 @@ static const sits_backend_ops_t cpu_ops = {
     .gelu_tanh_mul = cpu_gelu_tanh_mul,
     .softcap = cpu_softcap,
     .rope_sel = cpu_rope_sel,
+    .moe_topk = cpu_moe_topk,             /* [moe] */
+    .moe_combine = cpu_moe_combine,
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

@@ -913,6 +913,21 @@ static sits_status_t cuda_rope_sel(sits_backend_t *be, void *x, int n, int row_s
     return SITS_OK;
 }
 
+/* ---- [moe] ---- */
+static sits_status_t cuda_moe_topk(sits_backend_t *be, int32_t *ids, float *wts, const void *logits, int n, int E, int k,
+                                   int norm)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_topk(ids, wts, logits, n, E, k, norm, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_moe_combine(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
+                                      int kk, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_combine(out, y, pos, wts, n, kk, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -961,6 +976,8 @@ static const sits_backend_ops_t cuda_ops = {
     .gelu_tanh_mul = cuda_gelu_tanh_mul,
     .softcap = cuda_softcap,
     .rope_sel = cuda_rope_sel,
+    .moe_topk = cuda_moe_topk,   /* [moe] */
+    .moe_combine = cuda_moe_combine,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -11,6 +11,7 @@
  * [pp micro-batches] A step split into micro-batches (enqueue_micro) uses the eager region: micro-batch
  * m reads its tokens' slice of it, with its outputs' rows relative to its first token. */
 #include "engine/engine.h"
+#include "engine/moe.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -110,6 +111,7 @@ struct sits_engine {
      * each step, host image, and [max_seqs] scratch of the largest positions */
     int32_t *rope_sel, *rope_sel_host, *rope_seq_max;
     sits_engine_stats_t stats;
+    sits_moe_t *moe;               /* [moe] the experts' MLP (cfg.moe.n_experts > 0), else NULL */
 };
 
 /* Bytes of one block in one layer's K (or V) buffer: the unit every KV copy moves. Each layer buffer
@@ -183,6 +185,7 @@ void sits_engine_destroy(sits_engine_t *e)
                   e->stats.micro_batches);
     for (int i = 0; i < e->n_buckets; i++)
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
+    sits_moe_destroy(e->moe);   /* [moe] */
     void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta, e->xq, e->xs,
                      e->kv_bufs, e->kv_ids, e->kv_flat, e->masks, e->samp, e->ents };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -316,6 +319,9 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
     sits_mem_plan_add(plan, name, b.last + b.logits, 0);
     sits_mem_plan_add(plan, "sampling records", b.recs, 0);
     sits_mem_plan_add(plan, "sampling controls and logprobs", b.samp + b.ents, 0);
+    if (c->moe.n_experts)   /* [moe] */
+        sits_mem_plan_add(plan, "mixture of experts (router, dispatch, expert rows)",
+                          sits_moe_step_bytes(c, d, be->act_dtype, p->max_tokens), 0);
     if (b.masks) sits_mem_plan_add(plan, "structured output masks", b.masks, 0);
     int graphs = !p->no_cuda_graphs && op->graph_begin && op->graph_end && op->graph_launch, cap = graph_cap(p);
     size_t meta = meta_layout(p->max_tokens, p->max_seqs, p->max_blocks_per_seq).bytes +
@@ -435,6 +441,10 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         return SITS_ERR_INVALID;
     }
     e->graphs_off = params->no_cuda_graphs || !op->graph_begin || !op->graph_end || !op->graph_launch || !comm_ok;
+    if (c->moe.n_experts) {   /* [moe] expert row counts come back to the host every layer: eager steps only */
+        SITS_CHECK_GOTO(sits_moe_create(w, be, tp_comm, params->max_tokens, &e->moe), st, err);
+        e->graphs_off = 1;
+    }
     if (!e->graphs_off) make_buckets(e, cap);
     e->lay_eager = meta_layout(params->max_tokens, params->max_seqs, params->max_blocks_per_seq);
     e->lay_graph = meta_layout(e->graphs_off ? 1 : cap, e->graphs_off ? 1 : cap, params->max_blocks_per_seq);
@@ -490,7 +500,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
               e->graphs_off ? (params->no_cuda_graphs ? "off (--no-cuda-graphs)" : !comm_ok ? "off (tp comm not capturable)"
-                                                                                              : "off (backend)")
+                               : e->moe ? "off (mixture of experts: routing on the host)" : "off (backend)")
                             : "on",
               e->graphs_off ? 0 : cap,
               w->n_fp8 == 0    ? ""
@@ -661,16 +671,21 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
         if (c->sandwich_norms) SITS_CHECK(reduce_post_norm_add_norm(e, lw->post_attn_norm, lw->ffn_norm, n, lw->gu_scale != NULL));
         else SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
-        SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
-        if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
-            SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
-        } else if (lw->down_scale && e->fp8_fused) {                                           /* [n, I_loc] + E4M3 */
-            SITS_CHECK(op->silu_mul_fp8(be, e->act, e->xq, e->xs, e->gu, n, d->i_loc));
-            e->xq_of = e->act;
+        if (e->moe) {                                                                          /* [moe] [n, H] partial */
+            e->xq_of = NULL;
+            SITS_CHECK(sits_moe_forward(e->moe, l, e->h, e->proj, e->gu, e->act, n));
         } else {
-            SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */
+            SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
+            if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
+                SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
+            } else if (lw->down_scale && e->fp8_fused) {                                           /* [n, I_loc] + E4M3 */
+                SITS_CHECK(op->silu_mul_fp8(be, e->act, e->xq, e->xs, e->gu, n, d->i_loc));
+                e->xq_of = e->act;
+            } else {
+                SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */
+            }
+            SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         }
-        SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         /* the last layer of a middle stage only needs the residual add: its h is not used (any norm
          * weight will do) */
         const void *next_norm = l + 1 < d->layer1 ? w->layers[l + 1].attn_norm
@@ -1170,6 +1185,13 @@ sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits
 }
 
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p) { *stats_p = e->stats; }
+
+/* [moe] see engine.h */
+const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_experts_p)
+{
+    *n_experts_p = 0;
+    return e->moe ? sits_moe_expert_tokens(e->moe, n_experts_p) : NULL;
+}
 
 /* [kv export accessor] see engine.h */
 sits_status_t sits_engine_kv_layer(sits_engine_t *e, int layer, void **k_p, void **v_p)

@@ -9,6 +9,9 @@
  *   the window and RoPE base of each layer (sliding / global); Phi-3's longrope: each token rotated with the
  *   short or long factor set chosen from its sequence's largest position in the step (+ 1 > original
  *   length: long), attention_factor^2 folded into the attention scale.
+ *   [moe] For a mixture-of-experts model (cfg.moe.n_experts > 0) gate/up/down is the experts' MLP of
+ *   engine/moe.h (router top-k, experts TP-sliced or, with --ep, dispatched by all-to-all-v); its steps
+ *   run eagerly (no CUDA graphs).
  *
  * The engine owns the KV storage (per layer of its pipeline stage, K and V of [n_blocks, block_size,
  * nkv_loc, hd]) but not the block allocation: a batch carries each sequence's block table, decided by
@@ -138,6 +141,9 @@ typedef struct {
     long micro_steps, micro_batches; /* [pp micro-batches] steps split into micro-batches, their micro-batches */
 } sits_engine_stats_t;
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
+/* [moe] Tokens routed to each expert so far (summed over layers and steps; *n_experts_p of them), or
+ * NULL (and 0) for a dense model. Load balance: the same figures on every rank of the group. */
+const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_experts_p);
 
 /* [memory plan] What steps at p's sizes (max_tokens, max_seqs, max_blocks_per_seq; n_blocks is not
  * read) need on be besides the weights and the KV blocks, item by item into plan (appended):

@@ -104,6 +104,8 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "gemma2", "Gemma2ForCausalLM", SITS_ARCH_GEMMA2 },
         { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
         { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
+        { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
+        { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -119,7 +121,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, qwen2_moe)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -660,6 +662,7 @@ sits_status_t sits_model_config_parse(const char *json, size_t len, const char *
     }
     st = parse_root(root, what, &tmp);
     if (st == SITS_OK) st = parse_quant(root, what, &tmp);   /* [fp8] */
+    if (st == SITS_OK) st = sits_model_moe_config_parse(root, what, &tmp);   /* [moe] */
     if (st == SITS_OK) {
         *cfg = tmp;
         SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,

@@ -23,6 +23,12 @@
  * with short_factor / long_factor [head_dim / 2], original_max_position_embeddings (in the rope object or at
  * the top level), factor (absent: max_position_embeddings / original) and attention_factor (absent:
  * sqrt(1 + ln factor / ln original), 1 when factor <= 1).
+ * [moe] model_type mixtral (MixtralForCausalLM: Mistral attention, num_local_experts, num_experts_per_tok,
+ * intermediate_size = each expert's, top-k probabilities always renormalised) and qwen2_moe
+ * (Qwen2MoeForCausalLM: Qwen2 attention, num_experts, num_experts_per_tok, moe_intermediate_size,
+ * norm_topk_prob, shared_expert_intermediate_size with its sigmoid shared_expert_gate). Refused, naming
+ * the key: decoder_sparse_step != 1 and a non-empty mlp_only_layers (dense layers among sparse ones),
+ * num_experts_per_tok outside [1, experts], qwen3_moe (needs Qwen3's q/k-norm attention).
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H
@@ -85,6 +91,13 @@ typedef struct {
     int fused_gate_up;        /* mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) instead of gate/up_proj */
     float rope_short[SITS_MAX_ROPE_HALF], rope_long[SITS_MAX_ROPE_HALF];   /* longrope factors [head_dim / 2] */
     double rope_attn_factor;  /* longrope: cos and sin are scaled by it (q.k by its square); 1 otherwise */
+    /* [moe] Mixture of Experts: n_experts 0 = a dense MLP. Each MLP is a router [E, H] (softmax over
+     * the experts, top_k kept, renormalised to sum 1 when norm_topk) and E SwiGLU experts of
+     * intermediate size moe_inter; shared_inter > 0 adds a dense SwiGLU expert of that size scaled by
+     * sigmoid(shared_expert_gate [1, H] . x) (Qwen2-MoE). */
+    struct {
+        int n_experts, top_k, moe_inter, norm_topk, shared_inter;
+    } moe;
 } sits_model_config_t;
 
 /* [families] The attention window of layer l: sliding_window for a sliding layer, 0 (unlimited) otherwise. */
@@ -94,6 +107,10 @@ static inline int sits_model_layer_window(const sits_model_config_t *cfg, int l)
     if (!cfg->has_layer_types) return cfg->sliding_window;
     return l >= 0 && l < SITS_MAX_LAYER_TYPES && cfg->layer_sliding[l] ? cfg->sliding_window : 0;
 }
+
+/* [moe] (moe_config.c) The Mixture-of-Experts keys of a parsed config.json root (a json_t *) into
+ * cfg->moe, for the model_types that have them; refusals name the file and the key. */
+sits_status_t sits_model_moe_config_parse(const void *json_root, const char *what, sits_model_config_t *cfg);
 
 /* Parse config.json text; `what` names the source in messages (a path). */
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg);

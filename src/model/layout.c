@@ -47,11 +47,12 @@ int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind)
     case SITS_W_LM_HEAD: return !cfg->tie_word_embeddings;
     case SITS_W_Q_BIAS: case SITS_W_K_BIAS: case SITS_W_V_BIAS: return cfg->qkv_bias;
     case SITS_W_O_BIAS: return cfg->o_bias;
-    case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: case SITS_W_DOWN_BIAS: return cfg->mlp_bias;
+    case SITS_W_GATE_BIAS: case SITS_W_UP_BIAS: case SITS_W_DOWN_BIAS: return cfg->mlp_bias && !cfg->moe.n_experts;
     case SITS_W_Q_NORM: case SITS_W_K_NORM: return cfg->qk_norm;   /* [families] */
     case SITS_W_FFN_NORM: return !cfg->sandwich_norms;
     case SITS_W_Q: case SITS_W_K: case SITS_W_V: return !cfg->fused_qkv;
-    case SITS_W_GATE: case SITS_W_UP: return !cfg->fused_gate_up;
+    case SITS_W_GATE: case SITS_W_UP: return !cfg->fused_gate_up && !cfg->moe.n_experts;   /* [moe] experts instead */
+    case SITS_W_DOWN: return !cfg->moe.n_experts;
     case SITS_W_QKV: return cfg->fused_qkv;
     case SITS_W_GATE_UP: return cfg->fused_gate_up;
     case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: return cfg->sandwich_norms;
@@ -103,18 +104,29 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
     if (n < len) snprintf(buf + n, len - n, "]");
 }
 
+/* [moe] kind -1: the expert tensor `name` of shape moe_shape (F32 / F16 / BF16 only). */
+static sits_status_t check_named(const sits_st_t *st, const char *what, const char *name, sits_wkind_t kind, int ndim,
+                                 const int64_t *want);
+
 static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *st, const char *what,
                                sits_wkind_t kind, int layer)
 {
-    char name[128], want_s[64], got_s[160];
+    char name[128];
     int64_t want[2];
     sits_wkind_name(kind, layer, name, sizeof name);
+    int ndim = sits_wkind_shape(cfg, kind, want);
+    return check_named(st, what, name, kind, ndim, want);
+}
+
+static sits_status_t check_named(const sits_st_t *st, const char *what, const char *name, sits_wkind_t kind, int ndim,
+                                 const int64_t *want)
+{
+    char want_s[64], got_s[160];
     const sits_st_tensor_t *t = sits_st_find(st, name);
     if (!t) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: missing", what, name);
         return SITS_ERR_NOT_FOUND;
     }
-    int ndim = sits_wkind_shape(cfg, kind, want);
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == want[d];
     if (!same) {
@@ -123,7 +135,7 @@ static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape %s, config needs %s", what, name, got_s, want_s);
         return SITS_ERR_FORMAT;
     }
-    if (t->dtype == SITS_DT_F8_E4M3 && sits_wkind_linear(kind)) /* [fp8] a pre-quantised linear: its scale */
+    if (t->dtype == SITS_DT_F8_E4M3 && (int)kind >= 0 && sits_wkind_linear(kind)) /* [fp8] a pre-quantised linear: its scale */
         return sits_model_fp8_scale(st, t, what, NULL);
     if (t->dtype != SITS_DT_F32 && t->dtype != SITS_DT_F16 && t->dtype != SITS_DT_BF16) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16; F8_E4M3 for linear weights)",
@@ -210,6 +222,57 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
             if (sits_wkind_per_layer((sits_wkind_t)k) && sits_wkind_present(cfg, (sits_wkind_t)k))
                 SITS_CHECK(check_one(cfg, st, what, (sits_wkind_t)k, l));
         }
+        for (int p = 0; cfg->moe.n_experts && p < SITS_MOE_PART_COUNT; p++) {   /* [moe] */
+            if (!sits_moe_part_present(cfg, (sits_moe_part_t)p)) continue;
+            int per_expert = p == SITS_MOE_GATE || p == SITS_MOE_UP || p == SITS_MOE_DOWN;
+            int64_t want[2];
+            sits_moe_part_shape(cfg, (sits_moe_part_t)p, want);
+            for (int x = 0; x < (per_expert ? cfg->moe.n_experts : 1); x++) {
+                char name[160];
+                sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
+                SITS_CHECK(check_named(st, what, name, (sits_wkind_t)-1, 2, want));
+            }
+        }
     }
     return SITS_OK;
+}
+
+/* ---- [moe] ------------------------------------------------------------------------------------ */
+
+int sits_moe_part_present(const sits_model_config_t *cfg, sits_moe_part_t part)
+{
+    if (!cfg->moe.n_experts) return 0;
+    if (part >= SITS_MOE_SH_GATE && part <= SITS_MOE_SH_ROUTE) return cfg->moe.shared_inter > 0;
+    return part < SITS_MOE_PART_COUNT;
+}
+
+void sits_moe_part_name(const sits_model_config_t *cfg, sits_moe_part_t part, int layer, int expert, char *buf, size_t len)
+{
+    int mixtral = !strcmp(cfg->model_type, "mixtral");
+    static const char *const mx[] = { "block_sparse_moe.gate", "w1", "w3", "w2" };
+    static const char *const qw[] = { "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.shared_expert.gate_proj",
+                                      "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj", "mlp.shared_expert_gate" };
+    if ((unsigned)part >= SITS_MOE_PART_COUNT || (mixtral && part > SITS_MOE_DOWN)) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    const char *leaf = mixtral ? mx[part] : qw[part];
+    if (part >= SITS_MOE_GATE && part <= SITS_MOE_DOWN)
+        snprintf(buf, len, "model.layers.%d.%s.experts.%d.%s.weight", layer, mixtral ? "block_sparse_moe" : "mlp", expert, leaf);
+    else
+        snprintf(buf, len, "model.layers.%d.%s.weight", layer, leaf);
+}
+
+void sits_moe_part_shape(const sits_model_config_t *cfg, sits_moe_part_t part, int64_t shape[2])
+{
+    int64_t H = cfg->hidden_size, Ie = cfg->moe.moe_inter, Is = cfg->moe.shared_inter;
+    switch (part) {
+    case SITS_MOE_ROUTER: shape[0] = cfg->moe.n_experts; shape[1] = H; break;
+    case SITS_MOE_GATE: case SITS_MOE_UP: shape[0] = Ie; shape[1] = H; break;
+    case SITS_MOE_DOWN: shape[0] = H; shape[1] = Ie; break;
+    case SITS_MOE_SH_GATE: case SITS_MOE_SH_UP: shape[0] = Is; shape[1] = H; break;
+    case SITS_MOE_SH_DOWN: shape[0] = H; shape[1] = Is; break;
+    case SITS_MOE_SH_ROUTE: shape[0] = 1; shape[1] = H; break;
+    default: shape[0] = shape[1] = 0; break;
+    }
 }

@@ -63,4 +63,25 @@ int sits_wkind_linear(sits_wkind_t kind);
 sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *w, const char *what,
                                    const sits_st_tensor_t **scale_p);
 
+/* ---- [moe] Mixture-of-Experts tensors (cfg->moe.n_experts > 0; the dense gate/up/down kinds are then
+ * absent). HF names, E = n_experts, Ie = moe_inter, Is = shared_inter:
+ *   Mixtral    model.layers.N.block_sparse_moe.gate.weight           [E, H]   (router)
+ *              model.layers.N.block_sparse_moe.experts.J.w1.weight   [Ie, H]  (gate)  w3 [Ie, H] (up)  w2 [H, Ie] (down)
+ *   Qwen2-MoE  model.layers.N.mlp.gate.weight                        [E, H]   (router)
+ *              model.layers.N.mlp.experts.J.{gate,up}_proj.weight    [Ie, H]  down_proj [H, Ie]
+ *              model.layers.N.mlp.shared_expert.{gate,up}_proj.weight [Is, H] down_proj [H, Is]
+ *              model.layers.N.mlp.shared_expert_gate.weight          [1, H]
+ * F32 / F16 / BF16 only (FP8 experts are refused). ---- */
+typedef enum {
+    SITS_MOE_ROUTER, SITS_MOE_GATE, SITS_MOE_UP, SITS_MOE_DOWN,            /* GATE..DOWN: per expert */
+    SITS_MOE_SH_GATE, SITS_MOE_SH_UP, SITS_MOE_SH_DOWN, SITS_MOE_SH_ROUTE, /* shared expert and its gate */
+    SITS_MOE_PART_COUNT
+} sits_moe_part_t;
+/* Whether the config has the part (the shared ones need shared_inter > 0). */
+int sits_moe_part_present(const sits_model_config_t *cfg, sits_moe_part_t part);
+/* HF name of the part of layer `layer` (expert ignored except for GATE..DOWN). */
+void sits_moe_part_name(const sits_model_config_t *cfg, sits_moe_part_t part, int layer, int expert, char *buf, size_t len);
+/* Full shape [rows, cols]. */
+void sits_moe_part_shape(const sits_model_config_t *cfg, sits_moe_part_t part, int64_t shape[2]);
+
 #endif

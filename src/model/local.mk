@@ -1,7 +1,8 @@
 # src/model: config.json, safetensors, tensor layout, sharded loading.
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
 	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
-	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h
+	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h \
+	src/model/moe_config.c
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
 # Inputs (and the Python script that made them) live in tests/unit/data/model.
@@ -40,3 +41,11 @@ endif
 TESTS += tests/integration/gen_defaults.sh
 EXTRA_DIST += tests/integration/gen_defaults.sh
 EXTRA_DIST += tests/unit/data/gguf
+# [moe] Mixture-of-Experts config keys, refusals, expert split (TP / EP) and tensor names.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_moe_config
+TESTS += tests/unit/test_moe_config
+tests_unit_test_moe_config_SOURCES = tests/unit/test_moe_config.c tests/unit/test_model_common.h
+tests_unit_test_moe_config_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
+tests_unit_test_moe_config_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+endif

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static sits_status_t moe_dims(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_shard_dims_t *d);
+
 sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_shard_dims_t *dims_p)
 {
     int tp = shard->tp_size, r = shard->tp_rank;
@@ -19,7 +21,7 @@ sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t
         SITS_ERROR(SITS_SUB_MODEL, "tensor parallel size %d does not divide num_attention_heads %d", tp, cfg->n_heads);
         return SITS_ERR_INVALID;
     }
-    if (cfg->intermediate_size % tp) {
+    if (!cfg->moe.n_experts && cfg->intermediate_size % tp) {
         SITS_ERROR(SITS_SUB_MODEL, "tensor parallel size %d does not divide intermediate_size %d", tp, cfg->intermediate_size);
         return SITS_ERR_INVALID;
     }
@@ -43,6 +45,7 @@ sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t
         d.kv_head0 = r / (tp / cfg->n_kv_heads); /* each KV head replicated on tp/nkv ranks */
     }
     d.i_loc = cfg->intermediate_size / tp;
+    if (cfg->moe.n_experts) SITS_CHECK(moe_dims(cfg, shard, &d));   /* [moe] */
     d.qkv_dim = (d.nh_loc + 2 * d.nkv_loc) * cfg->head_dim;
     d.v_pad = (cfg->vocab_size + 63) / 64 * 64;
     d.v_per_rank = (d.v_pad + tp - 1) / tp;
@@ -62,6 +65,38 @@ sits_status_t sits_shard_dims(const sits_model_config_t *cfg, const sits_shard_t
     d.first_stage = pr == 0;
     d.last_stage = pr == pp - 1;
     *dims_p = d;
+    return SITS_OK;
+}
+
+/* [moe] The expert split of dims d (see weights.h); refusals say which size does not divide. */
+static sits_status_t moe_dims(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_shard_dims_t *d)
+{
+    int tp = shard->tp_size, r = shard->tp_rank, E = cfg->moe.n_experts, ep = shard->ep_size > 1 ? shard->ep_size : 1;
+    if (ep > 1 && ep != tp) {
+        SITS_ERROR(SITS_SUB_MODEL, "--ep %d: expert parallelism splits the experts over the tensor-parallel group, so it must "
+                   "equal --tp (%d) or be 1", ep, tp);
+        return SITS_ERR_INVALID;
+    }
+    if (E % ep) {
+        SITS_ERROR(SITS_SUB_MODEL, "--ep %d does not divide the %d experts", ep, E);
+        return SITS_ERR_INVALID;
+    }
+    if (ep == 1 && cfg->moe.moe_inter % tp) {
+        SITS_ERROR(SITS_SUB_MODEL, "tensor parallel size %d does not divide the experts' intermediate size %d (try --ep %d)", tp,
+                   cfg->moe.moe_inter, tp);
+        return SITS_ERR_INVALID;
+    }
+    if (cfg->moe.shared_inter % tp) {
+        SITS_ERROR(SITS_SUB_MODEL, "tensor parallel size %d does not divide shared_expert_intermediate_size %d", tp,
+                   cfg->moe.shared_inter);
+        return SITS_ERR_INVALID;
+    }
+    d->ep = ep;
+    d->n_exp_loc = E / ep;
+    d->exp0 = ep > 1 ? r * d->n_exp_loc : 0;
+    d->ie_loc = ep > 1 ? cfg->moe.moe_inter : cfg->moe.moe_inter / tp;
+    d->is_loc = cfg->moe.shared_inter / tp;
+    d->i_loc = d->ie_loc > d->is_loc ? d->ie_loc : d->is_loc;
     return SITS_OK;
 }
 
@@ -332,6 +367,8 @@ static void *elem_at(const loader_t *L, void *base, size_t elems)
     return L->count_only ? NULL : (char *)base + elems * L->elem_size;
 }
 
+static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw);
+
 static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw)
 {
     const sits_model_config_t *c = L->cfg;
@@ -381,6 +418,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(alloc_w(L, H, &lw->post_ffn_norm));
         SITS_CHECK(load_slice(L, lw->post_ffn_norm, 0, SITS_W_POST_FFN_NORM, l, 0, 1, 0, H));
     }
+    if (c->moe.n_experts) return moe_load_layer(L, d, tp_rank, l, lw);   /* [moe] experts instead of the dense MLP */
     {
         /* [families] fused_gate_up: gate rows [0, I), up rows [I, 2 I) of one tensor */
         int64_t uo = c->fused_gate_up ? I : 0;
@@ -403,6 +441,91 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc };
         SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
                                &lw->down_scale));
+    }
+    return SITS_OK;
+}
+
+/* ---- [moe] expert tensors (layout.h names) ---- */
+
+/* Rows [r0, r1) x cols [c0, c1) of MoE part (part, layer, expert) into dst at row dst_row0, as load_slice
+ * (the dummy generator seeds by part, layer and expert). */
+static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_moe_part_t part, int layer, int expert,
+                               int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    int64_t shape[2];
+    sits_moe_part_shape(L->cfg, part, shape);
+    if (r1 <= r0 || c1 <= c0) return SITS_OK;
+    if (r1 > shape[0] || c1 > shape[1]) return SITS_ERR_INTERNAL;
+    L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
+    if (L->count_only) return SITS_OK;
+    const sits_st_tensor_t *t = NULL;
+    if (L->st) {
+        char name[160];
+        sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
+        if (!(t = sits_st_find(L->st, name))) {
+            SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
+            return SITS_ERR_NOT_FOUND;
+        }
+        if (t->dtype == SITS_DT_F8_E4M3) {
+            SITS_ERROR(SITS_SUB_MODEL, "tensor %s: fp8 experts are not supported", name);
+            return SITS_ERR_UNSUPPORTED;
+        }
+        return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
+    }
+    int64_t w = c1 - c0, chunk = (int64_t)(L->staging_elems / (size_t)w);
+    if (chunk < 1) return SITS_ERR_INTERNAL;
+    sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* beyond every dense kind */
+    int seed_layer = layer * 4096 + expert;
+    for (int64_t r = r0; r < r1; r += chunk) {
+        int64_t n = r1 - r < chunk ? r1 - r : chunk;
+        SITS_CHECK(rows_f32(L, NULL, seed_kind, seed_layer, r, n, c0, w, L->staging));
+        SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
+    }
+    return SITS_OK;
+}
+
+/* A SwiGLU expert's fused gate/up [2 * i, H] (rows i0 .. i0 + i of gate, then of up) and down [H, i]. */
+static sits_status_t moe_load_ffn(loader_t *L, sits_moe_part_t gate, int l, int x, int64_t i0, int64_t i, void **gu_p,
+                                  void **down_p)
+{
+    int64_t H = L->cfg->hidden_size;
+    SITS_CHECK(alloc_w(L, (size_t)(2 * i * H), gu_p));
+    SITS_CHECK(moe_slice(L, *gu_p, 0, gate, l, x, i0, i0 + i, 0, H));
+    SITS_CHECK(moe_slice(L, *gu_p, i, (sits_moe_part_t)(gate + 1), l, x, i0, i0 + i, 0, H));
+    SITS_CHECK(alloc_w(L, (size_t)(H * i), down_p));
+    return moe_slice(L, *down_p, 0, (sits_moe_part_t)(gate + 2), l, x, 0, H, i0, i0 + i);
+}
+
+/* Router, this rank's experts (a TP slice of each, or whole ones under EP) and the shared expert. */
+static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw)
+{
+    const sits_model_config_t *c = L->cfg;
+    int64_t H = c->hidden_size, E = c->moe.n_experts;
+    if (!L->count_only && tp_rank == 0 && l == d->layer0 &&
+        (sits_quant_plan_get(L->plan, l, SITS_LIN_GATE_UP) == SITS_PREC_FP8 || sits_quant_plan_get(L->plan, l, SITS_LIN_DOWN) == SITS_PREC_FP8))
+        SITS_WARN(SITS_SUB_MODEL, "quant: fp8 experts are not supported yet: the experts' gate/up/down stay %s",
+                  L->elem_size == 4 ? "fp32" : "bf16");
+    SITS_CHECK(alloc_w(L, (size_t)(E * H), &lw->router));
+    SITS_CHECK(moe_slice(L, lw->router, 0, SITS_MOE_ROUTER, l, 0, 0, E, 0, H));
+    if (!L->count_only) {
+        lw->exp_gu = calloc((size_t)d->n_exp_loc, sizeof(void *));
+        lw->exp_down = calloc((size_t)d->n_exp_loc, sizeof(void *));
+        if (!lw->exp_gu || !lw->exp_down) return SITS_ERR_NOMEM;
+    }
+    int64_t ie0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
+    for (int j = 0; j < d->n_exp_loc; j++) {
+        void *gu = NULL, *down = NULL;
+        sits_status_t st = moe_load_ffn(L, SITS_MOE_GATE, l, d->exp0 + j, ie0, d->ie_loc, &gu, &down);
+        if (!L->count_only) {
+            lw->exp_gu[j] = gu;
+            lw->exp_down[j] = down;
+        }
+        SITS_CHECK(st);
+    }
+    if (c->moe.shared_inter > 0) {
+        SITS_CHECK(moe_load_ffn(L, SITS_MOE_SH_GATE, l, 0, (int64_t)tp_rank * d->is_loc, d->is_loc, &lw->sh_gu, &lw->sh_down));
+        SITS_CHECK(alloc_w(L, (size_t)H, &lw->sh_route));
+        SITS_CHECK(moe_slice(L, lw->sh_route, 0, SITS_MOE_SH_ROUTE, l, 0, 0, 1, 0, H));
     }
     return SITS_OK;
 }
@@ -595,6 +718,15 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                              lw->q_norm, lw->k_norm, lw->post_attn_norm, lw->post_ffn_norm };
             for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
                 if (ptrs[i]) be->ops->free(be, ptrs[i]);
+            void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route };   /* [moe] */
+            for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+                if (moe[i]) be->ops->free(be, moe[i]);
+            for (int j = 0; j < w->dims.n_exp_loc; j++) {
+                if (lw->exp_gu && lw->exp_gu[j]) be->ops->free(be, lw->exp_gu[j]);
+                if (lw->exp_down && lw->exp_down[j]) be->ops->free(be, lw->exp_down[j]);
+            }
+            free(lw->exp_gu);
+            free(lw->exp_down);
         }
         free(w->layers);
     }

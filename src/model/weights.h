@@ -27,6 +27,10 @@
 typedef struct {
     int tp_rank, tp_size;
     int pp_rank, pp_size;      /* pipeline stage; pp_size 0 means 1 (no pipeline) */
+    /* [moe] expert parallelism: 0 or 1 = every rank holds a TP slice of every expert (intermediate
+     * dimension split like a dense MLP); ep_size == tp_size = rank r holds the whole experts
+     * [r E / ep, (r + 1) E / ep) (E % ep == 0). Attention stays tensor-parallel either way. */
+    int ep_size;
 } sits_shard_t;
 
 /* Local sizes of one rank (pure arithmetic; also used by the engine and tests). */
@@ -37,6 +41,11 @@ typedef struct {
     int v_pad, v_per_rank, v_start, v_count; /* vocab padding and this rank's range */
     int layer0, layer1;                      /* this pipeline stage's layers [layer0, layer1) */
     int first_stage, last_stage;             /* holds the embedding / the final norm and lm_head */
+    /* [moe] experts held (exp0 .. exp0 + n_exp_loc - 1), each with ie_loc intermediate features (the
+     * whole moe_inter under expert parallelism, moe_inter / tp otherwise), and is_loc features of the
+     * shared expert (always TP-split). i_loc is then max(ie_loc, is_loc): the engine's gate/up and
+     * activation buffers serve one expert at a time. */
+    int ep, exp0, n_exp_loc, ie_loc, is_loc;
 } sits_shard_dims_t;
 
 /* Checks divisibility (nh % tp, nkv vs tp, I % tp) and fills dims; refuses with a message. */
@@ -53,6 +62,11 @@ typedef struct {
     /* [families] sandwich_norms (Gemma): norms [H] of the attention and MLP outputs (ffn_norm is then the
      * pre-MLP norm); norm_plus_one configs hold every norm weight as 1 + w */
     void *post_attn_norm, *post_ffn_norm;
+    /* [moe] (cfg.moe.n_experts > 0; gu / down are then NULL) router [E, H] (every rank); host arrays
+     * [n_exp_loc] of this rank's experts (expert exp0 + j): exp_gu[j] [2 * ie_loc, H] (gate rows, then
+     * up), exp_down[j] [H, ie_loc]; the shared expert sh_gu [2 * is_loc, H], sh_down [H, is_loc] and
+     * its gate sh_route [1, H] (every rank), NULL without one. */
+    void *router, **exp_gu, **exp_down, *sh_gu, *sh_down, *sh_route;
 } sits_layer_weights_t;
 
 typedef struct {

@@ -184,13 +184,13 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     r->token_root = r->bcast_tokens ? p->token_root : 0;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
-    sits_shard_t shard = { tp->rank, tp->size, r->pp ? r->pp->rank : 0, r->pp ? r->pp->size : 1 };
+    sits_shard_t shard = { tp->rank, tp->size, r->pp ? r->pp->rank : 0, r->pp ? r->pp->size : 1, p->ep };
     /* load progress (issue 12): the TP leader reports */
     load_progress_t lp = { .t0 = now_s(), .tp_size = tp->size, .tty = isatty(STDERR_FILENO) };
     int report = tp->rank == 0;
     for (int q = 0; report && q < tp->size; q++) {
         size_t b = 0;
-        sits_shard_t sq = { q, tp->size, shard.pp_rank, shard.pp_size };
+        sits_shard_t sq = { q, tp->size, shard.pp_rank, shard.pp_size, shard.ep_size };
         SITS_CHECK_GOTO(sits_model_weights_shard_bytes_quant(&r->cfg, &sq, be->weight_dtype, p->quant, r->st, &b), st, err);
         lp.group_total += b;
     }

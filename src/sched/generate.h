@@ -48,6 +48,7 @@ typedef struct {
      * stages, needs), for a kv comm of kv_move_ranks ranks. kv_move_bytes 0: no moves, no staging. */
     int64_t kv_move_bytes;
     int kv_move_tp[2], kv_move_pp, kv_move_ranks;
+    int ep;                /* [moe] --ep: experts split over the TP group (== its size), 0 / 1: TP-sharded experts */
 } sits_runner_params_t;
 
 typedef struct {

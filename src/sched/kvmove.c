@@ -114,7 +114,7 @@ sits_status_t sits_kv_move_need(const sits_model_config_t *cfg, int bs, sits_dty
         for (int side = 0; side < 2; side++) {   /* 0: the senders (src_tp), 1: the receivers */
             int ga = side ? dst_tp : src_tp, gb = side ? src_tp : dst_tp;
             for (int me = 0; me < ga; me++) {
-                sits_shard_t sh = { me, ga, stage, pp };
+                sits_shard_t sh = { me, ga, stage, pp, 0 };   /* [moe] the KV layout does not depend on --ep */
                 sits_shard_dims_t d;
                 SITS_CHECK(sits_shard_dims(cfg, &sh, &d));
                 size_t stored = sits_engine_kv_block_bytes(cfg, &d, dt, bs), msg = 0;

@@ -1289,6 +1289,12 @@ static void update_gauges(sits_sched_t *s)
         s->stats.logits_downloads = (uint64_t)es.logits_downloads;
         s->stats.device_logprob_steps = (uint64_t)es.device_logprobs;
     }
+    if (s->r->engine) {   /* [moe] */
+        int E = 0;
+        const uint64_t *tok = sits_engine_moe_expert_tokens(s->r->engine, &E);
+        s->stats.moe_experts = E < SITS_MOE_METRIC_EXPERTS ? E : SITS_MOE_METRIC_EXPERTS;
+        for (int x = 0; tok && x < s->stats.moe_experts; x++) s->stats.moe_expert_tokens[x] = tok[x];
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -2034,6 +2040,8 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->spec_accepted_tokens += st.spec_accepted_tokens;
         out->spec_verifications += st.spec_verifications;
         out->spec_draft_kv_blocks_used = st.spec_draft_kv_blocks_used;   /* one draft model: the same pool */
+        if (st.moe_experts > out->moe_experts) out->moe_experts = st.moe_experts;   /* [moe] */
+        for (int x = 0; x < st.moe_experts; x++) out->moe_expert_tokens[x] += st.moe_expert_tokens[x];
     }
 }
 

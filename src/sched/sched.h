@@ -68,6 +68,8 @@ typedef struct {
 } sits_req_params_t;
 
 
+#define SITS_MOE_METRIC_EXPERTS 256   /* [moe] most experts /metrics reports (one series each) */
+
 typedef struct {
     /* gauges */
     int running, waiting, swapped;
@@ -116,6 +118,10 @@ typedef struct {
     const char *spec_drafter;
     uint64_t spec_draft_tokens, spec_accepted_tokens, spec_verifications;
     int spec_draft_kv_blocks_used;         /* the draft model's KV blocks held by sequences (draft_model) */
+    /* [moe] load balance: tokens routed to each expert since start, summed over the leader's MoE layers
+     * (and over the replicas with --dp); the first SITS_MOE_METRIC_EXPERTS experts of moe_experts */
+    int moe_experts;
+    uint64_t moe_expert_tokens[SITS_MOE_METRIC_EXPERTS];
 } sits_sched_stats_t;
 
 enum { SITS_PHASE_SCHEDULE, SITS_PHASE_PLAN, SITS_PHASE_FORWARD, SITS_PHASE_DELIVER, SITS_PHASES };

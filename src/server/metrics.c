@@ -278,6 +278,12 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 gauge_i(&b, "sits_spec_draft_kv_blocks_used", "The draft model's KV blocks held by sequences.",
                         st->spec_draft_kv_blocks_used);
         }
+        if (st->moe_experts > 0) {   /* [moe] one series per expert (at most SITS_MOE_METRIC_EXPERTS) */
+            head(&b, "sits_moe_expert_tokens_total", "counter",
+                 "Tokens routed to each expert of a mixture-of-experts model, summed over its MoE layers (load balance).");
+            for (int x = 0; x < st->moe_experts; x++)
+                put(&b, "sits_moe_expert_tokens_total{expert=\"%d\"} %llu\n", x, (unsigned long long)st->moe_expert_tokens[x]);
+        }
         counter(&b, "sits_kv_migrated_bytes_total", "Message bytes received by the destination ranks of KV moves.",
                 st->kv_migrated_bytes);
         counter(&b, "sits_kv_migrations_failed_total", "KV moves rejected by a destination rank (the sequences recomputed).",

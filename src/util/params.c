@@ -35,6 +35,7 @@ const sits_param_t sits_params[] = {
     { "batch", NULL, SITS_PT_INT, "1", NULL, OFF(batch), "offline: decode this many copies of the prompt as one batch" },
     { "tp", "SITS_TP", SITS_PT_INT, "0", NULL, OFF(tp), "tensor-parallel size; 0: world size / (pp x dp)" },
     { "pp", "SITS_PP", SITS_PT_INT, "1", NULL, OFF(pp), "pipeline-parallel stages" },
+    { "ep", "SITS_EP", SITS_PT_INT, "1", NULL, OFF(ep), "mixture of experts: split the experts whole over the N ranks of the tensor-parallel group (N = --tp; tokens go to their experts' ranks by all-to-all); 1: every rank holds a TP slice of every expert" },
     { "pp-microbatches", "SITS_PP_MICROBATCHES", SITS_PT_INT, "0", NULL, OFF(pp_microbatches), "pipeline: split each step into up to N micro-batches (by sequences) so that the stages overlap; 0: the number of stages, 1: off" },
     { "pp-microbatch-min-tokens", "SITS_PP_MICROBATCH_MIN_TOKENS", SITS_PT_INT, "0", NULL, OFF(pp_microbatch_min_tokens), "pipeline: fewer micro-batches when they would hold fewer tokens than this on average; 0: auto = 128 on cuda (a GPU decode step is bound by reading the weights, once per micro-batch), 1 on cpu" },
     { "dp", "SITS_DP", SITS_PT_INT, "1", NULL, OFF(dp), "data-parallel replicas" },

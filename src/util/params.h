@@ -93,6 +93,7 @@ typedef struct sits_config {
     double controller_interval;
     /* logging */
     char *log_level;
+    int64_t ep;             /* [moe] expert parallelism over the TP group (== tp), 1: TP-sharded experts */
 } sits_config_t;
 
 typedef struct {

@@ -2033,6 +2033,97 @@ static void test_perf_all(ctx_t *c)
     test_graph(c, 1, 128, 512);
 }
 
+/* ---- [moe] router top-k and the weighted combine ------------------------------------------------ */
+
+/* ids must be identical (both backends compare the same bf16-rounded logits, lower index first on
+ * ties); weights within fp32 rounding (the cuda softmax sums as a warp tree). flat: every logit equal. */
+static void test_moe_topk(ctx_t *c, int n, int E, int k, int norm, int flat)
+{
+    char what[128];
+    snprintf(what, sizeof what, "moe_topk n %d E %d k %d%s%s", n, E, k, norm ? " norm" : "", flat ? " flat" : "");
+    float *l = rand_vec(c, (size_t)n * E, 0.0f, 3.0f);
+    if (flat)
+        for (size_t i = 0; i < (size_t)n * E; i++) l[i] = 0.5f;
+    void *d_l[N_BE], *d_ids[N_BE], *d_w[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_l[b] = dev_acts(be, l, (size_t)n * E);
+        d_ids[b] = dev_poison(be, (size_t)n * k * 4);
+        d_w[b] = dev_poison(be, (size_t)n * k * 4);
+        TRY(be->ops->moe_topk(be, d_ids[b], d_w[b], d_l[b], n, E, k, norm));
+    }
+    int32_t *ids[N_BE];
+    for (int b = 0; b < N_BE; b++) ids[b] = (int32_t *)host_raw_f32(c->be[b], d_ids[b], (size_t)n * k);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        if (ids[0][i] != ids[1][i]) {
+            if (bad < 8) fprintf(stderr, "  mismatch %s ids[%zu]: cpu %d cuda %d\n", what, i, ids[0][i], ids[1][i]);
+            bad++;
+        }
+    for (int t = 0; flat && t < n; t++)   /* the reference itself: ties go to the lower index */
+        for (int j = 0; j < k; j++)
+            if (ids[0][(size_t)t * k + j] != j) bad++;
+    c->checks++;
+    printf("%-4s %-58s ids %s\n", bad ? "FAIL" : "ok", what, bad ? "differ" : "equal");
+    if (bad) c->failures++;
+    float *w[N_BE];
+    for (int b = 0; b < N_BE; b++) w[b] = host_raw_f32(c->be[b], d_w[b], (size_t)n * k);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " weights");
+    compare(c, what, w[0], w[1], (size_t)n * k, 1e-7, 1e-5, 0);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_l[b]);
+        dev_free(c->be[b], d_ids[b]);
+        dev_free(c->be[b], d_w[b]);
+        free(ids[b]);
+        free(w[b]);
+    }
+    free(l);
+}
+
+/* n tokens of kk slots over ny rows of y: random rows (repeats allowed) and weights, some slots -1 and
+ * one token with none (a zero row). */
+static void test_moe_combine(ctx_t *c, int n, int kk, int ny, int dim)
+{
+    char what[128];
+    snprintf(what, sizeof what, "moe_combine n %d kk %d rows %d dim %d", n, kk, ny, dim);
+    float *y = rand_vec(c, (size_t)ny * dim, 0.0f, 2.0f);
+    float *wts = rand_vec(c, (size_t)n * kk, 0.5f, 0.5f);
+    int32_t *pos = xmalloc((size_t)n * kk * 4);
+    for (int i = 0; i < n * kk; i++) pos[i] = rand_int(c, 0, 5) == 0 ? -1 : rand_int(c, 0, ny);
+    for (int j = 0; j < kk; j++) pos[j] = -1;
+    void *d_y[N_BE], *d_p[N_BE], *d_w[N_BE], *d_out[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_y[b] = dev_acts(be, y, (size_t)ny * dim);
+        d_p[b] = dev_i32(be, pos, (size_t)n * kk);
+        d_w[b] = dev_vals(be, SITS_DT_F32, wts, (size_t)n * kk);
+        d_out[b] = dev_poison(be, (size_t)n * dim * sits_dtype_size(be->act_dtype));
+        TRY(be->ops->moe_combine(be, d_out[b], d_y[b], d_p[b], d_w[b], n, kk, dim));
+    }
+    compare_bufs(c, what, d_out, (size_t)n * dim, 1e-4, 5e-3, 0);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_y[b]);
+        dev_free(c->be[b], d_p[b]);
+        dev_free(c->be[b], d_w[b]);
+        dev_free(c->be[b], d_out[b]);
+    }
+    free(y);
+    free(wts);
+    free(pos);
+}
+
+static void test_moe_all(ctx_t *c)
+{
+    test_moe_topk(c, 7, 8, 2, 1, 0);        /* Mixtral */
+    test_moe_topk(c, 33, 60, 4, 0, 0);      /* Qwen2-MoE-A2.7B */
+    test_moe_topk(c, 5, 128, 8, 1, 0);      /* Qwen3-30B-A3B */
+    test_moe_topk(c, 3, 1024, 32, 1, 0);    /* the limits */
+    test_moe_topk(c, 4, 64, 6, 1, 1);       /* ties everywhere */
+    test_moe_combine(c, 9, 3, 20, 2048);    /* top 2 + shared */
+    test_moe_combine(c, 17, 8, 64, 4096);
+    test_moe_combine(c, 4, 2, 5, 33);       /* odd width */
+}
+
 int main(void)
 {
     sits_log_init(-1);
@@ -2135,6 +2226,7 @@ int main(void)
     test_kv_block_copy(&c, 4, 7, 1, 16);
 
     test_perf_all(&c); /* [perf] */
+    test_moe_all(&c);  /* [moe] */
 
     sits_backend_destroy(c.be[1]);
     sits_backend_destroy(c.be[0]);

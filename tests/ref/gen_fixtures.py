@@ -173,7 +173,8 @@ def reinit(model, spec, seed):
                 val = 0.1 * torch.randn(p.shape, generator=g)
             elif "embed_tokens" in name:
                 val = spec["embed_std"] * torch.randn(p.shape, generator=g)
-            elif name.endswith(".weight"):
+            elif name.endswith((".weight", "experts.gate_up_proj", "experts.down_proj")):
+                # (the last two: transformers 5's fused 3-D MoE expert parameters, saved per expert)
                 val = spec["linear_std"] * torch.randn(p.shape, generator=g)
             else:
                 raise AssertionError("unexpected parameter " + name)

@@ -1,0 +1,269 @@
+/* moe.c -- [moe] the Mixture-of-Experts MLP of one layer on one rank; see moe.h for the flow.
+ *
+ * Row layouts (H-wide rows of act_dtype; n tokens, k slots each, N = ep ranks, 1 without EP):
+ *   send  (xs, ys)  this rank's own tokens' slots, expert-major (expert asc, token asc): experts are
+ *                   contiguous per rank, so this is also destination-rank-major. ys holds the expert
+ *                   outputs in the same rows, then the shared expert's n rows from row n * k.
+ *   recv  (xr)      EP: source rank asc, then local expert asc, then token asc (what the all-to-all-v
+ *                   delivers when every sender uses the send layout).
+ *   expert (xe, ye) EP: local expert asc, then source asc, then token asc: each expert's rows are
+ *                   contiguous for its GEMMs. perm / iperm map expert <-> recv rows (gather_rows).
+ * Without EP the send layout is the expert layout: xs -> GEMMs -> ys directly. */
+#include "engine/moe.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sits_moe {
+    const sits_model_weights_t *w;
+    sits_backend_t *be;
+    sits_comm_t *comm;
+    int T, E, k, kk, H, N, rank;
+    size_t row;                 /* bytes of one H-wide activation row */
+    /* backend buffers */
+    void *logits;               /* [T, E] */
+    int32_t *route_d;           /* [2 * T * k] 4-byte words: a step's ids [n * k], then its weights [n * k] (one download) */
+    void *sg;                   /* [T] shared expert gate logits (act_dtype) */
+    /* a step's plan, one upload each, 4-byte words: plan_d = gather rows [n * k] | combine slots pos [n * kk] |
+     * combine weights (fp32) [n * kk]; perm_d (EP) = perm [nr] | iperm [nr] for nr received rows */
+    int32_t *plan_d, *perm_d;   /* [T * k + 2 * T * kk], [2 * T * k] */
+    void *xs, *ys, *xr, *xe, *ye;   /* [T * k, H]; ys [T * k + T, H]; xr, xe, ye with EP only */
+    /* host */
+    int32_t *route_h, *plan_h, *perm_h;   /* as route_d, plan_d, perm_d */
+    float *sg_h;
+    int *cnt;                   /* [N, E] slots of tokens of slice s routed to expert e */
+    int *eoff;                  /* [E + 1] */
+    size_t *sb, *so, *rb, *ro;  /* [N] all-to-all-v bytes and offsets: send, recv */
+    uint64_t *tokens;           /* [E] load-balance counters */
+};
+
+size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t act_dtype, int max_tokens)
+{
+    size_t T = (size_t)max_tokens, E = (size_t)cfg->moe.n_experts, k = (size_t)cfg->moe.top_k, kk = k + 1;
+    size_t es = sits_dtype_size(act_dtype), row = (size_t)cfg->hidden_size * es;
+    size_t b = T * E * es + T * k * (sizeof(int32_t) + sizeof(float)) + T * es + 3 * T * k * sizeof(int32_t) +
+               T * kk * (sizeof(int32_t) + sizeof(float));
+    b += T * k * row + (T * k + T) * row;
+    if (d->ep > 1) b += 3 * T * k * row;
+    return b;
+}
+
+void sits_moe_destroy(sits_moe_t *m)
+{
+    if (!m) return;
+    sits_backend_t *be = m->be;
+    void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
+                    m->xs, m->ys, m->xr, m->xe, m->ye };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) be->ops->free(be, dev[i]);
+    void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
+                     m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens };
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    free(m);
+}
+
+sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens,
+                              sits_moe_t **moe_p)
+{
+    const sits_model_config_t *c = &w->cfg;
+    const sits_backend_ops_t *op = be->ops;
+    if (!op->moe_topk || !op->moe_combine) {
+        SITS_ERROR(SITS_SUB_ENGINE, "the %s backend has no mixture-of-experts ops (moe_topk, moe_combine)", op->name);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    if (w->dims.ep > 1 && comm->size != w->dims.ep) {
+        SITS_ERROR(SITS_SUB_ENGINE, "expert parallelism over %d ranks needs a group of %d ranks (got %d)", w->dims.ep,
+                   w->dims.ep, comm->size);
+        return SITS_ERR_INVALID;
+    }
+    sits_status_t st = SITS_OK;
+    sits_moe_t *m = calloc(1, sizeof *m);
+    if (!m) return SITS_ERR_NOMEM;
+    m->w = w;
+    m->be = be;
+    m->comm = comm;
+    m->T = max_tokens;
+    m->E = c->moe.n_experts;
+    m->k = c->moe.top_k;
+    m->kk = m->k + (c->moe.shared_inter > 0);
+    m->H = c->hidden_size;
+    m->N = w->dims.ep > 1 ? w->dims.ep : 1;
+    m->rank = m->N > 1 ? comm->rank : 0;   /* the token slice and expert range index (0 without EP) */
+    size_t es = sits_dtype_size(be->act_dtype), T = (size_t)max_tokens, Tk = T * (size_t)m->k, Tkk = T * (size_t)m->kk;
+    m->row = (size_t)m->H * es;
+    SITS_CHECK_GOTO(op->alloc(be, T * (size_t)m->E * es, &m->logits), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, 2 * Tk * sizeof(int32_t), (void **)&m->route_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, T * es, &m->sg), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, (Tk + 2 * Tkk) * sizeof(int32_t), (void **)&m->plan_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, 2 * Tk * sizeof(int32_t), (void **)&m->perm_d), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xs), st, err);
+    SITS_CHECK_GOTO(op->alloc(be, (Tk + T) * m->row, &m->ys), st, err);
+    if (m->N > 1) {
+        SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xr), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xe), st, err);
+        SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->ye), st, err);
+    }
+    m->route_h = malloc(2 * Tk * sizeof(int32_t));
+    m->plan_h = malloc((Tk + 2 * Tkk) * sizeof(int32_t));
+    m->perm_h = malloc(2 * Tk * sizeof(int32_t));
+    m->sg_h = malloc(T * sizeof(float));
+    m->cnt = calloc((size_t)m->N * m->E, sizeof(int));
+    m->eoff = calloc((size_t)m->E + 1, sizeof(int));
+    m->sb = calloc((size_t)m->N, sizeof(size_t));
+    m->so = calloc((size_t)m->N, sizeof(size_t));
+    m->rb = calloc((size_t)m->N, sizeof(size_t));
+    m->ro = calloc((size_t)m->N, sizeof(size_t));
+    m->tokens = calloc((size_t)m->E, sizeof(uint64_t));
+    if (!m->route_h || !m->plan_h || !m->perm_h || !m->sg_h ||
+        !m->cnt || !m->eoff || !m->sb || !m->so || !m->rb || !m->ro || !m->tokens) {
+        st = SITS_ERR_NOMEM;
+        goto err;
+    }
+    SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s", m->E,
+              m->k, m->N > 1 ? "expert parallel" : "tensor-parallel experts", w->dims.exp0, w->dims.exp0 + w->dims.n_exp_loc - 1,
+              w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "");
+    *moe_p = m;
+    return SITS_OK;
+err:
+    sits_moe_destroy(m);
+    return st;
+}
+
+const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
+{
+    *n_experts_p = m->E;
+    return m->tokens;
+}
+
+/* rows [c, 2 * i] = x [c, H] . gu^T; act = silu(gate) * up; y [c, H] = act . down^T */
+static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const void *gu_w, const void *down_w, int c, int i,
+                             void *gu, void *act)
+{
+    const sits_backend_ops_t *op = m->be->ops;
+    if (c == 0) return SITS_OK;
+    SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
+    SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));
+    return op->matmul(m->be, y, act, down_w, NULL, c, i, m->H);
+}
+
+static void *row_at(const sits_moe_t *m, void *base, size_t r) { return (char *)base + r * m->row; }
+
+sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n)
+{
+    const sits_layer_weights_t *lw = &m->w->layers[layer];
+    const sits_shard_dims_t *d = &m->w->dims;
+    const sits_model_config_t *c = &m->w->cfg;
+    sits_backend_t *be = m->be;
+    const sits_backend_ops_t *op = be->ops;
+    int E = m->E, k = m->k, kk = m->kk, N = m->N, r = m->rank, epr = E / N;
+    if (n < 1 || n > m->T) return SITS_ERR_INVALID;
+    /* 1. router, top-k and the shared expert's gate logit, back on the host */
+    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
+    size_t nk = (size_t)n * k;
+    SITS_CHECK(op->moe_topk(be, m->route_d, (float *)(m->route_d + nk), m->logits, n, E, k, c->moe.norm_topk));
+    if (lw->sh_route) {
+        SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */
+        SITS_CHECK(op->download_f32(be, m->sg_h, m->sg, (size_t)n));
+    }
+    SITS_CHECK(op->download(be, m->route_h, m->route_d, 2 * sizeof(int32_t) * nk));           /* ids, weights */
+    const int32_t *ids_h = m->route_h;
+    const float *wts_h = (const float *)(m->route_h + nk);
+    int32_t *rows_h = m->plan_h, *pos_h = m->plan_h + nk, *pos_d = m->plan_d + nk;
+    float *cw_h = (float *)(pos_h + (size_t)n * kk), *cw_d = (float *)(pos_d + (size_t)n * kk);
+    /* 2. counts per (token slice, expert): slice s = tokens [s n / N, (s + 1) n / N) */
+    memset(m->cnt, 0, sizeof(int) * (size_t)N * E);
+    for (int s = 0; s < N; s++)
+        for (int t = (int)((long)s * n / N); t < (int)((long)(s + 1) * n / N); t++)
+            for (int j = 0; j < k; j++) {
+                int e = ids_h[(size_t)t * k + j];
+                if (e < 0 || e >= E) {
+                    SITS_ERROR(SITS_SUB_ENGINE, "moe layer %d: token %d routed to expert %d of %d", layer, t, e, E);
+                    return SITS_ERR_INTERNAL;
+                }
+                m->cnt[(size_t)s * E + e]++;
+                m->tokens[e]++;
+            }
+    /* 3. this rank's tokens in the send layout (expert-major), and the combine slots */
+    int t0 = (int)((long)r * n / N), t1 = (int)((long)(r + 1) * n / N), ns = 0;
+    const int *mine = m->cnt + (size_t)r * E;
+    m->eoff[0] = 0;
+    for (int e = 0; e < E; e++) m->eoff[e + 1] = m->eoff[e] + mine[e];
+    ns = m->eoff[E];
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < kk; j++) {
+            pos_h[(size_t)t * kk + j] = -1;
+            cw_h[(size_t)t * kk + j] = 0.0f;
+        }
+    for (int t = t0; t < t1; t++)
+        for (int j = 0; j < k; j++) {
+            int e = ids_h[(size_t)t * k + j], p = m->eoff[e]++;
+            rows_h[p] = t;
+            pos_h[(size_t)t * kk + j] = p;
+            cw_h[(size_t)t * kk + j] = wts_h[(size_t)t * k + j];
+        }
+    for (int e = E; e > 0; e--) m->eoff[e] = m->eoff[e - 1];   /* back to the starts */
+    m->eoff[0] = 0;
+    if (lw->sh_route)
+        for (int t = 0; t < n; t++) {
+            pos_h[(size_t)t * kk + k] = n * k + t;
+            cw_h[(size_t)t * kk + k] = 1.0f / (1.0f + expf(-m->sg_h[t]));
+        }
+    SITS_CHECK(op->upload(be, m->plan_d, m->plan_h, sizeof(int32_t) * (nk + 2 * (size_t)n * kk)));   /* one copy */
+    if (ns) SITS_CHECK(op->gather_rows(be, m->xs, h, m->plan_d, ns, m->H));                    /* [ns, H] */
+    /* 4. the experts */
+    if (N == 1) {
+        for (int e = 0; e < E; e++)
+            SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), lw->exp_gu[e],
+                               lw->exp_down[e], mine[e], d->ie_loc, gu, act));
+    } else {
+        /* send: to rank q the rows of its experts [q epr, (q + 1) epr); receive from s its tokens' rows
+         * for this rank's experts, in s's send layout */
+        size_t soff = 0, roff = 0;
+        for (int q = 0; q < N; q++) {
+            int sc = 0, rc = 0;
+            for (int e = q * epr; e < (q + 1) * epr; e++) sc += mine[e];
+            for (int e = r * epr; e < (r + 1) * epr; e++) rc += m->cnt[(size_t)q * E + e];
+            m->sb[q] = (size_t)sc * m->row;
+            m->so[q] = soff;
+            m->rb[q] = (size_t)rc * m->row;
+            m->ro[q] = roff;
+            soff += m->sb[q];
+            roff += m->rb[q];
+        }
+        int nr = (int)(roff / m->row);
+        int32_t *perm_h = m->perm_h, *iperm_h = m->perm_h + nr;
+        /* expert layout: local expert j, then source s, then token; perm[expert row] = recv row */
+        int xe_row = 0;
+        for (int j = 0; j < epr; j++) {
+            int e = r * epr + j;
+            for (int s = 0; s < N; s++) {
+                int rrow = (int)(m->ro[s] / m->row);
+                for (int e2 = r * epr; e2 < e; e2++) rrow += m->cnt[(size_t)s * E + e2];
+                for (int i = 0; i < m->cnt[(size_t)s * E + e]; i++, xe_row++) {
+                    perm_h[xe_row] = rrow + i;
+                    iperm_h[rrow + i] = xe_row;
+                }
+            }
+        }
+        SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xs, m->sb, m->so, m->xr, m->rb, m->ro));
+        if (nr) {
+            SITS_CHECK(op->upload(be, m->perm_d, m->perm_h, 2 * sizeof(int32_t) * (size_t)nr));   /* perm | iperm */
+            SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, m->H));
+        }
+        for (int j = 0, off = 0; j < epr; j++) {
+            int e = r * epr + j, rows = 0;
+            for (int s = 0; s < N; s++) rows += m->cnt[(size_t)s * E + e];
+            SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), row_at(m, m->xe, (size_t)off), lw->exp_gu[j], lw->exp_down[j],
+                               rows, d->ie_loc, gu, act));
+            off += rows;
+        }
+        if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->perm_d + nr, nr, m->H));      /* back to the recv layout */
+        SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xr, m->rb, m->ro, m->ys, m->sb, m->so));
+    }
+    /* 5. the shared expert (TP slice, every token), then the weighted combine */
+    if (lw->sh_route)
+        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, lw->sh_gu, lw->sh_down, n, d->is_loc, gu, act));
+    return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
+}

@@ -1,0 +1,41 @@
+#!/bin/sh
+# [moe] Mixture-of-Experts fixtures (tests/ref/gen_moe_fixtures.py: Mixtral, Qwen2-MoE with a shared
+# expert; 8 experts, top 2) against HF transformers on the CPU backend: logits within 1e-4 and the
+# same greedy tokens at TP 1, 2 and 4 with the experts TP-sharded, and with expert parallelism over 2
+# and 4 ranks (experts split whole, tokens dispatched and combined with all-to-all-v); --ep refusals;
+# sits-dist's greedy tokens under --ep 2, --pp 2 and --pp 2 --tp 2 --ep 2 equal HF's (reference.json).
+# The first failing configuration is named.
+. "$top_srcdir/tests/integration/mpi_env.sh"
+m="$top_srcdir/tests/fixtures/models"
+t="$top_builddir/tests/integration/test_fixtures"
+run() {   # ranks ep
+  echo "moe: tp $1 ep $2"
+  SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np "$1" "$t" "$m/mixtral" "$m/qwen2_moe" || { echo "FAIL: moe fixtures at tp $1 ep $2"; exit 1; }
+}
+"$t" "$m/mixtral" "$m/qwen2_moe" || { echo "FAIL: moe fixtures at tp 1"; exit 1; }
+run 2 1
+run 4 1
+run 2 2
+run 4 4
+# E % ep != 0 and ep != tp are refused at load, naming --ep
+out=$(SITS_TEST_EP=3 timeout 120 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" 2>&1)
+echo "$out" | grep -q -- "--ep 3" || { echo "FAIL: --ep 3 at tp 2 was not refused with a message naming --ep"; echo "$out" | tail -5; exit 1; }
+# the CLI: sits-dist --ep 2 over 2 ranks, greedy, continues prompt 1 of the Qwen2-MoE fixture as HF did
+. "$top_srcdir/tests/integration/lib.sh"
+prompt=$(ref_row "$m/qwen2_moe/reference.json" prompts 1)
+want=$(ref_row "$m/qwen2_moe/reference.json" greedy 1 | cut -d, -f1-8)
+got=$(timeout 120 $SITS_MPIRUN -np 2 "$top_builddir/sits-dist" --model "$m/qwen2_moe" --prompt-ids "$prompt" --max-tokens 8 \
+  --temperature 0 --ignore-eos --ep 2 2>/dev/null | head -1)
+[ "$got" = "$want" ] || { echo "FAIL: sits-dist --ep 2: $got, HF $want"; exit 1; }
+echo "moe: sits-dist --ep 2 greedy $got (HF $want)"
+# pipeline stages with experts: --pp 2, and --pp 2 --tp 2 --ep 2 (4 ranks), Mixtral prompt 2, 16 tokens
+p=$(ref_row "$m/mixtral/reference.json" prompts 2)
+want=$(ref_row "$m/mixtral/reference.json" greedy 2)
+for flags in "-np 2 --pp 2" "-np 4 --pp 2 --tp 2 --ep 2"; do
+  np=${flags%% --*}
+  got=$(timeout 120 $SITS_MPIRUN $np "$top_builddir/sits-dist" --model "$m/mixtral" --prompt-ids "$p" --max-tokens 16 \
+    --temperature 0 --ignore-eos ${flags#"$np "} 2>/dev/null | head -1)
+  [ "$got" = "$want" ] || { echo "FAIL: sits-dist $flags: $got, HF $want"; exit 1; }
+  echo "moe: sits-dist $flags greedy = HF"
+done
+echo "moe: PASS"
