@@ -741,8 +741,6 @@ out:
     return rc;
 }
 
-/* [kv offload] This rank's offload tiers for the KV swaps of the server (--kv-host-bytes,
- * --kv-offload-dir, --kv-offload-lz4), owned by the runner; *on_p: the scheduler may swap. */
 /* [speculative] The draft model of --speculative-config's draft_model, on the leader only (TP 1 over
  * its own communicator), sized like the target: the same sequences, tokens per step, context and
  * block size, and as many KV blocks as the target has (a draft never holds more positions). */
@@ -776,6 +774,8 @@ static sits_status_t make_draft_runner(const sits_config_t *cfg, const sits_spec
     return SITS_OK;
 }
 
+/* [kv offload] This rank's offload tiers for the KV swaps of the server (--kv-host-bytes,
+ * --kv-offload-dir, --kv-offload-lz4), owned by the runner; *on_p: the scheduler may swap. */
 static sits_status_t make_offload(const sits_config_t *cfg, sits_backend_t *be, int rank, sits_runner_t *r, int *on_p)
 {
     sits_kv_lz4_mode_t lz4;
