@@ -106,6 +106,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
         { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
         { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
+        { "qwen3_moe", "Qwen3MoeForCausalLM", SITS_ARCH_QWEN3 },     /* [moe] Qwen3 attention (q/k norms) */
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -121,7 +122,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, qwen2_moe)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }

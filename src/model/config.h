@@ -26,9 +26,10 @@
  * [moe] model_type mixtral (MixtralForCausalLM: Mistral attention, num_local_experts, num_experts_per_tok,
  * intermediate_size = each expert's, top-k probabilities always renormalised) and qwen2_moe
  * (Qwen2MoeForCausalLM: Qwen2 attention, num_experts, num_experts_per_tok, moe_intermediate_size,
- * norm_topk_prob, shared_expert_intermediate_size with its sigmoid shared_expert_gate). Refused, naming
- * the key: decoder_sparse_step != 1 and a non-empty mlp_only_layers (dense layers among sparse ones),
- * num_experts_per_tok outside [1, experts], qwen3_moe (needs Qwen3's q/k-norm attention).
+ * norm_topk_prob, shared_expert_intermediate_size with its sigmoid shared_expert_gate), qwen3_moe
+ * (Qwen3MoeForCausalLM: Qwen3 attention, qwen2_moe's keys without a shared expert; num_experts or, as
+ * transformers 5 writes it, num_local_experts). Refused, naming the key: decoder_sparse_step != 1 and a
+ * non-empty mlp_only_layers (dense layers among sparse ones), num_experts_per_tok outside [1, experts].
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H

@@ -35,17 +35,25 @@ sits_status_t sits_model_moe_config_parse(const void *json_root, const char *wha
     const json_t *root = json_root;
     memset(&cfg->moe, 0, sizeof cfg->moe);
     int mixtral = !strcmp(cfg->model_type, "mixtral"), qwen2_moe = !strcmp(cfg->model_type, "qwen2_moe");
-    if (!mixtral && !qwen2_moe) return SITS_OK;
+    int qwen3_moe = !strcmp(cfg->model_type, "qwen3_moe");   /* Qwen2-MoE's keys, no shared expert */
+    if (!mixtral && !qwen2_moe && !qwen3_moe) return SITS_OK;
     if (mixtral) {
         SITS_CHECK(moe_int(root, "num_local_experts", what, 0, 8, &cfg->moe.n_experts));
         SITS_CHECK(moe_int(root, "num_experts_per_tok", what, 0, 2, &cfg->moe.top_k));
         cfg->moe.moe_inter = cfg->intermediate_size;
         cfg->moe.norm_topk = 1;   /* MixtralTopKRouter: always */
     } else {
-        SITS_CHECK(moe_int(root, "num_experts", what, 0, 60, &cfg->moe.n_experts));
+        /* the Hub's Qwen configs say num_experts; transformers 5 writes its attribute name num_local_experts */
+        const json_t *ne = json_object_get(root, "num_experts");
+        int alias = (!ne || json_is_null(ne)) && json_object_get(root, "num_local_experts");
+        SITS_CHECK(moe_int(root, alias ? "num_local_experts" : "num_experts", what, 0, 60, &cfg->moe.n_experts));
         SITS_CHECK(moe_int(root, "num_experts_per_tok", what, 0, 4, &cfg->moe.top_k));
         SITS_CHECK(moe_int(root, "moe_intermediate_size", what, 0, 1408, &cfg->moe.moe_inter));
-        SITS_CHECK(moe_int(root, "shared_expert_intermediate_size", what, 0, 5632, &cfg->moe.shared_inter));
+        SITS_CHECK(moe_int(root, "shared_expert_intermediate_size", what, 0, qwen3_moe ? 0 : 5632, &cfg->moe.shared_inter));
+        if (qwen3_moe && cfg->moe.shared_inter) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: shared_expert_intermediate_size: qwen3_moe has no shared expert", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
         const json_t *nt = json_object_get(root, "norm_topk_prob");
         if (nt && !json_is_null(nt) && !json_is_boolean(nt)) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: norm_topk_prob: expected true or false", what);

@@ -7,9 +7,9 @@ m="$top_srcdir/tests/fixtures/models"
 t="$top_builddir/tests/integration/test_fixtures"
 n=$(sits_gpu_count)
 [ "$n" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
-SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" || exit 1
+SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || exit 1
 [ "$n" -ge 2 ] || { echo "moe_cuda: one GPU only, TP 2 / EP 2 not run"; exit 0; }
 for ep in 1 2; do
-  SITS_TEST_DEVICE=cuda SITS_TEST_EP=$ep timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" ||
+  SITS_TEST_DEVICE=cuda SITS_TEST_EP=$ep timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" ||
     { echo "FAIL: moe fixtures on 2 GPUs, ep $ep"; exit 1; }
 done

@@ -1,5 +1,5 @@
 #!/bin/sh
-# [moe] Mixture-of-Experts fixtures (tests/ref/gen_moe_fixtures.py: Mixtral, Qwen2-MoE with a shared
+# [moe] Mixture-of-Experts fixtures (tests/ref/gen_moe_fixtures.py: Mixtral, Qwen3-MoE, Qwen2-MoE with a shared
 # expert; 8 experts, top 2) against HF transformers on the CPU backend: logits within 1e-4 and the
 # same greedy tokens at TP 1, 2 and 4 with the experts TP-sharded, and with expert parallelism over 2
 # and 4 ranks (experts split whole, tokens dispatched and combined with all-to-all-v); --ep refusals;
@@ -10,9 +10,9 @@ m="$top_srcdir/tests/fixtures/models"
 t="$top_builddir/tests/integration/test_fixtures"
 run() {   # ranks ep
   echo "moe: tp $1 ep $2"
-  SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np "$1" "$t" "$m/mixtral" "$m/qwen2_moe" || { echo "FAIL: moe fixtures at tp $1 ep $2"; exit 1; }
+  SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np "$1" "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp $1 ep $2"; exit 1; }
 }
-"$t" "$m/mixtral" "$m/qwen2_moe" || { echo "FAIL: moe fixtures at tp 1"; exit 1; }
+"$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp 1"; exit 1; }
 run 2 1
 run 4 1
 run 2 2

@@ -100,7 +100,7 @@ static void test_refusals(void **state)
                   &failed);
     check_refusal(mixtral, "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 0", SITS_ERR_FORMAT, "num_experts_per_tok",
                   &failed);
-    check_refusal(mixtral, "\"model_type\": \"mixtral\"", "\"model_type\": \"qwen3_moe\"", SITS_ERR_UNSUPPORTED, "model_type",
+    check_refusal(mixtral, "\"model_type\": \"mixtral\"", "\"model_type\": \"deepseek_v3\"", SITS_ERR_UNSUPPORTED, "model_type",
                   &failed);
     assert_int_equal(failed, 0);
 }
