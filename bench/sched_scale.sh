@@ -99,5 +99,8 @@ for p in phases:
 print("| host (all but forward) | %.3f | **%.1f %%** |" % (1e3 * host / steps if steps else 0, 100 * (res["host_share"] or 0)))
 print("steps %d, mean generated tokens per step %.1f (max-num-seqs %s), %s requests (%s failed), output tok/s %s" %
       (steps, res["mean_tokens_per_step"] or 0, sys.argv[5], sys.argv[6], ov.get("failed", "?"), "%.0f" % ov.get("output_throughput", 0)))
+ttft = ov.get("ttft_ms") or {}
+print("client: TTFT p50 %.1f ms, p99 %.1f ms; send delay p99 %.1f ms (a TTFT far above the step time with a small send delay:"
+      " requests reach the scheduler slowly)" % (ttft.get("p50") or 0, ttft.get("p99") or 0, (ov.get("send_delay_ms") or {}).get("p99") or 0))
 print("wrote %s" % sys.argv[3])
 PY
