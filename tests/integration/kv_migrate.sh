@@ -62,9 +62,16 @@ if run "--dp 2 --tp 2 (4 ranks), a move every 2 steps" 4 "$ref" --dp 2 --tp 2 --
 fi
 # threshold: 20 blocks a replica, --kv-migrate-threshold 0.5; two long generations (A, B: one per
 # replica) and a long prompt C: the replica holding C passes 10 blocks and hands the other short
-# sequence to the second replica (whichever C landed on, the other one fits there)
+# sequence to the second replica (whichever C landed on, the other one fits there). C is sent only
+# once A and B are both counted as running: the router gives a request to the replica with the fewest,
+# so A and B are then on different replicas whatever the machine's load (sent together, C could come
+# first and A and B share a replica, where C would not fit).
 imbalance() { "${PYTHON:-python3}" - "$url" <<'PYEOF'
-import json, sys, threading, urllib.request
+import json, sys, threading, time, urllib.request
+def running():
+    for line in urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=30).read().decode().splitlines():
+        if line.startswith("sits_num_requests_running "): return float(line.split()[1])
+    return 0
 def go(i, prompt, n, out):
     b = {"model": "m", "prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True}
     r = urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(b).encode(),
@@ -73,7 +80,10 @@ def go(i, prompt, n, out):
 out = [None] * 3
 ts = [threading.Thread(target=go, args=(0, "A short one", 250, out)), threading.Thread(target=go, args=(1, "B short two", 250, out)),
       threading.Thread(target=go, args=(2, "the sea and the sky " * 25, 40, out))]
-for t in ts: t.start()
+ts[0].start(); ts[1].start()
+t0 = time.time()
+while running() < 2 and time.time() - t0 < 60: time.sleep(0.01)
+ts[2].start()
 for t in ts: t.join()
 print(json.dumps(out))
 PYEOF
