@@ -22,6 +22,8 @@
 #   scale    the scheduler at scale: 8B-shaped server at --max-num-seqs 1024 with SCALE_REQUESTS (4096)
 #            streamed requests (bench/sched_scale.sh: host share of a step); TensorRT-LLM's table rows
 #            TRT_ROWS at TRT_SCALE of their request counts (bench/trtllm_table.sh, FP8)
+#   grammar  a constrained batch of 32 (JSON schema, a shared counted regex, 32 regexes) vs an unconstrained
+#            one, 8B-shaped bf16, Llama-3 tokenizer (bench/grammar_step.sh: mean step ms, mask host time)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -168,6 +170,16 @@ part_layouts() {
     --requests-per-conc "${LAYOUT_REQS:-1:8 32:128}" > "$out/layouts.log" 2>&1
   row "layouts 8B (tp/pp/dp 2)" "rc $?"
   tail -12 "$out/layouts.log"
+}
+
+part_grammar() {   # [structured output] issue 21's budget: a constrained batch of 32 vs an unconstrained one
+  mkdir -p "$out/grammar/m"
+  cp "$top/bench/configs/llama3-8b/config.json" "$out/grammar/m/"
+  xz -dc "$top/tests/fixtures/tokenizers/real/llama-bpe.json.xz" > "$out/grammar/m/tokenizer.json"
+  (cd "$B" && OUT_JSON="$out/grammar/grammar-step.json" bash "$top/bench/grammar_step.sh" "$out/grammar/m" 32 "${GRAMMAR_TOKENS:-128}" \
+     --device cuda > "$out/grammar/grammar-step.log" 2>&1)
+  row "grammar_step 8B bf16 batch 32" "rc $?"; tail -6 "$out/grammar/grammar-step.log" | sed 's/^/    /'
+  rm -f "$out/grammar/m/tokenizer.json"
 }
 
 part_scale() {

@@ -10,8 +10,8 @@ tests_unit_test_grammar_LDADD = $(SITS_LIBS)
 TESTS += tests/unit/grammar_validate.sh
 EXTRA_DIST += tests/unit/grammar_validate.sh tests/unit/data/grammar_cases.json tests/unit/data/grammar_refused.json
 # Structured output and tool calls end to end: the server (TP 2, CPU) with the openai client, jsonschema validating.
-TESTS += tests/integration/structured_output.sh
-EXTRA_DIST += tests/integration/structured_output.sh
+TESTS += tests/integration/structured_output.sh tests/integration/grammar_layouts.sh
+EXTRA_DIST += tests/integration/structured_output.sh tests/integration/grammar_layouts.sh
 # Benchmark (not a test): the host cost a constrained batch adds per step (masks, accepts, apply, plan).
 noinst_PROGRAMS += bench/sits-bench-grammar
 bench_sits_bench_grammar_SOURCES = bench/bench_grammar.c

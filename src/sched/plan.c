@@ -52,10 +52,10 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
-/* [structured output] bytes of the mask trailer (0 without masks) */
-static size_t masks_size(const sits_sample_masks_t *m)
+/* [structured output] bytes of the mask trailer (0 without masks); follow: without the masks themselves */
+static size_t masks_size(const sits_sample_masks_t *m, int follow)
 {
-    return m->n > 0 ? 8 + 4 * (size_t)m->n * (1 + (size_t)m->words) + 4 : 0;
+    return m->n > 0 ? 8 + 4 * (size_t)m->n * (1 + (follow ? 0 : (size_t)m->words)) + 4 : 0;
 }
 
 /* the trailer's own checksum: FNV-1a over 64-bit words (the byte-wise one costs ~0.5 ms on the 512 KB of
@@ -165,7 +165,7 @@ size_t sits_plan_size(const sits_plan_t *p)
     int64_t tb, th;
     list_totals(p, &tb, &th);
     return SITS_PLAN_HEADER_BYTES + body_size(p->n_tokens, p->n_seqs, p->max_blocks, p->n_out) + lists_size(p->n_out, tb, th) +
-           masks_size(&p->masks);
+           masks_size(&p->masks, p->masks_follow);
 }
 
 static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
@@ -174,11 +174,43 @@ static unsigned char *put_i32s(unsigned char *q, const int32_t *a, int n)
     return q;
 }
 
+/* [structured output] masks[nw] onto the wire */
+static unsigned char *put_masks(unsigned char *q, const uint32_t *m, size_t nw)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(q, m, 4 * nw);   /* already the wire's byte order */
+    return q + 4 * nw;
+#else
+    for (size_t i = 0; i < nw; i++, q += 4) sits_le_put32(q, m[i]);
+    return q;
+#endif
+}
+
+size_t sits_plan_masks_size(const sits_plan_t *p) { return 4 * (size_t)p->masks.n * (size_t)p->masks.words + 4; }
+
+void sits_plan_masks_write(const sits_plan_t *p, const uint32_t *masks, void *buf)
+{
+    unsigned char *q = put_masks(buf, masks, (size_t)p->masks.n * p->masks.words);
+    sits_le_put32(q, words_sum(buf, (size_t)(q - (unsigned char *)buf)));
+}
+
+sits_status_t sits_plan_masks_parse(sits_plan_t *p, const void *buf, size_t len)
+{
+    size_t nb = 4 * (size_t)p->masks.n * (size_t)p->masks.words;
+    if (!p->masks_follow || len != nb + 4 || words_sum(buf, nb) != sits_le_get32((const unsigned char *)buf + nb)) {
+        SITS_ERROR(SITS_SUB_SCHED, "step %llu: the masks after the plan: %zu bytes, %zu expected, or a bad checksum",
+                   (unsigned long long)p->step, len, nb + 4);
+        return SITS_ERR_FORMAT;
+    }
+    p->masks.masks = buf;   /* 4-byte aligned (a malloc'ed buffer), little-endian host */
+    return SITS_OK;
+}
+
 sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_t *len_p)
 {
     if (p->cmd == SITS_PLAN_KV_MOVE) return move_write(p, buf, cap, len_p);
     if (p->n_tokens < 0 || p->n_seqs < 0 || p->max_blocks < 0 || p->n_out < 0 || p->masks.n < 0 || p->masks.n > p->n_out ||
-        p->masks.words < 0)
+        p->masks.words < 0 || (p->masks_follow && (p->cmd != SITS_PLAN_STEP || p->masks.n == 0)))
         return SITS_ERR_INVALID;
     size_t need = sits_plan_size(p);
     if (cap < need) return SITS_ERR_INVALID;
@@ -235,20 +267,14 @@ sits_status_t sits_plan_write(const sits_plan_t *p, void *buf, size_t cap, size_
         int32_t mh[2] = { p->masks.n, p->masks.words };
         q = put_i32s(q, mh, 2);
         q = put_i32s(q, p->masks.rows, p->masks.n);
-        size_t nw = (size_t)p->masks.n * p->masks.words;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        memcpy(q, p->masks.masks, 4 * nw);   /* already the wire's byte order */
-        q += 4 * nw;
-#else
-        for (size_t i = 0; i < nw; i++, q += 4) sits_le_put32(q, p->masks.masks[i]);
-#endif
+        if (!p->masks_follow) q = put_masks(q, p->masks.masks, (size_t)p->masks.n * p->masks.words);
         sits_le_put32(q, words_sum(t, (size_t)(q - t)));
         q += 4;
     }
     size_t body = (size_t)(q - (h + SITS_PLAN_HEADER_BYTES));
     sits_le_put32(h, SITS_PLAN_MAGIC);
     sits_le_put16(h + 4, SITS_PLAN_VERSION);
-    sits_le_put16(h + 6, (uint16_t)p->cmd);
+    sits_le_put16(h + 6, (uint16_t)(p->cmd | (p->masks_follow ? SITS_PLAN_F_MASKS_FOLLOW : 0)));
     sits_le_put64(h + 8, p->step);
     sits_le_put32(h + 16, (uint32_t)p->n_tokens);
     sits_le_put32(h + 20, (uint32_t)p->n_seqs);
@@ -271,8 +297,13 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
         SITS_ERROR(SITS_SUB_SCHED, "step plan: bad magic or version %u", sits_le_get16(h + 4));
         return SITS_ERR_FORMAT;
     }
-    uint16_t cmd = sits_le_get16(h + 6);
-    if (cmd == SITS_PLAN_KV_MOVE) return move_parse(h, len, plan_p);
+    uint16_t cmd = sits_le_get16(h + 6), follow = cmd & SITS_PLAN_F_MASKS_FOLLOW;
+    cmd &= (uint16_t)~SITS_PLAN_F_MASKS_FOLLOW;
+    if (cmd == SITS_PLAN_KV_MOVE && !follow) return move_parse(h, len, plan_p);
+    if (follow && cmd != SITS_PLAN_STEP) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: masks that follow a command %u", cmd);
+        return SITS_ERR_FORMAT;
+    }
     int32_t nt = (int32_t)sits_le_get32(h + 16), ns = (int32_t)sits_le_get32(h + 20), mb = (int32_t)sits_le_get32(h + 24),
             no = (int32_t)sits_le_get32(h + 28);
     if (cmd != SITS_PLAN_STEP && cmd != SITS_PLAN_STOP && cmd != SITS_PLAN_KV_SWAP && cmd != SITS_PLAN_KV_COPY) {
@@ -308,8 +339,12 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
             return SITS_ERR_FORMAT;
         }
         masks = (sits_sample_masks_t){ .n = n, .words = w, .rows = (const int32_t *)(t + 8) };
-        masks.masks = (const uint32_t *)(masks.rows + n);
-        body += masks_size(&masks);
+        masks.masks = follow ? NULL : (const uint32_t *)(masks.rows + n);
+        body += masks_size(&masks, follow);
+    }
+    if (follow && masks.n == 0) {
+        SITS_ERROR(SITS_SUB_SCHED, "step plan: masks follow but the plan names no masked row");
+        return SITS_ERR_FORMAT;
     }
     if (sits_le_get32(h + 32) != body || len != SITS_PLAN_HEADER_BYTES + body) {
         SITS_ERROR(SITS_SUB_SCHED, "step plan: %zu bytes, counts say %zu", len, SITS_PLAN_HEADER_BYTES + body);
@@ -369,6 +404,7 @@ sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t 
     }
     p.sample = store;
     p.masks = masks;
+    p.masks_follow = follow != 0;
     for (int i = 0; i < masks.n; i++)
         if (masks.rows[i] < 0 || masks.rows[i] >= no) {
             SITS_ERROR(SITS_SUB_SCHED, "step plan: mask row %d out of range", masks.rows[i]);

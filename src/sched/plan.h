@@ -16,6 +16,10 @@
  *         i32 n_masks | i32 words | rows[n_masks] (output indices) | u32 masks[n_masks * words] | u32 sum
  *         (body_bytes counts it; the header's checksum covers the body before it; sum is FNV-1a over the
  *         trailer's 64-bit words)
+ *         [structured output, masks after the forward] with SITS_PLAN_F_MASKS_FOLLOW in cmd's flag bits the
+ *         trailer holds no masks (i32 n_masks | i32 words | rows[n_masks] | u32 sum): the leader makes them
+ *         while the device runs the step's forward pass and broadcasts them then as their own message,
+ *         u32 masks[n_masks * words] | u32 sum (sits_plan_masks_write / _parse; worker.c)
  * A parsed plan points into the buffer it was parsed from. Parsing refuses anything
  * inconsistent: bad magic/version/cmd, negative or oversized counts, a body whose size does not
  * match the counts, a bad checksum, a truncated buffer. */
@@ -28,7 +32,9 @@
 #include "util/status.h"
 
 #define SITS_PLAN_MAGIC 0x50544953u  /* "SITP" little-endian */
-#define SITS_PLAN_VERSION 3   /* 2: logprob and sampling-control fields, bias / history lists; 3: + the mask trailer */
+#define SITS_PLAN_VERSION 4   /* 2: logprob and sampling-control fields, bias / history lists; 3: + the mask trailer;
+                                 4: + masks that follow the plan (cmd's flag bits) */
+#define SITS_PLAN_F_MASKS_FOLLOW 0x8000u   /* cmd's flag bits: the step's masks come after the plan */
 #define SITS_PLAN_HEADER_BYTES 40
 #define SITS_PLAN_MAX_ITEMS (1 << 24)
 
@@ -75,6 +81,8 @@ typedef struct {
     const int32_t *out_rows;            /* [n_out] */
     const sits_sample_params_t *sample; /* [n_out]; parse: copied into the plan's own storage */
     sits_sample_masks_t masks;          /* [structured output] n == 0: none; parse: points into the buffer */
+    int masks_follow;                   /* [structured output] 1: masks.masks is NULL in the plan; the n masks
+                                         * arrive after it (worker.c), rows and words are here */
     sits_plan_move_t move;              /* [kv move] cmd SITS_PLAN_KV_MOVE only */
 } sits_plan_t;
 
@@ -86,5 +94,12 @@ sits_status_t sits_plan_write(const sits_plan_t *plan, void *buf, size_t cap, si
  * (caller-provided, at least max_out entries). */
 sits_status_t sits_plan_parse(const void *buf, size_t len, sits_sample_params_t *sample_store, int max_out,
                               sits_plan_t *plan_p);
+
+/* [structured output] the masks message of a plan with masks_follow: bytes, writing (masks[n * words]
+ * of the plan's masks.n rows), and parsing into plan->masks.masks (points into buf; a bad size or
+ * checksum is refused). */
+size_t sits_plan_masks_size(const sits_plan_t *p);
+void sits_plan_masks_write(const sits_plan_t *p, const uint32_t *masks, void *buf);
+sits_status_t sits_plan_masks_parse(sits_plan_t *p, const void *buf, size_t len);
 
 #endif

@@ -134,6 +134,10 @@ struct sits_sched {
     uint32_t *masks;
     int32_t *mask_rows;
     int mask_words;
+    /* masks_late: this step's masks follow the plan (made while the device runs the forward pass);
+     * mask_q [max_seqs]: their sequences, in mask_rows' order; n_mask_q of them */
+    int masks_late, n_mask_q;
+    sits_req_t **mask_q;
     /* [speculative] the draft-model drafter and its proposal's arrays [max_num_seqs] */
     sits_spec_drafter_t *drafter;
     sits_req_t **pq;
@@ -376,6 +380,8 @@ const sits_sched_api_t sits_sched_api = {
 
 /* ---- scheduler thread ---------------------------------------------------------------------- */
 
+static sits_status_t make_masks(void *ctx, const uint32_t **masks_p);   /* [structured output] */
+
 sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, sits_sched_t **s_p)
 {
     if (p->max_num_seqs < 1 || p->max_num_seqs > r->ep.max_seqs || p->max_num_batched_tokens < p->max_num_seqs ||
@@ -412,6 +418,8 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
         sits_sched_destroy(s);
         return SITS_ERR_NOMEM;
     }
+    s->wk.make_masks = make_masks;   /* [structured output] masks that follow the plan */
+    s->wk.masks_ctx = s;
     s->pos = s->tok + T;
     s->seq = s->pos + T;
     s->sw_slot = s->sw_kind + S;
@@ -480,6 +488,7 @@ void sits_sched_destroy(sits_sched_t *s)
     free(s->sp);
     free(s->masks);
     free(s->mask_rows);
+    free(s->mask_q);
     free(s->itl_t);
     free(s->sw_kind);
     free(s->sw_bt);
@@ -1353,8 +1362,9 @@ static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t
     return 0;
 }
 
-/* [structured output] output `no` of the step is q's next token: its grammar's mask goes in the plan.
- * The grammar state follows the tokens sampled so far (step_complete feeds them). */
+/* [structured output] output `no` of the step is q's next token, constrained by its grammar: its mask
+ * is made now into the plan, or (s->masks_late) only noted here and made by make_masks while the device
+ * runs the forward pass. The grammar state follows the tokens sampled so far (step_complete feeds them). */
 static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_sample_masks_t *m)
 {
     int words = (int)SITS_GRAMMAR_MASK_WORDS(sits_grammar_vocab_size(q->gvocab));
@@ -1362,17 +1372,46 @@ static sits_status_t step_mask(sits_sched_t *s, sits_req_t *q, int no, sits_samp
         if (m->n > 0) return SITS_ERR_INVALID;   /* one vocabulary per scheduler */
         free(s->masks);
         free(s->mask_rows);
-        s->masks = malloc(sizeof(uint32_t) * (size_t)words * s->r->ep.max_seqs);
+        free(s->mask_q);
+        s->masks = malloc(sizeof(uint32_t) * (size_t)words * s->r->ep.max_seqs);   /* [max_seqs, words] */
         s->mask_rows = malloc(sizeof(int32_t) * (size_t)s->r->ep.max_seqs);
-        if (!s->masks || !s->mask_rows) return SITS_ERR_NOMEM;
+        s->mask_q = malloc(sizeof *s->mask_q * (size_t)s->r->ep.max_seqs);
+        if (!s->masks || !s->mask_rows || !s->mask_q) return SITS_ERR_NOMEM;
         s->mask_words = words;
     }
     if (!q->gstate) SITS_CHECK(sits_grammar_state_create(q->grammar, q->gvocab, &q->gstate));
-    SITS_CHECK(sits_grammar_state_mask(q->gstate, s->masks + (size_t)m->n * words));
+    if (s->masks_late) s->mask_q[m->n] = q;
+    else {
+        double t0 = now_s();
+        SITS_CHECK(sits_grammar_state_mask(q->gstate, s->masks + (size_t)m->n * words));
+        double dt = now_s() - t0;
+        pthread_mutex_lock(&s->mu);
+        s->stats.grammar_mask_s += dt;
+        s->stats.grammar_masks++;
+        pthread_mutex_unlock(&s->mu);
+    }
     s->mask_rows[m->n++] = no;
     m->words = words;
     m->rows = s->mask_rows;
     m->masks = s->masks;
+    return SITS_OK;
+}
+
+/* [structured output] sits_worker_t.make_masks of a step whose masks follow its plan: each noted
+ * sequence's mask, in the plan's row order (the device runs the forward pass meanwhile). */
+static sits_status_t make_masks(void *ctx, const uint32_t **masks_p)
+{
+    sits_sched_t *s = ctx;
+    double t0 = now_s();
+    for (int i = 0; i < s->n_mask_q; i++)
+        SITS_CHECK(sits_grammar_state_mask(s->mask_q[i]->gstate, s->masks + (size_t)i * s->mask_words));
+    double dt = now_s() - t0;
+    pthread_mutex_lock(&s->mu);
+    s->stats.grammar_mask_s += dt;
+    s->stats.grammar_masks += (uint64_t)s->n_mask_q;
+    s->stats.grammar_masks_overlapped += (uint64_t)s->n_mask_q;
+    pthread_mutex_unlock(&s->mu);
+    *masks_p = s->masks;
     return SITS_OK;
 }
 
@@ -1472,8 +1511,10 @@ static sits_status_t sample_row(sits_sched_t *s, sits_req_t *q, int row, int no,
     if (q->grammar) {
         SITS_CHECK(step_mask(s, q, no, masks));
         /* [min_tokens + structured output] when the grammar allows nothing but eos / stop ids (its output is
-         * complete), the grammar wins over min_tokens: the output ends (banning them would leave no token) */
-        may_ban = !(q->n_gen < q->min_tokens && mask_only_stops(s, q, masks->masks + (size_t)(masks->n - 1) * masks->words, masks->words));
+         * complete), the grammar wins over min_tokens: the output ends (banning them would leave no token).
+         * (With masks_late no row has min_tokens pending: step_launch.) */
+        may_ban = s->masks_late || !(q->n_gen < q->min_tokens &&
+                                     mask_only_stops(s, q, masks->masks + (size_t)(masks->n - 1) * masks->words, masks->words));
     }
     if (proc_lists(s, q, &s->sp[no], may_ban) != 0) return SITS_ERR_NOMEM;
     return SITS_OK;
@@ -1494,6 +1535,16 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     for (int b = 0; b < nb; b++)
         if (s->batch[b]->n_blocks > mb) mb = s->batch[b]->n_blocks;
     SITS_CHECK(cow_flush(s));   /* [n > 1] the blocks this step writes that were shared are copied first */
+    /* [structured output] the grammar masks follow the plan, made while the device runs the forward pass,
+     * unless this rank runs no forward pass of the replica (a remote one's masks go in its plan) or some
+     * row's sampling parameters depend on its mask (min_tokens pending with a grammar: mask_only_stops) */
+    s->masks_late = r->engine != NULL;
+    for (int b = 0; b < nb && s->masks_late; b++) {
+        const sits_req_t *q = s->batch[b];
+        if (q->grammar && q->n_gen < q->min_tokens) s->masks_late = 0;
+        for (int k = 0; k < s->n_forks && s->masks_late; k++)
+            if (s->forks[k]->fork_of == q && s->forks[k]->grammar && s->forks[k]->n_gen < s->forks[k]->min_tokens) s->masks_late = 0;
+    }
     for (int b = 0; b < nb; b++) {
         sits_req_t *q = s->batch[b];
         int have = q->n_prompt + q->n_gen;   /* [speculative] positions past them hold the drafts */
@@ -1533,7 +1584,8 @@ static sits_status_t step_launch(sits_sched_t *s, int nb)
     }
     s->pl = (sits_plan_t){ .cmd = SITS_PLAN_STEP, .step = s->stats.steps, .n_tokens = nt, .tokens = s->tok, .pos = s->pos,
                            .seq = s->seq, .n_seqs = nb, .max_blocks = mb, .block_tables = s->bt, .n_out = no,
-                           .out_rows = s->rows, .sample = s->sp, .masks = masks };
+                           .out_rows = s->rows, .sample = s->sp, .masks = masks, .masks_follow = s->masks_late && masks.n > 0 };
+    s->n_mask_q = s->pl.masks_follow ? masks.n : 0;
     return sits_worker_send(r, &s->wk, &s->pl);
 }
 
@@ -2009,6 +2061,9 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->kv_blocks_copied += st.kv_blocks_copied;
         out->step_seconds_sum += st.step_seconds_sum;
         for (int f = 0; f < SITS_PHASES; f++) out->step_phase_s[f] += st.step_phase_s[f];
+        out->grammar_masks += st.grammar_masks;
+        out->grammar_masks_overlapped += st.grammar_masks_overlapped;
+        out->grammar_mask_s += st.grammar_mask_s;
         for (int b = 0; b < 12; b++) out->step_hist[b] += st.step_hist[b];
         out->prefix_query_tokens += st.prefix_query_tokens;
         out->prefix_hit_tokens += st.prefix_hit_tokens;

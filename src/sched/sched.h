@@ -96,6 +96,10 @@ typedef struct {
      * tokens handed to their requests (stops, finishes). Everything but _FORWARD is host work on the
      * critical path of a step. */
     double step_phase_s[4];
+    /* [structured output] grammar masks made (one per constrained output row), the host time making them,
+     * and the masks made while the device ran the step's forward pass (after the plan, not in it) */
+    uint64_t grammar_masks, grammar_masks_overlapped;
+    double grammar_mask_s;
     /* [kv offload] sequences swapped out / back in, swaps that failed on some rank (the sequence then
      * recomputed), and the raw KV bytes they moved per tier [host, disk], summed over the replica's ranks;
      * kv_swap_prefetched: swap-ins whose tier reads were prefetched (overlapped with earlier steps) */

@@ -10,8 +10,7 @@
 
 sits_status_t sits_worker_init(sits_worker_t *w, int max_seqs)
 {
-    w->buf = NULL;
-    w->cap = 0;
+    *w = (sits_worker_t){ 0 };
     w->store = malloc(sizeof *w->store * (size_t)max_seqs);
     w->tokens = malloc(sizeof *w->tokens * (size_t)max_seqs);
     w->lp = calloc((size_t)max_seqs, sizeof *w->lp);
@@ -28,6 +27,9 @@ void sits_worker_fini(sits_worker_t *w)
     free(w->store);
     free(w->tokens);
     free(w->lp);
+    free(w->mbuf);
+    w->mbuf = NULL;
+    w->mcap = 0;
     w->lp = NULL;
     w->buf = NULL;
     w->store = NULL;
@@ -85,6 +87,35 @@ static sits_status_t bcast_results(sits_runner_t *r, sits_worker_t *w, const sit
     return sits_comm_mpi_wait(&req, r->ctl->timeout_s, "logprobs broadcast", r->ctl->mpi);
 }
 
+/* [structured output] a plan's masks that follow it: made by the leader (w->make_masks) while the device
+ * runs the forward pass, broadcast over ctl; *m_p: the plan's masks with them */
+static sits_status_t follow_masks(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_sample_masks_t *m_p)
+{
+    sits_plan_t p = *plan;
+    size_t n = sits_plan_masks_size(&p);
+    if (n > w->mcap) {
+        unsigned char *nb = realloc(w->mbuf, n);
+        if (!nb) return SITS_ERR_NOMEM;
+        w->mbuf = nb;
+        w->mcap = n;
+    }
+    if (w->make_masks) {
+        const uint32_t *masks;
+        SITS_CHECK(w->make_masks(w->masks_ctx, &masks));
+        if (r->ctl->size == 1) {   /* alone: no copy, no checksum */
+            *m_p = (sits_sample_masks_t){ .n = p.masks.n, .words = p.masks.words, .rows = p.masks.rows, .masks = masks };
+            return SITS_OK;
+        }
+        sits_plan_masks_write(&p, masks, w->mbuf);
+    }
+    MPI_Request req;
+    SITS_MPI_CHECK(MPI_Ibcast(w->mbuf, (int)n, MPI_BYTE, 0, r->ctl->mpi, &req));
+    SITS_CHECK(sits_comm_mpi_wait(&req, r->ctl->timeout_s, "grammar masks broadcast", r->ctl->mpi));
+    SITS_CHECK(sits_plan_masks_parse(&p, w->mbuf, n));
+    *m_p = p.masks;
+    return SITS_OK;
+}
+
 sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_plan_t *plan, sits_logits_cb_t cb, void *ctx)
 {
     if (plan->cmd == SITS_PLAN_KV_MOVE) return sits_kv_move_run(r, plan, NULL);   /* [kv move] */
@@ -93,9 +124,11 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
         if (plan->n_seqs != plan->n_tokens || plan->n_out != 0) return SITS_ERR_FORMAT;
         return r->engine ? sits_engine_kv_copy_blocks(r->engine, plan->n_tokens, plan->tokens, plan->pos) : SITS_OK;
     }
+    sits_sample_masks_t late = { 0 };
     if (!r->engine) {
         /* a shadow of a remote replica: its tokens arrive from its last stage */
         if (plan->n_out == 0) return SITS_OK;
+        if (plan->masks_follow) SITS_CHECK(follow_masks(r, w, plan, &late));
         return bcast_results(r, w, plan);
     }
     const sits_shard_dims_t *d = &r->w->dims;
@@ -106,6 +139,7 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
     /* [perf] enqueue the step; only the sampler's candidates come back unless a callback wants logits */
     SITS_CHECK(sits_engine_run(r->engine, &b));
     if (plan->n_out == 0) return SITS_OK;
+    if (plan->masks_follow) SITS_CHECK(follow_masks(r, w, plan, &late));   /* the device computes meanwhile */
     if (d->last_stage) {
         if (cb) {
             const float *logits = NULL;
@@ -115,7 +149,7 @@ sits_status_t sits_worker_exec(sits_runner_t *r, sits_worker_t *w, const sits_pl
         /* [structured output + sampling controls + logprobs] all on the device, each rank on its vocabulary
          * shard (sits_engine_sample_step): logprobs of the raw logits, then per row the grammar mask,
          * bias / penalties / min_p and the sampler; only records and candidates cross between ranks */
-        const sits_sample_masks_t *masks = plan->masks.n > 0 ? &plan->masks : NULL;
+        const sits_sample_masks_t *masks = plan->masks_follow ? &late : plan->masks.n > 0 ? &plan->masks : NULL;
         SITS_CHECK(sits_engine_sample_step(r->engine, r->tp, plan->sample, masks, w->tokens, w->lp));
     }
     if (!r->bcast_tokens) return SITS_OK;

@@ -312,6 +312,13 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
              "forward (forward pass and sampling), deliver (tokens to requests).");
         for (int f = 0; f < SITS_PHASES; f++)
             put(&b, "sits_step_phase_seconds_total{phase=\"%s\"} %.6f\n", phase[f], st->step_phase_s[f]);
+        /* [structured output] the host's grammar masks, and those made while the device ran the forward pass */
+        counter(&b, "sits_grammar_masks_total", "Allowed-token masks made for constrained output rows.", st->grammar_masks);
+        counter(&b, "sits_grammar_masks_overlapped_total",
+                "Masks made while the device ran the step's forward pass (sent after the plan, not in it).",
+                st->grammar_masks_overlapped);
+        head(&b, "sits_grammar_mask_seconds_total", "counter", "Host time making grammar masks (overlapped or not).");
+        put(&b, "sits_grammar_mask_seconds_total %.6f\n", st->grammar_mask_s);
     }
     if (otlp) {
         counter(&b, "sits_otlp_exported_requests_total", "Requests whose spans the OTLP collector accepted.",

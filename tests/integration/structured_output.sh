@@ -150,6 +150,12 @@ for i, v in per.items():
 print("fails:", fails)
 sys.exit(1 if fails else 0)
 PYEOF
+# the masks are made while the device runs the step's forward pass and broadcast after the plan (TP 2 here),
+# except for the steps where a row's min_tokens is pending with a grammar (the min_tokens cases above)
+m=$(curl -s "$url/metrics")
+mt=$(echo "$m" | awk '$1 == "sits_grammar_masks_total" { print $2 }'); mo=$(echo "$m" | awk '$1 == "sits_grammar_masks_overlapped_total" { print $2 }')
+[ "${mo:-0}" -gt 0 ] && [ "$mo" -lt "${mt:-0}" ] && ok "grammar masks: $mo of $mt made during the forward pass (the rest: min_tokens pending)" \
+  || bad "grammar masks: '$mo' overlapped of '$mt'"
 for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done
 wait $srv; rc=$?; srv=
 [ $rc -eq 0 ] && ok "server stopped cleanly" || bad "server exit $rc"

@@ -182,6 +182,55 @@ static void test_masks(void **state)
     free(c);
 }
 
+/* [structured output] masks that follow the plan: the plan names the rows and words, the masks come as
+ * their own message with their own checksum */
+static void test_masks_follow(void **state)
+{
+    (void)state;
+    int32_t a[32], rows[1] = { 1 };
+    uint32_t masks[3] = { 0xdeadbeefu, 0x1u, 0x80000000u };
+    sits_sample_params_t sp[2], store[8];
+    sits_plan_t p = make_plan(a, sp), q;
+    size_t base = sits_plan_size(&p);
+    p.masks = (sits_sample_masks_t){ .n = 1, .words = 3, .rows = rows, .masks = NULL };
+    p.masks_follow = 1;
+    size_t len = 0, need = sits_plan_size(&p);
+    assert_int_equal(need, base + 8 + 4 + 4);   /* counts, row, trailer sum: no masks */
+    unsigned char *buf = malloc(need), *c = malloc(need), msg[16];
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_OK);
+    assert_int_equal(sits_plan_parse(buf, len, store, 8, &q), SITS_OK);
+    assert_int_equal(q.masks_follow, 1);
+    assert_int_equal(q.masks.n, 1);
+    assert_int_equal(q.masks.words, 3);
+    assert_int_equal(q.masks.rows[0], 1);
+    assert_null(q.masks.masks);
+    assert_int_equal(sits_plan_masks_size(&q), sizeof msg);
+    sits_plan_masks_write(&p, masks, msg);
+    assert_int_equal(sits_plan_masks_parse(&q, msg, sizeof msg), SITS_OK);
+    assert_memory_equal(q.masks.masks, masks, sizeof masks);
+    for (size_t i = 0; i < sizeof msg; i++) {   /* any flipped byte of the message: refused */
+        msg[i] ^= 0x21;
+        assert_int_equal(sits_plan_masks_parse(&q, msg, sizeof msg), SITS_ERR_FORMAT);
+        msg[i] ^= 0x21;
+    }
+    assert_int_equal(sits_plan_masks_parse(&q, msg, sizeof msg - 4), SITS_ERR_FORMAT);   /* the wrong size */
+    for (size_t i = 0; i < len; i++) {
+        if (i >= 8 && i < 16) continue;
+        memcpy(c, buf, len);
+        c[i] ^= 0x5a;
+        if (sits_plan_parse(c, len, store, 8, &q) == SITS_OK) fail_msg("plan with following masks, byte %zu flipped: accepted", i);
+    }
+    for (size_t cut = 0; cut < len; cut++)
+        if (sits_plan_parse(buf, cut, store, 8, &q) != SITS_ERR_FORMAT) fail_msg("plan cut to %zu bytes: accepted", cut);
+    p.masks.n = 0;   /* masks follow, but no row is masked */
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_ERR_INVALID);
+    p.masks.n = 1;
+    p.cmd = SITS_PLAN_KV_COPY;   /* only a step has masks */
+    assert_int_equal(sits_plan_write(&p, buf, need, &len), SITS_ERR_INVALID);
+    free(buf);
+    free(c);
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -191,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_masks),
+        cmocka_unit_test(test_masks_follow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
