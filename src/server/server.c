@@ -112,6 +112,11 @@ struct sits_server {
     pthread_mutex_t gen_mu;
     pthread_cond_t gen_cv;
     conn_t *gen_head;
+    /* HTTP threads waiting for gen_mu (gen_lock): the pump, which holds gen_mu through a pass, hands it
+     * over after each pass until none waits (gen_yield_cv) -- with tokens arriving at every pass it would
+     * otherwise never let go, and admissions and completions would trickle */
+    atomic_int gen_waiters;
+    pthread_cond_t gen_yield_cv;
     pthread_t pump;
     int pump_started;
     /* open connections, in total and by client address */
@@ -346,6 +351,21 @@ static sits_finish_t gen_finish(const conn_t *c)
     for (int i = 0; i < c->n_ch; i++)
         if (c->ch[i].finish == SITS_FINISH_ERROR || c->ch[i].finish == SITS_FINISH_CANCELLED) return c->ch[i].finish;
     return c->n_ch ? c->ch[0].finish : SITS_FINISH_NONE;
+}
+
+/* An HTTP thread's hold of gen_mu (the pump's list): counted as waiting until it has it, so that the
+ * pump lets go after its pass; the last waiter out wakes the pump. */
+static void gen_lock(sits_server_t *srv)
+{
+    atomic_fetch_add(&srv->gen_waiters, 1);
+    pthread_mutex_lock(&srv->gen_mu);
+    atomic_fetch_sub(&srv->gen_waiters, 1);
+}
+
+static void gen_unlock(sits_server_t *srv)
+{
+    if (atomic_load(&srv->gen_waiters) == 0) pthread_cond_signal(&srv->gen_yield_cv);
+    pthread_mutex_unlock(&srv->gen_mu);
 }
 
 static int is_stop_id(const conn_t *c, int32_t id)
@@ -664,14 +684,14 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     c->t_last = c->t_arrival;
     MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     /* hand the request to the pump; from now on c's generation state is guarded by c->mu */
-    pthread_mutex_lock(&srv->gen_mu);
+    gen_lock(srv);
     c->gnext = srv->gen_head;
     c->gprev = NULL;
     if (srv->gen_head) srv->gen_head->gprev = c;
     srv->gen_head = c;
     c->in_gen = 1;
     pthread_cond_signal(&srv->gen_cv);
-    pthread_mutex_unlock(&srv->gen_mu);
+    gen_unlock(srv);
     return 0;
 }
 
@@ -977,6 +997,9 @@ static void *pump_main(void *arg)
             pthread_mutex_unlock(&c->mu);
         }
         if (stop) break;
+        /* HTTP threads waiting to add or drop a request: theirs until none waits (a pass making progress
+         * at every step must not keep them out: admissions, /metrics and completions wait on them) */
+        while (atomic_load(&srv->gen_waiters) > 0) pthread_cond_wait(&srv->gen_yield_cv, &srv->gen_mu);
         if (!progress) {
             struct timespec dl;
             clock_gettime(CLOCK_REALTIME, &dl);
@@ -1230,11 +1253,11 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     if (!c) return;
     *con_cls = NULL;
     if (c->in_gen) {   /* off the pump's list: from here on this thread alone touches c */
-        pthread_mutex_lock(&srv->gen_mu);
+        gen_lock(srv);
         if (c->gprev) c->gprev->gnext = c->gnext;
         else srv->gen_head = c->gnext;
         if (c->gnext) c->gnext->gprev = c->gprev;
-        pthread_mutex_unlock(&srv->gen_mu);
+        gen_unlock(srv);
         c->in_gen = 0;
     }
     if (c->started) {
@@ -1418,6 +1441,7 @@ static void server_free(sits_server_t *s)
         }
     pthread_mutex_destroy(&s->gen_mu);
     pthread_cond_destroy(&s->gen_cv);
+    pthread_cond_destroy(&s->gen_yield_cv);
     pthread_mutex_destroy(&s->cn_mu);
     pthread_mutex_destroy(&s->gmu);
     sits_srv_metrics_fini(&s->metrics);
@@ -1453,6 +1477,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     sits_srv_metrics_init(&s->metrics);
     pthread_mutex_init(&s->gen_mu, NULL);
     pthread_cond_init(&s->gen_cv, NULL);
+    pthread_cond_init(&s->gen_yield_cv, NULL);
     pthread_mutex_init(&s->cn_mu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
     s->tenants = p->tenants && p->tenants->n > 0 ? p->tenants : NULL;

@@ -35,6 +35,11 @@
   burst  --port P --n N [--prompt-len L] [--max-tokens K]
       N completions at once (token-id prompts, greedy, ignore_eos): each must answer 200 with
       finish_reason "length" and K tokens (tests/gpu/memory_plan_cuda.sh: a burst at --max-num-seqs).
+
+  streams --port P --n N [--max-tokens K] [--max-metrics-s S]
+      N streamed completions at once while /metrics is polled (tests/integration/stream_admission.sh):
+      all N must be in flight (sits_num_requests_inflight) before the first stream ends, /metrics must
+      answer within S seconds throughout, every stream must end with K tokens (usage) and [DONE].
 All traffic goes to 127.0.0.1 only, and every wait is bounded."""
 import argparse
 import asyncio
@@ -399,6 +404,76 @@ async def burst(a):
     return 1 if s.get("violations") else 0
 
 
+async def metrics_get(port, timeout):
+    """(/metrics as {name: value}, seconds) of one request; (None, s) when it did not answer in time."""
+    t0 = time.time()
+    try:
+        r, w = await asyncio.wait_for(asyncio.open_connection(HOST, port), timeout)
+        w.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await w.drain()
+        raw = await asyncio.wait_for(r.read(), timeout)
+        w.close()
+    except Exception:
+        return None, time.time() - t0
+    m = {}
+    for line in raw.partition(b"\r\n\r\n")[2].decode("latin-1").splitlines():
+        f = line.split()
+        if len(f) == 2 and not line.startswith("#"):
+            try:
+                m[f[0]] = float(f[1])
+            except ValueError:
+                pass
+    return m, time.time() - t0
+
+
+async def one_stream(port, model, i, max_tokens, res):
+    body = json.dumps({"model": model, "prompt": "stream number %d" % i, "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}).encode()
+    try:
+        r, w = await asyncio.open_connection(HOST, port)
+        w.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await w.drain()
+        raw = await asyncio.wait_for(r.read(), 900)
+        w.close()
+        events = [ln[6:] for ln in raw.decode("utf-8", "replace").split("\n") if ln.startswith("data: ")]
+        usage = [json.loads(e)["usage"] for e in events if e.startswith("{") and json.loads(e).get("usage")]
+        ok = bool(events) and events[-1].strip() == "[DONE]" and usage and usage[-1]["completion_tokens"] == max_tokens
+        res.append((time.time(), ok, events[-1][:80] if events else raw[:80]))
+    except Exception as e:
+        res.append((time.time(), False, "%s: %s" % (type(e).__name__, e)))
+
+
+async def streams(a):
+    """n streamed requests at once while /metrics is polled: every one must be admitted (counted in flight)
+    before the first of them ends, /metrics must answer within --max-metrics-s throughout, and every stream
+    must end with max_tokens tokens and [DONE]."""
+    res = []
+    t0 = time.time()
+    tasks = [asyncio.ensure_future(one_stream(a.port, a.model, i, a.max_tokens, res)) for i in range(a.n)]
+    s = {"n": a.n, "max_tokens": a.max_tokens, "polls": 0, "metrics_max_s": 0.0, "all_admitted_s": None}
+    while not all(t.done() for t in tasks):
+        m, dt = await metrics_get(a.port, a.max_metrics_s)
+        s["polls"] += 1
+        s["metrics_max_s"] = round(max(s["metrics_max_s"], dt), 3)
+        if m is None:
+            fail(s, "/metrics did not answer within %.0f s while %d streams ran" % (a.max_metrics_s, a.n))
+        elif s["all_admitted_s"] is None and m.get("sits_num_requests_inflight", 0) >= a.n and not res:
+            s["all_admitted_s"] = round(time.time() - t0, 2)
+        await asyncio.sleep(0.2)
+    first_end = min(t for t, _, _ in res) - t0
+    s["first_end_s"] = round(first_end, 2)
+    s["seconds"] = round(time.time() - t0, 2)
+    s["ok"] = sum(1 for _, ok, _ in res if ok)
+    if s["all_admitted_s"] is None:
+        fail(s, "the %d requests were never all in flight before the first one ended (admissions trickled)" % a.n)
+    if s["ok"] != a.n:
+        fail(s, "%d of %d streams ended with %d tokens and [DONE]; e.g. %r" % (s["ok"], a.n, a.max_tokens,
+                                                                             [x for _, ok, x in res if not ok][:2]))
+    print(json.dumps(s))
+    return 1 if s.get("violations") else 0
+
+
 async def full(a):
     """--max-connections N on the server: N + extra connections, then a /health request on each of the
     last `over`: every one must get 503 with Retry-After (never a reset)."""
@@ -451,6 +526,12 @@ def main():
     b.add_argument("--max-tokens", type=int, default=16)
     b.add_argument("--vocab", type=int, default=3000)
     b.add_argument("--model", default="m")
+    st = sub.add_parser("streams")
+    st.add_argument("--port", type=int, required=True)
+    st.add_argument("--model", default="m")
+    st.add_argument("--n", type=int, default=256)
+    st.add_argument("--max-tokens", type=int, default=300)
+    st.add_argument("--max-metrics-s", type=float, default=10.0)
     u = sub.add_parser("full")
     u.add_argument("--port", type=int, required=True)
     u.add_argument("--held", type=int, required=True)
@@ -460,6 +541,8 @@ def main():
         return asyncio.run(asyncio.wait_for(full(a), 60))
     if a.cmd == "burst":
         return asyncio.run(burst(a))
+    if a.cmd == "streams":
+        return asyncio.run(asyncio.wait_for(streams(a), 900))
     if a.cmd == "drain":
         return cmd_drain(a)
     return asyncio.run(asyncio.wait_for(flood(a), 120))
