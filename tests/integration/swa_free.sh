@@ -12,7 +12,10 @@
 #       every block is free;
 #   (c) the server at tp 2 with a host offload tier and ngram speculative decoding, 4 requests at
 #       once: swaps (slots hold the blocks after the placeholders) and speculative rollbacks, every
-#       token id == HF.
+#       token id == HF;
+#   (d) KV moves: --dp 2 with a move every 3 steps, and --disaggregate 1:1: token ids == HF, moves
+#       happened, none failed;
+#   (e) the offline CLI with --pp 2: greedy tokens == HF.
 . "$top_srcdir/tests/integration/lib.sh"
 need_py_curl
 serve_tmp
@@ -112,4 +115,24 @@ echo "     (c): swapped out $so, in $si, preemptions $pre, drafted $drafts, acce
 [ "${freed:-0}" -gt 0 ] && ok "(c) $freed blocks freed by the window" || bad "(c) no block freed"
 idle_free "(c)"
 stop_np "$tmp/m" || bad "(c): the job did not stop cleanly"
+
+# (d) KV moves keep the placeholders: --dp 2 replicas moving a sequence every 3 steps, and
+# --disaggregate 1:1 (every sequence prefilled on one rank -- its first blocks already given back --
+# then moved to the decode rank); 16 blocks a replica
+for mode in "--dp 2 --kv-migrate-every 3" "--disaggregate 1:1"; do
+  serve_np 2 "$tmp/m" $COMMON --kv-cache-memory "$(kv_mem 1)" --kv-host-bytes 0 $mode || finish
+  check "(d) $mode: 4 requests" 0:1 1:1 1:1 0:1
+  moves=$(metric sits_kv_migrations_total); seqs=$(metric sits_kv_migrated_sequences_total); failed=$(metric sits_kv_migrations_failed_total)
+  [ "${moves:-0}" -gt 0 ] && [ "${failed:-1}" = 0 ] && ok "(d) $mode: $moves moves of $seqs sequences, none failed" \
+    || bad "(d) $mode: moves ${moves:-none}, failed ${failed:-none}"
+  freed=$(metric sits_kv_sliding_window_freed_blocks_total)
+  [ "${freed:-0}" -gt 0 ] && ok "(d) $mode: $freed blocks freed by the window" || bad "(d) $mode: no block freed"
+  stop_np "$tmp/m" || bad "(d) $mode: the job did not stop cleanly"
+done
+
+# (e) pipeline stages: the offline CLI at --pp 2 (each stage's layers read the same tables)
+ids=$(ref_row "$REF" prompts 1); want=$(ref_row "$REF" greedy 1); n=$(echo "$want" | tr ',' '\n' | wc -l)
+got=$(timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$M" --pp 2 --prompt-ids "$ids" --max-tokens "$n" --temperature 0 --ignore-eos \
+      --block-size $BS --kv-cache-memory "$(kv_mem 2)" --max-num-batched-tokens 8 2> "$tmp/cli_err")
+[ "$got" = "$want" ] && ok "(e) cli pp 2: $n greedy tokens == HF" || { bad "(e) cli pp 2: '$got'"; tail -3 "$tmp/cli_err"; }
 finish
