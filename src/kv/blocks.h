@@ -49,6 +49,12 @@ static inline int sits_kv_window_dead_blocks(int window, int block_size, int n_c
     int lo = n_computed - window + 1;
     return window > 0 && lo > 0 ? lo / block_size : 0;
 }
+/* [sliding window] Blocks one sequence holds at most at once when a step computes up to step_tokens of
+ * its positions and reads the window - 1 before the first of them (window 0: no bound, INT32_MAX). */
+static inline int sits_kv_window_max_blocks(int window, int block_size, int step_tokens)
+{
+    return window > 0 ? (step_tokens + window - 1) / block_size + 2 : INT32_MAX;
+}
 
 /* ---- prefix cache ---- */
 /* Hash of a full block: parent (0 for the first block) and its block_size token ids. */

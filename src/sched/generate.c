@@ -102,7 +102,10 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
         sits_mem_plan_add(&plan, name, be->device >= 0 ? move_bytes : 2 * move_bytes, 0);
     }
     size_t reserve = gpu ? MEM_PLAN_RESERVE_BYTES : 0;
-    double one_seq = (double)ep->max_blocks_per_seq * (double)per_block, need = one_seq * ep->max_seqs;
+    /* [sliding window] a sequence of an all-sliding model holds at most the window and a step's tokens */
+    int seq_blocks = sits_kv_window_max_blocks(sits_model_kv_window(&r->cfg), ep->block_size, ep->max_tokens);
+    if (seq_blocks > ep->max_blocks_per_seq) seq_blocks = ep->max_blocks_per_seq;
+    double one_seq = (double)seq_blocks * (double)per_block, need = one_seq * ep->max_seqs;
     double budget, in_use, kv;
     const char *where = gpu ? "gpu" : "host";
     if (gpu) {

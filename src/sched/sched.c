@@ -204,8 +204,7 @@ static int swa_dead(const sits_sched_t *s, int n_computed)
  * (its chunk, or its token and drafts) and reads the window - 1 before the first of them. */
 static int swa_max_live(const sits_sched_t *s)
 {
-    int bs = s->r->ep.block_size;
-    return s->kv_window > 0 ? (s->p.max_num_batched_tokens + s->kv_window - 1) / bs + 2 : INT32_MAX;
+    return sits_kv_window_max_blocks(s->kv_window, s->r->ep.block_size, s->p.max_num_batched_tokens);
 }
 
 /* Gives q's blocks that fell out of the window back: their table entries become -1 placeholders (no
