@@ -251,11 +251,11 @@ int main(int argc, char **argv)
         fused_arg_t f = { 0, n, dim, NULL, NULL, NULL, NULL, NULL };
         TRY(b->be->ops->alloc(b->be, m * 2, &f.x));
         TRY(b->be->ops->alloc(b->be, m * 4, &f.res));
-        TRY(b->be->ops->alloc(b->be, (size_t)dim * 2, &f.w));
+        TRY(b->be->ops->alloc(b->be, (size_t)dim * 4, &f.w));   /* norm weights are fp32 (weights.h) */
         TRY(b->be->ops->alloc(b->be, m * 2, &f.out));
         TRY(b->be->ops->memset0(b->be, f.x, m * 2));
         TRY(b->be->ops->memset0(b->be, f.res, m * 4));
-        TRY(b->be->ops->memset0(b->be, f.w, (size_t)dim * 2));
+        TRY(b->be->ops->memset0(b->be, f.w, (size_t)dim * 4));
         double us[N_FUSED_M];
         for (int kind = 0; kind < N_FUSED_M; kind++) {
             f.kind = kind;

@@ -335,7 +335,7 @@ static __device__ __forceinline__ float ar_block_max(float v)
 template <int NR, int V, bool RF>
 static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_peers_t P, sits_bf16_t *out, uint8_t *q,
                                                                        float *q_scale, void *residual, const sits_bf16_t *x,
-                                                                       const sits_bf16_t *w, int n, int dim, float eps)
+                                                                       const float *w, int n, int dim, float eps)
 {
     uint32_t call = ar_begin(P);
     size_t half = (size_t)(call & 1) * P.half_bytes, slot = P.os_slot_bytes;
@@ -401,7 +401,7 @@ static __global__ void __launch_bounds__(256) ar_add_rmsnorm_kernel(sits_k_ar_pe
             float r[V], wf[V];
             if (RF) ar_ld_f32<V>(static_cast<const float *>(residual), e, vr, r);
             else ar_ld_bf<V>(static_cast<const sits_bf16_t *>(residual), e, vr, r);
-            ar_ld_bf<V>(w, (size_t)g * V, vw, wf);
+            ar_ld_f32<V>(w, (size_t)g * V, vw, wf);   /* fp32 norm weights */
 #pragma unroll
             for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
             ar_st_bf<V>(out, e, vo, r);
@@ -467,7 +467,7 @@ extern "C" sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_
 }
 
 extern "C" sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, uint8_t *q, float *q_scale,
-                                               void *residual, int residual_f32, const sits_bf16_t *x, const sits_bf16_t *w,
+                                               void *residual, int residual_f32, const sits_bf16_t *x, const float *w,
                                                int n, int dim, float eps, cudaStream_t stream)
 {
     if (!ar_peers_ok(peers) || n <= 0 || dim <= 0 || (size_t)n * dim * 2 > peers->os_slot_bytes) return SITS_ERR_INVALID;

@@ -1,70 +1,11 @@
 /* rmsnorm.cu -- RMSNorm and the fused residual-add + RMSNorm between sublayers.
- * x, out, residual: [n, dim] bf16 (residual fp32 in the _f32res form); w: [dim] bf16. out = x / sqrt(mean(x^2) + eps) * w, with the
+ * x, out, residual: [n, dim] bf16 (residual fp32 in the _f32res form); w: [dim] fp32 (the model's norm
+ * weights are fp32 on the device: Gemma's 1 + w exact). out = x / sqrt(mean(x^2) + eps) * w, with the
  * sum of squares and the scaling in fp32. One block per row; each thread owns the same element
  * groups in both passes, so out may alias x (and the fused form rereads its own residual writes).
  * [fp8] The fp32-residual form can also quantise its output per row to E4M3 for the FP8 GEMM that
  * reads it (the activation quantisation inside the preceding fused kernel). */
 #include "kernels/common.cuh"
-
-template <int V>
-static __global__ void rmsnorm_kernel(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int dim, float eps)
-{
-    size_t row = blockIdx.x;
-    const sits_bf16_t *xr = x + row * dim;
-    sits_bf16_t *orow = out + row * dim;
-    int n_groups = dim / V;
-    float ss = 0.0f;
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        float f[V];
-        sits_k_load<V>(xr + (size_t)g * V, f);
-#pragma unroll
-        for (int k = 0; k < V; k++) ss += f[k] * f[k];
-    }
-    ss = sits_k_block_sum(ss);
-    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        float f[V], wf[V];
-        sits_k_load<V>(xr + (size_t)g * V, f);
-        sits_k_load<V>(w + (size_t)g * V, wf);
-#pragma unroll
-        for (int k = 0; k < V; k++) f[k] = wf[k] * (f[k] * inv);
-        sits_k_store<V>(orow + (size_t)g * V, f);
-    }
-}
-
-template <int V>
-static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const sits_bf16_t *w,
-                                          int dim, float eps)
-{
-    size_t row = blockIdx.x;
-    sits_bf16_t *rr = residual + row * dim;
-    const sits_bf16_t *xr = x + row * dim;
-    sits_bf16_t *orow = out + row * dim;
-    int n_groups = dim / V;
-    float ss = 0.0f;
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        float r[V], f[V];
-        sits_k_load<V>(rr + (size_t)g * V, r);
-        sits_k_load<V>(xr + (size_t)g * V, f);
-#pragma unroll
-        for (int k = 0; k < V; k++) {
-            /* Normalise the residual as stored (bf16), which is what the next sublayer adds to. */
-            r[k] = __bfloat162float(__float2bfloat16_rn(r[k] + f[k]));
-            ss += r[k] * r[k];
-        }
-        sits_k_store<V>(rr + (size_t)g * V, r);
-    }
-    ss = sits_k_block_sum(ss);
-    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
-        float r[V], wf[V];
-        sits_k_load<V>(rr + (size_t)g * V, r);
-        sits_k_load<V>(w + (size_t)g * V, wf);
-#pragma unroll
-        for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
-        sits_k_store<V>(orow + (size_t)g * V, r);
-    }
-}
 
 /* [perf: fp32 residual] V consecutive floats at p <-> f[V] (V = 8: two float4, 32-byte aligned). */
 template <int V> static __device__ __forceinline__ void ld_f32(const float *p, float (&f)[V])
@@ -90,13 +31,73 @@ template <int V> static __device__ __forceinline__ void st_f32(float *p, const f
     }
 }
 
+template <int V>
+static __global__ void rmsnorm_kernel(sits_bf16_t *out, const sits_bf16_t *x, const float *w, int dim, float eps)
+{
+    size_t row = blockIdx.x;
+    const sits_bf16_t *xr = x + row * dim;
+    sits_bf16_t *orow = out + row * dim;
+    int n_groups = dim / V;
+    float ss = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) ss += f[k] * f[k];
+    }
+    ss = sits_k_block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float f[V], wf[V];
+        sits_k_load<V>(xr + (size_t)g * V, f);
+        ld_f32<V>(w + (size_t)g * V, wf);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = wf[k] * (f[k] * inv);
+        sits_k_store<V>(orow + (size_t)g * V, f);
+    }
+}
+
+template <int V>
+static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const float *w,
+                                          int dim, float eps)
+{
+    size_t row = blockIdx.x;
+    sits_bf16_t *rr = residual + row * dim;
+    const sits_bf16_t *xr = x + row * dim;
+    sits_bf16_t *orow = out + row * dim;
+    int n_groups = dim / V;
+    float ss = 0.0f;
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float r[V], f[V];
+        sits_k_load<V>(rr + (size_t)g * V, r);
+        sits_k_load<V>(xr + (size_t)g * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            /* Normalise the residual as stored (bf16), which is what the next sublayer adds to. */
+            r[k] = __bfloat162float(__float2bfloat16_rn(r[k] + f[k]));
+            ss += r[k] * r[k];
+        }
+        sits_k_store<V>(rr + (size_t)g * V, r);
+    }
+    ss = sits_k_block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
+        float r[V], wf[V];
+        sits_k_load<V>(rr + (size_t)g * V, r);
+        ld_f32<V>(w + (size_t)g * V, wf);
+#pragma unroll
+        for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
+        sits_k_store<V>(orow + (size_t)g * V, r);
+    }
+}
+
 /* [perf: fp32 residual] residual (fp32) += x (bf16), never rounded; out = rmsnorm(residual) * w.
  * Same thread <-> element mapping in both passes (a thread rereads only its own residual writes).
  * [fp8] Q: also q [n, dim] E4M3 + q_scale [n] of out as stored (common.cuh), from a third pass over
  * the thread's own out writes -- the bytes sits_k_quant_fp8_rows makes from out. */
 template <int V, bool Q>
 static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
-                                                 const sits_bf16_t *x, const sits_bf16_t *w, int dim, float eps)
+                                                 const sits_bf16_t *x, const float *w, int dim, float eps)
 {
     size_t row = blockIdx.x;
     float *rr = residual + row * dim;
@@ -121,7 +122,7 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
         float r[V], wf[V];
         ld_f32<V>(rr + (size_t)g * V, r);
-        sits_k_load<V>(w + (size_t)g * V, wf);
+        ld_f32<V>(w + (size_t)g * V, wf);
 #pragma unroll
         for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
         sits_k_store<V>(orow + (size_t)g * V, r);
@@ -138,7 +139,7 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
     }
 }
 
-extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim,
+extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const float *w, int n, int dim,
                                         float eps, cudaStream_t stream)
 {
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
@@ -151,7 +152,7 @@ extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, 
 }
 
 extern "C" sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x,
-                                            const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream)
+                                            const float *w, int n, int dim, float eps, cudaStream_t stream)
 {
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
@@ -163,7 +164,7 @@ extern "C" sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *resid
 }
 
 extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
-                                                   const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
+                                                   const sits_bf16_t *x, const float *w, int n, int dim, float eps,
                                                    cudaStream_t stream)
 {
     if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL)) return SITS_ERR_INVALID;

@@ -30,12 +30,14 @@ typedef uint16_t sits_bf16_t; /* bf16 bit pattern */
 sits_status_t sits_k_embed(sits_bf16_t *out, const sits_bf16_t *table, const int32_t *tokens, int n, int dim,
                            int v_start, int v_count, cudaStream_t stream);
 
-/* out, x: [n, dim]; w: [dim]. out = x / sqrt(mean(x^2) + eps) * w. out may alias x. */
-sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const sits_bf16_t *w, int n, int dim, float eps,
+/* Every RMSNorm kernel's w is FP32 (the model's norm weights are fp32 on the device: Gemma's 1 + w
+ * exact, as HF computes it). */
+/* out, x: [n, dim] bf16; w: [dim] fp32. out = x / sqrt(mean(x^2) + eps) * w. out may alias x. */
+sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const float *w, int n, int dim, float eps,
                              cudaStream_t stream);
 
-/* out, residual, x: [n, dim]; w: [dim]. residual += x (rounded to bf16); out = rmsnorm(residual) * w. */
-sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const sits_bf16_t *w,
+/* out, residual, x: [n, dim] bf16; w: [dim] fp32. residual += x (rounded to bf16); out = rmsnorm(residual) * w. */
+sits_status_t sits_k_add_rmsnorm(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const float *w,
                                  int n, int dim, float eps, cudaStream_t stream);
 
 /* In place on x[n, row_stride]: heads 0..n_rot_heads-1 (head_dim wide, from column 0) rotated at
@@ -126,10 +128,10 @@ sits_status_t sits_k_gather_rows(sits_bf16_t *out, const sits_bf16_t *x, const i
 
 /* ---- [perf] fp32 residual stream, device sampling ---------------------------------------------- */
 
-/* out, x: [n, dim] bf16; residual: [n, dim] fp32; w: [dim] bf16. residual += x (fp32, not rounded);
+/* out, x: [n, dim] bf16; residual: [n, dim] fp32; w: [dim] fp32. residual += x (fp32, not rounded);
  * out = rmsnorm(residual) * w (bf16). [fp8] q / q_scale as sits_k_silu_mul's. */
 sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual, const sits_bf16_t *x,
-                                        const sits_bf16_t *w, int n, int dim, float eps, cudaStream_t stream);
+                                        const float *w, int n, int dim, float eps, cudaStream_t stream);
 
 /* Mirrors of backend.h's sampling types (kernels/ includes nothing from src/backend; cuda.c checks
  * that the layouts agree). Modes: 0 greedy, 1 Gumbel-max, 2 top-c, 3 top-c + log-sum-exp. */
@@ -210,13 +212,13 @@ sits_status_t sits_k_ar_oneshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out
 sits_status_t sits_k_ar_twoshot(const sits_k_ar_peers_t *peers, sits_bf16_t *out, const sits_bf16_t *in, size_t n,
                                 cudaStream_t stream);
 /* Fused one-shot all-reduce + residual add + RMSNorm. x [n, dim] bf16: this rank's partial sums (read
- * only); residual [n, dim] fp32 (residual_f32) or bf16; w [dim]. s = bf16(sum over ranks of x);
+ * only); residual [n, dim] fp32 (residual_f32) or bf16; w [dim] fp32. s = bf16(sum over ranks of x);
  * residual += s (fp32: not rounded; bf16: rounded); out [n, dim] = rmsnorm(residual) * w -- the
  * arithmetic of sits_k_add_rmsnorm_f32res / sits_k_add_rmsnorm after an all-reduce (bitwise when
  * the pointers are 16-byte aligned and dim % 8 == 0). out may alias x. n * dim * 2 <= os_slot_bytes.
  * [fp8] q / q_scale as sits_k_silu_mul's. */
 sits_status_t sits_k_ar_add_rmsnorm(const sits_k_ar_peers_t *peers, sits_bf16_t *out, uint8_t *q, float *q_scale,
-                                    void *residual, int residual_f32, const sits_bf16_t *x, const sits_bf16_t *w, int n,
+                                    void *residual, int residual_f32, const sits_bf16_t *x, const float *w, int n,
                                     int dim, float eps, cudaStream_t stream);
 
 /* ---- [kv] paged KV blocks <-> a flat buffer (kernels/kv_copy.cu) -----------------------------------
@@ -235,9 +237,9 @@ sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const f
                                    const sits_bf16_t *bias, int n, int m, cudaStream_t stream);
 
 /* [families] x [n, row_stride], in place: each of n_heads heads (head_dim wide, from column col0) of every
- * row = rmsnorm(head) * w, w [head_dim] (per-head q / k norms). */
+ * row = rmsnorm(head) * w, w [head_dim] fp32 (per-head q / k norms). */
 sits_status_t sits_k_rmsnorm_heads(sits_bf16_t *x, int n, int row_stride, int col0, int n_heads, int head_dim,
-                                   const sits_bf16_t *w, float eps, cudaStream_t stream);
+                                   const float *w, float eps, cudaStream_t stream);
 /* [families] sits_k_rope with token t rotated by inv_long when sel[t] != 0, else inv_short (longrope). */
 sits_status_t sits_k_rope_sel(sits_bf16_t *x, int n, int row_stride, int n_rot_heads, int head_dim, const int32_t *pos,
                               const float *inv_short, const float *inv_long, const int32_t *sel, cudaStream_t stream);

@@ -244,7 +244,8 @@ typedef struct sits_backend_ops {
     /* out[n, dim] = table[tok - v_start] for v_start <= tok < v_start + v_count, else 0 (vocab-parallel). */
     sits_status_t (*embed)(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
                            int v_start, int v_count);
-    /* out[n, dim] = x / rms(x) * w */
+    /* out[n, dim] = x / rms(x) * w. Every norm op's w is FP32 on every backend (weights.h: norm weights
+     * are fp32 whatever weight_dtype is -- Gemma's 1 + w exact as HF computes it). */
     sits_status_t (*rmsnorm)(sits_backend_t *be, void *out, const void *x, const void *w, int n, int dim, float eps);
     /* residual[n, dim] += x; out = rmsnorm(residual) * w (the fused form used between sublayers). */
     sits_status_t (*add_rmsnorm)(sits_backend_t *be, void *out, void *residual, const void *x, const void *w, int n, int dim,
@@ -368,7 +369,7 @@ typedef struct sits_backend_ops {
     /* ---- [families] model-family ops (cpu + cuda; the engine refuses a model that needs one a
      * backend lacks) ---- */
     /* In place on x [n, row_stride]: each of the n_heads heads (head_dim wide, from column col0) of
-     * every row becomes rmsnorm(head) * w, w [head_dim] (Qwen3's q_norm / k_norm; fp32 sum). */
+     * every row becomes rmsnorm(head) * w, w [head_dim] FP32 (Qwen3's q_norm / k_norm; fp32 sum). */
     sits_status_t (*rmsnorm_heads)(sits_backend_t *be, void *x, int n, int row_stride, int col0, int n_heads, int head_dim,
                                    const void *w, float eps);
     /* x [n_elems] (act_dtype) *= s, one rounding (Gemma's embedding scale). */

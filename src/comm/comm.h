@@ -78,11 +78,11 @@ int sits_comm_custom_ar_enabled(const sits_comm_t *c);
 /* Fused all-reduce + residual add + RMSNorm on device buffers of c's backend, enqueued on its stream:
  * s = allreduce_sum(x) (bf16); residual += s (fp32 when residual_f32, never rounded; else bf16);
  * out = rmsnorm(residual) * w. x [n, dim] bf16 (clobbered: it may hold s afterwards), residual
- * [n, dim], w [dim], out [n, dim] bf16. Equals allreduce_sum + the backend's add_rmsnorm(_f32res):
- * one kernel when n * dim * 2 <= the one-shot limit, else those two. SITS_ERR_UNSUPPORTED when c
- * is not a custom_ar communicator (the caller then does the two steps itself). [fp8] xq / xs (both
- * or neither): also out's rows quantised to E4M3 (xq [n, dim], 8-byte aligned) with their scales
- * (xs [n] fp32), as the backend's add_rmsnorm_f32res_fp8 does. */
+ * [n, dim], w [dim] fp32 (a norm weight, weights.h), out [n, dim] bf16. Equals allreduce_sum + the
+ * backend's add_rmsnorm(_f32res): one kernel when n * dim * 2 <= the one-shot limit, else those two.
+ * SITS_ERR_UNSUPPORTED when c is not a custom_ar communicator (the caller then does the two steps
+ * itself). [fp8] xq / xs (both or neither): also out's rows quantised to E4M3 (xq [n, dim], 8-byte
+ * aligned) with their scales (xs [n] fp32), as the backend's add_rmsnorm_f32res_fp8 does. */
 sits_status_t sits_comm_custom_ar_add_rmsnorm(sits_comm_t *c, void *out, void *xq, float *xs, void *residual, int residual_f32,
                                               void *x, const void *w, int n, int dim, float eps);
 #endif

@@ -40,6 +40,22 @@ int sits_kv_blocks_refs(const sits_kv_blocks_t *kb, int32_t id);
  * SITS_ERR_BUSY when no block can be had (nothing changed). */
 sits_status_t sits_kv_blocks_cow(sits_kv_blocks_t *kb, int32_t id, int32_t *id_p);
 
+/* [sliding window] Leading blocks of a sequence that no layer reads any more when every layer reads at
+ * most window positions back (window 0: unlimited, none): the next position computed, n_computed,
+ * reads max(0, n_computed - window + 1) on, and later positions read no earlier. The caller gives
+ * them back and keeps -1 placeholders in their block-table entries. */
+static inline int sits_kv_window_dead_blocks(int window, int block_size, int n_computed)
+{
+    int lo = n_computed - window + 1;
+    return window > 0 && lo > 0 ? lo / block_size : 0;
+}
+/* [sliding window] Blocks one sequence holds at most at once when a step computes up to step_tokens of
+ * its positions and reads the window - 1 before the first of them (window 0: no bound, INT32_MAX). */
+static inline int sits_kv_window_max_blocks(int window, int block_size, int step_tokens)
+{
+    return window > 0 ? (step_tokens + window - 1) / block_size + 2 : INT32_MAX;
+}
+
 /* ---- prefix cache ---- */
 /* Hash of a full block: parent (0 for the first block) and its block_size token ids. */
 uint64_t sits_kv_block_hash(uint64_t parent, const int32_t *tokens, int n);

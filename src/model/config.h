@@ -109,6 +109,18 @@ static inline int sits_model_layer_window(const sits_model_config_t *cfg, int l)
     return l >= 0 && l < SITS_MAX_LAYER_TYPES && cfg->layer_sliding[l] ? cfg->sliding_window : 0;
 }
 
+/* [sliding window] The window that bounds what EVERY layer reads: sliding_window when all n_layers
+ * layers are sliding-window layers (Mistral-style configs, or layer_types all "sliding_attention"),
+ * else 0 (some layer reads the whole context). Positions older than pos - window + 1 are then read by
+ * no layer and their KV blocks can go back to the pool (sched.c). */
+static inline int sits_model_kv_window(const sits_model_config_t *cfg)
+{
+    if (cfg->sliding_window <= 0 || cfg->n_layers < 1) return 0;
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (sits_model_layer_window(cfg, l) <= 0) return 0;
+    return cfg->sliding_window;
+}
+
 /* [moe] (moe_config.c) The Mixture-of-Experts keys of a parsed config.json root (a json_t *) into
  * cfg->moe, for the model_types that have them; refusals name the file and the key. */
 sits_status_t sits_model_moe_config_parse(const void *json_root, const char *what, sits_model_config_t *cfg);

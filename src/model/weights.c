@@ -222,7 +222,7 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     const sits_st_tensor_t *t = NULL;
     if (L->st) {
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype != SITS_DT_F8_E4M3 && !(L->cfg->norm_plus_one && is_norm_kind(kind)))
+        if (t->dtype != SITS_DT_F8_E4M3)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
     int64_t w = c1 - c0;
@@ -231,8 +231,6 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
         SITS_CHECK(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging));
-        if (L->cfg->norm_plus_one && is_norm_kind(kind))   /* [families] Gemma: x * (1 + w), 1 + w in fp32 as HF */
-            for (int64_t i = 0; i < n * w; i++) L->staging[i] = 1.0f + L->staging[i];
         SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
     }
     return SITS_OK;
@@ -292,6 +290,27 @@ static sits_status_t alloc_w(loader_t *L, size_t elems, void **p)
         return SITS_OK;
     }
     return L->be->ops->alloc(L->be, elems * L->elem_size, p);
+}
+
+/* An RMSNorm weight [n] of (kind, layer) into a fresh buffer *p: FP32 on every backend, whatever its
+ * weight dtype (the norm ops read fp32 weights, backend.h), so that Gemma's 1 + w (norm_plus_one) is
+ * the fp32 value HF computes, 1.0 + w.float(), and not that value rounded to bf16 (on the H200 that
+ * rounding alone put Gemma 2 / 3's logits 0.07 / 0.12 from HF's fp32 ones). */
+static sits_status_t load_norm(loader_t *L, sits_wkind_t kind, int layer, int64_t n, void **p)
+{
+    L->bytes += (size_t)n * sizeof(float);
+    if (L->count_only) {   /* load progress (issue 12): dry pass */
+        *p = NULL;
+        return SITS_OK;
+    }
+    const sits_st_tensor_t *t = NULL;
+    if (L->st && !(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
+    if ((size_t)n > L->staging_elems) return SITS_ERR_INTERNAL;
+    SITS_CHECK(L->be->ops->alloc(L->be, (size_t)n * sizeof(float), p));
+    SITS_CHECK(rows_f32(L, t, kind, layer, 0, 1, 0, n, L->staging));
+    if (L->cfg->norm_plus_one)   /* [families] Gemma: x * (1 + w), 1 + w in fp32 as HF */
+        for (int64_t i = 0; i < n; i++) L->staging[i] = 1.0f + L->staging[i];
+    return L->be->ops->upload(L->be, *p, L->staging, (size_t)n * sizeof(float));
 }
 
 static sits_status_t alloc_bytes(loader_t *L, size_t bytes, void **p)
@@ -375,8 +394,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     int64_t H = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
     int64_t q_rows = (int64_t)d->nh_loc * hd, kv_rows = (int64_t)d->nkv_loc * hd;
     int64_t q0 = (int64_t)d->q_head0 * hd, kv0 = (int64_t)d->kv_head0 * hd, i0 = (int64_t)tp_rank * d->i_loc;
-    SITS_CHECK(alloc_w(L, H, &lw->attn_norm));
-    SITS_CHECK(load_slice(L, lw->attn_norm, 0, SITS_W_ATTN_NORM, l, 0, 1, 0, H));
+    SITS_CHECK(load_norm(L, SITS_W_ATTN_NORM, l, H, &lw->attn_norm));
     {
         /* [families] fused_qkv: the same rows from one [(nh + 2 nkv) hd, H] tensor (k after all q heads, v after k) */
         int64_t ko = c->fused_qkv ? (int64_t)c->n_heads * hd : 0, vo = c->fused_qkv ? ko + (int64_t)c->n_kv_heads * hd : 0;
@@ -397,10 +415,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, vb, 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows));
     }
     if (c->qk_norm) {   /* [families] */
-        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->q_norm));
-        SITS_CHECK(load_slice(L, lw->q_norm, 0, SITS_W_Q_NORM, l, 0, 1, 0, hd));
-        SITS_CHECK(alloc_w(L, (size_t)hd, &lw->k_norm));
-        SITS_CHECK(load_slice(L, lw->k_norm, 0, SITS_W_K_NORM, l, 0, 1, 0, hd));
+        SITS_CHECK(load_norm(L, SITS_W_Q_NORM, l, hd, &lw->q_norm));
+        SITS_CHECK(load_norm(L, SITS_W_K_NORM, l, hd, &lw->k_norm));
     }
     {
         const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
@@ -410,13 +426,10 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(alloc_w(L, H, &lw->o_bias));
         SITS_CHECK(load_slice(L, lw->o_bias, 0, SITS_W_O_BIAS, l, 0, 1, 0, H));
     }
-    SITS_CHECK(alloc_w(L, H, &lw->ffn_norm));
-    SITS_CHECK(load_slice(L, lw->ffn_norm, 0, c->sandwich_norms ? SITS_W_PRE_FFN_NORM : SITS_W_FFN_NORM, l, 0, 1, 0, H));
+    SITS_CHECK(load_norm(L, c->sandwich_norms ? SITS_W_PRE_FFN_NORM : SITS_W_FFN_NORM, l, H, &lw->ffn_norm));
     if (c->sandwich_norms) {   /* [families] Gemma */
-        SITS_CHECK(alloc_w(L, H, &lw->post_attn_norm));
-        SITS_CHECK(load_slice(L, lw->post_attn_norm, 0, SITS_W_POST_ATTN_NORM, l, 0, 1, 0, H));
-        SITS_CHECK(alloc_w(L, H, &lw->post_ffn_norm));
-        SITS_CHECK(load_slice(L, lw->post_ffn_norm, 0, SITS_W_POST_FFN_NORM, l, 0, 1, 0, H));
+        SITS_CHECK(load_norm(L, SITS_W_POST_ATTN_NORM, l, H, &lw->post_attn_norm));
+        SITS_CHECK(load_norm(L, SITS_W_POST_FFN_NORM, l, H, &lw->post_ffn_norm));
     }
     if (c->moe.n_experts) return moe_load_layer(L, d, tp_rank, l, lw);   /* [moe] experts instead of the dense MLP */
     {
@@ -555,8 +568,7 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
         report(L);
     }
     if (d->last_stage) {
-        SITS_CHECK(alloc_w(L, H, &w->final_norm));
-        SITS_CHECK(load_slice(L, w->final_norm, 0, SITS_W_FINAL_NORM, 0, 0, 1, 0, H));
+        SITS_CHECK(load_norm(L, SITS_W_FINAL_NORM, 0, H, &w->final_norm));
         /* [fp8] an fp8 lm_head tied to the embedding is a quantised copy of it */
         int f = d->v_count > 0 && want_fp8(L, 0, SITS_LIN_PER_LAYER, H, d->v_count);
         if (cfg->tie_word_embeddings && !f) {

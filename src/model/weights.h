@@ -60,7 +60,8 @@ typedef struct {
     /* [families] per-head RMSNorm weights [hd] of q and k (qk_norm), replicated on every rank; else NULL */
     void *q_norm, *k_norm;
     /* [families] sandwich_norms (Gemma): norms [H] of the attention and MLP outputs (ffn_norm is then the
-     * pre-MLP norm); norm_plus_one configs hold every norm weight as 1 + w */
+     * pre-MLP norm); norm_plus_one configs hold every norm weight as 1 + w (computed in fp32). Every
+     * norm weight (attn_norm, ffn_norm, q_norm, k_norm, these, final_norm) is FP32 on every backend. */
     void *post_attn_norm, *post_ffn_norm;
     /* [moe] (cfg.moe.n_experts > 0; gu / down are then NULL) router [E, H] (every rank); host arrays
      * [n_exp_loc] of this rank's experts (expert exp0 + j): exp_gu[j] [2 * ie_loc, H] (gate rows, then

@@ -102,7 +102,10 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
         sits_mem_plan_add(&plan, name, be->device >= 0 ? move_bytes : 2 * move_bytes, 0);
     }
     size_t reserve = gpu ? MEM_PLAN_RESERVE_BYTES : 0;
-    double one_seq = (double)ep->max_blocks_per_seq * (double)per_block, need = one_seq * ep->max_seqs;
+    /* [sliding window] a sequence of an all-sliding model holds at most the window and a step's tokens */
+    int seq_blocks = sits_kv_window_max_blocks(sits_model_kv_window(&r->cfg), ep->block_size, ep->max_tokens);
+    if (seq_blocks > ep->max_blocks_per_seq) seq_blocks = ep->max_blocks_per_seq;
+    double one_seq = (double)seq_blocks * (double)per_block, need = one_seq * ep->max_seqs;
     double budget, in_use, kv;
     const char *where = gpu ? "gpu" : "host";
     if (gpu) {
@@ -283,6 +286,17 @@ static void append_outputs(const sits_plan_t *pl, const int32_t *tokens, int32_t
     }
 }
 
+/* [sliding window] Gives back the blocks of a sequence (table bt, *ndead of them given back already)
+ * that no layer reads once n_computed positions are in the cache; -1 placeholders stay in bt. */
+static void window_trim(sits_runner_t *r, int window, int n_computed, int32_t *bt, int *ndead)
+{
+    int dead = sits_kv_window_dead_blocks(window, r->ep.block_size, n_computed);
+    if (dead <= *ndead) return;
+    sits_kv_blocks_release(r->blocks, dead - *ndead, bt + *ndead);
+    for (int b = *ndead; b < dead; b++) bt[b] = -1;
+    *ndead = dead;
+}
+
 sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *prompts, const int *prompt_len, int max_new,
                             const sits_sample_params_t *params, int ignore_eos, int32_t **out, int *out_len,
                             sits_logits_cb_t cb, void *cb_ctx, sits_gen_stats_t *stats_p)
@@ -319,9 +333,10 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)cap * 3), *pos = tok ? tok + cap : NULL, *seq = pos ? pos + cap : NULL;
     int32_t *bt = calloc((size_t)n * mb, sizeof(int32_t));
     int32_t *out_rows = malloc(sizeof(int32_t) * (size_t)n);
-    int *live = calloc((size_t)n, sizeof(int)), *nblk = calloc((size_t)n, sizeof(int));
+    int *live = calloc((size_t)n, sizeof(int)), *nblk = calloc((size_t)n, sizeof(int)), *ndead = calloc((size_t)n, sizeof(int));
+    int window = sits_model_kv_window(&r->cfg);   /* [sliding window] blocks out of every layer's window go back */
     sits_sample_params_t *sp = malloc(sizeof *sp * (size_t)ep->max_seqs);
-    if (!tok || !bt || !out_rows || !live || !nblk || !sp) { st = SITS_ERR_NOMEM; goto out; }
+    if (!tok || !bt || !out_rows || !live || !nblk || !ndead || !sp) { st = SITS_ERR_NOMEM; goto out; }
     SITS_CHECK_GOTO(sits_worker_init(&wk, ep->max_seqs), st, out);
     double t0 = now_s(), t1 = t0;
     int steps = 0;
@@ -345,6 +360,7 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
             int take = prompt_len[seq_i] - seq_off;
             if (take > ep->max_tokens - nt) take = ep->max_tokens - nt;
             int need = (seq_off + take + bs - 1) / bs;
+            window_trim(r, window, seq_off, bt + (size_t)seq_i * mb, &ndead[seq_i]);
             if (need > nblk[seq_i]) {
                 st = sits_kv_blocks_alloc(r->blocks, need - nblk[seq_i], bt + (size_t)seq_i * mb + nblk[seq_i]);
                 if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during prefill"); goto stop; }
@@ -381,6 +397,7 @@ sits_status_t sits_generate(sits_runner_t *r, int n, const int32_t *const *promp
         for (int i = 0; i < n; i++) {
             if (!live[i]) continue;
             int p = prompt_len[i] + out_len[i] - 1;  /* position of the token fed back */
+            window_trim(r, window, p, bt + (size_t)i * mb, &ndead[i]);
             if (p / bs >= nblk[i]) {
                 st = sits_kv_blocks_alloc(r->blocks, 1, bt + (size_t)i * mb + nblk[i]);
                 if (st != SITS_OK) { SITS_ERROR(SITS_SUB_KV, "out of KV blocks during decode"); goto stop; }
@@ -420,13 +437,16 @@ stop:
         stats_p->decode_steps = steps;
     }
 out:
-    if (bt && nblk) for (int i = 0; i < n; i++) if (nblk[i]) sits_kv_blocks_release(r->blocks, nblk[i], bt + (size_t)i * mb);
+    if (bt && nblk && ndead)
+        for (int i = 0; i < n; i++)
+            if (nblk[i] > ndead[i]) sits_kv_blocks_release(r->blocks, nblk[i] - ndead[i], bt + (size_t)i * mb + ndead[i]);
     sits_worker_fini(&wk);
     free(tok);
     free(bt);
     free(out_rows);
     free(live);
     free(nblk);
+    free(ndead);
     free(sp);
     return st;
 }

@@ -62,6 +62,7 @@ struct sits_req {
     double first_token_s, last_token_s;  /* when its first / last token was produced (its TPOT) */
     int32_t *bt;                 /* block table [max_blocks_per_seq] */
     int n_blocks;
+    int n_dead;                  /* [sliding window] leading entries of bt given back (-1: no layer reads them) */
     uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
     int n_hashed;                /* leading blocks registered (or found) in the prefix cache */
     int take;                    /* tokens in the current step */
@@ -124,6 +125,7 @@ struct sits_sched {
     int32_t next_slot;
     int n_swapped;
     uint64_t sched_no;                            /* schedule() calls */
+    int kv_window;                                /* [sliding window] every layer's window (0: some layer reads all) */
     sits_status_t fatal;                          /* a swap plan could not go out: the run loop stops */
     /* [kv move] this replica as a move's source or destination (sits_sched_set_replica) */
     int kv_role, rep_tp, rep_pp;
@@ -192,6 +194,43 @@ static void req_unref(sits_req_t *q)
     if (leader) req_unref(leader);
 }
 
+/* ---- [sliding window] blocks out of every layer's window (scheduler.h "Sliding window") ---- */
+
+/* Leading blocks no layer reads once n_computed positions are in the cache (blocks.h); n_computed
+ * only grows while a sequence holds blocks (a speculative rollback never goes below the n_computed
+ * before its step). */
+static int swa_dead(const sits_sched_t *s, int n_computed)
+{
+    return sits_kv_window_dead_blocks(s->kv_window, s->r->ep.block_size, n_computed);
+}
+
+/* Blocks one sequence holds at most at once: a step computes up to max_num_batched_tokens positions
+ * (its chunk, or its token and drafts) and reads the window - 1 before the first of them. */
+static int swa_max_live(const sits_sched_t *s)
+{
+    return sits_kv_window_max_blocks(s->kv_window, s->r->ep.block_size, s->p.max_num_batched_tokens);
+}
+
+/* Gives q's blocks that fell out of the window back: their table entries become -1 placeholders (no
+ * kernel reads them; copies, swaps, moves and releases skip them). Registered blocks stay in the
+ * prefix cache, evictable (their contents are still the KV of that prefix). */
+static void swa_trim(sits_sched_t *s, sits_req_t *q)
+{
+    int dead = swa_dead(s, q->n_computed);
+    if (dead > q->n_blocks) dead = q->n_blocks;
+    if (dead <= q->n_dead) return;
+    int n = dead - q->n_dead;
+    sits_kv_blocks_release(s->r->blocks, n, q->bt + q->n_dead);
+    for (int b = q->n_dead; b < dead; b++) q->bt[b] = -1;
+    q->n_dead = dead;
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_swa_freed_blocks += (uint64_t)n;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Blocks q holds (past its placeholders). */
+static int live_blocks(const sits_req_t *q) { return q->n_blocks - q->n_dead; }
+
 static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_req_t **req_p, char *err, size_t err_len)
 {
     sits_sched_t *s = sched;
@@ -207,8 +246,9 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
                  r->max_model_len, p->n_prompt + p->max_tokens, p->n_prompt, p->max_tokens);
         return SITS_ERR_INVALID;
     }
-    int bs = r->ep.block_size;
-    if ((p->n_prompt + p->max_tokens + bs - 1) / bs > sits_kv_blocks_total(r->blocks)) {
+    int bs = r->ep.block_size, need = (p->n_prompt + p->max_tokens + bs - 1) / bs;
+    if (need > swa_max_live(s)) need = swa_max_live(s);   /* [sliding window] what it holds at once */
+    if (need > sits_kv_blocks_total(r->blocks)) {
         snprintf(err, err_len, "the request needs more KV cache (%d tokens) than the server holds (%d tokens)",
                  p->n_prompt + p->max_tokens, sits_kv_blocks_total(r->blocks) * bs);
         return SITS_ERR_INVALID;
@@ -427,6 +467,10 @@ sits_status_t sits_sched_create(const sits_sched_params_t *p, sits_runner_t *r, 
     s->stats.kv_blocks_total = sits_kv_blocks_total(r->blocks);
     s->stats.kv_blocks_free = sits_kv_blocks_free_count(r->blocks);
     s->stats.max_model_len = r->max_model_len;
+    s->kv_window = sits_model_kv_window(&r->cfg);
+    if (s->kv_window > 0)
+        SITS_INFO(SITS_SUB_SCHED, "sliding window %d on every layer: KV blocks older than the window go back to the pool "
+                  "(a sequence holds at most %d blocks)", s->kv_window, swa_max_live(s));
     s->stats.spec_drafter = sits_spec_method_name(p->spec.method);
     if (p->spec.method == SITS_SPEC_DRAFT) {
         int n = p->max_num_seqs;
@@ -519,8 +563,9 @@ static void free_blocks(sits_sched_t *s, sits_req_t *q)
                 i--;
                 break;
             }
-    if (q->n_blocks) sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
+    if (live_blocks(q) > 0) sits_kv_blocks_release(s->r->blocks, live_blocks(q), q->bt + q->n_dead);
     q->n_blocks = 0;
+    q->n_dead = 0;
     if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] */
     q->n_computed = 0;
     q->n_hashed = 0;
@@ -673,6 +718,7 @@ static int cow_last(sits_sched_t *s, sits_req_t *q)
 static int ensure_blocks(sits_sched_t *s, sits_req_t *q, int tokens)
 {
     int bs = s->r->ep.block_size, need = (tokens + bs - 1) / bs - q->n_blocks;
+    swa_trim(s, q);   /* [sliding window] first: the blocks it gives back may serve this allocation */
     if (tokens > q->n_computed && !cow_last(s, q)) return 0;
     if (need <= 0) return 1;
     if (sits_kv_blocks_alloc(s->r->blocks, need, q->bt + q->n_blocks) != SITS_OK) return 0;
@@ -747,11 +793,12 @@ static int kv_over(const sits_sched_t *s, int extra)
  * are released, it keeps n_computed), 0 when it must be preempted by recompute instead. */
 static int swap_out(sits_sched_t *s, sits_req_t *q)
 {
-    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs;
+    /* [sliding window] the slot holds the blocks past the placeholders (n_dead stays: swap_in puts them back there) */
+    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs - q->n_dead;
     if (!s->p.kv_offload || s->fatal != SITS_OK || nb < 1) return 0;
     int32_t slot = s->next_slot;
     s->next_slot = s->next_slot == INT32_MAX ? 0 : s->next_slot + 1;
-    swap_order(s, 0, SITS_KV_SWAP_OUT, slot, nb, q->bt);
+    swap_order(s, 0, SITS_KV_SWAP_OUT, slot, nb, q->bt + q->n_dead);
     if (swap_send(s, 1) != SITS_OK) return 0;
     const sits_kv_swap_result_t *res = &s->sw_res[0];
     if (res->failed > 0) {
@@ -762,7 +809,7 @@ static int swap_out(sits_sched_t *s, sits_req_t *q)
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    sits_kv_blocks_release(s->r->blocks, q->n_blocks, q->bt);
+    sits_kv_blocks_release(s->r->blocks, live_blocks(q), q->bt + q->n_dead);
     q->n_blocks = 0;
     q->n_hashed = 0;   /* restored blocks are fresh: prefix_register hashes them again */
     if (s->drafter) sits_spec_dseq_reset(s->drafter, &q->dseq);   /* [speculative] recomputed by the drafter */
@@ -784,14 +831,14 @@ static int swap_out(sits_sched_t *s, sits_req_t *q)
  * now; -1: the restore failed somewhere, q starts over (recompute). */
 static int swap_in(sits_sched_t *s, sits_req_t *q)
 {
-    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs;
-    if (sits_kv_blocks_alloc(s->r->blocks, nb, q->bt) != SITS_OK) return 0;
-    q->n_blocks = nb;
+    int bs = s->r->ep.block_size, nb = (q->n_computed + bs - 1) / bs - q->n_dead;   /* [sliding window] see swap_out */
+    if (sits_kv_blocks_alloc(s->r->blocks, nb, q->bt + q->n_dead) != SITS_OK) return 0;
+    q->n_blocks = q->n_dead + nb;
     q->swapped = 0;
     s->n_swapped--;
     int prefetched = q->prefetched;
     q->prefetched = 0;
-    swap_order(s, 0, SITS_KV_SWAP_IN, q->slot, nb, q->bt);
+    swap_order(s, 0, SITS_KV_SWAP_IN, q->slot, nb, q->bt + q->n_dead);
     sits_status_t st = swap_send(s, 1);
     const sits_kv_swap_result_t *res = &s->sw_res[0];
     if (st != SITS_OK || res->failed > 0) {
@@ -907,7 +954,7 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
     int bs = s->r->ep.block_size, full = q->n_computed / bs;
     for (int b = q->n_hashed; b < full; b++) {
         uint64_t h = sits_kv_block_hash(b ? q->hashes[b - 1] : 0, q->tokens + (size_t)b * bs, bs);
-        sits_kv_blocks_register(s->r->blocks, q->bt[b], h);
+        if (b >= q->n_dead) sits_kv_blocks_register(s->r->blocks, q->bt[b], h);   /* [sliding window] not a placeholder */
         q->hashes[b] = h;
     }
     if (full > q->n_hashed) q->n_hashed = full;
@@ -937,10 +984,12 @@ static int share_leader(sits_sched_t *s, sits_req_t *q)
     const sits_req_t *l = q->leader;
     int bs = s->r->ep.block_size, k = q->n_prompt - 1, nb = (k + bs - 1) / bs;
     if (!l || l->owner != s || l->state != REQ_RUNNING || l->swapped || l->n_computed < l->n_prompt || q->swapped ||
-        q->n_computed > 0 || q->n_blocks > 0 || q->prompt_logprobs || k < 1 || l->n_blocks < nb)
+        q->n_computed > 0 || q->n_blocks > 0 || q->prompt_logprobs || k < 1 || l->n_blocks < nb ||
+        l->n_dead > swa_dead(s, k))   /* [sliding window] the leader gave back blocks q's last token reads */
         return 0;
     memcpy(q->bt, l->bt, sizeof(int32_t) * (size_t)nb);
-    sits_kv_blocks_share(s->r->blocks, nb, q->bt);
+    q->n_dead = l->n_dead;
+    sits_kv_blocks_share(s->r->blocks, nb - q->n_dead, q->bt + q->n_dead);
     q->n_blocks = nb;
     q->n_computed = k;
     q->n_hashed = l->n_hashed < k / bs ? l->n_hashed : k / bs;
@@ -960,7 +1009,8 @@ static void fork_followers(sits_sched_t *s, sits_req_t *l, int *rows)
             continue;
         if (s->n_running >= s->allowed_seqs || *rows >= s->p.max_num_seqs) return;
         memcpy(f->bt, l->bt, sizeof(int32_t) * (size_t)l->n_blocks);
-        sits_kv_blocks_share(s->r->blocks, l->n_blocks, f->bt);
+        f->n_dead = l->n_dead;   /* [sliding window] its placeholders too (l's prompt ends where f starts) */
+        sits_kv_blocks_share(s->r->blocks, live_blocks(l), f->bt + f->n_dead);
         f->n_blocks = l->n_blocks;
         memmove(s->waiting + i, s->waiting + i + 1, sizeof *s->waiting * (size_t)(s->n_waiting - i - 1));
         s->n_waiting--;
@@ -1154,7 +1204,9 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
         int take = total - q->n_computed < budget ? total - q->n_computed : budget;
         if (s->p.kv_offload) {
             /* [kv offload] admission keeps use at or below the threshold while anything runs */
-            int bs = s->r->ep.block_size, need = (q->n_computed + take + bs - 1) / bs - q->n_blocks;
+            /* (a swapped-out sequence holds no block; its placeholders [sliding window] need none) */
+            int bs = s->r->ep.block_size;
+            int need = (q->n_computed + take + bs - 1) / bs - (q->n_blocks > q->n_dead ? q->n_blocks : q->n_dead);
             int sw = 0;
             if ((s->n_running > 0 && kv_over(s, need)) ||
                 (q->swapped && (sits_kv_blocks_free_count(s->r->blocks) < need || (sw = swap_admit(s, q)) == 0))) {
@@ -1738,7 +1790,7 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
 {
     *moved_p = 0;
     int n = 0;
-    for (int i = 0; i < k; i++) n += qs[i]->n_blocks;
+    for (int i = 0; i < k; i++) n += live_blocks(qs[i]);   /* [sliding window] placeholders stay placeholders */
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * 2);
     if (!ids) return SITS_ERR_NOMEM;
     int32_t *src_ids = ids, *dst_ids = ids + n;
@@ -1746,7 +1798,8 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
         free(ids);
         return SITS_OK;
     }
-    for (int i = 0, o = 0; i < k; o += qs[i]->n_blocks, i++) memcpy(src_ids + o, qs[i]->bt, sizeof(int32_t) * (size_t)qs[i]->n_blocks);
+    for (int i = 0, o = 0; i < k; o += live_blocks(qs[i]), i++)
+        memcpy(src_ids + o, qs[i]->bt + qs[i]->n_dead, sizeof(int32_t) * (size_t)live_blocks(qs[i]));
     uint32_t id = ++s0->kv_move_no;
     int every = s0->p.kv_migrate_corrupt_every;
     sits_plan_move_t m = { .role = SITS_KV_MOVE_SEND, .n_blocks = n, .src_tp = src->rep_tp, .src_pp = src->rep_pp,
@@ -1776,11 +1829,11 @@ static sits_status_t kv_move(sits_sched_t *s0, sits_sched_t *src, sits_sched_t *
         dst->active[q->tenant]++;
         if (!res.failed) {
             /* the sequence continues on dst where it was: same tokens, same KV, new block ids */
-            sits_kv_blocks_release(src->r->blocks, q->n_blocks, q->bt);
+            sits_kv_blocks_release(src->r->blocks, live_blocks(q), q->bt + q->n_dead);
             if (src->drafter) sits_spec_dseq_reset(src->drafter, &q->dseq);   /* [speculative] */
             int o = 0;
-            for (int j = 0; j < i; j++) o += qs[j]->n_blocks;
-            memcpy(q->bt, dst_ids + o, sizeof(int32_t) * (size_t)q->n_blocks);
+            for (int j = 0; j < i; j++) o += live_blocks(qs[j]);
+            memcpy(q->bt + q->n_dead, dst_ids + o, sizeof(int32_t) * (size_t)live_blocks(q));
             q->n_hashed = 0;   /* registered again in dst's prefix cache as it goes */
             dst->running[dst->n_running++] = q;
         } else {
@@ -1835,9 +1888,9 @@ static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *
         int k = 0, blocks = 0, free_b = sits_kv_blocks_free_count(d->r->blocks);
         for (int i = 0; i < s0->n_running; i++) {
             sits_req_t *q = s0->running[i];
-            if (!movable(q) || !seq_room(d, k + 1) || blocks + q->n_blocks > free_b) continue;
+            if (!movable(q) || !seq_room(d, k + 1) || blocks + live_blocks(q) > free_b) continue;
             qs[k++] = q;
-            blocks += q->n_blocks;
+            blocks += live_blocks(q);
         }
         sits_status_t st = k > 0 ? kv_move(s0, s0, d, qs, k, moved_p) : SITS_OK;
         free(qs);
@@ -1857,7 +1910,7 @@ static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *
                 if (ss[j] != a && seq_room(ss[j], 1) &&
                     (!b || sits_kv_blocks_free_count(ss[j]->r->blocks) > sits_kv_blocks_free_count(b->r->blocks)))
                     b = ss[j];
-            if (b && sits_kv_blocks_free_count(b->r->blocks) >= q->n_blocks) return kv_move(s0, a, b, &q, 1, moved_p);
+            if (b && sits_kv_blocks_free_count(b->r->blocks) >= live_blocks(q)) return kv_move(s0, a, b, &q, 1, moved_p);
         }
         return SITS_OK;
     }
@@ -1874,7 +1927,7 @@ static sits_status_t kv_rebalance(sits_sched_t **ss, int n, uint64_t iter, int *
     int tb = sits_kv_blocks_total(b->r->blocks), room = (int)(thr * tb) - (tb - sits_kv_blocks_free_count(b->r->blocks));
     for (int i = 0; i < a->n_running; i++) {
         sits_req_t *c = a->running[i];
-        if (movable(c) && c->n_blocks <= room && (!q || c->n_blocks > q->n_blocks)) q = c;
+        if (movable(c) && live_blocks(c) <= room && (!q || live_blocks(c) > live_blocks(q))) q = c;
     }
     return q ? kv_move(s0, a, b, &q, 1, moved_p) : SITS_OK;
 }
@@ -2059,6 +2112,7 @@ static void router_stats(void *router, sits_sched_stats_t *out)
         out->generation_tokens += st.generation_tokens;
         out->forked_seqs += st.forked_seqs;
         out->kv_blocks_copied += st.kv_blocks_copied;
+        out->kv_swa_freed_blocks += st.kv_swa_freed_blocks;
         out->step_seconds_sum += st.step_seconds_sum;
         for (int f = 0; f < SITS_PHASES; f++) out->step_phase_s[f] += st.step_phase_s[f];
         out->grammar_masks += st.grammar_masks;

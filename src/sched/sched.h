@@ -87,6 +87,8 @@ typedef struct {
     uint64_t prompt_tokens, generation_tokens;   /* prompt tokens computed in steps (a shared prompt once), sampled tokens */
     /* [n] sequences forked off a shared prompt's last chunk, KV blocks copied on write */
     uint64_t forked_seqs, kv_blocks_copied;
+    /* [sliding window] KV blocks sequences gave back because they fell out of every layer's window */
+    uint64_t kv_swa_freed_blocks;
     double step_seconds_sum;               /* total time in steps */
     uint64_t step_hist[12];                /* steps by duration: <= 1,2,5,10,20,50,100,200,500,1000,2000 ms, +inf */
     /* [scale] where the leader's time per step goes, summed over steps (seconds): SITS_PHASE_SCHEDULE

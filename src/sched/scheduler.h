@@ -32,6 +32,17 @@
  * matching its tokens (never the block holding its last token, so shared blocks are never written)
  * and computes only the rest. Outputs are the same with and without it.
  *
+ * Sliding window: when every layer of the model is a sliding-window layer of window W
+ * (sits_model_kv_window), a sequence gives back the leading blocks whose every position is older
+ * than n_computed - W + 1 (the first position the next token reads) whenever it gets work; their
+ * block-table entries become -1 placeholders that no kernel reads (a sequence's table keeps its
+ * length, so positions map to entries as before). Placeholders are never registered in the prefix
+ * cache nor shared, copied, swapped (a swap slot holds the blocks after them) or moved; forks, shared
+ * prompts and moved sequences keep them. A sequence then holds at most
+ * (max_num_batched_tokens + W - 1) / block_size + 2 blocks, which is what admission asks the pool
+ * for. Counted in the stats (kv_swa_freed_blocks). Models with both full and sliding layers (Gemma
+ * 2/3) keep every block: one block table serves all layers.
+ *
  * HTTP threads use the thread-safe api in sched.h; everything else runs on the leader's main
  * thread inside sits_sched_run. */
 #ifndef SITS_SCHED_SCHEDULER_H

@@ -244,6 +244,8 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
                 st->prompt_tokens);
         counter(&b, "sits_forked_sequences_total", "Choices (n > 1) forked off their prompt's last chunk.", st->forked_seqs);
         counter(&b, "sits_kv_blocks_copied_total", "Shared KV blocks copied on write (n > 1).", st->kv_blocks_copied);
+        counter(&b, "sits_kv_sliding_window_freed_blocks_total",
+                "KV blocks sequences gave back because they fell out of every layer's sliding window.", st->kv_swa_freed_blocks);
         counter(&b, "sits_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
                 st->prefix_query_tokens);
         counter(&b, "sits_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not recomputed).",

@@ -268,7 +268,7 @@ static void case_eager(ctx_t *t, int ci, int iter)
 typedef struct {
     int n, dim, res_f32;
     uint16_t *x_all;        /* [R][n * dim] every rank's partial sums */
-    uint16_t *w;            /* [dim] */
+    float *w;               /* [dim] fp32 norm weights (weights.h), values bf16 cannot hold */
     void *res0;             /* [n * dim] residual before (fp32 or bf16), the same on every rank */
     void *res_want;         /* residual after */
     double *out_ref;        /* [n * dim] */
@@ -283,8 +283,11 @@ static void fused_make(ctx_t *t, fused_case_t *f, int iter, int kase, int n, int
     f->res_f32 = res_f32;
     f->x_all = xmalloc((size_t)R * m * 2);
     for (int r = 0; r < R; r++) gen_bf16(iter, kase, r, m, f->x_all + (size_t)r * m);
-    f->w = xmalloc((size_t)dim * 2);
-    gen_bf16(iter, kase, 1000, (size_t)dim, f->w);
+    uint16_t *wb = xmalloc((size_t)dim * 2);
+    gen_bf16(iter, kase, 1000, (size_t)dim, wb);
+    f->w = xmalloc((size_t)dim * sizeof(float));
+    for (int j = 0; j < dim; j++) f->w[j] = sits_bf16_to_f32(wb[j]) * 1.0009765625f;
+    free(wb);
     uint16_t *rb = xmalloc(m * 2), *s = xmalloc(m * 2);
     gen_bf16(iter, kase, 2000, m, rb);
     ref_sum(f->x_all, R, m, s);
@@ -312,7 +315,7 @@ static void fused_make(ctx_t *t, fused_case_t *f, int iter, int kase, int n, int
         for (int j = 0; j < dim; j++) {
             size_t i = (size_t)row * dim + j;
             double r1 = res_f32 ? ((float *)f->res_want)[i] : sits_bf16_to_f32(((uint16_t *)f->res_want)[i]);
-            f->out_ref[i] = sits_bf16_to_f32(f->w[j]) * (r1 * inv);
+            f->out_ref[i] = f->w[j] * (r1 * inv);
         }
     }
     free(rb);
@@ -329,19 +332,19 @@ static void fused_free(fused_case_t *f)
 }
 
 /* Device buffers of one fused call (16-byte aligned: cudaMalloc). */
-typedef struct { uint16_t *x, *w, *out; void *res; } fused_dev_t;
+typedef struct { uint16_t *x, *out; float *w; void *res; } fused_dev_t;
 
 static void fused_upload(ctx_t *t, const fused_case_t *f, fused_dev_t *d, int alloc)
 {
     size_t m = (size_t)f->n * f->dim, es = f->res_f32 ? 4 : 2;
     if (alloc) {
         d->x = dev_alloc(t, m * 2);
-        d->w = dev_alloc(t, (size_t)f->dim * 2);
+        d->w = dev_alloc(t, (size_t)f->dim * sizeof(float));
         d->out = dev_alloc(t, m * 2);
         d->res = dev_alloc(t, m * es);
     }
     TRY(t->be->ops->upload(t->be, d->x, f->x_all + (size_t)t->rank * m, m * 2));
-    TRY(t->be->ops->upload(t->be, d->w, f->w, (size_t)f->dim * 2));
+    TRY(t->be->ops->upload(t->be, d->w, f->w, (size_t)f->dim * sizeof(float)));
     TRY(t->be->ops->upload(t->be, d->res, f->res0, m * es));
 }
 

@@ -206,7 +206,8 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
     /* add_rmsnorm_f32res: x = the first dim columns of each 2*dim row, as its own [n, dim] array */
     float *xn = malloc(sizeof(float) * nd);
     for (int t = 0; t < n; t++) memcpy(xn + (size_t)t * dim, x + (size_t)t * 2 * dim, sizeof(float) * dim);
-    void *dx = dev(gpu, SITS_DT_BF16, xn, nd), *dw = dev(gpu, SITS_DT_BF16, w, (size_t)dim), *o1 = NULL, *o2 = NULL;
+    /* norm weights are fp32 on every backend (weights.h) */
+    void *dx = dev(gpu, SITS_DT_BF16, xn, nd), *dw = dev(gpu, SITS_DT_F32, w, (size_t)dim), *o1 = NULL, *o2 = NULL;
     float *r1 = dev(gpu, SITS_DT_F32, res, nd), *r2 = dev(gpu, SITS_DT_F32, res, nd);
     TRY(gpu->ops->alloc(gpu, nd * 2, &o1));
     TRY(gpu->ops->alloc(gpu, nd * 2, &o2));

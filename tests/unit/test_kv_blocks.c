@@ -104,6 +104,19 @@ static void test_share_cow(void **state)
     sits_kv_blocks_destroy(kb);
 }
 
+/* [sliding window] position n_computed reads n_computed - window + 1 on: blocks wholly before it are dead */
+static void test_window_dead_blocks(void **state)
+{
+    (void)state;
+    assert_int_equal(sits_kv_window_dead_blocks(0, 4, 1000), 0);    /* no window */
+    assert_int_equal(sits_kv_window_dead_blocks(16, 4, 15), 0);     /* reads 0 .. 15 */
+    assert_int_equal(sits_kv_window_dead_blocks(16, 4, 18), 0);     /* reads 3 .. 18: block 0 still holds 3 */
+    assert_int_equal(sits_kv_window_dead_blocks(16, 4, 19), 1);     /* reads 4 .. 19: block 0 (0..3) dead */
+    assert_int_equal(sits_kv_window_dead_blocks(16, 4, 23), 2);     /* reads 8 .. 23: blocks 0, 1 dead */
+    assert_int_equal(sits_kv_window_dead_blocks(1, 16, 16), 1);     /* reads only itself */
+    assert_int_equal(sits_kv_window_dead_blocks(1, 16, 15), 0);
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -112,6 +125,7 @@ int main(void)
         cmocka_unit_test(test_alloc_release),
         cmocka_unit_test(test_prefix_lookup_and_lru),
         cmocka_unit_test(test_share_cow),
+        cmocka_unit_test(test_window_dead_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

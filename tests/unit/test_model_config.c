@@ -174,6 +174,7 @@ static void test_gemma2(void **state)
     assert_int_equal(sits_model_layer_window(&c, 1), 0);
     assert_int_equal(sits_model_layer_window(&c, 24), 4096);
     assert_int_equal(sits_model_layer_window(&c, 25), 0);
+    assert_int_equal(sits_model_kv_window(&c), 0);   /* [sliding window] global layers read everything */
     assert_true(c.rope_local_theta == 0.0);
     assert_int_equal(c.n_eos, 2);
     const char *bad_act = "{\"model_type\": \"gemma2\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48,"
@@ -335,6 +336,7 @@ static void test_mistral(void **state)
     assert_int_equal(parse_str(v03, &c), SITS_OK);
     assert_int_equal(c.arch, SITS_ARCH_MISTRAL);
     assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(sits_model_kv_window(&c), 0);
     assert_int_equal(c.qkv_bias + c.o_bias + c.mlp_bias, 0);
     assert_int_equal(c.vocab_size, 32768);
 
@@ -344,6 +346,7 @@ static void test_mistral(void **state)
         " \"sliding_window\": 4096, \"rope_theta\": 10000.0}";
     assert_int_equal(parse_str(v01, &c), SITS_OK);
     assert_int_equal(c.sliding_window, 4096);
+    assert_int_equal(sits_model_kv_window(&c), 4096);   /* [sliding window] every layer */
 
     const char *nemo =
         "{\"model_type\": \"mistral\", \"vocab_size\": 131072, \"hidden_size\": 5120, \"intermediate_size\": 14336,"
