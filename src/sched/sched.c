@@ -1171,7 +1171,9 @@ static int schedule(sits_sched_t *s, int *n_tokens_p)
     for (int i = 0; i < s->n_running; i++) {
         sits_req_t *q = s->running[i];
         if (total_tokens(q) - q->n_computed != 1) continue;
-        if (s->kv_role == SITS_SCHED_PREFILL) continue;   /* [kv move] waits for the decode replica */
+        /* [kv move] a sequence whose first token is out waits for the decode replica; one whose last prompt
+         * token is left (a chunk boundary one short of the prompt's end) still computes it here */
+        if (s->kv_role == SITS_SCHED_PREFILL && q->n_gen > 0) continue;
         if (run_take(s, i, 1, &nb)) used++;
         else i--; /* running[] shifted */
     }

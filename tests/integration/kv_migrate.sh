@@ -65,7 +65,10 @@ fi
 # sequence to the second replica (whichever C landed on, the other one fits there). C is sent only
 # once A and B are both counted as running: the router gives a request to the replica with the fewest,
 # so A and B are then on different replicas whatever the machine's load (sent together, C could come
-# first and A and B share a replica, where C would not fit).
+# first and A and B share a replica, where C would not fit). The slower model (8 layers) keeps A and B
+# running for seconds: with the tiny one their 250 tokens took 50 ms, and C often came after them.
+serve_setup_slow "$tmp/slow/m"   # served as "m", as the requests name it
+KV_T=2560K   # 20 blocks of 16 tokens of the slower model
 imbalance() { "${PYTHON:-python3}" - "$url" <<'PYEOF'
 import json, sys, threading, time, urllib.request
 def running():
@@ -88,9 +91,10 @@ for t in ts: t.join()
 print(json.dumps(out))
 PYEOF
 }
-start 1 --kv-cache-memory 160K && ref_t=$(url=$url imbalance) && stop
-if [ -n "$ref_t" ] && start 2 --dp 2 --kv-cache-memory 160K --kv-migrate-threshold 0.5; then
-  got=$(imbalance); moves=$(metric sits_kv_migrations_total); stop || bad "threshold run did not stop cleanly"
+start_t() { local np=$1; shift; serve_np "$np" "$tmp/slow/m" --load-format dummy --step-timeout 30 "$@"; }
+start_t 1 --kv-cache-memory $KV_T && ref_t=$(url=$url imbalance) && stop_np "$tmp/slow/m"
+if [ -n "$ref_t" ] && start_t 2 --dp 2 --kv-cache-memory $KV_T --kv-migrate-threshold 0.5; then
+  got=$(imbalance); moves=$(metric sits_kv_migrations_total); stop_np "$tmp/slow/m" || bad "threshold run did not stop cleanly"
   [ -n "$got" ] && [ "$got" = "$ref_t" ] && ok "--kv-migrate-threshold 0.5: texts == plain server" || bad "threshold: texts differ"
   [ "${moves:-0}" -ge 1 ] && ok "--kv-migrate-threshold 0.5: $moves migration(s) when one replica passed it" || bad "threshold: no migration"
 fi
@@ -119,6 +123,15 @@ for pd in 1:1 2:2 1:2 2:1; do
       || bad "--disaggregate $pd: $seqs sequences moved, $failed failed"
   fi
 done
+# a prompt one token longer than a step's budget: its first chunk leaves the last prompt token, which the
+# prefill ranks must still compute (they took "one token left" for "first token out, waiting to move": hung)
+if start 2 --disaggregate 1:1 --max-num-batched-tokens 7 --max-num-seqs 4; then
+  got=$(curl -s -m 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model": "m", "prompt": [5, 6, 7, 8, 9, 10, 11, 12], "max_tokens": 4, "temperature": 0}' | tr -d ' ')
+  echo "$got" | grep -q '"finish_reason":"length"' && ok "--disaggregate 1:1: a prompt ending one token past a chunk" \
+    || bad "--disaggregate 1:1, prompt one past a chunk: $(echo "$got" | cut -c1-200)"
+  stop || bad "chunk-boundary run did not stop cleanly"
+fi
 grep -q "prefill tp 1 -> decode tp 2" <(start 3 --disaggregate 1:2 && cat "$tmp/err"; stop) && ok "layout line names the two groups" || bad "disaggregated layout line"
 # refused layouts
 timeout 60 $SITS_MPIRUN -np 3 "$SITS" --model "$tmp/m" --load-format dummy --port 0 --disaggregate 1:1 > /dev/null 2> "$tmp/e"; rc=$?

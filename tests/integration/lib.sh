@@ -57,7 +57,7 @@ serve_np() {
   local np=$1 dir=$2; shift 2
   $SITS_MPIRUN -np "$np" "$SITS" --model "$dir" --port 0 "$@" > "$tmp/out" 2> "$tmp/err" &
   srv=$!
-  for _ in $(seq 300); do
+  for _ in $(seq 900); do   # up to 90 s: three or four ranks starting on a loaded 2-core CI machine
     port=$(sed -n 's|^sits-dist: serving .* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$tmp/err" | head -1)
     if [ -n "$port" ]; then
       url=http://127.0.0.1:$port
