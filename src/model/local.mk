@@ -2,7 +2,7 @@
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
 	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
 	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h \
-	src/model/moe_config.c
+	src/model/moe_config.c src/model/int4.c src/model/int4.h
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
 # Inputs (and the Python script that made them) live in tests/unit/data/model.
