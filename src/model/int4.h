@@ -105,11 +105,15 @@ sits_status_t sits_w4_config_parse(const struct json_t *q, const char *method, c
                                    int *handled_p);
 
 /* The round-to-nearest INT4 quantiser of --quant int4 (asymmetric, like AWQ's / GPTQ's RTN
- * baseline), per group of `group` inputs of row x [in] (in % group == 0):
+ * baseline, with a weight-MSE clipping search like AWQ's auto_clip without activations), per group of
+ * `group` inputs of row x [in] (in % group == 0):
  *   mx = max(x), mn = min(x) over the group (with 0 included: mn <= 0 <= mx);
- *   scale = (mx - mn) / 15 (1 when mx == mn); zero = rint(-mn / scale) clamped to [0, 15];
- *   u = rint(x / scale) + zero clamped to [0, 15];  w = (u - zero) * scale.
+ *   for a = 1, 0.95, .. (SITS_W4_CLIP_STEPS factors): scale = a (mx - mn) / 15 (1 when mx == mn),
+ *   zero = rint(-a mn / scale) clamped to [0, 15], u = rint(x / scale) + zero clamped to [0, 15];
+ *   the a whose sum over the group of ((u - zero) * scale - x)^2 is least (the first on ties) is kept.
+ *   w = (u - zero) * scale.
  * q [in / 2] packed as backend.h (low nibble first), scale / zero [in / group]. */
+#define SITS_W4_CLIP_STEPS 10
 void sits_w4_quantize_row(const float *x, int64_t in, int group, uint8_t *q, float *scale, float *zero);
 
 #endif
