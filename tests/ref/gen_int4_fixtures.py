@@ -28,8 +28,15 @@ Purpose: write tests/fixtures/models/<src>_<fmt>/ (default src: qwen3_tied, the 
   fp32 checkpoint of those values -- so a loader that unpacks correctly must reproduce it like the
   other fixtures (fp32 CPU within 1e-4).
 
+Unit data (--units): tests/unit/data/int4/<variant>.{safetensors,json}, one 16 x 64 linear per variant
+  the fixtures do not cover (GPTQ gptq_v2 sym / asym, GPTQ per-channel, compressed-tensors asymmetric
+  with its packed weight_zero_point, channel strategy sym / asym) with its dequantised weights
+  (".deq", float32, the format's unpacking as above / the compressed-tensors package) and its
+  quantization_config; tests/unit/test_int4.c checks our unpacking against them bit for bit.
+
 Modes (nothing is written unless asked):
   python3 tests/ref/gen_int4_fixtures.py --write [fmt ...]   (or SITS_REGEN=1 ...)
+  python3 tests/ref/gen_int4_fixtures.py --write --units     the unit data
   python3 tests/ref/gen_int4_fixtures.py --check [fmt ...]   regenerate into a temp dir and compare
 Deterministic: the source fixture is committed; the act-order permutations come from a seeded generator.
 Needs: torch, transformers, safetensors (tests/ref/requirements.txt) and compressed-tensors (0.20.1).
@@ -147,20 +154,34 @@ AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point
 
 # ---- GPTQ (AutoGPTQ QuantLinear.pack, checkpoint_format "gptq" v1) ----
 
-def gptq_convert(w, tensors, prefix, perm):
+def rtn_sym(w, gidx, n_groups):
+    """symmetric 4-bit RTN as GPTQ's Quantizer with sym=True: zero = 8, scale = max|w| / 7.5"""
+    out = w.shape[0]
+    amax = torch.zeros(out, n_groups)
+    for g in range(n_groups):
+        cols = (gidx == g).nonzero().flatten()
+        amax[:, g] = w[:, cols].abs().amax(dim=1)
+    scale = (amax / 7.5).clamp(min=1e-5).half()
+    zero = torch.full((out, n_groups), 8, dtype=torch.int32)
+    q = torch.clamp(torch.round(w / scale.float()[:, gidx]) + 8, 0, 15).to(torch.int32)
+    return q, zero, scale
+
+
+def gptq_convert(w, tensors, prefix, perm, group=GROUP, sym=False, v2=False):
     out, inp = w.shape
-    ng = inp // GROUP
+    group = inp if group == -1 else group
+    ng = inp // group
     # act-order: columns taken in `perm` order, g_idx[perm[i]] = i // group (GPTQ.fasterquant with
-    # actorder: g_idx = [perm_inv[i] // groupsize for i in range(columns)])
-    inv = torch.argsort(perm)
-    gidx = (inv // GROUP).to(torch.int32)
-    q, zero, scale = rtn_asym(w, gidx.long(), ng)
+    # actorder: g_idx = [perm_inv[i] // groupsize for i in range(columns)]); perm None: no act-order
+    inv = torch.argsort(perm) if perm is not None else torch.arange(inp)
+    gidx = (inv // group).to(torch.int32)
+    q, zero, scale = (rtn_sym if sym else rtn_asym)(w, gidx.long(), ng)
     intweight = q.t().contiguous().to(torch.int64)                      # [in, out]
     qweight = torch.zeros(inp // 8, out, dtype=torch.int64)
     for row in range(inp // 8):                                         # pack: 8 input rows per int32 row
         for j in range(8):
             qweight[row] |= intweight[row * 8 + j] << (4 * j)
-    zeros = zero.t().contiguous().to(torch.int64) - 1                   # [ng, out]: v1 stores zero - 1
+    zeros = zero.t().contiguous().to(torch.int64) - (0 if v2 else 1)    # [ng, out]: v1 stores zero - 1
     zeros = zeros & 15                                                  # (AutoGPTQ packs the raw bits: 0 - 1 -> 15)
     qzeros = torch.zeros(ng, out // 8, dtype=torch.int64)
     for col in range(out // 8):
@@ -171,10 +192,11 @@ def gptq_convert(w, tensors, prefix, perm):
     tensors[prefix + ".scales"] = scale.t().contiguous()                # [ng, out] fp16
     tensors[prefix + ".g_idx"] = gidx
     # dequantisation of the v1 kernels (qlinear_cuda_old forward / exllama): zeros = stored + 1 (no wrap:
-    # a stored 15 decodes to 16), weight = scales[g_idx] * (q - zeros[g_idx])
+    # a stored 15 decodes to 16), weight = scales[g_idx] * (q - zeros[g_idx]); gptq_v2 (GPTQModel, whose
+    # convert_gptq_v1_to_v2_format adds the 1 to qzeros once): zeros = stored
     shifts = torch.arange(0, 32, 4)
     zs = (tensors[prefix + ".qzeros"][:, :, None] >> shifts[None, None, :]) & 15
-    zs = zs.reshape(ng, out) + 1
+    zs = zs.reshape(ng, out) + (0 if v2 else 1)
     ws = (tensors[prefix + ".qweight"][:, None, :] >> shifts[None, :, None]) & 15
     ws = ws.reshape(inp, out)
     g = tensors[prefix + ".g_idx"].long()
@@ -189,18 +211,20 @@ GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act
 
 # ---- compressed-tensors pack-quantized (the library itself) ----
 
-def ct_scheme():
+def ct_scheme(sym=True, group=GROUP):
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    kw = dict(strategy="group", group_size=group) if group != -1 else dict(strategy="channel")
     return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
-        num_bits=4, type="int", symmetric=True, strategy="group", group_size=GROUP, dynamic=False))
+        num_bits=4, type="int", symmetric=sym, dynamic=False, **kw))
 
 
-def ct_convert(w, tensors, prefix):
+def ct_convert(w, tensors, prefix, sym=True, group=GROUP):
     from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
     from compressed_tensors.quantization.utils import calculate_qparams
-    scheme = ct_scheme()
+    scheme = ct_scheme(sym, group)
     out, inp = w.shape
-    wg = w.reshape(out, inp // GROUP, GROUP)
+    g = inp if group == -1 else group
+    wg = w.reshape(out, inp // g, g)
     scale, zp = calculate_qparams(wg.amin(dim=2), wg.amax(dim=2), scheme.weights)   # [out, ng]
     scale = scale.to(torch.bfloat16)   # checkpoints store the scale in the model's dtype
     comp = PackedQuantizationCompressor.compress({"weight": w.to(torch.bfloat16), "weight_scale": scale,
@@ -220,6 +244,49 @@ def ct_config():
                                                       "group_size": GROUP, "dynamic": False, "actorder": None,
                                                       "observer": "minmax"}}},
             "ignore": ["lm_head"]}
+
+
+# ---- unit data: one linear per format variant the fixtures do not cover ----
+UNIT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "data", "int4"))
+UNIT_BASE = "model.layers.0.mlp.down_proj"
+UNIT_SHAPE = (16, 64)   # [out, in]
+
+
+def unit_variants():
+    """name -> (quantization_config, function(w, tensors) -> dequantised w)"""
+    def ct_cfg(sym, group):
+        w = {"num_bits": 4, "type": "int", "symmetric": sym, "dynamic": False}
+        w.update({"strategy": "group", "group_size": group} if group != -1 else {"strategy": "channel"})
+        return {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}}
+    gq = lambda group, sym, v2: dict(GPTQ_CONFIG, group_size=group, sym=sym, desc_act=False,
+                                     checkpoint_format="gptq_v2" if v2 else "gptq")
+    return {
+        "gptq_v2_sym_g32": (gq(32, True, True), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 32, True, True)),
+        "gptq_v1_sym_channel": (gq(-1, True, False), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, -1, True, False)),
+        "gptq_v2_asym_g16": (gq(16, False, True), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 16, False, True)),
+        "ct_asym_g32": (ct_cfg(False, 32), lambda w, t: ct_convert(w, t, UNIT_BASE, False, 32)),
+        "ct_sym_channel": (ct_cfg(True, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, True, -1)),
+        "ct_asym_channel": (ct_cfg(False, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, False, -1)),
+    }
+
+
+def write_units(out_dir):
+    """<variant>.safetensors: the packed tensors of UNIT_BASE plus UNIT_BASE.deq (float32 [out, in], the
+    format's own dequantisation); <variant>.json: its quantization_config"""
+    os.makedirs(out_dir, exist_ok=True)
+    g = torch.Generator().manual_seed(PERM_SEED)
+    for name, (qcfg, fn) in sorted(unit_variants().items()):
+        w = (torch.randn(UNIT_SHAPE, generator=g) * 0.1).to(torch.bfloat16).float()
+        t = {}
+        deq = fn(w, t)
+        t[UNIT_BASE + ".deq"] = deq.float().contiguous()
+        save_file(t, os.path.join(out_dir, name + ".safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump(qcfg, f, indent=2, sort_keys=True)
+            f.write("\n")
+        print("  %s: %s" % (name, ", ".join("%s %s %s" % (k[len(UNIT_BASE) + 1:], str(v.dtype)[6:], list(v.shape))
+                                           for k, v in sorted(t.items()))))
 
 
 def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
@@ -281,6 +348,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="write the fixtures in place")
     ap.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare")
     ap.add_argument("--src", default="qwen3_tied", help="source fixture (default qwen3_tied)")
+    ap.add_argument("--units", action="store_true",
+                    help="with --write: (re)write tests/unit/data/int4 (one linear per format variant) instead")
     ap.add_argument("formats", nargs="*", default=list(FORMATS), help="awq, gptq, ct (default all)")
     args = ap.parse_args()
     write = args.write or os.environ.get("SITS_REGEN") == "1"
@@ -289,6 +358,9 @@ def main():
         return 0
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if args.units:
+        write_units(UNIT_DIR if write else tempfile.mkdtemp(prefix="sits-int4-units-"))
+        return 0
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     ok = True
