@@ -239,6 +239,13 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
             for (int x = 0; x < (per_expert ? cfg->moe.n_experts : 1); x++) {
                 char name[160];
                 sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
+                char base[160];   /* [int4] name is "X.weight" */
+                snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
+                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {
+                    SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: INT4 (%s) MoE experts are not supported yet", what, base,
+                               cfg->w4.fmt == SITS_W4_AWQ ? "AWQ" : cfg->w4.fmt == SITS_W4_GPTQ ? "GPTQ" : "compressed-tensors");
+                    return SITS_ERR_UNSUPPORTED;
+                }
                 SITS_CHECK(check_named(st, what, name, (sits_wkind_t)-1, 2, want));
             }
         }

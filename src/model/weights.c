@@ -466,6 +466,45 @@ out:
     return st;
 }
 
+/* [int4] the refusal of a row-parallel slice [c0, c0 + cols) that splits groups of gs inputs */
+static sits_status_t w4_straddle_error(const loader_t *L, sits_wkind_t kind, int layer, int64_t c0, int64_t cols, int gs)
+{
+    char base[160];
+    w4_base(kind, layer, base, sizeof base);
+    const sits_st_tensor_t *t = NULL;
+    for (int i = 0; i < 3 && !t; i++) {
+        static const char *const sfx[] = { "qweight", "weight_packed", "scales" };
+        char name[192];
+        snprintf(name, sizeof name, "%s.%s", base, sfx[i]);
+        t = sits_st_find(L->st, name);
+    }
+    SITS_ERROR(SITS_SUB_MODEL, "model: %s (%s): this rank's inputs [%lld, %lld) split groups of group_size %d: with tensor "
+               "parallelism the row-parallel inputs per rank (%lld) must be a multiple of the group size (use a smaller --tp)",
+               base, t ? t->file : "?", (long long)c0, (long long)(c0 + cols), gs, (long long)cols);
+    return SITS_ERR_UNSUPPORTED;
+}
+
+/* [int4] Before anything is allocated: the row-parallel INT4 linears (o, down) of this shard's layers
+ * must not split groups (act-order g_idx and per-channel scales never do). */
+static sits_status_t w4_check_shard(const loader_t *L, const sits_shard_dims_t *d, int tp_rank)
+{
+    const sits_model_config_t *c = L->cfg;
+    if (!c->w4.fmt || !L->st || c->moe.n_experts) return SITS_OK;
+    int64_t q_rows = (int64_t)d->nh_loc * c->head_dim;
+    for (int l = d->layer0; l < d->layer1; l++) {
+        const struct { sits_wkind_t kind; int64_t c0, cols; } lin[2] = {
+            { SITS_W_O, (int64_t)d->q_head0 * c->head_dim, q_rows }, { SITS_W_DOWN, (int64_t)tp_rank * d->i_loc, d->i_loc } };
+        for (int i = 0; i < 2; i++) {
+            sits_w4_src_t src;
+            if (!w4_ckpt(L, lin[i].kind, l)) continue;
+            SITS_CHECK(w4_open(L, lin[i].kind, l, &src));
+            if (!src.gidx && src.group_size < src.in && (lin[i].c0 % src.group_size || lin[i].cols % src.group_size))
+                return w4_straddle_error(L, lin[i].kind, l, lin[i].c0, lin[i].cols, src.group_size);
+        }
+    }
+    return SITS_OK;
+}
+
 /* [int4] One (fused) linear of rows x cols in packed INT4. Its group structure comes from the first
  * part: the checkpoint's group size (one group per row when per-channel; groups must not straddle
  * this rank's input slice [c0, c0 + cols) -- refused otherwise), or its act-order g_idx (then every
@@ -505,12 +544,7 @@ static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_
                 for (int64_t k = 0; k < cols; k++) gidx[k] = sits_w4_src_group(&src, c0 + k);
             }
         } else if (c0 % gs || cols % gs) {
-            char name[160];
-            sits_wkind_name(parts[0].kind, layer, name, sizeof name);
-            SITS_ERROR(SITS_SUB_MODEL, "model: %s: this rank's inputs [%lld, %lld) split groups of group_size %d: with tensor "
-                       "parallelism the row-parallel inputs per rank (%lld) must be a multiple of the group size", name,
-                       (long long)c0, (long long)(c0 + cols), gs, (long long)cols);
-            return SITS_ERR_UNSUPPORTED;
+            return w4_straddle_error(L, parts[0].kind, layer, c0, cols, gs);
         } else {
             q.group_size = gs;
             q.n_groups = (int)(cols / gs);
@@ -850,6 +884,7 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
     SITS_CHECK_GOTO(plan_of(cfg, quant, &plan), st_, err);
     if (quant && *quant) SITS_ALLOC_CHECK_GOTO(w->quant = strdup(quant), st_, err);
     if (st) SITS_CHECK_GOTO(sits_model_check_tensors(cfg, st, "model"), st_, err);
+    SITS_CHECK_GOTO(w4_check_shard(&L, &w->dims, shard->tp_rank), st_, err);   /* [int4] */
     /* fp32 staging (dummy weights, fp8 quantisation and dequantisation): at least 4 of the longest rows */
     L.staging_elems = (size_t)1 << 22;
     if (L.staging_elems < (size_t)cfg->hidden_size * 4) L.staging_elems = (size_t)cfg->hidden_size * 4;

@@ -7,7 +7,8 @@
 #     identical -- at TP 1 and TP 2 (row-parallel o / down split the groups, GPTQ's g_idx too);
 #  2. --quant bf16 dequantises them at load and gives the same results (TP 1);
 #  3. bad inputs are refused with the reason: bits 3, AWQ gemv packing, GPTQ marlin format, W4A8,
-#     tensors that do not match the config's group size (the tensor and its file named);
+#     tensors that do not match the config's group size (the tensor and its file named); with torch
+#     installed also a TP size whose row-parallel slices split groups, and INT4 MoE experts;
 #  4. --quant int4 (round to nearest, group 128) on the demo model: the plan is logged and it
 #     generates; TP 2 gives TP 1's tokens for the column-parallel int4 layers; accuracy vs fp32 (top-1
 #     agreement and KL, bench/sits-fp8-accuracy) within bounds set from measurement with margin;
@@ -51,6 +52,24 @@ refuse qwen3_tied_ct 's/"num_bits": 4/"num_bits": 2/' "2-bit int weights are not
 refuse qwen3_tied_awq 's/"group_size": 32/"group_size": 64/' "tensor model.layers.0.self_attn.q_proj.qzeros ($tmp/bad/model.safetensors): shape [2, 16], expected [1, 16]" \
   "awq tensors of another group size (tensor and file named)"
 refuse qwen3_tied_ct 's/"group_size": 32/"group_size": 12/' "group_size 12 is not supported (-1 or a multiple of 8)" "group size 12"
+# inputs made at run time by the generator (needs torch + safetensors; otherwise noted and skipped):
+# AWQ group 64 of qwen3_tied loads at tp 1 and 2 but at tp 4 a rank's 32 o_proj inputs would split a
+# group -- refused before any weight is allocated; INT4 MoE experts are refused.
+if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
+  GEN="$top_srcdir/tests/ref/gen_int4_fixtures.py"
+  python3 "$GEN" --case qwen3_tied 64 "$tmp/g64" > /dev/null 2>&1 && python3 "$GEN" --case qwen3_moe 8 "$tmp/moe" > /dev/null 2>&1 \
+    || bad "gen_int4_fixtures.py --case failed"
+  timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > "$tmp/s2" 2> "$tmp/s2.err" \
+    && [ "$(tr ',' '\n' < "$tmp/s2" | grep -c .)" -eq 3 ] && ok "awq group 64 at tp 2 runs" || { bad "awq group 64 at tp 2"; tail -5 "$tmp/s2.err"; }
+  timeout 120 $SITS_MPIRUN -np 4 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/s4.err"; rc=$?
+  [ $rc -ne 0 ] && grep -q "model.layers.0.self_attn.o_proj ($tmp/g64/model.safetensors): this rank's inputs \[32, 64) split groups of group_size 64" \
+    "$tmp/s4.err" && ok "refused: awq group 64 at tp 4 (a rank's inputs split a group)" || { bad "awq group 64 at tp 4 (rc $rc)"; tail -5 "$tmp/s4.err"; }
+  "$SITS" --model "$tmp/moe" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/m.err"; rc=$?
+  [ $rc -ne 0 ] && grep -q "model.layers.0.mlp.experts.0.gate_proj: INT4 (AWQ) MoE experts are not supported yet" "$tmp/m.err" \
+    && ok "refused: INT4 MoE experts" || { bad "INT4 MoE experts (rc $rc)"; tail -5 "$tmp/m.err"; }
+else
+  echo "note: no python3 with torch / safetensors / transformers: the group-split and MoE refusals are not checked"
+fi
 
 # 4. --quant int4 on the trained demo model (hidden 384, intermediate 1024: groups of 128 fit at tp 1)
 DEMO="$top_srcdir/models/demo"

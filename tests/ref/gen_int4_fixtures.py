@@ -37,6 +37,7 @@ Unit data (--units): tests/unit/data/int4/<variant>.{safetensors,json}, one 16 x
 Modes (nothing is written unless asked):
   python3 tests/ref/gen_int4_fixtures.py --write [fmt ...]   (or SITS_REGEN=1 ...)
   python3 tests/ref/gen_int4_fixtures.py --write --units     the unit data
+  python3 tests/ref/gen_int4_fixtures.py --case SRC GROUP DIR a test input (AWQ, no reference) into DIR
   python3 tests/ref/gen_int4_fixtures.py --check [fmt ...]   regenerate into a temp dir and compare
 Deterministic: the source fixture is committed; the act-order permutations come from a seeded generator.
 Needs: torch, transformers, safetensors (tests/ref/requirements.txt) and compressed-tensors (0.20.1).
@@ -289,6 +290,27 @@ def write_units(out_dir):
                                            for k, v in sorted(t.items()))))
 
 
+def write_case(src, group, out_dir):
+    """A test input without a reference (tests/integration/int4.sh makes it at run time, when torch is there):
+    fixture `src` as AWQ of `group` (weights only; a refusal is what is tested)."""
+    global GROUP
+    GROUP = group
+    src_dir = os.path.join(gf.FIXTURE_ROOT, src)
+    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
+    qt = {}
+    for k in sorted(tensors):
+        if is_linear(k):
+            awq_convert(tensors[k].float(), qt, k[:-len(".weight")])
+        else:
+            qt[k] = tensors[k].contiguous()
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    cfg["quantization_config"] = dict(AWQ_CONFIG, group_size=group)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+
+
 def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
     tensors = load_file(os.path.join(src_dir, "model.safetensors"))
     qt, deq = {}, {}
@@ -350,8 +372,13 @@ def main():
     ap.add_argument("--src", default="qwen3_tied", help="source fixture (default qwen3_tied)")
     ap.add_argument("--units", action="store_true",
                     help="with --write: (re)write tests/unit/data/int4 (one linear per format variant) instead")
+    ap.add_argument("--case", nargs=3, metavar=("SRC", "GROUP", "DIR"),
+                    help="write fixture SRC as AWQ of group GROUP into DIR, no reference (a test input)")
     ap.add_argument("formats", nargs="*", default=list(FORMATS), help="awq, gptq, ct (default all)")
     args = ap.parse_args()
+    if args.case:
+        write_case(args.case[0], int(args.case[1]), args.case[2])
+        return 0
     write = args.write or os.environ.get("SITS_REGEN") == "1"
     if not write and not args.check:
         ap.print_help()
