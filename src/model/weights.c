@@ -422,8 +422,17 @@ static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0,
                        "linear it belongs to (q/k/v or gate/up): not supported", src.qw->name, src.qw->file);
             return SITS_ERR_UNSUPPORTED;
         }
+    } else if (gidx_host) {   /* quantising here makes contiguous groups, not the other parts' act-order ones */
+        char name[160];
+        sits_wkind_name(kind, layer, name, sizeof name);
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s is not INT4 while the other parts of its fused linear are act-order INT4: "
+                   "not supported", name);
+        return SITS_ERR_UNSUPPORTED;
     } else if (L->st && !(t = find_tensor(L, kind, layer))) {
         return SITS_ERR_NOT_FOUND;
+    } else if (t && L->cfg->w4.fmt && L->tp_rank == 0) {
+        SITS_WARN(SITS_SUB_MODEL, "model: tensor %s is not INT4 in this INT4 checkpoint: quantised at load (round to nearest, "
+                  "groups of %d)", t->name, w4->group_size);
     }
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)(w > ng ? w : ng));
     if (chunk < 1) return SITS_ERR_INTERNAL;
