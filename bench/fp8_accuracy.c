@@ -11,6 +11,8 @@
  * and each prompt is prefilled in one step with the logits of every position (teacher forcing:
  * every policy sees the same tokens). Against the first policy's logits, per position:
  *   top-1 agreement = argmax equal (lowest id on ties), KL(p_ref || p) in nats (fp64 log-softmax).
+ * [int4] A policy "@DIR" is another checkpoint of the same model (same vocabulary), loaded as stored:
+ * a pre-quantised AWQ / GPTQ / compressed-tensors copy against the original.
  * Reported per policy: top1 (fraction of positions), kl_mean, kl_max, the fp8 and [int4] int4 linear counts and the
  * weight bytes. With --min-top1 / --max-kl, exit 1 when a non-reference policy falls outside
  * (the test uses this); the measured values are printed either way. Exit 0 ok, 1 fail, 2 usage. */
@@ -90,15 +92,20 @@ static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t
     sits_runner_t *r = NULL;
     sits_status_t st;
     int L = o->len;
-    sits_runner_params_t rp = { .model_dir = o->model, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
+    const char *dir = o->model;
+    if (quant[0] == '@') {   /* [int4] "@DIR": the checkpoint in DIR, as stored */
+        dir = quant + 1;
+        quant = NULL;
+    }
+    sits_runner_params_t rp = { .model_dir = dir, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = L, .max_tokens = L, .max_model_len = L, .block_size = 16, .quant = quant };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, NULL, &r)) != SITS_OK) {
-        fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", o->model, quant, sits_status_str(st));
+        fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", dir, quant ? quant : "auto", sits_status_str(st));
         return st;
     }
     res->load_s = now_s() - t0;
-    res->quant = quant;
+    res->quant = dir != o->model ? dir - 1 : quant;
     res->fp8 = r->w->n_fp8;
     res->int4 = r->w->n_int4;
     res->weight_bytes = (double)r->w->bytes;

@@ -57,7 +57,7 @@ refuse qwen3_tied_ct 's/"group_size": 32/"group_size": 12/' "group_size 12 is no
 # group -- refused before any weight is allocated; INT4 MoE experts are refused.
 if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
   GEN="$top_srcdir/tests/ref/gen_int4_fixtures.py"
-  python3 "$GEN" --case qwen3_tied 64 "$tmp/g64" > /dev/null 2>&1 && python3 "$GEN" --case qwen3_moe 8 "$tmp/moe" > /dev/null 2>&1 \
+  python3 "$GEN" --case qwen3_tied awq 64 "$tmp/g64" > /dev/null 2>&1 && python3 "$GEN" --case qwen3_moe awq 8 "$tmp/moe" > /dev/null 2>&1 \
     || bad "gen_int4_fixtures.py --case failed"
   timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > "$tmp/s2" 2> "$tmp/s2.err" \
     && [ "$(tr ',' '\n' < "$tmp/s2" | grep -c .)" -eq 3 ] && ok "awq group 64 at tp 2 runs" || { bad "awq group 64 at tp 2"; tail -5 "$tmp/s2.err"; }

@@ -37,7 +37,7 @@ Unit data (--units): tests/unit/data/int4/<variant>.{safetensors,json}, one 16 x
 Modes (nothing is written unless asked):
   python3 tests/ref/gen_int4_fixtures.py --write [fmt ...]   (or SITS_REGEN=1 ...)
   python3 tests/ref/gen_int4_fixtures.py --write --units     the unit data
-  python3 tests/ref/gen_int4_fixtures.py --case SRC GROUP DIR a test input (AWQ, no reference) into DIR
+  python3 tests/ref/gen_int4_fixtures.py --case SRC FMT GROUP DIR   a model in format FMT, no reference
   python3 tests/ref/gen_int4_fixtures.py --check [fmt ...]   regenerate into a temp dir and compare
 Deterministic: the source fixture is committed; the act-order permutations come from a seeded generator.
 Needs: torch, transformers, safetensors (tests/ref/requirements.txt) and compressed-tensors (0.20.1).
@@ -168,9 +168,9 @@ def rtn_sym(w, gidx, n_groups):
     return q, zero, scale
 
 
-def gptq_convert(w, tensors, prefix, perm, group=GROUP, sym=False, v2=False):
+def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False):
     out, inp = w.shape
-    group = inp if group == -1 else group
+    group = GROUP if group is None else inp if group == -1 else group
     ng = inp // group
     # act-order: columns taken in `perm` order, g_idx[perm[i]] = i // group (GPTQ.fasterquant with
     # actorder: g_idx = [perm_inv[i] // groupsize for i in range(columns)]); perm None: no act-order
@@ -212,16 +212,18 @@ GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act
 
 # ---- compressed-tensors pack-quantized (the library itself) ----
 
-def ct_scheme(sym=True, group=GROUP):
+def ct_scheme(sym=True, group=None):
+    group = GROUP if group is None else group
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
     kw = dict(strategy="group", group_size=group) if group != -1 else dict(strategy="channel")
     return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
         num_bits=4, type="int", symmetric=sym, dynamic=False, **kw))
 
 
-def ct_convert(w, tensors, prefix, sym=True, group=GROUP):
+def ct_convert(w, tensors, prefix, sym=True, group=None):
     from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
     from compressed_tensors.quantization.utils import calculate_qparams
+    group = GROUP if group is None else group
     scheme = ct_scheme(sym, group)
     out, inp = w.shape
     g = inp if group == -1 else group
@@ -290,29 +292,8 @@ def write_units(out_dir):
                                            for k, v in sorted(t.items()))))
 
 
-def write_case(src, group, out_dir):
-    """A test input without a reference (tests/integration/int4.sh makes it at run time, when torch is there):
-    fixture `src` as AWQ of `group` (weights only; a refusal is what is tested)."""
-    global GROUP
-    GROUP = group
-    src_dir = os.path.join(gf.FIXTURE_ROOT, src)
-    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
-    qt = {}
-    for k in sorted(tensors):
-        if is_linear(k):
-            awq_convert(tensors[k].float(), qt, k[:-len(".weight")])
-        else:
-            qt[k] = tensors[k].contiguous()
-    os.makedirs(out_dir, exist_ok=True)
-    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    cfg = json.load(open(os.path.join(src_dir, "config.json")))
-    cfg["quantization_config"] = dict(AWQ_CONFIG, group_size=group)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-
-
-def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
-    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
+def quantize_tensors(fmt, tensors, perm_seed=PERM_SEED):
+    """every block linear of `tensors` in format fmt -> (checkpoint tensors, dequantised fp32 tensors)"""
     qt, deq = {}, {}
     gen = torch.Generator().manual_seed(perm_seed)
     perms = {}
@@ -336,11 +317,44 @@ def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
             deq[k] = gptq_convert(w, qt, prefix, perms[key])
         else:
             deq[k] = ct_convert(w, qt, prefix)
+    return qt, deq
+
+
+def quant_config(fmt):
+    return {"awq": AWQ_CONFIG, "gptq": GPTQ_CONFIG}.get(fmt) or ct_config()
+
+
+def write_case(src, fmt, group, out_dir):
+    """A model without a reference: fixture `src` (or the model directory src) in format fmt with groups of
+    `group` (tests/integration/int4.sh makes refusal inputs at run time, when torch is there; the
+    per-format accuracy of bench/RESULTS.md is measured on the demo model written this way)."""
+    global GROUP
+    GROUP = group
+    src_dir = src if os.path.isdir(src) else os.path.join(gf.FIXTURE_ROOT, src)
+    qt, _ = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")))
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    qc = json.loads(json.dumps(quant_config(fmt)))
+    if fmt == "ct":
+        qc["config_groups"]["group_0"]["weights"]["group_size"] = group
+    else:
+        qc["group_size"] = group
+    cfg["quantization_config"] = qc
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    for f in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        if os.path.exists(os.path.join(src_dir, f)):
+            shutil.copy(os.path.join(src_dir, f), out_dir)
+
+
+def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
+    qt, deq = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")), perm_seed)
     cfg = json.load(open(os.path.join(src_dir, "config.json")))
     os.makedirs(out_dir)
     save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     qcfg = dict(cfg)
-    qcfg["quantization_config"] = {"awq": AWQ_CONFIG, "gptq": GPTQ_CONFIG}.get(fmt) or ct_config()
+    qcfg["quantization_config"] = quant_config(fmt)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(qcfg, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -372,12 +386,12 @@ def main():
     ap.add_argument("--src", default="qwen3_tied", help="source fixture (default qwen3_tied)")
     ap.add_argument("--units", action="store_true",
                     help="with --write: (re)write tests/unit/data/int4 (one linear per format variant) instead")
-    ap.add_argument("--case", nargs=3, metavar=("SRC", "GROUP", "DIR"),
-                    help="write fixture SRC as AWQ of group GROUP into DIR, no reference (a test input)")
+    ap.add_argument("--case", nargs=4, metavar=("SRC", "FMT", "GROUP", "DIR"),
+                    help="write fixture (or model directory) SRC in format FMT with groups of GROUP into DIR, no reference")
     ap.add_argument("formats", nargs="*", default=list(FORMATS), help="awq, gptq, ct (default all)")
     args = ap.parse_args()
     if args.case:
-        write_case(args.case[0], int(args.case[1]), args.case[2])
+        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3])
         return 0
     write = args.write or os.environ.get("SITS_REGEN") == "1"
     if not write and not args.check:
