@@ -2238,7 +2238,9 @@ int main(void)
     test_matmul(&c, 5, 127, 33, 0);
 
     /* [int4] decode and prefill shapes of an 8B layer (group 128), several token tiles, act-order,
-     * a group size not a multiple of 8 and an input count not a multiple of 8 (byte path), per channel */
+     * a group size not a multiple of 8 and an input count not a multiple of 8 (byte path), per channel;
+     * n >= 16 without act-order and with groups of a multiple of 32 runs the tensor-core kernel (partial
+     * 64 x 64 tiles at the edges) */
     test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
     test_matmul_w4(&c, 8, 4096, 3072, 128, 0, 1);
     test_matmul_w4(&c, 33, 1024, 520, 64, 1, 1);
@@ -2246,6 +2248,10 @@ int main(void)
     test_matmul_w4(&c, 3, 520, 66, 26, 0, 1);
     test_matmul_w4(&c, 5, 130, 33, 130, 0, 0);
     test_matmul_w4(&c, 17, 2048, 96, 128, 1, 0);
+    test_matmul_w4(&c, 100, 4096, 1024, 128, 0, 1);
+    test_matmul_w4(&c, 33, 1024, 520, 64, 0, 0);
+    test_matmul_w4(&c, 16, 96, 72, 96, 0, 1);
+    test_matmul_w4(&c, 130, 256, 136, 32, 0, 0);
 
     test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
     test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
