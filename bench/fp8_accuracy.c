@@ -11,7 +11,9 @@
  * and each prompt is prefilled in one step with the logits of every position (teacher forcing:
  * every policy sees the same tokens). Against the first policy's logits, per position:
  *   top-1 agreement = argmax equal (lowest id on ties), KL(p_ref || p) in nats (fp64 log-softmax).
- * Reported per policy: top1 (fraction of positions), kl_mean, kl_max, the fp8 linear count and the
+ * [int4] A policy "@DIR" is another checkpoint of the same model (same vocabulary), loaded as stored:
+ * a pre-quantised AWQ / GPTQ / compressed-tensors copy against the original.
+ * Reported per policy: top1 (fraction of positions), kl_mean, kl_max, the fp8 and [int4] int4 linear counts and the
  * weight bytes. With --min-top1 / --max-kl, exit 1 when a non-reference policy falls outside
  * (the test uses this); the measured values are printed either way. Exit 0 ok, 1 fail, 2 usage. */
 #include <jansson.h>
@@ -39,7 +41,7 @@ typedef struct {
 
 typedef struct {
     const char *quant;
-    int fp8, positions;
+    int fp8, int4, positions;   /* [int4] int4: INT4 linears */
     double top1, kl_mean, kl_max, weight_bytes, load_s;
 } result_t;
 
@@ -90,16 +92,22 @@ static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t
     sits_runner_t *r = NULL;
     sits_status_t st;
     int L = o->len;
-    sits_runner_params_t rp = { .model_dir = o->model, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
+    const char *dir = o->model;
+    if (quant[0] == '@') {   /* [int4] "@DIR": the checkpoint in DIR, as stored */
+        dir = quant + 1;
+        quant = NULL;
+    }
+    sits_runner_params_t rp = { .model_dir = dir, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = L, .max_tokens = L, .max_model_len = L, .block_size = 16, .quant = quant };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, NULL, &r)) != SITS_OK) {
-        fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", o->model, quant, sits_status_str(st));
+        fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", dir, quant ? quant : "auto", sits_status_str(st));
         return st;
     }
     res->load_s = now_s() - t0;
-    res->quant = quant;
+    res->quant = dir != o->model ? dir - 1 : quant;
     res->fp8 = r->w->n_fp8;
+    res->int4 = r->w->n_int4;
     res->weight_bytes = (double)r->w->bytes;
     int V = r->w->dims.v_count, mb = r->ep.max_blocks_per_seq, need = (L + r->ep.block_size - 1) / r->ep.block_size;
     int32_t *bt = calloc((size_t)mb, sizeof *bt), *pos = malloc(sizeof(int32_t) * (size_t)L * 3);
@@ -186,14 +194,15 @@ int main(int argc, char **argv)
     printf("sits-fp8-accuracy: %s (%s weights, %d layers, hidden %d, vocab %d) on %s; %d prompts x %d tokens, seed %llu, "
            "reference '%s'\n", o.model, o.load_format, cfg.n_layers, cfg.hidden_size, cfg.vocab_size, be->ops->name, o.prompts,
            o.len, o.seed, o.pol[0]);
-    printf("%-32s %6s %10s %9s %11s %11s\n", "quant", "fp8", "MiB", "top1", "kl_mean", "kl_max");
+    printf("%-32s %6s %6s %10s %9s %11s %11s\n", "quant", "fp8", "int4", "MiB", "top1", "kl_mean", "kl_max");
     int bad = 0;
     for (int i = 0; i < o.n_pol; i++) {
         res[i].top1 = i == 0 ? -1.0 : 0.0;
         if ((st = run_policy(&o, be, tp, o.pol[i], prompts, ref, &res[i])) != SITS_OK) goto out;
         int fail = i > 0 && ((o.min_top1 >= 0 && res[i].top1 < o.min_top1) || (o.max_kl >= 0 && res[i].kl_mean > o.max_kl));
         bad += fail;
-        printf("%-32s %6d %10.1f %9.4f %11.3e %11.3e%s\n", res[i].quant, res[i].fp8, res[i].weight_bytes / (1 << 20), res[i].top1,
+        printf("%-32s %6d %6d %10.1f %9.4f %11.3e %11.3e%s\n", res[i].quant, res[i].fp8, res[i].int4, res[i].weight_bytes / (1 << 20),
+               res[i].top1,
                res[i].kl_mean, res[i].kl_max, fail ? "  FAIL (bounds: top1 >= min, kl_mean <= max)" : "");
         fflush(stdout);
     }
@@ -202,8 +211,8 @@ int main(int argc, char **argv)
     if (o.json) {
         json_t *arr = json_array();
         for (int i = 0; i < o.n_pol; i++)
-            json_array_append_new(arr, json_pack("{s:s, s:i, s:f, s:i, s:f, s:f, s:f, s:f}", "quant", res[i].quant,
-                                                 "fp8_linears", res[i].fp8, "weight_bytes", res[i].weight_bytes, "positions",
+            json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f}", "quant", res[i].quant,
+                                                 "fp8_linears", res[i].fp8, "int4_linears", res[i].int4, "weight_bytes", res[i].weight_bytes, "positions",
                                                  res[i].positions, "top1_agreement", res[i].top1, "kl_mean", res[i].kl_mean,
                                                  "kl_max", res[i].kl_max, "load_s", res[i].load_s));
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:o}", "bench", "fp8_accuracy", "model", o.model,

@@ -57,3 +57,9 @@ libsits_a_SOURCES += kernels/moe.cu
 else
 EXTRA_DIST += kernels/moe.cu
 endif
+# [int4] the W4A16 linear (packed INT4 weights, per-group scales / zeros, dequantised in registers).
+if HAVE_CUDA
+libsits_a_SOURCES += kernels/w4a16.cu
+else
+EXTRA_DIST += kernels/w4a16.cu
+endif

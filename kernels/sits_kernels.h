@@ -265,6 +265,16 @@ sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logit
 sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const int32_t *pos, const float *wts, int n, int kk,
                                  int dim, cudaStream_t stream);
 
+/* [int4] y [n, out] = x [n, in] . w^T (+ bias [out], may be NULL); w packed INT4 (backend.h sits_w4_t):
+ * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]
+ * or NULL (group = k / group_size); w = (q - zero) * scale dequantised in registers, fp32 accumulation.
+ * in even (in % 8 == 0 and 16-byte aligned x for the fast path); without gidx in % group_size == 0.
+ * n >= 16 without gidx, with group_size and in multiples of 32: tensor cores (exact integer operands,
+ * the group scales applied to fp32 partial sums); otherwise a warp per output row (decode). */
+sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                               const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
+                               int n_groups, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

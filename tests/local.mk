@@ -46,6 +46,10 @@ EXTRA_DIST += tests/integration/kv_move_alloc.sh
 # [fp8] FP8 checkpoint loading (vs HF on the dequantised weights, TP 1/2/4), fp8 TP sharding, accuracy bounds on CPU.
 TESTS += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
 EXTRA_DIST += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
+# [int4] AWQ / GPTQ / compressed-tensors INT4 checkpoints (vs HF on the dequantised weights, TP 1/2), refusals,
+# --quant int4 (tests/ref/gen_int4_fixtures.py writes the fixtures)
+TESTS += tests/integration/int4.sh tests/gpu/int4_cuda.sh
+EXTRA_DIST += tests/integration/int4.sh tests/gpu/int4_cuda.sh
 check_PROGRAMS += tests/unit/test_kv_int8
 tests_unit_test_kv_int8_SOURCES = tests/unit/test_kv_int8.c
 tests_unit_test_kv_int8_LDADD = $(SITS_LIBS)

@@ -224,6 +224,26 @@ void sits_backend_cpu_logprob_reduce(sits_logprob_rec_t *recs, const float *logi
 void sits_backend_cpu_logit_pick(float *out, const float *logits, int n, int v_start, int v_count, const int32_t *ids,
                                  const sits_logit_proc_row_t *rows, const sits_logit_proc_ent_t *ents, const float *ent_raw);
 
+/* ---- [int4] W4A16 weight-only linear: the packed INT4 layout ---------------------------------
+ * One layout for every INT4 source (AWQ, GPTQ, compressed-tensors pack-quantized, --quant int4);
+ * src/model/ converts each to it at load. For a linear of `out` output rows and `in` inputs:
+ *   q      uint8 [out, in / 2]      byte j of row o: column 2j in the low nibble, 2j + 1 in the high
+ *                                   one; unsigned values 0..15 (in even)
+ *   scale  fp32  [out, n_groups]    per (row, group)
+ *   zero   fp32  [out, n_groups]    per (row, group): the value subtracted before scaling, an integer
+ *                                   0..16 (16: GPTQ v1's stored zero 15 plus its offset 1)
+ *   gidx   int32 [in] or NULL       column k belongs to group gidx[k] (GPTQ act-order, 0 <= gidx[k] <
+ *                                   n_groups); NULL: group k / group_size
+ *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g]  in fp32, g the group of column k (the subtraction
+ *   is exact, so a weight is one rounding of the product -- what a Python reference computes).
+ * All pointers are this backend's memory. */
+typedef struct {
+    void *q;
+    float *scale, *zero;
+    int32_t *gidx;
+    int group_size, n_groups;
+} sits_w4_t;
+
 typedef struct sits_backend_ops {
     const char *name;
     void (*destroy)(sits_backend_t *be);
@@ -395,6 +415,11 @@ typedef struct sits_backend_ops {
      * (no atomics): one block per token on cuda. */
     sits_status_t (*moe_combine)(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
                                  int kk, int dim);
+    /* ---- [int4] y [n, out] = x [n, in] . w^T (+ bias [out]) with w the packed INT4 weights above,
+     * dequantised per group (fp32 on cpu; in registers on cuda), fp32 accumulation; y, x, bias act_dtype.
+     * in even; without gidx in % group_size == 0. NULL: no INT4 support (the engine refuses INT4 weights). */
+    sits_status_t (*matmul_w4)(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
+                               int out);
 } sits_backend_ops_t;
 
 /* [moe] The reference router top-k and combine (host memory, fp32 logits / rows): the cpu backend's

@@ -743,6 +743,48 @@ static sits_status_t cpu_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, f
     return SITS_OK;
 }
 
+/* [int4] the group structure of w does not fit `in` inputs */
+static int n_groups_bad(const sits_w4_t *w, int in)
+{
+    if (w->n_groups < 1) return 1;
+    if (w->gidx) return 0;   /* the loader checked every gidx[k] < n_groups */
+    return w->group_size < 1 || in % w->group_size || in / w->group_size != w->n_groups;
+}
+
+/* [int4] matmul_w4: each weight row dequantised to fp32 (backend.h's definition), then dotted with every token. */
+static sits_status_t cpu_matmul_w4(sits_backend_t *be, void *y_, const void *x_, const sits_w4_t *w, const void *bias_, int n,
+                                   int in, int out)
+{
+    float *y = y_;
+    const float *x = x_, *bias = bias_;
+    const uint8_t *q = w->q;
+    if (in % 2 || n_groups_bad(w, in)) {
+        SITS_ERROR(SITS_SUB_BACKEND, "matmul_w4: bad shape in %d group_size %d n_groups %d", in, w->group_size, w->n_groups);
+        return SITS_ERR_INVALID;
+    }
+    int no_mem = 0;
+#pragma omp parallel if ((size_t)n * in * out >= CPU_PAR_MIN_WORK)
+    {
+        float *wr = malloc(sizeof(float) * (size_t)in);   /* [in] one dequantised row */
+        if (!wr) no_mem = 1;
+#pragma omp for schedule(static)
+        for (int o = 0; o < out; o++) {
+            if (!wr) continue;
+            const uint8_t *qr = q + (size_t)o * (size_t)(in / 2);
+            const float *sr = w->scale + (size_t)o * w->n_groups, *zr = w->zero + (size_t)o * w->n_groups;
+            for (int k = 0; k < in; k++) {
+                int g = w->gidx ? w->gidx[k] : k / w->group_size;
+                int v = k & 1 ? qr[k / 2] >> 4 : qr[k / 2] & 15;
+                wr[k] = ((float)v - zr[g]) * sr[g];
+            }
+            float b = bias ? bias[o] : 0.0f;
+            for (int t = 0; t < n; t++) y[(size_t)t * out + o] = dot_f32(x + (size_t)t * in, wr, in) + b;
+        }
+        free(wr);
+    }
+    return no_mem ? SITS_ERR_NOMEM : SITS_OK;
+}
+
 /* [kv] the flat-buffer block copies, one memcpy per segment */
 static sits_status_t cpu_kv_block_copy(sits_backend_t *be, void *flat, void *const *bufs, int n_bufs, const int32_t *ids, int n_ids,
                                        size_t seg, int to_cache)
@@ -856,6 +898,7 @@ static const sits_backend_ops_t cpu_ops = {
     .rope_sel = cpu_rope_sel,
     .moe_topk = cpu_moe_topk,             /* [moe] */
     .moe_combine = cpu_moe_combine,
+    .matmul_w4 = cpu_matmul_w4,           /* [int4] */
 };
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p)

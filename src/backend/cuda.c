@@ -528,6 +528,15 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     return gemm(be, y, 0, x, w, bias, n, in, out);
 }
 
+/* [int4] the W4A16 kernel (kernels/w4a16.cu) */
+static sits_status_t cuda_matmul_w4(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
+                                    int out)
+{
+    SITS_KERNEL_CHECK(sits_k_matmul_w4(y, x, w->q, w->scale, w->zero, w->gidx, bias, n, in, out, w->group_size, w->n_groups,
+                                       impl_of(be)->stream));
+    return SITS_OK;
+}
+
 /* [fp8] per-token quantisation + cuBLASLt FP8 GEMM (cuda_fp8.c) on this backend's handle, workspace and stream */
 static sits_status_t cuda_matmul_fp8(sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale,
                                      const void *bias, int n, int in, int out)
@@ -962,6 +971,7 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .matmul_w4 = cuda_matmul_w4,     /* [int4] */
     .matmul_fp8 = cuda_matmul_fp8,   /* [fp8] */
     .matmul_fp8q = cuda_matmul_fp8q,
     .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8,

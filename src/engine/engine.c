@@ -390,6 +390,12 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         free(e);
         return SITS_ERR_UNSUPPORTED;
     }
+    if (w->n_int4 > 0 && !op->matmul_w4) { /* [int4] */
+        SITS_ERROR(SITS_SUB_ENGINE, "the weights hold %d int4 linear layers but the %s backend has no W4A16 GEMM", w->n_int4,
+                   op->name);
+        free(e);
+        return SITS_ERR_UNSUPPORTED;
+    }
     size_t S = (size_t)params->max_seqs;
     size_t vloc = d->v_count ? (size_t)d->v_count : 1;
     size_t rec_max = SITS_SAMPLE_REC_BYTES(SITS_SAMPLE_MAX_C);
@@ -531,13 +537,14 @@ static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, in
 
 /* proj [n, H] holds this rank's partial sums: all-reduce them, residual += proj, h = rmsnorm(residual) * w;
  * one fused kernel on a custom all-reduce communicator. */
-/* [fp8] y [n, out] = x . w^T (+ bias): the FP8 GEMM when the weights are FP8 (w_scale set), else the
- * backend-dtype one. */
-static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void *w, const float *w_scale, const void *bias,
-                            int n, int in, int out)
+/* [fp8] y [n, out] = x . w^T (+ bias): the FP8 GEMM when the weights are FP8 (w_scale set), [int4] the
+ * W4A16 GEMM when they are INT4 (w4->q set), else the backend-dtype one. */
+static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void *w, const float *w_scale, const sits_w4_t *w4,
+                            const void *bias, int n, int in, int out)
 {
     const void *q_of = e->xq_of;
     e->xq_of = NULL;
+    if (w4 && w4->q) return e->be->ops->matmul_w4(e->be, y, x, w4, bias, n, in, out);
     if (w_scale && x == q_of) return e->be->ops->matmul_fp8q(e->be, y, 0, e->xq, e->xs, w, w_scale, bias, n, in, out);
     if (w_scale) return e->be->ops->matmul_fp8(e->be, y, 0, x, w, w_scale, bias, n, in, out);
     return e->be->ops->matmul(e->be, y, x, w, bias, n, in, out);
@@ -649,7 +656,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         /* [families] per-layer window (sliding / global layers) and RoPE base (Gemma 3's local layers) */
         aa.window = sits_model_layer_window(c, l);
         const float *inv_freq = aa.window > 0 && w->inv_freq_local ? w->inv_freq_local : w->inv_freq;
-        SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
+        SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, &lw->qkv_w4, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
         if (c->qk_norm) {   /* [families] per-head q / k RMSNorm before RoPE (Qwen3) */
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, 0, d->nh_loc, hd, lw->q_norm, c->rms_norm_eps));
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, q_dim, d->nkv_loc, hd, lw->k_norm, c->rms_norm_eps));
@@ -668,14 +675,14 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
                                     e->p.block_size, v->slot));
         }
         SITS_CHECK(op->attention(be, e->attn, e->qkv, d->qkv_dim, e->k_cache[l], e->v_cache[l], &aa));  /* [n, q_dim] */
-        SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
+        SITS_CHECK(linear(e, e->proj, e->attn, lw->o, lw->o_scale, &lw->o_w4, lw->o_bias, n, q_dim, H));   /* [n, H] partial */
         if (c->sandwich_norms) SITS_CHECK(reduce_post_norm_add_norm(e, lw->post_attn_norm, lw->ffn_norm, n, lw->gu_scale != NULL));
         else SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
         if (e->moe) {                                                                          /* [moe] [n, H] partial */
             e->xq_of = NULL;
             SITS_CHECK(sits_moe_forward(e->moe, l, e->h, e->proj, e->gu, e->act, n));
         } else {
-            SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
+            SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, &lw->gu_w4, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
             if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
                 SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
             } else if (lw->down_scale && e->fp8_fused) {                                           /* [n, I_loc] + E4M3 */
@@ -684,7 +691,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
             } else {
                 SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */
             }
-            SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
+            SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, &lw->down_w4, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         }
         /* the last layer of a middle stage only needs the residual add: its h is not used (any norm
          * weight will do) */

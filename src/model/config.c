@@ -8,6 +8,7 @@
  * Qwen2 q/k/v bias always, no o or MLP bias; Mistral no bias at all.
  * Every refusal names the file and the key. */
 #include "model/config.h"
+#include "model/int4.h"
 
 #include <errno.h>
 #include <math.h>
@@ -611,7 +612,11 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
         return SITS_ERR_FORMAT;
     }
     const char *method = json_string_value(m);
-    if (!strcmp(method, "fp8")) {
+    int w4 = 0;   /* [int4] AWQ, GPTQ, compressed-tensors int weights */
+    SITS_CHECK(sits_w4_config_parse(q, method, what, cfg, &w4));
+    if (w4) {
+        /* cfg->w4 holds it */
+    } else if (!strcmp(method, "fp8")) {
         const json_t *blk = json_object_get(q, "weight_block_size");
         if (blk && !json_is_null(blk)) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.weight_block_size: block-wise FP8 is not supported "
@@ -637,7 +642,8 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
             }
         }
     } else {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, compressed-tensors FP8)",
+        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, awq, gptq, "
+                   "compressed-tensors FP8 or pack-quantized INT4)",
                    what, method);
         return SITS_ERR_UNSUPPORTED;
     }

@@ -99,7 +99,18 @@ typedef struct {
     struct {
         int n_experts, top_k, moe_inter, norm_topk, shared_inter;
     } moe;
+    /* [int4] a weight-only INT4 checkpoint (model/int4.h): fmt SITS_W4_NONE = none */
+    struct {
+        int fmt;              /* sits_w4_fmt_t */
+        int group_size;       /* inputs per group; -1 = one group per row (per channel) */
+        int zero_offset;      /* GPTQ checkpoint_format "gptq" (v1): the stored zero is z - 1 */
+        int sym;              /* symmetric (no zero tensor for compressed-tensors) */
+        int desc_act;         /* GPTQ act-order: g_idx permutes the groups */
+    } w4;
 } sits_model_config_t;
+
+/* [int4] INT4 checkpoint formats */
+typedef enum { SITS_W4_NONE = 0, SITS_W4_AWQ = 1, SITS_W4_GPTQ = 2, SITS_W4_CT = 3 } sits_w4_fmt_t;
 
 /* [families] The attention window of layer l: sliding_window for a sliding layer, 0 (unlimited) otherwise. */
 static inline int sits_model_layer_window(const sits_model_config_t *cfg, int l)

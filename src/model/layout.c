@@ -1,6 +1,7 @@
 /* layout.c -- the HF tensor names and full shapes a config needs, and the check that a checkpoint
  * holds every one of them with that shape and a float dtype. See layout.h for the table. */
 #include "model/layout.h"
+#include "model/int4.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -115,6 +116,14 @@ static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *
     int64_t want[2];
     sits_wkind_name(kind, layer, name, sizeof name);
     int ndim = sits_wkind_shape(cfg, kind, want);
+    if (sits_wkind_linear(kind) && ndim == 2) {   /* [int4] name is "X.weight": X's INT4 tensors instead */
+        char base[128];
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
+        if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {
+            sits_w4_src_t src;
+            return sits_w4_src_open(cfg, st, base, want[0], want[1], what, &src);
+        }
+    }
     return check_named(st, what, name, kind, ndim, want);
 }
 
@@ -230,6 +239,13 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
             for (int x = 0; x < (per_expert ? cfg->moe.n_experts : 1); x++) {
                 char name[160];
                 sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
+                char base[160];   /* [int4] name is "X.weight" */
+                snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
+                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {
+                    SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: INT4 (%s) MoE experts are not supported yet", what, base,
+                               cfg->w4.fmt == SITS_W4_AWQ ? "AWQ" : cfg->w4.fmt == SITS_W4_GPTQ ? "GPTQ" : "compressed-tensors");
+                    return SITS_ERR_UNSUPPORTED;
+                }
                 SITS_CHECK(check_named(st, what, name, (sits_wkind_t)-1, 2, want));
             }
         }

@@ -2,7 +2,7 @@
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
 	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
 	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h \
-	src/model/moe_config.c
+	src/model/moe_config.c src/model/int4.c src/model/int4.h
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
 # Inputs (and the Python script that made them) live in tests/unit/data/model.
@@ -48,4 +48,15 @@ TESTS += tests/unit/test_moe_config
 tests_unit_test_moe_config_SOURCES = tests/unit/test_moe_config.c tests/unit/test_model_common.h
 tests_unit_test_moe_config_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS)
 tests_unit_test_moe_config_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+endif
+# [int4] INT4 checkpoint variants (GPTQ v2 / per-channel, compressed-tensors asymmetric / channel) vs the
+# formats' own dequantisation (tests/unit/data/int4, written by tests/ref/gen_int4_fixtures.py --units),
+# config / tensor mismatches, the packed layout through the cpu matmul_w4.
+EXTRA_DIST += tests/unit/data/int4
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_int4
+TESTS += tests/unit/test_int4
+tests_unit_test_int4_SOURCES = tests/unit/test_int4.c tests/unit/test_model_common.h
+tests_unit_test_int4_CPPFLAGS = $(SITS_MODEL_TEST_CPPFLAGS) -DSITS_INT4_DATA_DIR='"$(abs_top_srcdir)/tests/unit/data/int4"'
+tests_unit_test_int4_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 endif

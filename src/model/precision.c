@@ -44,6 +44,7 @@ static int parse_prec(const char *s, size_t len, sits_prec_t *p)
     if (len == 4 && !strncmp(s, "bf16", 4)) *p = SITS_PREC_BF16;
     else if (len == 3 && !strncmp(s, "fp8", 3)) *p = SITS_PREC_FP8;
     else if (len == 4 && !strncmp(s, "auto", 4)) *p = SITS_PREC_AUTO;
+    else if (len == 4 && !strncmp(s, "int4", 4)) *p = SITS_PREC_INT4;   /* [int4] */
     else return -1;
     return 0;
 }
@@ -118,7 +119,12 @@ sits_status_t sits_quant_plan_parse(const char *spec, int n_layers, sits_quant_p
         }
         sits_prec_t prec;
         if (parse_prec(val, (size_t)(end - val), &prec)) {
-            snprintf(err, err_len, "--quant: unknown precision '%.*s' in '%.*s' (bf16, fp8, auto)", (int)(end - val), val,
+            snprintf(err, err_len, "--quant: unknown precision '%.*s' in '%.*s' (bf16, fp8, int4, auto)", (int)(end - val), val,
+                     (int)(end - item), item);
+            goto bad;
+        }
+        if (prec == SITS_PREC_INT4 && (mask & (1u << SITS_LIN_PER_LAYER))) {
+            snprintf(err, err_len, "--quant: lm_head cannot be int4 in '%.*s' (bf16 or fp8: the logits are the most sensitive GEMM)",
                      (int)(end - item), item);
             goto bad;
         }
@@ -155,7 +161,7 @@ bad:
     return SITS_ERR_INVALID;
 }
 
-static const char *prec_name(int p) { return p == SITS_PREC_FP8 ? "fp8" : "bf16"; }
+static const char *prec_name(int p) { return p == SITS_PREC_FP8 ? "fp8" : p == SITS_PREC_INT4 ? "int4" : "bf16"; }
 
 void sits_quant_plan_log(const uint8_t *prec, int layer0, int layer1, int lm_head, const char *spec)
 {

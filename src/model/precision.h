@@ -7,13 +7,15 @@
  * activations quantised per token at run time, fp32 accumulation).
  *
  * --quant SPEC, items applied left to right (a later item overrides an earlier one):
- *   bf16 | fp8 | auto          every block's linear layers (not lm_head)
- *   GROUP[RANGE]=bf16|fp8      GROUP: attn (qkv, o), ffn or mlp (gate_up, down), qkv, o, gate_up,
+ *   bf16 | fp8 | int4 | auto   every block's linear layers (not lm_head)
+ *   GROUP[RANGE]=bf16|fp8|int4 GROUP: attn (qkv, o), ffn or mlp (gate_up, down), qkv, o, gate_up,
  *                              down, all (attn + ffn), lm_head (no range); RANGE: [a:b] layers
  *                              a..b-1, [a:] a..end, [:b], [i] one layer (default: every layer)
- * e.g. "fp8,ffn[0:4]=bf16,lm_head=bf16" or "ffn=fp8,attn=bf16".
+ * e.g. "fp8,ffn[0:4]=bf16,lm_head=bf16", "ffn=fp8,attn=bf16" or [int4] "ffn=int4,attn=fp8".
  * auto (the default, "" too): bf16, except that the linear layers a checkpoint stores in FP8
- * stay FP8 (pre-quantised checkpoints run as published). lm_head is bf16 unless lm_head=fp8 (as
+ * stay FP8 and [int4] those it stores in INT4 (AWQ, GPTQ, compressed-tensors) stay INT4
+ * (pre-quantised checkpoints run as published). int4 on a linear an INT4 checkpoint holds keeps the
+ * checkpoint's values; bf16 / fp8 on it dequantise them at load. lm_head is bf16 unless lm_head=fp8 (as
  * in vLLM and TensorRT-LLM: the logits are the most sensitive GEMM).
  * Shape rule (every backend, so cpu and cuda run the same plan): an fp8 GEMM needs in % 16 == 0
  * and out % 16 == 0 on this rank (cuBLASLt's FP8 leading-dimension rule); a linear that fails it
@@ -27,7 +29,12 @@
 
 typedef enum { SITS_LIN_QKV, SITS_LIN_O, SITS_LIN_GATE_UP, SITS_LIN_DOWN, SITS_LIN_PER_LAYER } sits_linear_t;
 
-typedef enum { SITS_PREC_AUTO = 0, SITS_PREC_BF16 = 1, SITS_PREC_FP8 = 2 } sits_prec_t;
+typedef enum { SITS_PREC_AUTO = 0, SITS_PREC_BF16 = 1, SITS_PREC_FP8 = 2, SITS_PREC_INT4 = 3 } sits_prec_t;
+
+/* [int4] --quant int4: weight-only INT4, round to nearest (model/int4.h sits_w4_quantize_row), groups
+ * of SITS_INT4_GROUP inputs. A linear whose inputs on this rank are not a multiple of it stays bf16
+ * with a warning (like the fp8 shape rule); lm_head cannot be int4. */
+#define SITS_INT4_GROUP 128
 
 typedef struct {
     int n_layers;

@@ -2,6 +2,7 @@
 #include "model/weights.h"
 #include "model/layout.h"
 #include "model/precision.h"
+#include "model/int4.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -126,6 +127,7 @@ typedef struct {
     uint8_t *qstage;
     float *sstage;
     int n_fp8;
+    int n_int4;            /* [int4] linears held in INT4 */
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
@@ -144,6 +146,37 @@ static const sits_st_tensor_t *find_tensor(const loader_t *L, sits_wkind_t kind,
     const sits_st_tensor_t *t = sits_st_find(L->st, name);
     if (!t) SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
     return t;
+}
+
+/* [int4] "X" of the linear (kind, layer) whose weight is "X.weight" */
+static void w4_base(sits_wkind_t kind, int layer, char *base, size_t len)
+{
+    char name[160];
+    sits_wkind_name(kind, layer, name, sizeof name);
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight")) n -= 7;
+    snprintf(base, len, "%.*s", (int)n, name);
+}
+
+/* [int4] 1 when the checkpoint holds linear (kind, layer) as INT4 tensors (model/int4.h) */
+static int w4_ckpt(const loader_t *L, sits_wkind_t kind, int layer)
+{
+    char name[160], base[160];
+    if (!L->st || !L->cfg->w4.fmt || !sits_wkind_linear(kind)) return 0;
+    sits_wkind_name(kind, layer, name, sizeof name);
+    if (sits_st_find(L->st, name)) return 0;
+    w4_base(kind, layer, base, sizeof base);
+    return sits_w4_present(L->cfg, L->st, base);
+}
+
+/* [int4] the checkpoint's INT4 linear (kind, layer), resolved against its full shape */
+static sits_status_t w4_open(const loader_t *L, sits_wkind_t kind, int layer, sits_w4_src_t *src)
+{
+    char base[160];
+    int64_t shape[2];
+    sits_wkind_shape(L->cfg, kind, shape);
+    w4_base(kind, layer, base, sizeof base);
+    return sits_w4_src_open(L->cfg, L->st, base, shape[0], shape[1], "model", src);
 }
 
 /* [fp8] element `row` of a weight_scale tensor (one value when per-tensor). */
@@ -189,6 +222,12 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         }
         return SITS_OK;
     }
+    if (L->st) {   /* [int4] no float tensor: an INT4 checkpoint linear, dequantised */
+        sits_w4_src_t src;
+        SITS_CHECK(w4_open(L, kind, layer, &src));
+        sits_w4_src_rows_f32(&src, r, n, c0, w, out);
+        return SITS_OK;
+    }
     int is_norm = is_norm_kind(kind);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
@@ -220,7 +259,7 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
     if (L->count_only) return SITS_OK;   /* load progress (issue 12): dry pass */
     const sits_st_tensor_t *t = NULL;
-    if (L->st) {
+    if (L->st && !w4_ckpt(L, kind, layer)) {   /* [int4] an INT4 linear goes through staging, dequantised */
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
         if (t->dtype != SITS_DT_F8_E4M3)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
@@ -251,7 +290,7 @@ static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int6
     L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
     if (L->count_only) return SITS_OK;
     const sits_st_tensor_t *t = NULL, *s = NULL;
-    if (L->st) {
+    if (L->st && !w4_ckpt(L, kind, layer)) {
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
         if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
     }
@@ -322,50 +361,258 @@ static sits_status_t alloc_bytes(loader_t *L, size_t bytes, void **p)
     return L->be->ops->alloc(L->be, bytes, p);
 }
 
-/* [fp8] Whether linear `lin` of layer l (SITS_LIN_PER_LAYER: lm_head) is held in FP8: the plan's
- * choice, auto meaning "as the checkpoint stores it", then the shape rule of precision.h. */
-static int want_fp8(loader_t *L, int l, int lin, int64_t in, int64_t out)
+/* [fp8] The precision linear `lin` of layer l (SITS_LIN_PER_LAYER: lm_head) is held in: the plan's
+ * choice, auto meaning "as the checkpoint stores it" (FP8, [int4] INT4, else bf16), then the shape
+ * rules (precision.h): fp8 needs in % 16 == 0 and out % 16 == 0; [int4] --quant int4 of float
+ * weights needs this rank's inputs a multiple of SITS_INT4_GROUP; an INT4 lm_head is dequantised.
+ * in, out: this rank's inputs and outputs. */
+static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t out)
 {
-    static const sits_wkind_t parts[SITS_LIN_PER_LAYER + 1][2] = {
-        { SITS_W_Q, SITS_W_K }, { SITS_W_O, SITS_W_O }, { SITS_W_GATE, SITS_W_UP }, { SITS_W_DOWN, SITS_W_DOWN },
-        { SITS_W_LM_HEAD, SITS_W_LM_HEAD } };
+    static const sits_wkind_t parts[SITS_LIN_PER_LAYER + 1][3] = {
+        { SITS_W_Q, SITS_W_K, SITS_W_V }, { SITS_W_O, SITS_W_O, SITS_W_O }, { SITS_W_GATE, SITS_W_UP, SITS_W_UP },
+        { SITS_W_DOWN, SITS_W_DOWN, SITS_W_DOWN }, { SITS_W_LM_HEAD, SITS_W_LM_HEAD, SITS_W_LM_HEAD } };
     sits_prec_t p = lin == SITS_LIN_PER_LAYER ? (L->plan ? (sits_prec_t)L->plan->lm_head : SITS_PREC_AUTO)
                                               : sits_quant_plan_get(L->plan, l, (sits_linear_t)lin);
+    /* [int4] whether the checkpoint holds this linear (every part of it) in INT4 */
+    int ck4 = 0;
+    if (L->st && L->cfg->w4.fmt) {
+        sits_wkind_t k0 = parts[lin][0];
+        if (lin == SITS_LIN_QKV && L->cfg->fused_qkv) k0 = SITS_W_QKV;
+        if (lin == SITS_LIN_GATE_UP && L->cfg->fused_gate_up) k0 = SITS_W_GATE_UP;
+        ck4 = w4_ckpt(L, k0, l);
+    }
     if (p == SITS_PREC_AUTO) {
-        p = SITS_PREC_BF16;
-        for (int k = 0; L->st && k < 3; k++) {
-            sits_wkind_t kind = k < 2 ? parts[lin][k] : (lin == SITS_LIN_QKV ? SITS_W_V : parts[lin][0]);
+        p = ck4 ? SITS_PREC_INT4 : SITS_PREC_BF16;
+        for (int k = 0; L->st && k < 3 && !ck4; k++) {
             char name[160];
-            sits_wkind_name(kind, l, name, sizeof name);
+            sits_wkind_name(parts[lin][k], l, name, sizeof name);
             const sits_st_tensor_t *t = sits_st_find(L->st, name);
             if (t && t->dtype == SITS_DT_F8_E4M3) p = SITS_PREC_FP8;
         }
     }
+    char where[48] = "";
+    if (lin != SITS_LIN_PER_LAYER) snprintf(where, sizeof where, " of layer %d", l);
+    int say = !L->count_only && L->tp_rank == 0;
+    if (p == SITS_PREC_INT4 && lin == SITS_LIN_PER_LAYER) p = SITS_PREC_BF16;   /* the logits stay 16-bit */
+    if (p == SITS_PREC_INT4 && !ck4 && (in % SITS_INT4_GROUP || in < SITS_INT4_GROUP)) {
+        if (say)
+            SITS_WARN(SITS_SUB_MODEL, "quant: %s%s stays %s: int4 needs this rank's inputs a multiple of the group size %d (in %lld)",
+                      sits_linear_name((sits_linear_t)lin), where, L->elem_size == 4 ? "fp32" : "bf16", SITS_INT4_GROUP,
+                      (long long)in);
+        p = SITS_PREC_BF16;
+    }
     if (p == SITS_PREC_FP8 && (in % 16 || out % 16)) {
-        if (!L->count_only && L->tp_rank == 0)
-        {
-            char where[48] = "";
-            if (lin != SITS_LIN_PER_LAYER) snprintf(where, sizeof where, " of layer %d", l);
+        if (say)
             SITS_WARN(SITS_SUB_MODEL, "quant: %s%s stays %s: fp8 needs in %% 16 == 0 and out %% 16 == 0 (in %lld, out %lld)",
                       sits_linear_name((sits_linear_t)lin), where, L->elem_size == 4 ? "fp32" : "bf16", (long long)in,
                       (long long)out);
-        }
         p = SITS_PREC_BF16;
     }
-    int f = p == SITS_PREC_FP8;
-    if (lin == SITS_LIN_PER_LAYER) L->lm_head_prec = f ? SITS_PREC_FP8 : SITS_PREC_BF16;
-    else if (L->prec) L->prec[(size_t)l * SITS_LIN_PER_LAYER + lin] = f ? SITS_PREC_FP8 : SITS_PREC_BF16;
-    if (f && !L->count_only) L->n_fp8++;
-    return f;
+    if (lin == SITS_LIN_PER_LAYER) L->lm_head_prec = p;
+    else if (L->prec) L->prec[(size_t)l * SITS_LIN_PER_LAYER + lin] = (uint8_t)p;
+    if (p == SITS_PREC_FP8 && !L->count_only) L->n_fp8++;
+    if (p == SITS_PREC_INT4 && !L->count_only) L->n_int4++;
+    return p;
 }
 
 typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; } part_t;
 
-/* One (fused) linear of rows x cols from its parts: backend dtype into *w_p, or [fp8] E4M3 into
- * *w_p with scales into *s_p. */
-static sits_status_t load_linear(loader_t *L, int fp8, int layer, int64_t rows, int64_t cols, const part_t *parts, int n_parts,
-                                 void **w_p, float **s_p)
+/* [int4] Rows [r0, r1) x inputs [c0, c1) of linear (kind, layer) into the packed INT4 linear w4 at
+ * row dst_row0 (backend.h layout; w4's group structure already decided by load_linear_w4, gidx_host
+ * [c1 - c0] its act-order groups or NULL). From an INT4 checkpoint the nibbles, scales and zeros are
+ * copied (re-packed); float (or FP8) weights are quantised here, round to nearest per group
+ * (sits_w4_quantize_row: the slice holds whole groups, so every TP size holds the same values). */
+static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_wkind_t kind, int layer, int64_t r0,
+                                   int64_t r1, int64_t c0, int64_t c1, const int32_t *gidx_host)
 {
+    int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups;
+    if (r1 <= r0 || c1 <= c0) return SITS_OK;
+    L->bytes += (size_t)(r1 - r0) * ((size_t)half + 2 * sizeof(float) * (size_t)ng);
+    if (L->count_only) return SITS_OK;
+    sits_w4_src_t src;
+    const sits_st_tensor_t *t = NULL;
+    int ck = w4_ckpt(L, kind, layer);
+    if (ck) {
+        SITS_CHECK(w4_open(L, kind, layer, &src));
+        int same = !src.gidx == !gidx_host;
+        for (int64_t k = 0; same && gidx_host && k < w; k++) same = sits_w4_src_group(&src, c0 + k) == gidx_host[k];
+        if (!same) {
+            SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s (%s): its g_idx (act-order) differs from the other parts of the fused "
+                       "linear it belongs to (q/k/v or gate/up): not supported", src.qw->name, src.qw->file);
+            return SITS_ERR_UNSUPPORTED;
+        }
+    } else if (gidx_host) {   /* quantising here makes contiguous groups, not the other parts' act-order ones */
+        char name[160];
+        sits_wkind_name(kind, layer, name, sizeof name);
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s is not INT4 while the other parts of its fused linear are act-order INT4: "
+                   "not supported", name);
+        return SITS_ERR_UNSUPPORTED;
+    } else if (L->st && !(t = find_tensor(L, kind, layer))) {
+        return SITS_ERR_NOT_FOUND;
+    } else if (t && L->cfg->w4.fmt && L->tp_rank == 0) {
+        SITS_WARN(SITS_SUB_MODEL, "model: tensor %s is not INT4 in this INT4 checkpoint: quantised at load (round to nearest, "
+                  "groups of %d)", t->name, w4->group_size);
+    }
+    int64_t chunk = (int64_t)(L->staging_elems / (size_t)(w > ng ? w : ng));
+    if (chunk < 1) return SITS_ERR_INTERNAL;
+    uint8_t *qb = malloc((size_t)(chunk * half));           /* [chunk, w / 2] */
+    float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] scales */
+    float *zb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] zeros */
+    sits_status_t st = SITS_OK;
+    if (!qb || !sb || !zb) st = SITS_ERR_NOMEM;
+    for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
+        int64_t n = r1 - r < chunk ? r1 - r : chunk;
+        if (ck) {
+            /* group j of this slice: gidx_host's ids are the checkpoint's; else a per-channel group, or c0 / g + j */
+            int64_t g0 = gidx_host || w4->n_groups == 1 ? 0 : c0 / w4->group_size;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) {
+                uint8_t *qr = qb + i * half;
+                memset(qr, 0, (size_t)half);
+                for (int64_t k = 0; k < w; k++) qr[k / 2] |= (uint8_t)(sits_w4_src_q(&src, r + i, c0 + k) << (k & 1 ? 4 : 0));
+                for (int64_t j = 0; j < ng; j++) {
+                    sb[i * ng + j] = sits_w4_src_scale(&src, r + i, (int)(g0 + j));
+                    zb[i * ng + j] = sits_w4_src_zero(&src, r + i, (int)(g0 + j));
+                }
+            }
+        } else {
+            SITS_CHECK_GOTO(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging), st, out);
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+        }
+        int64_t d = dst_row0 + (r - r0);
+        sits_backend_t *be = L->be;
+        SITS_CHECK_GOTO(be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half)), st, out);
+        SITS_CHECK_GOTO(be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng)), st, out);
+        SITS_CHECK_GOTO(be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng)), st, out);
+    }
+out:
+    free(qb);
+    free(sb);
+    free(zb);
+    return st;
+}
+
+/* [int4] the refusal of a row-parallel slice [c0, c0 + cols) that splits groups of gs inputs */
+static sits_status_t w4_straddle_error(const loader_t *L, sits_wkind_t kind, int layer, int64_t c0, int64_t cols, int gs)
+{
+    char base[160];
+    w4_base(kind, layer, base, sizeof base);
+    const sits_st_tensor_t *t = NULL;
+    for (int i = 0; i < 3 && !t; i++) {
+        static const char *const sfx[] = { "qweight", "weight_packed", "scales" };
+        char name[192];
+        snprintf(name, sizeof name, "%s.%s", base, sfx[i]);
+        t = sits_st_find(L->st, name);
+    }
+    SITS_ERROR(SITS_SUB_MODEL, "model: %s (%s): this rank's inputs [%lld, %lld) split groups of group_size %d: with tensor "
+               "parallelism the row-parallel inputs per rank (%lld) must be a multiple of the group size (use a smaller --tp)",
+               base, t ? t->file : "?", (long long)c0, (long long)(c0 + cols), gs, (long long)cols);
+    return SITS_ERR_UNSUPPORTED;
+}
+
+/* [int4] Before anything is allocated: the row-parallel INT4 linears (o, down) of this shard's layers
+ * must not split groups (act-order g_idx and per-channel scales never do). */
+static sits_status_t w4_check_shard(const loader_t *L, const sits_shard_dims_t *d, int tp_rank)
+{
+    const sits_model_config_t *c = L->cfg;
+    if (!c->w4.fmt || !L->st || c->moe.n_experts) return SITS_OK;
+    int64_t q_rows = (int64_t)d->nh_loc * c->head_dim;
+    for (int l = d->layer0; l < d->layer1; l++) {
+        const struct { sits_wkind_t kind; int64_t c0, cols; } lin[2] = {
+            { SITS_W_O, (int64_t)d->q_head0 * c->head_dim, q_rows }, { SITS_W_DOWN, (int64_t)tp_rank * d->i_loc, d->i_loc } };
+        for (int i = 0; i < 2; i++) {
+            sits_w4_src_t src;
+            if (!w4_ckpt(L, lin[i].kind, l)) continue;
+            SITS_CHECK(w4_open(L, lin[i].kind, l, &src));
+            if (!src.gidx && src.group_size < src.in && (lin[i].c0 % src.group_size || lin[i].cols % src.group_size))
+                return w4_straddle_error(L, lin[i].kind, l, lin[i].c0, lin[i].cols, src.group_size);
+        }
+    }
+    return SITS_OK;
+}
+
+/* [int4] One (fused) linear of rows x cols in packed INT4. Its group structure comes from the first
+ * part: the checkpoint's group size (one group per row when per-channel; groups must not straddle
+ * this rank's input slice [c0, c0 + cols) -- refused otherwise), or its act-order g_idx (then every
+ * group's scales are kept: the slice's inputs may belong to any group); SITS_INT4_GROUP when the
+ * weights are quantised here. Every part has the same inputs [c0, c1) (column-parallel parts: all of
+ * them; a row-parallel linear has one part). */
+static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_t cols, const part_t *parts, int n_parts,
+                                    sits_w4_t *w4)
+{
+    sits_w4_t q;
+    memset(&q, 0, sizeof q);
+    int64_t c0 = parts[0].c0;
+    int32_t *gidx = NULL;   /* [cols] host copy of the act-order groups */
+    sits_status_t st = SITS_OK;
+    int ck = w4_ckpt(L, parts[0].kind, layer);
+    q.group_size = SITS_INT4_GROUP;
+    q.n_groups = (int)(cols / SITS_INT4_GROUP);
+    if (ck) {
+        int64_t shape[2];
+        sits_wkind_shape(L->cfg, parts[0].kind, shape);
+        int gs = L->cfg->w4.group_size > 0 ? L->cfg->w4.group_size : (int)shape[1];
+        int act = L->cfg->w4.desc_act || L->cfg->w4.fmt == SITS_W4_CT;   /* a g_idx may be present */
+        sits_w4_src_t src;
+        if (!L->count_only) {
+            SITS_CHECK(w4_open(L, parts[0].kind, layer, &src));
+            act = src.gidx != NULL;
+        }
+        if (gs >= shape[1]) {             /* per channel: one group per row, whatever the slice */
+            q.group_size = (int)cols;
+            q.n_groups = 1;
+        } else if (act) {                 /* act-order: the slice's g_idx, every group */
+            q.group_size = gs;
+            q.n_groups = (int)((shape[1] + gs - 1) / gs);
+            L->bytes += sizeof(int32_t) * (size_t)cols;
+            if (!L->count_only) {
+                SITS_ALLOC_CHECK_GOTO(gidx = malloc(sizeof(int32_t) * (size_t)cols), st, out);
+                for (int64_t k = 0; k < cols; k++) gidx[k] = sits_w4_src_group(&src, c0 + k);
+            }
+        } else if (c0 % gs || cols % gs) {
+            return w4_straddle_error(L, parts[0].kind, layer, c0, cols, gs);
+        } else {
+            q.group_size = gs;
+            q.n_groups = (int)(cols / gs);
+        }
+    }
+    if (!L->count_only) {
+        sits_backend_t *be = L->be;
+        SITS_CHECK_GOTO(be->ops->alloc(be, (size_t)rows * (size_t)(cols / 2), &q.q), st, err);
+        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)q.n_groups, (void **)&q.scale), st, err);
+        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)q.n_groups, (void **)&q.zero), st, err);
+        if (gidx) {
+            SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(int32_t) * (size_t)cols, (void **)&q.gidx), st, err);
+            SITS_CHECK_GOTO(be->ops->upload(be, q.gidx, gidx, sizeof(int32_t) * (size_t)cols), st, err);
+        }
+    }
+    for (int i = 0; i < n_parts; i++) {
+        const part_t *p = &parts[i];
+        SITS_CHECK_GOTO(load_slice_w4(L, &q, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1, gidx), st, err);
+    }
+    *w4 = q;
+    free(gidx);
+    return SITS_OK;
+err:
+    if (!L->count_only) {
+        void *ptrs[] = { q.q, q.scale, q.zero, q.gidx };
+        for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+            if (ptrs[i]) L->be->ops->free(L->be, ptrs[i]);
+    }
+out:
+    free(gidx);
+    return st;
+}
+
+/* One (fused) linear of rows x cols from its parts in precision prec: the backend dtype into *w_p,
+ * [fp8] E4M3 into *w_p with scales into *s_p, or [int4] packed INT4 into *w4_p. */
+static sits_status_t load_linear(loader_t *L, sits_prec_t prec, int layer, int64_t rows, int64_t cols, const part_t *parts,
+                                 int n_parts, void **w_p, float **s_p, sits_w4_t *w4_p)
+{
+    int fp8 = prec == SITS_PREC_FP8;
+    if (prec == SITS_PREC_INT4) return load_linear_w4(L, layer, rows, cols, parts, n_parts, w4_p);
     if (fp8) {
         SITS_CHECK(alloc_bytes(L, (size_t)rows * (size_t)cols, w_p));
         SITS_CHECK(alloc_bytes(L, sizeof(float) * (size_t)rows, (void **)s_p));
@@ -402,8 +649,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         sits_wkind_t kvk = c->fused_qkv ? SITS_W_QKV : SITS_W_V;
         const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H },
                                 { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H } };
-        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
-                               &lw->qkv_scale));
+        SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
+                               &lw->qkv_scale, &lw->qkv_w4));
     }
     if (c->qkv_bias) {
         /* a bias [n] is a [1, n] tensor: its slice is columns, packed one after the other */
@@ -420,7 +667,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     }
     {
         const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
-        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale));
+        SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale,
+                               &lw->o_w4));
     }
     if (c->o_bias && tp_rank == 0) {
         SITS_CHECK(alloc_w(L, H, &lw->o_bias));
@@ -437,8 +685,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         int64_t uo = c->fused_gate_up ? I : 0;
         sits_wkind_t kg = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_GATE, ku = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_UP;
         const part_t gu[2] = { { kg, 0, i0, i0 + d->i_loc, 0, H }, { ku, d->i_loc, uo + i0, uo + i0 + d->i_loc, 0, H } };
-        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H, gu,
-                               2, &lw->gu, &lw->gu_scale));
+        SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H,
+                               gu, 2, &lw->gu, &lw->gu_scale, &lw->gu_w4));
     }
     if (c->mlp_bias) {
         SITS_CHECK(alloc_w(L, (size_t)2 * d->i_loc, &lw->gu_bias));
@@ -452,8 +700,8 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
     }
     {
         const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc };
-        SITS_CHECK(load_linear(L, want_fp8(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
-                               &lw->down_scale));
+        SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
+                               &lw->down_scale, &lw->down_w4));
     }
     return SITS_OK;
 }
@@ -570,13 +818,14 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
     if (d->last_stage) {
         SITS_CHECK(load_norm(L, SITS_W_FINAL_NORM, 0, H, &w->final_norm));
         /* [fp8] an fp8 lm_head tied to the embedding is a quantised copy of it */
-        int f = d->v_count > 0 && want_fp8(L, 0, SITS_LIN_PER_LAYER, H, d->v_count);
+        int f = d->v_count > 0 && want_prec(L, 0, SITS_LIN_PER_LAYER, H, d->v_count) == SITS_PREC_FP8;
         if (cfg->tie_word_embeddings && !f) {
             w->lm_head = w->embed;
         } else {
             const part_t lm = { cfg->tie_word_embeddings ? SITS_W_EMBED : SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count,
                                 0, H };
-            SITS_CHECK(load_linear(L, f, 0, d->v_count ? d->v_count : 1, H, &lm, 1, &w->lm_head, &w->lm_head_scale));
+            SITS_CHECK(load_linear(L, f ? SITS_PREC_FP8 : SITS_PREC_BF16, 0, d->v_count ? d->v_count : 1, H, &lm, 1, &w->lm_head,
+                                   &w->lm_head_scale, NULL));
         }
     }
     report(L);
@@ -656,6 +905,7 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
     SITS_CHECK_GOTO(plan_of(cfg, quant, &plan), st_, err);
     if (quant && *quant) SITS_ALLOC_CHECK_GOTO(w->quant = strdup(quant), st_, err);
     if (st) SITS_CHECK_GOTO(sits_model_check_tensors(cfg, st, "model"), st_, err);
+    SITS_CHECK_GOTO(w4_check_shard(&L, &w->dims, shard->tp_rank), st_, err);   /* [int4] */
     /* fp32 staging (dummy weights, fp8 quantisation and dequantisation): at least 4 of the longest rows */
     L.staging_elems = (size_t)1 << 22;
     if (L.staging_elems < (size_t)cfg->hidden_size * 4) L.staging_elems = (size_t)cfg->hidden_size * 4;
@@ -697,10 +947,11 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
     SITS_CHECK_GOTO(be->ops->sync(be), st_, err);
     w->bytes = L.bytes;
     w->n_fp8 = L.n_fp8;
+    w->n_int4 = L.n_int4;
     if (shard->tp_rank == 0) sits_quant_plan_log(L.prec, d->layer0, d->layer1, d->last_stage ? L.lm_head_prec : -1, quant);
-    SITS_INFO(SITS_SUB_MODEL, "tp rank %d/%d holds %.1f MiB of weights (vocab %d..%d, %d q heads, %d kv heads, %d fp8 linears)",
-              shard->tp_rank, shard->tp_size, (double)w->bytes / (1 << 20), d->v_start, d->v_start + d->v_count, d->nh_loc,
-              d->nkv_loc, L.n_fp8);
+    SITS_INFO(SITS_SUB_MODEL, "tp rank %d/%d holds %.1f MiB of weights (vocab %d..%d, %d q heads, %d kv heads, %d fp8 linears, "
+              "%d int4 linears)", shard->tp_rank, shard->tp_size, (double)w->bytes / (1 << 20), d->v_start, d->v_start + d->v_count,
+              d->nh_loc, d->nkv_loc, L.n_fp8, L.n_int4);
     free(L.staging);
     free(L.qstage);
     free(L.sstage);
@@ -730,6 +981,12 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                              lw->q_norm, lw->k_norm, lw->post_attn_norm, lw->post_ffn_norm };
             for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
                 if (ptrs[i]) be->ops->free(be, ptrs[i]);
+            const sits_w4_t *w4s[] = { &lw->qkv_w4, &lw->o_w4, &lw->gu_w4, &lw->down_w4 };   /* [int4] */
+            for (size_t i = 0; i < sizeof w4s / sizeof w4s[0]; i++) {
+                void *p4[] = { w4s[i]->q, w4s[i]->scale, w4s[i]->zero, w4s[i]->gidx };
+                for (size_t k = 0; k < sizeof p4 / sizeof p4[0]; k++)
+                    if (p4[k]) be->ops->free(be, p4[k]);
+            }
             void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route };   /* [moe] */
             for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
                 if (moe[i]) be->ops->free(be, moe[i]);

@@ -68,6 +68,10 @@ typedef struct {
      * up), exp_down[j] [H, ie_loc]; the shared expert sh_gu [2 * is_loc, H], sh_down [H, is_loc] and
      * its gate sh_route [1, H] (every rank), NULL without one. */
     void *router, **exp_gu, **exp_down, *sh_gu, *sh_down, *sh_route;
+    /* [int4] the linears held as packed INT4 (backend.h sits_w4_t; q == NULL: not INT4, and then the
+     * matching qkv / o / gu / down buffer is NULL when it is): qkv_w4 [qkv_dim rows, H inputs], o_w4
+     * [H, nh_loc * hd], gu_w4 [2 * I_loc, H], down_w4 [H, I_loc] -- rows fused as for the other dtypes. */
+    sits_w4_t qkv_w4, o_w4, gu_w4, down_w4;
 } sits_layer_weights_t;
 
 typedef struct {
@@ -80,6 +84,7 @@ typedef struct {
     float *lm_head_scale; /* [fp8] [v_count] when lm_head is FP8, else NULL */
     char *quant;          /* [fp8] the --quant spec loaded with (NULL: auto) */
     int n_fp8;            /* [fp8] linears of this shard held in FP8 */
+    int n_int4;           /* [int4] linears of this shard held in INT4 */
     float *inv_freq;      /* [hd/2] f32 on the backend */
     float *inv_freq_local; /* [families] [hd/2] of sliding layers when rope_local_theta is set, else NULL */
     float *inv_freq_long;  /* [families] [hd/2] longrope's long set (inv_freq holds the short one), else NULL */

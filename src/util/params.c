@@ -15,7 +15,7 @@ const sits_param_t sits_params[] = {
     { "load-format", "SITS_LOAD_FORMAT", SITS_PT_STR, "auto", NULL, OFF(load_format), "auto | safetensors | dummy (config.json only, random weights)" },
     { "device", "SITS_DEVICE", SITS_PT_STR, "auto", NULL, OFF(device), "auto | cpu | cuda" },
     { "cuda-graphs", "SITS_CUDA_GRAPHS", SITS_PT_BOOL, "1", "1", OFF(cuda_graphs), "cuda: replay decode steps as CUDA graphs, one per batch-size bucket (--no-cuda-graphs to debug)" },
-    { "quant", "SITS_QUANT", SITS_PT_STR, "", NULL, OFF(quant), "weight precision per layer type: bf16 | fp8 | e.g. ffn=fp8,attn=bf16,ffn[0:4]=bf16,lm_head=bf16 (default auto: bf16, FP8 checkpoints as stored)" },
+    { "quant", "SITS_QUANT", SITS_PT_STR, "", NULL, OFF(quant), "weight precision per layer type: bf16 | fp8 | int4 | e.g. ffn=fp8,attn=bf16,ffn[0:4]=bf16,lm_head=bf16 or ffn=int4,attn=fp8 (default auto: bf16, FP8 and INT4 (AWQ / GPTQ / compressed-tensors) checkpoints as stored)" },
     { "max-model-len", "SITS_MAX_MODEL_LEN", SITS_PT_INT, "0", NULL, OFF(max_model_len), "context length limit; 0: the model's max_position_embeddings" },
     { "prompt-ids", NULL, SITS_PT_STR, "", NULL, OFF(prompt_ids), "offline: comma-separated prompt token ids" },
     { "prompt", NULL, SITS_PT_STR, "", NULL, OFF(prompt), "offline: prompt text (encoded with the model's tokenizer.json)" },

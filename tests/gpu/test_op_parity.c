@@ -341,6 +341,76 @@ static void test_matmul(ctx_t *c, int n, int in, int out, int with_bias)
     free(bias);
 }
 
+/* [int4] matmul_w4: random packed INT4 weights (backend.h layout) with fp32 scales and zeros, groups
+ * of `group` inputs or (act_order) a random g_idx over in / group groups; x and bias rounded to bf16
+ * first so both backends see the same inputs. */
+static void test_matmul_w4(ctx_t *c, int n, int in, int out, int group, int act_order, int with_bias)
+{
+    char what[128];
+    snprintf(what, sizeof what, "matmul_w4 n %d in %d out %d g %d%s%s", n, in, out, group, act_order ? " act-order" : "",
+             with_bias ? " +bias" : "");
+    int ng = in / group;
+    float *x = rand_vec(c, (size_t)n * in, 0.0f, 1.0f);
+    float *bias = rand_vec(c, (size_t)out, 0.0f, 0.5f);
+    for (size_t i = 0; i < (size_t)n * in; i++) x[i] = bf(x[i]);
+    for (int i = 0; i < out; i++) bias[i] = bf(bias[i]);
+    uint8_t *q = xmalloc((size_t)out * (size_t)(in / 2));                 /* [out, in / 2] */
+    float *sc = xmalloc(sizeof(float) * (size_t)out * (size_t)ng);        /* [out, ng] */
+    float *zr = xmalloc(sizeof(float) * (size_t)out * (size_t)ng);        /* [out, ng] */
+    int32_t *gidx = xmalloc(sizeof(int32_t) * (size_t)in);                /* [in] */
+    for (size_t i = 0; i < (size_t)out * (size_t)(in / 2); i++) q[i] = (uint8_t)rand_int(c, 0, 256);
+    for (size_t i = 0; i < (size_t)out * (size_t)ng; i++) {
+        sc[i] = (0.5f + (float)rand_int(c, 0, 1000) / 1000.0f) * 0.25f / sqrtf((float)in);   /* keeps |y| ~ 1 */
+        zr[i] = (float)rand_int(c, 0, 17);                                                    /* 0..16 (GPTQ v1 reaches 16) */
+    }
+    for (int k = 0; k < in; k++) gidx[k] = k / group;
+    for (int k = in - 1; act_order && k > 0; k--) {   /* a permutation of the groups' members */
+        int j = rand_int(c, 0, k + 1);
+        int32_t t = gidx[k];
+        gidx[k] = gidx[j];
+        gidx[j] = t;
+    }
+    void *d_x[N_BE], *d_b[N_BE], *d_y[N_BE], *d_q[N_BE], *d_s[N_BE], *d_z[N_BE], *d_g[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        if (!be->ops->matmul_w4) {
+            printf("FAIL %s: the %s backend has no matmul_w4\n", what, be->ops->name);
+            c->failures++;
+            c->checks++;
+            goto out;
+        }
+    }
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_x[b] = dev_acts(be, x, (size_t)n * in);
+        d_b[b] = with_bias ? dev_weight(be, bias, 1, out) : NULL;
+        d_y[b] = dev_poison(be, (size_t)n * out * sits_dtype_size(be->act_dtype));
+        TRY(be->ops->alloc(be, (size_t)out * (size_t)(in / 2), &d_q[b]));
+        TRY(be->ops->upload(be, d_q[b], q, (size_t)out * (size_t)(in / 2)));
+        TRY(be->ops->alloc(be, sizeof(float) * (size_t)out * (size_t)ng, &d_s[b]));
+        TRY(be->ops->upload(be, d_s[b], sc, sizeof(float) * (size_t)out * (size_t)ng));
+        TRY(be->ops->alloc(be, sizeof(float) * (size_t)out * (size_t)ng, &d_z[b]));
+        TRY(be->ops->upload(be, d_z[b], zr, sizeof(float) * (size_t)out * (size_t)ng));
+        d_g[b] = act_order ? dev_i32(be, gidx, (size_t)in) : NULL;
+        sits_w4_t w = { d_q[b], d_s[b], d_z[b], d_g[b], group, ng };
+        TRY(be->ops->matmul_w4(be, d_y[b], d_x[b], &w, d_b[b], n, in, out));
+    }
+    /* the same dequantised weights (one fp32 rounding each); fp32 sums in another order, one bf16 output rounding */
+    compare_bufs(c, what, d_y, (size_t)n * out, 2e-4, 8e-3, 0);
+    for (int b = 0; b < N_BE; b++) {
+        void *p[] = { d_x[b], d_b[b], d_y[b], d_q[b], d_s[b], d_z[b], d_g[b] };
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+            if (p[i]) dev_free(c->be[b], p[i]);
+    }
+out:
+    free(x);
+    free(bias);
+    free(q);
+    free(sc);
+    free(zr);
+    free(gidx);
+}
+
 /* sel: [families] rope_sel, a random half of the tokens on a second (longrope-like) set */
 static void test_rope(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, float theta, int sel)
 {
@@ -2180,6 +2250,22 @@ int main(void)
     test_matmul(&c, 64, 512, 256, 0);
     test_matmul(&c, 3, 130, 66, 1);
     test_matmul(&c, 5, 127, 33, 0);
+
+    /* [int4] decode and prefill shapes of an 8B layer (group 128), several token tiles, act-order,
+     * a group size not a multiple of 8 and an input count not a multiple of 8 (byte path), per channel;
+     * n >= 16 without act-order and with groups of a multiple of 32 runs the tensor-core kernel (partial
+     * 64 x 64 tiles at the edges) */
+    test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
+    test_matmul_w4(&c, 8, 4096, 3072, 128, 0, 1);
+    test_matmul_w4(&c, 33, 1024, 520, 64, 1, 1);
+    test_matmul_w4(&c, 64, 512, 256, 32, 0, 0);
+    test_matmul_w4(&c, 3, 520, 66, 26, 0, 1);
+    test_matmul_w4(&c, 5, 130, 33, 130, 0, 0);
+    test_matmul_w4(&c, 17, 2048, 96, 128, 1, 0);
+    test_matmul_w4(&c, 100, 4096, 1024, 128, 0, 1);
+    test_matmul_w4(&c, 33, 1024, 520, 64, 0, 0);
+    test_matmul_w4(&c, 16, 96, 72, 96, 0, 1);
+    test_matmul_w4(&c, 130, 256, 136, 32, 0, 0);
 
     test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
     test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);

@@ -252,9 +252,16 @@ static void test_quant_config(void **state)
         { "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 8, \"type\": "
           "\"float\", \"strategy\": \"channel\"}}}}", SITS_OK, NULL },
         { "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 4, \"type\": "
-          "\"int\", \"strategy\": \"group\"}}}}", SITS_ERR_UNSUPPORTED, "4-bit int, strategy group is not supported" },
+          "\"int\", \"strategy\": \"group\"}}}}", SITS_ERR_UNSUPPORTED, "format \"(none)\" is not supported for int weights" },
         { "{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}", SITS_ERR_UNSUPPORTED, "block-wise FP8" },
-        { "{\"quant_method\": \"gptq\"}", SITS_ERR_UNSUPPORTED, "quant_method \"gptq\" is not supported" },
+        { "{\"quant_method\": \"bitsandbytes\"}", SITS_ERR_UNSUPPORTED, "quant_method \"bitsandbytes\" is not supported" },
+        /* [int4] */
+        { "{\"quant_method\": \"gptq\"}", SITS_ERR_UNSUPPORTED, "gptq checkpoints of 0 bits are not supported" },
+        { "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"checkpoint_format\": \"gptq_v2\"}", SITS_OK, NULL },
+        { "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, \"zero_point\": false}", SITS_ERR_UNSUPPORTED,
+          "AWQ without zero points" },
+        { "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"weights\": "
+          "{\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"tensor\"}}}}", SITS_ERR_UNSUPPORTED, "int4 strategy \"tensor\"" },
         { "[1]", SITS_ERR_FORMAT, "expected an object" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,216 @@
+/* w4a16.cu -- [int4] the W4A16 linear: y [n, out] bf16 = x [n, in] bf16 . w^T (+ bias [out] bf16),
+ * w the packed INT4 weights of backend.h (sits_w4_t):
+ *   q      uint8 [out, in / 2]   column 2j in the low nibble of byte j, 2j + 1 in the high one
+ *   scale  fp32  [out, n_groups]
+ *   zero   fp32  [out, n_groups]
+ *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
+ *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
+ * Two kernels:
+ *   - n < W4_MMA_MIN_N (decode): one warp per output row and per tile of up to W4_TOK tokens; each lane
+ *     walks the row 8 inputs at a time (one 32-bit word of nibbles, one 16-byte load of x per token), so
+ *     a step reads every weight byte once. The word path needs in % 8 == 0 and 16-byte aligned x rows;
+ *     otherwise a byte-wise path (any even in). Act-order g_idx: looked up per input.
+ *   - n >= W4_MMA_MIN_N, no g_idx, group_size and in multiples of 32 (prefill, large batches): tensor
+ *     cores (mma.sync m16n8k16 bf16 -> fp32). A block computes 64 tokens x 64 outputs; per 32 inputs it
+ *     stages x [64, 32] and the integers (q - zero) [64 outputs, 32] (exact in bf16: |q - zero| <= 16)
+ *     in shared memory, so each MMA product x * (q - zero) is exact; every group's partial sums are
+ *     multiplied by the group's scale in fp32 when the group ends (the MMA accumulator layout names
+ *     each element's output). The result differs from the cpu twin only in the fp32 summation order.
+ *     (Marlin's layout -- weights pre-shuffled at load, cp.async pipelines, ldmatrix -- is the next step.) */
+#include "kernels/common.cuh"
+
+#define W4_TOK 8       /* tokens per warp tile: accumulators held in registers */
+#define W4_WARPS 4     /* warps (output rows) per block */
+
+/* the weight of input k of a row (scales srow, zeros zrow) whose nibble is u */
+static __device__ __forceinline__ float w4_deq(const float *srow, const float *zrow, const int32_t *gidx, int group_size, int k,
+                                               uint32_t u)
+{
+    int g = gidx ? gidx[k] : k / group_size;
+    return ((float)u - zrow[g]) * srow[g];
+}
+
+template <bool WORD>
+static __global__ void __launch_bounds__(32 * W4_WARPS)
+w4a16_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero, const int32_t *gidx,
+             const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
+{
+    int lane = threadIdx.x & 31, o = blockIdx.x * W4_WARPS + (threadIdx.x >> 5);
+    int t0 = blockIdx.y * W4_TOK;
+    if (o >= out) return;
+    int nt = n - t0 < W4_TOK ? n - t0 : W4_TOK;
+    const uint8_t *qrow = q + (size_t)o * (size_t)(in / 2);
+    const float *srow = scale + (size_t)o * n_groups, *zrow = zero + (size_t)o * n_groups;
+    const sits_bf16_t *xt = x + (size_t)t0 * in;
+    float acc[W4_TOK];
+#pragma unroll
+    for (int t = 0; t < W4_TOK; t++) acc[t] = 0.0f;
+    if (WORD) {
+        const uint32_t *qw = reinterpret_cast<const uint32_t *>(qrow);
+        /* groups of whole words: one scale / zero per word unless act-order or a group size not a multiple of 8 */
+        bool one_group = !gidx && group_size % 8 == 0;
+        for (int j = lane; j < in / 8; j += 32) {
+            uint32_t word = qw[j];
+            int k0 = 8 * j;
+            float w[8];
+            if (one_group) {
+                float s = srow[k0 / group_size], z = zrow[k0 / group_size];
+#pragma unroll
+                for (int i = 0; i < 8; i++) w[i] = ((float)((word >> (4 * i)) & 15u) - z) * s;
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++) w[i] = w4_deq(srow, zrow, gidx, group_size, k0 + i, (word >> (4 * i)) & 15u);
+            }
+#pragma unroll
+            for (int t = 0; t < W4_TOK; t++) {
+                if (t < nt) {
+                    float xv[8];
+                    sits_k_load<8>(xt + (size_t)t * in + k0, xv);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[t] = fmaf(xv[i], w[i], acc[t]);
+                }
+            }
+        }
+    } else {
+        for (int j = lane; j < in / 2; j += 32) {
+            uint32_t b = qrow[j];
+            int k0 = 2 * j;
+            float w0 = w4_deq(srow, zrow, gidx, group_size, k0, b & 15u);
+            float w1 = w4_deq(srow, zrow, gidx, group_size, k0 + 1, b >> 4);
+#pragma unroll
+            for (int t = 0; t < W4_TOK; t++)
+                if (t < nt)
+                    acc[t] = fmaf(sits_k_bf2f(xt[(size_t)t * in + k0 + 1]), w1, fmaf(sits_k_bf2f(xt[(size_t)t * in + k0]), w0, acc[t]));
+        }
+    }
+    float b = bias ? sits_k_bf2f(bias[o]) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < W4_TOK; t++) {
+        float v = sits_k_warp_sum(acc[t]);
+        if (lane == 0 && t < nt) y[(size_t)(t0 + t) * out + o] = sits_k_f2bf(v + b);
+    }
+}
+
+#define W4_MMA_MIN_N 16   /* tokens from which the tensor-core kernel runs */
+#define W4_BM 64          /* tokens per block (16 per warp) */
+#define W4_BN 64          /* outputs per block (8 MMA column tiles per warp) */
+#define W4_BK 32          /* inputs per shared-memory stage */
+#define W4_SK (W4_BK + 8) /* shared row stride in bf16 (80 bytes: the fragment loads of 8 rows fall in distinct banks) */
+
+/* d += a . b (16x16 bf16 by 16x8 bf16, fp32 accumulate); fragment layouts as kernels/attention_mma.cuh */
+static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Block (blockIdx.x: outputs o0 = 64 bx .., blockIdx.y: tokens t0 = 64 by ..), 4 warps; warp w owns
+ * tokens t0 + 16 w .. + 16 and all 64 outputs (8 column tiles of 8). Per thread (g = lane / 4,
+ * q = lane % 4): acc[j] / part[j] hold, for column tile j, tokens (16 w + g, 16 w + g + 8) x
+ * outputs (8 j + 2 q, 8 j + 2 q + 1) in the C layout (c0 c1 | c2 c3). */
+static __global__ void __launch_bounds__(128)
+w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
+{
+    __shared__ __align__(16) sits_bf16_t xs[W4_BM * W4_SK];   /* [64 tokens][W4_SK]: x[t0 + m, k0 .. k0 + 32) */
+    __shared__ __align__(16) sits_bf16_t ws[W4_BN * W4_SK];   /* [64 outputs][W4_SK]: q - zero, same inputs */
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
+    int o0 = blockIdx.x * W4_BN, t0 = blockIdx.y * W4_BM;
+    float acc[8][4], part[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = part[j][i] = 0.0f;
+    const size_t qstride = (size_t)(in / 2);
+    for (int k0 = 0; k0 < in; k0 += W4_BK) {
+        __syncthreads();   /* the previous stage's fragments are read */
+        /* x: 64 rows x 32 bf16 = 64 B a row, 4 x 16 B; 256 chunks, 2 a thread (zero past the last token) */
+        for (int c = tid; c < W4_BM * 4; c += 128) {
+            int m = c >> 2, part16 = c & 3;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (t0 + m < n) v = *reinterpret_cast<const uint4 *>(x + (size_t)(t0 + m) * in + k0 + part16 * 8);
+            *reinterpret_cast<uint4 *>(xs + m * W4_SK + part16 * 8) = v;
+        }
+        /* weights: 64 rows x 16 bytes of nibbles (32 inputs, one group: group_size % 32 == 0); a thread
+         * takes 8 inputs (one 32-bit word) of a row and writes q - zero as 8 bf16 (0 past the last output) */
+        for (int c = tid; c < W4_BN * 4; c += 128) {
+            int r = c >> 2, w4 = c & 3, o = o0 + r;
+            uint32_t word = 0;
+            float z = 0.0f;
+            if (o < out) {
+                word = *reinterpret_cast<const uint32_t *>(q + (size_t)o * qstride + k0 / 2 + w4 * 4);
+                z = zero[(size_t)o * n_groups + k0 / group_size];
+            }
+            uint32_t pk[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float lo = (float)((word >> (8 * i)) & 15u) - z, hi = (float)((word >> (8 * i + 4)) & 15u) - z;
+                __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);   /* exact: integers in [-16, 15] */
+                pk[i] = *reinterpret_cast<uint32_t *>(&h);
+            }
+            *reinterpret_cast<uint4 *>(ws + r * W4_SK + w4 * 8) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < W4_BK; kk += 16) {
+            const sits_bf16_t *xa = xs + (warp * 16 + g) * W4_SK + kk + 2 * qd;
+            uint32_t a[4] = { *reinterpret_cast<const uint32_t *>(xa), *reinterpret_cast<const uint32_t *>(xa + 8 * W4_SK),
+                              *reinterpret_cast<const uint32_t *>(xa + 8), *reinterpret_cast<const uint32_t *>(xa + 8 * W4_SK + 8) };
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const sits_bf16_t *wb = ws + (j * 8 + g) * W4_SK + kk + 2 * qd;
+                w4_mma(part[j], a, *reinterpret_cast<const uint32_t *>(wb), *reinterpret_cast<const uint32_t *>(wb + 8));
+            }
+        }
+        if ((k0 + W4_BK) % group_size == 0) {   /* the group ends: acc += scale * part, per output column */
+            int gi = k0 / group_size;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int oa = o0 + j * 8 + 2 * qd;
+                float s0 = oa < out ? scale[(size_t)oa * n_groups + gi] : 0.0f;
+                float s1 = oa + 1 < out ? scale[(size_t)(oa + 1) * n_groups + gi] : 0.0f;
+                acc[j][0] = fmaf(s0, part[j][0], acc[j][0]);
+                acc[j][1] = fmaf(s1, part[j][1], acc[j][1]);
+                acc[j][2] = fmaf(s0, part[j][2], acc[j][2]);
+                acc[j][3] = fmaf(s1, part[j][3], acc[j][3]);
+#pragma unroll
+                for (int i = 0; i < 4; i++) part[j][i] = 0.0f;
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int oa = o0 + j * 8 + 2 * qd;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = t0 + warp * 16 + g + (i >= 2 ? 8 : 0), o = oa + (i & 1);
+            if (t < n && o < out) y[(size_t)t * out + o] = sits_k_f2bf(acc[j][i] + (bias ? sits_k_bf2f(bias[o]) : 0.0f));
+        }
+    }
+}
+
+extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale,
+                                          const float *zero, const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out,
+                                          int group_size, int n_groups, cudaStream_t stream)
+{
+    if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
+        return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    if (n >= W4_MMA_MIN_N && !gidx && group_size % W4_BK == 0 && in % W4_BK == 0 && sits_k_aligned16(x) &&
+        ((uintptr_t)q & 3u) == 0) {
+        dim3 mgrid((unsigned)((out + W4_BN - 1) / W4_BN), (unsigned)((n + W4_BM - 1) / W4_BM));
+        if (mgrid.y > 65535u) return SITS_ERR_INVALID;
+        w4a16_mma_kernel<<<mgrid, 128, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups);
+        return SITS_K_LAUNCH_STATUS();
+    }
+    bool word = in % 8 == 0 && sits_k_aligned16(x) && ((uintptr_t)q & 3u) == 0;
+    dim3 grid((unsigned)((out + W4_WARPS - 1) / W4_WARPS), (unsigned)((n + W4_TOK - 1) / W4_TOK));
+    if (grid.y > 65535u) return SITS_ERR_INVALID;
+    if (word)
+        w4a16_kernel<true><<<grid, 32 * W4_WARPS, 0, stream>>>(y, x, q, scale, zero, gidx, bias, n, in, out, group_size, n_groups);
+    else
+        w4a16_kernel<false><<<grid, 32 * W4_WARPS, 0, stream>>>(y, x, q, scale, zero, gidx, bias, n, in, out, group_size, n_groups);
+    return SITS_K_LAUNCH_STATUS();
+}

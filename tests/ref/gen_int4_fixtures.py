@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""[int4] Convert a committed fixture model into INT4 weight-only checkpoints as published on the HF hub.
+
+Purpose: write tests/fixtures/models/<src>_<fmt>/ (default src: qwen3_tied, the smallest fixture with
+  tied embeddings: the repository is near its size limit) for three formats, every linear of the blocks
+  (q/k/v/o/gate/up/down) quantised to 4 bits, groups of GROUP inputs, round to nearest (the packing is
+  what is tested, not the quantiser); embeddings and norms kept in the source dtype:
+    awq   AutoAWQ GEMM: qweight int32 [in, out/8] packed along the OUTPUT dim in AWQ's order
+          [0, 2, 4, 6, 1, 3, 5, 7], qzeros int32 [in/g, out/8] packed the same way, scales fp16 [in/g, out],
+          asymmetric (zero_point true). Packing as AutoAWQ's WQLinear_GEMM.from_linear
+          (awq/modules/linear/gemm.py); unpacking as AutoAWQ's awq/utils/packing_utils.py
+          (unpack_awq, reverse_awq_order, dequantize_gemm), which transformers' AWQ loader uses.
+    gptq  AutoGPTQ / GPTQModel checkpoint_format "gptq" (v1), desc_act true (act-order: a g_idx that
+          permutes the groups; one permutation per layer input, shared by q/k/v and by gate/up as the
+          Hessian ordering is), asymmetric: qweight int32 [in/8, out] packed along the INPUT dim,
+          qzeros int32 [n_groups, out/8] holding zero - 1 (v1's offset), scales fp16 [n_groups, out],
+          g_idx int32 [in]. Packing as AutoGPTQ's QuantLinear.pack (auto_gptq/nn_modules/qlinear/
+          qlinear_cuda_old.py; GPTQModel's gptqmodel/nn_modules/qlinear/__init__.py pack is the same);
+          unpacking as its dequantisation (zeros + 1 for v1, scales[g_idx]).
+    ct    compressed-tensors "pack-quantized" W4A16, strategy group, symmetric: quantised, packed and
+          decompressed with the compressed-tensors package itself (calculate_qparams, quantize,
+          PackedQuantizationCompressor.compress / .decompress): weight_packed int32 [out, in/8],
+          weight_scale bf16 [out, in/g], weight_shape int64 [2].
+  model.safetensors and reference.json are committed xz-compressed (.xz; the tests unpack them).
+  reference.json (format of gen_fixtures.py; all_logits of the 5-token prompt to stay small) holds
+  the logits and greedy tokens of the DEQUANTISED model, decoded from the packed tensors by the format's
+  own unpacking (above), w = (q - z) * s in float32, run by HF transformers in float32 from a plain
+  fp32 checkpoint of those values -- so a loader that unpacks correctly must reproduce it like the
+  other fixtures (fp32 CPU within 1e-4).
+
+Unit data (--units): tests/unit/data/int4/<variant>.{safetensors,json}, one 16 x 64 linear per variant
+  the fixtures do not cover (GPTQ gptq_v2 sym / asym, GPTQ per-channel, compressed-tensors asymmetric
+  with its packed weight_zero_point, channel strategy sym / asym) with its dequantised weights
+  (".deq", float32, the format's unpacking as above / the compressed-tensors package) and its
+  quantization_config; tests/unit/test_int4.c checks our unpacking against them bit for bit.
+
+Modes (nothing is written unless asked):
+  python3 tests/ref/gen_int4_fixtures.py --write [fmt ...]   (or SITS_REGEN=1 ...)
+  python3 tests/ref/gen_int4_fixtures.py --write --units     the unit data
+  python3 tests/ref/gen_int4_fixtures.py --case SRC FMT GROUP DIR   a model in format FMT, no reference
+  python3 tests/ref/gen_int4_fixtures.py --check [fmt ...]   regenerate into a temp dir and compare
+Deterministic: the source fixture is committed; the act-order permutations come from a seeded generator.
+Needs: torch, transformers, safetensors (tests/ref/requirements.txt) and compressed-tensors (0.20.1).
+"""
+
+import argparse
+import json
+import lzma
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_fixtures as gf  # noqa: E402
+
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+GROUP = 32          # the fixtures' inputs are 64 / 128: group 128 would be one group per row
+PERM_SEED = 2500
+ALL_LOGITS_PROMPT = 1
+FORMATS = ("awq", "gptq", "ct")
+XZ_FILES = ("model.safetensors", "reference.json")   # committed as .xz (the tests unpack them)
+
+
+def xz_dir(d, unpack):
+    """compress XZ_FILES of d in place (xz -9e), or unpack them (unpack=True)"""
+    for f in XZ_FILES:
+        src, dst = (os.path.join(d, f + ".xz"), os.path.join(d, f)) if unpack else (os.path.join(d, f), os.path.join(d, f + ".xz"))
+        if not os.path.exists(src):
+            continue
+        with open(src, "rb") as fi:
+            data = fi.read()
+        data = lzma.decompress(data) if unpack else lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
+        with open(dst, "wb") as fo:
+            fo.write(data)
+        os.remove(src)
+
+
+def is_linear(name):
+    return name.startswith("model.layers.") and name.endswith(".weight") and \
+        any("." + l + "." in name for l in LINEARS)
+
+
+def rtn_asym(w, gidx, n_groups):
+    """w [out, in] fp32, gidx [in] -> (q int [out, in] 0..15, zero int [out, ng], scale fp16 [out, ng]):
+    min/max per group (0 included), scale = (max - min) / 15, zero = round(-min / scale) (AutoAWQ's
+    pseudo_quantize_tensor with zero_point; GPTQ's Quantizer.find_params for sym=False)."""
+    out = w.shape[0]
+    mx = torch.zeros(out, n_groups)
+    mn = torch.zeros(out, n_groups)
+    for g in range(n_groups):
+        cols = (gidx == g).nonzero().flatten()
+        mx[:, g] = torch.clamp(w[:, cols].amax(dim=1), min=0)
+        mn[:, g] = torch.clamp(w[:, cols].amin(dim=1), max=0)
+    scale = ((mx - mn) / 15).clamp(min=1e-5).half()
+    s = scale.float()
+    zero = torch.clamp(torch.round(-mn / s), 0, 15).to(torch.int32)
+    q = torch.clamp(torch.round(w / s[:, gidx]) + zero[:, gidx], 0, 15).to(torch.int32)
+    return q, zero, scale
+
+
+def i32(x):
+    """int64 tensor of 32-bit patterns -> int32 (two's complement)"""
+    x = x & 0xFFFFFFFF
+    return torch.where(x >= 2**31, x - 2**32, x).to(torch.int32)
+
+
+# ---- AWQ (AutoAWQ WQLinear_GEMM) ----
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+AWQ_REVERSE_ORDER = [0, 4, 1, 5, 2, 6, 3, 7]
+
+
+def awq_pack_cols(intweight):
+    """[rows, cols] ints 0..15 -> int32 [rows, cols/8]: WQLinear_GEMM.from_linear's loop
+    `for i in range(pack_num): qweight[:, col] |= intweight[:, col * pack_num + order_map[i]] << (i * w_bit)`"""
+    rows, cols = intweight.shape
+    packed = torch.zeros(rows, cols // 8, dtype=torch.int64)
+    for col in range(cols // 8):
+        for i in range(8):
+            packed[:, col] |= intweight[:, col * 8 + AWQ_ORDER[i]].to(torch.int64) << (i * 4)
+    return i32(packed)
+
+
+def awq_unpack_cols(packed):
+    """packing_utils.unpack_awq + reverse_awq_order: int32 [rows, cols/8] -> ints [rows, cols]"""
+    shifts = torch.arange(0, 32, 4)
+    iw = torch.bitwise_right_shift(packed[:, :, None], shifts[None, None, :]).to(torch.int8)
+    iw = iw.view(iw.shape[0], -1)
+    rev = torch.arange(iw.shape[-1], dtype=torch.int32).view(-1, 8)[:, AWQ_REVERSE_ORDER].view(-1)
+    iw = iw[:, rev]
+    return torch.bitwise_and(iw, 15).to(torch.int32)
+
+
+def awq_convert(w, tensors, prefix):
+    out, inp = w.shape
+    gidx = torch.arange(inp) // GROUP
+    q, zero, scale = rtn_asym(w, gidx, inp // GROUP)
+    tensors[prefix + ".qweight"] = awq_pack_cols(q.t().contiguous())          # [in, out/8]
+    tensors[prefix + ".qzeros"] = awq_pack_cols(zero.t().contiguous())        # [in/g, out/8]
+    tensors[prefix + ".scales"] = scale.t().contiguous()                      # [in/g, out] fp16
+    # dequantize_gemm: (iweight - izeros.repeat_interleave(g)) * scales.repeat_interleave(g), [in, out]
+    iw = awq_unpack_cols(tensors[prefix + ".qweight"])
+    iz = awq_unpack_cols(tensors[prefix + ".qzeros"]).repeat_interleave(GROUP, dim=0)
+    sc = tensors[prefix + ".scales"].float().repeat_interleave(GROUP, dim=0)
+    return ((iw - iz).float() * sc).t().contiguous()
+
+
+AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm",
+              "modules_to_not_convert": None}
+
+
+# ---- GPTQ (AutoGPTQ QuantLinear.pack, checkpoint_format "gptq" v1) ----
+
+def rtn_sym(w, gidx, n_groups):
+    """symmetric 4-bit RTN as GPTQ's Quantizer with sym=True: zero = 8, scale = max|w| / 7.5"""
+    out = w.shape[0]
+    amax = torch.zeros(out, n_groups)
+    for g in range(n_groups):
+        cols = (gidx == g).nonzero().flatten()
+        amax[:, g] = w[:, cols].abs().amax(dim=1)
+    scale = (amax / 7.5).clamp(min=1e-5).half()
+    zero = torch.full((out, n_groups), 8, dtype=torch.int32)
+    q = torch.clamp(torch.round(w / scale.float()[:, gidx]) + 8, 0, 15).to(torch.int32)
+    return q, zero, scale
+
+
+def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False):
+    out, inp = w.shape
+    group = GROUP if group is None else inp if group == -1 else group
+    ng = inp // group
+    # act-order: columns taken in `perm` order, g_idx[perm[i]] = i // group (GPTQ.fasterquant with
+    # actorder: g_idx = [perm_inv[i] // groupsize for i in range(columns)]); perm None: no act-order
+    inv = torch.argsort(perm) if perm is not None else torch.arange(inp)
+    gidx = (inv // group).to(torch.int32)
+    q, zero, scale = (rtn_sym if sym else rtn_asym)(w, gidx.long(), ng)
+    intweight = q.t().contiguous().to(torch.int64)                      # [in, out]
+    qweight = torch.zeros(inp // 8, out, dtype=torch.int64)
+    for row in range(inp // 8):                                         # pack: 8 input rows per int32 row
+        for j in range(8):
+            qweight[row] |= intweight[row * 8 + j] << (4 * j)
+    zeros = zero.t().contiguous().to(torch.int64) - (0 if v2 else 1)    # [ng, out]: v1 stores zero - 1
+    zeros = zeros & 15                                                  # (AutoGPTQ packs the raw bits: 0 - 1 -> 15)
+    qzeros = torch.zeros(ng, out // 8, dtype=torch.int64)
+    for col in range(out // 8):
+        for j in range(8):
+            qzeros[:, col] |= zeros[:, col * 8 + j] << (4 * j)
+    tensors[prefix + ".qweight"] = i32(qweight)
+    tensors[prefix + ".qzeros"] = i32(qzeros)
+    tensors[prefix + ".scales"] = scale.t().contiguous()                # [ng, out] fp16
+    tensors[prefix + ".g_idx"] = gidx
+    # dequantisation of the v1 kernels (qlinear_cuda_old forward / exllama): zeros = stored + 1 (no wrap:
+    # a stored 15 decodes to 16), weight = scales[g_idx] * (q - zeros[g_idx]); gptq_v2 (GPTQModel, whose
+    # convert_gptq_v1_to_v2_format adds the 1 to qzeros once): zeros = stored
+    shifts = torch.arange(0, 32, 4)
+    zs = (tensors[prefix + ".qzeros"][:, :, None] >> shifts[None, None, :]) & 15
+    zs = zs.reshape(ng, out) + (0 if v2 else 1)
+    ws = (tensors[prefix + ".qweight"][:, None, :] >> shifts[None, :, None]) & 15
+    ws = ws.reshape(inp, out)
+    g = tensors[prefix + ".g_idx"].long()
+    deq = tensors[prefix + ".scales"].float()[g] * (ws - zs[g]).float()  # [in, out]
+    return deq.t().contiguous()
+
+
+GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": True, "sym": False,
+               "checkpoint_format": "gptq", "static_groups": False, "true_sequential": True, "damp_percent": 0.01,
+               "lm_head": False}
+
+
+# ---- compressed-tensors pack-quantized (the library itself) ----
+
+def ct_scheme(sym=True, group=None):
+    group = GROUP if group is None else group
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    kw = dict(strategy="group", group_size=group) if group != -1 else dict(strategy="channel")
+    return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
+        num_bits=4, type="int", symmetric=sym, dynamic=False, **kw))
+
+
+def ct_convert(w, tensors, prefix, sym=True, group=None):
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization.utils import calculate_qparams
+    group = GROUP if group is None else group
+    scheme = ct_scheme(sym, group)
+    out, inp = w.shape
+    g = inp if group == -1 else group
+    wg = w.reshape(out, inp // g, g)
+    scale, zp = calculate_qparams(wg.amin(dim=2), wg.amax(dim=2), scheme.weights)   # [out, ng]
+    scale = scale.to(torch.bfloat16)   # checkpoints store the scale in the model's dtype
+    comp = PackedQuantizationCompressor.compress({"weight": w.to(torch.bfloat16), "weight_scale": scale,
+                                                  "weight_zero_point": zp.to(torch.int8)}, scheme)
+    for k, v in comp.items():
+        tensors[prefix + "." + k] = v.contiguous()
+    # the library's decompression, with the scale widened to fp32 so the product is one fp32 rounding
+    dec = PackedQuantizationCompressor.decompress({k: (v.float() if k == "weight_scale" else v) for k, v in comp.items()},
+                                                  scheme)
+    return dec["weight"].float().contiguous()
+
+
+def ct_config():
+    return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+            "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                          "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                                                      "group_size": GROUP, "dynamic": False, "actorder": None,
+                                                      "observer": "minmax"}}},
+            "ignore": ["lm_head"]}
+
+
+# ---- unit data: one linear per format variant the fixtures do not cover ----
+UNIT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "data", "int4"))
+UNIT_BASE = "model.layers.0.mlp.down_proj"
+UNIT_SHAPE = (16, 64)   # [out, in]
+
+
+def unit_variants():
+    """name -> (quantization_config, function(w, tensors) -> dequantised w)"""
+    def ct_cfg(sym, group):
+        w = {"num_bits": 4, "type": "int", "symmetric": sym, "dynamic": False}
+        w.update({"strategy": "group", "group_size": group} if group != -1 else {"strategy": "channel"})
+        return {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}}
+    gq = lambda group, sym, v2: dict(GPTQ_CONFIG, group_size=group, sym=sym, desc_act=False,
+                                     checkpoint_format="gptq_v2" if v2 else "gptq")
+    return {
+        "gptq_v2_sym_g32": (gq(32, True, True), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 32, True, True)),
+        "gptq_v1_sym_channel": (gq(-1, True, False), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, -1, True, False)),
+        "gptq_v2_asym_g16": (gq(16, False, True), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 16, False, True)),
+        "ct_asym_g32": (ct_cfg(False, 32), lambda w, t: ct_convert(w, t, UNIT_BASE, False, 32)),
+        "ct_sym_channel": (ct_cfg(True, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, True, -1)),
+        "ct_asym_channel": (ct_cfg(False, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, False, -1)),
+    }
+
+
+def write_units(out_dir):
+    """<variant>.safetensors: the packed tensors of UNIT_BASE plus UNIT_BASE.deq (float32 [out, in], the
+    format's own dequantisation); <variant>.json: its quantization_config"""
+    os.makedirs(out_dir, exist_ok=True)
+    g = torch.Generator().manual_seed(PERM_SEED)
+    for name, (qcfg, fn) in sorted(unit_variants().items()):
+        w = (torch.randn(UNIT_SHAPE, generator=g) * 0.1).to(torch.bfloat16).float()
+        t = {}
+        deq = fn(w, t)
+        t[UNIT_BASE + ".deq"] = deq.float().contiguous()
+        save_file(t, os.path.join(out_dir, name + ".safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump(qcfg, f, indent=2, sort_keys=True)
+            f.write("\n")
+        print("  %s: %s" % (name, ", ".join("%s %s %s" % (k[len(UNIT_BASE) + 1:], str(v.dtype)[6:], list(v.shape))
+                                           for k, v in sorted(t.items()))))
+
+
+def quantize_tensors(fmt, tensors, perm_seed=PERM_SEED):
+    """every block linear of `tensors` in format fmt -> (checkpoint tensors, dequantised fp32 tensors)"""
+    qt, deq = {}, {}
+    gen = torch.Generator().manual_seed(perm_seed)
+    perms = {}
+    for k in sorted(tensors):
+        t = tensors[k]
+        if not is_linear(k):
+            qt[k] = t.contiguous()
+            deq[k] = t.float().contiguous()
+            continue
+        prefix = k[:-len(".weight")]
+        w = t.float()
+        if fmt == "awq":
+            deq[k] = awq_convert(w, qt, prefix)
+        elif fmt == "gptq":
+            # one act-order permutation per layer input: q/k/v share the attention input, gate/up the MLP's
+            layer = prefix.rsplit(".", 2)[0]
+            key = (layer, "qkv" if prefix.endswith(("q_proj", "k_proj", "v_proj")) else
+                   "gu" if prefix.endswith(("gate_proj", "up_proj")) else prefix)
+            if key not in perms:
+                perms[key] = torch.randperm(w.shape[1], generator=gen)
+            deq[k] = gptq_convert(w, qt, prefix, perms[key])
+        else:
+            deq[k] = ct_convert(w, qt, prefix)
+    return qt, deq
+
+
+def quant_config(fmt):
+    return {"awq": AWQ_CONFIG, "gptq": GPTQ_CONFIG}.get(fmt) or ct_config()
+
+
+def write_case(src, fmt, group, out_dir):
+    """A model without a reference: fixture `src` (or the model directory src) in format fmt with groups of
+    `group` (tests/integration/int4.sh makes refusal inputs at run time, when torch is there; the
+    per-format accuracy of bench/RESULTS.md is measured on the demo model written this way)."""
+    global GROUP
+    GROUP = group
+    src_dir = src if os.path.isdir(src) else os.path.join(gf.FIXTURE_ROOT, src)
+    qt, _ = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")))
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    qc = json.loads(json.dumps(quant_config(fmt)))
+    if fmt == "ct":
+        qc["config_groups"]["group_0"]["weights"]["group_size"] = group
+    else:
+        qc["group_size"] = group
+    cfg["quantization_config"] = qc
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    for f in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        if os.path.exists(os.path.join(src_dir, f)):
+            shutil.copy(os.path.join(src_dir, f), out_dir)
+
+
+def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
+    qt, deq = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")), perm_seed)
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    os.makedirs(out_dir)
+    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    qcfg = dict(cfg)
+    qcfg["quantization_config"] = quant_config(fmt)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(qcfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src_dir, "generation_config.json"), out_dir)
+
+    # the independent reference: an fp32 checkpoint of the dequantised values, run by HF
+    with tempfile.TemporaryDirectory(prefix="sits-int4-deq-") as deq_dir:
+        dcfg = dict(cfg)
+        dcfg["dtype"] = "float32"
+        with open(os.path.join(deq_dir, "config.json"), "w") as f:
+            json.dump(dcfg, f)
+        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
+        spec = dict(gf.MODELS[src_name])
+        spec["all_logits_prompt"] = ALL_LOGITS_PROMPT
+        prompts = gf.make_prompts(spec["cfg"]["vocab_size"])
+        ref, info = gf.compute_reference(deq_dir, spec, prompts)
+        if ref is None:
+            return None, info
+        gf.write_reference(os.path.join(out_dir, "reference.json"), name,
+                           json.load(open(os.path.join(src_dir, "reference.json")))["generator"]["weights_seed"],
+                           prompts, spec, ref)
+    return ref, info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the fixtures in place")
+    ap.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare")
+    ap.add_argument("--src", default="qwen3_tied", help="source fixture (default qwen3_tied)")
+    ap.add_argument("--units", action="store_true",
+                    help="with --write: (re)write tests/unit/data/int4 (one linear per format variant) instead")
+    ap.add_argument("--case", nargs=4, metavar=("SRC", "FMT", "GROUP", "DIR"),
+                    help="write fixture (or model directory) SRC in format FMT with groups of GROUP into DIR, no reference")
+    ap.add_argument("formats", nargs="*", default=list(FORMATS), help="awq, gptq, ct (default all)")
+    args = ap.parse_args()
+    if args.case:
+        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3])
+        return 0
+    write = args.write or os.environ.get("SITS_REGEN") == "1"
+    if not write and not args.check:
+        ap.print_help()
+        return 0
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    if args.units:
+        write_units(UNIT_DIR if write else tempfile.mkdtemp(prefix="sits-int4-units-"))
+        return 0
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    ok = True
+    tmp = tempfile.mkdtemp(prefix="sits-int4-fixture-")
+    try:
+        for fmt in args.formats:
+            name = "%s_%s" % (args.src, fmt)
+            src_dir = os.path.join(gf.FIXTURE_ROOT, args.src)
+            dest = os.path.join(gf.FIXTURE_ROOT, name)
+            stage = os.path.join(tmp, name)
+            # act-order permutations are re-drawn (seeds PERM_SEED, PERM_SEED + 1, ...) until every greedy
+            # decision of the dequantised model is clear (gen_fixtures.py's GAP_MIN); the other formats have no
+            # randomness
+            for seed in range(PERM_SEED, PERM_SEED + (20 if fmt == "gptq" else 1)):
+                shutil.rmtree(stage, ignore_errors=True)
+                ref, info = convert(fmt, src_dir, stage, name, args.src, seed)
+                if ref is not None:
+                    break
+            if ref is None:
+                raise SystemExit("%s: the dequantised model has no clear greedy decisions (%s)" % (name, info))
+            print("%s: %d bytes, max|logit| %.3f, min greedy gap %.4f"
+                  % (name, gf.dir_bytes(stage), info["max_abs_logit"], info["min_greedy_gap"]))
+            if args.check:
+                old = os.path.join(tmp, "committed-" + name)
+                if os.path.isdir(dest):
+                    shutil.copytree(dest, old)
+                    xz_dir(old, True)
+                same = gf.compare_dirs(name, stage, old)
+                ok = ok and same
+                print("%s: %s" % (name, "matches committed fixture" if same else "MISMATCH"))
+            if write:
+                if os.path.isdir(dest):
+                    shutil.rmtree(dest)
+                shutil.copytree(stage, dest)
+                xz_dir(dest, False)
+                for f in sorted(os.listdir(dest)):
+                    print("  %s/%s %d" % (name, f, os.path.getsize(os.path.join(dest, f))))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
