@@ -310,6 +310,37 @@ def write_reference(path, name, seed, prompts, spec, ref):
     json.load(open(path))   # must parse
 
 
+def write_quantised(src_dir, out_dir, name, spec, qtensors, deq, qconfig):
+    """A quantised checkpoint of fixture src_dir in out_dir (tensors qtensors, config.json with
+    quantization_config = qconfig, generation_config.json) and its reference.json: HF transformers run on an
+    fp32 checkpoint of the dequantised values deq -- the independent reference the loader must match.
+    Returns (ref, info); ref None when the dequantised model has no clear greedy decisions."""
+    from safetensors.torch import save_file
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    os.makedirs(out_dir)
+    save_file(qtensors, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    qcfg = dict(cfg)
+    qcfg["quantization_config"] = qconfig
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(qcfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src_dir, "generation_config.json"), out_dir)
+    with tempfile.TemporaryDirectory(prefix="sits-deq-") as deq_dir:
+        dcfg = dict(cfg)
+        dcfg["dtype"] = "float32"
+        with open(os.path.join(deq_dir, "config.json"), "w") as f:
+            json.dump(dcfg, f)
+        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
+        prompts = make_prompts(spec["cfg"]["vocab_size"])
+        ref, info = compute_reference(deq_dir, spec, prompts)
+        if ref is None:
+            return None, info
+        write_reference(os.path.join(out_dir, "reference.json"), name,
+                        json.load(open(os.path.join(src_dir, "reference.json")))["generator"]["weights_seed"],
+                        prompts, spec, ref)
+    return ref, info
+
+
 def dir_bytes(d):
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
 

@@ -27,7 +27,7 @@ import tempfile
 
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_fixtures as gf  # noqa: E402  (compute_reference, write_reference, MODELS, make_prompts)
@@ -79,31 +79,10 @@ def convert(src_dir, out_dir, name, src_name):
         else:
             fp8[k] = t.contiguous()
             deq[k] = t.float().contiguous()
-    cfg = json.load(open(os.path.join(src_dir, "config.json")))
-    os.makedirs(out_dir)
-    save_file(fp8, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    qcfg = dict(cfg)
-    qcfg["quantization_config"] = QUANT_CONFIG
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(qcfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copy(os.path.join(src_dir, "generation_config.json"), out_dir)
-
-    # the independent reference: an fp32 checkpoint of the dequantised values, run by HF
-    with tempfile.TemporaryDirectory(prefix="sits-fp8-deq-") as deq_dir:
-        dcfg = dict(cfg)
-        dcfg["dtype"] = "float32"
-        with open(os.path.join(deq_dir, "config.json"), "w") as f:
-            json.dump(dcfg, f)
-        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
-        spec = gf.MODELS[src_name]
-        prompts = gf.make_prompts(spec["cfg"]["vocab_size"])
-        ref, info = gf.compute_reference(deq_dir, spec, prompts)
-        if ref is None:
-            raise SystemExit("%s: the dequantised model has no clear greedy decisions (%s)" % (name, info))
-        gf.write_reference(os.path.join(out_dir, "reference.json"), name,
-                           json.load(open(os.path.join(src_dir, "reference.json")))["generator"]["weights_seed"],
-                           prompts, spec, ref)
+    # the independent reference: HF on an fp32 checkpoint of the dequantised values
+    ref, info = gf.write_quantised(src_dir, out_dir, name, gf.MODELS[src_name], fp8, deq, QUANT_CONFIG)
+    if ref is None:
+        raise SystemExit("%s: the dequantised model has no clear greedy decisions (%s)" % (name, info))
     n_q = sum(1 for k in fp8 if k.endswith("_scale"))
     return n_q, info
 

@@ -350,33 +350,10 @@ def write_case(src, fmt, group, out_dir):
 
 def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
     qt, deq = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")), perm_seed)
-    cfg = json.load(open(os.path.join(src_dir, "config.json")))
-    os.makedirs(out_dir)
-    save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    qcfg = dict(cfg)
-    qcfg["quantization_config"] = quant_config(fmt)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(qcfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copy(os.path.join(src_dir, "generation_config.json"), out_dir)
-
-    # the independent reference: an fp32 checkpoint of the dequantised values, run by HF
-    with tempfile.TemporaryDirectory(prefix="sits-int4-deq-") as deq_dir:
-        dcfg = dict(cfg)
-        dcfg["dtype"] = "float32"
-        with open(os.path.join(deq_dir, "config.json"), "w") as f:
-            json.dump(dcfg, f)
-        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
-        spec = dict(gf.MODELS[src_name])
-        spec["all_logits_prompt"] = ALL_LOGITS_PROMPT
-        prompts = gf.make_prompts(spec["cfg"]["vocab_size"])
-        ref, info = gf.compute_reference(deq_dir, spec, prompts)
-        if ref is None:
-            return None, info
-        gf.write_reference(os.path.join(out_dir, "reference.json"), name,
-                           json.load(open(os.path.join(src_dir, "reference.json")))["generator"]["weights_seed"],
-                           prompts, spec, ref)
-    return ref, info
+    # the independent reference: HF on an fp32 checkpoint of the dequantised values
+    spec = dict(gf.MODELS[src_name])
+    spec["all_logits_prompt"] = ALL_LOGITS_PROMPT
+    return gf.write_quantised(src_dir, out_dir, name, spec, qt, deq, quant_config(fmt))
 
 
 def main():
