@@ -7,7 +7,7 @@
 #
 # Parts (2 GPUs: the two "lanes" of a part run side by side, one per GPU):
 #   tests1   tests/gpu single-GPU tests (op parity, engine step, HF fixtures, demo, int8 / fp8 KV, KV offload, FP8,
-#            model families, MoE, INT4, the memory plan);
+#            model families, MoE, INT4, the memory plan, n > 1 forks);
 #            sits-bench-controls (a step's sampling controls + logprobs: device ops vs the host path)
 #   tests2   tests/gpu two-GPU tests (NCCL, custom all-reduce, KV migration / disaggregation, PP micro-batches)
 #            + greedy tokens GPU TP=1 == HF == TP=2
@@ -66,7 +66,7 @@ part_tests1() {
   for t in test_op_parity test_engine_step test_fp8_parity; do
     [ -x "$B/tests/gpu/$t" ] && gtest "tests/gpu/$t" "$B/tests/gpu/$t"
   done
-  for t in fixtures_cuda demo_cuda kv_int8_cuda kv_fp8_cuda kv_offload_cuda fp8_cuda families_cuda moe_cuda int4_cuda \
+  for t in fixtures_cuda demo_cuda kv_int8_cuda kv_fp8_cuda kv_offload_cuda fp8_cuda families_cuda moe_cuda int4_cuda n_fork_cuda \
            memory_plan_cuda; do
     [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"
   done
