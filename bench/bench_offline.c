@@ -4,7 +4,8 @@
  *
  *   bench/sits-bench-offline [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N]
  *       [--threads N] [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256]
- *       [--max-num-batched-tokens 8192] [--quant SPEC] [--cuda-graphs 1|0] [--commit SHA] [--json FILE]
+ *       [--max-num-batched-tokens 8192] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0]
+ *       [--commit SHA] [--json FILE]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (as sits-bench-decode); every rank runs
  * the same deterministic scheduler, and the sampled tokens are the same on all ranks, so no plan
@@ -29,7 +30,7 @@
 #include "util/log.h"
 
 typedef struct {
-    const char *model, *load_format, *device, *quant, *commit, *json;
+    const char *model, *load_format, *device, *quant, *kv_dtype, *commit, *json;
     int gpu, threads, in, out, requests, max_seqs, budget, cuda_graphs;
     int ep;   /* [moe] --ep */
 } opts_t;
@@ -54,7 +55,8 @@ static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N] [--threads N]\n"
                     "       [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256] [--max-num-batched-tokens 8192]\n"
-                    "       [--quant SPEC] [--cuda-graphs 1|0] [--commit SHA] [--json FILE] [--ep N]\n", a0);
+                    "       [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0] [--commit SHA] [--json FILE]\n"
+                    "       [--ep N]\n", a0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -63,7 +65,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     const char *src = getenv("top_srcdir");
     snprintf(defmodel, sizeof defmodel, "%s/bench/configs/llama3-8b", src ? src : ".");
     *o = (opts_t){ .model = defmodel, .load_format = "dummy", .device = "auto", .in = 2048, .out = 128, .requests = 512,
-                   .max_seqs = 256, .budget = 8192, .cuda_graphs = 1, .commit = getenv("SITS_COMMIT") };
+                   .max_seqs = 256, .budget = 8192, .cuda_graphs = 1, .kv_dtype = "auto", .commit = getenv("SITS_COMMIT") };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { usage(argv[0]); return -1; }
@@ -78,6 +80,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--max-num-seqs")) o->max_seqs = atoi(v);
         else if (!strcmp(a, "--max-num-batched-tokens")) o->budget = atoi(v);
         else if (!strcmp(a, "--quant")) o->quant = v;
+        else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;
         else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] experts over the ranks (== world size) */
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
         else if (!strcmp(a, "--commit")) o->commit = v;
@@ -113,6 +116,12 @@ int main(int argc, char **argv)
     int use_cuda = 0;
     st = sits_bench_backend(o.device, o.gpu, o.threads, &be, &use_cuda);
     if (st != SITS_OK) goto out;
+    sits_dtype_t kv_dt;   /* [kv dtype] --kv-cache-dtype, as the server's */
+    if ((st = sits_backend_kv_dtype_parse(o.kv_dtype, be->act_dtype, &kv_dt)) != SITS_OK ||
+        (st = sits_backend_set_kv_dtype(be, kv_dt)) != SITS_OK) {
+        fprintf(stderr, "sits-bench-offline: --kv-cache-dtype %s: not on this backend\n", o.kv_dtype);
+        goto out;
+    }
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
 #ifdef HAVE_NCCL
     if (use_cuda && world > 1 && (st = sits_comm_custom_ar_create(MPI_COMM_WORLD, be, 600.0, -1, -1, 1, &tp_dev)) != SITS_OK) goto out;
@@ -227,8 +236,9 @@ int main(int argc, char **argv)
                "%.1f total tok/s\n", o.requests, el, steps, decode_steps, decode_steps ? (double)decode_rows / decode_steps : 0.0,
                o.requests / el, total_out / el, ((double)o.requests * (o.in + o.out)) / el);
         if (o.json) {
-            json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:s}",
+            json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:s}",
                                   "bench", "offline", "model", o.model, "backend", be->ops->name, "quant", o.quant ? o.quant : "auto",
+                                  "kv_cache_dtype", o.kv_dtype,
                                   "fp8_linears", r->w->n_fp8, "tp", world, "input", o.in, "output", o.out, "requests", o.requests,
                                   "max_num_seqs", S, "max_num_batched_tokens", B, "seconds", el, "requests_per_s",
                                   o.requests / el, "output_tok_s", total_out / el, "total_tok_s",

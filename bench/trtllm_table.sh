@@ -9,8 +9,10 @@
 # is that: N requests of IN random ids each generating exactly OUT tokens (eos ignored), all queued,
 # continuous batching with chunked prefill, output tok/s from the first step to the last token.
 #
-#   bench/trtllm_table.sh [--shape 8b|70b] [--quant fp8] [--scale 1] [--rows 128/128,2048/128]
+#   bench/trtllm_table.sh [--shape 8b|70b] [--quant fp8] [--kv-cache-dtype fp8] [--scale 1] [--rows 128/128,2048/128]
 #                         [--max-num-seqs 512] [--max-num-batched-tokens 8192] [--out DIR] [-- extra offline args]
+# --kv-cache-dtype (default fp8, as TensorRT-LLM's FP8 rows; bf16 KV of 512 sequences of 2176 tokens, 136 GiB
+# for 8B, does not fit an H200 beside the weights)
 #   (--device cpu --model DIR: a smoke run of the script itself on a small model)
 #
 # --scale F runs F x their request count per row (at least --max-num-seqs x 2 requests, so the batch
@@ -22,12 +24,13 @@
 set -u
 top=${top:-$(cd "$(dirname "$0")/.." && pwd)}
 B=${B:-$PWD}
-shape=8b quant=fp8 scale=1 rows='' seqs=512 budget=8192 out=${OUT:-$PWD} device=cuda model=''
+shape=8b quant=fp8 kvdt=fp8 scale=1 rows='' seqs=512 budget=8192 out=${OUT:-$PWD} device=cuda model=''
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --shape) shape=$2; shift 2 ;;
     --quant) quant=$2; shift 2 ;;
+    --kv-cache-dtype) kvdt=$2; shift 2 ;;
     --scale) scale=$2; shift 2 ;;
     --rows) rows=$2; shift 2 ;;
     --max-num-seqs) seqs=$2; shift 2 ;;
@@ -73,7 +76,7 @@ while read -r io nreq t8 t70; do
   n=$(awk -v n="$nreq" -v s="$scale" -v m="$seqs" 'BEGIN { r = int(n * s + 0.5); if (r < 2 * m) r = 2 * m; if (r > n) r = n; print r }')
   log=$out/trtllm-$shape-$in-$o.log
   rj=$out/trtllm-$shape-$in-$o.json
-  "$off" --model "$cfg" --load-format dummy --device "$device" --quant "$quant" --input "$in" --output "$o" --requests "$n" \
+  "$off" --model "$cfg" --load-format dummy --device "$device" --quant "$quant" --kv-cache-dtype "$kvdt" --input "$in" --output "$o" --requests "$n" \
     --max-num-seqs "$seqs" --max-num-batched-tokens "$budget" --commit "$commit" --json "$rj" "${extra[@]}" > "$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || [ ! -f "$rj" ]; then
@@ -88,8 +91,8 @@ while read -r io nreq t8 t70; do
   entries+=("{\"isl\": $in, \"osl\": $o, \"requests\": $n, \"their_requests\": $nreq, \"output_tok_s\": $tok, \"mean_decode_batch\": ${mb:-null}, \"trtllm_output_tok_s\": \"$theirs\", \"ratio\": \"$ratio\"}")
 done <<< "$table"
 {
-  printf '{"bench": "trtllm_table", "shape": "%s", "quant": "%s", "scale": %s, "max_num_seqs": %s, "max_num_batched_tokens": %s, "commit": "%s", "rows": [' \
-    "$shape" "$quant" "$scale" "$seqs" "$budget" "$commit"
+  printf '{"bench": "trtllm_table", "shape": "%s", "quant": "%s", "kv_cache_dtype": "%s", "scale": %s, "max_num_seqs": %s, "max_num_batched_tokens": %s, "commit": "%s", "rows": [' \
+    "$shape" "$quant" "$kvdt" "$scale" "$seqs" "$budget" "$commit"
   (IFS=,; printf '%s' "${entries[*]}")
   printf ']}\n'
 } > "$json"
