@@ -25,6 +25,8 @@
 #            TRT_ROWS at TRT_SCALE of their request counts (bench/trtllm_table.sh, FP8)
 #   grammar  a constrained batch of 32 (JSON schema, a shared counted regex, 32 regexes) vs an unconstrained
 #            one, 8B-shaped bf16, Llama-3 tokenizer (bench/grammar_step.sh: mean step ms, mask host time)
+#   int4     W4A16 (--quant int4, dummy INT4 weights, group 128): 8B decode batch 1/8/32/64 at context 128 and
+#            prefill 1x2048, 70B on one GPU at context 2048, beside the floor; offline 128/2048 8B (issue 25)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -184,6 +186,19 @@ part_grammar() {   # [structured output] issue 21's budget: a constrained batch 
   rm -f "$out/grammar/m/tokenizer.json"
 }
 
+part_int4() {   # [int4] issue 25's benchmarks
+  mkdir -p "$out/int4"
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch 1,8,32,64 \
+    --context 128 --prefill 2048 --iters 20 --quant int4 --json "$out/int4/decode-8b.json" > "$out/int4/decode-8b.log" 2>&1
+  row "int4 decode 8B" "rc $?"; grep -E '^(decode|prefill|copy|device)' "$out/int4/decode-8b.log" | sed 's/^/    /'
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-70b" --load-format dummy --device cuda --batch 1,8,32,64 \
+    --context 2048 --fill none --prefill 2048 --iters 10 --quant int4 --json "$out/int4/decode-70b.json" > "$out/int4/decode-70b.log" 2>&1
+  row "int4 decode 70B (one GPU)" "rc $?"; grep -E '^(decode|prefill|copy|device)' "$out/int4/decode-70b.log" | sed 's/^/    /'
+  "$B/bench/sits-bench-offline" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant int4 --input 128 \
+    --output 2048 --requests 256 --max-num-seqs 256 --max-num-batched-tokens 8192 --json "$out/int4/off-128-2048.json" \
+    > "$out/int4/off-128-2048.log" 2>&1
+  row "int4 offline 128/2048 8B" "rc $?"; tail -2 "$out/int4/off-128-2048.log" | sed 's/^/    /'
+}
 part_scale() {
   mkdir -p "$out/scale"
   B=$B bash "$top/bench/sched_scale.sh" --config "$top/bench/configs/llama3-8b" --seqs 1024 \

@@ -476,10 +476,36 @@ static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0,
                 }
             }
         } else {
-            SITS_CHECK_GOTO(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging), st, out);
+            if (!L->st) {   /* dummy weights: nibbles from a hash of (seed, kind, layer, row, col / 16), 16 per draw, so
+                             * every TP slice holds the same model; scale 0.1 / 15, zero 8: values in [-0.053, 0.047],
+                             * the range of the float dummy weights (rows_f32) without quantising them (the hash per
+                             * element and the clipping search: 100 s of load for the 8B shape on 2 cores) */
+                const float sc = 0.1f / 15.0f, z = 8.0f;   /* zero: an integer, as every format stores */
 #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; i++)
-                sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+                for (int64_t i = 0; i < n; i++) {
+                    unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
+                                            (unsigned long long)(r + i) ^ 0x3f4ull << 28;
+                    rs = splitmix64(&rs);
+                    uint8_t *qr = qb + i * half;
+                    unsigned long long bits = 0;
+                    for (int64_t k = 0; k < w; k++) {
+                        int64_t col = c0 + k;
+                        if (k == 0 || (col & 15) == 0) {
+                            unsigned long long h = rs + (unsigned long long)(col >> 4) * 0x9e3779b97f4a7c15ull;
+                            bits = splitmix64(&h);
+                        }
+                        unsigned nib = (unsigned)(bits >> (4 * (col & 15))) & 15u;
+                        if (k & 1) qr[k / 2] |= (uint8_t)(nib << 4);
+                        else qr[k / 2] = (uint8_t)nib;
+                    }
+                    for (int64_t j = 0; j < ng; j++) { sb[i * ng + j] = sc; zb[i * ng + j] = z; }
+                }
+            } else {
+                SITS_CHECK_GOTO(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging), st, out);
+#pragma omp parallel for schedule(static)
+                for (int64_t i = 0; i < n; i++)
+                    sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+            }
         }
         int64_t d = dst_row0 + (r - r0);
         sits_backend_t *be = L->be;

@@ -125,7 +125,7 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
     SITS_INFO(SITS_SUB_KV, "memory plan (tp rank %d, %s): %s %.2f GiB%s", rank, where, gpu ? "usable" : "available / ranks",
               gib(budget), gpu ? "" : " (the KV cache takes at most its configured share)");
     if (gpu) SITS_INFO(SITS_SUB_KV, "memory plan:   in use before loading (context, communicators): %.3f GiB", gib(in_use));
-    SITS_INFO(SITS_SUB_KV, "memory plan:   weights: %.3f GiB%s", gib((double)weights), weights != weights_bf16 ? " (fp8 linears)" : "");
+    SITS_INFO(SITS_SUB_KV, "memory plan:   weights: %.3f GiB%s", gib((double)weights), weights != weights_bf16 ? " (quantised linears)" : "");
     for (int i = 0; i < plan.n; i++)
         SITS_INFO(SITS_SUB_KV, "memory plan:   %s: %.3f GiB%s", plan.item[i].name, gib((double)plan.item[i].bytes),
                   plan.item[i].held ? " (held already)" : "");
