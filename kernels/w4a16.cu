@@ -5,8 +5,16 @@
  *   zero   fp32  [out, n_groups]
  *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
- * Two kernels:
- *   - n < W4_MMA_MIN_N (decode): one warp per output row and per tile of up to W4_TOK tokens; each lane
+ * Kernels:
+ *   - n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
+ *     GEMV w4a16_gemv_kernel<NT>: one warp per output row and per tile of NT (1, 2, 4, 8) tokens; a lane
+ *     takes 32 inputs at a time with one 16-byte load of nibbles (streamed past L1), several loads in
+ *     flight; the integers q - zero come from the nibble by the 2^23 trick (or-ing it into the mantissa of
+ *     8388608.0f and subtracting 8388608 + zero: exact), the group's scale multiplies the 32-input partial
+ *     sum once. x rows are read through L1 (every warp of a block reads the same ones).
+ *   - the backend's dequantise-then-GEMM (sits_k_w4_dequant + cuBLASLt) for larger batches where it
+ *     has the scratch (cuda.c); the kernels below where it has not.
+ *   - n < W4_MMA_MIN_N otherwise: one warp per output row and per tile of up to W4_TOK tokens; each lane
  *     walks the row 8 inputs at a time (one 32-bit word of nibbles, one 16-byte load of x per token), so
  *     a step reads every weight byte once. The word path needs in % 8 == 0 and 16-byte aligned x rows;
  *     otherwise a byte-wise path (any even in). Act-order g_idx: looked up per input.
@@ -89,6 +97,94 @@ w4a16_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float
         float v = sits_k_warp_sum(acc[t]);
         if (lane == 0 && t < nt) y[(size_t)(t0 + t) * out + o] = sits_k_f2bf(v + b);
     }
+}
+
+#define W4_GEMV_MAX_N 32  /* tokens up to which the GEMV kernel runs (above: n / 8 passes over the weights) */
+#define W4_GEMV_WARPS 8   /* warps (output rows) per block */
+
+/* Block: 8 warps, warp w output row o = 8 blockIdx.x + w, tokens t0 = NT blockIdx.y .. + NT (nt real).
+ * Lane l takes the 16-byte chunks c = l, l + 32, ... of the row (inputs 32 c .. 32 c + 32, one group:
+ * group_size % 32 == 0); part[t] sums x[t0 + t, k] (q - zero) over the chunk, acc[t] += scale * part[t]. */
+template <int NT>
+static __global__ void __launch_bounds__(32 * W4_GEMV_WARPS)
+w4a16_gemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                  const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
+{
+    int lane = threadIdx.x & 31, o = blockIdx.x * W4_GEMV_WARPS + (threadIdx.x >> 5);
+    int t0 = blockIdx.y * NT;
+    if (o >= out) return;
+    int nt = n - t0 < NT ? n - t0 : NT;
+    const uint4 *qrow = reinterpret_cast<const uint4 *>(q + (size_t)o * (size_t)(in / 2));
+    const float *srow = scale + (size_t)o * n_groups, *zrow = zero + (size_t)o * n_groups;
+    const sits_bf16_t *xt = x + (size_t)t0 * in;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    int chunks = in / 32;
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += 32) {
+        uint4 wv = __ldcs(qrow + c);   /* streamed: every weight byte is read once a step */
+        int k0 = 32 * c, g = k0 / group_size;
+        float s = srow[g], zb = zrow[g] + 8388608.0f;
+        uint32_t words[4] = { wv.x, wv.y, wv.z, wv.w };
+        float part[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) part[t] = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < 4; wi++) {
+            float w[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) w[i] = __uint_as_float(0x4b000000u | ((words[wi] >> (4 * i)) & 15u)) - zb;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    float xv[8];
+                    sits_k_load<8>(xt + (size_t)t * in + k0 + 8 * wi, xv);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) part[t] = fmaf(xv[i], w[i], part[t]);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] = fmaf(s, part[t], acc[t]);
+    }
+    float b = bias ? sits_k_bf2f(bias[o]) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float v = sits_k_warp_sum(acc[t]);
+        if (lane == 0 && t < nt) y[(size_t)(t0 + t) * out + o] = sits_k_f2bf(v + b);
+    }
+}
+
+/* w [out, in] bf16 = (q - zero) * scale (g_idx or k / group_size): one thread per 8 inputs (a 32-bit word
+ * of nibbles, one 16-byte store); in % 8 == 0, 16-byte aligned w and 4-byte aligned q. */
+static __global__ void w4_dequant_kernel(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero,
+                                         const int32_t *gidx, int in, int out, int group_size, int n_groups)
+{
+    size_t words = (size_t)out * (size_t)(in / 8), i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= words) return;
+    size_t o = i / (size_t)(in / 8);
+    int k0 = (int)(i - o * (size_t)(in / 8)) * 8;
+    uint32_t word = reinterpret_cast<const uint32_t *>(q)[i];
+    const float *srow = scale + o * n_groups, *zrow = zero + o * n_groups;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int g = gidx ? gidx[k0 + j] : (k0 + j) / group_size;
+        v[j] = ((float)((word >> (4 * j)) & 15u) - zrow[g]) * srow[g];
+    }
+    sits_k_store<8>(w + o * (size_t)in + k0, v);
+}
+
+extern "C" sits_status_t sits_k_w4_dequant(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero,
+                                           const int32_t *gidx, int in, int out, int group_size, int n_groups, cudaStream_t stream)
+{
+    if (in <= 0 || in % 8 || out <= 0 || n_groups < 1 || (!gidx && group_size < 1) || !sits_k_aligned16(w) ||
+        ((uintptr_t)q & 3u))
+        return SITS_ERR_INVALID;
+    size_t words = (size_t)out * (size_t)(in / 8);
+    w4_dequant_kernel<<<(unsigned)((words + 255) / 256), 256, 0, stream>>>(w, q, scale, zero, gidx, in, out, group_size, n_groups);
+    return SITS_K_LAUNCH_STATUS();
 }
 
 #define W4_MMA_MIN_N 16   /* tokens from which the tensor-core kernel runs */
@@ -198,6 +294,18 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
+    if (n <= W4_GEMV_MAX_N && !gidx && group_size % 32 == 0 && in % 32 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
+        int nt = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
+        dim3 ggrid((unsigned)((out + W4_GEMV_WARPS - 1) / W4_GEMV_WARPS), (unsigned)((n + nt - 1) / nt));
+#define W4_GEMV(NT) w4a16_gemv_kernel<NT><<<ggrid, 32 * W4_GEMV_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, \
+                                                                                    group_size, n_groups)
+        if (nt == 1) W4_GEMV(1);
+        else if (nt == 2) W4_GEMV(2);
+        else if (nt == 4) W4_GEMV(4);
+        else W4_GEMV(8);
+#undef W4_GEMV
+        return SITS_K_LAUNCH_STATUS();
+    }
     if (n >= W4_MMA_MIN_N && !gidx && group_size % W4_BK == 0 && in % W4_BK == 0 && sits_k_aligned16(x) &&
         ((uintptr_t)q & 3u) == 0) {
         dim3 mgrid((unsigned)((out + W4_BN - 1) / W4_BN), (unsigned)((n + W4_BM - 1) / W4_BM));

@@ -59,6 +59,7 @@ typedef struct sits_mem_shape {
     int n_tokens, max_in, max_out;
     int n_logits, hidden_in, vocab_out;
     int fp8, fp8_lm_head, fp8_fused;
+    size_t w4_elems;   /* [int4] out x in of the largest INT4 linear (0: none): its bf16 dequantisation scratch */
 } sits_mem_shape_t;
 
 static inline void sits_mem_plan_add(sits_mem_plan_t *p, const char *name, size_t bytes, int held)

@@ -66,6 +66,8 @@ typedef struct {
     sits_cuda_fp8_t *fp8;              /* [fp8] FP8 GEMM state (cuda_fp8.c), created on first use */
     int tune;                          /* [perf: gemm autotune] time the heuristic's candidates (see plan_build) */
     uint64_t dev_allocs, dev_alloc_bytes; /* [memory plan] cudaMallocs: the fixed buffers and cuda_alloc's */
+    void *w4_scratch;                  /* [int4] bf16 [out, in] of the largest INT4 linear (reserved by mem_plan) */
+    size_t w4_scratch_bytes;
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
@@ -528,10 +530,21 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     return gemm(be, y, 0, x, w, bias, n, in, out);
 }
 
-/* [int4] the W4A16 kernel (kernels/w4a16.cu) */
+/* [int4] W4A16: up to CUDA_W4_GEMV_MAX_N tokens the GEMV kernel (kernels/w4a16.cu: reads the nibbles once);
+ * more tokens, where the reserved scratch holds the linear, dequantise it to bf16 and run the cuBLASLt
+ * GEMM (a dequantisation of the weights is ~1.3x their bf16 bytes of traffic, small against a GEMM of
+ * that many tokens); else the W4A16 kernels for any n. */
+#define CUDA_W4_GEMV_MAX_N 32
 static sits_status_t cuda_matmul_w4(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
                                     int out)
 {
+    cuda_impl_t *c = impl_of(be);
+    if (n > CUDA_W4_GEMV_MAX_N && c->w4_scratch && (size_t)out * (size_t)in * sizeof(sits_bf16_t) <= c->w4_scratch_bytes &&
+        in % 8 == 0) {
+        SITS_KERNEL_CHECK(sits_k_w4_dequant((sits_bf16_t *)c->w4_scratch, w->q, w->scale, w->zero, w->gidx, in, out,
+                                            w->group_size, w->n_groups, c->stream));
+        return gemm(be, y, 0, x, c->w4_scratch, bias, n, in, out);
+    }
     SITS_KERNEL_CHECK(sits_k_matmul_w4(y, x, w->q, w->scale, w->zero, w->gidx, bias, n, in, out, w->group_size, w->n_groups,
                                        impl_of(be)->stream));
     return SITS_OK;
@@ -850,6 +863,7 @@ static void impl_release(cuda_impl_t *c)
     }
     if (c->workspace) cudaFree(c->workspace);
     if (c->attn_ws.scratch) cudaFree(c->attn_ws.scratch); /* [attention] */
+    if (c->w4_scratch) cudaFree(c->w4_scratch);           /* [int4] */
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -870,6 +884,20 @@ static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *s
     cuda_impl_t *c = impl_of(be);
     sits_mem_plan_add(plan, "cublaslt workspace", CUDA_WORKSPACE_BYTES, 1);
     sits_mem_plan_add(plan, "attention scratch", CUDA_ATTN_SCRATCH_BYTES, 1);
+    if (sh->w4_elems) {   /* [int4] the dequantised linear of batches above the GEMV kernel's */
+        size_t wb = sh->w4_elems * sizeof(sits_bf16_t);
+        sits_mem_plan_add(plan, "int4: one linear dequantised to bf16 (large batches)", wb, 0);
+        if (reserve && wb > c->w4_scratch_bytes) {
+            SITS_CUDA_CHECK(cudaSetDevice(be->device));
+            if (c->w4_scratch) cudaFree(c->w4_scratch);
+            c->w4_scratch = NULL;
+            c->w4_scratch_bytes = 0;
+            SITS_CUDA_CHECK(cudaMalloc(&c->w4_scratch, wb));
+            c->w4_scratch_bytes = wb;
+            c->dev_allocs++;
+            c->dev_alloc_bytes += wb;
+        }
+    }
     if (!sh->fp8) return SITS_OK;
     size_t T = (size_t)sh->n_tokens, S = (size_t)sh->n_logits;
     size_t xq = T * (size_t)sh->max_in, rows = T > S ? T : S;

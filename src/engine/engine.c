@@ -291,7 +291,7 @@ static int graph_cap(const sits_engine_params_t *p)
 
 /* The backend's share of the plan: the shapes the step sends through it. */
 static sits_status_t backend_mem_plan(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
-                                      sits_backend_t *be, int fp8, int fp8_fused, int reserve, sits_mem_plan_t *plan)
+                                      sits_backend_t *be, int fp8, int fp8_fused, int int4, int reserve, sits_mem_plan_t *plan)
 {
     if (!be->ops->mem_plan) return SITS_OK;
     int max_in = c->hidden_size > d->i_loc ? c->hidden_size : d->i_loc;
@@ -302,11 +302,17 @@ static sits_status_t backend_mem_plan(const sits_engine_params_t *p, const sits_
         .n_tokens = p->max_tokens, .max_in = max_in, .max_out = max_out, .n_logits = p->max_seqs,
         .hidden_in = c->hidden_size, .vocab_out = d->v_count, .fp8 = fp8, .fp8_lm_head = fp8, .fp8_fused = fp8_fused,
     };
+    if (int4) {   /* [int4] the block linears of this shard, [out, in]: qkv, o, gate_up, down */
+        size_t H = (size_t)c->hidden_size, lin[4] = { (size_t)d->qkv_dim * H, H * (size_t)(d->nh_loc * c->head_dim),
+                                                      2 * (size_t)d->i_loc * H, H * (size_t)d->i_loc };
+        for (int i = 0; i < 4; i++)
+            if (lin[i] > sh.w4_elems) sh.w4_elems = lin[i];
+    }
     return be->ops->mem_plan(be, &sh, reserve, plan);
 }
 
 sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_model_config_t *c, const sits_shard_dims_t *d,
-                                   sits_backend_t *be, int fp8, sits_mem_plan_t *plan)
+                                   sits_backend_t *be, int fp8, int int4, sits_mem_plan_t *plan)
 {
     const sits_backend_ops_t *op = be->ops;
     int res_f32 = op->add_rmsnorm_f32res != NULL, logits_f32 = op->matmul_f32out != NULL;
@@ -335,7 +341,7 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
         sits_mem_plan_add(plan, "kv swap / move staging", (size_t)chunk * per_block + sizeof(int32_t) * (size_t)chunk +
                                                                  sizeof(void *) * 2 * (size_t)layers, 0);
     }
-    return backend_mem_plan(p, c, d, be, fp8, fp8_fused, 0, plan);
+    return backend_mem_plan(p, c, d, be, fp8, fp8_fused, int4, 0, plan);
 }
 
 static int kv_copy_ready(sits_engine_t *e);
@@ -427,7 +433,7 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
     if (be->ops->mem_plan) {   /* [memory plan] the backend's scratch for the largest shapes, now */
         sits_mem_plan_t bp;
         memset(&bp, 0, sizeof bp);
-        SITS_CHECK_GOTO(backend_mem_plan(params, c, d, be, w->n_fp8 > 0, e->fp8_fused, 1, &bp), st, err);
+        SITS_CHECK_GOTO(backend_mem_plan(params, c, d, be, w->n_fp8 > 0, e->fp8_fused, w->n_int4 > 0, 1, &bp), st, err);
     }
 
 #ifdef HAVE_NCCL

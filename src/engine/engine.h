@@ -149,10 +149,11 @@ const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_exp
  * read) need on be besides the weights and the KV blocks, item by item into plan (appended):
  * activations, logits, sampling records, step metadata, KV swap staging, and the backend's own
  * (be->ops->mem_plan: workspaces, FP8 GEMM scratch). Computed from the config and shard before the
- * weights load; fp8: some linears will be FP8 (lm_head counted as one of them). sits_engine_create
+ * weights load; fp8: some linears will be FP8 (lm_head counted as one of them); int4: some block linears
+ * will be INT4 (the backend's dequantisation scratch for large batches). sits_engine_create
  * allocates exactly these (and reserves the backend's), so that no step allocates device memory. */
 sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_model_config_t *cfg, const sits_shard_dims_t *d,
-                                   sits_backend_t *be, int fp8, sits_mem_plan_t *plan);
+                                   sits_backend_t *be, int fp8, int int4, sits_mem_plan_t *plan);
 
 /* KV bytes per block on this rank: K and V of its pipeline stage's layers (d->layer0 .. layer1; all
  * layers without a pipeline). */

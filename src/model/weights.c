@@ -410,8 +410,8 @@ static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t ou
     }
     if (lin == SITS_LIN_PER_LAYER) L->lm_head_prec = p;
     else if (L->prec) L->prec[(size_t)l * SITS_LIN_PER_LAYER + lin] = (uint8_t)p;
-    if (p == SITS_PREC_FP8 && !L->count_only) L->n_fp8++;
-    if (p == SITS_PREC_INT4 && !L->count_only) L->n_int4++;
+    if (p == SITS_PREC_FP8) L->n_fp8++;     /* counted in count mode too (sits_model_weights_shard_plan) */
+    if (p == SITS_PREC_INT4) L->n_int4++;
     return p;
 }
 
@@ -878,6 +878,12 @@ sits_status_t sits_model_weights_shard_bytes_quant(const sits_model_config_t *cf
                                                    sits_dtype_t weight_dtype, const char *quant, const sits_st_t *st,
                                                    size_t *bytes_p)
 {
+    return sits_model_weights_shard_plan(cfg, shard, weight_dtype, quant, st, bytes_p, NULL, NULL);
+}
+
+sits_status_t sits_model_weights_shard_plan(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_dtype_t weight_dtype,
+                                            const char *quant, const sits_st_t *st, size_t *bytes_p, int *n_fp8_p, int *n_int4_p)
+{
     sits_model_weights_t w;
     sits_quant_plan_t plan;
     memset(&w, 0, sizeof w);
@@ -893,7 +899,11 @@ sits_status_t sits_model_weights_shard_bytes_quant(const sits_model_config_t *cf
     sits_status_t s = load_tensors(&L, shard, &w);
     free(w.layers);
     sits_quant_plan_free(&plan);
-    if (s == SITS_OK) *bytes_p = L.bytes;
+    if (s == SITS_OK) {
+        *bytes_p = L.bytes;
+        if (n_fp8_p) *n_fp8_p = L.n_fp8;
+        if (n_int4_p) *n_int4_p = L.n_int4;
+    }
     return s;
 }
 

@@ -128,6 +128,9 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
 sits_status_t sits_model_weights_shard_bytes_quant(const sits_model_config_t *cfg, const sits_shard_t *shard,
                                                    sits_dtype_t weight_dtype, const char *quant, const sits_st_t *st,
                                                    size_t *bytes_p);
+/* The same, and the linears of the shard that will be FP8 / [int4] INT4 (either pointer may be NULL). */
+sits_status_t sits_model_weights_shard_plan(const sits_model_config_t *cfg, const sits_shard_t *shard, sits_dtype_t weight_dtype,
+                                            const char *quant, const sits_st_t *st, size_t *bytes_p, int *n_fp8_p, int *n_int4_p);
 /* ---- end fp8 ---- */
 
 #endif

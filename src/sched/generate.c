@@ -88,12 +88,12 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
                                  const sits_shard_dims_t *d, const sits_engine_params_t *ep, size_t per_block,
                                  size_t move_bytes, int64_t *kv_bytes_p)
 {
-    size_t weights = 0, weights_bf16 = 0;
-    SITS_CHECK(sits_model_weights_shard_bytes_quant(&r->cfg, shard, be->weight_dtype, p->quant, r->st, &weights));
-    SITS_CHECK(sits_model_weights_shard_bytes_quant(&r->cfg, shard, be->weight_dtype, "bf16,lm_head=bf16", r->st, &weights_bf16));
+    size_t weights = 0;
+    int n_fp8 = 0, n_int4 = 0;
+    SITS_CHECK(sits_model_weights_shard_plan(&r->cfg, shard, be->weight_dtype, p->quant, r->st, &weights, &n_fp8, &n_int4));
     sits_mem_plan_t plan;
     memset(&plan, 0, sizeof plan);
-    SITS_CHECK(sits_engine_mem_plan(ep, &r->cfg, d, be, weights != weights_bf16, &plan));
+    SITS_CHECK(sits_engine_mem_plan(ep, &r->cfg, d, be, n_fp8 > 0, n_int4 > 0, &plan));
     size_t gfree = 0, gtotal = 0;
     int gpu = sits_backend_cuda_mem_info(be, &gfree, &gtotal) == SITS_OK;
     if (move_bytes) {   /* [kv move] the staging of KV moves (sched/kvmove.h) */
@@ -125,7 +125,7 @@ static sits_status_t plan_memory(sits_runner_t *r, const sits_runner_params_t *p
     SITS_INFO(SITS_SUB_KV, "memory plan (tp rank %d, %s): %s %.2f GiB%s", rank, where, gpu ? "usable" : "available / ranks",
               gib(budget), gpu ? "" : " (the KV cache takes at most its configured share)");
     if (gpu) SITS_INFO(SITS_SUB_KV, "memory plan:   in use before loading (context, communicators): %.3f GiB", gib(in_use));
-    SITS_INFO(SITS_SUB_KV, "memory plan:   weights: %.3f GiB%s", gib((double)weights), weights != weights_bf16 ? " (quantised linears)" : "");
+    SITS_INFO(SITS_SUB_KV, "memory plan:   weights: %.3f GiB (%d fp8, %d int4 linears)", gib((double)weights), n_fp8, n_int4);
     for (int i = 0; i < plan.n; i++)
         SITS_INFO(SITS_SUB_KV, "memory plan:   %s: %.3f GiB%s", plan.item[i].name, gib((double)plan.item[i].bytes),
                   plan.item[i].held ? " (held already)" : "");

@@ -344,11 +344,11 @@ static void test_matmul(ctx_t *c, int n, int in, int out, int with_bias)
 /* [int4] matmul_w4: random packed INT4 weights (backend.h layout) with fp32 scales and zeros, groups
  * of `group` inputs or (act_order) a random g_idx over in / group groups; x and bias rounded to bf16
  * first so both backends see the same inputs. */
-static void test_matmul_w4(ctx_t *c, int n, int in, int out, int group, int act_order, int with_bias)
+static void w4_case(ctx_t *c, int n, int in, int out, int group, int act_order, int with_bias, int dq)
 {
     char what[128];
-    snprintf(what, sizeof what, "matmul_w4 n %d in %d out %d g %d%s%s", n, in, out, group, act_order ? " act-order" : "",
-             with_bias ? " +bias" : "");
+    snprintf(what, sizeof what, "matmul_w4 n %d in %d out %d g %d%s%s%s", n, in, out, group, act_order ? " act-order" : "",
+             with_bias ? " +bias" : "", dq ? " dequant+gemm" : "");
     int ng = in / group;
     float *x = rand_vec(c, (size_t)n * in, 0.0f, 1.0f);
     float *bias = rand_vec(c, (size_t)out, 0.0f, 0.5f);
@@ -393,10 +393,18 @@ static void test_matmul_w4(ctx_t *c, int n, int in, int out, int group, int act_
         TRY(be->ops->upload(be, d_z[b], zr, sizeof(float) * (size_t)out * (size_t)ng));
         d_g[b] = act_order ? dev_i32(be, gidx, (size_t)in) : NULL;
         sits_w4_t w = { d_q[b], d_s[b], d_z[b], d_g[b], group, ng };
+        if (dq && be->ops->mem_plan) {   /* the backend's dequantisation scratch, as the engine reserves it */
+            sits_mem_plan_t plan;
+            memset(&plan, 0, sizeof plan);
+            sits_mem_shape_t sh = { .n_tokens = n, .max_in = in, .max_out = out, .w4_elems = (size_t)out * (size_t)in };
+            TRY(be->ops->mem_plan(be, &sh, 1, &plan));
+        }
         TRY(be->ops->matmul_w4(be, d_y[b], d_x[b], &w, d_b[b], n, in, out));
     }
-    /* the same dequantised weights (one fp32 rounding each); fp32 sums in another order, one bf16 output rounding */
-    compare_bufs(c, what, d_y, (size_t)n * out, 2e-4, 8e-3, 0);
+    /* the same dequantised weights (one fp32 rounding each); fp32 sums in another order, one bf16 output
+     * rounding; dequant+gemm: the weights rounded to bf16 too (2^-9 of each product: ~2^-9 of |y|'s terms' norm) */
+    if (dq) compare_bufs(c, what, d_y, (size_t)n * out, 4e-3, 8e-3, 0);
+    else compare_bufs(c, what, d_y, (size_t)n * out, 2e-4, 8e-3, 0);
     for (int b = 0; b < N_BE; b++) {
         void *p[] = { d_x[b], d_b[b], d_y[b], d_q[b], d_s[b], d_z[b], d_g[b] };
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -409,6 +417,11 @@ out:
     free(sc);
     free(zr);
     free(gidx);
+}
+
+static void test_matmul_w4(ctx_t *c, int n, int in, int out, int group, int act_order, int with_bias)
+{
+    w4_case(c, n, in, out, group, act_order, with_bias, 0);
 }
 
 /* sel: [families] rope_sel, a random half of the tokens on a second (longrope-like) set */
@@ -2266,6 +2279,16 @@ int main(void)
     test_matmul_w4(&c, 33, 1024, 520, 64, 0, 0);
     test_matmul_w4(&c, 16, 96, 72, 96, 0, 1);
     test_matmul_w4(&c, 130, 256, 136, 32, 0, 0);
+    /* the GEMV kernel (n <= 32, groups of a multiple of 32): token tiles of 1, 2, 4, 8 (partial), per channel */
+    test_matmul_w4(&c, 2, 2048, 256, 32, 0, 1);
+    test_matmul_w4(&c, 5, 4096, 520, 128, 0, 0);
+    test_matmul_w4(&c, 20, 1024, 264, 64, 0, 1);
+    test_matmul_w4(&c, 32, 14336, 128, 128, 0, 0);
+    test_matmul_w4(&c, 4, 256, 8, 256, 0, 0);
+    /* n > 32 with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
+    w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
+    w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
+    w4_case(&c, 130, 256, 136, 32, 0, 0, 1);
 
     test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
     test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
