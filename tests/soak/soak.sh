@@ -28,8 +28,12 @@ RSS_MAX=${RSS_MAX:-0.05}
 # for the next minute: it holds half of it and allows P99 to move 3x (its point is 5xx, leaks, RSS).
 # It also lets the client hold more requests in flight (256 instead of 64) before it sheds arrivals: a
 # neighbouring test can stall the machine for seconds, and at 30 req/s that alone fills 64 slots.
-if [ "${SOAK_SECONDS%.*}" -ge 600 ]; then CAP_S=${CAP_S:-60}; WIN=${WIN:-10}; WARM=${WARM:-0.1}; LOAD=${LOAD:-0.8}; P99_RATIO=${P99_RATIO:-2.0}; INFLIGHT=${INFLIGHT:-64}
-else CAP_S=${CAP_S:-15}; WIN=${WIN:-4}; WARM=${WARM:-0.25}; LOAD=${LOAD:-0.5}; P99_RATIO=${P99_RATIO:-3.0}; INFLIGHT=${INFLIGHT:-256}; fi
+# And it adds P99_SLACK (0.1 s) to the P99 bound: the P99 of a 15-second window of ~0.05 s requests is a
+# handful of requests, and one stall of a neighbour put a clean run's last window at 3.1x the first
+# (0.16 s vs 0.05 s; alone the same commit passes at 1.0x); a real degradation -- a leak, a growing
+# queue -- keeps growing past any fixed slack.
+if [ "${SOAK_SECONDS%.*}" -ge 600 ]; then CAP_S=${CAP_S:-60}; WIN=${WIN:-10}; WARM=${WARM:-0.1}; LOAD=${LOAD:-0.8}; P99_RATIO=${P99_RATIO:-2.0}; INFLIGHT=${INFLIGHT:-64}; P99_SLACK=${P99_SLACK:-0}
+else CAP_S=${CAP_S:-15}; WIN=${WIN:-4}; WARM=${WARM:-0.25}; LOAD=${LOAD:-0.5}; P99_RATIO=${P99_RATIO:-3.0}; INFLIGHT=${INFLIGHT:-256}; P99_SLACK=${P99_SLACK:-0.1}; fi
 mkdir -p "$top_builddir/tests/soak"
 OUTJ=${SOAK_OUT:-$top_builddir/tests/soak/soak-${SOAK_SECONDS}s.json}
 LG="$top_srcdir/tests/soak/loadgen.py"
@@ -55,7 +59,7 @@ ok "capacity: $rps req/s with 8 closed-loop clients over ${CAP_S}s; soak at $rat
 # up: the RSS figure is then reported, not judged.
 asan=0
 case " ${SITS_SAN_FLAGS:-} " in *sanitize=address*) asan=1;; *) nm "$SITS" 2>/dev/null | grep -q __asan_init && asan=1;; esac
-"$PY" - "$OUTJ" "$RSS_MAX" "$P99_RATIO" "$asan" "$INFLIGHT" <<'PYEOF' > "$tmp/verdict"
+"$PY" - "$OUTJ" "$RSS_MAX" "$P99_RATIO" "$asan" "$INFLIGHT" "$P99_SLACK" <<'PYEOF' > "$tmp/verdict"
 import json, sys
 r = json.load(open(sys.argv[1])); rss_max = float(sys.argv[2]); ratio = float(sys.argv[3]); asan = sys.argv[4] == "1"
 def line(good, msg): print(("ok   " if good else "FAIL ") + msg)
@@ -70,10 +74,10 @@ for i, g in enumerate(r["rss_growth"]):
     line(asan or (g is not None and g < rss_max), "rank %d RSS growth %s (limit %.0f %%%s), per window (KiB) %s"
          % (i, "n/a" if g is None else "%.2f %%" % (100 * g), 100 * rss_max,
             "; not judged under ASan: its quarantine holds freed memory" if asan else "", w))
-f, l = r["p99_first_s"], r["p99_last_s"]
-line(f is not None and l is not None and l <= ratio * f,
-     "P99 latency: first window after warm-up %.3f s, last %.3f s (limit %.1fx); overall P50 %.3f s P99 %.3f s"
-     % (f or 0, l or 0, ratio, r["p50_s"] or 0, r["p99_s"] or 0))
+f, l, slack = r["p99_first_s"], r["p99_last_s"], float(sys.argv[6])
+line(f is not None and l is not None and l <= ratio * f + slack,
+     "P99 latency: first window after warm-up %.3f s, last %.3f s (limit %.1fx + %.2f s); overall P50 %.3f s P99 %.3f s"
+     % (f or 0, l or 0, ratio, slack, r["p50_s"] or 0, r["p99_s"] or 0))
 PYEOF
 while read -r line; do case "$line" in ok*) ok "${line#ok   }";; *) bad "${line#FAIL }";; esac; done < "$tmp/verdict"
 
