@@ -15,3 +15,6 @@ EXTRA_DIST += tests/integration/moe.sh tests/gpu/moe_cuda.sh tests/ref/gen_moe_f
 # [moe] /metrics sits_moe_expert_tokens_total{expert} under --ep 2 (server, cpu)
 TESTS += tests/integration/moe_metrics.sh
 EXTRA_DIST += tests/integration/moe_metrics.sh
+# [moe fp8] FP8 experts: the FP8 MoE checkpoint dequantised == HF (TP / EP), as published, quantised at load
+TESTS += tests/integration/moe_fp8.sh
+EXTRA_DIST += tests/integration/moe_fp8.sh tests/fixtures/models/qwen3_moe_fp8

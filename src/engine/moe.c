@@ -138,13 +138,17 @@ const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
 }
 
 /* rows [c, 2 * i] = x [c, H] . gu^T; act = silu(gate) * up; y [c, H] = act . down^T */
-static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const void *gu_w, const void *down_w, int c, int i,
-                             void *gu, void *act)
+/* One expert's SwiGLU MLP on c rows: y [c, H] = down(silu(gate) * up)(x [c, H]); [moe fp8] gu_s / down_s
+ * non-NULL: that linear is FP8 E4M3 with those row scales (matmul_fp8 quantises the rows per token). */
+static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const void *gu_w, const float *gu_s, const void *down_w,
+                             const float *down_s, int c, int i, void *gu, void *act)
 {
     const sits_backend_ops_t *op = m->be->ops;
     if (c == 0) return SITS_OK;
-    SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
-    SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));
+    if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, NULL, c, m->H, 2 * i));                    /* [c, 2i] */
+    else SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
+    SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));                                                            /* [c, i] */
+    if (down_s) return op->matmul_fp8(m->be, y, 0, act, down_w, down_s, NULL, c, i, m->H);                    /* [c, H] */
     return op->matmul(m->be, y, act, down_w, NULL, c, i, m->H);
 }
 
@@ -216,7 +220,8 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     if (N == 1) {
         for (int e = 0; e < E; e++)
             SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), lw->exp_gu[e],
-                               lw->exp_down[e], mine[e], d->ie_loc, gu, act));
+                               lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_down[e],
+                               lw->exp_down_scale ? lw->exp_down_scale[e] : NULL, mine[e], d->ie_loc, gu, act));
     } else {
         /* send: to rank q the rows of its experts [q epr, (q + 1) epr); receive from s its tokens' rows
          * for this rank's experts, in s's send layout */
@@ -255,8 +260,9 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
         for (int j = 0, off = 0; j < epr; j++) {
             int e = r * epr + j, rows = 0;
             for (int s = 0; s < N; s++) rows += m->cnt[(size_t)s * E + e];
-            SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), row_at(m, m->xe, (size_t)off), lw->exp_gu[j], lw->exp_down[j],
-                               rows, d->ie_loc, gu, act));
+            SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), row_at(m, m->xe, (size_t)off), lw->exp_gu[j],
+                               lw->exp_gu_scale ? lw->exp_gu_scale[j] : NULL, lw->exp_down[j],
+                               lw->exp_down_scale ? lw->exp_down_scale[j] : NULL, rows, d->ie_loc, gu, act));
             off += rows;
         }
         if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->perm_d + nr, nr, m->H));      /* back to the recv layout */
@@ -264,6 +270,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     }
     /* 5. the shared expert (TP slice, every token), then the weighted combine */
     if (lw->sh_route)
-        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, lw->sh_gu, lw->sh_down, n, d->is_loc, gu, act));
+        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, lw->sh_gu, lw->sh_gu_scale, lw->sh_down, lw->sh_down_scale, n,
+                           d->is_loc, gu, act));
     return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
 }

@@ -246,7 +246,9 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
                                cfg->w4.fmt == SITS_W4_AWQ ? "AWQ" : cfg->w4.fmt == SITS_W4_GPTQ ? "GPTQ" : "compressed-tensors");
                     return SITS_ERR_UNSUPPORTED;
                 }
-                SITS_CHECK(check_named(st, what, name, (sits_wkind_t)-1, 2, want));
+                /* [moe fp8] the experts' linears may be F8_E4M3 with their weight_scale (any dense linear kind says so) */
+                int lin = p != SITS_MOE_ROUTER && p != SITS_MOE_SH_ROUTE;
+                SITS_CHECK(check_named(st, what, name, lin ? SITS_W_GATE : (sits_wkind_t)-1, 2, want));
             }
         }
     }

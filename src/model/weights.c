@@ -753,34 +753,130 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
             SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
             return SITS_ERR_NOT_FOUND;
         }
-        if (t->dtype == SITS_DT_F8_E4M3) {
-            SITS_ERROR(SITS_SUB_MODEL, "tensor %s: fp8 experts are not supported", name);
-            return SITS_ERR_UNSUPPORTED;
-        }
-        return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
-    }
+        if (t->dtype != SITS_DT_F8_E4M3)
+            return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
+    }   /* [moe fp8] an FP8 checkpoint expert held in the backend dtype: dequantised through the staging */
     int64_t w = c1 - c0, chunk = (int64_t)(L->staging_elems / (size_t)w);
     if (chunk < 1) return SITS_ERR_INTERNAL;
     sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* beyond every dense kind */
     int seed_layer = layer * 4096 + expert;
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
-        SITS_CHECK(rows_f32(L, NULL, seed_kind, seed_layer, r, n, c0, w, L->staging));
+        SITS_CHECK(rows_f32(L, t, seed_kind, seed_layer, r, n, c0, w, L->staging));
         SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
     }
     return SITS_OK;
 }
 
-/* A SwiGLU expert's fused gate/up [2 * i, H] (rows i0 .. i0 + i of gate, then of up) and down [H, i]. */
+/* [moe fp8] moe_slice into FP8 E4M3 bytes dst_q ([rows, c1 - c0]) at row dst_row0 and row scales dst_s, as
+ * load_slice_fp8 does for a dense linear: an F8_E4M3 checkpoint tensor is copied with its weight_scale;
+ * anything else (float tensors, dummy weights) is quantised from the FULL rows, so that every TP slice of
+ * an expert holds the same values. */
+static sits_status_t moe_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64_t dst_row0, sits_moe_part_t part, int layer,
+                                   int expert, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    int64_t shape[2];
+    sits_moe_part_shape(L->cfg, part, shape);
+    int64_t cols = shape[1], w = c1 - c0;
+    if (r1 <= r0 || c1 <= c0) return SITS_OK;
+    if (r1 > shape[0] || c1 > cols) return SITS_ERR_INTERNAL;
+    L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
+    if (L->count_only) return SITS_OK;
+    const sits_st_tensor_t *t = NULL, *s = NULL;
+    if (L->st) {
+        char name[160];
+        sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
+        if (!(t = sits_st_find(L->st, name))) {
+            SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
+            return SITS_ERR_NOT_FOUND;
+        }
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+    }
+    int64_t chunk = (int64_t)(L->staging_elems / (size_t)(s ? w : cols));
+    if (chunk < 1) return SITS_ERR_INTERNAL;
+    sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* as moe_slice: the same dummy weights */
+    int seed_layer = layer * 4096 + expert;
+    sits_backend_t *be = L->be;
+    for (int64_t r = r0; r < r1; r += chunk) {
+        int64_t n = r1 - r < chunk ? r1 - r : chunk;
+        if (s) {
+            for (int64_t i = 0; i < n; i++) {
+                memcpy(L->qstage + i * w, (const unsigned char *)t->data + (size_t)(r + i) * (size_t)cols + (size_t)c0, (size_t)w);
+                L->sstage[i] = scale_at(s, r + i);
+            }
+        } else {
+            SITS_CHECK(rows_f32(L, t, seed_kind, seed_layer, r, n, 0, cols, L->staging));
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) {
+                const float *row = L->staging + i * cols;
+                float mx = 0.0f;
+                for (int64_t j = 0; j < cols; j++) mx = fabsf(row[j]) > mx ? fabsf(row[j]) : mx;
+                L->sstage[i] = sits_fp8_scale(mx);
+                sits_fp8_quantize_row(L->qstage + i * w, row + c0, (size_t)w, L->sstage[i]);
+            }
+        }
+        int64_t d = dst_row0 + (r - r0);
+        SITS_CHECK(be->ops->upload(be, (unsigned char *)dst_q + (size_t)d * (size_t)w, L->qstage, (size_t)(n * w)));
+        SITS_CHECK(be->ops->upload(be, dst_s + d, L->sstage, sizeof(float) * (size_t)n));
+    }
+    return SITS_OK;
+}
+
+/* A SwiGLU expert's fused gate/up [2 * i, H] (rows i0 .. i0 + i of gate, then of up) and down [H, i];
+ * [moe fp8] gu_s_p / down_s_p non-NULL: that linear in FP8 E4M3 with its row scales into *gu_s_p / *down_s_p. */
 static sits_status_t moe_load_ffn(loader_t *L, sits_moe_part_t gate, int l, int x, int64_t i0, int64_t i, void **gu_p,
-                                  void **down_p)
+                                  float **gu_s_p, void **down_p, float **down_s_p)
 {
     int64_t H = L->cfg->hidden_size;
-    SITS_CHECK(alloc_w(L, (size_t)(2 * i * H), gu_p));
-    SITS_CHECK(moe_slice(L, *gu_p, 0, gate, l, x, i0, i0 + i, 0, H));
-    SITS_CHECK(moe_slice(L, *gu_p, i, (sits_moe_part_t)(gate + 1), l, x, i0, i0 + i, 0, H));
+    sits_moe_part_t up = (sits_moe_part_t)(gate + 1), down = (sits_moe_part_t)(gate + 2);
+    if (gu_s_p) {
+        SITS_CHECK(alloc_bytes(L, (size_t)(2 * i * H), gu_p));
+        SITS_CHECK(alloc_bytes(L, sizeof(float) * (size_t)(2 * i), (void **)gu_s_p));
+        SITS_CHECK(moe_slice_fp8(L, *gu_p, *gu_s_p, 0, gate, l, x, i0, i0 + i, 0, H));
+        SITS_CHECK(moe_slice_fp8(L, *gu_p, *gu_s_p, i, up, l, x, i0, i0 + i, 0, H));
+    } else {
+        SITS_CHECK(alloc_w(L, (size_t)(2 * i * H), gu_p));
+        SITS_CHECK(moe_slice(L, *gu_p, 0, gate, l, x, i0, i0 + i, 0, H));
+        SITS_CHECK(moe_slice(L, *gu_p, i, up, l, x, i0, i0 + i, 0, H));
+    }
+    if (down_s_p) {
+        SITS_CHECK(alloc_bytes(L, (size_t)(H * i), down_p));
+        SITS_CHECK(alloc_bytes(L, sizeof(float) * (size_t)H, (void **)down_s_p));
+        return moe_slice_fp8(L, *down_p, *down_s_p, 0, down, l, x, 0, H, i0, i0 + i);
+    }
     SITS_CHECK(alloc_w(L, (size_t)(H * i), down_p));
-    return moe_slice(L, *down_p, 0, (sits_moe_part_t)(gate + 2), l, x, 0, H, i0, i0 + i);
+    return moe_slice(L, *down_p, 0, down, l, x, 0, H, i0, i0 + i);
+}
+
+/* [moe fp8] Whether the experts' linear lin (SITS_LIN_GATE_UP or SITS_LIN_DOWN) of layer l is held in FP8:
+ * the plan's fp8, or auto and the checkpoint stores routed expert 0's part as F8_E4M3; the shapes must
+ * suit the FP8 GEMM (this rank's in % 16 == 0 and out % 16 == 0, routed and shared). int4 experts are
+ * not built: they stay in the backend dtype (a warning from TP rank 0 on the first layer). */
+static int moe_fp8(loader_t *L, const sits_shard_dims_t *d, int l, sits_linear_t lin)
+{
+    const sits_model_config_t *c = L->cfg;
+    sits_prec_t p = sits_quant_plan_get(L->plan, l, lin);
+    sits_moe_part_t part = lin == SITS_LIN_GATE_UP ? SITS_MOE_GATE : SITS_MOE_DOWN;
+    if (p == SITS_PREC_AUTO && L->st) {
+        char name[160];
+        sits_moe_part_name(c, part, l, 0, name, sizeof name);
+        const sits_st_tensor_t *t = sits_st_find(L->st, name);
+        if (t && t->dtype == SITS_DT_F8_E4M3) p = SITS_PREC_FP8;
+    }
+    int say = !L->count_only && L->tp_rank == 0 && l == d->layer0;
+    if (p == SITS_PREC_INT4 && say)
+        SITS_WARN(SITS_SUB_MODEL, "quant: int4 experts are not supported yet: the experts' %s stays %s", sits_linear_name(lin),
+                  L->elem_size == 4 ? "fp32" : "bf16");
+    if (p != SITS_PREC_FP8) return 0;
+    int64_t H = c->hidden_size, ie = d->ie_loc, is = c->moe.shared_inter > 0 ? d->is_loc : 16;
+    int ok = H % 16 == 0 && ie % 16 == 0 && is % 16 == 0 && (!L->be || L->be->ops->matmul_fp8);   /* be: NULL when counting */
+    if (!ok && say)
+        SITS_WARN(SITS_SUB_MODEL, "quant: the experts' %s stays %s: fp8 needs this rank's expert widths and the hidden size "
+                  "multiples of 16 (hidden %lld, expert %lld, shared %lld) and a backend with the FP8 GEMM",
+                  sits_linear_name(lin), L->elem_size == 4 ? "fp32" : "bf16", (long long)H, (long long)ie, (long long)is);
+    if (ok && lin == SITS_LIN_GATE_UP) L->n_fp8++;   /* counted once a layer per linear (the memory plan's fp8 flag) */
+    if (ok && lin == SITS_LIN_DOWN) L->n_fp8++;
+    return ok;
 }
 
 /* Router, this rank's experts (a TP slice of each, or whole ones under EP) and the shared expert. */
@@ -788,29 +884,33 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
 {
     const sits_model_config_t *c = L->cfg;
     int64_t H = c->hidden_size, E = c->moe.n_experts;
-    if (!L->count_only && tp_rank == 0 && l == d->layer0 &&
-        (sits_quant_plan_get(L->plan, l, SITS_LIN_GATE_UP) == SITS_PREC_FP8 || sits_quant_plan_get(L->plan, l, SITS_LIN_DOWN) == SITS_PREC_FP8))
-        SITS_WARN(SITS_SUB_MODEL, "quant: fp8 experts are not supported yet: the experts' gate/up/down stay %s",
-                  L->elem_size == 4 ? "fp32" : "bf16");
+    int gu8 = moe_fp8(L, d, l, SITS_LIN_GATE_UP), down8 = moe_fp8(L, d, l, SITS_LIN_DOWN);   /* [moe fp8] */
     SITS_CHECK(alloc_w(L, (size_t)(E * H), &lw->router));
     SITS_CHECK(moe_slice(L, lw->router, 0, SITS_MOE_ROUTER, l, 0, 0, E, 0, H));
     if (!L->count_only) {
         lw->exp_gu = calloc((size_t)d->n_exp_loc, sizeof(void *));
         lw->exp_down = calloc((size_t)d->n_exp_loc, sizeof(void *));
         if (!lw->exp_gu || !lw->exp_down) return SITS_ERR_NOMEM;
+        if (gu8 && !(lw->exp_gu_scale = calloc((size_t)d->n_exp_loc, sizeof(float *)))) return SITS_ERR_NOMEM;
+        if (down8 && !(lw->exp_down_scale = calloc((size_t)d->n_exp_loc, sizeof(float *)))) return SITS_ERR_NOMEM;
     }
     int64_t ie0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
     for (int j = 0; j < d->n_exp_loc; j++) {
         void *gu = NULL, *down = NULL;
-        sits_status_t st = moe_load_ffn(L, SITS_MOE_GATE, l, d->exp0 + j, ie0, d->ie_loc, &gu, &down);
+        float *gus = NULL, *downs = NULL;
+        sits_status_t st = moe_load_ffn(L, SITS_MOE_GATE, l, d->exp0 + j, ie0, d->ie_loc, &gu, gu8 ? &gus : NULL, &down,
+                                        down8 ? &downs : NULL);
         if (!L->count_only) {
             lw->exp_gu[j] = gu;
             lw->exp_down[j] = down;
+            if (gu8) lw->exp_gu_scale[j] = gus;
+            if (down8) lw->exp_down_scale[j] = downs;
         }
         SITS_CHECK(st);
     }
     if (c->moe.shared_inter > 0) {
-        SITS_CHECK(moe_load_ffn(L, SITS_MOE_SH_GATE, l, 0, (int64_t)tp_rank * d->is_loc, d->is_loc, &lw->sh_gu, &lw->sh_down));
+        SITS_CHECK(moe_load_ffn(L, SITS_MOE_SH_GATE, l, 0, (int64_t)tp_rank * d->is_loc, d->is_loc, &lw->sh_gu,
+                                gu8 ? &lw->sh_gu_scale : NULL, &lw->sh_down, down8 ? &lw->sh_down_scale : NULL));
         SITS_CHECK(alloc_w(L, (size_t)H, &lw->sh_route));
         SITS_CHECK(moe_slice(L, lw->sh_route, 0, SITS_MOE_SH_ROUTE, l, 0, 0, 1, 0, H));
     }
@@ -1023,15 +1123,19 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                 for (size_t k = 0; k < sizeof p4 / sizeof p4[0]; k++)
                     if (p4[k]) be->ops->free(be, p4[k]);
             }
-            void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route };   /* [moe] */
+            void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route, lw->sh_gu_scale, lw->sh_down_scale };   /* [moe] */
             for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
                 if (moe[i]) be->ops->free(be, moe[i]);
             for (int j = 0; j < w->dims.n_exp_loc; j++) {
                 if (lw->exp_gu && lw->exp_gu[j]) be->ops->free(be, lw->exp_gu[j]);
                 if (lw->exp_down && lw->exp_down[j]) be->ops->free(be, lw->exp_down[j]);
+                if (lw->exp_gu_scale && lw->exp_gu_scale[j]) be->ops->free(be, lw->exp_gu_scale[j]);
+                if (lw->exp_down_scale && lw->exp_down_scale[j]) be->ops->free(be, lw->exp_down_scale[j]);
             }
             free(lw->exp_gu);
             free(lw->exp_down);
+            free(lw->exp_gu_scale);
+            free(lw->exp_down_scale);
         }
         free(w->layers);
     }

@@ -66,8 +66,11 @@ typedef struct {
     /* [moe] (cfg.moe.n_experts > 0; gu / down are then NULL) router [E, H] (every rank); host arrays
      * [n_exp_loc] of this rank's experts (expert exp0 + j): exp_gu[j] [2 * ie_loc, H] (gate rows, then
      * up), exp_down[j] [H, ie_loc]; the shared expert sh_gu [2 * is_loc, H], sh_down [H, is_loc] and
-     * its gate sh_route [1, H] (every rank), NULL without one. */
+     * its gate sh_route [1, H] (every rank), NULL without one. [moe fp8] FP8 experts: exp_gu_scale[j] /
+     * exp_down_scale[j] the fp32 row scales of exp_gu[j] / exp_down[j] (then E4M3 bytes, as qkv_scale's
+     * linears), sh_gu_scale / sh_down_scale the shared expert's; NULL arrays / pointers: the backend dtype. */
     void *router, **exp_gu, **exp_down, *sh_gu, *sh_down, *sh_route;
+    float **exp_gu_scale, **exp_down_scale, *sh_gu_scale, *sh_down_scale;
     /* [int4] the linears held as packed INT4 (backend.h sits_w4_t; q == NULL: not INT4, and then the
      * matching qkv / o / gu / down buffer is NULL when it is): qkv_w4 [qkv_dim rows, H inputs], o_w4
      * [H, nh_loc * hd], gu_w4 [2 * I_loc, H], down_w4 [H, I_loc] -- rows fused as for the other dtypes. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# [moe] The Mixture-of-Experts fixtures on the GPU (bf16; tolerances of test_fixtures' cuda mode):
+# [moe] The Mixture-of-Experts fixtures on the GPU (bf16; tolerances of test_fixtures' cuda mode) and FP8 experts:
 # one GPU, then TP 2 with TP-sharded experts and EP 2 (NCCL all-to-all-v) where there are two.
 # Exit 77 (skip) where there is no GPU.
 . "$top_srcdir/tests/integration/mpi_env.sh"
@@ -8,6 +8,13 @@ t="$top_builddir/tests/integration/test_fixtures"
 n=$(sits_gpu_count)
 [ "$n" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
 SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || exit 1
+# [moe fp8] the FP8 MoE checkpoint dequantised (== HF on its dequantised weights), then FP8 experts on the
+# cuBLASLt FP8 GEMM: as published and quantised at load, accuracy vs bf16 (bounds of tests/integration/moe_fp8.sh)
+SITS_TEST_DEVICE=cuda SITS_TEST_QUANT=bf16 "$t" "$m/qwen3_moe_fp8" || exit 1
+"$top_builddir/bench/sits-fp8-accuracy" --model "$m/qwen3_moe" --device cuda --policies "bf16;ffn=fp8" --min-top1 0.85 --max-kl 0.01 ||
+  { echo "FAIL: qwen3_moe ffn=fp8 (FP8 experts) accuracy on cuda"; exit 1; }
+"$top_builddir/bench/sits-fp8-accuracy" --model "$m/qwen3_moe_fp8" --device cuda --policies "bf16;auto" --min-top1 0.78 --max-kl 0.02 ||
+  { echo "FAIL: qwen3_moe_fp8 as published (FP8 experts) accuracy on cuda"; exit 1; }
 [ "$n" -ge 2 ] || { echo "moe_cuda: one GPU only, TP 2 / EP 2 not run"; exit 0; }
 for ep in 1 2; do
   SITS_TEST_DEVICE=cuda SITS_TEST_EP=$ep timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" ||

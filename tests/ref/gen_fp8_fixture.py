@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """[fp8] Convert a committed fixture model into an FP8 checkpoint as published on the HF hub.
 
-Purpose: write tests/fixtures/models/<src>_fp8/ (default src: llama3) laid out like an
+Purpose: write tests/fixtures/models/<src>_fp8/ (default src: llama3; also qwen3_moe, whose experts'
+  gate/up/down are linears of the blocks too, the router not) laid out like an
   llm-compressor "FP8_DYNAMIC" checkpoint: every linear weight of the blocks (q/k/v/o/gate/up/down)
   stored as F8_E4M3 with a per-output-channel float32 `<name>.weight_scale` [out, 1]
   (scale = absmax(row) / 448, q = e4m3(w / scale), torch's round-to-nearest-even cast after a
@@ -31,6 +32,9 @@ from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_fixtures as gf  # noqa: E402  (compute_reference, write_reference, MODELS, make_prompts)
+import gen_moe_fixtures as gm  # noqa: E402  ([moe fp8] qwen3_moe -> qwen3_moe_fp8: FP8 experts too)
+
+gf.MODELS.update(gm.MOE_MODELS)
 
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 FP8_MAX = 448.0
