@@ -275,25 +275,14 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     return SITS_OK;
 }
 
-/* [fp8] Rows [r0, r1) x cols [c0, c1) of a linear weight as FP8 E4M3 into dst_q ([rows, c1 - c0]
- * bytes) at row dst_row0, and their scales into dst_s[dst_row0 ..]. An F8_E4M3 checkpoint tensor is
- * copied with its weight_scale; anything else is quantised here from the FULL rows (the scale of
- * a row does not depend on the TP slice, so every TP size holds the same values). */
-static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64_t dst_row0, sits_wkind_t kind, int layer,
-                                    int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+/* [fp8] Rows [r0, r1) x cols [c0, c0 + w) of a [*, cols] linear as E4M3 bytes into dst_q ([rows, w]) at row
+ * dst_row0 and their scales into dst_s: copied from the F8_E4M3 tensor t with its scale tensor s, or (s NULL)
+ * quantised from the FULL rows rows_f32 gives for (t, kind, layer) -- a row's scale does not depend on
+ * the slice, so every TP slice holds the same values. */
+static sits_status_t fp8_rows(loader_t *L, const sits_st_tensor_t *t, const sits_st_tensor_t *s, sits_wkind_t kind, int layer,
+                              int64_t r0, int64_t r1, int64_t cols, int64_t c0, int64_t w, void *dst_q, float *dst_s,
+                              int64_t dst_row0)
 {
-    int64_t shape[2];
-    sits_wkind_shape(L->cfg, kind, shape);
-    int64_t rows = shape[0], cols = shape[1], w = c1 - c0;
-    if (r1 <= r0 || c1 <= c0) return SITS_OK;
-    if (r1 > rows || c1 > cols) return SITS_ERR_INTERNAL;
-    L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
-    if (L->count_only) return SITS_OK;
-    const sits_st_tensor_t *t = NULL, *s = NULL;
-    if (L->st && !w4_ckpt(L, kind, layer)) {
-        if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
-    }
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)(s ? w : cols));
     if (chunk < 1) return SITS_ERR_INTERNAL;
     sits_backend_t *be = L->be;
@@ -320,6 +309,28 @@ static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int6
         SITS_CHECK(be->ops->upload(be, dst_s + d, L->sstage, sizeof(float) * (size_t)n));
     }
     return SITS_OK;
+}
+
+/* [fp8] Rows [r0, r1) x cols [c0, c1) of a linear weight as FP8 E4M3 into dst_q ([rows, c1 - c0]
+ * bytes) at row dst_row0, and their scales into dst_s[dst_row0 ..]. An F8_E4M3 checkpoint tensor is
+ * copied with its weight_scale; anything else is quantised here from the FULL rows (the scale of
+ * a row does not depend on the TP slice, so every TP size holds the same values). */
+static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64_t dst_row0, sits_wkind_t kind, int layer,
+                                    int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    int64_t shape[2];
+    sits_wkind_shape(L->cfg, kind, shape);
+    int64_t rows = shape[0], cols = shape[1], w = c1 - c0;
+    if (r1 <= r0 || c1 <= c0) return SITS_OK;
+    if (r1 > rows || c1 > cols) return SITS_ERR_INTERNAL;
+    L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
+    if (L->count_only) return SITS_OK;
+    const sits_st_tensor_t *t = NULL, *s = NULL;
+    if (L->st && !w4_ckpt(L, kind, layer)) {
+        if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+    }
+    return fp8_rows(L, t, s, kind, layer, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
 }
 
 static sits_status_t alloc_w(loader_t *L, size_t elems, void **p)
@@ -792,34 +803,8 @@ static sits_status_t moe_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64
         }
         if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
     }
-    int64_t chunk = (int64_t)(L->staging_elems / (size_t)(s ? w : cols));
-    if (chunk < 1) return SITS_ERR_INTERNAL;
-    sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* as moe_slice: the same dummy weights */
-    int seed_layer = layer * 4096 + expert;
-    sits_backend_t *be = L->be;
-    for (int64_t r = r0; r < r1; r += chunk) {
-        int64_t n = r1 - r < chunk ? r1 - r : chunk;
-        if (s) {
-            for (int64_t i = 0; i < n; i++) {
-                memcpy(L->qstage + i * w, (const unsigned char *)t->data + (size_t)(r + i) * (size_t)cols + (size_t)c0, (size_t)w);
-                L->sstage[i] = scale_at(s, r + i);
-            }
-        } else {
-            SITS_CHECK(rows_f32(L, t, seed_kind, seed_layer, r, n, 0, cols, L->staging));
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; i++) {
-                const float *row = L->staging + i * cols;
-                float mx = 0.0f;
-                for (int64_t j = 0; j < cols; j++) mx = fabsf(row[j]) > mx ? fabsf(row[j]) : mx;
-                L->sstage[i] = sits_fp8_scale(mx);
-                sits_fp8_quantize_row(L->qstage + i * w, row + c0, (size_t)w, L->sstage[i]);
-            }
-        }
-        int64_t d = dst_row0 + (r - r0);
-        SITS_CHECK(be->ops->upload(be, (unsigned char *)dst_q + (size_t)d * (size_t)w, L->qstage, (size_t)(n * w)));
-        SITS_CHECK(be->ops->upload(be, dst_s + d, L->sstage, sizeof(float) * (size_t)n));
-    }
-    return SITS_OK;
+    /* dummy weights: moe_slice's seeds, so FP8 and 16-bit experts hold the same model */
+    return fp8_rows(L, t, s, (sits_wkind_t)(64 + part), layer * 4096 + expert, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
 }
 
 /* A SwiGLU expert's fused gate/up [2 * i, H] (rows i0 .. i0 + i of gate, then of up) and down [H, i];
