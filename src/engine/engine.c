@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ENGINE_GRAPH_MAX 256     /* largest graph bucket */
-#define ENGINE_MAX_BUCKETS 16
+#define ENGINE_GRAPH_MAX 1024    /* largest graph bucket */
+#define ENGINE_GRAPH_STEP 64     /* buckets above 128 sequences: every 64 (TensorRT-LLM's large buckets are as fine) */
+#define ENGINE_MAX_BUCKETS 24    /* 1, 2, 4, ..., 128 (8), then 192 .. 1024 (14), then cap */
 #define ENGINE_MAX_MICRO 32      /* [pp micro-batches] most micro-batches of one step */
 #define ENGINE_KV_STAGING_BYTES ((size_t)16 << 20)   /* [kv] device staging of block saves / loads */
 
@@ -346,11 +347,13 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
 
 static int kv_copy_ready(sits_engine_t *e);
 
-/* Graph buckets 1, 2, 4, ... below cap, then cap itself. */
+/* Graph buckets below cap: 1, 2, 4, ..., 128, then every ENGINE_GRAPH_STEP (a decode step of n sequences
+ * replays the smallest bucket >= n: at most a third of padding rows above 128), then cap itself. */
 static void make_buckets(sits_engine_t *e, int cap)
 {
     e->n_buckets = 0;
-    for (int b = 1; b < cap && e->n_buckets < ENGINE_MAX_BUCKETS - 1; b *= 2) e->buckets[e->n_buckets++] = b;
+    for (int b = 1; b < cap && e->n_buckets < ENGINE_MAX_BUCKETS - 1; b = b < 128 ? 2 * b : b + ENGINE_GRAPH_STEP)
+        e->buckets[e->n_buckets++] = b;
     e->buckets[e->n_buckets++] = cap;
 }
 
