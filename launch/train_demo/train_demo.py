@@ -44,7 +44,7 @@ Two steps, two machines:
      tokenizer files (the draft runner reads config and weights; the server serves the target's
      tokenizer) and no ppl reference. The tied 8192 x hidden embedding dominates the size: hidden 64
      keeps the draft at 1.55 MB. On the CPU the lr schedule follows the clock as well as the steps.
-     On a machine shared with other jobs the 1200 s gave 227 steps (0.47 M tokens); --device cuda
+     On a machine shared with other jobs the 1200 s gave 227 steps (0.46 M tokens); --device cuda
      trains the same shape much further in minutes.
      Log: launch/train_demo/train_log_draft.txt.
 """
