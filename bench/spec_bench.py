@@ -4,7 +4,8 @@ and without --speculative-config on the same server build and model, and the acc
 
   (. tests/integration/mpi_env.sh; bench/spec_bench.py ...)   # as root / on the CI box: mpirun settings
   bench/spec_bench.py [--sits build/sits-dist] [--model models/demo] [--mpirun "mpirun -np 1"]
-                      [--configs off,4,8,d4] [--draft DIR] [--max-tokens 128] [--repeat 1] [--json FILE]
+                      [--configs off,4,8,d4] [--draft DIR] [--sets copy,loop,code,free,chat]
+                      [--max-tokens 128] [--repeat 1] [--json FILE]
 
 Configs: off (no speculation), K (n-gram, num_speculative_tokens K), dK (the draft-model drafter with
 the model in --draft, default the target itself: an upper bound on acceptance, not a speed-up).
@@ -16,6 +17,8 @@ sets one request at a time (batch 1), streaming, greedy, ignore_eos, max_tokens 
   loop   a repeated release-note line the demo model keeps repeating
   code   code to edit: a function given twice, the third copy started
   free   the first 32 ids of each held-out sequence, continued freely (few drafts accepted: the overhead)
+  chat   8 Python questions (CHAT below, written for this bench, not in the corpus) rendered with the model's
+         chat template (/tokenize with messages); the reply ends at <|eot_id|> (no ignore_eos) or max_tokens
 Per request: e2e tok/s = completion tokens / (last token - request sent), the per-user rate a client
 sees (prefill included). Per set: the mean of that, and tok/cpu-s = the set's tokens / the CPU seconds
 the serving rank used meanwhile (utime + stime of its process: on a machine shared with other work this
@@ -76,6 +79,19 @@ def tokenize(url, text):
     return json.load(urllib.request.urlopen(req, timeout=60))["tokens"]
 
 
+CHAT = ["What is a list comprehension?", "How do I read a file line by line?",
+        "What does the with statement do?", "How can I sort a dictionary by its values?",
+        "What is the difference between a tuple and a list?", "How do I raise an exception?",
+        "What is a generator?", "How do I format a string with variables?"]
+
+
+def chat_ids(url, question):
+    req = urllib.request.Request(url + "/tokenize", json.dumps({"messages": [{"role": "user", "content": question}],
+                                                                "add_generation_prompt": True}).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=60))["tokens"]
+
+
 def prompt_sets(url):
     ref = json.load(open(os.path.join(TOP, "tests/integration/demo_ppl_ref.json")))
     nl2 = tokenize(url, "\n\n")[-1:]   # the blank-line id (after the bos the tokenizer adds)
@@ -84,7 +100,7 @@ def prompt_sets(url):
                          "def area(width, height):\n    \"\"\"Return the area of the rectangle.\"\"\"\n    return width * height\n\n"
                          "def area(width, height):\n")
     return {"copy": [ids + nl2 + ids[1:17] for ids in ref["ids"]], "loop": [loop], "code": [code],
-            "free": [ids[:32] for ids in ref["ids"]]}
+            "free": [ids[:32] for ids in ref["ids"]], "chat": [chat_ids(url, q) for q in CHAT]}
 
 
 def start(args, extra):
@@ -124,6 +140,7 @@ def main():
     ap.add_argument("--configs", default="off,4,8", help="off, K (n-gram) and/or dK (draft model) values")
     ap.add_argument("--draft", help="the draft model of the dK configs (default: --model)")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--sets", default="copy,loop,code,free,chat", help="the prompt sets to send, in this order")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -140,14 +157,15 @@ def main():
         p, url, errf, pid = start(args, extra)
         try:
             sets = prompt_sets(url)
-            for name, prompts in sets.items():
+            for name in args.sets.split(","):
+                prompts = sets[name]
                 d0, a0 = metric(url, "sits_spec_draft_tokens_total"), metric(url, "sits_spec_accepted_tokens_total")
                 e2e, toks, texts = [], 0, []
                 c0 = cpu_seconds(pid)
                 for _ in range(args.repeat):
                     for ids in prompts:
                         text, n, r_e2e = post_stream(url, {"prompt": ids, "max_tokens": args.max_tokens, "temperature": 0,
-                                                           "ignore_eos": True, "stream": True,
+                                                           "ignore_eos": name != "chat", "stream": True,
                                                            "stream_options": {"include_usage": True}})
                         e2e.append(r_e2e)
                         toks += n

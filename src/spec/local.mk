@@ -11,6 +11,9 @@ endif
 # end to end on the demo model, TP 1 and 2, PP 2: identical outputs with and without speculation
 TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh
 EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh tests/integration/spec_decode.py
+# the trained draft of the demo model (models/demo-draft) drafting for it: same outputs, acceptance above a floor
+TESTS += tests/integration/spec_draft_demo.sh
+EXTRA_DIST += tests/integration/spec_draft_demo.sh models/demo-draft
 # the speculative decoding benchmark (tokens/s per user at batch 1 with and without n-gram drafts)
 EXTRA_DIST += bench/spec_bench.py
 # the premise of bit-exactness: a verification step's logits equal one position per step's (TP 1, 2)
