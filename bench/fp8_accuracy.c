@@ -10,7 +10,7 @@
  * no model is trained on -- or, with --text FILE, real text: token ids from a JSON file, either an
  * array of id arrays or an object whose "ids" is one (tests/integration/demo_ppl_ref.json: 8 held-out
  * sequences of 128 ids of the demo model's corpus); its first --prompts sequences (default all) and
- * their first --len ids (default the shortest sequence's length). For each policy (';'
+ * their first --len ids (default the shortest sequence's length; asking for more is an error). For each policy (';'
  * separates them, since a policy may contain commas) the model is loaded with that --quant spec
  * and each prompt is prefilled in one step with the logits of every position (teacher forcing:
  * every policy sees the same tokens). Against the first policy's logits, per position:
@@ -112,8 +112,13 @@ static sits_status_t load_text(opts_t *o, int vocab, int32_t ***prompts_p)
         fprintf(stderr, "sits-fp8-accuracy: %s: expected an array of token id arrays (or {\"ids\": ...})\n", o->text);
         goto out;
     }
-    if (o->prompts == 0 || o->prompts > n) o->prompts = n;
-    if (o->len == 0 || o->len > shortest) o->len = shortest;
+    if (o->prompts > n || o->len > shortest) {
+        fprintf(stderr, "sits-fp8-accuracy: %s has %d sequences of at least %d ids: --prompts %d / --len %d is more\n", o->text, n,
+                shortest, o->prompts, o->len);
+        goto out;
+    }
+    o->prompts = o->prompts ? o->prompts : n;
+    o->len = o->len ? o->len : shortest;
     int32_t **prompts = calloc((size_t)o->prompts, sizeof *prompts);
     if (!prompts) { st = SITS_ERR_NOMEM; goto out; }
     *prompts_p = prompts;
