@@ -2,11 +2,15 @@
  * agreement and KL divergence of the next-token distributions over a fixed prompt set.
  *
  *   bench/sits-fp8-accuracy --model DIR [--load-format auto|dummy] [--device cpu|cuda|auto]
- *       [--policies "bf16;ffn=fp8;fp8"] [--prompts 8] [--len 64] [--seed 1234] [--threads N]
+ *       [--policies "bf16;ffn=fp8;fp8"] [--prompts 8] [--len 64] [--seed 1234] [--text FILE] [--threads N]
  *       [--json FILE] [--min-top1 X] [--max-kl Y]
  *
  * One rank (TP 1). The prompt set: --prompts sequences of --len token ids drawn from an LCG seeded
- * with --seed over the whole vocabulary (the same for every policy and run). For each policy (';'
+ * with --seed over the whole vocabulary (the same for every policy and run) -- random tokens, an input
+ * no model is trained on -- or, with --text FILE, real text: token ids from a JSON file, either an
+ * array of id arrays or an object whose "ids" is one (tests/integration/demo_ppl_ref.json: 8 held-out
+ * sequences of 128 ids of the demo model's corpus); its first --prompts sequences (default all) and
+ * their first --len ids (default the shortest sequence's length; asking for more is an error). For each policy (';'
  * separates them, since a policy may contain commas) the model is loaded with that --quant spec
  * and each prompt is prefilled in one step with the logits of every position (teacher forcing:
  * every policy sees the same tokens). Against the first policy's logits, per position:
@@ -32,7 +36,7 @@
 #define MAX_POL 16
 
 typedef struct {
-    const char *model, *load_format, *device, *json;
+    const char *model, *load_format, *device, *json, *text;
     char *pol[MAX_POL];
     int n_pol, prompts, len, threads;
     unsigned long long seed;
@@ -55,13 +59,14 @@ static double now_s(void)
 static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s --model DIR [--load-format auto|dummy] [--device cpu|cuda|auto] [--policies \"bf16;ffn=fp8;fp8\"]\n"
-                    "       [--prompts 8] [--len 64] [--seed 1234] [--threads N] [--json FILE] [--min-top1 X] [--max-kl Y]\n", a0);
+                    "       [--prompts 8] [--len 64] [--seed 1234] [--text FILE] [--threads N] [--json FILE] [--min-top1 X] [--max-kl Y]\n",
+            a0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static char pols[1024] = "bf16;ffn=fp8;fp8";
-    *o = (opts_t){ .load_format = "auto", .device = "auto", .prompts = 8, .len = 64, .seed = 1234, .min_top1 = -1, .max_kl = -1 };
+    *o = (opts_t){ .load_format = "auto", .device = "auto", .prompts = 0, .len = 0, .seed = 1234, .min_top1 = -1, .max_kl = -1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { usage(argv[0]); return -1; }
@@ -74,14 +79,65 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--threads")) o->threads = atoi(v);
         else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--text")) o->text = v;
         else if (!strcmp(a, "--min-top1")) o->min_top1 = atof(v);
         else if (!strcmp(a, "--max-kl")) o->max_kl = atof(v);
         else { usage(argv[0]); return -1; }
         i++;
     }
     for (char *p = strtok(pols, ";"); p && o->n_pol < MAX_POL; p = strtok(NULL, ";")) o->pol[o->n_pol++] = p;
-    if (!o->model || o->n_pol < 1 || o->prompts < 1 || o->len < 1 || o->len > 4096) { usage(argv[0]); return -1; }
+    if (!o->model || o->n_pol < 1 || o->prompts < 0 || o->len < 0 || o->len > 4096) { usage(argv[0]); return -1; }
     return 0;
+}
+
+/* --text FILE: the token ids of its sequences into prompts [n][len] (n, len: o's, or the file's when 0);
+ * every id must be in [0, vocab). */
+static sits_status_t load_text(opts_t *o, int vocab, int32_t ***prompts_p)
+{
+    json_error_t err;
+    json_t *root = json_load_file(o->text, 0, &err), *seqs = root;
+    if (!root) {
+        fprintf(stderr, "sits-fp8-accuracy: %s: %s (line %d)\n", o->text, err.text, err.line);
+        return SITS_ERR_IO;
+    }
+    if (json_is_object(root)) seqs = json_object_get(root, "ids");
+    sits_status_t st = SITS_ERR_INVALID;
+    int n = json_is_array(seqs) ? (int)json_array_size(seqs) : 0, shortest = 1 << 30;
+    for (int p = 0; p < n; p++) {
+        const json_t *s = json_array_get(seqs, (size_t)p);
+        int m = json_is_array(s) ? (int)json_array_size(s) : 0;
+        shortest = m < shortest ? m : shortest;
+    }
+    if (n == 0 || shortest < 2) {
+        fprintf(stderr, "sits-fp8-accuracy: %s: expected an array of token id arrays (or {\"ids\": ...})\n", o->text);
+        goto out;
+    }
+    if (o->prompts > n || o->len > shortest) {
+        fprintf(stderr, "sits-fp8-accuracy: %s has %d sequences of at least %d ids: --prompts %d / --len %d is more\n", o->text, n,
+                shortest, o->prompts, o->len);
+        goto out;
+    }
+    o->prompts = o->prompts ? o->prompts : n;
+    o->len = o->len ? o->len : shortest;
+    int32_t **prompts = calloc((size_t)o->prompts, sizeof *prompts);
+    if (!prompts) { st = SITS_ERR_NOMEM; goto out; }
+    *prompts_p = prompts;
+    for (int p = 0; p < o->prompts; p++) {
+        if (!(prompts[p] = malloc(sizeof(int32_t) * (size_t)o->len))) { st = SITS_ERR_NOMEM; goto out; }
+        const json_t *s = json_array_get(seqs, (size_t)p);
+        for (int i = 0; i < o->len; i++) {
+            json_int_t id = json_integer_value(json_array_get(s, (size_t)i));
+            if (!json_is_integer(json_array_get(s, (size_t)i)) || id < 0 || id >= vocab) {
+                fprintf(stderr, "sits-fp8-accuracy: %s: sequence %d position %d: not a token id of vocab %d\n", o->text, p, i, vocab);
+                goto out;
+            }
+            prompts[p][i] = (int32_t)id;
+        }
+    }
+    st = SITS_OK;
+out:
+    json_decref(root);
+    return st;
 }
 
 /* Loads the model with policy `quant`, runs every prompt, and stores (ref == NULL) or compares
@@ -180,20 +236,30 @@ int main(int argc, char **argv)
     if ((st = sits_comm_mpi_create(MPI_COMM_WORLD, 600.0, &tp)) != SITS_OK) goto out;
     sits_model_config_t cfg;
     if ((st = sits_model_config_load(o.model, &cfg)) != SITS_OK) goto out;
-    prompts = calloc((size_t)o.prompts, sizeof *prompts);
-    ref = malloc(sizeof(float) * (size_t)o.prompts * o.len * (size_t)cfg.vocab_size);
-    if (!prompts || !ref) { st = SITS_ERR_NOMEM; goto out; }
-    unsigned long long s = o.seed;
-    for (int p = 0; p < o.prompts; p++) {
-        if (!(prompts[p] = malloc(sizeof(int32_t) * (size_t)o.len))) { st = SITS_ERR_NOMEM; goto out; }
-        for (int i = 0; i < o.len; i++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            prompts[p][i] = (int32_t)((s >> 33) % (unsigned long long)cfg.vocab_size);
+    if (o.text) {
+        if ((st = load_text(&o, cfg.vocab_size, &prompts)) != SITS_OK) goto out;
+    } else {
+        o.prompts = o.prompts ? o.prompts : 8;
+        o.len = o.len ? o.len : 64;
+        if (!(prompts = calloc((size_t)o.prompts, sizeof *prompts))) { st = SITS_ERR_NOMEM; goto out; }
+        unsigned long long s = o.seed;
+        for (int p = 0; p < o.prompts; p++) {
+            if (!(prompts[p] = malloc(sizeof(int32_t) * (size_t)o.len))) { st = SITS_ERR_NOMEM; goto out; }
+            for (int i = 0; i < o.len; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                prompts[p][i] = (int32_t)((s >> 33) % (unsigned long long)cfg.vocab_size);
+            }
         }
     }
-    printf("sits-fp8-accuracy: %s (%s weights, %d layers, hidden %d, vocab %d) on %s; %d prompts x %d tokens, seed %llu, "
-           "reference '%s'\n", o.model, o.load_format, cfg.n_layers, cfg.hidden_size, cfg.vocab_size, be->ops->name, o.prompts,
-           o.len, o.seed, o.pol[0]);
+    if (!(ref = malloc(sizeof(float) * (size_t)o.prompts * o.len * (size_t)cfg.vocab_size))) { st = SITS_ERR_NOMEM; goto out; }
+    if (o.text)
+        printf("sits-fp8-accuracy: %s (%s weights, %d layers, hidden %d, vocab %d) on %s; %d prompts x %d tokens of %s, "
+               "reference '%s'\n", o.model, o.load_format, cfg.n_layers, cfg.hidden_size, cfg.vocab_size, be->ops->name,
+               o.prompts, o.len, o.text, o.pol[0]);
+    else
+        printf("sits-fp8-accuracy: %s (%s weights, %d layers, hidden %d, vocab %d) on %s; %d random prompts x %d tokens, "
+               "seed %llu, reference '%s'\n", o.model, o.load_format, cfg.n_layers, cfg.hidden_size, cfg.vocab_size,
+               be->ops->name, o.prompts, o.len, o.seed, o.pol[0]);
     printf("%-32s %6s %6s %10s %9s %11s %11s\n", "quant", "fp8", "int4", "MiB", "top1", "kl_mean", "kl_max");
     int bad = 0;
     for (int i = 0; i < o.n_pol; i++) {
@@ -215,9 +281,10 @@ int main(int argc, char **argv)
                                                  "fp8_linears", res[i].fp8, "int4_linears", res[i].int4, "weight_bytes", res[i].weight_bytes, "positions",
                                                  res[i].positions, "top1_agreement", res[i].top1, "kl_mean", res[i].kl_mean,
                                                  "kl_max", res[i].kl_max, "load_s", res[i].load_s));
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:o}", "bench", "fp8_accuracy", "model", o.model,
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:s, s:o}", "bench", "fp8_accuracy", "model", o.model,
                               "load_format", o.load_format, "backend", be->ops->name, "prompts", o.prompts, "tokens_per_prompt",
-                              o.len, "seed", (json_int_t)o.seed, "reference", o.pol[0], "policies", arr);
+                              o.len, "seed", (json_int_t)o.seed, "text", o.text ? o.text : "random", "reference", o.pol[0],
+                              "policies", arr);
         if (!j || json_dump_file(j, o.json, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
             fprintf(stderr, "cannot write %s\n", o.json);
             bad++;

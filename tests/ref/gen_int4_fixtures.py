@@ -4,7 +4,8 @@
 Purpose: write tests/fixtures/models/<src>_<fmt>/ (default src: qwen3_tied, the smallest fixture with
   tied embeddings: the repository is near its size limit) for three formats, every linear of the blocks
   (q/k/v/o/gate/up/down) quantised to 4 bits, groups of GROUP inputs, round to nearest (the packing is
-  what is tested, not the quantiser); embeddings and norms kept in the source dtype:
+  what is tested, not the quantiser; --case --calib uses the formats' real quantisers, AWQ and GPTQ, see
+  "calibrated quantisers" below); embeddings and norms kept in the source dtype:
     awq   AutoAWQ GEMM: qweight int32 [in, out/8] packed along the OUTPUT dim in AWQ's order
           [0, 2, 4, 6, 1, 3, 5, 7], qzeros int32 [in/g, out/8] packed the same way, scales fp16 [in/g, out],
           asymmetric (zero_point true). Packing as AutoAWQ's WQLinear_GEMM.from_linear
@@ -38,6 +39,9 @@ Modes (nothing is written unless asked):
   python3 tests/ref/gen_int4_fixtures.py --write [fmt ...]   (or SITS_REGEN=1 ...)
   python3 tests/ref/gen_int4_fixtures.py --write --units     the unit data
   python3 tests/ref/gen_int4_fixtures.py --case SRC FMT GROUP DIR   a model in format FMT, no reference
+      [--calib TEXT [--calib-samples 128] [--calib-len 512]]    ... quantised by the format's published
+                                                                quantiser (AWQ / GPTQ) calibrated on TEXT
+  python3 tests/ref/gen_int4_fixtures.py --ids MODEL TEXT N LEN OUT   N x LEN token ids of TEXT (an eval set)
   python3 tests/ref/gen_int4_fixtures.py --check [fmt ...]   regenerate into a temp dir and compare
 Deterministic: the source fixture is committed; the act-order permutations come from a seeded generator.
 Needs: torch, transformers, safetensors (tests/ref/requirements.txt) and compressed-tensors (0.20.1).
@@ -135,10 +139,11 @@ def awq_unpack_cols(packed):
     return torch.bitwise_and(iw, 15).to(torch.int32)
 
 
-def awq_convert(w, tensors, prefix):
+def awq_convert(w, tensors, prefix, qz=None):
+    """qz: (q, zero, scale) of a calibrated quantiser (--method), else round to nearest"""
     out, inp = w.shape
     gidx = torch.arange(inp) // GROUP
-    q, zero, scale = rtn_asym(w, gidx, inp // GROUP)
+    q, zero, scale = qz if qz is not None else rtn_asym(w, gidx, inp // GROUP)
     tensors[prefix + ".qweight"] = awq_pack_cols(q.t().contiguous())          # [in, out/8]
     tensors[prefix + ".qzeros"] = awq_pack_cols(zero.t().contiguous())        # [in/g, out/8]
     tensors[prefix + ".scales"] = scale.t().contiguous()                      # [in/g, out] fp16
@@ -168,7 +173,8 @@ def rtn_sym(w, gidx, n_groups):
     return q, zero, scale
 
 
-def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False):
+def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False, qz=None):
+    """qz: (q, zero, scale) of a calibrated quantiser (--method; perm its act-order), else round to nearest"""
     out, inp = w.shape
     group = GROUP if group is None else inp if group == -1 else group
     ng = inp // group
@@ -176,7 +182,7 @@ def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False):
     # actorder: g_idx = [perm_inv[i] // groupsize for i in range(columns)]); perm None: no act-order
     inv = torch.argsort(perm) if perm is not None else torch.arange(inp)
     gidx = (inv // group).to(torch.int32)
-    q, zero, scale = (rtn_sym if sym else rtn_asym)(w, gidx.long(), ng)
+    q, zero, scale = qz if qz is not None else (rtn_sym if sym else rtn_asym)(w, gidx.long(), ng)
     intweight = q.t().contiguous().to(torch.int64)                      # [in, out]
     qweight = torch.zeros(inp // 8, out, dtype=torch.int64)
     for row in range(inp // 8):                                         # pack: 8 input rows per int32 row
@@ -220,23 +226,36 @@ def ct_scheme(sym=True, group=None):
         num_bits=4, type="int", symmetric=sym, dynamic=False, **kw))
 
 
-def ct_convert(w, tensors, prefix, sym=True, group=None):
+def ct_convert(w, tensors, prefix, sym=True, group=None, qz=None):
+    """qz: (q, zero, scale) of a calibrated symmetric quantiser (--method; q 0..15, zero 8, scale bf16),
+    else the library's min/max parameters; either way the library packs"""
     from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
     from compressed_tensors.quantization.utils import calculate_qparams
     group = GROUP if group is None else group
     scheme = ct_scheme(sym, group)
     out, inp = w.shape
     g = inp if group == -1 else group
-    wg = w.reshape(out, inp // g, g)
-    scale, zp = calculate_qparams(wg.amin(dim=2), wg.amax(dim=2), scheme.weights)   # [out, ng]
-    scale = scale.to(torch.bfloat16)   # checkpoints store the scale in the model's dtype
-    comp = PackedQuantizationCompressor.compress({"weight": w.to(torch.bfloat16), "weight_scale": scale,
+    if qz is None:
+        wg = w.reshape(out, inp // g, g)
+        scale, zp = calculate_qparams(wg.amin(dim=2), wg.amax(dim=2), scheme.weights)   # [out, ng]
+        scale = scale.to(torch.bfloat16)   # checkpoints store the scale in the model's dtype
+        w = w.to(torch.bfloat16)
+    else:
+        # the library re-quantises w with the scale: hand it the calibrated grid points (q - 8) * scale
+        q, zero, scale = qz
+        assert sym and bool((zero == 8).all())
+        scale = scale.to(torch.bfloat16)
+        w = (q - 8).float() * scale.float().repeat_interleave(g, dim=1)
+        zp = torch.zeros_like(scale, dtype=torch.int8)
+    comp = PackedQuantizationCompressor.compress({"weight": w, "weight_scale": scale,
                                                   "weight_zero_point": zp.to(torch.int8)}, scheme)
     for k, v in comp.items():
         tensors[prefix + "." + k] = v.contiguous()
     # the library's decompression, with the scale widened to fp32 so the product is one fp32 rounding
     dec = PackedQuantizationCompressor.decompress({k: (v.float() if k == "weight_scale" else v) for k, v in comp.items()},
                                                   scheme)
+    if qz is not None:
+        assert torch.equal(dec["weight"].float(), w), "%s: the library's packing changed calibrated values" % prefix
     return dec["weight"].float().contiguous()
 
 
@@ -292,8 +311,293 @@ def write_units(out_dir):
                                            for k, v in sorted(t.items()))))
 
 
-def quantize_tensors(fmt, tensors, perm_seed=PERM_SEED):
-    """every block linear of `tensors` in format fmt -> (checkpoint tensors, dequantised fp32 tensors)"""
+# ---- calibrated quantisers (--case ... --method awq|gptq): what published checkpoints are made with ----
+# Both run the HF model (float32, CPU) over calibration text -- TRAINING text (e.g. the demo corpus's
+# train.txt.xz of launch/train_demo/prepare_corpus.sh), never the held-out text the accuracy is measured
+# on -- one decoder layer at a time, as AutoAWQ / AutoGPTQ do: the inputs of layer l are caught once at
+# layer 0 (embeddings) and carried through the layers already quantised.
+#   gptq  Frantar et al. (AutoGPTQ GPTQ.fasterquant): per linear the Hessian H = 2/n X^T X of its
+#         calibration inputs, damping 0.01 * mean(diag H), columns in act-order (diag H descending) for
+#         the gptq format -- groups follow that order and are stored through g_idx -- or in static
+#         act-order for compressed-tensors (groups fixed beforehand on the weights' own columns, as
+#         llm-compressor's actorder "static": no g_idx), blocks of 128 columns, the OBS update of the
+#         columns not yet quantised after each column; true-sequential (q/k/v, then o, then gate/up, then
+#         down, each from the outputs of the parts already quantised). Asymmetric (AutoGPTQ's min/max with
+#         0 included) for gptq, symmetric (zero 8, scale max|w| / 7.5) for ct. The scales are rounded to
+#         the checkpoint's dtype (fp16 / bf16) before the rounding of q, so the packed q are GPTQ's own.
+#   awq   AutoAWQ (awq/quantize/quantizer.py): per layer, with the layer's float inputs, the per-input-channel
+#         scale s = x_mean^a / w_mean^(1-a) (duo scaling; a on the 20-point grid 0, 0.05, .. 0.95,
+#         normalised by sqrt(max s * min s)) minimising the MSE of the inspected module's output with the
+#         scaled weights quantised: input_layernorm -> q/k/v (inspect self_attn), post_attention_layernorm ->
+#         gate/up (inspect mlp), up -> down (inspect down); v -> o is skipped when their shapes differ (GQA),
+#         as AutoAWQ does. s is folded into the previous op (the norm's weight, stored in the checkpoint,
+#         or up_proj's rows) and multiplied into the linears; then the clipping search (auto_clip: per
+#         group max|w| shrunk by 0 .. 0.45 of 20 steps, least MSE of the group's partial products over 512
+#         calibration tokens; not for q / k) and AutoAWQ's zero-point round to nearest (min/max without 0).
+CALIB_SEED = 25
+GPTQ_BLOCK = 128
+
+
+def calib_ids(path, tok_dir, n, seqlen, seed=CALIB_SEED):
+    """[n, seqlen] token ids of text file `path` (.xz or plain; documents separated by a line holding one form
+    feed, as prepare_corpus.sh writes them): the documents shuffled (seeded), each tokenised as the trainer
+    does (<|begin_of_text|> text <|end_of_text|>), concatenated and cut into n windows"""
+    import random
+    from tokenizers import Tokenizer
+    with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as f:
+        docs = [d.strip("\n") for d in f.read().split("\n\f\n") if d.strip()]
+    tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    eot = tok.token_to_id("<|end_of_text|>")
+    random.Random(seed).shuffle(docs)
+    stream = []
+    for d in docs:
+        stream += tok.encode(d).ids + ([eot] if eot is not None else [])
+        if len(stream) >= n * seqlen:
+            break
+    if len(stream) < n * seqlen:
+        raise SystemExit("%s: %d tokens, fewer than the %d x %d asked for" % (path, len(stream), n, seqlen))
+    return torch.tensor(stream[:n * seqlen]).view(n, seqlen)
+
+
+def layer0_inputs(model, ids, batch=16):
+    """[(hidden_states [b, T, hidden], layer kwargs)] per batch of ids: what the first decoder layer receives"""
+    caught = []
+
+    class Caught(Exception):
+        pass
+
+    def hook(mod, args, kwargs):
+        x = args[0] if args else kwargs["hidden_states"]
+        caught.append((x, {k: kwargs[k] for k in ("attention_mask", "position_ids", "position_embeddings") if k in kwargs}))
+        raise Caught
+
+    h = model.model.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
+    for b in range(0, ids.shape[0], batch):
+        try:
+            model(ids[b:b + batch], use_cache=False)
+        except Caught:
+            pass
+    h.remove()
+    return caught
+
+
+def linear_inputs(layer, names, xs):
+    """run layer over xs, returning {name: [inputs [b, T, in] per batch]} of its submodules `names`"""
+    got = {n: [] for n in names}
+    mods = dict(layer.named_modules())
+    hooks = [mods[n].register_forward_pre_hook(lambda m, a, n=n: got[n].append(a[0].detach())) for n in names]
+    with torch.no_grad():
+        for x, kw in xs:
+            layer(x, **kw)
+    for h in hooks:
+        h.remove()
+    return got
+
+
+def gptq_params(x, sym, dtype):
+    """AutoGPTQ's Quantizer.find_params per row of x [out, n] (min/max with 0 included), the scale rounded to
+    the checkpoint's dtype -> (scale fp32 [out], zero fp32 [out])"""
+    xmin, xmax = x.amin(1).clamp(max=0), x.amax(1).clamp(min=0)
+    if sym:
+        xmax = torch.maximum(xmin.abs(), xmax)
+        xmin = torch.where(xmin < 0, -xmax, xmin)
+    both0 = (xmin == 0) & (xmax == 0)
+    xmin, xmax = torch.where(both0, -1.0, xmin), torch.where(both0, 1.0, xmax)
+    scale = ((xmax - xmin) / 15).to(dtype).float()
+    zero = torch.full_like(scale, 8.0) if sym else torch.round(-xmin / scale).clamp(0, 15)
+    return scale, zero
+
+
+def gptq_quantize(w, H, group, sym, act_order, static, dtype):
+    """GPTQ (AutoGPTQ GPTQ.fasterquant, damping 0.01) of w [out, in] with Hessian H [in, in] ->
+    (q int32 [out, in], zero int32 [out, ng], scale dtype [out, ng], perm or None, dequantised fp32 [out, in]);
+    act_order: columns in descending diag(H) order; static: groups are the contiguous columns with their
+    parameters from the unquantised weights (llm-compressor's actorder "static"), else group j is the j-th
+    `group` columns in processing order (AutoGPTQ desc_act: perm returned for g_idx)"""
+    W, H = w.clone().float(), H.clone()
+    out, cols = W.shape
+    ng, block = cols // group, max(GPTQ_BLOCK, group)
+    assert block % group == 0
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1
+    W[:, dead] = 0
+    fixed = [gptq_params(W[:, g * group:(g + 1) * group], sym, dtype) for g in range(ng)] if static else None
+    perm = torch.argsort(torch.diag(H), descending=True, stable=True) if act_order else torch.arange(cols)
+    W, H = W[:, perm], H[perm][:, perm]
+    H += 0.01 * torch.mean(torch.diag(H)) * torch.eye(cols)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
+    Q = torch.zeros(out, cols)
+    scale, zero = torch.zeros(out, ng), torch.zeros(out, ng)
+    for i1 in range(0, cols, block):
+        i2 = min(i1 + block, cols)
+        W1, Err1, Hinv1 = W[:, i1:i2].clone(), torch.zeros(out, i2 - i1), Hinv[i1:i2, i1:i2]
+        for i in range(i2 - i1):
+            c = i1 + i
+            if static:
+                g = int(perm[c]) // group
+                s, z = fixed[g]
+                scale[:, g], zero[:, g] = s, z
+            elif c % group == 0:
+                s, z = gptq_params(W1[:, i:i + group], sym, dtype)
+                scale[:, c // group], zero[:, c // group] = s, z
+            q = torch.clamp(torch.round(W1[:, i] / s) + z, 0, 15)
+            Q[:, c] = q
+            err = (W1[:, i] - (q - z) * s) / Hinv1[i, i]
+            W1[:, i:] -= err[:, None] @ Hinv1[i, i:][None, :]
+            Err1[:, i] = err
+        W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+    inv = torch.argsort(perm)
+    Q = Q[:, inv].to(torch.int32)
+    gidx = (inv // group) if not static else torch.arange(cols) // group
+    deq = (Q.float() - zero[:, gidx]) * scale[:, gidx]
+    return Q, zero.to(torch.int32), scale.to(dtype), (perm if act_order and not static else None), deq
+
+
+def awq_pseudo(w, group, dtype=None):
+    """AutoAWQ's pseudo_quantize_tensor with zero point, per group of `group` along the last dim (min/max
+    without 0) -> (dequantised w, q, zero, scale [.., ng]); dtype: round the scale to it first (the stored one)"""
+    shape = w.shape
+    x = w.reshape(-1, group)
+    mx, mn = x.amax(1, keepdim=True), x.amin(1, keepdim=True)
+    scale = (mx - mn).clamp(min=1e-5) / 15
+    if dtype is not None:
+        scale = scale.to(dtype).float()
+    zero = (-torch.round(mn / scale)).clamp(0, 15)
+    q = torch.clamp(torch.round(x / scale) + zero, 0, 15)
+    ng = shape[-1] // group
+    return ((q - zero) * scale).reshape(shape), q.reshape(shape), zero.reshape(*shape[:-1], ng), scale.reshape(*shape[:-1], ng)
+
+
+def awq_search_scale(linears, xin, inspect, group):
+    """AutoAWQ _search_best_scale: the per-input-channel scale of the linears (sharing inputs xin, a list of
+    [b, T, in]) with the least MSE of inspect(batch index, x) against its float output"""
+    with torch.no_grad():
+        W = torch.cat([l.weight for l in linears], 0)
+        wa = W.abs().view(-1, group)
+        w_mean = (wa / (wa.amax(1, keepdim=True) + 1e-6)).view(W.shape).mean(0)
+        x_mean = torch.cat([x.reshape(-1, x.shape[-1]) for x in xin]).abs().mean(0)
+        ref = [inspect(b, x) for b, x in enumerate(xin)]
+        orig = [l.weight.data.clone() for l in linears]
+        best, best_s = float("inf"), None
+        for r in range(20):
+            a = r / 20
+            s = (x_mean.pow(a) / (w_mean.pow(1 - a) + 1e-4)).clamp(min=1e-4)
+            s = s / (s.max() * s.min()).sqrt()
+            for l, w0 in zip(linears, orig):
+                l.weight.data = awq_pseudo(w0 * s, group)[0] / s
+            loss = sum(float((inspect(b, x) - ref[b]).float().pow(2).sum()) for b, x in enumerate(xin)) / \
+                sum(r_.numel() for r_ in ref)
+            if loss < best:
+                best, best_s = loss, s.clone()
+        for l, w0 in zip(linears, orig):
+            l.weight.data = w0
+    return best_s
+
+
+def awq_clip(w, x, group, n_grid=20, max_shrink=0.5, n_tokens=512):
+    """AutoAWQ _compute_best_clip: w [out, in] clamped per group to the +-max|w| shrink (0 .. max_shrink) with the
+    least MSE of the group's partial products over n_tokens inputs of x [N, in]"""
+    out, inp = w.shape
+    ng = inp // group
+    x = x[::max(1, x.shape[0] // n_tokens)].reshape(1, -1, ng, group)
+    w4 = w.reshape(out, 1, ng, group)
+    best_all = []
+    for o0 in range(0, out, 64):
+        wb = w4[o0:o0 + 64]
+        org_max = wb.abs().amax(-1, keepdim=True)
+        best, min_err = org_max.clone(), torch.full_like(org_max, float("inf"))
+        org_out = (x * wb).sum(-1)
+        for i_s in range(int(max_shrink * n_grid)):
+            mv = org_max * (1 - i_s / n_grid)
+            qw = awq_pseudo(torch.clamp(wb, -mv, mv), group)[0]
+            err = ((x * qw).sum(-1) - org_out).pow(2).mean(1).view(min_err.shape)
+            better = err < min_err
+            min_err[better], best[better] = err[better], mv[better]
+        best_all.append(best)
+    mv = torch.cat(best_all).reshape(out, ng, 1)
+    return torch.clamp(w.reshape(out, ng, group), -mv, mv).reshape(out, inp)
+
+
+def calibrate(fmt, src_dir, tensors, calib_path, n, seqlen):
+    """fmt's published quantiser (awq: AWQ; gptq: GPTQ act-order asymmetric fp16 scales; ct: GPTQ static act-order
+    symmetric bf16 scales, as llm-compressor's W4A16) of every block linear, calibrated on calib_path ->
+    {linear prefix: (q, zero, scale, perm)}; AWQ's folded scales update the norm weights in `tensors`"""
+    torch.manual_seed(CALIB_SEED)
+    model = transformers.AutoModelForCausalLM.from_pretrained(src_dir, dtype=torch.float32)
+    model.eval()
+    ids = calib_ids(calib_path, src_dir, n, seqlen)
+    print("calibration: %d x %d tokens of %s" % (n, seqlen, calib_path))
+    calib = {}
+    with torch.no_grad():
+        xs = layer0_inputs(model, ids)
+        for li, layer in enumerate(model.model.layers):
+            pre = "model.layers.%d." % li
+            if fmt == "awq":
+                awq_layer(layer, pre, xs, tensors, calib)
+                xs = [(layer(x, **kw), kw) for x, kw in xs]   # AutoAWQ: the next inputs from the float layer
+            else:
+                gptq_layer(layer, pre, xs, calib, sym=fmt == "ct", static=fmt == "ct",
+                           dtype=torch.bfloat16 if fmt == "ct" else torch.float16)
+                xs = [(layer(x, **kw), kw) for x, kw in xs]   # from the quantised layer (true sequential)
+            print("  layer %d quantised" % li, flush=True)
+    return calib
+
+
+SEQUENTIAL = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("self_attn.o_proj",),
+              ("mlp.gate_proj", "mlp.up_proj"), ("mlp.down_proj",))
+
+
+def gptq_layer(layer, pre, xs, calib, sym, static, dtype):
+    mods = dict(layer.named_modules())
+    for names in SEQUENTIAL:
+        xin = torch.cat([x.reshape(-1, x.shape[-1]) for x in linear_inputs(layer, names[:1], xs)[names[0]]]).double()
+        H = (2.0 / xin.shape[0] * xin.t() @ xin).float()
+        for name in names:
+            q, zero, scale, perm, deq = gptq_quantize(mods[name].weight.data, H, GROUP, sym, True, static, dtype)
+            mods[name].weight.data = deq
+            calib[pre + name] = (q, zero, scale, perm)
+
+
+def awq_layer(layer, pre, xs, tensors, calib):
+    mods = dict(layer.named_modules())
+    feats = linear_inputs(layer, ("self_attn.q_proj", "mlp.gate_proj", "mlp.down_proj", "self_attn.o_proj"), xs)
+    attn = lambda b, x: layer.self_attn(hidden_states=x, **xs[b][1])[0]
+    qkv = [mods[n] for n in SEQUENTIAL[0]]
+    gu = [mods[n] for n in SEQUENTIAL[2]]
+    down = mods["mlp.down_proj"]
+    # every scale searched on the unscaled layer, then applied (AutoAWQ's order)
+    s_qkv = awq_search_scale(qkv, feats["self_attn.q_proj"], attn, GROUP)
+    s_gu = awq_search_scale(gu, feats["mlp.gate_proj"], lambda b, x: layer.mlp(x), GROUP)
+    s_down = awq_search_scale([down], feats["mlp.down_proj"], lambda b, x: down(x), GROUP)
+    for norm, lins, s, feat in (("input_layernorm", qkv, s_qkv, "self_attn.q_proj"),
+                                ("post_attention_layernorm", gu, s_gu, "mlp.gate_proj")):
+        key = pre + norm + ".weight"
+        old = tensors[key].float()
+        new = (old / s).to(tensors[key].dtype)                  # the norm is stored in the checkpoint's dtype:
+        s = torch.where(new.float() != 0, old / new.float(), s)  # scale the linears by what it holds
+        tensors[key] = new
+        mods[norm].weight.data = new.float()
+        for l in lins:
+            l.weight.data *= s
+        feats[feat] = [x / s for x in feats[feat]]
+    mods["mlp.up_proj"].weight.data /= s_down[:, None]
+    down.weight.data *= s_down
+    feats["mlp.down_proj"] = [x / s_down for x in feats["mlp.down_proj"]]
+    feats["mlp.up_proj"] = feats["mlp.gate_proj"]
+    feats["self_attn.v_proj"] = feats["self_attn.q_proj"]
+    for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                 "mlp.up_proj", "mlp.down_proj"):
+        w = mods[name].weight.data
+        if name not in ("self_attn.q_proj", "self_attn.k_proj"):   # AutoAWQ clips all but q / k
+            x = torch.cat([f.reshape(-1, f.shape[-1]) for f in feats[name]])
+            w = awq_clip(w, x, GROUP)
+        _, q, zero, scale = awq_pseudo(w, GROUP, torch.float16)
+        calib[pre + name] = (q.to(torch.int32), zero.to(torch.int32), scale.to(torch.float16), None)
+
+
+def quantize_tensors(fmt, tensors, perm_seed=PERM_SEED, calib=None):
+    """every block linear of `tensors` in format fmt -> (checkpoint tensors, dequantised fp32 tensors);
+    calib: {linear prefix: (q, zero, scale, perm or None)} of a calibrated quantiser, else round to nearest"""
     qt, deq = {}, {}
     gen = torch.Generator().manual_seed(perm_seed)
     perms = {}
@@ -305,7 +609,12 @@ def quantize_tensors(fmt, tensors, perm_seed=PERM_SEED):
             continue
         prefix = k[:-len(".weight")]
         w = t.float()
-        if fmt == "awq":
+        if calib is not None:
+            q, zero, scale, perm = calib[prefix]
+            qz = (q, zero, scale)
+            deq[k] = awq_convert(w, qt, prefix, qz) if fmt == "awq" else \
+                gptq_convert(w, qt, prefix, perm, qz=qz) if fmt == "gptq" else ct_convert(w, qt, prefix, qz=qz)
+        elif fmt == "awq":
             deq[k] = awq_convert(w, qt, prefix)
         elif fmt == "gptq":
             # one act-order permutation per layer input: q/k/v share the attention input, gate/up the MLP's
@@ -324,20 +633,25 @@ def quant_config(fmt):
     return {"awq": AWQ_CONFIG, "gptq": GPTQ_CONFIG}.get(fmt) or ct_config()
 
 
-def write_case(src, fmt, group, out_dir):
+def write_case(src, fmt, group, out_dir, calib_path=None, calib_n=128, calib_len=512):
     """A model without a reference: fixture `src` (or the model directory src) in format fmt with groups of
     `group` (tests/integration/int4.sh makes refusal inputs at run time, when torch is there; the
-    per-format accuracy of bench/RESULTS.md is measured on the demo model written this way)."""
+    per-format accuracy of bench/RESULTS.md is measured on the demo model written this way). With
+    calib_path: the format's published quantiser calibrated on that text (calibrate), else round to nearest."""
     global GROUP
     GROUP = group
     src_dir = src if os.path.isdir(src) else os.path.join(gf.FIXTURE_ROOT, src)
-    qt, _ = quantize_tensors(fmt, load_file(os.path.join(src_dir, "model.safetensors")))
+    tensors = load_file(os.path.join(src_dir, "model.safetensors"))
+    calib = calibrate(fmt, src_dir, tensors, calib_path, calib_n, calib_len) if calib_path else None
+    qt, _ = quantize_tensors(fmt, tensors, calib=calib)
     os.makedirs(out_dir, exist_ok=True)
     save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     cfg = json.load(open(os.path.join(src_dir, "config.json")))
     qc = json.loads(json.dumps(quant_config(fmt)))
     if fmt == "ct":
         qc["config_groups"]["group_0"]["weights"]["group_size"] = group
+        if calib:
+            qc["config_groups"]["group_0"]["weights"]["actorder"] = "static"
     else:
         qc["group_size"] = group
     cfg["quantization_config"] = qc
@@ -365,10 +679,26 @@ def main():
                     help="with --write: (re)write tests/unit/data/int4 (one linear per format variant) instead")
     ap.add_argument("--case", nargs=4, metavar=("SRC", "FMT", "GROUP", "DIR"),
                     help="write fixture (or model directory) SRC in format FMT with groups of GROUP into DIR, no reference")
+    ap.add_argument("--calib", metavar="TEXT",
+                    help="with --case: quantise with the format's published quantiser (awq: AWQ; gptq, ct: GPTQ) calibrated "
+                         "on TEXT (.txt or .txt.xz, documents separated by form-feed lines; training text, never the "
+                         "evaluation's), instead of round to nearest")
+    ap.add_argument("--calib-samples", type=int, default=128, help="calibration windows (default 128)")
+    ap.add_argument("--ids", nargs=5, metavar=("MODEL", "TEXT", "N", "LEN", "OUT"),
+                    help="write N windows of LEN token ids of TEXT (tokenised with MODEL's tokenizer, as --calib does) to OUT "
+                         "as {\"ids\": [...]}: a larger held-out evaluation set for bench/sits-fp8-accuracy --text")
+    ap.add_argument("--calib-len", type=int, default=512, help="tokens per calibration window (default 512)")
     ap.add_argument("formats", nargs="*", default=list(FORMATS), help="awq, gptq, ct (default all)")
     args = ap.parse_args()
+    if args.ids:
+        model, text, n, seqlen, out = args.ids
+        ids = calib_ids(text, model, int(n), int(seqlen))
+        with open(out, "w") as f:
+            json.dump({"what": "%s windows of %s ids of %s (documents shuffled with seed %d)" % (n, seqlen, text, CALIB_SEED),
+                       "ids": ids.tolist()}, f)
+        return 0
     if args.case:
-        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3])
+        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3], args.calib, args.calib_samples, args.calib_len)
         return 0
     write = args.write or os.environ.get("SITS_REGEN") == "1"
     if not write and not args.check:
