@@ -745,6 +745,18 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
 
 /* ---- [moe] expert tensors (layout.h names) ---- */
 
+/* [moe] The checkpoint tensor of an expert part (expert x; 0 for the router and the shared expert). */
+static sits_status_t moe_tensor(loader_t *L, sits_moe_part_t part, int layer, int expert, const sits_st_tensor_t **t_p)
+{
+    char name[160];
+    sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
+    if (!(*t_p = sits_st_find(L->st, name))) {
+        SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
+        return SITS_ERR_NOT_FOUND;
+    }
+    return SITS_OK;
+}
+
 /* Rows [r0, r1) x cols [c0, c1) of MoE part (part, layer, expert) into dst at row dst_row0, as load_slice
  * (the dummy generator seeds by part, layer and expert). */
 static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_moe_part_t part, int layer, int expert,
@@ -758,12 +770,7 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
     if (L->count_only) return SITS_OK;
     const sits_st_tensor_t *t = NULL;
     if (L->st) {
-        char name[160];
-        sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
-        if (!(t = sits_st_find(L->st, name))) {
-            SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
-            return SITS_ERR_NOT_FOUND;
-        }
+        SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
         if (t->dtype != SITS_DT_F8_E4M3)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
     }   /* [moe fp8] an FP8 checkpoint expert held in the backend dtype: dequantised through the staging */
@@ -795,12 +802,7 @@ static sits_status_t moe_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64
     if (L->count_only) return SITS_OK;
     const sits_st_tensor_t *t = NULL, *s = NULL;
     if (L->st) {
-        char name[160];
-        sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
-        if (!(t = sits_st_find(L->st, name))) {
-            SITS_ERROR(SITS_SUB_MODEL, "tensor %s is missing", name);
-            return SITS_ERR_NOT_FOUND;
-        }
+        SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
         if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
     }
     /* dummy weights: moe_slice's seeds, so FP8 and 16-bit experts hold the same model */
