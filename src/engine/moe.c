@@ -137,9 +137,9 @@ const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
     return m->tokens;
 }
 
-/* rows [c, 2 * i] = x [c, H] . gu^T; act = silu(gate) * up; y [c, H] = act . down^T */
-/* One expert's SwiGLU MLP on c rows: y [c, H] = down(silu(gate) * up)(x [c, H]); [moe fp8] gu_s / down_s
- * non-NULL: that linear is FP8 E4M3 with those row scales (matmul_fp8 quantises the rows per token). */
+/* One expert's SwiGLU MLP on c rows: gu [c, 2 i] = x [c, H] . gu_w^T; act [c, i] = silu(gate) * up;
+ * y [c, H] = act . down_w^T. [moe fp8] gu_s / down_s non-NULL: that linear is FP8 E4M3 with those row
+ * scales (matmul_fp8 quantises its input rows per token). */
 static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const void *gu_w, const float *gu_s, const void *down_w,
                              const float *down_s, int c, int i, void *gu, void *act)
 {
