@@ -73,15 +73,22 @@ if promtool test rules "$tmp/rules_wrong.yml" >/dev/null 2>&1; then bad "control
 else ok "control: a wrong expected p50 fails promtool test rules"; fi
 
 # --- a real Prometheus scraping the server ---------------------------------------------------------
-pport=$((20000 + ($$ + 11) % 20000))
 sed -e 's/scrape_interval: 15s/scrape_interval: 1s/' -e 's/evaluation_interval: 15s/evaluation_interval: 1s/' \
     -e "s|\"localhost:8000\"|\"127.0.0.1:$port\"|" -e "s|^  - sits-dist.rules.yml .*|  - $L/sits-dist.rules.yml|" \
     "$L/prometheus.yml" > "$tmp/prometheus.yml"
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" --web.listen-address="127.0.0.1:$pport" \
-  > "$tmp/prom.log" 2>&1 &
-prom=$!
-P=http://127.0.0.1:$pport
-for _ in $(seq 100); do curl -sf "$P/-/ready" >/dev/null 2>&1 && break; kill -0 $prom 2>/dev/null || break; sleep 0.2; done
+# its port: one the kernel just handed out, and another try if something took it meanwhile (CI once saw
+# "bind: address already in use" on a port made from the PID, with the other tests running beside this one)
+for try in 1 2 3; do
+  pport=$("${PYTHON:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" --web.listen-address="127.0.0.1:$pport" \
+    > "$tmp/prom.log" 2>&1 &
+  prom=$!
+  P=http://127.0.0.1:$pport
+  for _ in $(seq 100); do curl -sf "$P/-/ready" >/dev/null 2>&1 && break; kill -0 $prom 2>/dev/null || break; sleep 0.2; done
+  curl -sf "$P/-/ready" >/dev/null 2>&1 && break
+  grep -q "address already in use" "$tmp/prom.log" || break
+  kill $prom 2>/dev/null; wait $prom 2>/dev/null
+done
 curl -sf "$P/-/ready" >/dev/null 2>&1 || { bad "prometheus did not start"; tail -5 "$tmp/prom.log"; finish; }
 # query EXPR: the first sample's value of an instant query ("" when none)
 query() { curl -s "$P/api/v1/query" --data-urlencode "query=$1" | sed -n 's/.*"value":\[[0-9.]*,"\([^"]*\)"\].*/\1/p'; }
