@@ -70,7 +70,7 @@ TESTS += tests/integration/real_model.sh
 EXTRA_DIST += tests/integration/real_model.sh
 # [logprobs] the OpenAI API for real clients (issue 21): logprobs / echo against HF, lm-eval as a client
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh tests/integration/n_fork.sh tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh
-EXTRA_DIST += tests/integration/n_fork.sh tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
+EXTRA_DIST += tests/integration/n_fork.sh tests/integration/choices.py tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \
 	tests/ref/gen_logprob_fixtures.py tests/fixtures/logprobs tests/lm_eval
 # [sampling controls] [logprobs] the device ops (logit_process, logprob_reduce, logit_pick) and the engine's
 # host pieces around them against HF's logits processors, at TP 1, 2 and 4

@@ -11,8 +11,8 @@ n=$(sits_gpu_count)
 [ "${n:-0}" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
 serve_tmp
 serve_np 1 "$top_srcdir/models/demo" --device cuda --block-size 16 --no-enable-prefix-caching || finish
-"$PY" - "$url" <<'PYEOF' && ok "GPU: n = 4 forks off one prefill (blocks copied on write), each choice equals n = 1" || bad "GPU n = 4 fork"
-import json, sys, urllib.request
+PYTHONPATH="$top_srcdir/tests/integration" "$PY" - "$url" <<'PYEOF' && ok "GPU: n = 4 forks off one prefill (blocks copied on write), each choice equals n = 1" || bad "GPU n = 4 fork"
+import json, sys, urllib.request, choices
 url = sys.argv[1]
 fails = 0
 def check(cond, what):
@@ -24,20 +24,9 @@ def post(body):
     rq = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
                                 headers={"Content-Type": "application/json"})
     return json.loads(urllib.request.urlopen(rq, timeout=120).read())
+from choices import choice_seed as seed_of
 def metric(name):
-    for line in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
-M64 = (1 << 64) - 1
-def mix64(x):   # server.c's per-choice seed
-    x = (x + 0x9e3779b97f4a7c15) & M64
-    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
-    return x ^ (x >> 31)
-def seed_of(seed, i):
-    s = seed if i == 0 else mix64(seed + i)
-    return s - (1 << 64) if s >= 1 << 63 else s
+    return choices.metric(url, name)
 prompt = "A list comprehension is a compact way to build a list from an iterable. For example,"
 names = ("sits_prompt_tokens_computed_total", "sits_forked_sequences_total", "sits_kv_blocks_copied_total")
 n = 4

@@ -14,8 +14,8 @@ need_py_curl
 serve_tmp
 serve_setup "$tmp/m"
 serve_start "$tmp/m" --block-size 8 --no-enable-prefix-caching || finish
-"$PY" - "$url" <<'PYEOF' && ok "n = 4 forks off one prefill, each choice equals n = 1 with its seed" || bad "n = 4 fork"
-import sys, urllib.request, openai
+PYTHONPATH="$top_srcdir/tests/integration" "$PY" - "$url" <<'PYEOF' && ok "n = 4 forks off one prefill, each choice equals n = 1 with its seed" || bad "n = 4 fork"
+import sys, urllib.request, openai, choices
 url = sys.argv[1]
 c = openai.OpenAI(base_url=url + "/v1", api_key="none")
 fails = 0
@@ -25,18 +25,7 @@ def check(cond, what):
         fails += 1
         print("MISMATCH", what)
 def metric(name):
-    for line in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
-M64 = (1 << 64) - 1
-def mix64(x):   # server.c's per-choice seed
-    x = (x + 0x9e3779b97f4a7c15) & M64
-    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
-    return x ^ (x >> 31)
-def signed(x):
-    return x - (1 << 64) if x >= 1 << 63 else x
+    return choices.metric(url, name)
 prompt = "A partial block: the prompt of this request is shared by four choices"
 seed, n = 1234, 4
 names = ("sits_prompt_tokens_computed_total", "sits_forked_sequences_total", "sits_kv_blocks_copied_total")
@@ -53,7 +42,7 @@ check(after[2] - before[2] == n - 1, "blocks copied on write: %d, want %d" % (af
 check(sorted(ch.index for ch in r.choices) == list(range(n)), "indices %s" % [ch.index for ch in r.choices])
 check(len(set(ch.text for ch in r.choices)) > 1, "the choices are all equal: %r" % [ch.text for ch in r.choices])
 for ch in sorted(r.choices, key=lambda ch: ch.index):
-    s = seed if ch.index == 0 else signed(mix64(seed + ch.index))
+    s = choices.choice_seed(seed, ch.index)
     one = c.completions.create(model="m", prompt=prompt, max_tokens=10, temperature=1.0, seed=s, logprobs=1,
                                extra_body={"ignore_eos": True}).choices[0]
     check(ch.text == one.text and ch.logprobs.tokens == one.logprobs.tokens,
@@ -77,23 +66,14 @@ PYEOF
 for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done
 wait $srv; srv=
 serve_start "$tmp/m" --block-size 8 --no-enable-prefix-caching --max-num-seqs 2 || finish
-"$PY" - "$url" <<'PYEOF' && ok "n = 4 with room for 2 sequences: forked, started from the leader's blocks, recomputed" || bad "n = 4, 2 sequences"
-import sys, urllib.request, openai
+PYTHONPATH="$top_srcdir/tests/integration" "$PY" - "$url" <<'PYEOF' && ok "n = 4 with room for 2 sequences: forked, started from the leader's blocks, recomputed" || bad "n = 4, 2 sequences"
+import sys, urllib.request, openai, choices
 url = sys.argv[1]
 c = openai.OpenAI(base_url=url + "/v1", api_key="none")
-M64 = (1 << 64) - 1
-def mix64(x):
-    x = (x + 0x9e3779b97f4a7c15) & M64
-    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
-    return x ^ (x >> 31)
 def seed_of(i):
-    s = 1234 if i == 0 else mix64(1234 + i)
-    return s - (1 << 64) if s >= 1 << 63 else s
+    return choices.choice_seed(1234, i)
 def metric(name):
-    for line in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
+    return choices.metric(url, name)
 prompt = "A partial block: the prompt of this request is shared by four choices"
 kw = dict(model="m", prompt=prompt, max_tokens=40, temperature=1.0, extra_body={"ignore_eos": True})
 alone = [c.completions.create(seed=seed_of(i), **kw).choices[0].text for i in range(4)]
