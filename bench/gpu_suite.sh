@@ -27,6 +27,8 @@
 #            one, 8B-shaped bf16, Llama-3 tokenizer (bench/grammar_step.sh: mean step ms, mask host time)
 #   int4     W4A16 (--quant int4, dummy INT4 weights, group 128): 8B decode batch 1/8/32/64 at context 128 and
 #            prefill 1x2048, 70B on one GPU at context 2048, beside the floor; offline 128/2048 8B (issue 25)
+#   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
+#            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -64,14 +66,18 @@ gtest() { # NAME CMD...: one test, PASS/SKIP/FAIL row
   return 0
 }
 
-part_tests1() {
+part_tests1() {   # TESTS1_ONLY="name ..." runs just those (binaries or .sh names without the suffix)
+  local want=" ${TESTS1_ONLY:-} "
   for t in test_op_parity test_engine_step test_fp8_parity; do
+    [ -n "${TESTS1_ONLY:-}" ] && [[ $want != *" $t "* ]] && continue
     [ -x "$B/tests/gpu/$t" ] && gtest "tests/gpu/$t" "$B/tests/gpu/$t"
   done
   for t in fixtures_cuda demo_cuda kv_int8_cuda kv_fp8_cuda kv_offload_cuda fp8_cuda families_cuda moe_cuda int4_cuda n_fork_cuda \
            memory_plan_cuda; do
+    [ -n "${TESTS1_ONLY:-}" ] && [[ $want != *" $t "* ]] && continue
     [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"
   done
+  [ -n "${TESTS1_ONLY:-}" ] && [[ $want != *" sits-bench-controls "* ]] && return 0
   [ -x "$B/bench/sits-bench-controls" ] && gtest "bench/sits-bench-controls (cuda, table in its log)" \
     "$B/bench/sits-bench-controls" --device cuda --json "$out/tests/bench_controls.json"
 }
@@ -208,6 +214,38 @@ part_scale() {
   B=$B bash "$top/bench/trtllm_table.sh" --shape 8b --quant fp8 --scale "${TRT_SCALE:-0.1}" \
     --rows "${TRT_ROWS:-128/2048,2048/128}" --max-num-seqs "${TRT_SEQS:-512}" --out "$out/scale" > "$out/scale/trt.log" 2>&1
   row "trtllm_table 8B fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
+}
+
+part_attn() {   # [large-batch decode] issue 22: 8B FP8 decode at batch ATTN_BATCH, context 2048, bf16 / fp8 KV;
+                #  the decode attention kernel's share of a step and one launch under Nsight Compute
+  mkdir -p "$out/attn"
+  for kd in ${ATTN_KV:-bf16 fp8}; do
+    local bs=64,256; [ $kd = bf16 ] || bs=64,256,512   # 512 x 2048 tokens of bf16 KV do not fit
+    "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant fp8 \
+      --batch "${ATTN_BATCH:-$bs}" --context "${ATTN_CTX:-2048}" --fill none --prefill 0 --iters 10 --warmup 3 --kv-cache-dtype $kd \
+      --json "$out/attn/decode-$kd.json" > "$out/attn/decode-$kd.log" 2>&1
+    row "decode 8B fp8 ctx ${ATTN_CTX:-2048} kv $kd" "rc $?"; grep -E '^(decode|floor|device|copy)' "$out/attn/decode-$kd.log" | sed 's/^/    /'
+  done
+  # CUDA graph buckets above 256 (context 128, fp8 KV)
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant fp8 \
+    --batch 384,512,1024 --context 128 --fill none --prefill 0 --iters 10 --warmup 3 --kv-cache-dtype fp8 \
+    --json "$out/attn/decode-big.json" > "$out/attn/decode-big.log" 2>&1
+  row "decode 8B fp8 ctx 128 batch 384/512/1024 (graphs)" "rc $?"; grep -E '^(decode|graph)' "$out/attn/decode-big.log" | sed 's/^/    /'
+  local NCU; NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  [ -x "$NCU" ] || { row "ncu" "missing"; return 0; }
+  for kd in ${ATTN_PROF_KV:-fp8}; do
+    bash "$top/bench/profile_decode.sh" "$B" "$out/attn/prof-$kd" --batch "${ATTN_PROF_BATCH:-256}" --context 2048 \
+      --quant fp8 --kv-cache-dtype $kd > "$out/attn/prof-$kd.log" 2>&1
+    row "profile_decode 8B fp8 b${ATTN_PROF_BATCH:-256} ctx 2048 kv $kd" "rc $?"; head -14 "$out/attn/prof-$kd/profile.txt" | sed 's/^/    /'
+    "$NCU" --clock-control none --graph-profiling node -k regex:att_decode --launch-skip 40 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section SchedulerStats "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" \
+      --load-format dummy --device cuda --quant fp8 --batch "${ATTN_PROF_BATCH:-256}" --context 2048 --fill none --prefill 0 \
+      --iters 2 --warmup 1 --kv-cache-dtype $kd > "$out/attn/ncu-$kd.txt" 2>&1
+    row "ncu att_decode kv $kd" "rc $?"
+    grep -E 'DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Stall|No Eligible|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth' \
+      "$out/attn/ncu-$kd.txt" | head -40 | sed 's/^/    /'
+  done
 }
 
 run_parts() { for p in "$@"; do echo "=== part $p ($(date +%T))"; "part_$p"; done; }
