@@ -29,6 +29,7 @@
 #            prefill 1x2048, 70B on one GPU at context 2048, beside the floor; offline 128/2048 8B (issue 25)
 #   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
 #            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
+#   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -194,12 +195,13 @@ part_grammar() {   # [structured output] issue 21's budget: a constrained batch 
 
 part_int4() {   # [int4] issue 25's benchmarks
   mkdir -p "$out/int4"
-  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch 1,8,32,64 \
-    --context 128 --prefill 2048 --iters 20 --quant int4 --json "$out/int4/decode-8b.json" > "$out/int4/decode-8b.log" 2>&1
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch "${INT4_BATCH:-1,8,32,64}" \
+    --context 128 --prefill "${INT4_PREFILL:-2048}" --iters 20 --quant int4 --json "$out/int4/decode-8b.json" > "$out/int4/decode-8b.log" 2>&1
   row "int4 decode 8B" "rc $?"; grep -E '^(decode|prefill|copy|device)' "$out/int4/decode-8b.log" | sed 's/^/    /'
-  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-70b" --load-format dummy --device cuda --batch 1,8,32,64 \
-    --context 2048 --fill none --prefill 2048 --iters 10 --quant int4 --json "$out/int4/decode-70b.json" > "$out/int4/decode-70b.log" 2>&1
+  "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-70b" --load-format dummy --device cuda --batch "${INT4_BATCH:-1,8,32,64}" \
+    --context 2048 --fill none --prefill "${INT4_PREFILL:-2048}" --iters 10 --quant int4 --json "$out/int4/decode-70b.json" > "$out/int4/decode-70b.log" 2>&1
   row "int4 decode 70B (one GPU)" "rc $?"; grep -E '^(decode|prefill|copy|device)' "$out/int4/decode-70b.log" | sed 's/^/    /'
+  [ "${INT4_OFFLINE:-1}" = 1 ] || return 0
   "$B/bench/sits-bench-offline" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant int4 --input 128 \
     --output 2048 --requests 256 --max-num-seqs 256 --max-num-batched-tokens 8192 --json "$out/int4/off-128-2048.json" \
     > "$out/int4/off-128-2048.log" 2>&1
@@ -228,15 +230,17 @@ part_attn() {   # [large-batch decode] issue 22: 8B FP8 decode at batch ATTN_BAT
   done
   # CUDA graph buckets above 256 (context 128, fp8 KV)
   "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant fp8 \
-    --batch 384,512,1024 --context 128 --fill none --prefill 0 --iters 10 --warmup 3 --kv-cache-dtype fp8 \
+    --batch "${ATTN_BIG:-384,512,1024}" --context 128 --fill none --prefill 0 --iters 10 --warmup 3 --kv-cache-dtype fp8 \
     --json "$out/attn/decode-big.json" > "$out/attn/decode-big.log" 2>&1
   row "decode 8B fp8 ctx 128 batch 384/512/1024 (graphs)" "rc $?"; grep -E '^(decode|graph)' "$out/attn/decode-big.log" | sed 's/^/    /'
+  [ "${ATTN_PROF:-1}" = 1 ] || return 0
   local NCU; NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   [ -x "$NCU" ] || { row "ncu" "missing"; return 0; }
   for kd in ${ATTN_PROF_KV:-fp8}; do
     bash "$top/bench/profile_decode.sh" "$B" "$out/attn/prof-$kd" --batch "${ATTN_PROF_BATCH:-256}" --context 2048 \
       --quant fp8 --kv-cache-dtype $kd > "$out/attn/prof-$kd.log" 2>&1
     row "profile_decode 8B fp8 b${ATTN_PROF_BATCH:-256} ctx 2048 kv $kd" "rc $?"; head -14 "$out/attn/prof-$kd/profile.txt" | sed 's/^/    /'
+    [ "${ATTN_NCU:-1}" = 1 ] || continue
     "$NCU" --clock-control none --graph-profiling node -k regex:att_decode --launch-skip 40 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
       --section WarpStateStats --section SchedulerStats "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" \
@@ -246,6 +250,13 @@ part_attn() {   # [large-batch decode] issue 22: 8B FP8 decode at batch ATTN_BAT
     grep -E 'DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Stall|No Eligible|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth' \
       "$out/attn/ncu-$kd.txt" | head -40 | sed 's/^/    /'
   done
+}
+
+part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
+  mkdir -p "$out/scale"
+  B=$B bash "$top/bench/trtllm_table.sh" --shape "${TRT_SHAPE:-8b}" --quant fp8 --scale "${TRT_SCALE:-0.1}" \
+    --rows "${TRT_ROWS:-128/2048,2048/128}" --max-num-seqs "${TRT_SEQS:-512}" --out "$out/scale" > "$out/scale/trt.log" 2>&1
+  row "trtllm_table ${TRT_SHAPE:-8b} fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
 }
 
 run_parts() { for p in "$@"; do echo "=== part $p ($(date +%T))"; "part_$p"; done; }

@@ -215,11 +215,11 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.n_heads = n_heads;
     p.n_kv_heads = n_kv_heads;
     p.group = n_heads / n_kv_heads;
-    p.n_chunks = (p.group + 15) / 16;
+    p.kv_i8 = qm != SITS_K_KV_BF16;
+    p.n_chunks = p.kv_i8 ? (p.group + 7) / 8 : (p.group + 15) / 16; /* q heads per work item: 8 (8-bit kernel) or 16 */
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.softcap_log2 = softcap * 1.4426950408889634f;   /* [families] */
-    p.kv_i8 = qm != SITS_K_KV_BF16;
     p.kv_f8 = qm == SITS_K_KV_F8;
     p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
     p.kv_unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);

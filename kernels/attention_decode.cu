@@ -18,40 +18,17 @@
  * derived on the device from that count (att_splits), so a captured CUDA graph stays valid.
  *
  * [int8 kv] [fp8 kv] att_decode_q8_kernel reads 8-bit caches (int8, or E4M3 with F8) inside the MMA
- * operand loads: the raw tiles land swizzled (att_sw8, cp.async; half the bytes of bf16) and are
- * never rewritten. Both MMAs run in f16 (m16n8k16 f16 -> fp32); every 8-bit value is exact in f16.
- *  - S = Q K^T: the head dimension is permuted (a sum does not care): in k-step kk lane (g, q)
- *    holds d = 16 kk + 4q .. 4q + 3 of its row(s), so a K operand is one 32-bit shared load of 4
- *    consecutive bytes of key g, converted pairwise (att_q8x2_h2); the q fragments are built once
- *    per work item in that order (bf16 -> f16). Each score column is then multiplied by its key's
- *    K scale (with scale * log2 e).
- *  - O += P V: P (after the online softmax) times each key's V scale and ATT_VSC goes to f16 as the
- *    A operand; B comes from ldmatrix.x4.trans of the raw V bytes taken as b16 pairs: lane (g, q)
- *    gets bytes (d 2g, 2g + 1) of keys 2q, 2q + 1, which a byte permute splits into the operand of
- *    the even-d n-tile and that of the odd-d n-tile. The accumulators' columns are mapped back to
- *    d (and divided by ATT_VSC) when the warps' states are merged.
- * ATT_VSC = 256 keeps P * v_scale (<= amax(V) / 127 for int8, / 448 for fp8) clear of f16's
- * subnormal range for V rows down to amax ~ 0.03, and below f16's maximum for amax up to ~ 2^15. */
+ * operand loads, with the keys as the MMA's M side and up to 8 q heads as its N side (see above it). */
 #include "kernels/attention_mma.cuh"
 
 #define ATT_DEC_OPAD 8 /* floats of padding per row of the merge buffer (bank spread) */
 #define ATT_VSC 256.0f /* [int8 kv] [fp8 kv] factor of the V scales in the f16 softmax weights */
-#define ATT_Q8_STAGES 4 /* [int8 kv] [fp8 kv] tiles in flight + 1: an 8-bit tile is half a bf16 one, so
-                           the q8 kernel keeps 3 loading while it computes one (bf16: 1 of 2) */
-
 template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) * D * 2; }
-/* [int8 kv] [fp8 kv] q [16][D] bf16, then the byte tiles [ATT_Q8_STAGES][ATT_KT][D] x 2 (K, V) or the merge
- * buffer over them */
-template <int D> static constexpr int att_dec_q8_smem()
-{
-    return 16 * D * 2 + (2 * ATT_Q8_STAGES * ATT_KT * D > 4 * 16 * (D + ATT_DEC_OPAD) * 4 ? 2 * ATT_Q8_STAGES * ATT_KT * D
-                                                                                            : 4 * 16 * (D + ATT_DEC_OPAD) * 4);
-}
 
-/* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][16][D + pad]
+/* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][R][D + pad]
  * (and its m, l to s_m, s_l) and a barrier: merge the 4 warps (weight 2^(m_w - M); a warp that saw no
  * key has m = -inf, l = 0) and write the output (one partition) or the split-K partial. */
-template <int D>
+template <int D, int R = 16>
 static __device__ __forceinline__ void att_dec_merge(const att_params &p, const float *sO, float (&s_m)[4][16],
                                                      float (&s_l)[4][16], int n_rows, int n_active, int t, int li, int h0,
                                                      int split, int S, int n_list)
@@ -66,7 +43,7 @@ static __device__ __forceinline__ void att_dec_merge(const att_params &p, const 
         for (int w = 0; w < 4; w++) {
             float wt = s_m[w][r] == -INFINITY ? 0.0f : exp2f(s_m[w][r] - M);
             Lsum += s_l[w][r] * wt;
-            acc += sO[(w * 16 + r) * OS + d] * wt;
+            acc += sO[(w * R + r) * OS + d] * wt;
         }
         if (n_active == 1) {
             p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / Lsum);
@@ -220,17 +197,53 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
     }
 }
 
-/* [int8 kv] [fp8 kv] att_decode_kernel over 8-bit caches, reading them inside the MMA operand loads
- * (see the top of this file). Same work items, partitions, tiles and merge. */
+/* [int8 kv] [fp8 kv] Decode attention over 8-bit caches, transposed: the keys are the MMA's M side and
+ * the q heads its N side (8), so a group of 4 (Llama-3 8B) fills half of each MMA instead of a quarter,
+ * a group of 8 (70B) all of it; per 16 keys a warp runs D / 16 MMAs for S^T = K Q^T and D / 16 for
+ * O^T += V^T P^T (the q-rows-as-M kernel ran twice that), and holds D / 4 accumulators (not D / 2):
+ * fewer registers, more CTAs per SM, fewer instructions per byte (the 8-bit kernel was issue-bound at
+ * ~2 TB/s on the H200). Work item = (token, KV head, chunk of <= 8 q heads, split); partitions, split-K
+ * partials and the reduce as att_decode_kernel.
+ *  - S^T = K Q^T (m16n8k16 f16): A = 16 keys x 16 head dims of K, B = the 16 dims x 8 heads of q. The head
+ *    dimension is permuted (a sum does not care): in k-step kk lane (g, q) takes d = 16 kk + 4q .. 4q + 3,
+ *    i.e. one 32-bit shared load of key g (a0 low pair, a2 high pair) and one of key g + 8 (a1, a3); the q
+ *    fragments (b0 = q[head g][16 kk + 4q, +1], b1 = [.. + 2, + 3]) are read once per work item. Each key's
+ *    row of scores is multiplied by its K scale.
+ *  - Online softmax per head column: lane (g, q) holds keys g and g + 8 of heads 2q, 2q + 1; the maxima
+ *    reduce over g (xor 4, 8, 16); l stays a per-lane partial sum until the end.
+ *  - O^T += V^T P^T: B = P^T (16 keys x 8 heads): the probabilities times the key's V scale and ATT_VSC,
+ *    packed to f16 in the C layout (rows = keys) and transposed in registers (movmatrix.trans: rows =
+ *    heads), b0 from keys 0..7, b1 from keys 8..15. A = 16 head dims x 16 keys of V: ldmatrix.x4.trans of
+ *    the raw bytes taken as b16 pairs gives lane (g, q) bytes (d 2g, 2g + 1) of keys 2q, 2q + 1; a byte
+ *    permute makes the pair of keys of d = 2g (the A row g: a0 / a2) and of d = 2g + 1 (row g + 8: a1 /
+ *    a3). So m-tile c holds d = 16 c + 2g (rows g) and 16 c + 2g + 1 (rows g + 8).
+ * Shared memory: ATT_T8_STAGES byte tiles of K and V (cp.async, swizzled by att_sw8), the merge buffer
+ * [4][8][D + pad] over them once the loop is done. */
+#define ATT_T8_STAGES 3 /* [int8 kv] [fp8 kv] tiles in flight + 1 (3: 4 CTAs of 128 threads fit an SM at D = 128) */
+
+template <int D> static constexpr int att_dec_t8_smem()
+{
+    return 2 * ATT_T8_STAGES * ATT_KT * D > 4 * 8 * (D + ATT_DEC_OPAD) * 4 ? 2 * ATT_T8_STAGES * ATT_KT * D
+                                                                            : 4 * 8 * (D + ATT_DEC_OPAD) * 4;
+}
+
+/* lane (g, q) of the result holds elements (2q, g), (2q + 1, g) of the 8x8 b16 matrix whose row g,
+ * columns 2q, 2q + 1 this lane held (the mma C / A fragment layout) */
+static __device__ __forceinline__ uint32_t att_movt(uint32_t x)
+{
+    uint32_t r;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+    return r;
+}
+
 template <int D, bool F8>
-static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_params p)
+static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(att_params p)
 {
     extern __shared__ uint4 att_dq8_smem_raw[];
-    sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dq8_smem_raw);              /* [16][D] */
-    constexpr int NST = ATT_Q8_STAGES;
-    unsigned char *sK = reinterpret_cast<unsigned char *>(sQ + 16 * D);              /* [NST][ATT_KT][D] bytes */
-    unsigned char *sV = sK + NST * ATT_KT * D;                                        /* [NST][ATT_KT][D] bytes */
-    float *sO = reinterpret_cast<float *>(sK);  /* [4][16][D + pad], over the tiles once the loop is done */
+    constexpr int NST = ATT_T8_STAGES;
+    unsigned char *sK = reinterpret_cast<unsigned char *>(att_dq8_smem_raw);  /* [NST][ATT_KT][D] bytes */
+    unsigned char *sV = sK + NST * ATT_KT * D;                                /* [NST][ATT_KT][D] bytes */
+    float *sO = reinterpret_cast<float *>(att_dq8_smem_raw); /* [4][8][D + pad], over the tiles once the loop is done */
     __shared__ float s_m[4][16], s_l[4][16];
     __shared__ float s_kvs[NST * 2 * ATT_KT]; /* scales [buffer][K, V][ATT_KT] */
 
@@ -250,19 +263,10 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
         const int L = p_end - p_begin + 1, part = att_part_len(L, S), n_active = (L + part - 1) / part;
         if (split >= n_active) continue; /* uniform over the CTA */
         const int kb = p_begin + split * part, ke = min(kb + part, p_end + 1) - 1;
-        const int h0 = kvh * p.group + chunk * 16, n_rows = min(16, p.group - chunk * 16);
+        const int h0 = kvh * p.group + chunk * 8, n_rows = min(8, p.group - chunk * 8);
         const int32_t *bt = p.block_tables + (size_t)p.seq[t] * p.max_blocks;
 
-        {
-            constexpr int CH = D / 8;
-            const sits_bf16_t *qt = p.q + (size_t)t * p.q_row_stride + (size_t)h0 * D;
-            for (int i = threadIdx.x; i < 16 * CH; i += ATT_THREADS) {
-                int r = i / CH, ch = i % CH;
-                att_cp16(sQ + att_sw<D>(r, ch), qt + (size_t)r * D + ch * 8, r < n_rows);
-            }
-            att_cp_commit();
-        }
-        /* tiles 0 .. NST - 2 in flight (one cp.async group each, empty past the end), then wait for q */
+        /* tiles 0 .. NST - 2 in flight (one cp.async group each, empty past the end) */
         const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
 #pragma unroll
         for (int st = 0; st < NST - 1; st++) {
@@ -271,27 +275,23 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
                                       kb + st * ATT_KT, kb, ke);
             att_cp_commit();
         }
-        att_cp_wait<NST - 1>();
-        __syncthreads();
-        /* q as f16 A fragments in the permuted head order: a0 = q[g][16kk + 4tq .. +1], a2 = .. +2 .. +3,
-         * a1 / a3 the same of row g + 8 */
-        uint32_t qf[D / 16][4];
+        /* q of head h0 + g as f16 B fragments in the permuted order: qf[kk] = q[16 kk + 4 tq .. + 3] (zeros past n_rows) */
+        uint32_t qf[D / 16][2];
+        {
+            const sits_bf16_t *qr = p.q + (size_t)t * p.q_row_stride + (size_t)(h0 + g) * D + 4 * tq;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const int c = 2 * kk + (tq >> 1), e = 4 * (tq & 1);
-            uint2 lo = *reinterpret_cast<const uint2 *>(sQ + att_sw<D>(g, c) + e);
-            uint2 hi = *reinterpret_cast<const uint2 *>(sQ + att_sw<D>(g + 8, c) + e);
-            qf[kk][0] = att_bf2_h2(lo.x);
-            qf[kk][1] = att_bf2_h2(hi.x);
-            qf[kk][2] = att_bf2_h2(lo.y);
-            qf[kk][3] = att_bf2_h2(hi.y);
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint2 v = g < n_rows ? *reinterpret_cast<const uint2 *>(qr + 16 * kk) : make_uint2(0u, 0u);
+                qf[kk][0] = att_bf2_h2(v.x);
+                qf[kk][1] = att_bf2_h2(v.y);
+            }
         }
 
-        /* o[2 c + par]: 8 columns d = 16 c + 2 n + par (n = 0..7) */
-        float o[D / 8][4];
+        /* o[c]: m-tile c of O^T: [0] (d 16c + 2g, head 2tq), [1] (same d, head 2tq + 1), [2] / [3] d + 1 */
+        float o[D / 16][4];
 #pragma unroll
-        for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        for (int c = 0; c < D / 16; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
+        float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f; /* heads 2tq (A) and 2tq + 1 (B) */
 
         for (int it = 0; it < n_kt; it++) {
             /* tile it + NST - 1 into the buffer tile it - 1 used (the barrier ending that iteration
@@ -307,68 +307,93 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_q8_kernel(att_p
             if (k0 <= ke) {
                 const unsigned char *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 const float *ks = s_kvs + buf * 2 * ATT_KT, *vs = ks + ATT_KT;
-                float s[2][4];
+                const int r0 = warp * 16 + g; /* tile rows (keys) r0, r0 + 8 */
+                float s[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 #pragma unroll
-                for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++)
-#pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        uint32_t w = *reinterpret_cast<const uint32_t *>(tK + att_sw8<D>(warp * 16 + 8 * j + g, kk) + 4 * tq);
-                        att_mma_f16(s[j], qf[kk], att_q8x2_h2<F8>(w), att_q8x2_h2<F8>(w >> 16));
-                    }
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int kt = warp * 16 + 8 * j + 2 * tq + (e & 1);
-                        s[j][e] = k0 + kt - warp * 16 <= ke ? att_cap(s[j][e] * (p.scale_log2 * ks[kt]), p.softcap_log2) : -INFINITY;
-                    }
-                float c0, c1;
-                att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);
-#pragma unroll
-                for (int j = 0; j < D / 8; j++) {
-                    o[j][0] *= c0;
-                    o[j][1] *= c0;
-                    o[j][2] *= c1;
-                    o[j][3] *= c1;
+                for (int kk = 0; kk < D / 16; kk++) {
+                    const uint32_t w0 = *reinterpret_cast<const uint32_t *>(tK + att_sw8<D>(r0, kk) + 4 * tq);
+                    const uint32_t w1 = *reinterpret_cast<const uint32_t *>(tK + att_sw8<D>(r0 + 8, kk) + 4 * tq);
+                    const uint32_t a[4] = { att_q8x2_h2<F8>(w0), att_q8x2_h2<F8>(w1), att_q8x2_h2<F8>(w0 >> 16),
+                                            att_q8x2_h2<F8>(w1 >> 16) };
+                    att_mma_f16(s, a, qf[kk][0], qf[kk][1]);
                 }
-                const int kt0 = warp * 16 + 2 * tq;
-                const float v0 = vs[kt0] * ATT_VSC, v1 = vs[kt0 + 1] * ATT_VSC;
-                const float v8 = vs[kt0 + 8] * ATT_VSC, v9 = vs[kt0 + 9] * ATT_VSC;
-                uint32_t a[4] = { att_pack_h(s[0][0] * v0, s[0][1] * v1), att_pack_h(s[0][2] * v0, s[0][3] * v1),
-                                  att_pack_h(s[1][0] * v8, s[1][1] * v9), att_pack_h(s[1][2] * v8, s[1][3] * v9) };
+                const bool ok0 = k0 + g <= ke, ok1 = k0 + g + 8 <= ke;
+                const float sc0 = p.scale_log2 * ks[r0], sc1 = p.scale_log2 * ks[r0 + 8];
+                s[0] = ok0 ? att_cap(s[0] * sc0, p.softcap_log2) : -INFINITY;
+                s[1] = ok0 ? att_cap(s[1] * sc0, p.softcap_log2) : -INFINITY;
+                s[2] = ok1 ? att_cap(s[2] * sc1, p.softcap_log2) : -INFINITY;
+                s[3] = ok1 ? att_cap(s[3] * sc1, p.softcap_log2) : -INFINITY;
+                float xA = fmaxf(s[0], s[2]), xB = fmaxf(s[1], s[3]);
+#pragma unroll
+                for (int off = 4; off <= 16; off <<= 1) {
+                    xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, off));
+                    xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, off));
+                }
+                const float nA = fmaxf(mA, xA), nB = fmaxf(mB, xB);
+                const float uA = nA == -INFINITY ? 0.0f : nA, uB = nB == -INFINITY ? 0.0f : nB;
+                const float cA = exp2f(mA - uA), cB = exp2f(mB - uB);
+                mA = nA;
+                mB = nB;
+                s[0] = exp2f(s[0] - uA);
+                s[1] = exp2f(s[1] - uB);
+                s[2] = exp2f(s[2] - uA);
+                s[3] = exp2f(s[3] - uB);
+                lA = lA * cA + s[0] + s[2];
+                lB = lB * cB + s[1] + s[3];
+#pragma unroll
+                for (int c = 0; c < D / 16; c++) {
+                    o[c][0] *= cA;
+                    o[c][1] *= cB;
+                    o[c][2] *= cA;
+                    o[c][3] *= cB;
+                }
+                const float v0 = vs[r0] * ATT_VSC, v1 = vs[r0 + 8] * ATT_VSC;
+                const uint32_t b0 = att_movt(att_pack_h(s[0] * v0, s[1] * v0)), b1 = att_movt(att_pack_h(s[2] * v1, s[3] * v1));
                 const int mi = lane >> 3, vkey = warp * 16 + ((mi & 1) << 3) + (lane & 7);
 #pragma unroll
                 for (int dp = 0; dp < D / 32; dp++) {
                     uint32_t r[4];
                     att_ldsm4_t(r, tV + att_sw8<D>(vkey, 2 * dp + (mi >> 1)));
-                    /* bytes (k 2q d 2g, k 2q d 2g+1, k 2q+1 d 2g, k 2q+1 d 2g+1) -> even d pair low, odd d pair high */
+                    /* r[0] keys 0-7 / r[1] keys 8-15 of chunk 2dp, r[2] / r[3] of chunk 2dp + 1; bytes (k 2q d 2g,
+                     * k 2q d 2g+1, k 2q+1 d 2g, k 2q+1 d 2g+1) -> the d 2g pair of keys low, the d 2g + 1 pair high */
                     const uint32_t e0 = __byte_perm(r[0], 0, 0x3120), e1 = __byte_perm(r[1], 0, 0x3120);
                     const uint32_t e2 = __byte_perm(r[2], 0, 0x3120), e3 = __byte_perm(r[3], 0, 0x3120);
-                    att_mma_f16(o[4 * dp], a, att_q8x2_h2<F8>(e0), att_q8x2_h2<F8>(e1));
-                    att_mma_f16(o[4 * dp + 1], a, att_q8x2_h2<F8>(e0 >> 16), att_q8x2_h2<F8>(e1 >> 16));
-                    att_mma_f16(o[4 * dp + 2], a, att_q8x2_h2<F8>(e2), att_q8x2_h2<F8>(e3));
-                    att_mma_f16(o[4 * dp + 3], a, att_q8x2_h2<F8>(e2 >> 16), att_q8x2_h2<F8>(e3 >> 16));
+                    const uint32_t a0[4] = { att_q8x2_h2<F8>(e0), att_q8x2_h2<F8>(e0 >> 16), att_q8x2_h2<F8>(e1),
+                                             att_q8x2_h2<F8>(e1 >> 16) };
+                    const uint32_t a1[4] = { att_q8x2_h2<F8>(e2), att_q8x2_h2<F8>(e2 >> 16), att_q8x2_h2<F8>(e3),
+                                             att_q8x2_h2<F8>(e3 >> 16) };
+                    att_mma_f16(o[2 * dp], a0, b0, b1);
+                    att_mma_f16(o[2 * dp + 1], a1, b0, b1);
                 }
             }
             __syncthreads();
         }
 
-        att_dec_stats(s_m, s_l, warp, g, tq, m0, m1, l0, l1);
+        /* l over the warp's keys (lanes g), then m, l of heads 2tq, 2tq + 1 to s_m, s_l */
+#pragma unroll
+        for (int off = 4; off <= 16; off <<= 1) {
+            lA += __shfl_xor_sync(0xffffffffu, lA, off);
+            lB += __shfl_xor_sync(0xffffffffu, lB, off);
+        }
+        if (g == 0) {
+            s_m[warp][2 * tq] = mA;
+            s_m[warp][2 * tq + 1] = mB;
+            s_l[warp][2 * tq] = lA;
+            s_l[warp][2 * tq + 1] = lB;
+        }
         constexpr int OS = D + ATT_DEC_OPAD;
-        float *wO = sO + warp * 16 * OS;
+        float *wO = sO + warp * 8 * OS;
         const float inv = 1.0f / ATT_VSC;
 #pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            const int d = 16 * (j >> 1) + 4 * tq + (j & 1); /* columns n = 2 tq, 2 tq + 1 of n-tile j */
-            wO[g * OS + d] = o[j][0] * inv;
-            wO[g * OS + d + 2] = o[j][1] * inv;
-            wO[(g + 8) * OS + d] = o[j][2] * inv;
-            wO[(g + 8) * OS + d + 2] = o[j][3] * inv;
+        for (int c = 0; c < D / 16; c++) {
+            const int d = 16 * c + 2 * g;
+            wO[(2 * tq) * OS + d] = o[c][0] * inv;
+            wO[(2 * tq + 1) * OS + d] = o[c][1] * inv;
+            wO[(2 * tq) * OS + d + 1] = o[c][2] * inv;
+            wO[(2 * tq + 1) * OS + d + 1] = o[c][3] * inv;
         }
         __syncthreads();
-        att_dec_merge<D>(p, sO, s_m, s_l, n_rows, n_active, t, li, h0, split, S, n_list);
+        att_dec_merge<D, 8>(p, sO, s_m, s_l, n_rows, n_active, t, li, h0, split, S, n_list);
         __syncthreads(); /* the next item reuses the shared memory */
     }
 }
@@ -406,7 +431,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_reduce_kernel(att_para
 
 int att_decode_smem_bytes(int head_dim, int q8)
 {
-    if (q8) return head_dim == 64 ? att_dec_q8_smem<64>() : att_dec_q8_smem<128>();
+    if (q8) return head_dim == 64 ? att_dec_t8_smem<64>() : att_dec_t8_smem<128>();
     return head_dim == 64 ? att_dec_smem<64>() : att_dec_smem<128>();
 }
 
@@ -423,7 +448,7 @@ template <int D> static sits_status_t att_decode_launch_t(const att_params &p, i
 /* [int8 kv] [fp8 kv] */
 template <int D, bool F8> static sits_status_t att_decode_q8_launch_t(const att_params &p, int grid, cudaStream_t stream)
 {
-    constexpr int smem = att_dec_q8_smem<D>();
+    constexpr int smem = att_dec_t8_smem<D>();
     if (cudaFuncSetAttribute(att_decode_q8_kernel<D, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     att_decode_q8_kernel<D, F8><<<grid, ATT_THREADS, smem, stream>>>(p);

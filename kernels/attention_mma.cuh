@@ -41,7 +41,7 @@ struct att_params {
     float *part;                  /* split-K partials (see att_part_*); NULL = no split-K */
     long long part_floats;        /* capacity of part */
     int q_row_stride, max_blocks, block_size, bs_shift; /* bs_shift = log2(block_size) or -1 */
-    int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16) */
+    int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16), 8-bit KV: ceil(group / 8) */
     int window;
     int target_ctas;              /* split-K aims at about this many decode work items */
     float scale_log2;             /* scale * log2(e) */

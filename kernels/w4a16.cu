@@ -6,7 +6,9 @@
  *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
  * Kernels:
- *   - n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
+ *   - n <= W4_TC_MAX_N (16), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
+ *     the tensor-core GEMV w4a16_tc_kernel (16 output rows a block, x^T as the MMA's 8-token side; below).
+ *   - otherwise n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
  *     GEMV w4a16_gemv_kernel<NT>: one warp per output row and per tile of NT (1, 2, 4, 8) tokens; a lane
  *     takes 32 inputs at a time with one 16-byte load of nibbles (streamed past L1), several loads in
  *     flight; the integers q - zero come from the nibble by the 2^23 trick (or-ing it into the mantissa of
@@ -202,6 +204,118 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+#define W4_TC_MAX_N 16 /* tokens up to which the tensor-core GEMV runs */
+#define W4_TC_WARPS 8  /* warps per block: the k-blocks of one 16-row tile, reduced through shared memory */
+
+/* Tensor-core GEMV for 1 .. 16 tokens (n-tiles of 8): mma m16n8k16 bf16 with the weights as A (16 output
+ * rows) and x^T as B (8 tokens). Block = 8 warps on output rows o0 = 16 blockIdx.x .. + 15; warp w takes
+ * the 128-input k-blocks w, w + 8, ... (in % 128 == 0); the warps' C fragments are summed in shared memory.
+ * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block 4 words of 8 nibbles
+ * each, word s = inputs kin(s) .. + 7 with kin(s) = 32 tq + 8 s (WIDE: one 16-byte load; the k-block is in
+ * one group, group_size % 128 == 0) or 32 s + 8 tq (4-byte loads; step s is in one group, group_size % 32
+ * == 0). The input order inside an MMA is free (a sum), so the pairs come as the bit layout gives them:
+ * (w & 0x000f000f) | 0x43004300 is the bf16 pair (128 + n0, 128 + n4), w >> 4 gives (n1, n5), w >> 8
+ * (n2, n6), w >> 12 (n3, n7); minus 128 + zero (an integer 0..16) that is q - zero, exact in bf16. Step s
+ * is two MMAs: A = {(n0, n4) row g, row g + 8, (n1, n5) row g, row g + 8}, B = {x (0, 4), x (1, 5)} of
+ * token 8 nt + g, then {(n2, n6) .., (n3, n7) ..} with x (2, 6), (3, 7) (one 16-byte load of x per token,
+ * step and lane, split by byte permutes). The products x (q - zero) are exact and sum in fp32 per group,
+ * then times the group's scale in fp32: as w4a16_gemv_kernel, only the summation order differs from the
+ * cpu twin. C: part[nt] = (row g, tokens 8 nt + 2 tq, + 1), (row g + 8, same tokens). */
+static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
+{
+    uint32_t v = (w & 0x000f000fu) | 0x43004300u;
+    __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&v), *reinterpret_cast<__nv_bfloat162 *>(&z2));
+    return *reinterpret_cast<uint32_t *>(&d);
+}
+
+template <int NT8, bool WIDE>
+static __global__ void __launch_bounds__(32 * W4_TC_WARPS)
+w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
+{
+    __shared__ float red[W4_TC_WARPS][NT8][4][32];   /* each warp's C fragments, [warp][n-tile][element][lane] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int o0 = blockIdx.x * 16;
+    const int ra = min(o0 + g, out - 1), rb = min(o0 + g + 8, out - 1); /* rows past out are read, never written */
+    const size_t qs = (size_t)(in / 2);
+    const uint8_t *qa = q + (size_t)ra * qs, *qb = q + (size_t)rb * qs;
+    const float *sa = scale + (size_t)ra * n_groups, *sb = scale + (size_t)rb * n_groups;
+    const float *za = zero + (size_t)ra * n_groups, *zb = zero + (size_t)rb * n_groups;
+    float acc[NT8][4];
+#pragma unroll
+    for (int nt = 0; nt < NT8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    const int nkb = in / 128;
+#pragma unroll 2
+    for (int kb = warp; kb < nkb; kb += W4_TC_WARPS) {
+        uint32_t wa[4], wb[4];
+        if (WIDE) {
+            const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa + (size_t)kb * 64 + 16 * tq));
+            const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb + (size_t)kb * 64 + 16 * tq));
+            wa[0] = va.x; wa[1] = va.y; wa[2] = va.z; wa[3] = va.w;
+            wb[0] = vb.x; wb[1] = vb.y; wb[2] = vb.z; wb[3] = vb.w;
+        } else {
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                wa[s] = *reinterpret_cast<const uint32_t *>(qa + (size_t)kb * 64 + 16 * s + 4 * tq);
+                wb[s] = *reinterpret_cast<const uint32_t *>(qb + (size_t)kb * 64 + 16 * s + 4 * tq);
+            }
+        }
+        float part[NT8][4];
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++) part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+        int gi = kb * 128 / group_size;
+        uint32_t za2 = 0, zb2 = 0;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            if (!WIDE) gi = (kb * 128 + 32 * s) / group_size;
+            if (s == 0 || !WIDE) {
+                __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[gi]);
+                za2 = *reinterpret_cast<uint32_t *>(&h);
+                h = __float2bfloat162_rn(128.0f + zb[gi]);
+                zb2 = *reinterpret_cast<uint32_t *>(&h);
+            }
+            const uint32_t a0[4] = { w4_pair(wa[s], za2), w4_pair(wb[s], zb2), w4_pair(wa[s] >> 4, za2), w4_pair(wb[s] >> 4, zb2) };
+            const uint32_t a1[4] = { w4_pair(wa[s] >> 8, za2), w4_pair(wb[s] >> 8, zb2), w4_pair(wa[s] >> 12, za2),
+                                     w4_pair(wb[s] >> 12, zb2) };
+            const int kin = kb * 128 + (WIDE ? 32 * tq + 8 * s : 32 * s + 8 * tq);
+#pragma unroll
+            for (int nt = 0; nt < NT8; nt++) {
+                const int tok = 8 * nt + g;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (tok < n) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)tok * in + kin));
+                w4_mma(part[nt], a0, __byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632));
+                w4_mma(part[nt], a1, __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
+            }
+            if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
+                const float fa = sa[gi], fb = sb[gi];
+#pragma unroll
+                for (int nt = 0; nt < NT8; nt++) {
+                    acc[nt][0] = fmaf(fa, part[nt][0], acc[nt][0]);
+                    acc[nt][1] = fmaf(fa, part[nt][1], acc[nt][1]);
+                    acc[nt][2] = fmaf(fb, part[nt][2], acc[nt][2]);
+                    acc[nt][3] = fmaf(fb, part[nt][3], acc[nt][3]);
+                    part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT8; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[nt][i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * W4_TC_WARPS) {
+        const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
+        const int row = o0 + (l >> 2) + (i >= 2 ? 8 : 0), tok = 8 * nt + 2 * (l & 3) + (i & 1);
+        if (row >= out || tok >= n) continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W4_TC_WARPS; w++) v += red[w][nt][i][l];
+        y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+    }
+}
+
+
 /* Block (blockIdx.x: outputs o0 = 64 bx .., blockIdx.y: tokens t0 = 64 by ..), 4 warps; warp w owns
  * tokens t0 + 16 w .. + 16 and all 64 outputs (8 column tiles of 8). Per thread (g = lane / 4,
  * q = lane % 4): acc[j] / part[j] hold, for column tile j, tokens (16 w + g, 16 w + g + 8) x
@@ -294,6 +408,21 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
+    if (n <= W4_TC_MAX_N && !gidx && group_size % 32 == 0 && in % 128 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
+        const bool wide = group_size % 128 == 0;
+        const unsigned blocks = (unsigned)((out + 15) / 16);
+#define W4_TC(NT8, W) w4a16_tc_kernel<NT8, W><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, \
+                                                                                 group_size, n_groups)
+        if (n <= 8) {
+            if (wide) W4_TC(1, true);
+            else W4_TC(1, false);
+        } else {
+            if (wide) W4_TC(2, true);
+            else W4_TC(2, false);
+        }
+#undef W4_TC
+        return SITS_K_LAUNCH_STATUS();
+    }
     if (n <= W4_GEMV_MAX_N && !gidx && group_size % 32 == 0 && in % 32 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
         int nt = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
         dim3 ggrid((unsigned)((out + W4_GEMV_WARPS - 1) / W4_GEMV_WARPS), (unsigned)((n + nt - 1) / nt));
