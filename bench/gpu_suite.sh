@@ -39,17 +39,20 @@ mkdir -p "$out"
 summary=$out/summary.txt
 touch "$summary"
 row() { printf '%-52s %s\n' "$1" "$2" | tee -a "$summary"; }
+# the device tool's copy may carry an older .git than the tree it ships: pass SITS_COMMIT=<sha> from here;
+# the build key adds a hash of the tree's difference from that .git's HEAD, so changed sources rebuild
 commit=${SITS_COMMIT:-$(cat .snap/rev 2>/dev/null || git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+dirty=$( { git diff HEAD 2>/dev/null; git ls-files --others --exclude-standard 2>/dev/null | xargs -r cat 2>/dev/null; } | md5sum | cut -c1-8)
 export SITS_COMMIT=$commit
 
-if [ ! -x "$build/sits-dist" ] || [ "$(cat "$build/.rev" 2>/dev/null)" != "$commit" ]; then
+if [ ! -x "$build/sits-dist" ] || [ "$(cat "$build/.rev" 2>/dev/null)" != "$commit $dirty" ]; then
   t0=$(date +%s)
   autoreconf -fi > /dev/null 2>&1
   mkdir -p "$build"
   (cd "$build" && { [ -f Makefile ] || "$top/configure" -q > "$out/configure.log" 2>&1; } &&
      make -j"$(nproc)" > "$out/make.log" 2>&1 && make -j"$(nproc)" check TESTS= >> "$out/make.log" 2>&1) \
     || { row build FAIL; tail -40 "$out/make.log"; exit 1; }
-  echo "$commit" > "$build/.rev"
+  echo "$commit $dirty" > "$build/.rev"
   row "build ($commit)" "ok ($(( $(date +%s) - t0 )) s)"
 fi
 export top_srcdir=$top top_builddir=$build PYTHON=python3 MPIRUN=mpirun
