@@ -204,7 +204,7 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-#define W4_TC_MAX_N 16 /* tokens up to which the tensor-core GEMV runs */
+#define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
 #define W4_TC_WARPS 8  /* warps per block: the k-blocks of one 16-row tile, reduced through shared memory */
 
 /* Tensor-core GEMV for 1 .. 16 tokens (n-tiles of 8): mma m16n8k16 bf16 with the weights as A (16 output
@@ -228,93 +228,131 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
-template <int NT8, bool WIDE>
+template <int NT8, int MT, bool WIDE>
 static __global__ void __launch_bounds__(32 * W4_TC_WARPS)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
-    __shared__ float red[W4_TC_WARPS][NT8][4][32];   /* each warp's C fragments, [warp][n-tile][element][lane] */
+    __shared__ float red[W4_TC_WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int o0 = blockIdx.x * 16;
-    const int ra = min(o0 + g, out - 1), rb = min(o0 + g + 8, out - 1); /* rows past out are read, never written */
+    const int o0 = blockIdx.x * 16 * MT;
     const size_t qs = (size_t)(in / 2);
-    const uint8_t *qa = q + (size_t)ra * qs, *qb = q + (size_t)rb * qs;
-    const float *sa = scale + (size_t)ra * n_groups, *sb = scale + (size_t)rb * n_groups;
-    const float *za = zero + (size_t)ra * n_groups, *zb = zero + (size_t)rb * n_groups;
-    float acc[NT8][4];
+    const uint8_t *qa[MT], *qb[MT];
+    const float *sa[MT], *sb[MT], *za[MT], *zb[MT];
 #pragma unroll
-    for (int nt = 0; nt < NT8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int m = 0; m < MT; m++) {
+        const int ra = min(o0 + 16 * m + g, out - 1), rb = min(o0 + 16 * m + g + 8, out - 1); /* rows past out: read, never written */
+        qa[m] = q + (size_t)ra * qs;
+        qb[m] = q + (size_t)rb * qs;
+        sa[m] = scale + (size_t)ra * n_groups;
+        sb[m] = scale + (size_t)rb * n_groups;
+        za[m] = zero + (size_t)ra * n_groups;
+        zb[m] = zero + (size_t)rb * n_groups;
+    }
+    float acc[MT][NT8][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
     const int nkb = in / 128;
 #pragma unroll 2
     for (int kb = warp; kb < nkb; kb += W4_TC_WARPS) {
-        uint32_t wa[4], wb[4];
-        if (WIDE) {
-            const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa + (size_t)kb * 64 + 16 * tq));
-            const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb + (size_t)kb * 64 + 16 * tq));
-            wa[0] = va.x; wa[1] = va.y; wa[2] = va.z; wa[3] = va.w;
-            wb[0] = vb.x; wb[1] = vb.y; wb[2] = vb.z; wb[3] = vb.w;
-        } else {
+        uint32_t wa[MT][4], wb[MT][4];
 #pragma unroll
-            for (int s = 0; s < 4; s++) {
-                wa[s] = *reinterpret_cast<const uint32_t *>(qa + (size_t)kb * 64 + 16 * s + 4 * tq);
-                wb[s] = *reinterpret_cast<const uint32_t *>(qb + (size_t)kb * 64 + 16 * s + 4 * tq);
+        for (int m = 0; m < MT; m++) {
+            if (WIDE) {
+                const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 64 + 16 * tq));
+                const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 64 + 16 * tq));
+                wa[m][0] = va.x; wa[m][1] = va.y; wa[m][2] = va.z; wa[m][3] = va.w;
+                wb[m][0] = vb.x; wb[m][1] = vb.y; wb[m][2] = vb.z; wb[m][3] = vb.w;
+            } else {
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    wa[m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
+                    wb[m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
+                }
             }
         }
-        float part[NT8][4];
+        float part[MT][NT8][4];
 #pragma unroll
-        for (int nt = 0; nt < NT8; nt++) part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int nt = 0; nt < NT8; nt++) part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
         int gi = kb * 128 / group_size;
-        uint32_t za2 = 0, zb2 = 0;
+        uint32_t za2[MT], zb2[MT];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             if (!WIDE) gi = (kb * 128 + 32 * s) / group_size;
             if (s == 0 || !WIDE) {
-                __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[gi]);
-                za2 = *reinterpret_cast<uint32_t *>(&h);
-                h = __float2bfloat162_rn(128.0f + zb[gi]);
-                zb2 = *reinterpret_cast<uint32_t *>(&h);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[m][gi]);
+                    za2[m] = *reinterpret_cast<uint32_t *>(&h);
+                    h = __float2bfloat162_rn(128.0f + zb[m][gi]);
+                    zb2[m] = *reinterpret_cast<uint32_t *>(&h);
+                }
             }
-            const uint32_t a0[4] = { w4_pair(wa[s], za2), w4_pair(wb[s], zb2), w4_pair(wa[s] >> 4, za2), w4_pair(wb[s] >> 4, zb2) };
-            const uint32_t a1[4] = { w4_pair(wa[s] >> 8, za2), w4_pair(wb[s] >> 8, zb2), w4_pair(wa[s] >> 12, za2),
-                                     w4_pair(wb[s] >> 12, zb2) };
+            uint32_t a0[MT][4], a1[MT][4];
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                a0[m][0] = w4_pair(wa[m][s], za2[m]);
+                a0[m][1] = w4_pair(wb[m][s], zb2[m]);
+                a0[m][2] = w4_pair(wa[m][s] >> 4, za2[m]);
+                a0[m][3] = w4_pair(wb[m][s] >> 4, zb2[m]);
+                a1[m][0] = w4_pair(wa[m][s] >> 8, za2[m]);
+                a1[m][1] = w4_pair(wb[m][s] >> 8, zb2[m]);
+                a1[m][2] = w4_pair(wa[m][s] >> 12, za2[m]);
+                a1[m][3] = w4_pair(wb[m][s] >> 12, zb2[m]);
+            }
             const int kin = kb * 128 + (WIDE ? 32 * tq + 8 * s : 32 * s + 8 * tq);
 #pragma unroll
             for (int nt = 0; nt < NT8; nt++) {
                 const int tok = 8 * nt + g;
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
                 if (tok < n) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)tok * in + kin));
-                w4_mma(part[nt], a0, __byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632));
-                w4_mma(part[nt], a1, __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
+                const uint32_t b00 = __byte_perm(v.x, v.z, 0x5410), b01 = __byte_perm(v.x, v.z, 0x7632);
+                const uint32_t b10 = __byte_perm(v.y, v.w, 0x5410), b11 = __byte_perm(v.y, v.w, 0x7632);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    w4_mma(part[m][nt], a0[m], b00, b01);
+                    w4_mma(part[m][nt], a1[m], b10, b11);
+                }
             }
             if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
-                const float fa = sa[gi], fb = sb[gi];
 #pragma unroll
-                for (int nt = 0; nt < NT8; nt++) {
-                    acc[nt][0] = fmaf(fa, part[nt][0], acc[nt][0]);
-                    acc[nt][1] = fmaf(fa, part[nt][1], acc[nt][1]);
-                    acc[nt][2] = fmaf(fb, part[nt][2], acc[nt][2]);
-                    acc[nt][3] = fmaf(fb, part[nt][3], acc[nt][3]);
-                    part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+                for (int m = 0; m < MT; m++) {
+                    const float fa = sa[m][gi], fb = sb[m][gi];
+#pragma unroll
+                    for (int nt = 0; nt < NT8; nt++) {
+                        acc[m][nt][0] = fmaf(fa, part[m][nt][0], acc[m][nt][0]);
+                        acc[m][nt][1] = fmaf(fa, part[m][nt][1], acc[m][nt][1]);
+                        acc[m][nt][2] = fmaf(fb, part[m][nt][2], acc[m][nt][2]);
+                        acc[m][nt][3] = fmaf(fb, part[m][nt][3], acc[m][nt][3]);
+                        part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
+                    }
                 }
             }
         }
     }
 #pragma unroll
-    for (int nt = 0; nt < NT8; nt++)
+    for (int m = 0; m < MT; m++) {   /* the warps' sums, one m-tile at a time */
+        if (m) __syncthreads();          /* the previous m-tile's sums are read */
 #pragma unroll
-        for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[nt][i];
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * W4_TC_WARPS) {
-        const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
-        const int row = o0 + (l >> 2) + (i >= 2 ? 8 : 0), tok = 8 * nt + 2 * (l & 3) + (i & 1);
-        if (row >= out || tok >= n) continue;
-        float v = 0.0f;
+        for (int nt = 0; nt < NT8; nt++)
 #pragma unroll
-        for (int w = 0; w < W4_TC_WARPS; w++) v += red[w][nt][i][l];
-        y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+            for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * W4_TC_WARPS) {
+            const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
+            const int row = o0 + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0), tok = 8 * nt + 2 * (l & 3) + (i & 1);
+            if (row >= out || tok >= n) continue;
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W4_TC_WARPS; w++) v += red[w][nt][i][l];
+            y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+        }
     }
 }
-
 
 /* Block (blockIdx.x: outputs o0 = 64 bx .., blockIdx.y: tokens t0 = 64 by ..), 4 warps; warp w owns
  * tokens t0 + 16 w .. + 16 and all 64 outputs (8 column tiles of 8). Per thread (g = lane / 4,
@@ -410,16 +448,20 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n == 0) return SITS_OK;
     if (n <= W4_TC_MAX_N && !gidx && group_size % 32 == 0 && in % 128 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
         const bool wide = group_size % 128 == 0;
-        const unsigned blocks = (unsigned)((out + 15) / 16);
-#define W4_TC(NT8, W) w4a16_tc_kernel<NT8, W><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, \
-                                                                                 group_size, n_groups)
-        if (n <= 8) {
-            if (wide) W4_TC(1, true);
-            else W4_TC(1, false);
-        } else {
-            if (wide) W4_TC(2, true);
-            else W4_TC(2, false);
-        }
+#define W4_TC(NT8, MT)                                                                                                       \
+    do {                                                                                                                     \
+        const unsigned blocks = (unsigned)((out + 16 * (MT) - 1) / (16 * (MT)));                                             \
+        if (wide)                                                                                                            \
+            w4a16_tc_kernel<NT8, MT, true><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out,  \
+                                                                                   group_size, n_groups);                    \
+        else                                                                                                                 \
+            w4a16_tc_kernel<NT8, MT, false><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, \
+                                                                                    group_size, n_groups);                   \
+    } while (0)
+        if (n <= 8) W4_TC(1, 1);
+        else if (n <= 16) W4_TC(2, 1);
+        else if (n <= 32) W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
+        else W4_TC(8, 1);
 #undef W4_TC
         return SITS_K_LAUNCH_STATUS();
     }

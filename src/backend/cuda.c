@@ -534,7 +534,7 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
  * more tokens, where the reserved scratch holds the linear, dequantise it to bf16 and run the cuBLASLt
  * GEMM (a dequantisation of the weights is ~1.3x their bf16 bytes of traffic, small against a GEMM of
  * that many tokens); else the W4A16 kernels for any n. */
-#define CUDA_W4_GEMV_MAX_N 16
+#define CUDA_W4_GEMV_MAX_N 64
 static sits_status_t cuda_matmul_w4(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
                                     int out)
 {

@@ -2248,6 +2248,9 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
+    /* OP_PARITY_ONLY=int4: only the W4A16 cases (a quick check of the INT4 kernels) */
+    const char *only = getenv("OP_PARITY_ONLY");
+    if (only && strcmp(only, "int4") == 0) goto int4_cases;
 
     test_upload_weight(&c, SITS_DT_F32, 37, 53, 3, 20, 5, 50, 2);
     test_upload_weight(&c, SITS_DT_F16, 64, 96, 0, 64, 32, 96, 0);
@@ -2278,6 +2281,7 @@ int main(void)
      * a group size not a multiple of 8 and an input count not a multiple of 8 (byte path), per channel;
      * n >= 16 without act-order and with groups of a multiple of 32 runs the tensor-core kernel (partial
      * 64 x 64 tiles at the edges) */
+int4_cases:
     test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
     test_matmul_w4(&c, 8, 4096, 3072, 128, 0, 1);
     test_matmul_w4(&c, 33, 1024, 520, 64, 1, 1);
@@ -2289,7 +2293,8 @@ int main(void)
     test_matmul_w4(&c, 33, 1024, 520, 64, 0, 0);
     test_matmul_w4(&c, 16, 96, 72, 96, 0, 1);
     test_matmul_w4(&c, 130, 256, 136, 32, 0, 0);
-    /* the GEMV kernel (n <= 32, groups of a multiple of 32): token tiles of 1, 2, 4, 8 (partial), per channel */
+    /* n <= 64, groups of a multiple of 32, in % 128 == 0: the tensor-core GEMV (1, 2, 4 or 8 n-tiles; one or two
+     * m-tiles a warp); else up to 32 tokens the GEMV kernel (token tiles of 1, 2, 4, 8) */
     test_matmul_w4(&c, 2, 2048, 256, 32, 0, 1);
     test_matmul_w4(&c, 5, 4096, 520, 128, 0, 0);
     test_matmul_w4(&c, 20, 1024, 264, 64, 0, 1);
@@ -2298,10 +2303,13 @@ int main(void)
     test_matmul_w4(&c, 12, 1024, 200, 64, 0, 1);    /* tensor-core GEMV: two n-tiles, 4-byte loads, rows past out */
     test_matmul_w4(&c, 16, 2048, 48, 32, 0, 0);
     test_matmul_w4(&c, 9, 512, 1000, 128, 0, 0);
-    /* n > 32 with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
+    test_matmul_w4(&c, 24, 1024, 200, 128, 0, 1);   /* 17-32 tokens: two m-tiles a warp, rows past out */
+    test_matmul_w4(&c, 48, 2048, 72, 64, 0, 1);     /* 33-64 tokens: eight n-tiles */
+    /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
     w4_case(&c, 130, 256, 136, 32, 0, 0, 1);
+    if (only && strcmp(only, "int4") == 0) goto done;
 
     test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
     test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
@@ -2366,6 +2374,7 @@ int main(void)
 
     sits_backend_destroy(c.be[1]);
     sits_backend_destroy(c.be[0]);
+done:
     if (c.failures) {
         printf("FAIL: %d of %d checks failed\n", c.failures, c.checks);
         return 1;
