@@ -6,7 +6,7 @@
  *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
  * Kernels:
- *   - n <= W4_TC_MAX_N (16), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
+ *   - n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
  *     the tensor-core GEMV w4a16_tc_kernel (16 output rows a block, x^T as the MMA's 8-token side; below).
  *   - otherwise n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
  *     GEMV w4a16_gemv_kernel<NT>: one warp per output row and per tile of NT (1, 2, 4, 8) tokens; a lane
@@ -205,11 +205,13 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
 }
 
 #define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
-#define W4_TC_WARPS 8  /* warps per block: the k-blocks of one 16-row tile, reduced through shared memory */
+#define W4_TC_WARPS 8  /* warps per block: the k-blocks of one row tile, reduced through shared memory */
 
-/* Tensor-core GEMV for 1 .. 16 tokens (n-tiles of 8): mma m16n8k16 bf16 with the weights as A (16 output
- * rows) and x^T as B (8 tokens). Block = 8 warps on output rows o0 = 16 blockIdx.x .. + 15; warp w takes
- * the 128-input k-blocks w, w + 8, ... (in % 128 == 0); the warps' C fragments are summed in shared memory.
+/* Tensor-core GEMV for 1 .. 64 tokens (NT8 n-tiles of 8): mma m16n8k16 bf16 with the weights as A (MT m-tiles
+ * of 16 output rows) and x^T as B (8 tokens). Block = 8 warps on output rows o0 = 16 MT blockIdx.x .. ; warp w
+ * takes the 128-input k-blocks w, w + 8, ... (in % 128 == 0) of all MT m-tiles, which share each x fragment
+ * (MT = 2 at 17-32 tokens halves the x traffic per weight); the warps' C fragments are summed in shared memory,
+ * one m-tile at a time.
  * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block 4 words of 8 nibbles
  * each, word s = inputs kin(s) .. + 7 with kin(s) = 32 tq + 8 s (WIDE: one 16-byte load; the k-block is in
  * one group, group_size % 128 == 0) or 32 s + 8 tq (4-byte loads; step s is in one group, group_size % 32
@@ -220,7 +222,7 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
  * token 8 nt + g, then {(n2, n6) .., (n3, n7) ..} with x (2, 6), (3, 7) (one 16-byte load of x per token,
  * step and lane, split by byte permutes). The products x (q - zero) are exact and sum in fp32 per group,
  * then times the group's scale in fp32: as w4a16_gemv_kernel, only the summation order differs from the
- * cpu twin. C: part[nt] = (row g, tokens 8 nt + 2 tq, + 1), (row g + 8, same tokens). */
+ * cpu twin. C: part[m][nt] = (row 16 m + g, tokens 8 nt + 2 tq, + 1), (row 16 m + g + 8, same tokens). */
 static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
 {
     uint32_t v = (w & 0x000f000fu) | 0x43004300u;

@@ -530,7 +530,7 @@ static sits_status_t cuda_matmul(sits_backend_t *be, void *y, const void *x, con
     return gemm(be, y, 0, x, w, bias, n, in, out);
 }
 
-/* [int4] W4A16: up to CUDA_W4_GEMV_MAX_N tokens the GEMV kernel (kernels/w4a16.cu: reads the nibbles once);
+/* [int4] W4A16: up to CUDA_W4_GEMV_MAX_N tokens the GEMV kernels (kernels/w4a16.cu: the nibbles read once a step);
  * more tokens, where the reserved scratch holds the linear, dequantise it to bf16 and run the cuBLASLt
  * GEMM (a dequantisation of the weights is ~1.3x their bf16 bytes of traffic, small against a GEMM of
  * that many tokens); else the W4A16 kernels for any n. */
