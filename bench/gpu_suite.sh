@@ -29,6 +29,7 @@
 #            prefill 1x2048, 70B on one GPU at context 2048, beside the floor; offline 128/2048 8B (issue 25)
 #   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
 #            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
+#   prefill  8B FP8 prefill of PREFILL_TOKENS (8192): ms, the kernel table of one prefill, the FP8 GEMM plan log (issue 22)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
@@ -253,6 +254,19 @@ part_attn() {   # [large-batch decode] issue 22: 8B FP8 decode at batch ATTN_BAT
     grep -E 'DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Grid Size|Stall|No Eligible|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth' \
       "$out/attn/ncu-$kd.txt" | head -40 | sed 's/^/    /'
   done
+}
+
+part_prefill() {   # [fp8 prefill] issue 22: where an FP8 prefill step's time goes (1 x PREFILL_TOKENS), and whether
+                   # cuBLASLt offers outer-vector-scaled FP8 GEMMs for the shapes (log lines of the fallback)
+  mkdir -p "$out/prefill"
+  local n=${PREFILL_TOKENS:-8192}
+  SITS_LOG_LEVEL=debug "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --quant fp8 \
+    --batch 1 --context 128 --fill none --prefill "$n" --iters 5 --kv-cache-dtype fp8 \
+    --json "$out/prefill/prefill.json" > "$out/prefill/prefill.log" 2>&1
+  row "prefill 8B fp8 1 x $n" "rc $?"; grep -E '^prefill|outer|fp8 gemm' "$out/prefill/prefill.log" | sort | uniq -c | head -20 | sed 's/^/    /'
+  PICK=prefill bash "$top/bench/profile_decode.sh" "$B" "$out/prefill/prof" --quant fp8 --kv-cache-dtype fp8 --prefill "$n" \
+    --iters 2 > "$out/prefill/prof.log" 2>&1
+  row "profile prefill 8B fp8 1 x $n" "rc $?"; head -16 "$out/prefill/prof/profile.txt" | sed 's/^/    /'
 }
 
 part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)

@@ -4,7 +4,8 @@
 # duration only, CUDA graph nodes profiled one by one) and prints the per-kernel table of one step
 # (total GPU time per kernel name / steps, count per step, share) plus the step's kernel-time sum, to
 # compare with the bench's wall-clock ms/step (the difference is launch / graph gaps and host time).
-# Defaults: the 8B-shaped dummy model, batch 1, context 128, 3 timed steps. Not a test.
+# Defaults: the 8B-shaped dummy model, batch 1, context 128, 3 timed steps. PICK=prefill: the table of the
+# three longest steps instead (with --prefill N: a prefill of N tokens). Not a test.
 set -uo pipefail
 build=${1:?usage: profile_decode.sh BUILD_DIR OUT_DIR [args]}; out=${2:?}; shift 2
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ args=(--model "$src/bench/configs/llama3-8b" --load-format dummy --batch 1 --con
 "$NCU" --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --csv --print-units base \
   "$build/bench/sits-bench-decode" "${args[@]}" > "$out/ncu.csv" 2> "$out/ncu.err"
 python3 - "$out/ncu.csv" <<'PYEOF' | tee "$out/profile.txt"
-import csv, sys, collections, re
+import csv, sys, collections, re, os
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 hdr = rows[0]; rows = rows[1:]
 iname, imet, ival = hdr.index("Kernel Name"), hdr.index("Metric Name"), hdr.index("Metric Value")
@@ -30,6 +31,8 @@ for n, t in ks:
     if "sample" in n.lower():
         steps.append(cur); cur = []
 dec = [s for s in steps if len(s) > 20][-3:]   # the last timed steps
+if os.environ.get("PICK") == "prefill":        # the 3 longest steps: the prefill forwards (--prefill N)
+    dec = sorted([s for s in steps if len(s) > 20], key=lambda s: -sum(t for _, t in s))[:3]
 agg = collections.defaultdict(lambda: [0.0, 0])
 for s in dec:
     for n, t in s:
