@@ -364,6 +364,10 @@ typedef struct sits_backend_ops {
     sits_status_t (*add_rmsnorm_f32res_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, float *residual, const void *x,
                                             const void *w, int n, int dim, float eps);
     sits_status_t (*silu_mul_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim);
+    /* [moe fp8] xq [n, dim] E4M3 bytes, xs [n] fp32 = the per-row quantisation matmul_fp8 makes of x [n, dim]
+     * act_dtype (so matmul_fp8q(xq, xs) == matmul_fp8(x) bit for bit): the FP8 payload of the MoE dispatch.
+     * NULL: the dispatch sends act_dtype rows. */
+    sits_status_t (*quant_fp8_rows)(sits_backend_t *be, void *xq, float *xs, const void *x, int n, int dim);
     /* [kv] Paged KV blocks <-> one flat buffer, for swaps and moves: for i < n_ids, j < n_bufs,
      * flat[(i * n_bufs + j) * seg, + seg) <-> bufs[j] + ids[i] * seg (bytes); to_cache 0 gathers the
      * blocks into flat, 1 scatters flat into them. flat, bufs [n_bufs] (pointers to this backend's

@@ -743,6 +743,14 @@ static sits_status_t cpu_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, f
     return SITS_OK;
 }
 
+/* [moe fp8] */
+static sits_status_t cpu_quant_fp8_rows_op(sits_backend_t *be, void *xq, float *xs, const void *x, int n, int dim)
+{
+    (void)be;
+    cpu_quant_fp8_rows(xq, xs, x, n, dim);
+    return SITS_OK;
+}
+
 /* [int4] the group structure of w does not fit `in` inputs */
 static int n_groups_bad(const sits_w4_t *w, int in)
 {
@@ -889,6 +897,7 @@ static const sits_backend_ops_t cpu_ops = {
     .matmul_fp8q = cpu_matmul_fp8q,
     .add_rmsnorm_f32res_fp8 = cpu_add_rmsnorm_f32res_fp8,
     .silu_mul_fp8 = cpu_silu_mul_fp8,
+    .quant_fp8_rows = cpu_quant_fp8_rows_op,   /* [moe fp8] */
     .kv_block_copy = cpu_kv_block_copy,   /* [kv] */
     .alloc_count = cpu_alloc_count,       /* [memory plan] */
     .rmsnorm_heads = cpu_rmsnorm_heads,   /* [families] */

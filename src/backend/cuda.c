@@ -659,6 +659,13 @@ static sits_status_t cuda_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, 
     return SITS_OK;
 }
 
+/* [moe fp8] */
+static sits_status_t cuda_quant_fp8_rows(sits_backend_t *be, void *xq, float *xs, const void *x, int n, int dim)
+{
+    SITS_KERNEL_CHECK(sits_k_quant_fp8_rows(xq, xs, x, n, dim, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static sits_status_t cuda_kv_block_copy(sits_backend_t *be, void *flat, void *const *bufs, int n_bufs, const int32_t *ids,
                                         int n_ids, size_t seg, int to_cache)
 {
@@ -1004,6 +1011,7 @@ static const sits_backend_ops_t cuda_ops = {
     .matmul_fp8q = cuda_matmul_fp8q,
     .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8,
     .silu_mul_fp8 = cuda_silu_mul_fp8,
+    .quant_fp8_rows = cuda_quant_fp8_rows,   /* [moe fp8] */
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .upload_rows = cuda_upload_rows,   /* [scale] */
     .rope_kv_write = cuda_rope_kv_write,

@@ -8,7 +8,12 @@
  *                   delivers when every sender uses the send layout).
  *   expert (xe, ye) EP: local expert asc, then source asc, then token asc: each expert's rows are
  *                   contiguous for its GEMMs. perm / iperm map expert <-> recv rows (gather_rows).
- * Without EP the send layout is the expert layout: xs -> GEMMs -> ys directly. */
+ * Without EP the send layout is the expert layout: xs -> GEMMs -> ys directly.
+ * [moe fp8] EP with FP8 experts: the dispatch carries what the experts' first FP8 GEMM reads, the rows
+ * quantised per token (qs: H bytes of E4M3 a row, ss: one fp32 scale a row; H + 4 bytes instead of H
+ * act_dtype values), in two all-to-all-v calls; xr / xe then hold H-byte rows and sr / se the scales,
+ * and the gate/up GEMM runs on them as given (matmul_fp8q: bit for bit what matmul_fp8 makes of the row).
+ * The expert outputs go back as act_dtype rows. */
 #include "engine/moe.h"
 #include "util/log.h"
 
@@ -30,6 +35,8 @@ struct sits_moe {
      * combine weights (fp32) [n * kk]; perm_d (EP) = perm [nr] | iperm [nr] for nr received rows */
     int32_t *plan_d, *perm_d;   /* [T * k + 2 * T * kk], [2 * T * k] */
     void *xs, *ys, *xr, *xe, *ye;   /* [T * k, H]; ys [T * k + T, H]; xr, xe, ye with EP only */
+    uint8_t *qs;                /* [moe fp8] [T * k, H] E4M3 rows to send (EP with FP8 experts only) */
+    float *ss, *sr, *se;        /* [moe fp8] [T * k] their scales: send, recv, expert layout */
     /* host */
     int32_t *route_h, *plan_h, *perm_h;   /* as route_d, plan_d, perm_d */
     float *sg_h;
@@ -46,7 +53,7 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
     size_t b = T * E * es + T * k * (sizeof(int32_t) + sizeof(float)) + T * es + 3 * T * k * sizeof(int32_t) +
                T * kk * (sizeof(int32_t) + sizeof(float));
     b += T * k * row + (T * k + T) * row;
-    if (d->ep > 1) b += 3 * T * k * row;
+    if (d->ep > 1) b += 3 * T * k * row + T * k * ((size_t)cfg->hidden_size + 3 * sizeof(float));   /* [moe fp8] qs, ss, sr, se */
     return b;
 }
 
@@ -55,7 +62,7 @@ void sits_moe_destroy(sits_moe_t *m)
     if (!m) return;
     sits_backend_t *be = m->be;
     void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
-                    m->xs, m->ys, m->xr, m->xe, m->ye };
+                    m->xs, m->ys, m->xr, m->xe, m->ye, m->qs, m->ss, m->sr, m->se };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
     void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
@@ -104,6 +111,16 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xr), st, err);
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->xe), st, err);
         SITS_CHECK_GOTO(op->alloc(be, Tk * m->row, &m->ye), st, err);
+        /* [moe fp8] the FP8 payload: when some layer's experts are FP8, the backend quantises rows, and an
+         * H-byte row and a scale are whole act_dtype elements (gather_rows moves them as such) */
+        int fp8_exp = 0;
+        for (int l = 0; l < c->n_layers; l++) fp8_exp |= w->layers[l].exp_gu_scale != NULL;
+        if (fp8_exp && op->quant_fp8_rows && op->matmul_fp8q && (size_t)m->H % es == 0 && sizeof(float) % es == 0) {
+            SITS_CHECK_GOTO(op->alloc(be, Tk * (size_t)m->H, (void **)&m->qs), st, err);
+            SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(float), (void **)&m->ss), st, err);
+            SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(float), (void **)&m->sr), st, err);
+            SITS_CHECK_GOTO(op->alloc(be, Tk * sizeof(float), (void **)&m->se), st, err);
+        }
     }
     m->route_h = malloc(2 * Tk * sizeof(int32_t));
     m->plan_h = malloc((Tk + 2 * Tkk) * sizeof(int32_t));
@@ -121,9 +138,10 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         st = SITS_ERR_NOMEM;
         goto err;
     }
-    SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s", m->E,
+    SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s%s", m->E,
               m->k, m->N > 1 ? "expert parallel" : "tensor-parallel experts", w->dims.exp0, w->dims.exp0 + w->dims.n_exp_loc - 1,
-              w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "");
+              w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "",
+              m->qs ? ", fp8 dispatch payload (H + 4 bytes a row)" : "");
     *moe_p = m;
     return SITS_OK;
 err:
@@ -139,13 +157,15 @@ const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
 
 /* One expert's SwiGLU MLP on c rows: gu [c, 2 i] = x [c, H] . gu_w^T; act [c, i] = silu(gate) * up;
  * y [c, H] = act . down_w^T. [moe fp8] gu_s / down_s non-NULL: that linear is FP8 E4M3 with those row
- * scales (matmul_fp8 quantises its input rows per token). */
-static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const void *gu_w, const float *gu_s, const void *down_w,
-                             const float *down_s, int c, int i, void *gu, void *act)
+ * scales (matmul_fp8 quantises its input rows per token); xs non-NULL: x is already quantised (E4M3 rows
+ * [c, H], scales xs [c]; gu_s then non-NULL too). */
+static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const float *xs, const void *gu_w, const float *gu_s,
+                             const void *down_w, const float *down_s, int c, int i, void *gu, void *act)
 {
     const sits_backend_ops_t *op = m->be->ops;
     if (c == 0) return SITS_OK;
-    if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, NULL, c, m->H, 2 * i));                    /* [c, 2i] */
+    if (xs) SITS_CHECK(op->matmul_fp8q(m->be, gu, 0, x, xs, gu_w, gu_s, NULL, c, m->H, 2 * i));   /* [moe fp8] x: E4M3 rows */
+    else if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, NULL, c, m->H, 2 * i));               /* [c, 2i] */
     else SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
     SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));                                                            /* [c, i] */
     if (down_s) return op->matmul_fp8(m->be, y, 0, act, down_w, down_s, NULL, c, i, m->H);                    /* [c, H] */
@@ -219,7 +239,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     /* 4. the experts */
     if (N == 1) {
         for (int e = 0; e < E; e++)
-            SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), lw->exp_gu[e],
+            SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), NULL, lw->exp_gu[e],
                                lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_down[e],
                                lw->exp_down_scale ? lw->exp_down_scale[e] : NULL, mine[e], d->ie_loc, gu, act));
     } else {
@@ -252,15 +272,46 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
                 }
             }
         }
-        SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xs, m->sb, m->so, m->xr, m->rb, m->ro));
+        const int q8 = m->qs && lw->exp_gu_scale;   /* [moe fp8] the FP8 payload */
+        const size_t es = m->row / (size_t)m->H;
+        if (q8) {
+            /* the same rows and offsets in rows of H bytes, then of one fp32 scale (sb .. ro are bytes of
+             * act_dtype rows: rescaled for each call, back after it) */
+            if (ns) SITS_CHECK(op->quant_fp8_rows(be, m->qs, m->ss, m->xs, ns, m->H));                 /* [ns, H] E4M3, [ns] */
+            for (int pass = 0; pass < 2; pass++) {
+                const size_t w8 = pass ? sizeof(float) : (size_t)m->H;
+                for (int q = 0; q < N; q++) {
+                    m->sb[q] = m->sb[q] / m->row * w8;
+                    m->so[q] = m->so[q] / m->row * w8;
+                    m->rb[q] = m->rb[q] / m->row * w8;
+                    m->ro[q] = m->ro[q] / m->row * w8;
+                }
+                SITS_CHECK(m->comm->ops->alltoallv(m->comm, pass ? (void *)m->ss : (void *)m->qs, m->sb, m->so,
+                                                   pass ? (void *)m->sr : m->xr, m->rb, m->ro));
+                for (int q = 0; q < N; q++) {   /* back to act_dtype rows, for the return trip */
+                    m->sb[q] = m->sb[q] / w8 * m->row;
+                    m->so[q] = m->so[q] / w8 * m->row;
+                    m->rb[q] = m->rb[q] / w8 * m->row;
+                    m->ro[q] = m->ro[q] / w8 * m->row;
+                }
+            }
+        } else {
+            SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xs, m->sb, m->so, m->xr, m->rb, m->ro));
+        }
         if (nr) {
             SITS_CHECK(op->upload(be, m->perm_d, m->perm_h, 2 * sizeof(int32_t) * (size_t)nr));   /* perm | iperm */
-            SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, m->H));
+            if (q8) {   /* H-byte rows and 4-byte scales, moved as H / es and 4 / es act_dtype elements */
+                SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, (int)((size_t)m->H / es)));
+                SITS_CHECK(op->gather_rows(be, m->se, m->sr, m->perm_d, nr, (int)(sizeof(float) / es)));
+            } else {
+                SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, m->H));
+            }
         }
         for (int j = 0, off = 0; j < epr; j++) {
             int e = r * epr + j, rows = 0;
             for (int s = 0; s < N; s++) rows += m->cnt[(size_t)s * E + e];
-            SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), row_at(m, m->xe, (size_t)off), lw->exp_gu[j],
+            const void *xin = q8 ? (const void *)((uint8_t *)m->xe + (size_t)off * m->H) : row_at(m, m->xe, (size_t)off);
+            SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), xin, q8 ? m->se + off : NULL, lw->exp_gu[j],
                                lw->exp_gu_scale ? lw->exp_gu_scale[j] : NULL, lw->exp_down[j],
                                lw->exp_down_scale ? lw->exp_down_scale[j] : NULL, rows, d->ie_loc, gu, act));
             off += rows;
@@ -270,7 +321,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     }
     /* 5. the shared expert (TP slice, every token), then the weighted combine */
     if (lw->sh_route)
-        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, lw->sh_gu, lw->sh_gu_scale, lw->sh_down, lw->sh_down_scale, n,
+        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, lw->sh_down, lw->sh_down_scale, n,
                            d->is_loc, gu, act));
     return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
 }

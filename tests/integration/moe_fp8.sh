@@ -9,7 +9,9 @@
 #  3. --quant ffn=fp8 quantises the experts at load (row scales from whole rows: every TP slice and EP split
 #     holds the same values): EP 2 gives EP 1's greedy tokens (a per-token FP8 step can turn the other
 #     all-reduce order of attention into a flipped near tie, as tests/integration/fp8_cpu.sh explains:
-#     required, every prompt's first 2 tokens and 48 of the 64; measured 64);
+#     required, every prompt's first 2 tokens and 48 of the 64; measured 64). EP dispatches the FP8 rows the
+#     experts read (H bytes + a scale a row, the log says so): wrong bytes or scales there break the agreement;
+#     EP 4 the same on one prompt;
 #  4. accuracy vs bf16 (top-1 agreement, KL; bench/sits-fp8-accuracy) within bounds set from measurement;
 #  5. experts whose widths are not multiples of 16 (qwen2_moe's shared expert, 24) stay 16-bit, with a warning.
 . "$top_srcdir/tests/integration/lib.sh"
@@ -41,14 +43,23 @@ sum=0
 for i in 0 1 2 3; do
   p=$(ref_row "$M/reference.json" prompts $i)
   "$SITS" --model "$M" --quant ffn=fp8 --prompt-ids "$p" --max-tokens 16 --temperature 0 > "$tmp/e1" 2> "$tmp/e1.err"
-  timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$M" --ep 2 --quant ffn=fp8 --prompt-ids "$p" --max-tokens 16 --temperature 0 \
-    > "$tmp/e2" 2> "$tmp/e2.err"
+  SITS_LOG_LEVEL=info timeout 120 $SITS_MPIRUN -np 2 -x SITS_LOG_LEVEL "$SITS" --model "$M" --ep 2 --quant ffn=fp8 --prompt-ids "$p" \
+    --max-tokens 16 --temperature 0 > "$tmp/e2" 2> "$tmp/e2.err"
+  [ $i -eq 0 ] && { grep -q "fp8 dispatch payload" "$tmp/e2.err" && ok "ffn=fp8 experts at ep 2: the dispatch carries fp8 rows" \
+    || { bad "ffn=fp8 experts at ep 2: no fp8 dispatch payload in the log"; grep -i "mixture" "$tmp/e2.err"; }; }
   pre=$(paste -d, <(tr ',' '\n' < "$tmp/e1") <(tr ',' '\n' < "$tmp/e2") | awk -F, '$1 != $2 || $1 == "" { exit } { n++ } END { print n + 0 }')
   sum=$((sum + pre))
   if [ -s "$tmp/e1" ] && [ "$pre" -ge 2 ]; then ok "ffn=fp8 experts: ep 2 agrees with ep 1 for $pre of 16 tokens (prompt $i)"
   else bad "ffn=fp8 experts ep 2 vs ep 1 (prompt $i, $pre agree): $(cat "$tmp/e1") | $(cat "$tmp/e2")"; tail -5 "$tmp/e1.err" "$tmp/e2.err"; fi
 done
 [ "$sum" -ge 48 ] && ok "ffn=fp8 experts: ep 2 agrees with ep 1 for $sum of 64 tokens" || bad "ffn=fp8 experts: ep 2 agrees for only $sum of 64"
+p=$(ref_row "$M/reference.json" prompts 1)
+"$SITS" --model "$M" --quant ffn=fp8 --prompt-ids "$p" --max-tokens 16 --temperature 0 > "$tmp/e1" 2> "$tmp/e1.err"
+timeout 180 $SITS_MPIRUN -np 4 "$SITS" --model "$M" --ep 4 --quant ffn=fp8 --prompt-ids "$p" --max-tokens 16 --temperature 0 \
+  > "$tmp/e4" 2> "$tmp/e4.err"
+pre=$(paste -d, <(tr ',' '\n' < "$tmp/e1") <(tr ',' '\n' < "$tmp/e4") | awk -F, '$1 != $2 || $1 == "" { exit } { n++ } END { print n + 0 }')
+[ -s "$tmp/e1" ] && [ "$pre" -ge 8 ] && ok "ffn=fp8 experts: ep 4 agrees with ep 1 for $pre of 16 tokens" \
+  || { bad "ffn=fp8 experts ep 4 vs ep 1 ($pre agree): $(cat "$tmp/e1") | $(cat "$tmp/e4")"; tail -5 "$tmp/e4.err"; }
 
 # 4. accuracy bounds (8 prompts x 64 tokens, seed 1234; measured in the comments, top1 / kl_mean)
 acc() { # model policies bounds...
