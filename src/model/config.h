@@ -102,6 +102,7 @@ typedef struct {
     /* [int4] a weight-only INT4 checkpoint (model/int4.h): fmt SITS_W4_NONE = none */
     struct {
         int fmt;              /* sits_w4_fmt_t */
+        int bits;             /* 4, or [w8a16] 8 (GPTQ, compressed-tensors): dequantised at load, no 8-bit kernel */
         int group_size;       /* inputs per group; -1 = one group per row (per channel) */
         int zero_offset;      /* GPTQ checkpoint_format "gptq" (v1): the stored zero is z - 1 */
         int sym;              /* symmetric (no zero tensor for compressed-tensors) */

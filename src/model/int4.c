@@ -42,7 +42,7 @@ static sits_status_t parse_ct(const json_t *q, const char *what, sits_model_conf
     const json_t *groups = json_object_get(q, "config_groups");
     const char *key;
     const json_t *g;
-    int n_int = 0, n_other = 0, group = 0, sym = 1;
+    int n_int = 0, n_other = 0, group = 0, sym = 1, nbits = 4;
     json_object_foreach((json_t *)groups, key, g) {
         const json_t *w = json_object_get(g, "weights");
         if (!w || json_is_null(w)) continue;
@@ -53,9 +53,9 @@ static sits_status_t parse_ct(const json_t *q, const char *what, sits_model_conf
         }
         n_int++;
         int bits = jint(w, "num_bits", NULL, 0);
-        if (bits != 4) {
+        if (bits != 4 && bits != 8) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.config_groups.%s.weights: %d-bit int weights are not supported "
-                       "(4-bit only)", what, key, bits);
+                       "(4 or 8 bits)", what, key, bits);
             return SITS_ERR_UNSUPPORTED;
         }
         const char *fmt = jstr(g, "format", NULL, jstr(q, "format", NULL, "(none)"));
@@ -88,13 +88,14 @@ static sits_status_t parse_ct(const json_t *q, const char *what, sits_model_conf
             return SITS_ERR_UNSUPPORTED;
         }
         int s = jbool(w, "symmetric", 1);
-        if (n_int > 1 && (gs != group || s != sym)) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.config_groups: int4 groups with different group sizes or "
+        if (n_int > 1 && (gs != group || s != sym || bits != nbits)) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.config_groups: int groups with different bits, group sizes or "
                        "symmetry are not supported", what);
             return SITS_ERR_UNSUPPORTED;
         }
         group = gs;
         sym = s;
+        nbits = bits;
     }
     if (!n_int) {
         *handled_p = 0;
@@ -106,6 +107,9 @@ static sits_status_t parse_ct(const json_t *q, const char *what, sits_model_conf
         return SITS_ERR_UNSUPPORTED;
     }
     cfg->w4.fmt = SITS_W4_CT;
+    cfg->w4.bits = nbits;
+    if (nbits == 8)
+        SITS_INFO(SITS_SUB_MODEL, "%s: 8-bit int weights (compressed-tensors): dequantised at load (no W8A16 kernel)", what);
     cfg->w4.group_size = group;
     cfg->w4.sym = sym;
     *handled_p = 1;
@@ -125,11 +129,13 @@ sits_status_t sits_w4_config_parse(const struct json_t *q_, const char *method, 
         return SITS_OK;
     }
     int bits = jint(q, "bits", "w_bit", 0);
-    if (bits != 4) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.bits %d: %s checkpoints of %d bits are not supported (4 only)", what,
-                   bits, method, bits);
+    if (bits != 4 && (awq || bits != 8)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.bits %d: %s checkpoints of %d bits are not supported (%s)", what,
+                   bits, method, bits, awq ? "4 only" : "4 or 8");
         return SITS_ERR_UNSUPPORTED;
     }
+    cfg->w4.bits = bits;
+    if (bits == 8) SITS_INFO(SITS_SUB_MODEL, "%s: 8-bit GPTQ weights: dequantised at load (no W8A16 kernel)", what);
     int gs = jint(q, "group_size", "q_group_size", -1);
     SITS_CHECK(check_group(what, "group_size", gs));
     cfg->w4.group_size = gs;
@@ -225,6 +231,8 @@ sits_status_t sits_w4_src_open(const sits_model_config_t *cfg, const sits_st_t *
     sits_w4_src_t s;
     memset(&s, 0, sizeof s);
     s.fmt = cfg->w4.fmt;
+    s.bits = cfg->w4.bits == 8 ? 8 : 4;
+    const int per = 32 / s.bits;   /* values an int32 holds */
     s.out = out;
     s.in = in;
     s.group_size = cfg->w4.group_size > 0 ? cfg->w4.group_size : (int)in;
@@ -234,15 +242,16 @@ sits_status_t sits_w4_src_open(const sits_model_config_t *cfg, const sits_st_t *
         return SITS_ERR_NOT_FOUND;
     }
     const sits_st_tensor_t *qw = part(st, base, sf[0]);
-    int need_out8 = s.fmt != SITS_W4_CT || !cfg->w4.sym;   /* packed along the output dim: AWQ weights, zeros */
-    if ((need_out8 && out % 8) || in % 2) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): %lld outputs x %lld inputs: INT4 needs an even input count%s", what,
-                   qw->name, qw->file, (long long)out, (long long)in, need_out8 ? " and outputs a multiple of 8" : "");
+    int need_outp = s.fmt != SITS_W4_CT || !cfg->w4.sym;   /* packed along the output dim: AWQ weights, zeros */
+    if ((need_outp && out % per) || in % 2) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): %lld outputs x %lld inputs: INT%d needs an even input count%s%s", what,
+                   qw->name, qw->file, (long long)out, (long long)in, s.bits, need_outp ? " and outputs a multiple of " : "",
+                   need_outp ? (per == 8 ? "8" : "4") : "");
         return SITS_ERR_UNSUPPORTED;
     }
-    if (s.fmt == SITS_W4_GPTQ && in % 8) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): GPTQ needs inputs a multiple of 8 (%lld)", what, qw->name, qw->file,
-                   (long long)in);
+    if (s.fmt == SITS_W4_GPTQ && in % per) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): %d-bit GPTQ needs inputs a multiple of %d (%lld)", what, qw->name, qw->file,
+                   s.bits, per, (long long)in);
         return SITS_ERR_UNSUPPORTED;
     }
     s.n_groups = (int)((in + s.group_size - 1) / s.group_size);
@@ -256,8 +265,8 @@ sits_status_t sits_w4_src_open(const sits_model_config_t *cfg, const sits_st_t *
         SITS_CHECK(want(st, base, sf[1], what, 1, 0, s.n_groups, out / 8, &s.qz));
         SITS_CHECK(want(st, base, sf[2], what, 1, 1, s.n_groups, out, &s.sc));
     } else if (s.fmt == SITS_W4_GPTQ) {
-        SITS_CHECK(want(st, base, sf[0], what, 1, 0, in / 8, out, &s.qw));
-        SITS_CHECK(want(st, base, sf[1], what, 1, 0, s.n_groups, out / 8, &s.qz));
+        SITS_CHECK(want(st, base, sf[0], what, 1, 0, in / per, out, &s.qw));
+        SITS_CHECK(want(st, base, sf[1], what, 1, 0, s.n_groups, out / per, &s.qz));
         SITS_CHECK(want(st, base, sf[2], what, 1, 1, s.n_groups, out, &s.sc));
         SITS_CHECK(want(st, base, sf[3], what, 0, 0, in, -1, &s.gidx));
         s.zero_offset = cfg->w4.zero_offset;
@@ -275,15 +284,15 @@ sits_status_t sits_w4_src_open(const sits_model_config_t *cfg, const sits_st_t *
                        shp ? shp->file : "", shp ? "wrong value or dtype (I64/I32 [2])" : "missing", (long long)out, (long long)in);
             return shp ? SITS_ERR_FORMAT : SITS_ERR_NOT_FOUND;
         }
-        SITS_CHECK(want(st, base, sf[0], what, 1, 0, out, (in + 7) / 8, &s.qw));
+        SITS_CHECK(want(st, base, sf[0], what, 1, 0, out, (in + per - 1) / per, &s.qw));
         SITS_CHECK(want(st, base, sf[2], what, 1, 1, out, s.n_groups, &s.sc));
-        SITS_CHECK(want(st, base, sf[1], what, !cfg->w4.sym, 0, (out + 7) / 8, s.n_groups, &s.qz));
+        SITS_CHECK(want(st, base, sf[1], what, !cfg->w4.sym, 0, (out + per - 1) / per, s.n_groups, &s.qz));
         if (cfg->w4.sym && s.qz) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): a zero point in a symmetric checkpoint", what, s.qz->name, s.qz->file);
             return SITS_ERR_FORMAT;
         }
         SITS_CHECK(want(st, base, sf[3], what, 0, 0, in, -1, &s.gidx));
-        s.zero_default = 8;
+        s.zero_default = 1 << (s.bits - 1);   /* q + 8 (q + 128 at 8 bits) is what is packed */
     }
     if (s.gidx) {
         int trivial = 1;
@@ -306,13 +315,14 @@ float sits_w4_src_zero(const sits_w4_src_t *s, int64_t o, int g)
 {
     if (!s->qz) return (float)s->zero_default;
     int v;
+    const int b = s->bits, per = 32 / b, mask = (1 << b) - 1;
     if (s->fmt == SITS_W4_AWQ) {
         static const int awq_rev[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
         v = (int)(sits_w4_word(s->qz, (int64_t)g * (s->out / 8) + o / 8) >> (4 * awq_rev[o % 8])) & 15;
     } else if (s->fmt == SITS_W4_GPTQ) {
-        v = (int)(sits_w4_word(s->qz, (int64_t)g * (s->out / 8) + o / 8) >> (4 * (o % 8))) & 15;
+        v = (int)(sits_w4_word(s->qz, (int64_t)g * (s->out / per) + o / per) >> (b * (o % per))) & mask;
     } else {
-        v = (int)(sits_w4_word(s->qz, (o / 8) * s->n_groups + g) >> (4 * (o % 8))) & 15;
+        v = (int)(sits_w4_word(s->qz, (o / per) * s->n_groups + g) >> (b * (o % per))) & mask;
     }
     return (float)(v + s->zero_offset);
 }

@@ -28,6 +28,10 @@
  *     w[o, k] = (q - zp) * s.
  * In the packed layout every one of them is (u - zero) * scale with u = the unsigned nibble and zero
  * = z (AWQ, GPTQ) or zp + 8 (compressed-tensors; 8 when symmetric): the same fp32 product.
+ * [w8a16] GPTQ bits 8 and compressed-tensors num_bits 8 pack 4 values an int32 word the same ways (value i
+ * at bits 8i; qweight [in/4, out], qzeros [n_groups, out/4]; weight_packed [out, in/4], zero points
+ * [out/4, n_groups], q + 128 stored, 128 when symmetric); no 8-bit kernel: they are dequantised at load
+ * ((u - zero) * scale in fp32, then the activation dtype, or re-quantised with --quant fp8 / int4).
  *
  * Tensor parallelism (src/model/weights.c): column-parallel linears take rows (all groups); row-
  * parallel ones take the inputs [c0, c1), which must hold whole groups (c0 and c1 multiples of the
@@ -46,6 +50,7 @@
 /* One INT4 linear of a checkpoint, resolved (sits_w4_src_open). */
 typedef struct {
     int fmt;                            /* SITS_W4_AWQ / GPTQ / CT */
+    int bits;                           /* 4, or [w8a16] 8 (GPTQ, CT: 4 values an int32 word) */
     const sits_st_tensor_t *qw, *qz, *sc, *gidx;   /* qz, gidx may be NULL */
     int64_t out, in;
     int group_size;                     /* inputs per group (in for per-channel) */
@@ -61,14 +66,15 @@ static inline uint32_t sits_w4_word(const sits_st_tensor_t *t, int64_t idx)
     return v;
 }
 
-/* the unsigned nibble (0..15) of output o, input k */
+/* the unsigned value (0..15; [w8a16] 0..255) of output o, input k */
 static inline int sits_w4_src_q(const sits_w4_src_t *s, int64_t o, int64_t k)
 {
     static const int awq_rev[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };   /* output 8j + i sits in nibble awq_rev[i] */
+    const int b = s->bits, per = 32 / b, mask = (1 << b) - 1;
     switch (s->fmt) {
     case SITS_W4_AWQ: return (int)(sits_w4_word(s->qw, k * (s->out / 8) + o / 8) >> (4 * awq_rev[o % 8])) & 15;
-    case SITS_W4_GPTQ: return (int)(sits_w4_word(s->qw, (k / 8) * s->out + o) >> (4 * (k % 8))) & 15;
-    default: return (int)(sits_w4_word(s->qw, o * s->qw->shape[1] + k / 8) >> (4 * (k % 8))) & 15;
+    case SITS_W4_GPTQ: return (int)(sits_w4_word(s->qw, (k / per) * s->out + o) >> (b * (k % per))) & mask;
+    default: return (int)(sits_w4_word(s->qw, o * s->qw->shape[1] + k / per) >> (b * (k % per))) & mask;
     }
 }
 
@@ -97,9 +103,9 @@ void sits_w4_src_rows_f32(const sits_w4_src_t *s, int64_t r, int64_t n, int64_t 
 
 /* quantization_config of an INT4 checkpoint (quant_method awq / gptq, or compressed-tensors with
  * int weight groups) into cfg->w4; *handled_p = 0 when it is not one (compressed-tensors FP8).
- * Refusals (SITS_ERR_UNSUPPORTED) say which key and why: bits other than 4, AWQ other than GEMM or
+ * Refusals (SITS_ERR_UNSUPPORTED) say which key and why: bits other than 4 or 8 (AWQ: 4), AWQ other than GEMM or
  * without zero points, GPTQ formats other than gptq / gptq_v2, compressed-tensors formats other than
- * pack-quantized, activation quantisation (W4A8), mixed int and float groups, differing group sizes. */
+ * pack-quantized, activation quantisation (W4A8), mixed int and float groups, differing bits or group sizes. */
 struct json_t;
 sits_status_t sits_w4_config_parse(const struct json_t *q, const char *method, const char *what, sits_model_config_t *cfg,
                                    int *handled_p);

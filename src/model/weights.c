@@ -393,7 +393,7 @@ static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t ou
         ck4 = w4_ckpt(L, k0, l);
     }
     if (p == SITS_PREC_AUTO) {
-        p = ck4 ? SITS_PREC_INT4 : SITS_PREC_BF16;
+        p = ck4 && L->cfg->w4.bits != 8 ? SITS_PREC_INT4 : SITS_PREC_BF16;   /* [w8a16] 8-bit: dequantised at load */
         for (int k = 0; L->st && k < 3 && !ck4; k++) {
             char name[160];
             sits_wkind_name(parts[lin][k], l, name, sizeof name);
@@ -405,6 +405,7 @@ static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t ou
     if (lin != SITS_LIN_PER_LAYER) snprintf(where, sizeof where, " of layer %d", l);
     int say = !L->count_only && L->tp_rank == 0;
     if (p == SITS_PREC_INT4 && lin == SITS_LIN_PER_LAYER) p = SITS_PREC_BF16;   /* the logits stay 16-bit */
+    if (ck4 && L->cfg->w4.bits == 8) ck4 = 0;   /* [w8a16] never copied as stored: --quant int4 re-quantises it */
     if (p == SITS_PREC_INT4 && !ck4 && (in % SITS_INT4_GROUP || in < SITS_INT4_GROUP)) {
         if (say)
             SITS_WARN(SITS_SUB_MODEL, "quant: %s%s stays %s: int4 needs this rank's inputs a multiple of the group size %d (in %lld)",
@@ -554,7 +555,7 @@ static sits_status_t w4_straddle_error(const loader_t *L, sits_wkind_t kind, int
 static sits_status_t w4_check_shard(const loader_t *L, const sits_shard_dims_t *d, int tp_rank)
 {
     const sits_model_config_t *c = L->cfg;
-    if (!c->w4.fmt || !L->st || c->moe.n_experts) return SITS_OK;
+    if (!c->w4.fmt || !L->st || c->moe.n_experts || c->w4.bits == 8) return SITS_OK;   /* [w8a16] dequantised: any slice */
     int64_t q_rows = (int64_t)d->nh_loc * c->head_dim;
     for (int l = d->layer0; l < d->layer1; l++) {
         const struct { sits_wkind_t kind; int64_t c0, cols; } lin[2] = {
@@ -584,7 +585,7 @@ static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_
     int64_t c0 = parts[0].c0;
     int32_t *gidx = NULL;   /* [cols] host copy of the act-order groups */
     sits_status_t st = SITS_OK;
-    int ck = w4_ckpt(L, parts[0].kind, layer);
+    int ck = w4_ckpt(L, parts[0].kind, layer) && L->cfg->w4.bits != 8;   /* [w8a16] re-quantised from its dequantised rows */
     q.group_size = SITS_INT4_GROUP;
     q.n_groups = (int)(cols / SITS_INT4_GROUP);
     if (ck) {

@@ -9,6 +9,9 @@
 #  3. bad inputs are refused with the reason: bits 3, AWQ gemv packing, GPTQ marlin format, W4A8,
 #     tensors that do not match the config's group size (the tensor and its file named); with torch
 #     installed also a TP size whose row-parallel slices split groups, and INT4 MoE experts;
+#     [w8a16] with torch also 8-bit GPTQ (v1, act-order) and compressed-tensors (num_bits 8) checkpoints of
+#     qwen3_tied: dequantised at load (logged), their greedy tokens equal those of the plain fp32 checkpoint of
+#     the format's own dequantisation (the generator's --deq), at TP 1 and 2;
 #  4. --quant int4 (round to nearest, group 128) on the demo model: the plan is logged and it
 #     generates; TP 2 gives TP 1's tokens for the column-parallel int4 layers; accuracy vs fp32 (top-1
 #     agreement and KL, bench/sits-fp8-accuracy) within bounds set from measurement with margin;
@@ -42,13 +45,13 @@ refuse() { # fixture sed-expr expected-message label
   "$SITS" --model "$tmp/bad" --prompt-ids 1,2 --max-tokens 2 > /dev/null 2> "$tmp/e"; local rc=$?
   if [ $rc -ne 0 ] && grep -qF -- "$3" "$tmp/e"; then ok "refused: $4"; else bad "not refused as expected: $4 (rc $rc)"; cat "$tmp/e"; fi
 }
-refuse qwen3_tied_gptq 's/"bits": 4/"bits": 3/' "quantization_config.bits 3: gptq checkpoints of 3 bits are not supported (4 only)" "gptq bits 3"
+refuse qwen3_tied_gptq 's/"bits": 4/"bits": 3/' "quantization_config.bits 3: gptq checkpoints of 3 bits are not supported (4 or 8)" "gptq bits 3"
 refuse qwen3_tied_awq 's/"bits": 4/"bits": 8/' "awq checkpoints of 8 bits are not supported" "awq bits 8"
 refuse qwen3_tied_awq 's/"version": "gemm"/"version": "gemv"/' 'quantization_config.version "gemv": AWQ gemv packing is not supported (gemm)' "awq gemv"
 refuse qwen3_tied_gptq 's/"checkpoint_format": "gptq"/"checkpoint_format": "marlin"/' 'checkpoint_format "marlin" is not supported (gptq, gptq_v2)' "gptq marlin"
 refuse qwen3_tied_ct 's/"input_activations": null/"input_activations": {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": true}/' \
   "quantised activations (W4A8) are not supported" "compressed-tensors W4A8"
-refuse qwen3_tied_ct 's/"num_bits": 4/"num_bits": 2/' "2-bit int weights are not supported (4-bit only)" "compressed-tensors 2 bits"
+refuse qwen3_tied_ct 's/"num_bits": 4/"num_bits": 2/' "2-bit int weights are not supported (4 or 8 bits)" "compressed-tensors 2 bits"
 refuse qwen3_tied_awq 's/"group_size": 32/"group_size": 64/' "tensor model.layers.0.self_attn.q_proj.qzeros ($tmp/bad/model.safetensors): shape [2, 16], expected [1, 16]" \
   "awq tensors of another group size (tensor and file named)"
 refuse qwen3_tied_ct 's/"group_size": 32/"group_size": 12/' "group_size 12 is not supported (-1 or a multiple of 8)" "group size 12"
@@ -64,6 +67,20 @@ if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
   timeout 120 $SITS_MPIRUN -np 4 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/s4.err"; rc=$?
   [ $rc -ne 0 ] && grep -q "model.layers.0.self_attn.o_proj ($tmp/g64/model.safetensors): this rank's inputs \[32, 64) split groups of group_size 64" \
     "$tmp/s4.err" && ok "refused: awq group 64 at tp 4 (a rank's inputs split a group)" || { bad "awq group 64 at tp 4 (rc $rc)"; tail -5 "$tmp/s4.err"; }
+  for f8 in gptq8 ct8; do   # [w8a16]
+    python3 "$GEN" --case qwen3_tied $f8 32 "$tmp/$f8" --deq "$tmp/$f8-deq" > /dev/null 2>&1 || bad "gen_int4_fixtures.py --case $f8 failed"
+    p=$(ref_row "$FIX/qwen3_tied/reference.json" prompts 3)   # (prompt 2 settles on one token after 3)
+    "$SITS" --model "$tmp/$f8-deq" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/$f8.want" 2> /dev/null
+    SITS_LOG_LEVEL=info "$SITS" --model "$tmp/$f8" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/$f8.1" 2> "$tmp/$f8.err"
+    timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/$f8" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos \
+      > "$tmp/$f8.2" 2> "$tmp/$f8.err2"
+    if [ -s "$tmp/$f8.want" ] && cmp -s "$tmp/$f8.want" "$tmp/$f8.1" && cmp -s "$tmp/$f8.want" "$tmp/$f8.2" &&
+       grep -q "dequantised at load (no W8A16 kernel)" "$tmp/$f8.err"; then
+      ok "$f8 (8-bit) checkpoint: dequantised at load, tp 1 and 2 = the format's dequantisation ($(cat "$tmp/$f8.want"))"
+    else
+      bad "$f8 (8-bit): want $(cat "$tmp/$f8.want") | tp 1 $(cat "$tmp/$f8.1") | tp 2 $(cat "$tmp/$f8.2")"; tail -5 "$tmp/$f8.err" "$tmp/$f8.err2"
+    fi
+  done
   "$SITS" --model "$tmp/moe" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/m.err"; rc=$?
   [ $rc -ne 0 ] && grep -q "model.layers.0.mlp.experts.0.gate_proj: INT4 (AWQ) MoE experts are not supported yet" "$tmp/m.err" \
     && ok "refused: INT4 MoE experts" || { bad "INT4 MoE experts (rc $rc)"; tail -5 "$tmp/m.err"; }

@@ -64,6 +64,7 @@ import gen_fixtures as gf  # noqa: E402
 
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 GROUP = 32          # the fixtures' inputs are 64 / 128: group 128 would be one group per row
+BITS = 4            # 8: the 8-bit variants of GPTQ and compressed-tensors (W8A16; --case gptq8 / ct8, the *8_* units)
 PERM_SEED = 2500
 ALL_LOGITS_PROMPT = 1
 FORMATS = ("awq", "gptq", "ct")
@@ -100,10 +101,11 @@ def rtn_asym(w, gidx, n_groups):
         cols = (gidx == g).nonzero().flatten()
         mx[:, g] = torch.clamp(w[:, cols].amax(dim=1), min=0)
         mn[:, g] = torch.clamp(w[:, cols].amin(dim=1), max=0)
-    scale = ((mx - mn) / 15).clamp(min=1e-5).half()
+    top = (1 << BITS) - 1
+    scale = ((mx - mn) / top).clamp(min=1e-5).half()
     s = scale.float()
-    zero = torch.clamp(torch.round(-mn / s), 0, 15).to(torch.int32)
-    q = torch.clamp(torch.round(w / s[:, gidx]) + zero[:, gidx], 0, 15).to(torch.int32)
+    zero = torch.clamp(torch.round(-mn / s), 0, top).to(torch.int32)
+    q = torch.clamp(torch.round(w / s[:, gidx]) + zero[:, gidx], 0, top).to(torch.int32)
     return q, zero, scale
 
 
@@ -161,15 +163,16 @@ AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point
 # ---- GPTQ (AutoGPTQ QuantLinear.pack, checkpoint_format "gptq" v1) ----
 
 def rtn_sym(w, gidx, n_groups):
-    """symmetric 4-bit RTN as GPTQ's Quantizer with sym=True: zero = 8, scale = max|w| / 7.5"""
+    """symmetric RTN as GPTQ's Quantizer with sym=True: zero = 8, scale = max|w| / 7.5 (8-bit: 128, / 127.5)"""
     out = w.shape[0]
     amax = torch.zeros(out, n_groups)
     for g in range(n_groups):
         cols = (gidx == g).nonzero().flatten()
         amax[:, g] = w[:, cols].abs().amax(dim=1)
-    scale = (amax / 7.5).clamp(min=1e-5).half()
-    zero = torch.full((out, n_groups), 8, dtype=torch.int32)
-    q = torch.clamp(torch.round(w / scale.float()[:, gidx]) + 8, 0, 15).to(torch.int32)
+    mid = 1 << (BITS - 1)
+    scale = (amax / (mid - 0.5)).clamp(min=1e-5).half()
+    zero = torch.full((out, n_groups), mid, dtype=torch.int32)
+    q = torch.clamp(torch.round(w / scale.float()[:, gidx]) + mid, 0, 2 * mid - 1).to(torch.int32)
     return q, zero, scale
 
 
@@ -183,17 +186,18 @@ def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False, qz=N
     inv = torch.argsort(perm) if perm is not None else torch.arange(inp)
     gidx = (inv // group).to(torch.int32)
     q, zero, scale = qz if qz is not None else (rtn_sym if sym else rtn_asym)(w, gidx.long(), ng)
+    per, mask = 32 // BITS, (1 << BITS) - 1                             # values per int32 (8, or 4 at 8 bits)
     intweight = q.t().contiguous().to(torch.int64)                      # [in, out]
-    qweight = torch.zeros(inp // 8, out, dtype=torch.int64)
-    for row in range(inp // 8):                                         # pack: 8 input rows per int32 row
-        for j in range(8):
-            qweight[row] |= intweight[row * 8 + j] << (4 * j)
+    qweight = torch.zeros(inp // per, out, dtype=torch.int64)
+    for row in range(inp // per):                                       # pack: `per` input rows per int32 row
+        for j in range(per):
+            qweight[row] |= intweight[row * per + j] << (BITS * j)
     zeros = zero.t().contiguous().to(torch.int64) - (0 if v2 else 1)    # [ng, out]: v1 stores zero - 1
-    zeros = zeros & 15                                                  # (AutoGPTQ packs the raw bits: 0 - 1 -> 15)
-    qzeros = torch.zeros(ng, out // 8, dtype=torch.int64)
-    for col in range(out // 8):
-        for j in range(8):
-            qzeros[:, col] |= zeros[:, col * 8 + j] << (4 * j)
+    zeros = zeros & mask                                                # (AutoGPTQ packs the raw bits: 0 - 1 -> 15)
+    qzeros = torch.zeros(ng, out // per, dtype=torch.int64)
+    for col in range(out // per):
+        for j in range(per):
+            qzeros[:, col] |= zeros[:, col * per + j] << (BITS * j)
     tensors[prefix + ".qweight"] = i32(qweight)
     tensors[prefix + ".qzeros"] = i32(qzeros)
     tensors[prefix + ".scales"] = scale.t().contiguous()                # [ng, out] fp16
@@ -201,10 +205,10 @@ def gptq_convert(w, tensors, prefix, perm, group=None, sym=False, v2=False, qz=N
     # dequantisation of the v1 kernels (qlinear_cuda_old forward / exllama): zeros = stored + 1 (no wrap:
     # a stored 15 decodes to 16), weight = scales[g_idx] * (q - zeros[g_idx]); gptq_v2 (GPTQModel, whose
     # convert_gptq_v1_to_v2_format adds the 1 to qzeros once): zeros = stored
-    shifts = torch.arange(0, 32, 4)
-    zs = (tensors[prefix + ".qzeros"][:, :, None] >> shifts[None, None, :]) & 15
+    shifts = torch.arange(0, 32, BITS)
+    zs = (tensors[prefix + ".qzeros"][:, :, None] >> shifts[None, None, :]) & mask
     zs = zs.reshape(ng, out) + (0 if v2 else 1)
-    ws = (tensors[prefix + ".qweight"][:, None, :] >> shifts[None, :, None]) & 15
+    ws = (tensors[prefix + ".qweight"][:, None, :] >> shifts[None, :, None]) & mask
     ws = ws.reshape(inp, out)
     g = tensors[prefix + ".g_idx"].long()
     deq = tensors[prefix + ".scales"].float()[g] * (ws - zs[g]).float()  # [in, out]
@@ -223,7 +227,7 @@ def ct_scheme(sym=True, group=None):
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
     kw = dict(strategy="group", group_size=group) if group != -1 else dict(strategy="channel")
     return QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
-        num_bits=4, type="int", symmetric=sym, dynamic=False, **kw))
+        num_bits=BITS, type="int", symmetric=sym, dynamic=False, **kw))
 
 
 def ct_convert(w, tensors, prefix, sym=True, group=None, qz=None):
@@ -262,7 +266,7 @@ def ct_convert(w, tensors, prefix, sym=True, group=None, qz=None):
 def ct_config():
     return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
-                                          "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                                          "weights": {"num_bits": BITS, "type": "int", "symmetric": True, "strategy": "group",
                                                       "group_size": GROUP, "dynamic": False, "actorder": None,
                                                       "observer": "minmax"}}},
             "ignore": ["lm_head"]}
@@ -276,13 +280,23 @@ UNIT_SHAPE = (16, 64)   # [out, in]
 
 def unit_variants():
     """name -> (quantization_config, function(w, tensors) -> dequantised w)"""
-    def ct_cfg(sym, group):
-        w = {"num_bits": 4, "type": "int", "symmetric": sym, "dynamic": False}
+    def ct_cfg(sym, group, bits=4):
+        w = {"num_bits": bits, "type": "int", "symmetric": sym, "dynamic": False}
         w.update({"strategy": "group", "group_size": group} if group != -1 else {"strategy": "channel"})
         return {"quant_method": "compressed-tensors", "format": "pack-quantized",
                 "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}}
-    gq = lambda group, sym, v2: dict(GPTQ_CONFIG, group_size=group, sym=sym, desc_act=False,
-                                     checkpoint_format="gptq_v2" if v2 else "gptq")
+    gq = lambda group, sym, v2, bits=4: dict(GPTQ_CONFIG, group_size=group, sym=sym, desc_act=False, bits=bits,
+                                             checkpoint_format="gptq_v2" if v2 else "gptq")
+
+    def at8(fn):   # the same conversion at 8 bits (BITS is read when it runs)
+        def run(w, t):
+            global BITS
+            BITS = 8
+            try:
+                return fn(w, t)
+            finally:
+                BITS = 4
+        return run
     return {
         "gptq_v2_sym_g32": (gq(32, True, True), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 32, True, True)),
         "gptq_v1_sym_channel": (gq(-1, True, False), lambda w, t: gptq_convert(w, t, UNIT_BASE, None, -1, True, False)),
@@ -290,6 +304,11 @@ def unit_variants():
         "ct_asym_g32": (ct_cfg(False, 32), lambda w, t: ct_convert(w, t, UNIT_BASE, False, 32)),
         "ct_sym_channel": (ct_cfg(True, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, True, -1)),
         "ct_asym_channel": (ct_cfg(False, -1), lambda w, t: ct_convert(w, t, UNIT_BASE, False, -1)),
+        # [w8a16] 8-bit GPTQ (4 values an int32) and compressed-tensors num_bits 8
+        "gptq8_v1_asym_g32": (gq(32, False, False, 8), at8(lambda w, t: gptq_convert(w, t, UNIT_BASE, None, 32, False, False))),
+        "gptq8_v2_sym_channel": (gq(-1, True, True, 8), at8(lambda w, t: gptq_convert(w, t, UNIT_BASE, None, -1, True, True))),
+        "ct8_sym_g32": (ct_cfg(True, 32, 8), at8(lambda w, t: ct_convert(w, t, UNIT_BASE, True, 32))),
+        "ct8_asym_channel": (ct_cfg(False, -1, 8), at8(lambda w, t: ct_convert(w, t, UNIT_BASE, False, -1))),
     }
 
 
@@ -298,7 +317,8 @@ def write_units(out_dir):
     format's own dequantisation); <variant>.json: its quantization_config"""
     os.makedirs(out_dir, exist_ok=True)
     g = torch.Generator().manual_seed(PERM_SEED)
-    for name, (qcfg, fn) in sorted(unit_variants().items()):
+    # the 8-bit variants after the 4-bit ones: their draws from the shared generator leave the earlier data as it was
+    for name, (qcfg, fn) in sorted(unit_variants().items(), key=lambda kv: ("8_" in kv[0], kv[0])):
         w = (torch.randn(UNIT_SHAPE, generator=g) * 0.1).to(torch.bfloat16).float()
         t = {}
         deq = fn(w, t)
@@ -633,17 +653,19 @@ def quant_config(fmt):
     return {"awq": AWQ_CONFIG, "gptq": GPTQ_CONFIG}.get(fmt) or ct_config()
 
 
-def write_case(src, fmt, group, out_dir, calib_path=None, calib_n=128, calib_len=512):
+def write_case(src, fmt, group, out_dir, calib_path=None, calib_n=128, calib_len=512, deq_dir=None):
     """A model without a reference: fixture `src` (or the model directory src) in format fmt with groups of
     `group` (tests/integration/int4.sh makes refusal inputs at run time, when torch is there; the
     per-format accuracy of bench/RESULTS.md is measured on the demo model written this way). With
     calib_path: the format's published quantiser calibrated on that text (calibrate), else round to nearest."""
-    global GROUP
+    global GROUP, BITS
     GROUP = group
+    if fmt in ("gptq8", "ct8"):   # [w8a16] the 8-bit variants
+        fmt, BITS = fmt[:-1], 8
     src_dir = src if os.path.isdir(src) else os.path.join(gf.FIXTURE_ROOT, src)
     tensors = load_file(os.path.join(src_dir, "model.safetensors"))
     calib = calibrate(fmt, src_dir, tensors, calib_path, calib_n, calib_len) if calib_path else None
-    qt, _ = quantize_tensors(fmt, tensors, calib=calib)
+    qt, deq = quantize_tensors(fmt, tensors, calib=calib)
     os.makedirs(out_dir, exist_ok=True)
     save_file(qt, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     cfg = json.load(open(os.path.join(src_dir, "config.json")))
@@ -654,12 +676,19 @@ def write_case(src, fmt, group, out_dir, calib_path=None, calib_n=128, calib_len
             qc["config_groups"]["group_0"]["weights"]["actorder"] = "static"
     else:
         qc["group_size"] = group
+        qc["bits"] = BITS
+    if deq_dir:   # the format's own dequantisation as a plain fp32 checkpoint: what a correct loader computes
+        os.makedirs(deq_dir, exist_ok=True)
+        save_file(deq, os.path.join(deq_dir, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(deq_dir, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2, sort_keys=True)
     cfg["quantization_config"] = qc
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
-    for f in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
-        if os.path.exists(os.path.join(src_dir, f)):
-            shutil.copy(os.path.join(src_dir, f), out_dir)
+    for d in (out_dir, deq_dir) if deq_dir else (out_dir,):
+        for f in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+            if os.path.exists(os.path.join(src_dir, f)):
+                shutil.copy(os.path.join(src_dir, f), d)
 
 
 def convert(fmt, src_dir, out_dir, name, src_name, perm_seed=PERM_SEED):
@@ -684,6 +713,8 @@ def main():
                          "on TEXT (.txt or .txt.xz, documents separated by form-feed lines; training text, never the "
                          "evaluation's), instead of round to nearest")
     ap.add_argument("--calib-samples", type=int, default=128, help="calibration windows (default 128)")
+    ap.add_argument("--deq", metavar="DIR", help="with --case: also write the format's dequantisation of it as a plain fp32 "
+                    "checkpoint into DIR (FMT gptq8 / ct8: the 8-bit variants)")
     ap.add_argument("--ids", nargs=5, metavar=("MODEL", "TEXT", "N", "LEN", "OUT"),
                     help="write N windows of LEN token ids of TEXT (tokenised with MODEL's tokenizer, as --calib does) to OUT "
                          "as {\"ids\": [...]}: a larger held-out evaluation set for bench/sits-fp8-accuracy --text")
@@ -698,7 +729,8 @@ def main():
                        "ids": ids.tolist()}, f)
         return 0
     if args.case:
-        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3], args.calib, args.calib_samples, args.calib_len)
+        write_case(args.case[0], args.case[1], int(args.case[2]), args.case[3], args.calib, args.calib_samples, args.calib_len,
+                   args.deq)
         return 0
     write = args.write or os.environ.get("SITS_REGEN") == "1"
     if not write and not args.check:

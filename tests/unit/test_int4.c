@@ -7,7 +7,9 @@
  *   same fp32 values bit for bit (the product (q - z) * s is one fp32 rounding on both sides), and
  *   the packed-layout round trip (sits_w4_quantize_row then the cpu backend's matmul_w4) must give
  *   the dequantised row's dot products.
- * Also refusals: a config that does not match the tensors (group size, symmetric with a zero point). */
+ * [w8a16] The same for the 8-bit GPTQ / compressed-tensors variants (dequantised at load).
+ * Also refusals: a config that does not match the tensors (group size, symmetric with a zero point), bits
+ * other than 4 / 8 (AWQ: 4). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -98,6 +100,37 @@ static void test_gptq_v1_sym_channel(void **state) { check_variant("gptq_v1_sym_
 static void test_ct_asym_g32(void **state) { check_variant("ct_asym_g32", SITS_W4_CT, 0); }
 static void test_ct_sym_channel(void **state) { check_variant("ct_sym_channel", SITS_W4_CT, 0); }
 static void test_ct_asym_channel(void **state) { check_variant("ct_asym_channel", SITS_W4_CT, 0); }
+/* [w8a16] the 8-bit variants (4 values an int32): the same unpacking, dequantised at load */
+static void test_gptq8_v1_asym_g32(void **state) { check_variant("gptq8_v1_asym_g32", SITS_W4_GPTQ, 0); }
+static void test_gptq8_v2_sym_channel(void **state) { check_variant("gptq8_v2_sym_channel", SITS_W4_GPTQ, 0); }
+static void test_ct8_sym_g32(void **state) { check_variant("ct8_sym_g32", SITS_W4_CT, 0); }
+static void test_ct8_asym_channel(void **state) { check_variant("ct8_asym_channel", SITS_W4_CT, 0); }
+
+/* bits other than 4 and 8 (and AWQ at 8) are refused with the key */
+static void test_bits_refused(void **state)
+{
+    static const struct { const char *q, *msg; } cases[] = {
+        { "{\"quant_method\": \"gptq\", \"bits\": 3, \"group_size\": 32}", "quantization_config.bits 3: gptq checkpoints of 3 bits are not supported (4 or 8)" },
+        { "{\"quant_method\": \"awq\", \"bits\": 8, \"group_size\": 32, \"version\": \"gemm\"}",
+          "quantization_config.bits 8: awq checkpoints of 8 bits are not supported (4 only)" },
+        { "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": {\"weights\": "
+          "{\"num_bits\": 2, \"type\": \"int\", \"symmetric\": true, \"strategy\": \"channel\"}}}}",
+          "2-bit int weights are not supported (4 or 8 bits)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sits_model_config_t cfg;
+        char *log = NULL;
+        assert_int_equal(load_cfg("gptq8_v1_asym_g32", cases[i].q, &cfg, &log), SITS_ERR_UNSUPPORTED);
+        if (!strstr(log, cases[i].msg)) fprintf(stderr, "case %zu: log was: %s\n", i, log);
+        assert_non_null(strstr(log, cases[i].msg));
+        free(log);
+    }
+    sits_model_config_t cfg;
+    assert_int_equal(load_cfg("gptq8_v1_asym_g32", NULL, &cfg, NULL), SITS_OK);
+    assert_int_equal(cfg.w4.bits, 8);
+    assert_int_equal(load_cfg("gptq_v2_sym_g32", NULL, &cfg, NULL), SITS_OK);
+    assert_int_equal(cfg.w4.bits, 4);
+}
 
 /* config and tensors disagree: refused with the tensor, its file and the reason */
 static void test_mismatch(void **state)
@@ -178,6 +211,11 @@ int main(void)
         cmocka_unit_test(test_ct_asym_g32),
         cmocka_unit_test(test_ct_sym_channel),
         cmocka_unit_test(test_ct_asym_channel),
+        cmocka_unit_test(test_gptq8_v1_asym_g32),
+        cmocka_unit_test(test_gptq8_v2_sym_channel),
+        cmocka_unit_test(test_ct8_sym_g32),
+        cmocka_unit_test(test_ct8_asym_channel),
+        cmocka_unit_test(test_bits_refused),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_quantize_matmul),
     };
