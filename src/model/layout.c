@@ -241,10 +241,10 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
                 sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
                 char base[160];   /* [int4] name is "X.weight" */
                 snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
-                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {
-                    SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: INT4 (%s) MoE experts are not supported yet", what, base,
-                               cfg->w4.fmt == SITS_W4_AWQ ? "AWQ" : cfg->w4.fmt == SITS_W4_GPTQ ? "GPTQ" : "compressed-tensors");
-                    return SITS_ERR_UNSUPPORTED;
+                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {   /* [moe int4] checked, dequantised at load */
+                    sits_w4_src_t src;
+                    SITS_CHECK(sits_w4_src_open(cfg, st, base, want[0], want[1], what, &src));
+                    continue;
                 }
                 /* [moe fp8] the experts' linears may be F8_E4M3 with their weight_scale (any dense linear kind says so) */
                 int lin = p != SITS_MOE_ROUTER && p != SITS_MOE_SH_ROUTE;

@@ -128,6 +128,7 @@ typedef struct {
     float *sstage;
     int n_fp8;
     int n_int4;            /* [int4] linears held in INT4 */
+    const sits_w4_src_t *w4src;   /* [moe int4] set while an INT4 / 8-bit checkpoint expert is read: rows_f32 dequantises it */
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
@@ -222,9 +223,10 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         }
         return SITS_OK;
     }
-    if (L->st) {   /* [int4] no float tensor: an INT4 checkpoint linear, dequantised */
+    if (L->st) {   /* [int4] no float tensor: an INT4 checkpoint linear (or [moe int4] expert), dequantised */
         sits_w4_src_t src;
-        SITS_CHECK(w4_open(L, kind, layer, &src));
+        if (L->w4src) src = *L->w4src;
+        else SITS_CHECK(w4_open(L, kind, layer, &src));
         sits_w4_src_rows_f32(&src, r, n, c0, w, out);
         return SITS_OK;
     }
@@ -758,6 +760,23 @@ static sits_status_t moe_tensor(loader_t *L, sits_moe_part_t part, int layer, in
     return SITS_OK;
 }
 
+/* [moe int4] Whether (part, layer, expert) is an INT4 / 8-bit checkpoint linear (X.weight absent, the format's
+ * tensors present); then *src resolves it against the part's full shape. */
+static int moe_w4(loader_t *L, sits_moe_part_t part, int layer, int expert, sits_w4_src_t *src, sits_status_t *st)
+{
+    char name[160], base[160];
+    *st = SITS_OK;
+    if (!L->st || !L->cfg->w4.fmt) return 0;
+    sits_moe_part_name(L->cfg, part, layer, expert, name, sizeof name);
+    if (sits_st_find(L->st, name)) return 0;
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);   /* name is "X.weight" */
+    if (!sits_w4_present(L->cfg, L->st, base)) return 0;
+    int64_t shape[2];
+    sits_moe_part_shape(L->cfg, part, shape);
+    *st = sits_w4_src_open(L->cfg, L->st, base, shape[0], shape[1], "model", src);
+    return 1;
+}
+
 /* Rows [r0, r1) x cols [c0, c1) of MoE part (part, layer, expert) into dst at row dst_row0, as load_slice
  * (the dummy generator seeds by part, layer and expert). */
 static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_moe_part_t part, int layer, int expert,
@@ -770,7 +789,11 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
     L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
     if (L->count_only) return SITS_OK;
     const sits_st_tensor_t *t = NULL;
-    if (L->st) {
+    sits_w4_src_t w4;
+    sits_status_t st;
+    int is_w4 = moe_w4(L, part, layer, expert, &w4, &st);   /* [moe int4] dequantised through the staging, as fp8 */
+    SITS_CHECK(st);
+    if (L->st && !is_w4) {
         SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
         if (t->dtype != SITS_DT_F8_E4M3)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
@@ -779,12 +802,14 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
     if (chunk < 1) return SITS_ERR_INTERNAL;
     sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* beyond every dense kind */
     int seed_layer = layer * 4096 + expert;
-    for (int64_t r = r0; r < r1; r += chunk) {
+    L->w4src = is_w4 ? &w4 : NULL;
+    for (int64_t r = r0; r < r1 && st == SITS_OK; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
-        SITS_CHECK(rows_f32(L, t, seed_kind, seed_layer, r, n, c0, w, L->staging));
-        SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
+        st = rows_f32(L, t, seed_kind, seed_layer, r, n, c0, w, L->staging);
+        if (st == SITS_OK) st = L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w);
     }
-    return SITS_OK;
+    L->w4src = NULL;
+    return st;
 }
 
 /* [moe fp8] moe_slice into FP8 E4M3 bytes dst_q ([rows, c1 - c0]) at row dst_row0 and row scales dst_s, as
@@ -802,12 +827,19 @@ static sits_status_t moe_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64
     L->bytes += (size_t)(r1 - r0) * ((size_t)w + sizeof(float));
     if (L->count_only) return SITS_OK;
     const sits_st_tensor_t *t = NULL, *s = NULL;
-    if (L->st) {
+    sits_w4_src_t w4;
+    sits_status_t st;
+    int is_w4 = moe_w4(L, part, layer, expert, &w4, &st);   /* [moe int4] re-quantised from its dequantised rows */
+    SITS_CHECK(st);
+    if (L->st && !is_w4) {
         SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
         if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
     }
     /* dummy weights: moe_slice's seeds, so FP8 and 16-bit experts hold the same model */
-    return fp8_rows(L, t, s, (sits_wkind_t)(64 + part), layer * 4096 + expert, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
+    L->w4src = is_w4 ? &w4 : NULL;
+    st = fp8_rows(L, t, s, (sits_wkind_t)(64 + part), layer * 4096 + expert, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
+    L->w4src = NULL;
+    return st;
 }
 
 /* A SwiGLU expert's fused gate/up [2 * i, H] (rows i0 .. i0 + i of gate, then of up) and down [H, i];
@@ -852,6 +884,11 @@ static int moe_fp8(loader_t *L, const sits_shard_dims_t *d, int l, sits_linear_t
         if (t && t->dtype == SITS_DT_F8_E4M3) p = SITS_PREC_FP8;
     }
     int say = !L->count_only && L->tp_rank == 0 && l == d->layer0;
+    sits_w4_src_t w4;
+    sits_status_t st;
+    if (say && p != SITS_PREC_FP8 && moe_w4(L, part, l, 0, &w4, &st) && st == SITS_OK)   /* [moe int4] */
+        SITS_INFO(SITS_SUB_MODEL, "quant: the experts' %s: %d-bit checkpoint experts, dequantised at load to %s (no int4 MoE "
+                  "kernel; --quant ffn=fp8 holds them in 8 bits)", sits_linear_name(lin), w4.bits, L->elem_size == 4 ? "fp32" : "bf16");
     if (p == SITS_PREC_INT4 && say)
         SITS_WARN(SITS_SUB_MODEL, "quant: int4 experts are not supported yet: the experts' %s stays %s", sits_linear_name(lin),
                   L->elem_size == 4 ? "fp32" : "bf16");

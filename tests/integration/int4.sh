@@ -8,7 +8,9 @@
 #  2. --quant bf16 dequantises them at load and gives the same results (TP 1);
 #  3. bad inputs are refused with the reason: bits 3, AWQ gemv packing, GPTQ marlin format, W4A8,
 #     tensors that do not match the config's group size (the tensor and its file named); with torch
-#     installed also a TP size whose row-parallel slices split groups, and INT4 MoE experts;
+#     installed also a TP size whose row-parallel slices split groups;
+#     [moe int4] with torch: an AWQ Qwen3-MoE checkpoint (INT4 experts) is dequantised at load and gives the tokens
+#     of the plain checkpoint of its dequantisation at TP 1 / 2 and EP 2; with --quant ffn=fp8 its experts are FP8;
 #     [w8a16] with torch also 8-bit GPTQ (v1, act-order) and compressed-tensors (num_bits 8) checkpoints of
 #     qwen3_tied: dequantised at load (logged), their greedy tokens equal those of the plain fp32 checkpoint of
 #     the format's own dequantisation (the generator's --deq), at TP 1 and 2;
@@ -60,8 +62,8 @@ refuse qwen3_tied_ct 's/"group_size": 32/"group_size": 12/' "group_size 12 is no
 # group -- refused before any weight is allocated; INT4 MoE experts are refused.
 if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
   GEN="$top_srcdir/tests/ref/gen_int4_fixtures.py"
-  python3 "$GEN" --case qwen3_tied awq 64 "$tmp/g64" > /dev/null 2>&1 && python3 "$GEN" --case qwen3_moe awq 8 "$tmp/moe" > /dev/null 2>&1 \
-    || bad "gen_int4_fixtures.py --case failed"
+  python3 "$GEN" --case qwen3_tied awq 64 "$tmp/g64" > /dev/null 2>&1 && python3 "$GEN" --case qwen3_moe awq 8 "$tmp/moe" \
+    --deq "$tmp/moe-deq" > /dev/null 2>&1 || bad "gen_int4_fixtures.py --case failed"
   timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > "$tmp/s2" 2> "$tmp/s2.err" \
     && [ "$(tr ',' '\n' < "$tmp/s2" | grep -c .)" -eq 3 ] && ok "awq group 64 at tp 2 runs" || { bad "awq group 64 at tp 2"; tail -5 "$tmp/s2.err"; }
   timeout 120 $SITS_MPIRUN -np 4 "$SITS" --model "$tmp/g64" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/s4.err"; rc=$?
@@ -81,11 +83,25 @@ if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
       bad "$f8 (8-bit): want $(cat "$tmp/$f8.want") | tp 1 $(cat "$tmp/$f8.1") | tp 2 $(cat "$tmp/$f8.2")"; tail -5 "$tmp/$f8.err" "$tmp/$f8.err2"
     fi
   done
-  "$SITS" --model "$tmp/moe" --prompt-ids 1,2 --max-tokens 3 > /dev/null 2> "$tmp/m.err"; rc=$?
-  [ $rc -ne 0 ] && grep -q "model.layers.0.mlp.experts.0.gate_proj: INT4 (AWQ) MoE experts are not supported yet" "$tmp/m.err" \
-    && ok "refused: INT4 MoE experts" || { bad "INT4 MoE experts (rc $rc)"; tail -5 "$tmp/m.err"; }
+  # [moe int4] INT4 (AWQ) experts: dequantised at load; tp 1, tp 2 (expert slices) and ep 2 (whole experts) give the
+  # tokens of the plain checkpoint of the format's dequantisation; --quant ffn=fp8 holds them in FP8 and generates
+  p=$(ref_row "$FIX/qwen3_moe/reference.json" prompts 1)
+  "$SITS" --model "$tmp/moe-deq" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/m.want" 2> /dev/null
+  SITS_LOG_LEVEL=info "$SITS" --model "$tmp/moe" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/m1" 2> "$tmp/m.err"
+  timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/moe" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/m2" 2> /dev/null
+  timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/moe" --ep 2 --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos \
+    > "$tmp/me2" 2> /dev/null
+  if [ -s "$tmp/m.want" ] && cmp -s "$tmp/m.want" "$tmp/m1" && cmp -s "$tmp/m.want" "$tmp/m2" && cmp -s "$tmp/m.want" "$tmp/me2" &&
+     grep -q "4-bit checkpoint experts, dequantised at load" "$tmp/m.err"; then
+    ok "INT4 (AWQ) MoE experts: dequantised at load, tp 1 / tp 2 / ep 2 = the format's dequantisation ($(cat "$tmp/m.want"))"
+  else
+    bad "INT4 MoE experts: want $(cat "$tmp/m.want") | tp 1 $(cat "$tmp/m1") | tp 2 $(cat "$tmp/m2") | ep 2 $(cat "$tmp/me2")"; tail -5 "$tmp/m.err"
+  fi
+  SITS_LOG_LEVEL=info "$SITS" --model "$tmp/moe" --quant ffn=fp8 --prompt-ids "$p" --max-tokens 8 --temperature 0 > "$tmp/m8" 2> "$tmp/m8.err"
+  [ "$(tr ',' '\n' < "$tmp/m8" | grep -c .)" -eq 8 ] && grep -q " 4 fp8 linears" "$tmp/m8.err" \
+    && ok "INT4 (AWQ) MoE experts with --quant ffn=fp8: FP8 experts, 8 tokens" || { bad "INT4 MoE experts ffn=fp8"; tail -5 "$tmp/m8.err"; }
 else
-  echo "note: no python3 with torch / safetensors / transformers: the group-split and MoE refusals are not checked"
+  echo "note: no python3 with torch / safetensors / transformers: the group-split refusal, 8-bit checkpoints and INT4 MoE experts are not checked"
 fi
 
 # 4. --quant int4 on the trained demo model (hidden 384, intermediate 1024: groups of 128 fit at tp 1)
