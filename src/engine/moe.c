@@ -158,17 +158,21 @@ const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
 /* One expert's SwiGLU MLP on c rows: gu [c, 2 i] = x [c, H] . gu_w^T; act [c, i] = silu(gate) * up;
  * y [c, H] = act . down_w^T. [moe fp8] gu_s / down_s non-NULL: that linear is FP8 E4M3 with those row
  * scales (matmul_fp8 quantises its input rows per token); xs non-NULL: x is already quantised (E4M3 rows
- * [c, H], scales xs [c]; gu_s then non-NULL too). */
+ * [c, H], scales xs [c]; gu_s then non-NULL too); [moe int4] gu4 / down4 non-NULL: that linear is packed INT4
+ * (matmul_w4; gu_w / down_w then unused). */
 static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const float *xs, const void *gu_w, const float *gu_s,
-                             const void *down_w, const float *down_s, int c, int i, void *gu, void *act)
+                             const sits_w4_t *gu4, const void *down_w, const float *down_s, const sits_w4_t *down4, int c, int i,
+                             void *gu, void *act)
 {
     const sits_backend_ops_t *op = m->be->ops;
     if (c == 0) return SITS_OK;
     if (xs) SITS_CHECK(op->matmul_fp8q(m->be, gu, 0, x, xs, gu_w, gu_s, NULL, c, m->H, 2 * i));   /* [moe fp8] x: E4M3 rows */
     else if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, NULL, c, m->H, 2 * i));               /* [c, 2i] */
+    else if (gu4) SITS_CHECK(op->matmul_w4(m->be, gu, x, gu4, NULL, c, m->H, 2 * i));                          /* [moe int4] */
     else SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
     SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));                                                            /* [c, i] */
     if (down_s) return op->matmul_fp8(m->be, y, 0, act, down_w, down_s, NULL, c, i, m->H);                    /* [c, H] */
+    if (down4) return op->matmul_w4(m->be, y, act, down4, NULL, c, i, m->H);                                  /* [moe int4] */
     return op->matmul(m->be, y, act, down_w, NULL, c, i, m->H);
 }
 
@@ -240,8 +244,9 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     if (N == 1) {
         for (int e = 0; e < E; e++)
             SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), NULL, lw->exp_gu[e],
-                               lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_down[e],
-                               lw->exp_down_scale ? lw->exp_down_scale[e] : NULL, mine[e], d->ie_loc, gu, act));
+                               lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_gu_w4 ? &lw->exp_gu_w4[e] : NULL,
+                               lw->exp_down[e], lw->exp_down_scale ? lw->exp_down_scale[e] : NULL,
+                               lw->exp_down_w4 ? &lw->exp_down_w4[e] : NULL, mine[e], d->ie_loc, gu, act));
     } else {
         /* send: to rank q the rows of its experts [q epr, (q + 1) epr); receive from s its tokens' rows
          * for this rank's experts, in s's send layout */
@@ -312,8 +317,9 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
             for (int s = 0; s < N; s++) rows += m->cnt[(size_t)s * E + e];
             const void *xin = q8 ? (const void *)((uint8_t *)m->xe + (size_t)off * m->H) : row_at(m, m->xe, (size_t)off);
             SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), xin, q8 ? m->se + off : NULL, lw->exp_gu[j],
-                               lw->exp_gu_scale ? lw->exp_gu_scale[j] : NULL, lw->exp_down[j],
-                               lw->exp_down_scale ? lw->exp_down_scale[j] : NULL, rows, d->ie_loc, gu, act));
+                               lw->exp_gu_scale ? lw->exp_gu_scale[j] : NULL, lw->exp_gu_w4 ? &lw->exp_gu_w4[j] : NULL,
+                               lw->exp_down[j], lw->exp_down_scale ? lw->exp_down_scale[j] : NULL,
+                               lw->exp_down_w4 ? &lw->exp_down_w4[j] : NULL, rows, d->ie_loc, gu, act));
             off += rows;
         }
         if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->perm_d + nr, nr, m->H));      /* back to the recv layout */
@@ -321,7 +327,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     }
     /* 5. the shared expert (TP slice, every token), then the weighted combine */
     if (lw->sh_route)
-        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, lw->sh_down, lw->sh_down_scale, n,
-                           d->is_loc, gu, act));
+        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, NULL, lw->sh_down,
+                           lw->sh_down_scale, NULL, n, d->is_loc, gu, act));
     return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
 }

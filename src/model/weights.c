@@ -436,6 +436,24 @@ typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; } part_t;
  * [c1 - c0] its act-order groups or NULL). From an INT4 checkpoint the nibbles, scales and zeros are
  * copied (re-packed); float (or FP8) weights are quantised here, round to nearest per group
  * (sits_w4_quantize_row: the slice holds whole groups, so every TP size holds the same values). */
+/* [int4] rows [r, r + n) x cols [c0, c0 + w) of a 4-bit checkpoint linear as stored: nibbles qb [n, w / 2], and the
+ * scales / zeros sb, zb [n, ng] of its groups g0 .. g0 + ng - 1 */
+static void w4_copy_rows(const sits_w4_src_t *src, uint8_t *qb, float *sb, float *zb, int64_t r, int64_t n, int64_t c0, int64_t w,
+                         int64_t ng, int64_t g0)
+{
+    int64_t half = w / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *qr = qb + i * half;
+        memset(qr, 0, (size_t)half);
+        for (int64_t k = 0; k < w; k++) qr[k / 2] |= (uint8_t)(sits_w4_src_q(src, r + i, c0 + k) << (k & 1 ? 4 : 0));
+        for (int64_t j = 0; j < ng; j++) {
+            sb[i * ng + j] = sits_w4_src_scale(src, r + i, (int)(g0 + j));
+            zb[i * ng + j] = sits_w4_src_zero(src, r + i, (int)(g0 + j));
+        }
+    }
+}
+
 static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_wkind_t kind, int layer, int64_t r0,
                                    int64_t r1, int64_t c0, int64_t c1, const int32_t *gidx_host)
 {
@@ -478,17 +496,7 @@ static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0,
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
         if (ck) {
             /* group j of this slice: gidx_host's ids are the checkpoint's; else a per-channel group, or c0 / g + j */
-            int64_t g0 = gidx_host || w4->n_groups == 1 ? 0 : c0 / w4->group_size;
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; i++) {
-                uint8_t *qr = qb + i * half;
-                memset(qr, 0, (size_t)half);
-                for (int64_t k = 0; k < w; k++) qr[k / 2] |= (uint8_t)(sits_w4_src_q(&src, r + i, c0 + k) << (k & 1 ? 4 : 0));
-                for (int64_t j = 0; j < ng; j++) {
-                    sb[i * ng + j] = sits_w4_src_scale(&src, r + i, (int)(g0 + j));
-                    zb[i * ng + j] = sits_w4_src_zero(&src, r + i, (int)(g0 + j));
-                }
-            }
+            w4_copy_rows(&src, qb, sb, zb, r, n, c0, w, ng, gidx_host || w4->n_groups == 1 ? 0 : c0 / w4->group_size);
         } else {
             if (!L->st) {   /* dummy weights: nibbles from a hash of (seed, kind, layer, row, col / 16), 16 per draw, so
                              * every TP slice holds the same model; scale 0.1 / 15, zero 8: values in [-0.053, 0.047],
@@ -868,10 +876,106 @@ static sits_status_t moe_load_ffn(loader_t *L, sits_moe_part_t gate, int l, int 
     return moe_slice(L, *down_p, 0, down, l, x, 0, H, i0, i0 + i);
 }
 
+/* [moe int4] Whether layer l's routed experts load as stored INT4: a 4-bit checkpoint whose experts' gate, up and
+ * down are INT4 tensors without act-order (checked on this rank's first expert: the formats are uniform), the
+ * slices this rank holds keep whole groups (or the groups are per channel), and the policy leaves the experts'
+ * precision to the checkpoint (auto). Otherwise they are dequantised at load (moe_slice / moe_slice_fp8). The
+ * decision is the same in the counting pass and the load. */
+static int moe_int4(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l)
+{
+    const sits_model_config_t *c = L->cfg;
+    if (!L->st || c->w4.bits != 4 || (L->be && !L->be->ops->matmul_w4)) return 0;
+    if (sits_quant_plan_get(L->plan, l, SITS_LIN_GATE_UP) != SITS_PREC_AUTO ||
+        sits_quant_plan_get(L->plan, l, SITS_LIN_DOWN) != SITS_PREC_AUTO)
+        return 0;
+    static const sits_moe_part_t parts[3] = { SITS_MOE_GATE, SITS_MOE_UP, SITS_MOE_DOWN };
+    int64_t i0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
+    for (int k = 0; k < 3; k++) {
+        sits_w4_src_t src;
+        sits_status_t st;
+        if (!moe_w4(L, parts[k], l, d->exp0, &src, &st) || st != SITS_OK || src.gidx) return 0;
+        int64_t c0 = k == 2 ? i0 : 0, cols = k == 2 ? d->ie_loc : c->hidden_size;
+        if (cols % 2 || (src.group_size < src.in && (c0 % src.group_size || cols % src.group_size))) return 0;
+    }
+    return 1;
+}
+
+/* [moe int4] a packed INT4 linear of rows x cols (this rank's slice of a linear of in_full inputs in groups of gs,
+ * gs >= in_full: per channel) */
+static sits_status_t moe_w4_alloc(loader_t *L, sits_w4_t *w4, int64_t rows, int64_t cols, int gs, int64_t in_full)
+{
+    memset(w4, 0, sizeof *w4);
+    int per_channel = gs <= 0 || gs >= in_full;
+    w4->group_size = per_channel ? (int)cols : gs;
+    w4->n_groups = per_channel ? 1 : (int)(cols / gs);
+    L->bytes += (size_t)rows * ((size_t)(cols / 2) + 2 * sizeof(float) * (size_t)w4->n_groups);
+    if (L->count_only) return SITS_OK;
+    sits_backend_t *be = L->be;
+    SITS_CHECK(be->ops->alloc(be, (size_t)rows * (size_t)(cols / 2), &w4->q));
+    SITS_CHECK(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)w4->n_groups, (void **)&w4->scale));
+    return be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)w4->n_groups, (void **)&w4->zero);
+}
+
+/* [moe int4] rows [r0, r1) x cols [c0, c1) of the checkpoint's INT4 expert part (part, l, x), as stored, into w4
+ * at row dst_row0 */
+static sits_status_t moe_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_moe_part_t part, int l, int x, int64_t r0,
+                                  int64_t r1, int64_t c0, int64_t c1)
+{
+    if (L->count_only || r1 <= r0 || c1 <= c0) return SITS_OK;
+    sits_w4_src_t src;
+    sits_status_t st;
+    if (!moe_w4(L, part, l, x, &src, &st)) {
+        char name[160];
+        sits_moe_part_name(L->cfg, part, l, x, name, sizeof name);
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s: not INT4 while the layer's first expert is: not supported", name);
+        return SITS_ERR_FORMAT;
+    }
+    SITS_CHECK(st);
+    if (src.gidx) {
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s (%s): an act-order g_idx while the layer's first expert has none: not supported",
+                   src.qw->name, src.qw->file);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    /* the slice's first group: 0 per channel (one group a row, whatever the slice), else c0 / group size */
+    int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups, g0 = src.group_size >= src.in ? 0 : c0 / w4->group_size;
+    int64_t chunk = (int64_t)(L->staging_elems / (size_t)(w > ng ? w : ng));
+    if (chunk < 1) return SITS_ERR_INTERNAL;
+    uint8_t *qb = malloc((size_t)(chunk * half));            /* [chunk, w / 2] */
+    float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] */
+    float *zb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] */
+    st = qb && sb && zb ? SITS_OK : SITS_ERR_NOMEM;
+    sits_backend_t *be = L->be;
+    for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
+        int64_t n = r1 - r < chunk ? r1 - r : chunk, d = dst_row0 + (r - r0);
+        w4_copy_rows(&src, qb, sb, zb, r, n, c0, w, ng, g0);
+        st = be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half));
+        if (st == SITS_OK) st = be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng));
+        if (st == SITS_OK) st = be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng));
+    }
+    free(qb);
+    free(sb);
+    free(zb);
+    return st;
+}
+
+/* [moe int4] a SwiGLU expert as stored INT4: gate / up rows i0 .. i0 + i into gu [2 i, H], down inputs i0 .. i0 + i
+ * into down [H, i] */
+static sits_status_t moe_load_ffn_w4(loader_t *L, int l, int x, int64_t i0, int64_t i, sits_w4_t *gu, sits_w4_t *down)
+{
+    int64_t H = L->cfg->hidden_size, I = L->cfg->moe.moe_inter;
+    int gs = L->cfg->w4.group_size;   /* -1: per channel */
+    SITS_CHECK(moe_w4_alloc(L, gu, 2 * i, H, gs, H));
+    SITS_CHECK(moe_slice_w4(L, gu, 0, SITS_MOE_GATE, l, x, i0, i0 + i, 0, H));
+    SITS_CHECK(moe_slice_w4(L, gu, i, SITS_MOE_UP, l, x, i0, i0 + i, 0, H));
+    SITS_CHECK(moe_w4_alloc(L, down, H, i, gs, I));
+    return moe_slice_w4(L, down, 0, SITS_MOE_DOWN, l, x, 0, H, i0, i0 + i);
+}
+
 /* [moe fp8] Whether the experts' linear lin (SITS_LIN_GATE_UP or SITS_LIN_DOWN) of layer l is held in FP8:
  * the plan's fp8, or auto and the checkpoint stores routed expert 0's part as F8_E4M3; the shapes must
- * suit the FP8 GEMM (this rank's in % 16 == 0 and out % 16 == 0, routed and shared). int4 experts are
- * not built: they stay in the backend dtype (a warning from TP rank 0 on the first layer). */
+ * suit the FP8 GEMM (this rank's in % 16 == 0 and out % 16 == 0, routed and shared). --quant int4 on experts
+ * is not built: they stay in the backend dtype (a warning from TP rank 0 on the first layer); INT4 checkpoint
+ * experts not taken as stored (moe_int4) are dequantised (logged). */
 static int moe_fp8(loader_t *L, const sits_shard_dims_t *d, int l, sits_linear_t lin)
 {
     const sits_model_config_t *c = L->cfg;
@@ -887,8 +991,9 @@ static int moe_fp8(loader_t *L, const sits_shard_dims_t *d, int l, sits_linear_t
     sits_w4_src_t w4;
     sits_status_t st;
     if (say && p != SITS_PREC_FP8 && moe_w4(L, part, l, 0, &w4, &st) && st == SITS_OK)   /* [moe int4] */
-        SITS_INFO(SITS_SUB_MODEL, "quant: the experts' %s: %d-bit checkpoint experts, dequantised at load to %s (no int4 MoE "
-                  "kernel; --quant ffn=fp8 holds them in 8 bits)", sits_linear_name(lin), w4.bits, L->elem_size == 4 ? "fp32" : "bf16");
+        SITS_INFO(SITS_SUB_MODEL, "quant: the experts' %s: %d-bit checkpoint experts, dequantised at load to %s (stored INT4 runs "
+                  "only with the policy's auto, 4 bits, no act-order and whole groups on each rank; --quant ffn=fp8 holds them "
+                  "in 8 bits)", sits_linear_name(lin), w4.bits, L->elem_size == 4 ? "fp32" : "bf16");
     if (p == SITS_PREC_INT4 && say)
         SITS_WARN(SITS_SUB_MODEL, "quant: int4 experts are not supported yet: the experts' %s stays %s", sits_linear_name(lin),
                   L->elem_size == 4 ? "fp32" : "bf16");
@@ -909,7 +1014,14 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
 {
     const sits_model_config_t *c = L->cfg;
     int64_t H = c->hidden_size, E = c->moe.n_experts;
-    int gu8 = moe_fp8(L, d, l, SITS_LIN_GATE_UP), down8 = moe_fp8(L, d, l, SITS_LIN_DOWN);   /* [moe fp8] */
+    int w4e = moe_int4(L, d, tp_rank, l);   /* [moe int4] */
+    int gu8 = !w4e && moe_fp8(L, d, l, SITS_LIN_GATE_UP), down8 = !w4e && moe_fp8(L, d, l, SITS_LIN_DOWN);   /* [moe fp8] */
+    if (w4e) {
+        L->n_int4 += 2;   /* the experts' gate_up and down (the engine's W4A16 check and scratch) */
+        if (!L->count_only && L->tp_rank == 0 && l == d->layer0)
+            SITS_INFO(SITS_SUB_MODEL, "quant: the experts' gate_up and down: int4 as stored (groups of %d)",
+                      c->w4.group_size > 0 ? c->w4.group_size : -1);
+    }
     SITS_CHECK(alloc_w(L, (size_t)(E * H), &lw->router));
     SITS_CHECK(moe_slice(L, lw->router, 0, SITS_MOE_ROUTER, l, 0, 0, E, 0, H));
     if (!L->count_only) {
@@ -918,9 +1030,19 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
         if (!lw->exp_gu || !lw->exp_down) return SITS_ERR_NOMEM;
         if (gu8 && !(lw->exp_gu_scale = calloc((size_t)d->n_exp_loc, sizeof(float *)))) return SITS_ERR_NOMEM;
         if (down8 && !(lw->exp_down_scale = calloc((size_t)d->n_exp_loc, sizeof(float *)))) return SITS_ERR_NOMEM;
+        if (w4e && (!(lw->exp_gu_w4 = calloc((size_t)d->n_exp_loc, sizeof(sits_w4_t))) ||
+                    !(lw->exp_down_w4 = calloc((size_t)d->n_exp_loc, sizeof(sits_w4_t)))))
+            return SITS_ERR_NOMEM;
     }
     int64_t ie0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
     for (int j = 0; j < d->n_exp_loc; j++) {
+        if (w4e) {
+            sits_w4_t gu4, down4;
+            sits_status_t st = moe_load_ffn_w4(L, l, d->exp0 + j, ie0, d->ie_loc, L->count_only ? &gu4 : &lw->exp_gu_w4[j],
+                                               L->count_only ? &down4 : &lw->exp_down_w4[j]);
+            SITS_CHECK(st);
+            continue;
+        }
         void *gu = NULL, *down = NULL;
         float *gus = NULL, *downs = NULL;
         sits_status_t st = moe_load_ffn(L, SITS_MOE_GATE, l, d->exp0 + j, ie0, d->ie_loc, &gu, gu8 ? &gus : NULL, &down,
@@ -1157,6 +1279,16 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                 if (lw->exp_gu_scale && lw->exp_gu_scale[j]) be->ops->free(be, lw->exp_gu_scale[j]);
                 if (lw->exp_down_scale && lw->exp_down_scale[j]) be->ops->free(be, lw->exp_down_scale[j]);
             }
+            for (int j = 0; (lw->exp_gu_w4 || lw->exp_down_w4) && j < w->dims.n_exp_loc; j++) {   /* [moe int4] */
+                sits_w4_t *ws[2] = { lw->exp_gu_w4 ? &lw->exp_gu_w4[j] : NULL, lw->exp_down_w4 ? &lw->exp_down_w4[j] : NULL };
+                for (int k = 0; k < 2; k++) {
+                    void *ptrs[] = { ws[k] ? ws[k]->q : NULL, ws[k] ? ws[k]->scale : NULL, ws[k] ? ws[k]->zero : NULL };
+                    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+                        if (ptrs[i]) be->ops->free(be, ptrs[i]);
+                }
+            }
+            free(lw->exp_gu_w4);
+            free(lw->exp_down_w4);
             free(lw->exp_gu);
             free(lw->exp_down);
             free(lw->exp_gu_scale);

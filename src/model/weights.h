@@ -71,6 +71,10 @@ typedef struct {
      * linears), sh_gu_scale / sh_down_scale the shared expert's; NULL arrays / pointers: the backend dtype. */
     void *router, **exp_gu, **exp_down, *sh_gu, *sh_down, *sh_route;
     float **exp_gu_scale, **exp_down_scale, *sh_gu_scale, *sh_down_scale;
+    /* [moe int4] the routed experts as stored in a 4-bit checkpoint (AWQ / GPTQ / compressed-tensors without act-order,
+     * this rank's slices holding whole groups): exp_gu_w4[j] [2 * ie_loc, H], exp_down_w4[j] [H, ie_loc] packed INT4
+     * (then exp_gu[j] / exp_down[j] are NULL); NULL array: the experts are in exp_gu / exp_down. */
+    sits_w4_t *exp_gu_w4, *exp_down_w4;
     /* [int4] the linears held as packed INT4 (backend.h sits_w4_t; q == NULL: not INT4, and then the
      * matching qkv / o / gu / down buffer is NULL when it is): qkv_w4 [qkv_dim rows, H inputs], o_w4
      * [H, nh_loc * hd], gu_w4 [2 * I_loc, H], down_w4 [H, I_loc] -- rows fused as for the other dtypes. */

@@ -9,8 +9,9 @@
 #  3. bad inputs are refused with the reason: bits 3, AWQ gemv packing, GPTQ marlin format, W4A8,
 #     tensors that do not match the config's group size (the tensor and its file named); with torch
 #     installed also a TP size whose row-parallel slices split groups;
-#     [moe int4] with torch: an AWQ Qwen3-MoE checkpoint (INT4 experts) is dequantised at load and gives the tokens
-#     of the plain checkpoint of its dequantisation at TP 1 / 2 and EP 2; with --quant ffn=fp8 its experts are FP8;
+#     [moe int4] with torch: an AWQ Qwen3-MoE checkpoint runs its experts as stored INT4 and gives the tokens of the
+#     plain checkpoint of its dequantisation at TP 1 / 2 and EP 2; --quant ffn=bf16 dequantises them (same tokens),
+#     --quant ffn=fp8 makes them FP8;
 #     [w8a16] with torch also 8-bit GPTQ (v1, act-order) and compressed-tensors (num_bits 8) checkpoints of
 #     qwen3_tied: dequantised at load (logged), their greedy tokens equal those of the plain fp32 checkpoint of
 #     the format's own dequantisation (the generator's --deq), at TP 1 and 2;
@@ -83,8 +84,9 @@ if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
       bad "$f8 (8-bit): want $(cat "$tmp/$f8.want") | tp 1 $(cat "$tmp/$f8.1") | tp 2 $(cat "$tmp/$f8.2")"; tail -5 "$tmp/$f8.err" "$tmp/$f8.err2"
     fi
   done
-  # [moe int4] INT4 (AWQ) experts: dequantised at load; tp 1, tp 2 (expert slices) and ep 2 (whole experts) give the
-  # tokens of the plain checkpoint of the format's dequantisation; --quant ffn=fp8 holds them in FP8 and generates
+  # [moe int4] INT4 (AWQ) experts, as stored (packed INT4, the W4A16 op): tp 1, tp 2 (expert slices of whole groups) and
+  # ep 2 (whole experts) give the tokens of the plain checkpoint of the format's dequantisation; --quant ffn=bf16
+  # dequantises them at load (the same tokens); --quant ffn=fp8 holds them in FP8 and generates
   p=$(ref_row "$FIX/qwen3_moe/reference.json" prompts 1)
   "$SITS" --model "$tmp/moe-deq" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/m.want" 2> /dev/null
   SITS_LOG_LEVEL=info "$SITS" --model "$tmp/moe" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos > "$tmp/m1" 2> "$tmp/m.err"
@@ -92,11 +94,16 @@ if python3 -c "import torch, safetensors, transformers" 2> /dev/null; then
   timeout 120 $SITS_MPIRUN -np 2 "$SITS" --model "$tmp/moe" --ep 2 --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos \
     > "$tmp/me2" 2> /dev/null
   if [ -s "$tmp/m.want" ] && cmp -s "$tmp/m.want" "$tmp/m1" && cmp -s "$tmp/m.want" "$tmp/m2" && cmp -s "$tmp/m.want" "$tmp/me2" &&
-     grep -q "4-bit checkpoint experts, dequantised at load" "$tmp/m.err"; then
-    ok "INT4 (AWQ) MoE experts: dequantised at load, tp 1 / tp 2 / ep 2 = the format's dequantisation ($(cat "$tmp/m.want"))"
+     grep -q "the experts' gate_up and down: int4 as stored" "$tmp/m.err"; then
+    ok "INT4 (AWQ) MoE experts as stored: tp 1 / tp 2 / ep 2 = the format's dequantisation ($(cat "$tmp/m.want"))"
   else
     bad "INT4 MoE experts: want $(cat "$tmp/m.want") | tp 1 $(cat "$tmp/m1") | tp 2 $(cat "$tmp/m2") | ep 2 $(cat "$tmp/me2")"; tail -5 "$tmp/m.err"
   fi
+  SITS_LOG_LEVEL=info "$SITS" --model "$tmp/moe" --quant ffn=bf16 --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos \
+    > "$tmp/mb" 2> "$tmp/mb.err"
+  cmp -s "$tmp/m.want" "$tmp/mb" && grep -q "4-bit checkpoint experts, dequantised at load" "$tmp/mb.err" \
+    && ok "INT4 (AWQ) MoE experts with --quant ffn=bf16: dequantised at load, the same tokens" \
+    || { bad "INT4 MoE experts ffn=bf16: $(cat "$tmp/mb")"; tail -5 "$tmp/mb.err"; }
   SITS_LOG_LEVEL=info "$SITS" --model "$tmp/moe" --quant ffn=fp8 --prompt-ids "$p" --max-tokens 8 --temperature 0 > "$tmp/m8" 2> "$tmp/m8.err"
   [ "$(tr ',' '\n' < "$tmp/m8" | grep -c .)" -eq 8 ] && grep -q " 4 fp8 linears" "$tmp/m8.err" \
     && ok "INT4 (AWQ) MoE experts with --quant ffn=fp8: FP8 experts, 8 tokens" || { bad "INT4 MoE experts ffn=fp8"; tail -5 "$tmp/m8.err"; }
