@@ -876,26 +876,33 @@ static sits_status_t moe_load_ffn(loader_t *L, sits_moe_part_t gate, int l, int 
     return moe_slice(L, *down_p, 0, down, l, x, 0, H, i0, i0 + i);
 }
 
-/* [moe int4] Whether layer l's routed experts load as stored INT4: a 4-bit checkpoint whose experts' gate, up and
- * down are INT4 tensors without act-order (checked on this rank's first expert: the formats are uniform), the
- * slices this rank holds keep whole groups (or the groups are per channel), and the policy leaves the experts'
- * precision to the checkpoint (auto). Otherwise they are dequantised at load (moe_slice / moe_slice_fp8). The
- * decision is the same in the counting pass and the load. */
+/* [moe int4] How layer l's routed experts are held in INT4: 1 = as stored: a 4-bit checkpoint whose experts' gate,
+ * up and down are INT4 tensors without act-order (checked on this rank's first expert: the formats are uniform),
+ * the slices this rank holds keep whole groups (or the groups are per channel), and the policy leaves the experts'
+ * precision to the checkpoint (auto or int4); 2 = quantised here (the policy says int4 for gate_up and down, the
+ * checkpoint's experts are not INT4 as above: round to nearest, groups of SITS_INT4_GROUP, which the hidden size and
+ * this rank's expert width must be multiples of); 0 = not INT4 (dequantised at load when the checkpoint's are:
+ * moe_slice / moe_slice_fp8). The decision is the same in the counting pass and the load. */
 static int moe_int4(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l)
 {
     const sits_model_config_t *c = L->cfg;
-    if (!L->st || c->w4.bits != 4 || (L->be && !L->be->ops->matmul_w4)) return 0;
-    if (sits_quant_plan_get(L->plan, l, SITS_LIN_GATE_UP) != SITS_PREC_AUTO ||
-        sits_quant_plan_get(L->plan, l, SITS_LIN_DOWN) != SITS_PREC_AUTO)
-        return 0;
+    if (L->be && !L->be->ops->matmul_w4) return 0;
+    sits_prec_t pg = sits_quant_plan_get(L->plan, l, SITS_LIN_GATE_UP), pd = sits_quant_plan_get(L->plan, l, SITS_LIN_DOWN);
+    int want4 = pg == SITS_PREC_INT4 && pd == SITS_PREC_INT4;
+    if (!want4 && (pg != SITS_PREC_AUTO || pd != SITS_PREC_AUTO)) return 0;
+    int quant_here = want4 && c->hidden_size % SITS_INT4_GROUP == 0 && d->ie_loc % SITS_INT4_GROUP == 0 ? 2 : 0;
+    if (want4 && !quant_here && !L->count_only && L->tp_rank == 0 && l == d->layer0)
+        SITS_WARN(SITS_SUB_MODEL, "quant: int4 experts need the hidden size and this rank's expert width multiples of %d "
+                  "(hidden %d, expert %d), unless the checkpoint holds them in INT4", SITS_INT4_GROUP, c->hidden_size, d->ie_loc);
+    if (!L->st || c->w4.bits != 4) return quant_here;
     static const sits_moe_part_t parts[3] = { SITS_MOE_GATE, SITS_MOE_UP, SITS_MOE_DOWN };
     int64_t i0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
     for (int k = 0; k < 3; k++) {
         sits_w4_src_t src;
         sits_status_t st;
-        if (!moe_w4(L, parts[k], l, d->exp0, &src, &st) || st != SITS_OK || src.gidx) return 0;
+        if (!moe_w4(L, parts[k], l, d->exp0, &src, &st) || st != SITS_OK || src.gidx) return quant_here;
         int64_t c0 = k == 2 ? i0 : 0, cols = k == 2 ? d->ie_loc : c->hidden_size;
-        if (cols % 2 || (src.group_size < src.in && (c0 % src.group_size || cols % src.group_size))) return 0;
+        if (cols % 2 || (src.group_size < src.in && (c0 % src.group_size || cols % src.group_size))) return quant_here;
     }
     return 1;
 }
@@ -916,14 +923,44 @@ static sits_status_t moe_w4_alloc(loader_t *L, sits_w4_t *w4, int64_t rows, int6
     return be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)w4->n_groups, (void **)&w4->zero);
 }
 
-/* [moe int4] rows [r0, r1) x cols [c0, c1) of the checkpoint's INT4 expert part (part, l, x), as stored, into w4
- * at row dst_row0 */
+/* [moe int4] rows [r0, r1) x cols [c0, c1) of expert part (part, l, x) into w4 at row dst_row0: the checkpoint's
+ * INT4 tensors as stored (mode 1), or quantised here (mode 2: from its float / FP8 / dequantised INT4 rows, or the
+ * dummy generator's; groups of w4->group_size from c0, so every TP slice of whole groups holds the same values) */
 static sits_status_t moe_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_moe_part_t part, int l, int x, int64_t r0,
-                                  int64_t r1, int64_t c0, int64_t c1)
+                                  int64_t r1, int64_t c0, int64_t c1, int mode)
 {
     if (L->count_only || r1 <= r0 || c1 <= c0) return SITS_OK;
     sits_w4_src_t src;
     sits_status_t st;
+    if (mode == 2) {
+        const sits_st_tensor_t *t = NULL;
+        int is_w4 = moe_w4(L, part, l, x, &src, &st);
+        SITS_CHECK(st);
+        if (L->st && !is_w4) SITS_CHECK(moe_tensor(L, part, l, x, &t));
+        int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups, chunk = (int64_t)(L->staging_elems / (size_t)w);
+        if (chunk < 1) return SITS_ERR_INTERNAL;
+        uint8_t *qb = malloc((size_t)(chunk * half));
+        float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)), *zb = malloc(sizeof(float) * (size_t)(chunk * ng));
+        st = qb && sb && zb ? SITS_OK : SITS_ERR_NOMEM;
+        L->w4src = is_w4 ? &src : NULL;
+        sits_backend_t *be = L->be;
+        for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
+            int64_t n = r1 - r < chunk ? r1 - r : chunk, d = dst_row0 + (r - r0);
+            st = rows_f32(L, t, (sits_wkind_t)(64 + part), l * 4096 + x, r, n, c0, w, L->staging);   /* moe_slice's seeds */
+            if (st != SITS_OK) break;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+            st = be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half));
+            if (st == SITS_OK) st = be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng));
+            if (st == SITS_OK) st = be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng));
+        }
+        L->w4src = NULL;
+        free(qb);
+        free(sb);
+        free(zb);
+        return st;
+    }
     if (!moe_w4(L, part, l, x, &src, &st)) {
         char name[160];
         sits_moe_part_name(L->cfg, part, l, x, name, sizeof name);
@@ -958,17 +995,17 @@ static sits_status_t moe_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, 
     return st;
 }
 
-/* [moe int4] a SwiGLU expert as stored INT4: gate / up rows i0 .. i0 + i into gu [2 i, H], down inputs i0 .. i0 + i
- * into down [H, i] */
-static sits_status_t moe_load_ffn_w4(loader_t *L, int l, int x, int64_t i0, int64_t i, sits_w4_t *gu, sits_w4_t *down)
+/* [moe int4] a SwiGLU expert in INT4 (mode: moe_int4's): gate / up rows i0 .. i0 + i into gu [2 i, H], down inputs
+ * i0 .. i0 + i into down [H, i] */
+static sits_status_t moe_load_ffn_w4(loader_t *L, int l, int x, int64_t i0, int64_t i, sits_w4_t *gu, sits_w4_t *down, int mode)
 {
     int64_t H = L->cfg->hidden_size, I = L->cfg->moe.moe_inter;
-    int gs = L->cfg->w4.group_size;   /* -1: per channel */
+    int gs = mode == 2 ? SITS_INT4_GROUP : L->cfg->w4.group_size;   /* -1: per channel */
     SITS_CHECK(moe_w4_alloc(L, gu, 2 * i, H, gs, H));
-    SITS_CHECK(moe_slice_w4(L, gu, 0, SITS_MOE_GATE, l, x, i0, i0 + i, 0, H));
-    SITS_CHECK(moe_slice_w4(L, gu, i, SITS_MOE_UP, l, x, i0, i0 + i, 0, H));
+    SITS_CHECK(moe_slice_w4(L, gu, 0, SITS_MOE_GATE, l, x, i0, i0 + i, 0, H, mode));
+    SITS_CHECK(moe_slice_w4(L, gu, i, SITS_MOE_UP, l, x, i0, i0 + i, 0, H, mode));
     SITS_CHECK(moe_w4_alloc(L, down, H, i, gs, I));
-    return moe_slice_w4(L, down, 0, SITS_MOE_DOWN, l, x, 0, H, i0, i0 + i);
+    return moe_slice_w4(L, down, 0, SITS_MOE_DOWN, l, x, 0, H, i0, i0 + i, mode);
 }
 
 /* [moe fp8] Whether the experts' linear lin (SITS_LIN_GATE_UP or SITS_LIN_DOWN) of layer l is held in FP8:
@@ -994,9 +1031,9 @@ static int moe_fp8(loader_t *L, const sits_shard_dims_t *d, int l, sits_linear_t
         SITS_INFO(SITS_SUB_MODEL, "quant: the experts' %s: %d-bit checkpoint experts, dequantised at load to %s (stored INT4 runs "
                   "only with the policy's auto, 4 bits, no act-order and whole groups on each rank; --quant ffn=fp8 holds them "
                   "in 8 bits)", sits_linear_name(lin), w4.bits, L->elem_size == 4 ? "fp32" : "bf16");
-    if (p == SITS_PREC_INT4 && say)
-        SITS_WARN(SITS_SUB_MODEL, "quant: int4 experts are not supported yet: the experts' %s stays %s", sits_linear_name(lin),
-                  L->elem_size == 4 ? "fp32" : "bf16");
+    if (p == SITS_PREC_INT4 && say)   /* [moe int4] moe_int4 took both or said why not */
+        SITS_WARN(SITS_SUB_MODEL, "quant: the experts' %s stays %s: int4 experts need gate_up and down int4 together, in "
+                  "groups that fit (see above)", sits_linear_name(lin), L->elem_size == 4 ? "fp32" : "bf16");
     if (p != SITS_PREC_FP8) return 0;
     int64_t H = c->hidden_size, ie = d->ie_loc, is = c->moe.shared_inter > 0 ? d->is_loc : 16;
     int ok = H % 16 == 0 && ie % 16 == 0 && is % 16 == 0 && (!L->be || L->be->ops->matmul_fp8);   /* be: NULL when counting */
@@ -1019,8 +1056,8 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
     if (w4e) {
         L->n_int4 += 2;   /* the experts' gate_up and down (the engine's W4A16 check and scratch) */
         if (!L->count_only && L->tp_rank == 0 && l == d->layer0)
-            SITS_INFO(SITS_SUB_MODEL, "quant: the experts' gate_up and down: int4 as stored (groups of %d)",
-                      c->w4.group_size > 0 ? c->w4.group_size : -1);
+            SITS_INFO(SITS_SUB_MODEL, "quant: the experts' gate_up and down: int4 %s (groups of %d)",
+                      w4e == 1 ? "as stored" : "quantised at load", w4e == 2 ? SITS_INT4_GROUP : c->w4.group_size > 0 ? c->w4.group_size : -1);
     }
     SITS_CHECK(alloc_w(L, (size_t)(E * H), &lw->router));
     SITS_CHECK(moe_slice(L, lw->router, 0, SITS_MOE_ROUTER, l, 0, 0, E, 0, H));
@@ -1039,7 +1076,7 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
         if (w4e) {
             sits_w4_t gu4, down4;
             sits_status_t st = moe_load_ffn_w4(L, l, d->exp0 + j, ie0, d->ie_loc, L->count_only ? &gu4 : &lw->exp_gu_w4[j],
-                                               L->count_only ? &down4 : &lw->exp_down_w4[j]);
+                                               L->count_only ? &down4 : &lw->exp_down_w4[j], w4e);
             SITS_CHECK(st);
             continue;
         }
