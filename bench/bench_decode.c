@@ -145,12 +145,22 @@ static void sort_ints(int *v, int n)
 
 /* [moe] Weight bytes a step of T tokens reads on this rank (see the file comment); held bytes for a
  * dense model. */
-static double moe_step_bytes(const sits_model_config_t *c, const sits_shard_dims_t *d, double held, size_t wsize, int T)
+static double moe_step_bytes(const sits_model_config_t *c, const sits_shard_dims_t *d, double held, double pbytes, int T)
 {
     if (!c->moe.n_experts) return held;
-    double expert = 3.0 * c->hidden_size * d->ie_loc * (double)wsize, layers = d->layer1 - d->layer0;
+    double expert = 3.0 * c->hidden_size * d->ie_loc * pbytes, layers = d->layer1 - d->layer0;
     double p_touch = 1.0 - pow(1.0 - (double)c->moe.top_k / c->moe.n_experts, T);
     return held - layers * d->n_exp_loc * expert * (1.0 - p_touch);
+}
+
+/* [moe] bytes an expert parameter takes as loaded: [moe int4] 0.5 + its group's scale and zero, [moe fp8] 1 (+ a
+ * row scale), else the weight dtype's size */
+static double moe_param_bytes(const sits_model_weights_t *w, size_t wsize)
+{
+    const sits_layer_weights_t *lw = &w->layers[w->dims.layer0];
+    if (lw->exp_gu_w4) return 0.5 + 2.0 * sizeof(float) / (double)lw->exp_gu_w4[0].group_size;
+    if (lw->exp_gu_scale) return 1.0;
+    return (double)wsize;
 }
 
 static void usage(const char *argv0)
@@ -600,7 +610,8 @@ int main(int argc, char **argv)
             printf("mixture of experts: %d experts top %d (%d here, ffn %d each, %s); floor weights = active bytes: "
                    "%.3f GB/rank at 1 token a step, %.3f GB/rank at 32\n", c->moe.n_experts, c->moe.top_k, d->n_exp_loc,
                    d->ie_loc, d->ep > 1 ? "expert parallel" : "TP-sharded", 1e-9 * moe_step_bytes(c, d, wbytes,
-                   sits_dtype_size(be->weight_dtype), 1), 1e-9 * moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), 32));
+                   moe_param_bytes(r->w, sits_dtype_size(be->weight_dtype)), 1),
+                   1e-9 * moe_step_bytes(c, d, wbytes, moe_param_bytes(r->w, sits_dtype_size(be->weight_dtype)), 32));
         printf("copy bandwidth %.1f GB/s (%s of %d MiB, 2*bytes/time)\n", bw * 1e-9,
                be->device >= 0 ? "cudaMemcpy D2D" : "memcpy", o.bw_mib);
         printf("KV fill: %s; decode step j of a (batch, context) row is at position context + j, %d warmup + %d timed "
@@ -642,7 +653,8 @@ int main(int argc, char **argv)
             w->ms_p99 = g_last_p99 * 1e3;
             /* timed step j attends to ctx + warmup + j + 1 positions */
             double avg_len = ctx + o.warmup + 1 + 0.5 * (o.iters - 1);
-            double floor_s = (moe_step_bytes(c, d, wbytes, sits_dtype_size(be->weight_dtype), nb) + nb * avg_len * kv_tok) / bw;
+            double floor_s = (moe_step_bytes(c, d, wbytes, moe_param_bytes(r->w, sits_dtype_size(be->weight_dtype)), nb) +
+                              nb * avg_len * kv_tok) / bw;
             w->tok_s = nb / w->ms_median;
             w->floor_ms = 1e3 * floor_s;
             w->ms_median *= 1e3;

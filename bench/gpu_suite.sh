@@ -30,6 +30,8 @@
 #   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
 #            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
 #   prefill  8B FP8 prefill of PREFILL_TOKENS (8192): ms, the kernel table of one prefill, the FP8 GEMM plan log (issue 22)
+#   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16, ffn=fp8, ffn=int4 experts) beside the active-parameter
+#            floor; offline 128/2048 and 2048/128 with FP8 experts (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
@@ -267,6 +269,25 @@ part_prefill() {   # [fp8 prefill] issue 22: where an FP8 prefill step's time go
   PICK=prefill bash "$top/bench/profile_decode.sh" "$B" "$out/prefill/prof" --quant fp8 --kv-cache-dtype fp8 --prefill "$n" \
     --iters 2 > "$out/prefill/prof.log" 2>&1
   row "profile prefill 8B fp8 1 x $n" "rc $?"; head -16 "$out/prefill/prof/profile.txt" | sed 's/^/    /'
+}
+
+part_moe() {   # [moe] issue 24's benchmarks: the Qwen3-30B-A3B shape (dummy weights) on one GPU: decode at batch 1/32/256
+               # beside the active-parameter floor for bf16 / ffn=fp8 / ffn=int4 experts; offline 128/2048 and 2048/128 (fp8)
+  mkdir -p "$out/moe"
+  local m=$top/bench/configs/qwen3-30b-a3b
+  for q in ${MOE_QUANTS:-bf16 ffn=fp8 ffn=int4}; do
+    "$B/bench/sits-bench-decode" --model "$m" --load-format dummy --device cuda --batch "${MOE_BATCH:-1,32,256}" --context 128,2048 \
+      --fill none --prefill 2048 --iters 10 --warmup 2 --quant "$q" --kv-cache-dtype fp8 --json "$out/moe/decode-$q.json" \
+      > "$out/moe/decode-$q.log" 2>&1
+    row "moe decode 30B-A3B --quant $q" "rc $?"; grep -E '^(decode|prefill|mixture)' "$out/moe/decode-$q.log" | sed 's/^/    /'
+  done
+  [ "${MOE_OFFLINE:-1}" = 1 ] || return 0
+  for io in 128:2048 2048:128; do
+    "$B/bench/sits-bench-offline" --model "$m" --load-format dummy --device cuda --quant ffn=fp8 --kv-cache-dtype fp8 \
+      --input "${io%%:*}" --output "${io##*:}" --requests "${MOE_REQUESTS:-512}" --max-num-seqs 256 --max-num-batched-tokens 8192 \
+      --json "$out/moe/off-${io/:/-}.json" > "$out/moe/off-${io/:/-}.log" 2>&1
+    row "moe offline 30B-A3B ffn=fp8 ${io/:/\/}" "rc $?"; tail -2 "$out/moe/off-${io/:/-}.log" | sed 's/^/    /'
+  done
 }
 
 part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)

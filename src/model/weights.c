@@ -454,6 +454,39 @@ static void w4_copy_rows(const sits_w4_src_t *src, uint8_t *qb, float *sb, float
     }
 }
 
+/* [int4] dummy weights as INT4: nibbles from a hash of (seed, kind, layer, row, col / 16), 16 per draw, so every TP
+ * slice holds the same model; scale 0.1 / 15, zero 8: values in [-0.053, 0.047], the range of the float dummy weights
+ * (rows_f32) without quantising them (the hash per element and the clipping search: 100 s of load for the 8B shape on
+ * 2 cores). Rows [r, r + n) x cols [c0, c0 + w) into qb [n, w / 2], sb / zb [n, ng]. */
+static void w4_dummy_rows(const loader_t *L, unsigned long long kind, int layer, uint8_t *qb, float *sb, float *zb, int64_t r,
+                          int64_t n, int64_t c0, int64_t w, int64_t ng)
+{
+    const float sc = 0.1f / 15.0f, z = 8.0f;   /* zero: an integer, as every format stores */
+    int64_t half = w / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        unsigned long long rs = L->seed ^ (kind << 56) ^ ((unsigned long long)layer << 40) ^ (unsigned long long)(r + i) ^
+                                0x3f4ull << 28;
+        rs = splitmix64(&rs);
+        uint8_t *qr = qb + i * half;
+        unsigned long long bits = 0;
+        for (int64_t k = 0; k < w; k++) {
+            int64_t col = c0 + k;
+            if (k == 0 || (col & 15) == 0) {
+                unsigned long long h = rs + (unsigned long long)(col >> 4) * 0x9e3779b97f4a7c15ull;
+                bits = splitmix64(&h);
+            }
+            unsigned nib = (unsigned)(bits >> (4 * (col & 15))) & 15u;
+            if (k & 1) qr[k / 2] |= (uint8_t)(nib << 4);
+            else qr[k / 2] = (uint8_t)nib;
+        }
+        for (int64_t j = 0; j < ng; j++) {
+            sb[i * ng + j] = sc;
+            zb[i * ng + j] = z;
+        }
+    }
+}
+
 static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_wkind_t kind, int layer, int64_t r0,
                                    int64_t r1, int64_t c0, int64_t c1, const int32_t *gidx_host)
 {
@@ -498,30 +531,8 @@ static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0,
             /* group j of this slice: gidx_host's ids are the checkpoint's; else a per-channel group, or c0 / g + j */
             w4_copy_rows(&src, qb, sb, zb, r, n, c0, w, ng, gidx_host || w4->n_groups == 1 ? 0 : c0 / w4->group_size);
         } else {
-            if (!L->st) {   /* dummy weights: nibbles from a hash of (seed, kind, layer, row, col / 16), 16 per draw, so
-                             * every TP slice holds the same model; scale 0.1 / 15, zero 8: values in [-0.053, 0.047],
-                             * the range of the float dummy weights (rows_f32) without quantising them (the hash per
-                             * element and the clipping search: 100 s of load for the 8B shape on 2 cores) */
-                const float sc = 0.1f / 15.0f, z = 8.0f;   /* zero: an integer, as every format stores */
-#pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < n; i++) {
-                    unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
-                                            (unsigned long long)(r + i) ^ 0x3f4ull << 28;
-                    rs = splitmix64(&rs);
-                    uint8_t *qr = qb + i * half;
-                    unsigned long long bits = 0;
-                    for (int64_t k = 0; k < w; k++) {
-                        int64_t col = c0 + k;
-                        if (k == 0 || (col & 15) == 0) {
-                            unsigned long long h = rs + (unsigned long long)(col >> 4) * 0x9e3779b97f4a7c15ull;
-                            bits = splitmix64(&h);
-                        }
-                        unsigned nib = (unsigned)(bits >> (4 * (col & 15))) & 15u;
-                        if (k & 1) qr[k / 2] |= (uint8_t)(nib << 4);
-                        else qr[k / 2] = (uint8_t)nib;
-                    }
-                    for (int64_t j = 0; j < ng; j++) { sb[i * ng + j] = sc; zb[i * ng + j] = z; }
-                }
+            if (!L->st) {
+                w4_dummy_rows(L, kind, layer, qb, sb, zb, r, n, c0, w, ng);
             } else {
                 SITS_CHECK_GOTO(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging), st, out);
 #pragma omp parallel for schedule(static)
@@ -946,11 +957,15 @@ static sits_status_t moe_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, 
         sits_backend_t *be = L->be;
         for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
             int64_t n = r1 - r < chunk ? r1 - r : chunk, d = dst_row0 + (r - r0);
-            st = rows_f32(L, t, (sits_wkind_t)(64 + part), l * 4096 + x, r, n, c0, w, L->staging);   /* moe_slice's seeds */
-            if (st != SITS_OK) break;
+            if (!L->st) {   /* dummy weights: nibbles drawn directly, as the dense linears' */
+                w4_dummy_rows(L, 64 + (unsigned long long)part, l * 4096 + x, qb, sb, zb, r, n, c0, w, ng);
+            } else {
+                st = rows_f32(L, t, (sits_wkind_t)(64 + part), l * 4096 + x, r, n, c0, w, L->staging);   /* moe_slice's seeds */
+                if (st != SITS_OK) break;
 #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; i++)
-                sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+                for (int64_t i = 0; i < n; i++)
+                    sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+            }
             st = be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half));
             if (st == SITS_OK) st = be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng));
             if (st == SITS_OK) st = be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng));
