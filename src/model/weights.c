@@ -431,11 +431,6 @@ static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t ou
 
 typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; } part_t;
 
-/* [int4] Rows [r0, r1) x inputs [c0, c1) of linear (kind, layer) into the packed INT4 linear w4 at
- * row dst_row0 (backend.h layout; w4's group structure already decided by load_linear_w4, gidx_host
- * [c1 - c0] its act-order groups or NULL). From an INT4 checkpoint the nibbles, scales and zeros are
- * copied (re-packed); float (or FP8) weights are quantised here, round to nearest per group
- * (sits_w4_quantize_row: the slice holds whole groups, so every TP size holds the same values). */
 /* [int4] rows [r, r + n) x cols [c0, c0 + w) of a 4-bit checkpoint linear as stored: nibbles qb [n, w / 2], and the
  * scales / zeros sb, zb [n, ng] of its groups g0 .. g0 + ng - 1 */
 static void w4_copy_rows(const sits_w4_src_t *src, uint8_t *qb, float *sb, float *zb, int64_t r, int64_t n, int64_t c0, int64_t w,
@@ -487,6 +482,11 @@ static void w4_dummy_rows(const loader_t *L, unsigned long long kind, int layer,
     }
 }
 
+/* [int4] Rows [r0, r1) x inputs [c0, c1) of linear (kind, layer) into the packed INT4 linear w4 at
+ * row dst_row0 (backend.h layout; w4's group structure already decided by load_linear_w4, gidx_host
+ * [c1 - c0] its act-order groups or NULL). From an INT4 checkpoint the nibbles, scales and zeros are
+ * copied (re-packed); float (or FP8) weights are quantised here, round to nearest per group
+ * (sits_w4_quantize_row: the slice holds whole groups, so every TP size holds the same values). */
 static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, sits_wkind_t kind, int layer, int64_t r0,
                                    int64_t r1, int64_t c0, int64_t c1, const int32_t *gidx_host)
 {
@@ -943,67 +943,45 @@ static sits_status_t moe_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0, 
     if (L->count_only || r1 <= r0 || c1 <= c0) return SITS_OK;
     sits_w4_src_t src;
     sits_status_t st;
-    if (mode == 2) {
-        const sits_st_tensor_t *t = NULL;
-        int is_w4 = moe_w4(L, part, l, x, &src, &st);
-        SITS_CHECK(st);
-        if (L->st && !is_w4) SITS_CHECK(moe_tensor(L, part, l, x, &t));
-        int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups, chunk = (int64_t)(L->staging_elems / (size_t)w);
-        if (chunk < 1) return SITS_ERR_INTERNAL;
-        uint8_t *qb = malloc((size_t)(chunk * half));
-        float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)), *zb = malloc(sizeof(float) * (size_t)(chunk * ng));
-        st = qb && sb && zb ? SITS_OK : SITS_ERR_NOMEM;
-        L->w4src = is_w4 ? &src : NULL;
-        sits_backend_t *be = L->be;
-        for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
-            int64_t n = r1 - r < chunk ? r1 - r : chunk, d = dst_row0 + (r - r0);
-            if (!L->st) {   /* dummy weights: nibbles drawn directly, as the dense linears' */
-                w4_dummy_rows(L, 64 + (unsigned long long)part, l * 4096 + x, qb, sb, zb, r, n, c0, w, ng);
-            } else {
-                st = rows_f32(L, t, (sits_wkind_t)(64 + part), l * 4096 + x, r, n, c0, w, L->staging);   /* moe_slice's seeds */
-                if (st != SITS_OK) break;
-#pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < n; i++)
-                    sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
-            }
-            st = be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half));
-            if (st == SITS_OK) st = be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng));
-            if (st == SITS_OK) st = be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng));
-        }
-        L->w4src = NULL;
-        free(qb);
-        free(sb);
-        free(zb);
-        return st;
-    }
-    if (!moe_w4(L, part, l, x, &src, &st)) {
+    const sits_st_tensor_t *t = NULL;
+    int is_w4 = moe_w4(L, part, l, x, &src, &st);
+    SITS_CHECK(st);
+    if (mode == 1 && (!is_w4 || src.gidx)) {   /* the layer's first expert was INT4 without act-order (moe_int4) */
         char name[160];
         sits_moe_part_name(L->cfg, part, l, x, name, sizeof name);
-        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s: not INT4 while the layer's first expert is: not supported", name);
-        return SITS_ERR_FORMAT;
-    }
-    SITS_CHECK(st);
-    if (src.gidx) {
-        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s (%s): an act-order g_idx while the layer's first expert has none: not supported",
-                   src.qw->name, src.qw->file);
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s: %s while the layer's first expert's is not: not supported", name,
+                   is_w4 ? "an act-order g_idx" : "not INT4");
         return SITS_ERR_UNSUPPORTED;
     }
-    /* the slice's first group: 0 per channel (one group a row, whatever the slice), else c0 / group size */
-    int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups, g0 = src.group_size >= src.in ? 0 : c0 / w4->group_size;
+    if (mode == 2 && L->st && !is_w4) SITS_CHECK(moe_tensor(L, part, l, x, &t));
+    /* the slice's first group (mode 1): 0 per channel (one group a row, whatever the slice), else c0 / group size */
+    int64_t w = c1 - c0, half = w / 2, ng = w4->n_groups, g0 = mode == 1 && src.group_size >= src.in ? 0 : c0 / w4->group_size;
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)(w > ng ? w : ng));
     if (chunk < 1) return SITS_ERR_INTERNAL;
     uint8_t *qb = malloc((size_t)(chunk * half));            /* [chunk, w / 2] */
-    float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] */
-    float *zb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] */
+    float *sb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] scales */
+    float *zb = malloc(sizeof(float) * (size_t)(chunk * ng)); /* [chunk, ng] zeros */
     st = qb && sb && zb ? SITS_OK : SITS_ERR_NOMEM;
+    L->w4src = mode == 2 && is_w4 ? &src : NULL;   /* mode 2 from an INT4 / 8-bit checkpoint: rows_f32 dequantises */
     sits_backend_t *be = L->be;
     for (int64_t r = r0; st == SITS_OK && r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk, d = dst_row0 + (r - r0);
-        w4_copy_rows(&src, qb, sb, zb, r, n, c0, w, ng, g0);
+        if (mode == 1) {
+            w4_copy_rows(&src, qb, sb, zb, r, n, c0, w, ng, g0);
+        } else if (!L->st) {   /* dummy weights: nibbles drawn directly, with moe_slice's seeds */
+            w4_dummy_rows(L, 64 + (unsigned long long)part, l * 4096 + x, qb, sb, zb, r, n, c0, w, ng);
+        } else {
+            st = rows_f32(L, t, (sits_wkind_t)(64 + part), l * 4096 + x, r, n, c0, w, L->staging);
+            if (st != SITS_OK) break;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
+        }
         st = be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half));
         if (st == SITS_OK) st = be->ops->upload(be, w4->scale + d * ng, sb, sizeof(float) * (size_t)(n * ng));
         if (st == SITS_OK) st = be->ops->upload(be, w4->zero + d * ng, zb, sizeof(float) * (size_t)(n * ng));
     }
+    L->w4src = NULL;
     free(qb);
     free(sb);
     free(zb);
