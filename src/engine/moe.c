@@ -178,6 +178,14 @@ static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const float 
 
 static void *row_at(const sits_moe_t *m, void *base, size_t r) { return (char *)base + r * m->row; }
 
+/* [moe fp8] the all-to-all-v byte counts and offsets (sb, so, rb, ro: whole rows of `from` bytes) as rows of `to` bytes */
+static void rescale_counts(sits_moe_t *m, size_t from, size_t to)
+{
+    size_t *v[4] = { m->sb, m->so, m->rb, m->ro };
+    for (int a = 0; a < 4; a++)
+        for (int q = 0; q < m->N; q++) v[a][q] = v[a][q] / from * to;
+}
+
 sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n)
 {
     const sits_layer_weights_t *lw = &m->w->layers[layer];
@@ -279,27 +287,13 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
         }
         const int q8 = m->qs && lw->exp_gu_scale;   /* [moe fp8] the FP8 payload */
         const size_t es = m->row / (size_t)m->H;
-        if (q8) {
-            /* the same rows and offsets in rows of H bytes, then of one fp32 scale (sb .. ro are bytes of
-             * act_dtype rows: rescaled for each call, back after it) */
+        if (q8) {   /* the same rows and offsets in rows of H bytes, then of one fp32 scale, then back */
             if (ns) SITS_CHECK(op->quant_fp8_rows(be, m->qs, m->ss, m->xs, ns, m->H));                 /* [ns, H] E4M3, [ns] */
-            for (int pass = 0; pass < 2; pass++) {
-                const size_t w8 = pass ? sizeof(float) : (size_t)m->H;
-                for (int q = 0; q < N; q++) {
-                    m->sb[q] = m->sb[q] / m->row * w8;
-                    m->so[q] = m->so[q] / m->row * w8;
-                    m->rb[q] = m->rb[q] / m->row * w8;
-                    m->ro[q] = m->ro[q] / m->row * w8;
-                }
-                SITS_CHECK(m->comm->ops->alltoallv(m->comm, pass ? (void *)m->ss : (void *)m->qs, m->sb, m->so,
-                                                   pass ? (void *)m->sr : m->xr, m->rb, m->ro));
-                for (int q = 0; q < N; q++) {   /* back to act_dtype rows, for the return trip */
-                    m->sb[q] = m->sb[q] / w8 * m->row;
-                    m->so[q] = m->so[q] / w8 * m->row;
-                    m->rb[q] = m->rb[q] / w8 * m->row;
-                    m->ro[q] = m->ro[q] / w8 * m->row;
-                }
-            }
+            rescale_counts(m, m->row, (size_t)m->H);
+            SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->qs, m->sb, m->so, m->xr, m->rb, m->ro));
+            rescale_counts(m, (size_t)m->H, sizeof(float));
+            SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->ss, m->sb, m->so, m->sr, m->rb, m->ro));
+            rescale_counts(m, sizeof(float), m->row);   /* act_dtype rows for the return trip */
         } else {
             SITS_CHECK(m->comm->ops->alltoallv(m->comm, m->xs, m->sb, m->so, m->xr, m->rb, m->ro));
         }
