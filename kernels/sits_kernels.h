@@ -269,10 +269,10 @@ sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const i
  * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]
  * or NULL (group = k / group_size); w = (q - zero) * scale dequantised in registers, fp32 accumulation.
  * in even (in % 8 == 0 and 16-byte aligned x for the fast path); without gidx in % group_size == 0.
- * n <= 32 without gidx, group_size and in multiples of 32, 16-byte aligned x and q: the GEMV kernel (a
- * warp per output row, 16-byte nibble loads); n >= 16 otherwise without gidx, with group_size and in
- * multiples of 32: tensor cores (exact integer operands, the group scales applied to fp32 partial sums);
- * otherwise a warp per output row. */
+ * Without gidx, group_size a multiple of 32, 16-byte aligned x and q: n <= 64 and in % 128 == 0 the
+ * tensor-core GEMV (weights as the MMA's A side), else n <= 32 and in % 32 == 0 the GEMV kernel (a warp per
+ * output row); n >= 16 otherwise, in % 32 == 0: the tensor-core tiles (exact integer operands, the group
+ * scales applied to fp32 partial sums); otherwise a warp per output row. See kernels/w4a16.cu. */
 sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                                const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);

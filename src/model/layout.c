@@ -241,7 +241,7 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
                 sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
                 char base[160];   /* [int4] name is "X.weight" */
                 snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
-                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {   /* [moe int4] checked, dequantised at load */
+                if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {   /* [moe int4] checked here: the loader runs it as stored or dequantises it */
                     sits_w4_src_t src;
                     SITS_CHECK(sits_w4_src_open(cfg, st, base, want[0], want[1], what, &src));
                     continue;
