@@ -13,7 +13,8 @@ Requests: completions and (with --chat) chat completions, half streamed, prompts
 max_tokens 8..48 with ignore_eos, so every answer must report exactly max_tokens completion tokens --
 a cheap integrity check (a short, malformed or mis-framed answer counts as "bad").
 The summary holds: counts by status, 5xx, connection errors, bad answers, latency P50/P99 overall and
-per window, RSS per window per pid, and RSS growth (last window vs the first window after warm-up)."""
+per window (with the longest latency and the host's longest stall: how late a 10 ms sleep woke), RSS per
+window per pid, and RSS growth (last window vs the first window after warm-up)."""
 import argparse
 import http.client
 import json
@@ -139,6 +140,19 @@ def cmd_soak(a, host, port):
     samp = threading.Thread(target=sampler)
     samp.start()
 
+    # The machine's own stalls, as a reader of the latencies needs them: a thread that asks for 10 ms of
+    # sleep and records by how much each wake-up came late (on a shared 2-core host a neighbour can hold
+    # every core for a second; the requests in flight then all carry that second).
+    stalls = []        # (t_rel, seconds late)
+
+    def prober():
+        while not stop_sampling.is_set():
+            t = time.monotonic()
+            stop_sampling.wait(0.01)
+            stalls.append((t - t0, max(0.0, time.monotonic() - t - 0.01)))
+    probe = threading.Thread(target=prober)
+    probe.start()
+
     def run(ts, path, body):
         st, dt, ok, err = one_request(host, port, path, body, a.timeout)
         with lock:
@@ -172,6 +186,7 @@ def cmd_soak(a, host, port):
         t.join(a.timeout + 5)
     stop_sampling.set()
     samp.join()
+    probe.join()
 
     W = a.windows
     win = a.seconds / W
@@ -184,8 +199,10 @@ def cmd_soak(a, host, port):
         for i in range(len(pids)):
             v = [x[i] for x in rs if x[i] is not None]
             per_pid.append(max(v) if v else None)
+        late = [x[1] for x in stalls if w * win <= x[0] < (w + 1) * win]
         windows.append({"t0": round(w * win, 1), "requests": len(lat), "p50_s": pct(lat, 0.5),
-                        "p99_s": pct(lat, 0.99), "rss_kb_max": per_pid})
+                        "p99_s": pct(lat, 0.99), "max_s": max(lat) if lat else None,
+                        "host_stall_max_s": round(max(late), 3) if late else None, "rss_kb_max": per_pid})
     status = {}
     for r in recs:
         k = str(r[1]) if r[1] is not None else "conn_error"
