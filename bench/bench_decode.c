@@ -71,6 +71,7 @@ typedef struct {
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
     int ep;                 /* [moe] --ep: experts split over the ranks (== world size), 1: TP-sharded */
+    int moe_dev_max;        /* [moe dev] --moe-device-max-tokens: engine param moe_dev_max (0: default 16, -1: host routing) */
     const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8 | fp8); NULL: auto */
     int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
     int verify[MAX_LIST], n_verify;   /* [speculative] drafts per sequence of the verification rows */
@@ -170,7 +171,8 @@ static void usage(const char *argv0)
             "       [--context 128,2048] [--prefill 2048 (0: none)] [--iters N] [--warmup N] [--fill prefill|none]\n"
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
             "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]\n"
-            "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8] [--ep N (MoE: experts over N = world ranks)]\n",
+            "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8] [--ep N (MoE: experts over N = world ranks)]\n"
+            "       [--moe-device-max-tokens N (MoE: device routing up to N tokens a step; 0: default 16, -1: never)]\n",
             argv0);
 }
 
@@ -213,6 +215,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--fp8-fused-quant")) o->fp8_fused = atoi(v);
         else if (!strcmp(a, "--verify")) bad = parse_list(v, o->verify, &o->n_verify);   /* [speculative] */
         else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] */
+        else if (!strcmp(a, "--moe-device-max-tokens")) o->moe_dev_max = atoi(v);   /* [moe dev] */
         else bad = 1;
         if (bad) { usage(argv[0]); return -1; }
         i++;
@@ -566,7 +569,8 @@ int main(int argc, char **argv)
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = max_b * (kmax + 1), .max_tokens = max_tokens, .max_model_len = mml,
                                 .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
-                                .quant = o.quant, .fp8_separate_quant = !o.fp8_fused, .ep = o.ep };
+                                .quant = o.quant, .fp8_separate_quant = !o.fp8_fused, .ep = o.ep,
+                                .moe_dev_max = o.moe_dev_max };
     double t0 = now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));

@@ -30,7 +30,7 @@
 #   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
 #            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
 #   prefill  8B FP8 prefill of PREFILL_TOKENS (8192): ms, the kernel table of one prefill, the FP8 GEMM plan log (issue 22)
-#   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16, ffn=fp8, ffn=int4 experts) beside the active-parameter
+#   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16 with device routing and with host routing, ffn=fp8, ffn=int4 experts) beside the active-parameter
 #            floor; offline 128/2048 and 2048/128 with FP8 experts (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
@@ -275,11 +275,15 @@ part_moe() {   # [moe] issue 24's benchmarks: the Qwen3-30B-A3B shape (dummy wei
                # beside the active-parameter floor for bf16 / ffn=fp8 / ffn=int4 experts; offline 128/2048 and 2048/128 (fp8)
   mkdir -p "$out/moe"
   local m=$top/bench/configs/qwen3-30b-a3b
-  for q in ${MOE_QUANTS:-bf16 ffn=fp8 ffn=int4}; do
+  # bf16/host: the same bf16 experts with host routing for every step (a GEMM pair per expert, no graphs): what
+  # the device routing (batch 1: up to 16 tokens) gains
+  for q in ${MOE_QUANTS:-bf16 bf16/host ffn=fp8 ffn=int4}; do
+    local dm=0 f=${q//\//-}
+    [ "${q#*/}" = host ] && dm=-1
     "$B/bench/sits-bench-decode" --model "$m" --load-format dummy --device cuda --batch "${MOE_BATCH:-1,32,256}" --context 128,2048 \
-      --fill none --prefill 2048 --iters 10 --warmup 2 --quant "$q" --kv-cache-dtype fp8 --json "$out/moe/decode-$q.json" \
-      > "$out/moe/decode-$q.log" 2>&1
-    row "moe decode 30B-A3B --quant $q" "rc $?"; grep -E '^(decode|prefill|mixture)' "$out/moe/decode-$q.log" | sed 's/^/    /'
+      --fill none --prefill 2048 --iters 10 --warmup 2 --quant "${q%/host}" --kv-cache-dtype fp8 --moe-device-max-tokens $dm \
+      --json "$out/moe/decode-$f.json" > "$out/moe/decode-$f.log" 2>&1
+    row "moe decode 30B-A3B --quant $q" "rc $?"; grep -E '^(decode|prefill|mixture)' "$out/moe/decode-$f.log" | sed 's/^/    /'
   done
   [ "${MOE_OFFLINE:-1}" = 1 ] || return 0
   for io in 128:2048 2048:128; do

@@ -84,3 +84,261 @@ extern "C" sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t 
     moe_combine_kernel<<<n, threads, 0, stream>>>(out, y, pos, wts, kk, dim);
     return SITS_K_LAUNCH_STATUS();
 }
+
+/* ---- [moe dev] the routed experts of a small step without the host ----------------------------------------
+ * Slot s = t k + j is token t's j-th expert. Plan (int32, backend.h moe_route): [0] A experts with a slot,
+ * [1 + a] those experts ascending, [1 + E + a] (a <= A) where each one's slots start in the list, [2 + 2 E + i]
+ * the slot list (by expert, slots ascending). */
+#define MOE_DEV_MAX_SLOTS 2048   /* backend.h SITS_MOE_DEV_MAX_SLOTS */
+#define MOE_ROUTE_THREADS 256
+
+/* One block: counts per expert (shared atomics: the counts do not depend on their order), the active experts
+ * and offsets by a scan in warp 0 (lane l takes a contiguous run of experts), then each warp takes active
+ * experts a = warp, warp + 8, ... and walks the slots 32 at a time: a ballot keeps them in order. */
+static __global__ void __launch_bounds__(MOE_ROUTE_THREADS)
+moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k, int E)
+{
+    __shared__ int sid[MOE_DEV_MAX_SLOTS];
+    __shared__ int cnt[1024], mcnt[1024], alist[1024], aoff[1025];
+    __shared__ int nact;
+    const int nk = n * k, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int e = tid; e < E; e += blockDim.x) cnt[e] = mcnt[e] = 0;
+    __syncthreads();
+    for (int s = tid; s < nk; s += blockDim.x) {
+        const int e = ids[s];
+        sid[s] = e;
+        if (e >= 0 && e < E) {   /* an id out of range is dropped (moe_topk makes none) */
+            atomicAdd(&cnt[e], 1);
+            if (!mask || mask[s / k] >= 0) atomicAdd(&mcnt[e], 1);
+        }
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const int per = (E + 31) / 32, e0 = min(lane * per, E), e1 = min(e0 + per, E);
+        int na = 0, ns = 0;
+        for (int e = e0; e < e1; e++) {
+            na += cnt[e] > 0;
+            ns += cnt[e];
+        }
+        int ia = na, is = ns;   /* inclusive scans over the lanes */
+        for (int o = 1; o < 32; o <<= 1) {
+            const int ta = __shfl_up_sync(0xffffffffu, ia, o), ts = __shfl_up_sync(0xffffffffu, is, o);
+            if (lane >= o) {
+                ia += ta;
+                is += ts;
+            }
+        }
+        int a = ia - na, so = is - ns;
+        for (int e = e0; e < e1; e++)
+            if (cnt[e]) {
+                alist[a] = e;
+                aoff[a] = so;
+                plan[1 + a] = e;
+                plan[1 + E + a] = so;
+                a++;
+                so += cnt[e];
+            }
+        if (lane == 31) {
+            nact = ia;
+            aoff[ia] = is;
+            plan[0] = ia;
+            plan[1 + E + ia] = is;
+        }
+    }
+    __syncthreads();
+    if (counts)
+        for (int e = tid; e < E; e += blockDim.x)
+            if (mcnt[e]) atomicAdd(counts + e, (unsigned long long)mcnt[e]);
+    int32_t *slots = plan + 2 + 2 * E;
+    for (int a = warp; a < nact; a += blockDim.x / 32) {
+        const int e = alist[a];
+        int p = aoff[a];
+        for (int s0 = 0; s0 < nk; s0 += 32) {
+            const int s = s0 + lane;
+            const bool hit = s < nk && sid[s] == e;
+            const unsigned m = __ballot_sync(0xffffffffu, hit);
+            if (hit) slots[p + __popc(m & ((1u << lane) - 1u))] = s;
+            p += __popc(m);
+        }
+    }
+}
+
+extern "C" sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n,
+                                          int k, int E, cudaStream_t stream)
+{
+    if (n < 1 || k < 1 || E < 1 || E > 1024 || n * k > MOE_DEV_MAX_SLOTS) return SITS_ERR_INVALID;
+    moe_route_kernel<<<1, MOE_ROUTE_THREADS, 0, stream>>>(plan, counts, ids, mask, n, k, E);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* acc += w . x over 8 bf16 pairs (w, x one 16-byte load each) */
+static __device__ __forceinline__ float moe_dot8(const uint4 w, const uint4 x, float acc)
+{
+    const uint32_t wv[4] = { w.x, w.y, w.z, w.w }, xv[4] = { x.x, x.y, x.z, x.w };
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
+        acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
+    }
+    return acc;
+}
+
+#define MOE_WARPS 4      /* warps a block of the expert GEMVs */
+#define MOE_GU_ROWS 2    /* gate rows (and as many up rows) a warp */
+#define MOE_DN_ROWS 4    /* down rows a warp */
+
+/* The GEMV of R weight rows wr[r] [K] (bf16) with CT input rows xr[c] [K] (NULL: no such row): lane l takes
+ * inputs 8 l, 8 l + 256, ... (one 16-byte load a row), acc[r][c] is the warp's whole sum on every lane.
+ * K % 8 == 0, rows 16-byte aligned. */
+template <int R, int CT>
+static __device__ __forceinline__ void moe_gemv(float (&acc)[R][CT], const sits_bf16_t *const (&wr)[R],
+                                                const sits_bf16_t *const (&xr)[CT], int K, int lane)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < CT; c++) acc[r][c] = 0.0f;
+#pragma unroll 4
+    for (int kb = 8 * lane; kb < K; kb += 256) {
+        uint4 wv[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) wv[r] = __ldg(reinterpret_cast<const uint4 *>(wr[r] + kb));
+#pragma unroll
+        for (int c = 0; c < CT; c++) {
+            if (!xr[c]) continue;
+            const uint4 xv = __ldg(reinterpret_cast<const uint4 *>(xr[c] + kb));
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r][c] = moe_dot8(wv[r], xv, acc[r][c]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < CT; c++)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], o);
+}
+
+/* Gate/up + SiLU * up: block (a, rows r0 = MOE_WARPS MOE_GU_ROWS blockIdx.y ..) of active expert a; warp w takes
+ * gate rows r0 + 2 w, + 1 and the up rows of the same features, over the expert's slots CT at a time:
+ * act[s, r] = silu(bf16(g)) * bf16(u) rounded to bf16 (what the GEMM's bf16 output then silu_mul make). */
+template <int CT>
+static __global__ void __launch_bounds__(32 * MOE_WARPS)
+moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const sits_bf16_t *const *w_gu, int k, int E, int H,
+              int I)
+{
+    const int a = blockIdx.x;
+    if (a >= plan[0]) return;
+    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
+    const int32_t *slots = plan + 2 + 2 * E;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r0 = (blockIdx.y * MOE_WARPS + warp) * MOE_GU_ROWS;
+    if (r0 >= I) return;
+    const sits_bf16_t *W = w_gu[e];
+    const sits_bf16_t *wr[2 * MOE_GU_ROWS];
+#pragma unroll
+    for (int r = 0; r < MOE_GU_ROWS; r++) {   /* rows past I: read (row I - 1), never written */
+        wr[r] = W + (size_t)min(r0 + r, I - 1) * H;
+        wr[MOE_GU_ROWS + r] = W + (size_t)(I + min(r0 + r, I - 1)) * H;
+    }
+    for (int c0 = s0; c0 < s1; c0 += CT) {
+        const sits_bf16_t *xr[CT];
+        int sl[CT];
+#pragma unroll
+        for (int c = 0; c < CT; c++) {
+            sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
+            xr[c] = sl[c] >= 0 ? x + (size_t)(sl[c] / k) * H : NULL;
+        }
+        float acc[2 * MOE_GU_ROWS][CT];
+        moe_gemv<2 * MOE_GU_ROWS, CT>(acc, wr, xr, H, lane);
+#pragma unroll
+        for (int c = 0; c < CT; c++)
+#pragma unroll
+            for (int r = 0; r < MOE_GU_ROWS; r++)
+                if (lane == c * MOE_GU_ROWS + r && sl[c] >= 0 && r0 + r < I) {
+                    const float g = sits_k_bf2f(sits_k_f2bf(acc[r][c])), u = sits_k_bf2f(sits_k_f2bf(acc[MOE_GU_ROWS + r][c]));
+                    act[(size_t)sl[c] * I + r0 + r] = sits_k_f2bf(g / (1.0f + expf(-g)) * u);
+                }
+    }
+}
+
+/* Down: block (a, rows h0 = MOE_WARPS MOE_DN_ROWS blockIdx.y ..); warp w takes rows h0 + 4 w .. + 3 of the
+ * expert's down [H, I] over its slots' act rows, CT at a time: y[s, h] = bf16(act[s] . down[h]). */
+template <int CT>
+static __global__ void __launch_bounds__(32 * MOE_WARPS)
+moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const sits_bf16_t *const *w_down, int E, int H, int I)
+{
+    const int a = blockIdx.x;
+    if (a >= plan[0]) return;
+    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
+    const int32_t *slots = plan + 2 + 2 * E;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int h0 = (blockIdx.y * MOE_WARPS + warp) * MOE_DN_ROWS;
+    if (h0 >= H) return;
+    const sits_bf16_t *W = w_down[e];
+    const sits_bf16_t *wr[MOE_DN_ROWS];
+#pragma unroll
+    for (int r = 0; r < MOE_DN_ROWS; r++) wr[r] = W + (size_t)min(h0 + r, H - 1) * I;
+    for (int c0 = s0; c0 < s1; c0 += CT) {
+        const sits_bf16_t *xr[CT];
+        int sl[CT];
+#pragma unroll
+        for (int c = 0; c < CT; c++) {
+            sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
+            xr[c] = sl[c] >= 0 ? act + (size_t)sl[c] * I : NULL;
+        }
+        float acc[MOE_DN_ROWS][CT];
+        moe_gemv<MOE_DN_ROWS, CT>(acc, wr, xr, I, lane);
+#pragma unroll
+        for (int c = 0; c < CT; c++)
+#pragma unroll
+            for (int r = 0; r < MOE_DN_ROWS; r++)
+                if (lane == (c * MOE_DN_ROWS + r) % 32 && sl[c] >= 0 && h0 + r < H) y[(size_t)sl[c] * H + h0 + r] = sits_k_f2bf(acc[r][c]);
+    }
+}
+
+extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                            const sits_bf16_t *const *w_gu, const sits_bf16_t *const *w_down, int n, int k, int E,
+                                            int H, int I, cudaStream_t stream)
+{
+    if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
+        !sits_k_aligned16(act))
+        return SITS_ERR_INVALID;
+    const unsigned A = (unsigned)min(E, n * k);   /* blocks past the step's active experts return at once */
+    const dim3 ggu(A, (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
+    const dim3 gdn(A, (unsigned)((H + MOE_WARPS * MOE_DN_ROWS - 1) / (MOE_WARPS * MOE_DN_ROWS)));
+#define MOE_LAUNCH(CT)                                                                                      \
+    do {                                                                                                    \
+        moe_gu_kernel<CT><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, k, E, H, I);              \
+        moe_down_kernel<CT><<<gdn, 32 * MOE_WARPS, 0, stream>>>(y, act, plan, w_down, E, H, I);             \
+    } while (0)
+    if (n == 1) MOE_LAUNCH(1);       /* an expert has at most n slots (a token takes an expert once) */
+    else if (n == 2) MOE_LAUNCH(2);
+    else if (n <= 4) MOE_LAUNCH(4);
+    else MOE_LAUNCH(8);
+#undef MOE_LAUNCH
+    return SITS_K_LAUNCH_STATUS();
+}
+
+static __global__ void moe_combine_slots_kernel(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg,
+                                                int n, int k, int H)
+{
+    const size_t t = blockIdx.x;
+    const float *w = wts + t * k;
+    const float ws = sg ? 1.0f / (1.0f + expf(-sits_k_bf2f(sg[t]))) : 0.0f;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < k; j++) acc += w[j] * sits_k_bf2f(y[(t * k + j) * H + i]);
+        if (sg) acc += ws * sits_k_bf2f(y[((size_t)n * k + t) * H + i]);
+        out[t * H + i] = sits_k_f2bf(acc);
+    }
+}
+
+extern "C" sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg,
+                                                  int n, int k, int H, cudaStream_t stream)
+{
+    if (n < 0 || k < 1 || H <= 0) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    moe_combine_slots_kernel<<<n, sits_k_row_threads(H, 256), 0, stream>>>(out, y, wts, sg, n, k, H);
+    return SITS_K_LAUNCH_STATUS();
+}

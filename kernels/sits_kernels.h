@@ -264,6 +264,17 @@ sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logit
 /* out [n, dim] bf16 = sum_j wts[t*kk + j] * y[pos[t*kk + j], :] (fp32, j order; pos -1 skipped). */
 sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const int32_t *pos, const float *wts, int n, int kk,
                                  int dim, cudaStream_t stream);
+/* [moe dev] backend.h moe_route / moe_experts / moe_combine_slots on bf16 rows and weights: the plan of the slots
+ * grouped by expert (one block), every expert's gate/up + SiLU * up (one launch) and down (one launch) as GEMVs
+ * over its slots (w_gu / w_down: device arrays of E weight pointers), and the combine over the slots (+ the
+ * shared expert gated by sigmoid(sg[t]) when sg). counts / mask may be NULL. */
+sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k,
+                               int E, cudaStream_t stream);
+sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                 const sits_bf16_t *const *w_gu, const sits_bf16_t *const *w_down, int n, int k, int E, int H, int I,
+                                 cudaStream_t stream);
+sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg, int n,
+                                       int k, int H, cudaStream_t stream);
 
 /* [int4] y [n, out] = x [n, in] . w^T (+ bias [out], may be NULL); w packed INT4 (backend.h sits_w4_t):
  * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]

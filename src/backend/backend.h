@@ -420,6 +420,31 @@ typedef struct sits_backend_ops {
      * (no atomics): one block per token on cuda. */
     sits_status_t (*moe_combine)(sits_backend_t *be, void *out, const void *y, const int32_t *pos, const float *wts, int n,
                                  int kk, int dim);
+    /* ---- [moe dev] the routed experts of a small step without the host (engine/moe.c's device path; all
+     * three NULL: the host path always). Slot s = t k + j is token t's j-th expert (ids [n k] of moe_topk).
+     * moe_route: the slots grouped by expert into plan, int32 [SITS_MOE_PLAN_WORDS(E, nk)], nk = n k:
+     *     plan[0] = A, the experts with a slot; plan[1 + a] (a < A) those experts ascending;
+     *     plan[1 + E + a] (a <= A) where expert a's slots start in the list (0 for a = 0, nk for a = A);
+     *     plan[2 + 2 E + i] (i < nk) the slot list: by expert, slots ascending within one.
+     *   counts [E] uint64 (NULL: not counted) += each expert's slots whose token t has mask[t] >= 0 (mask [n]
+     *   int32: the step's KV slots, -1 on the pad rows of a graph step; NULL: every token). Deterministic.
+     *   E <= 1024, 1 <= nk <= SITS_MOE_DEV_MAX_SLOTS; ids outside [0, E) are an error (cpu) or dropped (cuda).
+     * moe_experts: every slot's SwiGLU expert e = ids[s]: with x[t] [H],
+     *     act[s] [i] = silu(g) * u, g = x[t] . w_gu[e][0 .. i)^T, u = x[t] . w_gu[e][i .. 2 i)^T, g and u each
+     *                  rounded to act_dtype (what matmul then silu_mul make of them);
+     *     y[s] [H]   = act[s] . w_down[e]^T;
+     *   x [n, H], act [nk, i], y [nk, H] act_dtype (rows by slot), fp32 accumulation; w_gu / w_down: device arrays
+     *   of E pointers to weight_dtype [2 i, H] / [H, i] (NULL entries for experts no slot names are never read).
+     *   H % 8 == 0 and i % 8 == 0 on cuda (16-byte rows). A grid of min(E, nk) experts, idle past A.
+     * moe_combine_slots: moe_combine with the slots above: out [n, H] = sum_{j < k} wts[t k + j] y[t k + j]
+     *   (+ sigmoid(sg[t]) y[n k + t] when sg: the shared expert's gate logits [n] act_dtype, its rows after the
+     *   slots), fp32 in that order. */
+    sits_status_t (*moe_route)(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
+                               int n, int k, int E);
+    sits_status_t (*moe_experts)(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
+                                 const void *const *w_gu, const void *const *w_down, int n, int k, int E, int H, int i);
+    sits_status_t (*moe_combine_slots)(sits_backend_t *be, void *out, const void *y, const float *wts, const void *sg, int n,
+                                       int k, int H);
     /* ---- [int4] y [n, out] = x [n, in] . w^T (+ bias [out]) with w the packed INT4 weights above,
      * dequantised per group (fp32 on cpu; in registers on cuda), fp32 accumulation; y, x, bias act_dtype.
      * in even; without gidx in % group_size == 0. NULL: no INT4 support (the engine refuses INT4 weights). */
@@ -431,6 +456,13 @@ typedef struct sits_backend_ops {
  * moe_topk and moe_combine, and the twins the cuda kernels are tested against. */
 void sits_backend_cpu_moe_topk(int32_t *ids, float *wts, const float *logits, int n, int E, int k, int norm);
 void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos, const float *wts, int n, int kk, int dim);
+/* [moe dev] The int32 words of a moe_route plan for E experts and nk slots, and the most slots it takes. */
+#define SITS_MOE_PLAN_WORDS(E, nk) (2 + 2 * (size_t)(E) + (size_t)(nk))
+#define SITS_MOE_DEV_MAX_SLOTS 2048
+/* [moe dev] The reference moe_route (host memory): the cpu backend's, and the twin of the cuda kernel.
+ * SITS_ERR_INVALID for an id outside [0, E). */
+sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask, int n, int k,
+                                         int E);
 
 
 

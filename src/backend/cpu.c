@@ -411,6 +411,89 @@ static sits_status_t cpu_moe_combine(sits_backend_t *be, void *out, const void *
     return SITS_OK;
 }
 
+/* ---- [moe dev] routing and experts of a small step without the host (see backend.h) ---- */
+
+sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask, int n, int k,
+                                         int E)
+{
+    int nk = n * k, A = 0;
+    if (n < 1 || k < 1 || E < 1 || E > 1024 || nk > SITS_MOE_DEV_MAX_SLOTS) return SITS_ERR_INVALID;
+    int32_t *list = plan + 1, *off = plan + 1 + E, *slots = plan + 2 + 2 * (size_t)E;
+    int cnt[1024] = { 0 };
+    for (int s = 0; s < nk; s++) {
+        if (ids[s] < 0 || ids[s] >= E) return SITS_ERR_INVALID;
+        cnt[ids[s]]++;
+        if (counts && (!mask || mask[s / k] >= 0)) counts[ids[s]]++;
+    }
+    off[0] = 0;
+    for (int e = 0; e < E; e++)
+        if (cnt[e]) {
+            list[A] = e;
+            off[A + 1] = off[A] + cnt[e];
+            A++;
+        }
+    plan[0] = A;
+    for (int a = 0; a < A; a++)   /* a stable pass per expert: slots ascending */
+        for (int s = 0, p = off[a]; s < nk; s++)
+            if (ids[s] == list[a]) slots[p++] = s;
+    return SITS_OK;
+}
+
+static sits_status_t cpu_moe_route(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
+                                   int n, int k, int E)
+{
+    (void)be;
+    return sits_backend_cpu_moe_route(plan, counts, ids, mask, n, k, E);
+}
+
+/* Each slot's expert MLP with the arithmetic of the host path (cpu_matmul's dot_f32 + 0, cpu_silu_mul, cpu_matmul):
+ * the same floats bit for bit. */
+static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, const void *x_, const int32_t *plan,
+                                     const void *const *w_gu, const void *const *w_down, int n, int k, int E, int H, int i)
+{
+    (void)be;
+    float *y = y_, *act = act_;
+    const float *x = x_;
+    const int32_t *off = plan + 1 + E, *slots = plan + 2 + 2 * (size_t)E;
+    for (int a = 0; a < plan[0]; a++) {
+        const float *gu = w_gu[plan[1 + a]], *dn = w_down[plan[1 + a]];
+        int c = off[a + 1] - off[a];
+        const int32_t *sl = slots + off[a];
+#pragma omp parallel for schedule(static) if ((size_t)c * H * i * 3 >= CPU_PAR_MIN_WORK)
+        for (int r = 0; r < i; r++)
+            for (int q = 0; q < c; q++) {
+                const float *xt = x + (size_t)(sl[q] / k) * H;
+                float g = dot_f32(xt, gu + (size_t)r * H, H) + 0.0f, u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + 0.0f;
+                act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
+            }
+#pragma omp parallel for schedule(static) if ((size_t)c * H * i >= CPU_PAR_MIN_WORK)
+        for (int o = 0; o < H; o++)
+            for (int q = 0; q < c; q++)
+                y[(size_t)sl[q] * H + o] = dot_f32(act + (size_t)sl[q] * i, dn + (size_t)o * i, i) + 0.0f;
+    }
+    (void)n;
+    return SITS_OK;
+}
+
+static sits_status_t cpu_moe_combine_slots(sits_backend_t *be, void *out_, const void *y_, const float *wts, const void *sg_,
+                                           int n, int k, int H)
+{
+    (void)be;
+    float *out = out_;
+    const float *y = y_, *sg = sg_;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * H;
+        memset(o, 0, sizeof(float) * (size_t)H);
+        for (int j = 0; j <= k; j++) {
+            if (j == k && !sg) break;
+            float w = j < k ? wts[(size_t)t * k + j] : 1.0f / (1.0f + expf(-sg[t]));
+            const float *r = y + (j < k ? (size_t)t * k + j : (size_t)n * k + t) * H;
+            for (int c = 0; c < H; c++) o[c] += w * r[c];
+        }
+    }
+    return SITS_OK;
+}
+
 static sits_status_t cpu_download_f32(sits_backend_t *be, float *dst, const void *src, size_t n)
 {
     memcpy(dst, src, n * sizeof(float));
@@ -907,6 +990,9 @@ static const sits_backend_ops_t cpu_ops = {
     .rope_sel = cpu_rope_sel,
     .moe_topk = cpu_moe_topk,             /* [moe] */
     .moe_combine = cpu_moe_combine,
+    .moe_route = cpu_moe_route,   /* [moe dev] */
+    .moe_experts = cpu_moe_experts,
+    .moe_combine_slots = cpu_moe_combine_slots,
     .matmul_w4 = cpu_matmul_w4,           /* [int4] */
 };
 

@@ -972,6 +972,31 @@ static sits_status_t cuda_moe_combine(sits_backend_t *be, void *out, const void 
     return SITS_OK;
 }
 
+/* [moe dev] */
+_Static_assert(SITS_MOE_DEV_MAX_SLOTS == 2048, "kernels/moe.cu MOE_DEV_MAX_SLOTS");
+static sits_status_t cuda_moe_route(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
+                                    int n, int k, int E)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_route(plan, (unsigned long long *)counts, ids, mask, n, k, E, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_moe_experts(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
+                                      const void *const *w_gu, const void *const *w_down, int n, int k, int E, int H, int i)
+{
+    if (be->weight_dtype != SITS_DT_BF16 || be->act_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
+    SITS_KERNEL_CHECK(sits_k_moe_experts(y, act, x, plan, (const sits_bf16_t *const *)w_gu, (const sits_bf16_t *const *)w_down, n,
+                                         k, E, H, i, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_moe_combine_slots(sits_backend_t *be, void *out, const void *y, const float *wts, const void *sg, int n,
+                                            int k, int H)
+{
+    SITS_KERNEL_CHECK(sits_k_moe_combine_slots(out, y, wts, sg, n, k, H, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -1024,6 +1049,9 @@ static const sits_backend_ops_t cuda_ops = {
     .rope_sel = cuda_rope_sel,
     .moe_topk = cuda_moe_topk,   /* [moe] */
     .moe_combine = cuda_moe_combine,
+    .moe_route = cuda_moe_route,   /* [moe dev] */
+    .moe_experts = cuda_moe_experts,
+    .moe_combine_slots = cuda_moe_combine_slots,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -328,7 +328,7 @@ sits_status_t sits_engine_mem_plan(const sits_engine_params_t *p, const sits_mod
     sits_mem_plan_add(plan, "sampling controls and logprobs", b.samp + b.ents, 0);
     if (c->moe.n_experts)   /* [moe] */
         sits_mem_plan_add(plan, "mixture of experts (router, dispatch, expert rows)",
-                          sits_moe_step_bytes(c, d, be->act_dtype, p->max_tokens), 0);
+                          sits_moe_step_bytes(c, d, be->act_dtype, p->max_tokens, p->moe_dev_max), 0);
     if (b.masks) sits_mem_plan_add(plan, "structured output masks", b.masks, 0);
     int graphs = !p->no_cuda_graphs && op->graph_begin && op->graph_end && op->graph_launch, cap = graph_cap(p);
     size_t meta = meta_layout(p->max_tokens, p->max_seqs, p->max_blocks_per_seq).bytes +
@@ -456,9 +456,11 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
         return SITS_ERR_INVALID;
     }
     e->graphs_off = params->no_cuda_graphs || !op->graph_begin || !op->graph_end || !op->graph_launch || !comm_ok;
-    if (c->moe.n_experts) {   /* [moe] expert row counts come back to the host every layer: eager steps only */
-        SITS_CHECK_GOTO(sits_moe_create(w, be, tp_comm, params->max_tokens, &e->moe), st, err);
-        e->graphs_off = 1;
+    if (c->moe.n_experts) {   /* [moe] the host path reads expert row counts back every layer: graphs only up to the device path's steps */
+        SITS_CHECK_GOTO(sits_moe_create(w, be, tp_comm, params->max_tokens, params->moe_dev_max, &e->moe), st, err);
+        int gmax = sits_moe_graph_max(e->moe);
+        if (!gmax) e->graphs_off = 1;
+        else if (cap > gmax) cap = gmax;
     }
     if (!e->graphs_off) make_buckets(e, cap);
     e->lay_eager = meta_layout(params->max_tokens, params->max_seqs, params->max_blocks_per_seq);
@@ -515,7 +517,8 @@ sits_status_t sits_engine_create(const sits_engine_params_t *params, sits_model_
               e->res_f32 ? "fp32" : sits_dtype_name(be->act_dtype), e->fused_ar ? " (fused all-reduce + rmsnorm)" : "", e->logits_f32 ? "fp32" : sits_dtype_name(be->act_dtype),
               op->sample_reduce ? "on the backend" : "on the host",
               e->graphs_off ? (params->no_cuda_graphs ? "off (--no-cuda-graphs)" : !comm_ok ? "off (tp comm not capturable)"
-                               : e->moe ? "off (mixture of experts: routing on the host)" : "off (backend)")
+                               : !op->graph_begin || !op->graph_end || !op->graph_launch ? "off (backend)"
+                               : "off (mixture of experts: routing on the host)")
                             : "on",
               e->graphs_off ? 0 : cap,
               w->n_fp8 == 0    ? ""
@@ -689,7 +692,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         else SITS_CHECK(reduce_add_norm(e, lw->ffn_norm, n, lw->gu_scale != NULL));
         if (e->moe) {                                                                          /* [moe] [n, H] partial */
             e->xq_of = NULL;
-            SITS_CHECK(sits_moe_forward(e->moe, l, e->h, e->proj, e->gu, e->act, n));
+            SITS_CHECK(sits_moe_forward(e->moe, l, e->h, e->proj, e->gu, e->act, n, v->slot));
         } else {
             SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, &lw->gu_w4, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
             if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
@@ -1203,7 +1206,7 @@ sits_status_t sits_engine_sample(sits_engine_t *e, sits_comm_t *comm, const sits
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p) { *stats_p = e->stats; }
 
 /* [moe] see engine.h */
-const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_experts_p)
+const uint64_t *sits_engine_moe_expert_tokens(sits_engine_t *e, int *n_experts_p)
 {
     *n_experts_p = 0;
     return e->moe ? sits_moe_expert_tokens(e->moe, n_experts_p) : NULL;

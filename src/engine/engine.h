@@ -61,6 +61,9 @@ typedef struct {
      * kv_block_copy (0: as many as 16 MiB of device staging hold; -1: one copy per block, layer and
      * K|V instead -- tests) */
     int kv_copy_chunk;
+    /* [moe dev] MoE steps of up to this many tokens route on the device (no host round trip; their decode steps
+     * can be CUDA graphs): 0 the default (16), < 0 never (engine/moe.h) */
+    int moe_dev_max;
 } sits_engine_params_t;
 
 /* One step's input (host arrays). Token t belongs to sequence seq[t] (an index into the
@@ -143,7 +146,7 @@ typedef struct {
 void sits_engine_get_stats(const sits_engine_t *e, sits_engine_stats_t *stats_p);
 /* [moe] Tokens routed to each expert so far (summed over layers and steps; *n_experts_p of them), or
  * NULL (and 0) for a dense model. Load balance: the same figures on every rank of the group. */
-const uint64_t *sits_engine_moe_expert_tokens(const sits_engine_t *e, int *n_experts_p);
+const uint64_t *sits_engine_moe_expert_tokens(sits_engine_t *e, int *n_experts_p);
 
 /* [memory plan] What steps at p's sizes (max_tokens, max_seqs, max_blocks_per_seq; n_blocks is not
  * read) need on be besides the weights and the KV blocks, item by item into plan (appended):

@@ -13,13 +13,20 @@
  * quantised per token (qs: H bytes of E4M3 a row, ss: one fp32 scale a row; H + 4 bytes instead of H
  * act_dtype values), in two all-to-all-v calls; xr / xe then hold H-byte rows and sr / se the scales,
  * and the gate/up GEMM runs on them as given (matmul_fp8q: bit for bit what matmul_fp8 makes of the row).
- * The expert outputs go back as act_dtype rows. */
+ * The expert outputs go back as act_dtype rows.
+ * [moe dev] The device path (steps of up to dev_max tokens, no EP, 16-bit experts): moe_topk, then
+ * moe_route groups the slots by expert on the device (dplan), moe_experts runs every expert with a slot
+ * in one launch for gate/up (+ SiLU * up) and one for down (rows by slot: ys row t k + j; weight pointers
+ * from wptr, uploaded once), the shared expert as on the host path, and moe_combine_slots adds them up.
+ * Nothing comes back to the host, so such steps can be CUDA graphs. The floats are the host path's (cpu:
+ * bit for bit; cuda: up to the fp32 summation order of the GEMV vs cuBLASLt). */
 #include "engine/moe.h"
 #include "util/log.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct sits_moe {
     const sits_model_weights_t *w;
@@ -43,10 +50,33 @@ struct sits_moe {
     int *cnt;                   /* [N, E] slots of tokens of slice s routed to expert e */
     int *eoff;                  /* [E + 1] */
     size_t *sb, *so, *rb, *ro;  /* [N] all-to-all-v bytes and offsets: send, recv */
-    uint64_t *tokens;           /* [E] load-balance counters */
+    uint64_t *tokens;           /* [E] load-balance counters (host path) */
+    /* [moe dev] the device path: steps of n <= dev_max tokens on layers whose experts are 16-bit (dev_ok) */
+    int dev_max, dev_all;       /* dev_max 0: off; dev_all: every layer of this stage can take it */
+    uint8_t *dev_ok;            /* [layers of this stage] */
+    int32_t *dplan;             /* [SITS_MOE_PLAN_WORDS(E, dev_max * k)] moe_route's plan */
+    uint64_t *dcount;           /* [E] slots routed on the device path (device) */
+    const void **wptr;          /* [layers][2 E] device: exp_gu[e] (e < E), then exp_down[e] */
+    void *dact;                 /* [dev_max * k, ie_loc] */
+    uint64_t *dcount_h, *total; /* [E] dcount as last read; tokens + dcount_h */
+    double dcount_t;            /* when dcount was last read (monotonic s) */
 };
 
-size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t act_dtype, int max_tokens)
+/* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0). */
+#define MOE_DEV_MAX_DEFAULT 16
+
+/* [moe dev] The device path's largest step for engine param v (0: default, < 0: off), max_tokens and E experts of
+ * top k: 0 when off or the slots would not fit moe_route. */
+static int dev_max_of(int v, int max_tokens, int k)
+{
+    int t = v == 0 ? MOE_DEV_MAX_DEFAULT : v < 0 ? 0 : v;
+    if (t > max_tokens) t = max_tokens;
+    while (t > 0 && (size_t)t * (size_t)k > SITS_MOE_DEV_MAX_SLOTS) t--;
+    return t;
+}
+
+size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t act_dtype, int max_tokens,
+                           int dev_max)
 {
     size_t T = (size_t)max_tokens, E = (size_t)cfg->moe.n_experts, k = (size_t)cfg->moe.top_k, kk = k + 1;
     size_t es = sits_dtype_size(act_dtype), row = (size_t)cfg->hidden_size * es;
@@ -54,6 +84,10 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
                T * kk * (sizeof(int32_t) + sizeof(float));
     b += T * k * row + (T * k + T) * row;
     if (d->ep > 1) b += 3 * T * k * row + T * k * ((size_t)cfg->hidden_size + 3 * sizeof(float));   /* [moe fp8] qs, ss, sr, se */
+    size_t D = (size_t)dev_max_of(dev_max, max_tokens, (int)k);
+    if (d->ep <= 1 && D)   /* [moe dev] dplan, dcount, wptr, dact */
+        b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + E * sizeof(uint64_t) +
+             (size_t)(d->layer1 - d->layer0) * 2 * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es;
     return b;
 }
 
@@ -62,16 +96,17 @@ void sits_moe_destroy(sits_moe_t *m)
     if (!m) return;
     sits_backend_t *be = m->be;
     void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
-                    m->xs, m->ys, m->xr, m->xe, m->ye, m->qs, m->ss, m->sr, m->se };
+                    m->xs, m->ys, m->xr, m->xe, m->ye, m->qs, m->ss, m->sr, m->se,
+                    m->dplan, m->dcount, (void *)m->wptr, m->dact };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
     void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
-                     m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens };
+                     m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens, m->dev_ok, m->dcount_h, m->total };
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     free(m);
 }
 
-sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens,
+sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens, int dev_max,
                               sits_moe_t **moe_p)
 {
     const sits_model_config_t *c = &w->cfg;
@@ -138,10 +173,48 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         st = SITS_ERR_NOMEM;
         goto err;
     }
-    SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s%s", m->E,
+    /* [moe dev] the device path: the backend's ops, no EP, 16-byte rows; per layer 16-bit experts */
+    const sits_shard_dims_t *d = &w->dims;
+    int L = d->layer1 - d->layer0;
+    m->dev_max = dev_max_of(dev_max, max_tokens, m->k);
+    if (!op->moe_route || !op->moe_experts || !op->moe_combine_slots || m->N > 1 || m->H % 8 || d->ie_loc % 8 || L < 1)
+        m->dev_max = 0;
+    if (m->dev_max) {
+        size_t D = (size_t)m->dev_max * (size_t)m->k;
+        m->dev_ok = calloc((size_t)L, 1);
+        m->dcount_h = calloc((size_t)m->E, sizeof(uint64_t));
+        m->total = calloc((size_t)m->E, sizeof(uint64_t));
+        const void **wp = calloc((size_t)L * 2 * m->E, sizeof(void *));
+        if (!m->dev_ok || !m->dcount_h || !m->total || !wp) {
+            free(wp);
+            st = SITS_ERR_NOMEM;
+            goto err;
+        }
+        m->dev_all = 1;
+        for (int l = 0; l < L; l++) {
+            const sits_layer_weights_t *lw = &w->layers[d->layer0 + l];
+            m->dev_ok[l] = !lw->exp_gu_scale && !lw->exp_down_scale && !lw->exp_gu_w4 && !lw->exp_down_w4;
+            m->dev_all &= m->dev_ok[l];
+            for (int e = 0; m->dev_ok[l] && e < m->E; e++) {
+                wp[(size_t)l * 2 * m->E + e] = lw->exp_gu[e];
+                wp[(size_t)l * 2 * m->E + m->E + e] = lw->exp_down[e];
+            }
+        }
+        st = op->alloc(be, SITS_MOE_PLAN_WORDS(m->E, D) * sizeof(int32_t), (void **)&m->dplan);
+        if (st == SITS_OK) st = op->alloc(be, (size_t)m->E * sizeof(uint64_t), (void **)&m->dcount);
+        if (st == SITS_OK) st = op->memset0(be, m->dcount, (size_t)m->E * sizeof(uint64_t));
+        if (st == SITS_OK) st = op->alloc(be, (size_t)L * 2 * m->E * sizeof(void *), (void **)&m->wptr);
+        if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * 2 * m->E * sizeof(void *));
+        if (st == SITS_OK) st = op->alloc(be, D * (size_t)d->ie_loc * es, &m->dact);
+        free(wp);
+        if (st != SITS_OK) goto err;
+    }
+    SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s%s; "
+              "device routing for steps of up to %d tokens%s", m->E,
               m->k, m->N > 1 ? "expert parallel" : "tensor-parallel experts", w->dims.exp0, w->dims.exp0 + w->dims.n_exp_loc - 1,
               w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "",
-              m->qs ? ", fp8 dispatch payload (H + 4 bytes a row)" : "");
+              m->qs ? ", fp8 dispatch payload (H + 4 bytes a row)" : "", m->dev_max,
+              m->dev_max && !m->dev_all ? " (16-bit expert layers only)" : "");
     *moe_p = m;
     return SITS_OK;
 err:
@@ -149,11 +222,29 @@ err:
     return st;
 }
 
-const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p)
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const uint64_t *sits_moe_expert_tokens(sits_moe_t *m, int *n_experts_p)
 {
     *n_experts_p = m->E;
-    return m->tokens;
+    if (!m->dev_max) return m->tokens;
+    double now = mono_s();
+    if (now - m->dcount_t >= 0.25) {   /* [moe dev] the device's counters, read at most 4 times a second */
+        m->dcount_t = now;
+        if (m->be->ops->download(m->be, m->dcount_h, m->dcount, (size_t)m->E * sizeof(uint64_t)) != SITS_OK)
+            SITS_WARN(SITS_SUB_ENGINE, "moe: reading the device's expert token counters failed; the metric shows older counts");
+    }
+    for (int e = 0; e < m->E; e++) m->total[e] = m->tokens[e] + m->dcount_h[e];
+    return m->total;
 }
+
+int sits_moe_graph_max(const sits_moe_t *m) { return m->dev_all ? m->dev_max : 0; }
+
 
 /* One expert's SwiGLU MLP on c rows: gu [c, 2 i] = x [c, H] . gu_w^T; act [c, i] = silu(gate) * up;
  * y [c, H] = act . down_w^T. [moe fp8] gu_s / down_s non-NULL: that linear is FP8 E4M3 with those row
@@ -186,7 +277,29 @@ static void rescale_counts(sits_moe_t *m, size_t from, size_t to)
         for (int q = 0; q < m->N; q++) v[a][q] = v[a][q] / from * to;
 }
 
-sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n)
+/* [moe dev] see the header comment: routing, experts and combine without the host */
+static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, int l, const void *h, void *out, void *gu,
+                                 void *act, int n, const int32_t *mask)
+{
+    sits_backend_t *be = m->be;
+    const sits_backend_ops_t *op = be->ops;
+    int E = m->E, k = m->k;
+    float *wts = (float *)(m->route_d + (size_t)n * k);
+    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
+    SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
+    SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E));
+    const void *const *wp = m->wptr + (size_t)l * 2 * E;
+    SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, n, k, E, m->H, m->w->dims.ie_loc));   /* [n k, H] */
+    if (lw->sh_route) {
+        SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */
+        SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, NULL, lw->sh_down,
+                           lw->sh_down_scale, NULL, n, m->w->dims.is_loc, gu, act));
+    }
+    return op->moe_combine_slots(be, out, m->ys, wts, lw->sh_route ? m->sg : NULL, n, k, m->H);
+}
+
+sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n,
+                               const int32_t *mask)
 {
     const sits_layer_weights_t *lw = &m->w->layers[layer];
     const sits_shard_dims_t *d = &m->w->dims;
@@ -195,6 +308,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     const sits_backend_ops_t *op = be->ops;
     int E = m->E, k = m->k, kk = m->kk, N = m->N, r = m->rank, epr = E / N;
     if (n < 1 || n > m->T) return SITS_ERR_INVALID;
+    if (n <= m->dev_max && m->dev_ok[layer - d->layer0]) return forward_dev(m, lw, layer - d->layer0, h, out, gu, act, n, mask);
     /* 1. router, top-k and the shared expert's gate logit, back on the host */
     SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
     size_t nk = (size_t)n * k;

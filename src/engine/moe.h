@@ -18,7 +18,12 @@
  *   sums everywhere), so the engine's all-reduce both sums and gathers. The routing is computed on
  *   every rank from the same h, so each rank knows every send and receive count without a count
  *   exchange (an attention-data-parallel layout, where ranks hold different tokens, would need one).
- * Load balance: tokens routed to each expert (summed over layers and steps) are counted on the host. */
+ * [moe dev] Steps of up to dev_max tokens (no EP, 16-bit experts) take the device path instead: the slots are
+ *   grouped by expert on the device (backend moe_route) and every expert runs in one launch for gate/up and
+ *   one for down (moe_experts), then moe_combine_slots; nothing comes back to the host, so the engine replays
+ *   such decode steps as CUDA graphs (sits_moe_graph_max).
+ * Load balance: tokens routed to each expert (summed over layers and steps) are counted on the host, and on
+ * the device for the device path (read back at most 4 times a second). */
 #ifndef SITS_ENGINE_MOE_H
 #define SITS_ENGINE_MOE_H
 
@@ -29,17 +34,25 @@
 
 typedef struct sits_moe sits_moe_t;
 
-/* Buffers for steps of up to max_tokens tokens; SITS_ERR_UNSUPPORTED (logged) when the backend has
- * no moe_topk / moe_combine. */
-sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens,
+/* Buffers for steps of up to max_tokens tokens; dev_max: [moe dev] the device path for steps of up to that many
+ * tokens (0: the default, 16; < 0: off); SITS_ERR_UNSUPPORTED (logged) when the backend has no moe_topk /
+ * moe_combine. */
+sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens, int dev_max,
                               sits_moe_t **moe_p);
 void sits_moe_destroy(sits_moe_t *m);
-/* Backend bytes sits_moe_create allocates (the memory plan). */
-size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t act_dtype, int max_tokens);
+/* Backend bytes sits_moe_create allocates (the memory plan; dev_max as there). */
+size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims_t *d, sits_dtype_t act_dtype, int max_tokens,
+                           int dev_max);
 /* out [n, H] = this rank's share of layer l's MoE output for h [n, H]; gu [n, 2 * i_loc] and act
- * [n, i_loc] are the engine's scratch (i_loc of the shard dims). Waits for the backend once. */
-sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n);
-/* Tokens routed to each of the E experts so far (every layer, every step; the same on every rank). */
-const uint64_t *sits_moe_expert_tokens(const sits_moe_t *m, int *n_experts_p);
+ * [n, i_loc] are the engine's scratch (i_loc of the shard dims); mask [n] device int32: the step's KV slots
+ * (-1: a graph step's pad row, not counted in the load-balance metrics; NULL: count every token). The host
+ * path waits for the backend once; the device path never. */
+sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *out, void *gu, void *act, int n,
+                               const int32_t *mask);
+/* [moe dev] The largest step every layer runs on the device path (0: none): decode steps up to it can be graphs. */
+int sits_moe_graph_max(const sits_moe_t *m);
+/* Tokens routed to each of the E experts so far (every layer, every step; the same on every rank). Reads the
+ * device's counters (at most 4 times a second): call it between steps, on the thread that drives the backend. */
+const uint64_t *sits_moe_expert_tokens(sits_moe_t *m, int *n_experts_p);
 
 #endif

@@ -204,7 +204,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
         .max_tokens = p->max_tokens, .max_seqs = p->max_seqs, .block_size = bs,
         .max_blocks_per_seq = (mml + bs - 1) / bs, .no_cuda_graphs = p->no_cuda_graphs, .pp_comm = r->pp,
         .pp_microbatches = p->pp_microbatches, .pp_microbatch_min_tokens = p->pp_microbatch_min_tokens,
-        .fp8_separate_quant = p->fp8_separate_quant,
+        .fp8_separate_quant = p->fp8_separate_quant, .moe_dev_max = p->moe_dev_max,
     };
     /* [memory plan] before the weights load: a configuration that cannot fit is refused here */
     int64_t kv_bytes = p->kv_bytes;

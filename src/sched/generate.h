@@ -49,6 +49,7 @@ typedef struct {
     int64_t kv_move_bytes;
     int kv_move_tp[2], kv_move_pp, kv_move_ranks;
     int ep;                /* [moe] --ep: experts split over the TP group (== its size), 0 / 1: TP-sharded experts */
+    int moe_dev_max;       /* [moe dev] engine param moe_dev_max (0: its default, < 0: off) */
 } sits_runner_params_t;
 
 typedef struct {

@@ -2217,6 +2217,144 @@ static void test_moe_combine(ctx_t *c, int n, int kk, int ny, int dim)
     free(pos);
 }
 
+/* [moe dev] moe_route, moe_experts and moe_combine_slots: n tokens of k distinct experts of E (skew: expert 0 in
+ * about half the tokens, so some experts hold many slots: more than one CT chunk), token 1 masked (a pad row).
+ * The plan and the counts must be equal; act, y and out within the bf16 roundings the device makes (g, u, act
+ * and y each rounded once: atol 2 % of the reference's RMS, rtol 1 %; a wrong expert or slot is O(RMS) off). */
+static double rms_of(const float *v, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)v[i] * v[i];
+    return n ? sqrt(s / (double)n) : 0.0;
+}
+
+static void compare_rel_rms(ctx_t *c, const char *what, void *d[N_BE], size_t n)
+{
+    float *ref = host_f32(c->be[0], d[0], n), *got = host_f32(c->be[1], d[1], n);
+    compare(c, what, ref, got, n, 0.02 * rms_of(ref, n) + 1e-6, 1e-2, 0);
+    free(ref);
+    free(got);
+}
+
+static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared)
+{
+    char what[160];
+    const int nk = n * k;
+    int32_t *ids = xmalloc((size_t)nk * 4), *mask = xmalloc((size_t)n * 4), *perm = xmalloc((size_t)E * 4);
+    for (int t = 0; t < n; t++) {
+        for (int e = 0; e < E; e++) perm[e] = e;
+        for (int j = 0; j < k; j++) {   /* k distinct experts: a partial Fisher-Yates shuffle */
+            int r = j + rand_int(c, 0, E - j), tmp = perm[j];
+            perm[j] = perm[r];
+            perm[r] = tmp;
+            ids[t * k + j] = perm[j];
+        }
+        if (rand_int(c, 0, 2) == 0) {   /* expert 0 in about half the tokens */
+            int has = 0;
+            for (int j = 0; j < k; j++) has |= ids[t * k + j] == 0;
+            if (!has) ids[t * k + rand_int(c, 0, k)] = 0;
+        }
+        mask[t] = t == 1 ? -1 : t;
+    }
+    float *x = rand_vec(c, (size_t)n * H, 0.0f, 1.0f), *wts = rand_vec(c, (size_t)nk, 0.5f, 0.5f);
+    float *sg = rand_vec(c, (size_t)n, 0.0f, 2.0f), *ysh = rand_vec(c, (size_t)n * H, 0.0f, 1.0f);
+    float **wgu = xmalloc((size_t)E * sizeof *wgu), **wdn = xmalloc((size_t)E * sizeof *wdn);
+    for (int e = 0; e < E; e++) {   /* |g|, |u| ~ 0.6, |y| ~ 0.1: the sizes of a real layer */
+        wgu[e] = rand_vec(c, (size_t)2 * I * H, 0.0f, 1.0f / sqrtf((float)H));
+        wdn[e] = rand_vec(c, (size_t)H * I, 0.0f, 1.0f / sqrtf((float)I));
+    }
+    size_t pw = SITS_MOE_PLAN_WORDS(E, nk);
+    void *d_ids[N_BE], *d_mask[N_BE], *d_plan[N_BE], *d_cnt[N_BE], *d_x[N_BE], *d_act[N_BE], *d_y[N_BE], *d_wts[N_BE], *d_sg[N_BE],
+        *d_out[N_BE], *d_pgu[N_BE], *d_pdn[N_BE], **d_wgu[N_BE], **d_wdn[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        size_t es = sits_dtype_size(be->act_dtype);
+        d_ids[b] = dev_i32(be, ids, (size_t)nk);
+        d_mask[b] = dev_i32(be, mask, (size_t)n);
+        d_plan[b] = dev_poison(be, pw * 4);
+        TRY(be->ops->alloc(be, (size_t)E * 8, &d_cnt[b]));
+        TRY(be->ops->memset0(be, d_cnt[b], (size_t)E * 8));
+        d_x[b] = dev_acts(be, x, (size_t)n * H);
+        d_act[b] = dev_poison(be, (size_t)nk * I * es);
+        d_y[b] = dev_poison(be, (size_t)(nk + n) * H * es);   /* slots, then the shared expert's rows */
+        d_wts[b] = dev_vals(be, SITS_DT_F32, wts, (size_t)nk);
+        d_sg[b] = dev_acts(be, sg, (size_t)n);
+        d_out[b] = dev_poison(be, (size_t)n * H * es);
+        d_wgu[b] = xmalloc((size_t)E * sizeof(void *));
+        d_wdn[b] = xmalloc((size_t)E * sizeof(void *));
+        for (int e = 0; e < E; e++) {
+            d_wgu[b][e] = dev_weight(be, wgu[e], 2 * I, H);
+            d_wdn[b][e] = dev_weight(be, wdn[e], H, I);
+        }
+        TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_pgu[b]));
+        TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_pdn[b]));
+        TRY(be->ops->upload(be, d_pgu[b], d_wgu[b], (size_t)E * sizeof(void *)));
+        TRY(be->ops->upload(be, d_pdn[b], d_wdn[b], (size_t)E * sizeof(void *)));
+        if (be->act_dtype == SITS_DT_F32) {   /* the shared expert's rows after the slots */
+            TRY(be->ops->upload(be, (char *)d_y[b] + (size_t)nk * H * es, ysh, (size_t)n * H * es));
+        } else {
+            uint16_t *h = xmalloc((size_t)n * H * 2);
+            for (size_t i = 0; i < (size_t)n * H; i++) h[i] = sits_f32_to_bf16(ysh[i]);
+            TRY(be->ops->upload(be, (char *)d_y[b] + (size_t)nk * H * es, h, (size_t)n * H * 2));
+            free(h);
+        }
+        TRY(be->ops->moe_route(be, d_plan[b], d_cnt[b], d_ids[b], d_mask[b], n, k, E));
+        TRY(be->ops->moe_experts(be, d_y[b], d_act[b], d_x[b], d_plan[b], (const void *const *)d_pgu[b],
+                                 (const void *const *)d_pdn[b], n, k, E, H, I));
+        TRY(be->ops->moe_combine_slots(be, d_out[b], d_y[b], d_wts[b], shared ? d_sg[b] : NULL, n, k, H));
+    }
+    snprintf(what, sizeof what, "moe_route n %d k %d E %d", n, k, E);
+    int32_t *plan[N_BE];
+    uint64_t *cnt[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        plan[b] = xmalloc(pw * 4);
+        cnt[b] = xmalloc((size_t)E * 8);
+        TRY(c->be[b]->ops->sync(c->be[b]));
+        TRY(c->be[b]->ops->download(c->be[b], plan[b], d_plan[b], pw * 4));
+        TRY(c->be[b]->ops->download(c->be[b], cnt[b], d_cnt[b], (size_t)E * 8));
+    }
+    size_t bad = (size_t)(memcmp(plan[0], plan[1], pw * 4) != 0) + (size_t)(memcmp(cnt[0], cnt[1], (size_t)E * 8) != 0);
+    uint64_t total = 0;   /* the reference itself: every unmasked slot counted once */
+    for (int e = 0; e < E; e++) total += cnt[0][e];
+    if (total != (uint64_t)(nk - (n > 1 ? k : 0)) || plan[0][1 + E + plan[0][0]] != nk) bad++;
+    c->checks++;
+    printf("%-4s %-58s plan and counts %s (%d experts)\n", bad ? "FAIL" : "ok", what, bad ? "differ" : "equal", plan[0][0]);
+    if (bad) c->failures++;
+    snprintf(what, sizeof what, "moe_experts act n %d k %d E %d H %d I %d", n, k, E, H, I);
+    compare_rel_rms(c, what, d_act, (size_t)nk * I);
+    snprintf(what, sizeof what, "moe_experts y n %d k %d E %d H %d I %d", n, k, E, H, I);
+    compare_rel_rms(c, what, d_y, (size_t)nk * H);
+    snprintf(what, sizeof what, "moe_combine_slots n %d k %d H %d%s", n, k, H, shared ? " +shared" : "");
+    compare_rel_rms(c, what, d_out, (size_t)n * H);
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *bufs[] = { d_ids[b], d_mask[b], d_plan[b], d_cnt[b], d_x[b], d_act[b], d_y[b], d_wts[b], d_sg[b], d_out[b], d_pgu[b],
+                         d_pdn[b] };
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(be, bufs[i]);
+        for (int e = 0; e < E; e++) {
+            dev_free(be, d_wgu[b][e]);
+            dev_free(be, d_wdn[b][e]);
+        }
+        free(d_wgu[b]);
+        free(d_wdn[b]);
+        free(plan[b]);
+        free(cnt[b]);
+    }
+    for (int e = 0; e < E; e++) {
+        free(wgu[e]);
+        free(wdn[e]);
+    }
+    free(wgu);
+    free(wdn);
+    free(ids);
+    free(mask);
+    free(perm);
+    free(x);
+    free(wts);
+    free(sg);
+    free(ysh);
+}
+
 static void test_moe_all(ctx_t *c)
 {
     test_moe_topk(c, 7, 8, 2, 1, 0);        /* Mixtral */
@@ -2227,6 +2365,11 @@ static void test_moe_all(ctx_t *c)
     test_moe_combine(c, 9, 3, 20, 2048);    /* top 2 + shared */
     test_moe_combine(c, 17, 8, 64, 4096);
     test_moe_combine(c, 4, 2, 5, 33);       /* odd width */
+    test_moe_dev(c, 1, 8, 128, 2048, 768, 0);   /* [moe dev] Qwen3-30B-A3B, batch 1 */
+    test_moe_dev(c, 16, 8, 128, 512, 96, 1);    /* the default largest device step; a shared expert */
+    test_moe_dev(c, 3, 2, 8, 64, 16, 1);        /* Qwen2-MoE-like, tiny */
+    test_moe_dev(c, 5, 4, 60, 256, 40, 0);
+    test_moe_dev(c, 64, 32, 1024, 64, 8, 0);    /* the route's limits: 2048 slots, 1024 experts */
 }
 
 int main(void)
@@ -2248,9 +2391,13 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
-    /* OP_PARITY_ONLY=int4: only the W4A16 cases (a quick check of the INT4 kernels) */
+    /* OP_PARITY_ONLY=int4 / moe: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
+    if (only && strcmp(only, "moe") == 0) {   /* OP_PARITY_ONLY=moe: the mixture-of-experts cases */
+        test_moe_all(&c);
+        goto out;
+    }
 
     test_upload_weight(&c, SITS_DT_F32, 37, 53, 3, 20, 5, 50, 2);
     test_upload_weight(&c, SITS_DT_F16, 64, 96, 0, 64, 32, 96, 0);
@@ -2309,7 +2456,7 @@ int4_cases:
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
     w4_case(&c, 130, 256, 136, 32, 0, 0, 1);
-    if (only && strcmp(only, "int4") == 0) goto done;
+    if (only && strcmp(only, "int4") == 0) goto out;
 
     test_rope(&c, 7, 8, 2, 128, 500000.0f, 0);
     test_rope(&c, 5, 4, 4, 64, 10000.0f, 0);
@@ -2372,9 +2519,9 @@ int4_cases:
     test_perf_all(&c); /* [perf] */
     test_moe_all(&c);  /* [moe] */
 
+out:
     sits_backend_destroy(c.be[1]);
     sits_backend_destroy(c.be[0]);
-done:
     if (c.failures) {
         printf("FAIL: %d of %d checks failed\n", c.failures, c.checks);
         return 1;

@@ -4,6 +4,7 @@
 # same greedy tokens at TP 1, 2 and 4 with the experts TP-sharded, and with expert parallelism over 2
 # and 4 ranks (experts split whole, tokens dispatched and combined with all-to-all-v); --ep refusals;
 # sits-dist's greedy tokens under --ep 2, --pp 2 and --pp 2 --tp 2 --ep 2 equal HF's (reference.json).
+# [moe dev] Both routings (device: small steps, no EP; host: the rest) at TP 1 and 2, and the flag.
 # The first failing configuration is named.
 . "$top_srcdir/tests/integration/mpi_env.sh"
 m="$top_srcdir/tests/fixtures/models"
@@ -13,6 +14,13 @@ run() {   # ranks ep
   SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np "$1" "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp $1 ep $2"; exit 1; }
 }
 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp 1"; exit 1; }
+# [moe dev] steps of up to 16 tokens (the default: the single prompts and the decode steps above) route on the device
+# (moe_route / moe_experts / moe_combine_slots); here every step takes the host path, then every step the device one
+echo "moe: tp 1, host routing for every step"
+SITS_TEST_MOE_DEV=-1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp 1, host routing"; exit 1; }
+echo "moe: tp 2, device routing for every step"
+SITS_TEST_MOE_DEV=2048 timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" \
+  || { echo "FAIL: moe fixtures at tp 2, device routing"; exit 1; }
 run 2 1
 run 4 1
 run 2 2
@@ -38,4 +46,15 @@ for flags in "-np 2 --pp 2" "-np 4 --pp 2 --tp 2 --ep 2"; do
   [ "$got" = "$want" ] || { echo "FAIL: sits-dist $flags: $got, HF $want"; exit 1; }
   echo "moe: sits-dist $flags greedy = HF"
 done
+# [moe dev] the flag: --moe-device-max-tokens 0 (host routing always) and 64 give HF's tokens; out of range is refused
+p=$(ref_row "$m/qwen2_moe/reference.json" prompts 2)
+want=$(ref_row "$m/qwen2_moe/reference.json" greedy 2)
+for v in 0 64; do
+  got=$(timeout 120 "$top_builddir/sits-dist" --model "$m/qwen2_moe" --prompt-ids "$p" --max-tokens 16 --temperature 0 --ignore-eos \
+    --moe-device-max-tokens $v 2>/dev/null | head -1)
+  [ "$got" = "$want" ] || { echo "FAIL: sits-dist --moe-device-max-tokens $v: $got, HF $want"; exit 1; }
+  echo "moe: sits-dist --moe-device-max-tokens $v greedy = HF"
+done
+out=$(timeout 60 "$top_builddir/sits-dist" --model "$m/qwen2_moe" --prompt-ids "$p" --max-tokens 1 --moe-device-max-tokens 4096 2>&1)
+echo "$out" | grep -q -- "--moe-device-max-tokens 4096" || { echo "FAIL: --moe-device-max-tokens 4096 was not refused by name"; echo "$out" | tail -3; exit 1; }
 echo "moe: PASS"

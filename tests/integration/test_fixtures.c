@@ -15,6 +15,8 @@
  * twice the largest error of HF's bf16 forwards and bf16 rounding-noise draws on that row when larger
  * (MODEL_DIR/bf16_err.json, written by tests/ref/gen_bf16_err.py: some rows of these tiny random models move 7% in bf16 in HF too).
  * [moe] SITS_TEST_EP=N splits the experts of MoE models over the N ranks (expert parallelism, N = world size).
+ * [moe dev] SITS_TEST_MOE_DEV=N: MoE steps of up to N tokens take the device path (engine param moe_dev_max;
+ * -1: never, the host path for every step; unset: the default, 16).
  * SITS_TEST_QUANT=SPEC loads with that --quant policy ([fp8]: bf16 dequantises an FP8 checkpoint such
  * as llama3_fp8, whose reference.json is HF on the dequantised weights).
  * Exit 0 pass, 1 fail, 77 skip. */
@@ -213,7 +215,8 @@ static void test_model(const char *dir, sits_backend_t *be, sits_comm_t *tp)
     /* [fp8] SITS_TEST_QUANT: a --quant spec (e.g. bf16 to dequantise an FP8 checkpoint at load) */
     sits_runner_params_t rp = { .model_dir = dir, .max_seqs = 64, .max_tokens = 256, .block_size = 4, .max_model_len = 0,
                                 .quant = getenv("SITS_TEST_QUANT"),
-                                .ep = getenv("SITS_TEST_EP") ? atoi(getenv("SITS_TEST_EP")) : 0 };
+                                .ep = getenv("SITS_TEST_EP") ? atoi(getenv("SITS_TEST_EP")) : 0,
+                                .moe_dev_max = getenv("SITS_TEST_MOE_DEV") ? atoi(getenv("SITS_TEST_MOE_DEV")) : 0 };
     sits_runner_t *r = NULL;
     if (sits_runner_create(&rp, be, tp, NULL, &r) != SITS_OK) { fprintf(stderr, "%s: load failed\n", dir); g_fail++; json_decref(ref); json_decref(bf); return; }
     const sits_shard_dims_t *d = &r->w->dims;
