@@ -276,7 +276,7 @@ part_moe() {   # [moe] issue 24's benchmarks: the Qwen3-30B-A3B shape (dummy wei
   mkdir -p "$out/moe"
   local m=$top/bench/configs/qwen3-30b-a3b
   # bf16/host: the same bf16 experts with host routing for every step (a GEMM pair per expert, no graphs): what
-  # the device routing (batch 1: up to 16 tokens) gains
+  # the device routing (steps of up to 256 tokens) gains
   for q in ${MOE_QUANTS:-bf16 bf16/host ffn=fp8 ffn=int4}; do
     local dm=0 f=${q//\//-}
     [ "${q#*/}" = host ] && dm=-1

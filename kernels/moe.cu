@@ -297,6 +297,142 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
     }
 }
 
+/* ---- the same on tensor cores, for steps whose experts hold several slots each ----
+ * mma.sync m16n8k16 bf16 -> fp32 with 16 weight rows as A and 8 slots' input rows as B (x^T): a warp takes 16 rows
+ * (gate/up: 16 gate rows and the 16 up rows of the same features, two accumulator sets) and the expert's slots
+ * 8 NT8 at a time. The inputs inside one MMA may come in any order (a sum), so each lane loads 16 bytes: lane
+ * (g = lane / 4, tq = lane % 4) of k-block kb (128 inputs) reads inputs kin = kb + 32 tq + 8 s .. + 7 (s = 0..3) of
+ * its rows g and g + 8 and of its n-tiles' slot g; words .x, .y (inputs kin .. kin + 3) are one MMA's (2 tq, 2 tq + 1)
+ * and (2 tq + 8, 2 tq + 9) pairs, words .z, .w the next MMA's. Every lane of a given tq maps its slots to the same
+ * inputs, in A and in B, and over tq and s the 16 MMA k-slots x 8 cover the 128 inputs once. Inputs past K read as 0.
+ * C fragment: c[0], c[1] = (row g, slots 2 tq, 2 tq + 1 of the n-tile), c[2], c[3] = (row g + 8, the same). */
+#define MOE_MMA_WARPS 4
+
+static __device__ __forceinline__ void moe_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                               uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* 16 bytes at p + k when k < K, else zeros */
+static __device__ __forceinline__ uint4 moe_ld16(const sits_bf16_t *p, int k, int K)
+{
+    return k < K ? __ldg(reinterpret_cast<const uint4 *>(p + k)) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+/* c[m][nt] += rows (m: MT row pairs ra[m] / rb[m] = rows g, g + 8 of the tile) . inputs of the n-tiles' slot rows xr[nt]
+ * (NULL: a slot past the expert's, zeros) over K inputs */
+template <int MT, int NT8>
+static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], const sits_bf16_t *const (&ra)[MT],
+                                                    const sits_bf16_t *const (&rb)[MT], const sits_bf16_t *const (&xr)[NT8], int K,
+                                                    int tq)
+{
+    for (int kb = 0; kb < K; kb += 128) {
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const int kin = kb + 32 * tq + 8 * s;
+            uint4 wa[MT], wb[MT];
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                wa[m] = moe_ld16(ra[m], kin, K);
+                wb[m] = moe_ld16(rb[m], kin, K);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT8; nt++) {
+                const uint4 xv = xr[nt] ? moe_ld16(xr[nt], kin, K) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    moe_mma(c[m][nt], wa[m].x, wb[m].x, wa[m].y, wb[m].y, xv.x, xv.y);
+                    moe_mma(c[m][nt], wa[m].z, wb[m].z, wa[m].w, wb[m].w, xv.z, xv.w);
+                }
+            }
+        }
+    }
+}
+
+/* Gate/up + SiLU * up on tensor cores: block (a, 16 MOE_MMA_WARPS features a block), warp w: features r0 .. r0 + 15 */
+template <int NT8>
+static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
+moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const sits_bf16_t *const *w_gu, int k, int E, int H,
+                  int I)
+{
+    const int a = blockIdx.x;
+    if (a >= plan[0]) return;
+    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
+    const int32_t *slots = plan + 2 + 2 * E;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int r0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
+    if (r0 >= I) return;
+    const sits_bf16_t *W = w_gu[e];
+    const int fa = min(r0 + g, I - 1), fb = min(r0 + g + 8, I - 1);   /* features past I: read, never written */
+    const sits_bf16_t *const ra[2] = { W + (size_t)fa * H, W + (size_t)(I + fa) * H };   /* m 0: gate, m 1: up */
+    const sits_bf16_t *const rb[2] = { W + (size_t)fb * H, W + (size_t)(I + fb) * H };
+    for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
+        const sits_bf16_t *xr[NT8];
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++) {
+            const int ci = c0 + 8 * nt + g;
+            xr[nt] = ci < s1 ? x + (size_t)(slots[ci] / k) * H : NULL;
+        }
+        float c[2][NT8][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int nt = 0; nt < NT8; nt++) c[m][nt][0] = c[m][nt][1] = c[m][nt][2] = c[m][nt][3] = 0.0f;
+        moe_mma_rows<2, NT8>(c, ra, rb, xr, H, tq);
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int f = r0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
+                if (f < I && ci < s1) {
+                    const float gv = sits_k_bf2f(sits_k_f2bf(c[0][nt][i])), uv = sits_k_bf2f(sits_k_f2bf(c[1][nt][i]));
+                    act[(size_t)slots[ci] * I + f] = sits_k_f2bf(gv / (1.0f + expf(-gv)) * uv);
+                }
+            }
+    }
+}
+
+/* Down on tensor cores: block (a, 16 MOE_MMA_WARPS outputs a block), warp w: outputs h0 .. h0 + 15 */
+template <int NT8>
+static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
+moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const sits_bf16_t *const *w_down, int E, int H,
+                    int I)
+{
+    const int a = blockIdx.x;
+    if (a >= plan[0]) return;
+    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
+    const int32_t *slots = plan + 2 + 2 * E;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int h0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
+    if (h0 >= H) return;
+    const sits_bf16_t *W = w_down[e];
+    const sits_bf16_t *const ra[1] = { W + (size_t)min(h0 + g, H - 1) * I };
+    const sits_bf16_t *const rb[1] = { W + (size_t)min(h0 + g + 8, H - 1) * I };
+    for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
+        const sits_bf16_t *xr[NT8];
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++) {
+            const int ci = c0 + 8 * nt + g;
+            xr[nt] = ci < s1 ? act + (size_t)slots[ci] * I : NULL;
+        }
+        float c[1][NT8][4];
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++) c[0][nt][0] = c[0][nt][1] = c[0][nt][2] = c[0][nt][3] = 0.0f;
+        moe_mma_rows<1, NT8>(c, ra, rb, xr, I, tq);
+#pragma unroll
+        for (int nt = 0; nt < NT8; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int h = h0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
+                if (h < H && ci < s1) y[(size_t)slots[ci] * H + h] = sits_k_f2bf(c[0][nt][i]);
+            }
+    }
+}
+
 extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                             const sits_bf16_t *const *w_gu, const sits_bf16_t *const *w_down, int n, int k, int E,
                                             int H, int I, cudaStream_t stream)
@@ -307,6 +443,21 @@ extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, co
     const unsigned A = (unsigned)min(E, n * k);   /* blocks past the step's active experts return at once */
     const dim3 ggu(A, (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
     const dim3 gdn(A, (unsigned)((H + MOE_WARPS * MOE_DN_ROWS - 1) / (MOE_WARPS * MOE_DN_ROWS)));
+    /* tensor cores once the experts average 4 slots or more (the CUDA-core GEMV would then be bound by its FMAs) */
+    if (n >= 8 && n * k >= 4 * E) {
+        const dim3 mgu(A, (unsigned)((I + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
+        const dim3 mdn(A, (unsigned)((H + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
+#define MOE_MMA_LAUNCH(NT8)                                                                                 \
+    do {                                                                                                    \
+        moe_gu_mma_kernel<NT8><<<mgu, 32 * MOE_MMA_WARPS, 0, stream>>>(act, x, plan, w_gu, k, E, H, I);     \
+        moe_down_mma_kernel<NT8><<<mdn, 32 * MOE_MMA_WARPS, 0, stream>>>(y, act, plan, w_down, E, H, I);    \
+    } while (0)
+        if (n * k < 16 * E) MOE_MMA_LAUNCH(1);   /* about 4 .. 16 slots an expert: one n-tile of 8 */
+        else if (n * k < 32 * E) MOE_MMA_LAUNCH(2);
+        else MOE_MMA_LAUNCH(4);
+#undef MOE_MMA_LAUNCH
+        return SITS_K_LAUNCH_STATUS();
+    }
 #define MOE_LAUNCH(CT)                                                                                      \
     do {                                                                                                    \
         moe_gu_kernel<CT><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, k, E, H, I);              \

@@ -62,7 +62,7 @@ typedef struct {
      * K|V instead -- tests) */
     int kv_copy_chunk;
     /* [moe dev] MoE steps of up to this many tokens route on the device (no host round trip; their decode steps
-     * can be CUDA graphs): 0 the default (16), < 0 never (engine/moe.h) */
+     * can be CUDA graphs): 0 the default (256), < 0 never (engine/moe.h) */
     int moe_dev_max;
 } sits_engine_params_t;
 

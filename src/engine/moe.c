@@ -62,8 +62,9 @@ struct sits_moe {
     double dcount_t;            /* when dcount was last read (monotonic s) */
 };
 
-/* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0). */
-#define MOE_DEV_MAX_DEFAULT 16
+/* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0; fewer
+ * where n k would pass SITS_MOE_DEV_MAX_SLOTS). */
+#define MOE_DEV_MAX_DEFAULT 256
 
 /* [moe dev] The device path's largest step for engine param v (0: default, < 0: off), max_tokens and E experts of
  * top k: 0 when off or the slots would not fit moe_route. */

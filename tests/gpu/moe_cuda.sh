@@ -8,11 +8,11 @@ m="$top_srcdir/tests/fixtures/models"
 t="$top_builddir/tests/integration/test_fixtures"
 n=$(sits_gpu_count)
 [ "$n" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
-# [moe dev] steps of up to 16 tokens route on the device (moe_route / moe_experts / moe_combine_slots) and the
-# decode steps replay as CUDA graphs; then the host path for every step, then the device path for every step
+# [moe dev] steps of up to 256 tokens (all here) route on the device (moe_route / moe_experts / moe_combine_slots)
+# and the decode steps replay as CUDA graphs; then the host path for every step, then device routing up to 4 tokens
 SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || exit 1
 SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=-1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, host routing"; exit 1; }
-SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=2048 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, device routing"; exit 1; }
+SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=4 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, device routing up to 4 tokens"; exit 1; }
 # [moe fp8] the FP8 MoE checkpoint dequantised (== HF on its dequantised weights), then FP8 experts on the
 # cuBLASLt FP8 GEMM: as published and quantised at load, accuracy vs bf16 (bounds of tests/integration/moe_fp8.sh)
 SITS_TEST_DEVICE=cuda SITS_TEST_QUANT=bf16 "$t" "$m/qwen3_moe_fp8" || exit 1

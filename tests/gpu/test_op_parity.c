@@ -2370,6 +2370,9 @@ static void test_moe_all(ctx_t *c)
     test_moe_dev(c, 3, 2, 8, 64, 16, 1);        /* Qwen2-MoE-like, tiny */
     test_moe_dev(c, 5, 4, 60, 256, 40, 0);
     test_moe_dev(c, 64, 32, 1024, 64, 8, 0);    /* the route's limits: 2048 slots, 1024 experts */
+    test_moe_dev(c, 64, 8, 128, 512, 96, 1);    /* tensor cores (4 slots an expert): one n-tile; I not a multiple of 128 */
+    test_moe_dev(c, 32, 2, 8, 256, 64, 1);      /* Mixtral-like, tensor cores */
+    test_moe_dev(c, 256, 8, 16, 256, 192, 0);   /* 128 slots an expert: four n-tiles, several chunks */
 }
 
 int main(void)

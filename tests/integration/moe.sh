@@ -14,13 +14,14 @@ run() {   # ranks ep
   SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np "$1" "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp $1 ep $2"; exit 1; }
 }
 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp 1"; exit 1; }
-# [moe dev] steps of up to 16 tokens (the default: the single prompts and the decode steps above) route on the device
-# (moe_route / moe_experts / moe_combine_slots); here every step takes the host path, then every step the device one
+# [moe dev] steps of up to 256 tokens (the default: every step above) route on the device (moe_route / moe_experts /
+# moe_combine_slots); here every step takes the host path, then steps of up to 4 tokens the device one (the decode
+# steps) and the prompts the host one
 echo "moe: tp 1, host routing for every step"
 SITS_TEST_MOE_DEV=-1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures at tp 1, host routing"; exit 1; }
-echo "moe: tp 2, device routing for every step"
-SITS_TEST_MOE_DEV=2048 timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" \
-  || { echo "FAIL: moe fixtures at tp 2, device routing"; exit 1; }
+echo "moe: tp 2, device routing up to 4 tokens a step"
+SITS_TEST_MOE_DEV=4 timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" \
+  || { echo "FAIL: moe fixtures at tp 2, device routing up to 4 tokens"; exit 1; }
 run 2 1
 run 4 1
 run 2 2

@@ -38,7 +38,7 @@ check() {
   kill -TERM $srv; wait $srv; srv=
 }
 check --ep 2                          # host routing (expert parallelism)
-check --tp 2                          # [moe dev] every step of the request has at most 16 tokens: device routing
+check --tp 2                          # [moe dev] every step of the request has at most 256 tokens: device routing
 dev=$last
 check --tp 2 --moe-device-max-tokens 0    # host routing for every step
 # on the cpu both paths make the same floats, so the same experts: the same counts expert by expert

@@ -16,7 +16,7 @@
  * (MODEL_DIR/bf16_err.json, written by tests/ref/gen_bf16_err.py: some rows of these tiny random models move 7% in bf16 in HF too).
  * [moe] SITS_TEST_EP=N splits the experts of MoE models over the N ranks (expert parallelism, N = world size).
  * [moe dev] SITS_TEST_MOE_DEV=N: MoE steps of up to N tokens take the device path (engine param moe_dev_max;
- * -1: never, the host path for every step; unset: the default, 16).
+ * -1: never, the host path for every step; unset: the default, 256).
  * SITS_TEST_QUANT=SPEC loads with that --quant policy ([fp8]: bf16 dequantises an FP8 checkpoint such
  * as llama3_fp8, whose reference.json is HF on the dequantised weights).
  * Exit 0 pass, 1 fail, 77 skip. */
