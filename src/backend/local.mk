@@ -8,6 +8,13 @@ libsits_a_SOURCES += src/backend/cuda_stub.c
 EXTRA_DIST += src/backend/cuda_fp8.c src/backend/cuda_fp8.h
 endif
 
+# [moe dev] the reference moe_route: a hand-worked plan, counts, refusals.
+check_PROGRAMS += tests/unit/test_moe_route
+TESTS += tests/unit/test_moe_route
+tests_unit_test_moe_route_SOURCES = tests/unit/test_moe_route.c
+tests_unit_test_moe_route_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_moe_route_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+
 # Op parity: every op on the cpu and cuda backends (skips with 77 where no GPU is usable).
 check_PROGRAMS += tests/gpu/test_op_parity
 TESTS += tests/gpu/test_op_parity

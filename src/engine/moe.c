@@ -246,7 +246,6 @@ const uint64_t *sits_moe_expert_tokens(sits_moe_t *m, int *n_experts_p)
 
 int sits_moe_graph_max(const sits_moe_t *m) { return m->dev_all ? m->dev_max : 0; }
 
-
 /* One expert's SwiGLU MLP on c rows: gu [c, 2 i] = x [c, H] . gu_w^T; act [c, i] = silu(gate) * up;
  * y [c, H] = act . down_w^T. [moe fp8] gu_s / down_s non-NULL: that linear is FP8 E4M3 with those row
  * scales (matmul_fp8 quantises its input rows per token); xs non-NULL: x is already quantised (E4M3 rows
