@@ -14,7 +14,8 @@ max_tokens 8..48 with ignore_eos, so every answer must report exactly max_tokens
 a cheap integrity check (a short, malformed or mis-framed answer counts as "bad").
 The summary holds: counts by status, 5xx, connection errors, bad answers, latency P50/P99 overall and
 per window (with the longest latency and the host's longest stall: how late a 10 ms sleep woke), RSS per
-window per pid, and RSS growth (last window vs the first window after warm-up)."""
+window per pid, RSS growth (last window vs the first window after warm-up), and the 10 slowest requests (start,
+latency, endpoint, stream, max_tokens)."""
 import argparse
 import http.client
 import json
@@ -156,7 +157,7 @@ def cmd_soak(a, host, port):
     def run(ts, path, body):
         st, dt, ok, err = one_request(host, port, path, body, a.timeout)
         with lock:
-            recs.append((ts, st, dt, ok))
+            recs.append((ts, st, dt, ok, path, body["stream"], body["max_tokens"]))
             if err and len(errs) < 20:
                 errs.append("%s %s" % (st, err))
             inflight[0] -= 1
@@ -223,6 +224,8 @@ def cmd_soak(a, host, port):
         "p99_first_s": p99s[0] if p99s else None, "p99_last_s": p99s[-1] if p99s else None,
         "p99_max_over_min": (max(p99s) / min(p99s)) if p99s and min(p99s) > 0 else None,
         "rss_growth": growth, "warmup_windows": warm, "windows": windows, "first_errors": errs,
+        "slowest": [{"t0": round(r[0], 3), "latency_s": round(r[2], 3), "path": r[4], "stream": r[5], "max_tokens": r[6]}
+                    for r in sorted(recs, key=lambda r: -r[2])[:10]],
     }
     txt = json.dumps(res, indent=1)
     if a.out:
