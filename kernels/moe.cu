@@ -171,14 +171,41 @@ extern "C" sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *cou
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* acc += w . x over 8 bf16 pairs (w, x one 16-byte load each) */
+/* ---- the expert kernels, on bf16 rows or ([moe fp8] F8) E4M3 rows ----
+ * Eight consecutive elements of a row come as one uint4 of four 16-bit pairs (low half: the lower element): bf16
+ * rows as stored (one 16-byte load), E4M3 rows as f16 pairs (one 8-byte load, cvt e4m3x2 -> f16x2: exact). */
+template <bool F8> struct moe_el;
+template <> struct moe_el<false> {
+    typedef sits_bf16_t T;
+    static __device__ __forceinline__ uint4 ld8(const T *p, int k) { return __ldg(reinterpret_cast<const uint4 *>(p + k)); }
+    static __device__ __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
+    static __device__ __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+};
+template <> struct moe_el<true> {
+    typedef uint8_t T;
+    static __device__ __forceinline__ uint32_t cvt2(uint32_t v16)
+    {
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v16, __NV_E4M3);
+        return (uint32_t)h.x | ((uint32_t)h.y << 16);
+    }
+    static __device__ __forceinline__ uint4 ld8(const T *p, int k)
+    {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(p + k));
+        return make_uint4(cvt2(v.x & 0xffffu), cvt2(v.x >> 16), cvt2(v.y & 0xffffu), cvt2(v.y >> 16));
+    }
+    static __device__ __forceinline__ float lo(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xffffu))); }
+    static __device__ __forceinline__ float hi(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
+};
+
+/* acc += w . x over 8 elements (one moe_el load each) */
+template <bool F8>
 static __device__ __forceinline__ float moe_dot8(const uint4 w, const uint4 x, float acc)
 {
     const uint32_t wv[4] = { w.x, w.y, w.z, w.w }, xv[4] = { x.x, x.y, x.z, x.w };
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
-        acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
+        acc = fmaf(moe_el<F8>::lo(wv[i]), moe_el<F8>::lo(xv[i]), acc);
+        acc = fmaf(moe_el<F8>::hi(wv[i]), moe_el<F8>::hi(xv[i]), acc);
     }
     return acc;
 }
@@ -187,12 +214,12 @@ static __device__ __forceinline__ float moe_dot8(const uint4 w, const uint4 x, f
 #define MOE_GU_ROWS 2    /* gate rows (and as many up rows) a warp */
 #define MOE_DN_ROWS 4    /* down rows a warp */
 
-/* The GEMV of R weight rows wr[r] [K] (bf16) with CT input rows xr[c] [K] (NULL: no such row): lane l takes
- * inputs 8 l, 8 l + 256, ... (one 16-byte load a row), acc[r][c] is the warp's whole sum on every lane.
- * K % 8 == 0, rows 16-byte aligned. */
-template <int R, int CT>
-static __device__ __forceinline__ void moe_gemv(float (&acc)[R][CT], const sits_bf16_t *const (&wr)[R],
-                                                const sits_bf16_t *const (&xr)[CT], int K, int lane)
+/* The GEMV of R weight rows wr[r] [K] with CT input rows xr[c] [K] (NULL: no such row): lane l takes inputs
+ * 8 l, 8 l + 256, ... (one load of 8 a row), acc[r][c] is the warp's whole sum on every lane. K % 8 == 0, rows
+ * 16-byte (F8: 8-byte) aligned. */
+template <bool F8, int R, int CT>
+static __device__ __forceinline__ void moe_gemv(float (&acc)[R][CT], const typename moe_el<F8>::T *const (&wr)[R],
+                                                const typename moe_el<F8>::T *const (&xr)[CT], int K, int lane)
 {
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -202,13 +229,13 @@ static __device__ __forceinline__ void moe_gemv(float (&acc)[R][CT], const sits_
     for (int kb = 8 * lane; kb < K; kb += 256) {
         uint4 wv[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) wv[r] = __ldg(reinterpret_cast<const uint4 *>(wr[r] + kb));
+        for (int r = 0; r < R; r++) wv[r] = moe_el<F8>::ld8(wr[r], kb);
 #pragma unroll
         for (int c = 0; c < CT; c++) {
             if (!xr[c]) continue;
-            const uint4 xv = __ldg(reinterpret_cast<const uint4 *>(xr[c] + kb));
+            const uint4 xv = moe_el<F8>::ld8(xr[c], kb);
 #pragma unroll
-            for (int r = 0; r < R; r++) acc[r][c] = moe_dot8(wv[r], xv, acc[r][c]);
+            for (int r = 0; r < R; r++) acc[r][c] = moe_dot8<F8>(wv[r], xv, acc[r][c]);
         }
     }
 #pragma unroll
@@ -219,14 +246,24 @@ static __device__ __forceinline__ void moe_gemv(float (&acc)[R][CT], const sits_
             for (int o = 16; o > 0; o >>= 1) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], o);
 }
 
+/* [moe fp8] What the step's FP8 linears add (NULL pointers on bf16 experts): the input rows' E4M3 copies and
+ * scales (xq / xs: x per token; aq / as: act per slot) and the experts' row-scale arrays. */
+struct moe_f8_args {
+    const uint8_t *xq, *aq;
+    const float *xs, *as;
+    const float *const *s_gu, *const *s_down;
+};
+
 /* Gate/up + SiLU * up: block (a, rows r0 = MOE_WARPS MOE_GU_ROWS blockIdx.y ..) of active expert a; warp w takes
  * gate rows r0 + 2 w, + 1 and the up rows of the same features, over the expert's slots CT at a time:
- * act[s, r] = silu(bf16(g)) * bf16(u) rounded to bf16 (what the GEMM's bf16 output then silu_mul make). */
-template <int CT>
+ * act[s, r] = silu(bf16(g)) * bf16(u) rounded to bf16 (what the GEMM's bf16 output then silu_mul make);
+ * F8: g = dot * xs[t] * s_gu[e][r] (matmul_fp8's). */
+template <bool F8, int CT>
 static __global__ void __launch_bounds__(32 * MOE_WARPS)
-moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const sits_bf16_t *const *w_gu, int k, int E, int H,
-              int I)
+moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu, moe_f8_args f8, int k, int E,
+              int H, int I)
 {
+    typedef typename moe_el<F8>::T T;
     const int a = blockIdx.x;
     if (a >= plan[0]) return;
     const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
@@ -234,40 +271,50 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r0 = (blockIdx.y * MOE_WARPS + warp) * MOE_GU_ROWS;
     if (r0 >= I) return;
-    const sits_bf16_t *W = w_gu[e];
-    const sits_bf16_t *wr[2 * MOE_GU_ROWS];
+    const T *W = static_cast<const T *>(w_gu[e]);
+    const T *wr[2 * MOE_GU_ROWS];
 #pragma unroll
     for (int r = 0; r < MOE_GU_ROWS; r++) {   /* rows past I: read (row I - 1), never written */
         wr[r] = W + (size_t)min(r0 + r, I - 1) * H;
         wr[MOE_GU_ROWS + r] = W + (size_t)(I + min(r0 + r, I - 1)) * H;
     }
+    const T *X = F8 ? reinterpret_cast<const T *>(f8.xq) : reinterpret_cast<const T *>(x);
     for (int c0 = s0; c0 < s1; c0 += CT) {
-        const sits_bf16_t *xr[CT];
+        const T *xr[CT];
         int sl[CT];
 #pragma unroll
         for (int c = 0; c < CT; c++) {
             sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
-            xr[c] = sl[c] >= 0 ? x + (size_t)(sl[c] / k) * H : NULL;
+            xr[c] = sl[c] >= 0 ? X + (size_t)(sl[c] / k) * H : NULL;
         }
         float acc[2 * MOE_GU_ROWS][CT];
-        moe_gemv<2 * MOE_GU_ROWS, CT>(acc, wr, xr, H, lane);
+        moe_gemv<F8, 2 * MOE_GU_ROWS, CT>(acc, wr, xr, H, lane);
 #pragma unroll
         for (int c = 0; c < CT; c++)
 #pragma unroll
             for (int r = 0; r < MOE_GU_ROWS; r++)
                 if (lane == c * MOE_GU_ROWS + r && sl[c] >= 0 && r0 + r < I) {
-                    const float g = sits_k_bf2f(sits_k_f2bf(acc[r][c])), u = sits_k_bf2f(sits_k_f2bf(acc[MOE_GU_ROWS + r][c]));
+                    float gs = acc[r][c], us = acc[MOE_GU_ROWS + r][c];
+                    if (F8) {
+                        const float xs = f8.xs[sl[c] / k];
+                        gs = gs * xs * f8.s_gu[e][r0 + r];
+                        us = us * xs * f8.s_gu[e][I + r0 + r];
+                    }
+                    const float g = sits_k_bf2f(sits_k_f2bf(gs)), u = sits_k_bf2f(sits_k_f2bf(us));
                     act[(size_t)sl[c] * I + r0 + r] = sits_k_f2bf(g / (1.0f + expf(-g)) * u);
                 }
     }
 }
 
 /* Down: block (a, rows h0 = MOE_WARPS MOE_DN_ROWS blockIdx.y ..); warp w takes rows h0 + 4 w .. + 3 of the
- * expert's down [H, I] over its slots' act rows, CT at a time: y[s, h] = bf16(act[s] . down[h]). */
-template <int CT>
+ * expert's down [H, I] over its slots' act rows, CT at a time: y[s, h] = bf16(act[s] . down[h]) (F8: the act
+ * row's E4M3 copy, times as[s] * s_down[e][h]). */
+template <bool F8, int CT>
 static __global__ void __launch_bounds__(32 * MOE_WARPS)
-moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const sits_bf16_t *const *w_down, int E, int H, int I)
+moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const void *const *w_down, moe_f8_args f8, int E,
+                int H, int I)
 {
+    typedef typename moe_el<F8>::T T;
     const int a = blockIdx.x;
     if (a >= plan[0]) return;
     const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
@@ -275,60 +322,74 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h0 = (blockIdx.y * MOE_WARPS + warp) * MOE_DN_ROWS;
     if (h0 >= H) return;
-    const sits_bf16_t *W = w_down[e];
-    const sits_bf16_t *wr[MOE_DN_ROWS];
+    const T *W = static_cast<const T *>(w_down[e]);
+    const T *wr[MOE_DN_ROWS];
 #pragma unroll
     for (int r = 0; r < MOE_DN_ROWS; r++) wr[r] = W + (size_t)min(h0 + r, H - 1) * I;
+    const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
     for (int c0 = s0; c0 < s1; c0 += CT) {
-        const sits_bf16_t *xr[CT];
+        const T *xr[CT];
         int sl[CT];
 #pragma unroll
         for (int c = 0; c < CT; c++) {
             sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
-            xr[c] = sl[c] >= 0 ? act + (size_t)sl[c] * I : NULL;
+            xr[c] = sl[c] >= 0 ? A + (size_t)sl[c] * I : NULL;
         }
         float acc[MOE_DN_ROWS][CT];
-        moe_gemv<MOE_DN_ROWS, CT>(acc, wr, xr, I, lane);
+        moe_gemv<F8, MOE_DN_ROWS, CT>(acc, wr, xr, I, lane);
 #pragma unroll
         for (int c = 0; c < CT; c++)
 #pragma unroll
             for (int r = 0; r < MOE_DN_ROWS; r++)
-                if (lane == (c * MOE_DN_ROWS + r) % 32 && sl[c] >= 0 && h0 + r < H) y[(size_t)sl[c] * H + h0 + r] = sits_k_f2bf(acc[r][c]);
+                if (lane == (c * MOE_DN_ROWS + r) % 32 && sl[c] >= 0 && h0 + r < H) {
+                    float v = acc[r][c];
+                    if (F8) v = v * f8.as[sl[c]] * f8.s_down[e][h0 + r];
+                    y[(size_t)sl[c] * H + h0 + r] = sits_k_f2bf(v);
+                }
     }
 }
 
 /* ---- the same on tensor cores, for steps whose experts hold several slots each ----
- * mma.sync m16n8k16 bf16 -> fp32 with 16 weight rows as A and 8 slots' input rows as B (x^T): a warp takes 16 rows
- * (gate/up: 16 gate rows and the 16 up rows of the same features, two accumulator sets) and the expert's slots
- * 8 NT8 at a time. The inputs inside one MMA may come in any order (a sum), so each lane loads 16 bytes: lane
- * (g = lane / 4, tq = lane % 4) of k-block kb (128 inputs) reads inputs kin = kb + 32 tq + 8 s .. + 7 (s = 0..3) of
- * its rows g and g + 8 and of its n-tiles' slot g; words .x, .y (inputs kin .. kin + 3) are one MMA's (2 tq, 2 tq + 1)
- * and (2 tq + 8, 2 tq + 9) pairs, words .z, .w the next MMA's. Every lane of a given tq maps its slots to the same
- * inputs, in A and in B, and over tq and s the 16 MMA k-slots x 8 cover the 128 inputs once. Inputs past K read as 0.
- * C fragment: c[0], c[1] = (row g, slots 2 tq, 2 tq + 1 of the n-tile), c[2], c[3] = (row g + 8, the same). */
+ * mma.sync m16n8k16 (bf16, F8: f16 -- E4M3 converts to f16 exactly) -> fp32 with 16 weight rows as A and 8 slots'
+ * input rows as B (x^T): a warp takes 16 rows (gate/up: 16 gate rows and the 16 up rows of the same features, two
+ * accumulator sets) and the expert's slots 8 NT8 at a time. The inputs inside one MMA may come in any order (a
+ * sum), so each lane loads 8 consecutive elements: lane (g = lane / 4, tq = lane % 4) of k-block kb (128 inputs)
+ * reads inputs kin = kb + 32 tq + 8 s .. + 7 (s = 0..3) of its rows g and g + 8 and of its n-tiles' slot g; words
+ * .x, .y (inputs kin .. kin + 3) are one MMA's (2 tq, 2 tq + 1) and (2 tq + 8, 2 tq + 9) pairs, words .z, .w the
+ * next MMA's. Every lane of a given tq maps its slots to the same inputs, in A and in B, and over tq and s the 16
+ * MMA k-slots x 8 cover the 128 inputs once. Inputs past K read as 0. C fragment: c[0], c[1] = (row g, slots
+ * 2 tq, 2 tq + 1 of the n-tile), c[2], c[3] = (row g + 8, the same). */
 #define MOE_MMA_WARPS 4
 
+template <bool F8>
 static __device__ __forceinline__ void moe_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                                uint32_t b1)
 {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if (F8)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* 16 bytes at p + k when k < K, else zeros */
-static __device__ __forceinline__ uint4 moe_ld16(const sits_bf16_t *p, int k, int K)
+/* 8 elements at p + k when k < K, else zeros */
+template <bool F8>
+static __device__ __forceinline__ uint4 moe_ld8z(const typename moe_el<F8>::T *p, int k, int K)
 {
-    return k < K ? __ldg(reinterpret_cast<const uint4 *>(p + k)) : make_uint4(0u, 0u, 0u, 0u);
+    return k < K ? moe_el<F8>::ld8(p, k) : make_uint4(0u, 0u, 0u, 0u);
 }
 
 /* c[m][nt] += rows (m: MT row pairs ra[m] / rb[m] = rows g, g + 8 of the tile) . inputs of the n-tiles' slot rows xr[nt]
  * (NULL: a slot past the expert's, zeros) over K inputs */
-template <int MT, int NT8>
-static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], const sits_bf16_t *const (&ra)[MT],
-                                                    const sits_bf16_t *const (&rb)[MT], const sits_bf16_t *const (&xr)[NT8], int K,
-                                                    int tq)
+template <bool F8, int MT, int NT8>
+static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], const typename moe_el<F8>::T *const (&ra)[MT],
+                                                    const typename moe_el<F8>::T *const (&rb)[MT],
+                                                    const typename moe_el<F8>::T *const (&xr)[NT8], int K, int tq)
 {
     for (int kb = 0; kb < K; kb += 128) {
 #pragma unroll
@@ -337,16 +398,16 @@ static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], cons
             uint4 wa[MT], wb[MT];
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                wa[m] = moe_ld16(ra[m], kin, K);
-                wb[m] = moe_ld16(rb[m], kin, K);
+                wa[m] = moe_ld8z<F8>(ra[m], kin, K);
+                wb[m] = moe_ld8z<F8>(rb[m], kin, K);
             }
 #pragma unroll
             for (int nt = 0; nt < NT8; nt++) {
-                const uint4 xv = xr[nt] ? moe_ld16(xr[nt], kin, K) : make_uint4(0u, 0u, 0u, 0u);
+                const uint4 xv = xr[nt] ? moe_ld8z<F8>(xr[nt], kin, K) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    moe_mma(c[m][nt], wa[m].x, wb[m].x, wa[m].y, wb[m].y, xv.x, xv.y);
-                    moe_mma(c[m][nt], wa[m].z, wb[m].z, wa[m].w, wb[m].w, xv.z, xv.w);
+                    moe_mma<F8>(c[m][nt], wa[m].x, wb[m].x, wa[m].y, wb[m].y, xv.x, xv.y);
+                    moe_mma<F8>(c[m][nt], wa[m].z, wb[m].z, wa[m].w, wb[m].w, xv.z, xv.w);
                 }
             }
         }
@@ -354,11 +415,12 @@ static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], cons
 }
 
 /* Gate/up + SiLU * up on tensor cores: block (a, 16 MOE_MMA_WARPS features a block), warp w: features r0 .. r0 + 15 */
-template <int NT8>
+template <bool F8, int NT8>
 static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
-moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const sits_bf16_t *const *w_gu, int k, int E, int H,
-                  int I)
+moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu, moe_f8_args f8, int k,
+                  int E, int H, int I)
 {
+    typedef typename moe_el<F8>::T T;
     const int a = blockIdx.x;
     if (a >= plan[0]) return;
     const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
@@ -366,42 +428,51 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int r0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
     if (r0 >= I) return;
-    const sits_bf16_t *W = w_gu[e];
+    const T *W = static_cast<const T *>(w_gu[e]);
     const int fa = min(r0 + g, I - 1), fb = min(r0 + g + 8, I - 1);   /* features past I: read, never written */
-    const sits_bf16_t *const ra[2] = { W + (size_t)fa * H, W + (size_t)(I + fa) * H };   /* m 0: gate, m 1: up */
-    const sits_bf16_t *const rb[2] = { W + (size_t)fb * H, W + (size_t)(I + fb) * H };
+    const T *const ra[2] = { W + (size_t)fa * H, W + (size_t)(I + fa) * H };   /* m 0: gate, m 1: up */
+    const T *const rb[2] = { W + (size_t)fb * H, W + (size_t)(I + fb) * H };
+    const T *X = F8 ? reinterpret_cast<const T *>(f8.xq) : reinterpret_cast<const T *>(x);
     for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
-        const sits_bf16_t *xr[NT8];
+        const T *xr[NT8];
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) {
             const int ci = c0 + 8 * nt + g;
-            xr[nt] = ci < s1 ? x + (size_t)(slots[ci] / k) * H : NULL;
+            xr[nt] = ci < s1 ? X + (size_t)(slots[ci] / k) * H : NULL;
         }
         float c[2][NT8][4];
 #pragma unroll
         for (int m = 0; m < 2; m++)
 #pragma unroll
             for (int nt = 0; nt < NT8; nt++) c[m][nt][0] = c[m][nt][1] = c[m][nt][2] = c[m][nt][3] = 0.0f;
-        moe_mma_rows<2, NT8>(c, ra, rb, xr, H, tq);
+        moe_mma_rows<F8, 2, NT8>(c, ra, rb, xr, H, tq);
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int f = r0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
                 if (f < I && ci < s1) {
-                    const float gv = sits_k_bf2f(sits_k_f2bf(c[0][nt][i])), uv = sits_k_bf2f(sits_k_f2bf(c[1][nt][i]));
-                    act[(size_t)slots[ci] * I + f] = sits_k_f2bf(gv / (1.0f + expf(-gv)) * uv);
+                    const int sl = slots[ci];
+                    float gs = c[0][nt][i], us = c[1][nt][i];
+                    if (F8) {
+                        const float xs = f8.xs[sl / k];
+                        gs = gs * xs * f8.s_gu[e][f];
+                        us = us * xs * f8.s_gu[e][I + f];
+                    }
+                    const float gv = sits_k_bf2f(sits_k_f2bf(gs)), uv = sits_k_bf2f(sits_k_f2bf(us));
+                    act[(size_t)sl * I + f] = sits_k_f2bf(gv / (1.0f + expf(-gv)) * uv);
                 }
             }
     }
 }
 
 /* Down on tensor cores: block (a, 16 MOE_MMA_WARPS outputs a block), warp w: outputs h0 .. h0 + 15 */
-template <int NT8>
+template <bool F8, int NT8>
 static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
-moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const sits_bf16_t *const *w_down, int E, int H,
-                    int I)
+moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const void *const *w_down, moe_f8_args f8,
+                    int E, int H, int I)
 {
+    typedef typename moe_el<F8>::T T;
     const int a = blockIdx.x;
     if (a >= plan[0]) return;
     const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
@@ -409,65 +480,95 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int h0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
     if (h0 >= H) return;
-    const sits_bf16_t *W = w_down[e];
-    const sits_bf16_t *const ra[1] = { W + (size_t)min(h0 + g, H - 1) * I };
-    const sits_bf16_t *const rb[1] = { W + (size_t)min(h0 + g + 8, H - 1) * I };
+    const T *W = static_cast<const T *>(w_down[e]);
+    const T *const ra[1] = { W + (size_t)min(h0 + g, H - 1) * I };
+    const T *const rb[1] = { W + (size_t)min(h0 + g + 8, H - 1) * I };
+    const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
     for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
-        const sits_bf16_t *xr[NT8];
+        const T *xr[NT8];
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) {
             const int ci = c0 + 8 * nt + g;
-            xr[nt] = ci < s1 ? act + (size_t)slots[ci] * I : NULL;
+            xr[nt] = ci < s1 ? A + (size_t)slots[ci] * I : NULL;
         }
         float c[1][NT8][4];
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) c[0][nt][0] = c[0][nt][1] = c[0][nt][2] = c[0][nt][3] = 0.0f;
-        moe_mma_rows<1, NT8>(c, ra, rb, xr, I, tq);
+        moe_mma_rows<F8, 1, NT8>(c, ra, rb, xr, I, tq);
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int h = h0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
-                if (h < H && ci < s1) y[(size_t)slots[ci] * H + h] = sits_k_f2bf(c[0][nt][i]);
+                if (h < H && ci < s1) {
+                    const int sl = slots[ci];
+                    float v = c[0][nt][i];
+                    if (F8) v = v * f8.as[sl] * f8.s_down[e][h];
+                    y[(size_t)sl * H + h] = sits_k_f2bf(v);
+                }
             }
     }
 }
 
-extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
-                                            const sits_bf16_t *const *w_gu, const sits_bf16_t *const *w_down, int n, int k, int E,
-                                            int H, int I, cudaStream_t stream)
+/* The two kernels of one kind (GEMV CT, or MMA NT8) for the step: tensor cores once the experts average 4 slots
+ * or more (the CUDA-core GEMV would then be bound by its FMAs). */
+template <bool F8>
+static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu,
+                               const void *const *w_down, const moe_f8_args &f8, int n, int k, int E, int H, int I,
+                               cudaStream_t stream)
 {
-    if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
-        !sits_k_aligned16(act))
-        return SITS_ERR_INVALID;
     const unsigned A = (unsigned)min(E, n * k);   /* blocks past the step's active experts return at once */
-    const dim3 ggu(A, (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
-    const dim3 gdn(A, (unsigned)((H + MOE_WARPS * MOE_DN_ROWS - 1) / (MOE_WARPS * MOE_DN_ROWS)));
-    /* tensor cores once the experts average 4 slots or more (the CUDA-core GEMV would then be bound by its FMAs) */
     if (n >= 8 && n * k >= 4 * E) {
         const dim3 mgu(A, (unsigned)((I + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
         const dim3 mdn(A, (unsigned)((H + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
-#define MOE_MMA_LAUNCH(NT8)                                                                                 \
-    do {                                                                                                    \
-        moe_gu_mma_kernel<NT8><<<mgu, 32 * MOE_MMA_WARPS, 0, stream>>>(act, x, plan, w_gu, k, E, H, I);     \
-        moe_down_mma_kernel<NT8><<<mdn, 32 * MOE_MMA_WARPS, 0, stream>>>(y, act, plan, w_down, E, H, I);    \
+#define MOE_MMA_LAUNCH(NT8)                                                                                        \
+    do {                                                                                                           \
+        moe_gu_mma_kernel<F8, NT8><<<mgu, 32 * MOE_MMA_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);    \
+        if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, n * k, I, stream); \
+        moe_down_mma_kernel<F8, NT8><<<mdn, 32 * MOE_MMA_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);   \
     } while (0)
         if (n * k < 16 * E) MOE_MMA_LAUNCH(1);   /* about 4 .. 16 slots an expert: one n-tile of 8 */
         else if (n * k < 32 * E) MOE_MMA_LAUNCH(2);
         else MOE_MMA_LAUNCH(4);
 #undef MOE_MMA_LAUNCH
-        return SITS_K_LAUNCH_STATUS();
+        return;
     }
-#define MOE_LAUNCH(CT)                                                                                      \
-    do {                                                                                                    \
-        moe_gu_kernel<CT><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, k, E, H, I);              \
-        moe_down_kernel<CT><<<gdn, 32 * MOE_WARPS, 0, stream>>>(y, act, plan, w_down, E, H, I);             \
+    const dim3 ggu(A, (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
+    const dim3 gdn(A, (unsigned)((H + MOE_WARPS * MOE_DN_ROWS - 1) / (MOE_WARPS * MOE_DN_ROWS)));
+#define MOE_LAUNCH(CT)                                                                                             \
+    do {                                                                                                           \
+        moe_gu_kernel<F8, CT><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);             \
+        if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, n * k, I, stream); \
+        moe_down_kernel<F8, CT><<<gdn, 32 * MOE_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);            \
     } while (0)
     if (n == 1) MOE_LAUNCH(1);       /* an expert has at most n slots (a token takes an expert once) */
     else if (n == 2) MOE_LAUNCH(2);
     else if (n <= 4) MOE_LAUNCH(4);
     else MOE_LAUNCH(8);
 #undef MOE_LAUNCH
+}
+
+extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                            const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
+                                            const float *const *s_down, void *q8, int n, int k, int E, int H, int I,
+                                            cudaStream_t stream)
+{
+    if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
+        !sits_k_aligned16(act) || (s_gu == NULL) != (s_down == NULL) || (s_gu && !sits_k_aligned16(q8)))
+        return SITS_ERR_INVALID;
+    moe_f8_args f8 = { NULL, NULL, NULL, NULL, s_gu, s_down };
+    if (s_gu) {   /* [moe fp8] backend.h SITS_MOE_Q8_BYTES: xs [n] | as [n k] fp32, then xq [n, H], aq [n k, I] bytes */
+        const size_t nk = (size_t)n * k, o1 = (4 * ((size_t)n + nk) + 15) / 16 * 16, o2 = o1 + ((size_t)n * H + 15) / 16 * 16;
+        f8.xs = static_cast<const float *>(q8);
+        f8.as = f8.xs + n;
+        f8.xq = static_cast<const uint8_t *>(q8) + o1;
+        f8.aq = static_cast<const uint8_t *>(q8) + o2;
+        sits_status_t st = sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.xq), const_cast<float *>(f8.xs), x, n, H, stream);
+        if (st != SITS_OK) return st;
+        moe_experts_launch<true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    } else {
+        moe_experts_launch<false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    }
     return SITS_K_LAUNCH_STATUS();
 }
 

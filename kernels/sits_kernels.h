@@ -264,15 +264,16 @@ sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logit
 /* out [n, dim] bf16 = sum_j wts[t*kk + j] * y[pos[t*kk + j], :] (fp32, j order; pos -1 skipped). */
 sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const int32_t *pos, const float *wts, int n, int kk,
                                  int dim, cudaStream_t stream);
-/* [moe dev] backend.h moe_route / moe_experts / moe_combine_slots on bf16 rows and weights: the plan of the slots
- * grouped by expert (one block), every expert's gate/up + SiLU * up (one launch) and down (one launch) as GEMVs
- * over its slots (w_gu / w_down: device arrays of E weight pointers), and the combine over the slots (+ the
- * shared expert gated by sigmoid(sg[t]) when sg). counts / mask may be NULL. */
+/* [moe dev] backend.h moe_route / moe_experts / moe_combine_slots on bf16 rows: the plan of the slots grouped by
+ * expert (one block), every expert's gate/up + SiLU * up (one launch) and down (one launch) over its slots (GEMVs,
+ * or tensor-core MMAs once the experts average 4 slots; w_gu / w_down: device arrays of E weight pointers, bf16, or
+ * [moe fp8] E4M3 with the row-scale arrays s_gu / s_down and q8 the scratch of backend.h SITS_MOE_Q8_BYTES), and
+ * the combine over the slots (+ the shared expert gated by sigmoid(sg[t]) when sg). counts / mask may be NULL. */
 sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k,
                                int E, cudaStream_t stream);
 sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
-                                 const sits_bf16_t *const *w_gu, const sits_bf16_t *const *w_down, int n, int k, int E, int H, int I,
-                                 cudaStream_t stream);
+                                 const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
+                                 const float *const *s_down, void *q8, int n, int k, int E, int H, int I, cudaStream_t stream);
 sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg, int n,
                                        int k, int H, cudaStream_t stream);
 

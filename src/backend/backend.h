@@ -435,6 +435,10 @@ typedef struct sits_backend_ops {
      *     y[s] [H]   = act[s] . w_down[e]^T;
      *   x [n, H], act [nk, i], y [nk, H] act_dtype (rows by slot), fp32 accumulation; w_gu / w_down: device arrays
      *   of E pointers to weight_dtype [2 i, H] / [H, i] (NULL entries for experts no slot names are never read).
+     *   [moe fp8] s_gu / s_down non-NULL (both or neither): the weights are E4M3 bytes with those fp32 row scales
+     *   (device arrays of E pointers to [2 i] / [H]), and each linear is matmul_fp8's: its input rows quantised per
+     *   row (x per token, act per slot, into q8: SITS_MOE_Q8_BYTES(n, nk, H, i) bytes of scratch), then
+     *   g = dot(x8, w8[r]) * xs[t] * s_gu[e][r] (u, y likewise), each rounded to act_dtype.
      *   H % 8 == 0 and i % 8 == 0 on cuda (16-byte rows). A grid of min(E, nk) experts, idle past A.
      * moe_combine_slots: moe_combine with the slots above: out [n, H] = sum_{j < k} wts[t k + j] y[t k + j]
      *   (+ sigmoid(sg[t]) y[n k + t] when sg: the shared expert's gate logits [n] act_dtype, its rows after the
@@ -442,7 +446,8 @@ typedef struct sits_backend_ops {
     sits_status_t (*moe_route)(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
                                int n, int k, int E);
     sits_status_t (*moe_experts)(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
-                                 const void *const *w_gu, const void *const *w_down, int n, int k, int E, int H, int i);
+                                 const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
+                                 const float *const *s_down, void *q8, int n, int k, int E, int H, int i);
     sits_status_t (*moe_combine_slots)(sits_backend_t *be, void *out, const void *y, const float *wts, const void *sg, int n,
                                        int k, int H);
     /* ---- [int4] y [n, out] = x [n, in] . w^T (+ bias [out]) with w the packed INT4 weights above,
@@ -459,6 +464,12 @@ void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos
 /* [moe dev] The int32 words of a moe_route plan for E experts and nk slots, and the most slots it takes. */
 #define SITS_MOE_PLAN_WORDS(E, nk) (2 + 2 * (size_t)(E) + (size_t)(nk))
 #define SITS_MOE_DEV_MAX_SLOTS 2048
+/* [moe dev] [moe fp8] moe_experts' scratch for FP8 experts: the row scales of x (n) and act (nk) as fp32, then
+ * x (n rows of H) and act (nk rows of i) as E4M3 bytes, each part 16-byte aligned. */
+#define SITS_MOE_Q8_PAD16(b) (((size_t)(b) + 15) / 16 * 16)
+#define SITS_MOE_Q8_BYTES(n, nk, H, i) \
+    (SITS_MOE_Q8_PAD16(4 * ((size_t)(n) + (size_t)(nk))) + SITS_MOE_Q8_PAD16((size_t)(n) * (size_t)(H)) + \
+     SITS_MOE_Q8_PAD16((size_t)(nk) * (size_t)(i)))
 /* [moe dev] The reference moe_route (host memory): the cpu backend's, and the twin of the cuda kernel.
  * SITS_ERR_INVALID for an id outside [0, E). */
 sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask, int n, int k,

@@ -446,32 +446,81 @@ static sits_status_t cpu_moe_route(sits_backend_t *be, int32_t *plan, uint64_t *
     return sits_backend_cpu_moe_route(plan, counts, ids, mask, n, k, E);
 }
 
-/* Each slot's expert MLP with the arithmetic of the host path (cpu_matmul's dot_f32 + 0, cpu_silu_mul, cpu_matmul):
- * the same floats bit for bit. */
+static void cpu_quant_fp8_rows(uint8_t *q, float *s, const float *x, int n, int dim);
+
+/* Each slot's expert MLP with the arithmetic of the host path (cpu_matmul's dot_f32 + 0, cpu_silu_mul, cpu_matmul;
+ * [moe fp8] cpu_quant_fp8_rows + cpu_matmul_fp8q's dot of the decoded rows times xs, times the row scale, + 0): the
+ * same floats bit for bit. */
 static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, const void *x_, const int32_t *plan,
-                                     const void *const *w_gu, const void *const *w_down, int n, int k, int E, int H, int i)
+                                     const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
+                                     const float *const *s_down, void *q8, int n, int k, int E, int H, int i)
 {
     (void)be;
     float *y = y_, *act = act_;
     const float *x = x_;
     const int32_t *off = plan + 1 + E, *slots = plan + 2 + 2 * (size_t)E;
+    const int f8 = s_gu != NULL;
+    if (f8 != (s_down != NULL) || (f8 && !q8)) return SITS_ERR_INVALID;
+    const int nk = n * k;
+    float *xs = q8, *as = xs + n, *xd = NULL, *ad = NULL, lut[256];
+    uint8_t *xq = (uint8_t *)q8 + SITS_MOE_Q8_PAD16(4 * ((size_t)n + nk)), *aq = xq + SITS_MOE_Q8_PAD16((size_t)n * H);
+    if (f8) {   /* x per token, decoded once (the host path's matmul_fp8 quantises each expert's rows the same way) */
+        for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
+        cpu_quant_fp8_rows(xq, xs, x, n, H);
+        xd = malloc(sizeof(float) * ((size_t)n * H + (size_t)i + 1));
+        if (!xd) return SITS_ERR_NOMEM;
+        for (size_t q = 0; q < (size_t)n * H; q++) xd[q] = lut[xq[q]];
+        ad = xd + (size_t)n * H;   /* one act row decoded at a time */
+    }
     for (int a = 0; a < plan[0]; a++) {
-        const float *gu = w_gu[plan[1 + a]], *dn = w_down[plan[1 + a]];
-        int c = off[a + 1] - off[a];
+        int e = plan[1 + a], c = off[a + 1] - off[a];
         const int32_t *sl = slots + off[a];
+        if (!f8) {
+            const float *gu = w_gu[e], *dn = w_down[e];
 #pragma omp parallel for schedule(static) if ((size_t)c * H * i * 3 >= CPU_PAR_MIN_WORK)
-        for (int r = 0; r < i; r++)
+            for (int r = 0; r < i; r++)
+                for (int q = 0; q < c; q++) {
+                    const float *xt = x + (size_t)(sl[q] / k) * H;
+                    float g = dot_f32(xt, gu + (size_t)r * H, H) + 0.0f, u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + 0.0f;
+                    act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
+                }
+#pragma omp parallel for schedule(static) if ((size_t)c * H * i >= CPU_PAR_MIN_WORK)
+            for (int o = 0; o < H; o++)
+                for (int q = 0; q < c; q++)
+                    y[(size_t)sl[q] * H + o] = dot_f32(act + (size_t)sl[q] * i, dn + (size_t)o * i, i) + 0.0f;
+            continue;
+        }
+        /* [moe fp8] E4M3 weights, each row decoded once for all the expert's slots */
+        const uint8_t *gq = w_gu[e], *dq = w_down[e];
+        const float *gs = s_gu[e], *ds = s_down[e];
+        float *wr = malloc(sizeof(float) * (2 * (size_t)(H > i ? H : i) + 1)), *wu = wr + (H > i ? H : i);
+        if (!wr) {
+            free(xd);
+            return SITS_ERR_NOMEM;
+        }
+        for (int r = 0; r < i; r++) {
+            for (int kk = 0; kk < H; kk++) {
+                wr[kk] = lut[gq[(size_t)r * H + kk]];
+                wu[kk] = lut[gq[(size_t)(i + r) * H + kk]];
+            }
             for (int q = 0; q < c; q++) {
-                const float *xt = x + (size_t)(sl[q] / k) * H;
-                float g = dot_f32(xt, gu + (size_t)r * H, H) + 0.0f, u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + 0.0f;
+                int t = sl[q] / k;
+                float g = dot_f32(xd + (size_t)t * H, wr, H) * xs[t] * gs[r] + 0.0f;
+                float u = dot_f32(xd + (size_t)t * H, wu, H) * xs[t] * gs[i + r] + 0.0f;
                 act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
             }
-#pragma omp parallel for schedule(static) if ((size_t)c * H * i >= CPU_PAR_MIN_WORK)
-        for (int o = 0; o < H; o++)
-            for (int q = 0; q < c; q++)
-                y[(size_t)sl[q] * H + o] = dot_f32(act + (size_t)sl[q] * i, dn + (size_t)o * i, i) + 0.0f;
+        }
+        for (int q = 0; q < c; q++) cpu_quant_fp8_rows(aq + (size_t)sl[q] * i, as + sl[q], act + (size_t)sl[q] * i, 1, i);
+        for (int o = 0; o < H; o++) {
+            for (int kk = 0; kk < i; kk++) wr[kk] = lut[dq[(size_t)o * i + kk]];
+            for (int q = 0; q < c; q++) {
+                for (int kk = 0; kk < i; kk++) ad[kk] = lut[aq[(size_t)sl[q] * i + kk]];
+                y[(size_t)sl[q] * H + o] = dot_f32(ad, wr, i) * as[sl[q]] * ds[o] + 0.0f;
+            }
+        }
+        free(wr);
     }
-    (void)n;
+    free(xd);
     return SITS_OK;
 }
 

@@ -14,7 +14,7 @@
  * act_dtype values), in two all-to-all-v calls; xr / xe then hold H-byte rows and sr / se the scales,
  * and the gate/up GEMM runs on them as given (matmul_fp8q: bit for bit what matmul_fp8 makes of the row).
  * The expert outputs go back as act_dtype rows.
- * [moe dev] The device path (steps of up to dev_max tokens, no EP, 16-bit experts): moe_topk, then
+ * [moe dev] The device path (steps of up to dev_max tokens, no EP, 16-bit or FP8 experts): moe_topk, then
  * moe_route groups the slots by expert on the device (dplan), moe_experts runs every expert with a slot
  * in one launch for gate/up (+ SiLU * up) and one for down (rows by slot: ys row t k + j; weight pointers
  * from wptr, uploaded once), the shared expert as on the host path, and moe_combine_slots adds them up.
@@ -51,13 +51,14 @@ struct sits_moe {
     int *eoff;                  /* [E + 1] */
     size_t *sb, *so, *rb, *ro;  /* [N] all-to-all-v bytes and offsets: send, recv */
     uint64_t *tokens;           /* [E] load-balance counters (host path) */
-    /* [moe dev] the device path: steps of n <= dev_max tokens on layers whose experts are 16-bit (dev_ok) */
+    /* [moe dev] the device path: steps of n <= dev_max tokens on layers whose experts are 16-bit or FP8 (dev_ok) */
     int dev_max, dev_all;       /* dev_max 0: off; dev_all: every layer of this stage can take it */
-    uint8_t *dev_ok;            /* [layers of this stage] */
+    uint8_t *dev_ok;            /* [layers of this stage] 1: 16-bit experts, 2: FP8 ones, 0: the host path */
     int32_t *dplan;             /* [SITS_MOE_PLAN_WORDS(E, dev_max * k)] moe_route's plan */
     uint64_t *dcount;           /* [E] slots routed on the device path (device) */
-    const void **wptr;          /* [layers][2 E] device: exp_gu[e] (e < E), then exp_down[e] */
+    const void **wptr;          /* [layers][4 E] device: exp_gu[e], exp_down[e], [moe fp8] exp_gu_scale[e], exp_down_scale[e] */
     void *dact;                 /* [dev_max * k, ie_loc] */
+    void *dq8;                  /* [moe fp8] SITS_MOE_Q8_BYTES(dev_max, dev_max * k, H, ie_loc): FP8 layers only */
     uint64_t *dcount_h, *total; /* [E] dcount as last read; tokens + dcount_h */
     double dcount_t;            /* when dcount was last read (monotonic s) */
 };
@@ -86,9 +87,10 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
     b += T * k * row + (T * k + T) * row;
     if (d->ep > 1) b += 3 * T * k * row + T * k * ((size_t)cfg->hidden_size + 3 * sizeof(float));   /* [moe fp8] qs, ss, sr, se */
     size_t D = (size_t)dev_max_of(dev_max, max_tokens, (int)k);
-    if (d->ep <= 1 && D)   /* [moe dev] dplan, dcount, wptr, dact */
+    if (d->ep <= 1 && D)   /* [moe dev] dplan, dcount, wptr, dact, dq8 (counted whether or not the experts are FP8) */
         b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + E * sizeof(uint64_t) +
-             (size_t)(d->layer1 - d->layer0) * 2 * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es;
+             (size_t)(d->layer1 - d->layer0) * 4 * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
+             SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
     return b;
 }
 
@@ -98,7 +100,7 @@ void sits_moe_destroy(sits_moe_t *m)
     sits_backend_t *be = m->be;
     void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
                     m->xs, m->ys, m->xr, m->xe, m->ye, m->qs, m->ss, m->sr, m->se,
-                    m->dplan, m->dcount, (void *)m->wptr, m->dact };
+                    m->dplan, m->dcount, (void *)m->wptr, m->dact, m->dq8 };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
     void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
@@ -174,7 +176,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         st = SITS_ERR_NOMEM;
         goto err;
     }
-    /* [moe dev] the device path: the backend's ops, no EP, 16-byte rows; per layer 16-bit experts */
+    /* [moe dev] the device path: the backend's ops, no EP, 16-byte rows; per layer 16-bit or FP8 experts (both
+     * linears FP8, as --quant ffn=fp8 and FP8 checkpoints have them), not INT4 */
     const sits_shard_dims_t *d = &w->dims;
     int L = d->layer1 - d->layer0;
     m->dev_max = dev_max_of(dev_max, max_tokens, m->k);
@@ -185,28 +188,37 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         m->dev_ok = calloc((size_t)L, 1);
         m->dcount_h = calloc((size_t)m->E, sizeof(uint64_t));
         m->total = calloc((size_t)m->E, sizeof(uint64_t));
-        const void **wp = calloc((size_t)L * 2 * m->E, sizeof(void *));
+        const void **wp = calloc((size_t)L * 4 * m->E, sizeof(void *));
         if (!m->dev_ok || !m->dcount_h || !m->total || !wp) {
             free(wp);
             st = SITS_ERR_NOMEM;
             goto err;
         }
         m->dev_all = 1;
+        int any_f8 = 0;
         for (int l = 0; l < L; l++) {
             const sits_layer_weights_t *lw = &w->layers[d->layer0 + l];
-            m->dev_ok[l] = !lw->exp_gu_scale && !lw->exp_down_scale && !lw->exp_gu_w4 && !lw->exp_down_w4;
-            m->dev_all &= m->dev_ok[l];
+            int f8 = lw->exp_gu_scale && lw->exp_down_scale, f16 = !lw->exp_gu_scale && !lw->exp_down_scale;
+            m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 ? 0 : f8 ? 2 : f16 ? 1 : 0;
+            m->dev_all &= m->dev_ok[l] != 0;
+            any_f8 |= m->dev_ok[l] == 2;
+            const void **lp = wp + (size_t)l * 4 * m->E;
             for (int e = 0; m->dev_ok[l] && e < m->E; e++) {
-                wp[(size_t)l * 2 * m->E + e] = lw->exp_gu[e];
-                wp[(size_t)l * 2 * m->E + m->E + e] = lw->exp_down[e];
+                lp[e] = lw->exp_gu[e];
+                lp[m->E + e] = lw->exp_down[e];
+                if (f8) {
+                    lp[2 * m->E + e] = lw->exp_gu_scale[e];
+                    lp[3 * m->E + e] = lw->exp_down_scale[e];
+                }
             }
         }
         st = op->alloc(be, SITS_MOE_PLAN_WORDS(m->E, D) * sizeof(int32_t), (void **)&m->dplan);
         if (st == SITS_OK) st = op->alloc(be, (size_t)m->E * sizeof(uint64_t), (void **)&m->dcount);
         if (st == SITS_OK) st = op->memset0(be, m->dcount, (size_t)m->E * sizeof(uint64_t));
-        if (st == SITS_OK) st = op->alloc(be, (size_t)L * 2 * m->E * sizeof(void *), (void **)&m->wptr);
-        if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * 2 * m->E * sizeof(void *));
+        if (st == SITS_OK) st = op->alloc(be, (size_t)L * 4 * m->E * sizeof(void *), (void **)&m->wptr);
+        if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * 4 * m->E * sizeof(void *));
         if (st == SITS_OK) st = op->alloc(be, D * (size_t)d->ie_loc * es, &m->dact);
+        if (st == SITS_OK && any_f8) st = op->alloc(be, SITS_MOE_Q8_BYTES(m->dev_max, D, m->H, d->ie_loc), &m->dq8);
         free(wp);
         if (st != SITS_OK) goto err;
     }
@@ -215,7 +227,7 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
               m->k, m->N > 1 ? "expert parallel" : "tensor-parallel experts", w->dims.exp0, w->dims.exp0 + w->dims.n_exp_loc - 1,
               w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "",
               m->qs ? ", fp8 dispatch payload (H + 4 bytes a row)" : "", m->dev_max,
-              m->dev_max && !m->dev_all ? " (16-bit expert layers only)" : "");
+              m->dev_max && !m->dev_all ? " (16-bit and FP8 expert layers only)" : "");
     *moe_p = m;
     return SITS_OK;
 err:
@@ -288,8 +300,10 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
     SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
     SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E));
-    const void *const *wp = m->wptr + (size_t)l * 2 * E;
-    SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, n, k, E, m->H, m->w->dims.ie_loc));   /* [n k, H] */
+    const void *const *wp = m->wptr + (size_t)l * 4 * E;
+    const float *const *sp = m->dev_ok[l] == 2 ? (const float *const *)(wp + 2 * E) : NULL;   /* [moe fp8] row scales */
+    SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8, n, k, E, m->H,
+                               m->w->dims.ie_loc));                                                                 /* [n k, H] */
     if (lw->sh_route) {
         SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */
         SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, NULL, lw->sh_down,

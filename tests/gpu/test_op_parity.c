@@ -2236,7 +2236,26 @@ static void compare_rel_rms(ctx_t *c, const char *what, void *d[N_BE], size_t n)
     free(got);
 }
 
-static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared)
+/* [moe fp8] f8: E4M3 experts (random bytes, NaN codes excluded, |w| up to 448 times a row scale of about 2^-9 / sqrt(K)) */
+static void *dev_bytes(sits_backend_t *be, const uint8_t *v, size_t n)
+{
+    void *d = NULL;
+    TRY(be->ops->alloc(be, n, &d));
+    TRY(be->ops->upload(be, d, v, n));
+    return d;
+}
+
+static uint8_t *rand_e4m3(ctx_t *c, size_t n)
+{
+    uint8_t *q = xmalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        int v = rand_int(c, 0, 254);   /* 0x7f and 0xff are NaN */
+        q[i] = (uint8_t)(v >= 0x7f ? v + 1 : v);
+    }
+    return q;
+}
+
+static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shared, int f8)
 {
     char what[160];
     const int nk = n * k;
@@ -2259,13 +2278,26 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
     float *x = rand_vec(c, (size_t)n * H, 0.0f, 1.0f), *wts = rand_vec(c, (size_t)nk, 0.5f, 0.5f);
     float *sg = rand_vec(c, (size_t)n, 0.0f, 2.0f), *ysh = rand_vec(c, (size_t)n * H, 0.0f, 1.0f);
     float **wgu = xmalloc((size_t)E * sizeof *wgu), **wdn = xmalloc((size_t)E * sizeof *wdn);
+    float **sgu = xmalloc((size_t)E * sizeof *sgu), **sdn = xmalloc((size_t)E * sizeof *sdn);
+    uint8_t **qgu = xmalloc((size_t)E * sizeof *qgu), **qdn = xmalloc((size_t)E * sizeof *qdn);
     for (int e = 0; e < E; e++) {   /* |g|, |u| ~ 0.6, |y| ~ 0.1: the sizes of a real layer */
-        wgu[e] = rand_vec(c, (size_t)2 * I * H, 0.0f, 1.0f / sqrtf((float)H));
-        wdn[e] = rand_vec(c, (size_t)H * I, 0.0f, 1.0f / sqrtf((float)I));
+        if (f8) {   /* E4M3 codes are up to 448 with a mean |v| of ~ 60: a row scale of 2^-7 / sqrt(K) gives similar sizes */
+            qgu[e] = rand_e4m3(c, (size_t)2 * I * H);
+            qdn[e] = rand_e4m3(c, (size_t)H * I);
+            sgu[e] = rand_vec(c, (size_t)2 * I, 1.0f / (128.0f * sqrtf((float)H)), 0.5f / (128.0f * sqrtf((float)H)));
+            sdn[e] = rand_vec(c, (size_t)H, 1.0f / (128.0f * sqrtf((float)I)), 0.5f / (128.0f * sqrtf((float)I)));
+            wgu[e] = wdn[e] = NULL;
+        } else {
+            wgu[e] = rand_vec(c, (size_t)2 * I * H, 0.0f, 1.0f / sqrtf((float)H));
+            wdn[e] = rand_vec(c, (size_t)H * I, 0.0f, 1.0f / sqrtf((float)I));
+            qgu[e] = qdn[e] = NULL;
+            sgu[e] = sdn[e] = NULL;
+        }
     }
     size_t pw = SITS_MOE_PLAN_WORDS(E, nk);
     void *d_ids[N_BE], *d_mask[N_BE], *d_plan[N_BE], *d_cnt[N_BE], *d_x[N_BE], *d_act[N_BE], *d_y[N_BE], *d_wts[N_BE], *d_sg[N_BE],
-        *d_out[N_BE], *d_pgu[N_BE], *d_pdn[N_BE], **d_wgu[N_BE], **d_wdn[N_BE];
+        *d_out[N_BE], *d_pgu[N_BE], *d_pdn[N_BE], **d_wgu[N_BE], **d_wdn[N_BE], *d_psg[N_BE], *d_psd[N_BE], **d_sgu[N_BE],
+        **d_sdn[N_BE], *d_q8[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         size_t es = sits_dtype_size(be->act_dtype);
@@ -2282,9 +2314,21 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
         d_out[b] = dev_poison(be, (size_t)n * H * es);
         d_wgu[b] = xmalloc((size_t)E * sizeof(void *));
         d_wdn[b] = xmalloc((size_t)E * sizeof(void *));
+        d_sgu[b] = xmalloc((size_t)E * sizeof(void *));
+        d_sdn[b] = xmalloc((size_t)E * sizeof(void *));
         for (int e = 0; e < E; e++) {
-            d_wgu[b][e] = dev_weight(be, wgu[e], 2 * I, H);
-            d_wdn[b][e] = dev_weight(be, wdn[e], H, I);
+            d_wgu[b][e] = f8 ? dev_bytes(be, qgu[e], (size_t)2 * I * H) : dev_weight(be, wgu[e], 2 * I, H);
+            d_wdn[b][e] = f8 ? dev_bytes(be, qdn[e], (size_t)H * I) : dev_weight(be, wdn[e], H, I);
+            d_sgu[b][e] = f8 ? dev_vals(be, SITS_DT_F32, sgu[e], (size_t)2 * I) : NULL;
+            d_sdn[b][e] = f8 ? dev_vals(be, SITS_DT_F32, sdn[e], (size_t)H) : NULL;
+        }
+        d_psg[b] = d_psd[b] = d_q8[b] = NULL;
+        if (f8) {
+            TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_psg[b]));
+            TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_psd[b]));
+            TRY(be->ops->upload(be, d_psg[b], d_sgu[b], (size_t)E * sizeof(void *)));
+            TRY(be->ops->upload(be, d_psd[b], d_sdn[b], (size_t)E * sizeof(void *)));
+            d_q8[b] = dev_poison(be, SITS_MOE_Q8_BYTES(n, nk, H, I));
         }
         TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_pgu[b]));
         TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &d_pdn[b]));
@@ -2300,7 +2344,8 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
         }
         TRY(be->ops->moe_route(be, d_plan[b], d_cnt[b], d_ids[b], d_mask[b], n, k, E));
         TRY(be->ops->moe_experts(be, d_y[b], d_act[b], d_x[b], d_plan[b], (const void *const *)d_pgu[b],
-                                 (const void *const *)d_pdn[b], n, k, E, H, I));
+                                 (const void *const *)d_pdn[b], (const float *const *)d_psg[b], (const float *const *)d_psd[b],
+                                 d_q8[b], n, k, E, H, I));
         TRY(be->ops->moe_combine_slots(be, d_out[b], d_y[b], d_wts[b], shared ? d_sg[b] : NULL, n, k, H));
     }
     snprintf(what, sizeof what, "moe_route n %d k %d E %d", n, k, E);
@@ -2320,9 +2365,9 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
     c->checks++;
     printf("%-4s %-58s plan and counts %s (%d experts)\n", bad ? "FAIL" : "ok", what, bad ? "differ" : "equal", plan[0][0]);
     if (bad) c->failures++;
-    snprintf(what, sizeof what, "moe_experts act n %d k %d E %d H %d I %d", n, k, E, H, I);
+    snprintf(what, sizeof what, "moe_experts%s act n %d k %d E %d H %d I %d", f8 ? " fp8" : "", n, k, E, H, I);
     compare_rel_rms(c, what, d_act, (size_t)nk * I);
-    snprintf(what, sizeof what, "moe_experts y n %d k %d E %d H %d I %d", n, k, E, H, I);
+    snprintf(what, sizeof what, "moe_experts%s y n %d k %d E %d H %d I %d", f8 ? " fp8" : "", n, k, E, H, I);
     compare_rel_rms(c, what, d_y, (size_t)nk * H);
     snprintf(what, sizeof what, "moe_combine_slots n %d k %d H %d%s", n, k, H, shared ? " +shared" : "");
     compare_rel_rms(c, what, d_out, (size_t)n * H);
@@ -2334,18 +2379,37 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
         for (int e = 0; e < E; e++) {
             dev_free(be, d_wgu[b][e]);
             dev_free(be, d_wdn[b][e]);
+            if (f8) {
+                dev_free(be, d_sgu[b][e]);
+                dev_free(be, d_sdn[b][e]);
+            }
+        }
+        if (f8) {
+            dev_free(be, d_psg[b]);
+            dev_free(be, d_psd[b]);
+            dev_free(be, d_q8[b]);
         }
         free(d_wgu[b]);
         free(d_wdn[b]);
+        free(d_sgu[b]);
+        free(d_sdn[b]);
         free(plan[b]);
         free(cnt[b]);
     }
     for (int e = 0; e < E; e++) {
         free(wgu[e]);
         free(wdn[e]);
+        free(qgu[e]);
+        free(qdn[e]);
+        free(sgu[e]);
+        free(sdn[e]);
     }
     free(wgu);
     free(wdn);
+    free(qgu);
+    free(qdn);
+    free(sgu);
+    free(sdn);
     free(ids);
     free(mask);
     free(perm);
@@ -2354,6 +2418,8 @@ static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared
     free(sg);
     free(ysh);
 }
+
+static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared) { test_moe_dev_q(c, n, k, E, H, I, shared, 0); }
 
 static void test_moe_all(ctx_t *c)
 {
@@ -2373,6 +2439,10 @@ static void test_moe_all(ctx_t *c)
     test_moe_dev(c, 64, 8, 128, 512, 96, 1);    /* tensor cores (4 slots an expert): one n-tile; I not a multiple of 128 */
     test_moe_dev(c, 32, 2, 8, 256, 64, 1);      /* Mixtral-like, tensor cores */
     test_moe_dev(c, 256, 8, 16, 256, 192, 0);   /* 128 slots an expert: four n-tiles, several chunks */
+    test_moe_dev_q(c, 1, 8, 128, 2048, 768, 0, 1);   /* [moe fp8] FP8 experts: the GEMV, then the tensor cores */
+    test_moe_dev_q(c, 5, 4, 60, 256, 40, 1, 1);
+    test_moe_dev_q(c, 64, 8, 128, 512, 96, 0, 1);
+    test_moe_dev_q(c, 256, 8, 16, 256, 192, 1, 1);
 }
 
 int main(void)
