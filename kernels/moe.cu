@@ -254,6 +254,29 @@ struct moe_f8_args {
     const float *const *s_gu, *const *s_down;
 };
 
+/* Block blockIdx.x's active expert of the plan (its id, its slots [s0, s1) of the list); false past the step's A */
+struct moe_blk {
+    int e, s0, s1;
+    const int32_t *slots;
+};
+static __device__ __forceinline__ bool moe_blk_of(const int32_t *plan, int E, moe_blk &b)
+{
+    const int a = blockIdx.x;
+    if (a >= plan[0]) return false;
+    b.e = plan[1 + a];
+    b.s0 = plan[1 + E + a];
+    b.s1 = plan[2 + E + a];
+    b.slots = plan + 2 + 2 * E;
+    return true;
+}
+
+/* The input row of list entry ci of block b (x: row slot / k, act: row slot -- div 1) of K elements, NULL past s1 */
+template <typename T>
+static __device__ __forceinline__ const T *moe_row(const moe_blk &b, int ci, const T *base, int div, int K)
+{
+    return ci < b.s1 ? base + (size_t)(b.slots[ci] / div) * K : NULL;
+}
+
 /* Gate/up + SiLU * up: block (a, rows r0 = MOE_WARPS MOE_GU_ROWS blockIdx.y ..) of active expert a; warp w takes
  * gate rows r0 + 2 w, + 1 and the up rows of the same features, over the expert's slots CT at a time:
  * act[s, r] = silu(bf16(g)) * bf16(u) rounded to bf16 (what the GEMM's bf16 output then silu_mul make);
@@ -264,11 +287,9 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
               int H, int I)
 {
     typedef typename moe_el<F8>::T T;
-    const int a = blockIdx.x;
-    if (a >= plan[0]) return;
-    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
-    const int32_t *slots = plan + 2 + 2 * E;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    moe_blk b;
+    if (!moe_blk_of(plan, E, b)) return;
+    const int e = b.e, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r0 = (blockIdx.y * MOE_WARPS + warp) * MOE_GU_ROWS;
     if (r0 >= I) return;
     const T *W = static_cast<const T *>(w_gu[e]);
@@ -279,13 +300,13 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
         wr[MOE_GU_ROWS + r] = W + (size_t)(I + min(r0 + r, I - 1)) * H;
     }
     const T *X = F8 ? reinterpret_cast<const T *>(f8.xq) : reinterpret_cast<const T *>(x);
-    for (int c0 = s0; c0 < s1; c0 += CT) {
+    for (int c0 = b.s0; c0 < b.s1; c0 += CT) {
         const T *xr[CT];
         int sl[CT];
 #pragma unroll
         for (int c = 0; c < CT; c++) {
-            sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
-            xr[c] = sl[c] >= 0 ? X + (size_t)(sl[c] / k) * H : NULL;
+            sl[c] = c0 + c < b.s1 ? b.slots[c0 + c] : -1;
+            xr[c] = moe_row(b, c0 + c, X, k, H);
         }
         float acc[2 * MOE_GU_ROWS][CT];
         moe_gemv<F8, 2 * MOE_GU_ROWS, CT>(acc, wr, xr, H, lane);
@@ -315,11 +336,9 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
                 int H, int I)
 {
     typedef typename moe_el<F8>::T T;
-    const int a = blockIdx.x;
-    if (a >= plan[0]) return;
-    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
-    const int32_t *slots = plan + 2 + 2 * E;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    moe_blk b;
+    if (!moe_blk_of(plan, E, b)) return;
+    const int e = b.e, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h0 = (blockIdx.y * MOE_WARPS + warp) * MOE_DN_ROWS;
     if (h0 >= H) return;
     const T *W = static_cast<const T *>(w_down[e]);
@@ -327,13 +346,13 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
 #pragma unroll
     for (int r = 0; r < MOE_DN_ROWS; r++) wr[r] = W + (size_t)min(h0 + r, H - 1) * I;
     const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
-    for (int c0 = s0; c0 < s1; c0 += CT) {
+    for (int c0 = b.s0; c0 < b.s1; c0 += CT) {
         const T *xr[CT];
         int sl[CT];
 #pragma unroll
         for (int c = 0; c < CT; c++) {
-            sl[c] = c0 + c < s1 ? slots[c0 + c] : -1;
-            xr[c] = sl[c] >= 0 ? A + (size_t)sl[c] * I : NULL;
+            sl[c] = c0 + c < b.s1 ? b.slots[c0 + c] : -1;
+            xr[c] = moe_row(b, c0 + c, A, 1, I);
         }
         float acc[MOE_DN_ROWS][CT];
         moe_gemv<F8, MOE_DN_ROWS, CT>(acc, wr, xr, I, lane);
@@ -421,11 +440,9 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
                   int E, int H, int I)
 {
     typedef typename moe_el<F8>::T T;
-    const int a = blockIdx.x;
-    if (a >= plan[0]) return;
-    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
-    const int32_t *slots = plan + 2 + 2 * E;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    moe_blk b;
+    if (!moe_blk_of(plan, E, b)) return;
+    const int e = b.e, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int r0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
     if (r0 >= I) return;
     const T *W = static_cast<const T *>(w_gu[e]);
@@ -433,13 +450,10 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
     const T *const ra[2] = { W + (size_t)fa * H, W + (size_t)(I + fa) * H };   /* m 0: gate, m 1: up */
     const T *const rb[2] = { W + (size_t)fb * H, W + (size_t)(I + fb) * H };
     const T *X = F8 ? reinterpret_cast<const T *>(f8.xq) : reinterpret_cast<const T *>(x);
-    for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
+    for (int c0 = b.s0; c0 < b.s1; c0 += 8 * NT8) {
         const T *xr[NT8];
 #pragma unroll
-        for (int nt = 0; nt < NT8; nt++) {
-            const int ci = c0 + 8 * nt + g;
-            xr[nt] = ci < s1 ? X + (size_t)(slots[ci] / k) * H : NULL;
-        }
+        for (int nt = 0; nt < NT8; nt++) xr[nt] = moe_row(b, c0 + 8 * nt + g, X, k, H);
         float c[2][NT8][4];
 #pragma unroll
         for (int m = 0; m < 2; m++)
@@ -451,8 +465,8 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int f = r0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
-                if (f < I && ci < s1) {
-                    const int sl = slots[ci];
+                if (f < I && ci < b.s1) {
+                    const int sl = b.slots[ci];
                     float gs = c[0][nt][i], us = c[1][nt][i];
                     if (F8) {
                         const float xs = f8.xs[sl / k];
@@ -473,24 +487,19 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
                     int E, int H, int I)
 {
     typedef typename moe_el<F8>::T T;
-    const int a = blockIdx.x;
-    if (a >= plan[0]) return;
-    const int e = plan[1 + a], s0 = plan[1 + E + a], s1 = plan[2 + E + a];
-    const int32_t *slots = plan + 2 + 2 * E;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    moe_blk b;
+    if (!moe_blk_of(plan, E, b)) return;
+    const int e = b.e, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int h0 = (blockIdx.y * MOE_MMA_WARPS + warp) * 16;
     if (h0 >= H) return;
     const T *W = static_cast<const T *>(w_down[e]);
     const T *const ra[1] = { W + (size_t)min(h0 + g, H - 1) * I };
     const T *const rb[1] = { W + (size_t)min(h0 + g + 8, H - 1) * I };
     const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
-    for (int c0 = s0; c0 < s1; c0 += 8 * NT8) {
+    for (int c0 = b.s0; c0 < b.s1; c0 += 8 * NT8) {
         const T *xr[NT8];
 #pragma unroll
-        for (int nt = 0; nt < NT8; nt++) {
-            const int ci = c0 + 8 * nt + g;
-            xr[nt] = ci < s1 ? A + (size_t)slots[ci] * I : NULL;
-        }
+        for (int nt = 0; nt < NT8; nt++) xr[nt] = moe_row(b, c0 + 8 * nt + g, A, 1, I);
         float c[1][NT8][4];
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) c[0][nt][0] = c[0][nt][1] = c[0][nt][2] = c[0][nt][3] = 0.0f;
@@ -500,8 +509,8 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int h = h0 + g + (i >= 2 ? 8 : 0), ci = c0 + 8 * nt + 2 * tq + (i & 1);
-                if (h < H && ci < s1) {
-                    const int sl = slots[ci];
+                if (h < H && ci < b.s1) {
+                    const int sl = b.slots[ci];
                     float v = c[0][nt][i];
                     if (F8) v = v * f8.as[sl] * f8.s_down[e][h];
                     y[(size_t)sl * H + h] = sits_k_f2bf(v);
