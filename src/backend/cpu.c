@@ -462,15 +462,19 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
     const int f8 = s_gu != NULL;
     if (f8 != (s_down != NULL) || (f8 && !q8)) return SITS_ERR_INVALID;
     const int nk = n * k;
-    float *xs = q8, *as = xs + n, *xd = NULL, *ad = NULL, lut[256];
+    const size_t wmax = (size_t)(H > i ? H : i);
+    float *xs = q8, *as = xs + n, *xd = NULL, *ad = NULL, *wr = NULL, *wu = NULL, lut[256];
     uint8_t *xq = (uint8_t *)q8 + SITS_MOE_Q8_PAD16(4 * ((size_t)n + nk)), *aq = xq + SITS_MOE_Q8_PAD16((size_t)n * H);
     if (f8) {   /* x per token, decoded once (the host path's matmul_fp8 quantises each expert's rows the same way) */
         for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
         cpu_quant_fp8_rows(xq, xs, x, n, H);
-        xd = malloc(sizeof(float) * ((size_t)n * H + (size_t)i + 1));
+        /* one buffer: x decoded [n, H], act decoded [nk, i], a gate and an up weight row decoded [2, max(H, i)] */
+        xd = malloc(sizeof(float) * ((size_t)n * H + (size_t)nk * i + 2 * wmax + 1));
         if (!xd) return SITS_ERR_NOMEM;
         for (size_t q = 0; q < (size_t)n * H; q++) xd[q] = lut[xq[q]];
-        ad = xd + (size_t)n * H;   /* one act row decoded at a time */
+        ad = xd + (size_t)n * H;
+        wr = ad + (size_t)nk * i;
+        wu = wr + wmax;
     }
     for (int a = 0; a < plan[0]; a++) {
         int e = plan[1 + a], c = off[a + 1] - off[a];
@@ -493,11 +497,6 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
         /* [moe fp8] E4M3 weights, each row decoded once for all the expert's slots */
         const uint8_t *gq = w_gu[e], *dq = w_down[e];
         const float *gs = s_gu[e], *ds = s_down[e];
-        float *wr = malloc(sizeof(float) * (2 * (size_t)(H > i ? H : i) + 1)), *wu = wr + (H > i ? H : i);
-        if (!wr) {
-            free(xd);
-            return SITS_ERR_NOMEM;
-        }
         for (int r = 0; r < i; r++) {
             for (int kk = 0; kk < H; kk++) {
                 wr[kk] = lut[gq[(size_t)r * H + kk]];
@@ -510,15 +509,16 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
                 act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
             }
         }
-        for (int q = 0; q < c; q++) cpu_quant_fp8_rows(aq + (size_t)sl[q] * i, as + sl[q], act + (size_t)sl[q] * i, 1, i);
+        for (int q = 0; q < c; q++) {   /* the act rows quantised as matmul_fp8 does, then decoded once */
+            size_t r0 = (size_t)sl[q] * i;
+            cpu_quant_fp8_rows(aq + r0, as + sl[q], act + r0, 1, i);
+            for (int kk = 0; kk < i; kk++) ad[r0 + kk] = lut[aq[r0 + kk]];
+        }
         for (int o = 0; o < H; o++) {
             for (int kk = 0; kk < i; kk++) wr[kk] = lut[dq[(size_t)o * i + kk]];
-            for (int q = 0; q < c; q++) {
-                for (int kk = 0; kk < i; kk++) ad[kk] = lut[aq[(size_t)sl[q] * i + kk]];
-                y[(size_t)sl[q] * H + o] = dot_f32(ad, wr, i) * as[sl[q]] * ds[o] + 0.0f;
-            }
+            for (int q = 0; q < c; q++)
+                y[(size_t)sl[q] * H + o] = dot_f32(ad + (size_t)sl[q] * i, wr, i) * as[sl[q]] * ds[o] + 0.0f;
         }
-        free(wr);
     }
     free(xd);
     return SITS_OK;
