@@ -235,7 +235,7 @@ err:
     return st;
 }
 
-static double mono_s(void)
+static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -246,7 +246,7 @@ const uint64_t *sits_moe_expert_tokens(sits_moe_t *m, int *n_experts_p)
 {
     *n_experts_p = m->E;
     if (!m->dev_max) return m->tokens;
-    double now = mono_s();
+    double now = now_s();
     if (now - m->dcount_t >= 0.25) {   /* [moe dev] the device's counters, read at most 4 times a second */
         m->dcount_t = now;
         if (m->be->ops->download(m->be, m->dcount_h, m->dcount, (size_t)m->E * sizeof(uint64_t)) != SITS_OK)
