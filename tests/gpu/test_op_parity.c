@@ -2255,6 +2255,84 @@ static uint8_t *rand_e4m3(ctx_t *c, size_t n)
     return q;
 }
 
+/* [moe dev] The device's y and out against double-precision references from the device's own inputs:
+ *   y_ref[s] [H] = act_dev[s] . bf16(w_down[e])^T, or for FP8 experts (q8: the device's E4M3 act rows aq [nk, I] and
+ *   row scales as [nk], checked first against quantising act_dev per row as backend.h defines it)
+ *   y_ref[s][r] = (sum_j e4m3(aq[s][j]) e4m3(qdn[e][r][j])) as[s] s_down[e][r];
+ *   out_ref[t] = sum_j wts[t k + j] y_dev[t k + j] (+ sigmoid(sg_dev[t]) y_dev[n k + t]).
+ * Bounds: one bf16 rounding of the result (0.5%) + 0.2% of the RMS for the fp32 accumulation order. */
+static void check_moe_own_inputs(ctx_t *c, int n, int k, int E, int H, int I, int shared, int f8, const int32_t *ids,
+                                 float *const *wdn, uint8_t *const *qdn, float *const *sdn, const float *wts, void *d_act,
+                                 void *d_y, void *d_sg, void *d_out, void *d_q8)
+{
+    sits_backend_t *be = c->be[1];
+    char what[160];
+    const int nk = n * k;
+    float *act = host_f32(be, d_act, (size_t)nk * I), *y = host_f32(be, d_y, (size_t)(nk + n) * H);
+    float *out = host_f32(be, d_out, (size_t)n * H), *sg = host_f32(be, d_sg, (size_t)n);
+    float *yref = xmalloc((size_t)nk * H * sizeof *yref), *oref = xmalloc((size_t)n * H * sizeof *oref);
+    float *as = NULL, lut[256];
+    uint8_t *aq = NULL;
+    if (f8) {
+        size_t bytes = SITS_MOE_Q8_BYTES(n, nk, H, I);
+        uint8_t *q8 = xmalloc(bytes);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, q8, d_q8, bytes));
+        as = xmalloc((size_t)nk * sizeof *as);
+        aq = xmalloc((size_t)nk * I);
+        memcpy(as, (float *)q8 + n, (size_t)nk * sizeof *as);
+        memcpy(aq, q8 + SITS_MOE_Q8_PAD16(4 * ((size_t)n + nk)) + SITS_MOE_Q8_PAD16((size_t)n * H), (size_t)nk * I);
+        free(q8);
+        for (int v = 0; v < 256; v++) lut[v] = sits_f8e4m3_to_f32((uint8_t)v);
+        size_t bad = 0;   /* the act rows' quantisation: exact */
+        for (int s = 0; s < nk; s++) {
+            float amax = 0.0f;
+            for (int j = 0; j < I; j++) amax = fmaxf(amax, fabsf(act[(size_t)s * I + j]));
+            float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+            bad += sc != as[s];
+            for (int j = 0; j < I; j++) bad += aq[(size_t)s * I + j] != sits_f32_to_f8e4m3(act[(size_t)s * I + j] / sc);
+        }
+        snprintf(what, sizeof what, "moe_experts fp8 act rows n %d k %d I %d", n, k, I);
+        c->checks++;
+        printf("%-4s %-58s E4M3 bytes and scales %s (%zu differ)\n", bad ? "FAIL" : "ok", what, bad ? "differ" : "equal", bad);
+        if (bad) c->failures++;
+    }
+    for (int s = 0; s < nk; s++) {
+        int e = ids[s];
+        for (int r = 0; r < H; r++) {
+            double acc = 0.0;
+            if (f8) {
+                const uint8_t *w = qdn[e] + (size_t)r * I, *a = aq + (size_t)s * I;
+                for (int j = 0; j < I; j++) acc += (double)lut[a[j]] * lut[w[j]];
+                acc *= (double)as[s] * sdn[e][r];
+            } else {
+                const float *w = wdn[e] + (size_t)r * I, *a = act + (size_t)s * I;
+                for (int j = 0; j < I; j++) acc += (double)a[j] * sits_bf16_to_f32(sits_f32_to_bf16(w[j]));
+            }
+            yref[(size_t)s * H + r] = (float)acc;
+        }
+    }
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < H; h++) {
+            double acc = 0.0;
+            for (int j = 0; j < k; j++) acc += (double)wts[t * k + j] * y[(size_t)(t * k + j) * H + h];
+            if (shared) acc += y[(size_t)(nk + t) * H + h] / (1.0 + exp(-(double)sg[t]));
+            oref[(size_t)t * H + h] = (float)acc;
+        }
+    snprintf(what, sizeof what, "moe_experts%s y n %d k %d E %d H %d I %d", f8 ? " fp8" : "", n, k, E, H, I);
+    compare(c, what, yref, y, (size_t)nk * H, 2e-3 * rms_of(yref, (size_t)nk * H) + 1e-7, 5e-3, 0);
+    snprintf(what, sizeof what, "moe_combine_slots%s n %d k %d H %d%s", f8 ? " fp8" : "", n, k, H, shared ? " +shared" : "");
+    compare(c, what, oref, out, (size_t)n * H, 2e-3 * rms_of(oref, (size_t)n * H) + 1e-7, 5e-3, 0);
+    free(act);
+    free(y);
+    free(out);
+    free(sg);
+    free(yref);
+    free(oref);
+    free(as);
+    free(aq);
+}
+
 static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shared, int f8)
 {
     char what[160];
@@ -2367,10 +2445,11 @@ static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shar
     if (bad) c->failures++;
     snprintf(what, sizeof what, "moe_experts%s act n %d k %d E %d H %d I %d", f8 ? " fp8" : "", n, k, E, H, I);
     compare_rel_rms(c, what, d_act, (size_t)nk * I);
-    snprintf(what, sizeof what, "moe_experts%s y n %d k %d E %d H %d I %d", f8 ? " fp8" : "", n, k, E, H, I);
-    compare_rel_rms(c, what, d_y, (size_t)nk * H);
-    snprintf(what, sizeof what, "moe_combine_slots n %d k %d H %d%s", n, k, H, shared ? " +shared" : "");
-    compare_rel_rms(c, what, d_out, (size_t)n * H);
+    /* y and out are checked against references built in double from the device's own inputs (its act, its E4M3
+     * act rows and scales, its y): chained through the backends, an act that differs by one bf16 rounding moves
+     * whole E4M3 steps of the down projection's input (and, for i = 8, a short dot product), which is the
+     * precision of the format, not an error of the kernels. The act itself is compared above with equal inputs. */
+    check_moe_own_inputs(c, n, k, E, H, I, shared, f8, ids, wdn, qdn, sdn, wts, d_act[1], d_y[1], d_sg[1], d_out[1], d_q8[1]);
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         void *bufs[] = { d_ids[b], d_mask[b], d_plan[b], d_cnt[b], d_x[b], d_act[b], d_y[b], d_wts[b], d_sg[b], d_out[b], d_pgu[b],
