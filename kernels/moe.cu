@@ -1,6 +1,6 @@
 /* moe.cu -- [moe] Mixture-of-Experts router top-k and weighted combine (contracts: backend.h
  * moe_topk / moe_combine; cpu twins sits_backend_cpu_moe_topk / _combine).
- *   topk:    logits [n, E] bf16 -> ids [n, k] int32, wts [n, k] fp32. One warp per token: lane l holds
+ *   topk:    logits [n, E] bf16 -> ids [n, k] int32, wts [n, k] fp32. One warp per token: lane l holds (in registers)
  *            experts l, l + 32, ... (E <= 1024: a 32-bit mask of the ones taken); k rounds of a warp
  *            argmax (value desc, index asc). The softmax sum is a warp tree (not index order: the
  *            weights match the cpu twin to fp32 rounding).
@@ -19,24 +19,35 @@ static __device__ __forceinline__ void warp_argmax(float &v, int &e)
     }
 }
 
+/* V = ceil(E / 32) <= 32 logits a lane, held in registers (read once: the max, the sum and the k rounds of
+ * argmax run on them); entries past E are never taken. Same order of the sum and the same picks as before. */
+template <int V>
 static __global__ void moe_topk_kernel(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm)
 {
     int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (t >= n) return;   /* whole warps leave together */
     const sits_bf16_t *l = logits + (size_t)t * E;
+    float v[V];
+#pragma unroll
+    for (int i = 0; i < V; i++) v[i] = lane + 32 * i < E ? sits_k_bf2f(l[lane + 32 * i]) : -INFINITY;
     float mx = -INFINITY, sum = 0.0f;
-    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, sits_k_bf2f(l[e]));
+#pragma unroll
+    for (int i = 0; i < V; i++)
+        if (lane + 32 * i < E) mx = fmaxf(mx, v[i]);
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    for (int e = lane; e < E; e += 32) sum += expf(sits_k_bf2f(l[e]) - mx);
+#pragma unroll
+    for (int i = 0; i < V; i++)
+        if (lane + 32 * i < E) sum += expf(v[i] - mx);
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     uint32_t taken = 0;
     float wsum = 0.0f;
     for (int j = 0; j < k; j++) {
         float bv = -INFINITY;
         int be = 0x7fffffff;
-        for (int i = 0, e = lane; e < E; i++, e += 32) {
-            float v = sits_k_bf2f(l[e]);
-            if (!((taken >> i) & 1u) && (v > bv || (v == bv && e < be))) { bv = v; be = e; }
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            const int e = lane + 32 * i;
+            if (e < E && !((taken >> i) & 1u) && (v[i] > bv || (v[i] == bv && e < be))) { bv = v[i]; be = e; }
         }
         warp_argmax(bv, be);
         if ((be & 31) == lane) taken |= 1u << (be >> 5);
@@ -57,7 +68,10 @@ extern "C" sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf
     if (n < 0 || E < 1 || E > 1024 || k < 1 || k > E || k > 32) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     const int warps = 4;
-    moe_topk_kernel<<<(n + warps - 1) / warps, 32 * warps, 0, stream>>>(ids, wts, logits, n, E, k, norm);
+    const unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    if (E <= 128) moe_topk_kernel<4><<<blocks, 32 * warps, 0, stream>>>(ids, wts, logits, n, E, k, norm);
+    else if (E <= 256) moe_topk_kernel<8><<<blocks, 32 * warps, 0, stream>>>(ids, wts, logits, n, E, k, norm);
+    else moe_topk_kernel<32><<<blocks, 32 * warps, 0, stream>>>(ids, wts, logits, n, E, k, norm);
     return SITS_K_LAUNCH_STATUS();
 }
 
@@ -595,11 +609,58 @@ static __global__ void moe_combine_slots_kernel(sits_bf16_t *out, const sits_bf1
     }
 }
 
+/* H % 8 == 0 and 16-byte aligned rows: thread (blockIdx.x, threadIdx.x) of token blockIdx.y takes 8 consecutive
+ * columns with one 16-byte load per slot, the k (+ 1) loads of a thread independent (in flight together); the
+ * same fp32 sums in the same order as above. */
+#define MOE_COMBINE8_THREADS 128
+static __global__ void __launch_bounds__(MOE_COMBINE8_THREADS)
+moe_combine_slots8_kernel(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg, int n, int k, int H)
+{
+    const size_t t = blockIdx.y;
+    const int c = 8 * (blockIdx.x * MOE_COMBINE8_THREADS + threadIdx.x);
+    if (c >= H) return;
+    const float *w = wts + t * k;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < k; j++) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(y + (t * k + j) * H + c));
+        const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+        const float wj = w[j];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            acc[2 * i] += wj * moe_el<false>::lo(u[i]);
+            acc[2 * i + 1] += wj * moe_el<false>::hi(u[i]);
+        }
+    }
+    if (sg) {
+        const float ws = 1.0f / (1.0f + expf(-sits_k_bf2f(sg[t])));
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(y + ((size_t)n * k + t) * H + c));
+        const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            acc[2 * i] += ws * moe_el<false>::lo(u[i]);
+            acc[2 * i + 1] += ws * moe_el<false>::hi(u[i]);
+        }
+    }
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        o[i] = (uint32_t)sits_k_f2bf(acc[2 * i]) | ((uint32_t)sits_k_f2bf(acc[2 * i + 1]) << 16);
+    *reinterpret_cast<uint4 *>(out + t * H + c) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 extern "C" sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg,
                                                   int n, int k, int H, cudaStream_t stream)
 {
     if (n < 0 || k < 1 || H <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    moe_combine_slots_kernel<<<n, sits_k_row_threads(H, 256), 0, stream>>>(out, y, wts, sg, n, k, H);
+    if (H % 8 == 0 && sits_k_aligned16(out) && sits_k_aligned16(y) && n <= 65535) {
+        const dim3 grid((unsigned)((H / 8 + MOE_COMBINE8_THREADS - 1) / MOE_COMBINE8_THREADS), (unsigned)n);
+        moe_combine_slots8_kernel<<<grid, MOE_COMBINE8_THREADS, 0, stream>>>(out, y, wts, sg, n, k, H);
+    } else {
+        moe_combine_slots_kernel<<<n, sits_k_row_threads(H, 256), 0, stream>>>(out, y, wts, sg, n, k, H);
+    }
     return SITS_K_LAUNCH_STATUS();
 }

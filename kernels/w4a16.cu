@@ -7,7 +7,8 @@
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
  * Kernels:
  *   - n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
- *     the tensor-core GEMV w4a16_tc_kernel (16 output rows a block, x^T as the MMA's 8-token side; below).
+ *     the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the MMA's 8-token side; below), up
+ *     to 32 tokens a launch: 33-64 tokens are two launches.
  *   - otherwise n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
  *     GEMV w4a16_gemv_kernel<NT>: one warp per output row and per tile of NT (1, 2, 4, 8) tokens; a lane
  *     takes 32 inputs at a time with one 16-byte load of nibbles (streamed past L1), several loads in
@@ -207,7 +208,7 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
 #define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
 #define W4_TC_WARPS 8  /* warps per block: the k-blocks of one row tile, reduced through shared memory */
 
-/* Tensor-core GEMV for 1 .. 64 tokens (NT8 n-tiles of 8): mma m16n8k16 bf16 with the weights as A (MT m-tiles
+/* Tensor-core GEMV for 1 .. 32 tokens (NT8 n-tiles of 8: 1, 2, 4): mma m16n8k16 bf16 with the weights as A (MT m-tiles
  * of 16 output rows) and x^T as B (8 tokens). Block = 8 warps on output rows o0 = 16 MT blockIdx.x .. ; warp w
  * takes the 128-input k-blocks w, w + 8, ... (in % 128 == 0) of all MT m-tiles, which share each x fragment
  * (MT = 2 at 17-32 tokens halves the x traffic per weight); the warps' C fragments are summed in shared memory,
@@ -450,21 +451,27 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n == 0) return SITS_OK;
     if (n <= W4_TC_MAX_N && !gidx && group_size % 32 == 0 && in % 128 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
         const bool wide = group_size % 128 == 0;
+        /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured
+         * faster than one pass of eight n-tiles with one m-tile (x 16x the nibbles at 64 tokens: RESULTS.md) */
+        for (int t0 = 0; t0 < n; t0 += 32) {
+            const int nn = min(32, n - t0);
+            const sits_bf16_t *xp = x + (size_t)t0 * in;
+            sits_bf16_t *yp = y + (size_t)t0 * out;
 #define W4_TC(NT8, MT)                                                                                                       \
     do {                                                                                                                     \
         const unsigned blocks = (unsigned)((out + 16 * (MT) - 1) / (16 * (MT)));                                             \
         if (wide)                                                                                                            \
-            w4a16_tc_kernel<NT8, MT, true><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out,  \
-                                                                                   group_size, n_groups);                    \
+            w4a16_tc_kernel<NT8, MT, true><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(yp, xp, q, scale, zero, bias, nn, in,   \
+                                                                                   out, group_size, n_groups);               \
         else                                                                                                                 \
-            w4a16_tc_kernel<NT8, MT, false><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, \
-                                                                                    group_size, n_groups);                   \
+            w4a16_tc_kernel<NT8, MT, false><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(yp, xp, q, scale, zero, bias, nn, in,  \
+                                                                                    out, group_size, n_groups);              \
     } while (0)
-        if (n <= 8) W4_TC(1, 1);
-        else if (n <= 16) W4_TC(2, 1);
-        else if (n <= 32) W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
-        else W4_TC(8, 1);
+            if (nn <= 8) W4_TC(1, 1);
+            else if (nn <= 16) W4_TC(2, 1);
+            else W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
 #undef W4_TC
+        }
         return SITS_K_LAUNCH_STATUS();
     }
     if (n <= W4_GEMV_MAX_N && !gidx && group_size % 32 == 0 && in % 32 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {

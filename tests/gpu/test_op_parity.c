@@ -2506,6 +2506,7 @@ static void test_moe_all(ctx_t *c)
     test_moe_topk(c, 33, 60, 4, 0, 0);      /* Qwen2-MoE-A2.7B */
     test_moe_topk(c, 5, 128, 8, 1, 0);      /* Qwen3-30B-A3B */
     test_moe_topk(c, 3, 1024, 32, 1, 0);    /* the limits */
+    test_moe_topk(c, 6, 256, 8, 1, 0);      /* 256 experts (DeepSeek-V3 / Kimi-like): 8 logits a lane */
     test_moe_topk(c, 4, 64, 6, 1, 1);       /* ties everywhere */
     test_moe_combine(c, 9, 3, 20, 2048);    /* top 2 + shared */
     test_moe_combine(c, 17, 8, 64, 4096);
