@@ -11,8 +11,8 @@
  *    workspace with n_sms > 0), n_tokens >= ATT_PF_MIN_TOKENS and room for the token list in the
  *    scratch: the prefill kernel (attention_prefill.cu) over 64-row tiles, which computes the
  *    rows of sequences with >= 16 rows in a tile and lists the others; then the split-K decode
- *    kernel (attention_decode.cu) over the listed tokens and the reduce kernel;
- *  - fast path, fewer tokens: the decode kernel over all tokens (+ reduce when split);
+ *    kernel (attention_decode.cu) over the listed tokens (its last CTA of a split token merges the partials);
+ *  - fast path, fewer tokens: the decode kernel over all tokens (split-K merged in it);
  *  - anything else: attention_generic_kernel below (any head_dim <= 512, even).
  *
  * Generic kernel: one block of ATT_WARPS warps per (token, head). Warp w takes positions p_begin + w, + ATT_WARPS, ...:
@@ -28,7 +28,6 @@
 #include "kernels/attention_mma.cuh"
 
 #define ATT_PF_MIN_TOKENS 64  /* batches of at least this many tokens also run the prefill kernel */
-#define ATT_DEC_MAX_PER_SM 4  /* decode CTAs per SM the grid is sized for */
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD_DIM 512
 
@@ -232,28 +231,31 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.target_ctas = cap;
 
     /* The workspace's scratch: [0, ATT_SCRATCH_HDR) the list's length, then (prefill mode) the
-     * list [n_tokens] int32 rounded to 256 bytes, then the split-K partials (fp32). */
+     * list [n_tokens] int32 rounded to 256 bytes, then the split-K partials (fp32); its last
+     * SITS_K_ATT_COUNTER_BYTES(n_sms) the split-K counters (zeroed when the workspace is made, and left
+     * zero by every launch). A split happens only when the work units are fewer than target_ctas, so
+     * target_ctas counters are enough. */
+    size_t cnt_bytes = SITS_K_ATT_COUNTER_BYTES(ws->n_sms);
     size_t list_bytes = ((size_t)n_tokens * 4 + 255) / 256 * 256;
-    bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && ws->scratch && ws->scratch_bytes >= ATT_SCRATCH_HDR + list_bytes;
+    bool have = ws->scratch && ws->scratch_bytes > cnt_bytes;
+    size_t avail = have ? ws->scratch_bytes - cnt_bytes : 0;
+    bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && have && avail >= ATT_SCRATCH_HDR + list_bytes;
     size_t part_off = prefill ? ATT_SCRATCH_HDR + list_bytes : 0;
     p.list_count = prefill ? (int *)ws->scratch : NULL;
     p.list = prefill ? (int *)((char *)ws->scratch + ATT_SCRATCH_HDR) : NULL;
-    p.part = ws->scratch && ws->scratch_bytes > part_off ? (float *)((char *)ws->scratch + part_off) : NULL;
-    p.part_floats = p.part ? (long long)((ws->scratch_bytes - part_off) / sizeof(float)) : 0;
+    p.part = have && avail > part_off ? (float *)((char *)ws->scratch + part_off) : NULL;
+    p.part_floats = p.part ? (long long)((avail - part_off) / sizeof(float)) : 0;
+    p.counters = have ? (int *)((char *)ws->scratch + avail) : NULL;
 
     sits_status_t st;
     if (prefill) {
         if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) return SITS_ERR_CUDA;
         if ((st = att_launch_prefill(p, head_dim, stream)) != SITS_OK) return st;
-        if ((st = att_launch_decode(p, head_dim, cap, stream)) != SITS_OK) return st;
-        return att_launch_reduce(p, head_dim, cap, stream);
+        return att_launch_decode(p, head_dim, cap, stream);
     }
     int S = att_splits(n_tokens, n_kv_heads, p.n_chunks, n_heads, head_dim, p.target_ctas, p.part_floats, p.part != NULL);
     long long items = (long long)n_tokens * n_kv_heads * p.n_chunks * S;
-    if ((st = att_launch_decode(p, head_dim, (int)(items < cap ? items : cap), stream)) != SITS_OK) return st;
-    if (S == 1) return SITS_OK;
-    long long r_items = (long long)n_tokens * n_heads;
-    return att_launch_reduce(p, head_dim, (int)(r_items < cap ? r_items : cap), stream);
+    return att_launch_decode(p, head_dim, (int)(items < cap ? items : cap), stream);
 }
 
 extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride,

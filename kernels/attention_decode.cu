@@ -1,6 +1,6 @@
 /* attention_decode.cu -- GQA-aware split-K (flash-decoding) attention over the paged KV cache,
  * with tensor cores, for tokens that each attend their own sequence (decode steps, short chunks,
- * any mix); and the reduce kernel that merges the split-K partials.
+ * any mix), whose last CTA of a split token merges the split-K partials.
  *
  * Work item = (token, KV head, chunk of <= 16 of its group's q heads, split). The item's q rows
  * (the group's heads of that token, padded to 16 with zeros) are the A operand of
@@ -11,7 +11,8 @@
  * tiles (cp.async); warp w takes keys 16w .. 16w+15 of each tile (S = Q K^T, online softmax in
  * fp32, O += P V with P in bf16) and the 4 warps' states are merged through shared memory. A
  * token with one partition writes its output directly; otherwise the partial (m, l, O) goes to
- * the fp32 scratch and att_reduce_kernel combines them.
+ * the fp32 scratch and the CTA that finishes the token's (KV head, chunk) last combines them
+ * (att_dec_merge: a counter per work unit; no separate reduce kernel, one launch less a layer).
  *
  * Work items are taken grid-stride, so the grid is fixed by the host: in list mode the tokens
  * are those the prefill kernel left (p.list, count on the device), else all p.n_tokens; S is
@@ -27,9 +28,15 @@ template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) 
 
 /* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][R][D + pad]
  * (and its m, l to s_m, s_l) and a barrier: merge the 4 warps (weight 2^(m_w - M); a warp that saw no
- * key has m = -inf, l = 0) and write the output (one partition) or the split-K partial. */
+ * key has m = -inf, l = 0) and write the output (one partition) or the split-K partial. With several
+ * partitions, the CTA that finishes its unit's (token, KV head, chunk) partitions last -- counted in
+ * p.counters after a fence -- merges them (att_dec_merge_splits) and sets the counter back to zero:
+ * no separate reduce launch. Called by all the CTA's threads; every condition here is uniform over it. */
+template <int D, int R>
+static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int n_rows, int n_active, int t, int li, int h0,
+                                            int S);
 template <int D, int R = 16>
-static __device__ __forceinline__ void att_dec_merge(const att_params &p, const float *sO, float (&s_m)[4][16],
+static __device__ __forceinline__ void att_dec_merge(const att_params &p, float *sO, float (&s_m)[4][16],
                                                      float (&s_l)[4][16], int n_rows, int n_active, int t, int li, int h0,
                                                      int split, int S, int n_list)
 {
@@ -56,6 +63,52 @@ static __device__ __forceinline__ void att_dec_merge(const att_params &p, const 
                 ml[1] = Lsum;
             }
         }
+    }
+    if (n_active == 1) return;
+    __shared__ int s_last;
+    const int kvh = h0 / p.group, unit = (li * p.n_kv_heads + kvh) * p.n_chunks + (h0 - kvh * p.group) / R;
+    __threadfence();   /* this thread's partial, visible to the CTA that merges */
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(p.counters + unit, 1) == n_active - 1;
+    __syncthreads();   /* sO is free from here */
+    if (!s_last) return;
+    __threadfence();
+    att_dec_merge_splits<D, R>(p, sO, n_rows, n_active, t, li, h0, S);
+    if (threadIdx.x == 0) p.counters[unit] = 0;
+}
+
+/* out[t, h0 + r] = sum_i 2^(m_i - M) o_i / sum_i 2^(m_i - M) l_i over the n_active partitions of rows r < n_rows,
+ * read past L1 (other CTAs wrote them): warp w takes rows w, w + 4, .. for M, the weights (in sO: [R][ATT_MAX_SPLITS],
+ * then the sums [R]); then the threads take the (row, column) elements, partitions in order. */
+template <int D, int R>
+static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int n_rows, int n_active, int t, int li, int h0,
+                                            int S)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n_list = p.list_count ? *p.list_count : p.n_tokens;
+    float *sw = sO, *sl = sO + R * ATT_MAX_SPLITS;
+    for (int r = warp; r < n_rows; r += ATT_THREADS / 32) {
+        const long long pr = ((long long)li * p.n_heads + h0 + r) * S;
+        float M = -INFINITY;
+        for (int i = lane; i < n_active; i += 32) M = fmaxf(M, __ldcg(att_part_ml(p, n_list, S, pr + i)));
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float l = 0.0f;
+        for (int i = lane; i < n_active; i += 32) {
+            const float *ml = att_part_ml(p, n_list, S, pr + i);
+            const float wt = exp2f(__ldcg(ml) - M);
+            sw[r * ATT_MAX_SPLITS + i] = wt;
+            l += __ldcg(ml + 1) * wt;
+        }
+        for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+        if (lane == 0) sl[r] = l;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_rows * D; e += ATT_THREADS) {
+        const int r = e / D, d = e % D;
+        const long long pr = ((long long)li * p.n_heads + h0 + r) * S;
+        float acc = 0.0f;
+        for (int i = 0; i < n_active; i++) acc += __ldcg(att_part_o(p, n_list, S, D, pr + i) + d) * sw[r * ATT_MAX_SPLITS + i];
+        p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / sl[r]);
     }
 }
 
@@ -398,37 +451,6 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
     }
 }
 
-/* out[t, h] = sum_i 2^(m_i - M) o_i / sum_i 2^(m_i - M) l_i over the token's partitions, for the
- * tokens the decode kernel split (more than one partition); grid-stride over (token, head). */
-template <int D>
-static __global__ void __launch_bounds__(ATT_THREADS) att_reduce_kernel(att_params p)
-{
-    const int n_list = p.list_count ? *p.list_count : p.n_tokens;
-    const int S = att_splits(n_list, p.n_kv_heads, p.n_chunks, p.n_heads, D, p.target_ctas, p.part_floats, p.part != NULL);
-    if (S == 1) return;
-    const long long n_items = (long long)n_list * p.n_heads;
-    for (long long item = blockIdx.x; item < n_items; item += gridDim.x) {
-        const int li = (int)(item / p.n_heads), h = (int)(item % p.n_heads);
-        const int t = p.list_count ? p.list[li] : li;
-        const int p_end = p.pos[t], p_begin = att_window_begin(p.window, p_end);
-        const int L = p_end - p_begin + 1, part = att_part_len(L, S), n_active = (L + part - 1) / part;
-        if (n_active <= 1) continue; /* written by the decode kernel */
-        const long long pidx0 = ((long long)li * p.n_heads + h) * S;
-        float M = -INFINITY;
-        for (int i = 0; i < n_active; i++) M = fmaxf(M, att_part_ml(p, n_list, S, pidx0 + i)[0]);
-        for (int d = threadIdx.x; d < D; d += ATT_THREADS) {
-            float Lsum = 0.0f, acc = 0.0f;
-            for (int i = 0; i < n_active; i++) {
-                const float *ml = att_part_ml(p, n_list, S, pidx0 + i);
-                float wt = exp2f(ml[0] - M);
-                Lsum += ml[1] * wt;
-                acc += att_part_o(p, n_list, S, D, pidx0 + i)[d] * wt;
-            }
-            p.out[(size_t)t * p.n_heads * D + (size_t)h * D + d] = sits_k_f2bf(acc / Lsum);
-        }
-    }
-}
-
 int att_decode_smem_bytes(int head_dim, int q8)
 {
     if (q8) return head_dim == 64 ? att_dec_t8_smem<64>() : att_dec_t8_smem<128>();
@@ -463,11 +485,4 @@ sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cud
         return head_dim == 64 ? att_decode_q8_launch_t<64, false>(p, grid, stream)
                               : att_decode_q8_launch_t<128, false>(p, grid, stream);
     return head_dim == 64 ? att_decode_launch_t<64>(p, grid, stream) : att_decode_launch_t<128>(p, grid, stream);
-}
-
-sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream)
-{
-    if (head_dim == 64) att_reduce_kernel<64><<<grid, ATT_THREADS, 0, stream>>>(p);
-    else att_reduce_kernel<128><<<grid, ATT_THREADS, 0, stream>>>(p);
-    return SITS_K_LAUNCH_STATUS();
 }

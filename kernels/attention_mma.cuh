@@ -29,6 +29,7 @@
 #define ATT_PF_OWN_MIN 16     /* a prefill tile owns the rows of a sequence with >= this many rows in it */
 #define ATT_MAX_SPLITS 64     /* most split-K partitions per token */
 #define ATT_SCRATCH_HDR 256   /* bytes before the token list in the scratch: the list's length (int) */
+#define ATT_DEC_MAX_PER_SM SITS_K_ATT_DEC_MAX_PER_SM /* decode CTAs per SM the grid is sized for (target_ctas <= n_sms x this) */
 
 /* Everything the tensor-core kernels need; passed by value. */
 struct att_params {
@@ -39,6 +40,8 @@ struct att_params {
     int *list_count;              /* list mode: tokens the prefill kernel left to the decode kernel; NULL = all tokens */
     int *list;                    /* [n_tokens] their indices */
     float *part;                  /* split-K partials (see att_part_*); NULL = no split-K */
+    int *counters;                /* [target_ctas] split CTAs done per work unit (token, KV head, chunk); zero between
+                                   * launches: the last CTA of a unit merges its partials and resets its counter */
     long long part_floats;        /* capacity of part */
     int q_row_stride, max_blocks, block_size, bs_shift; /* bs_shift = log2(block_size) or -1 */
     int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16), 8-bit KV: ceil(group / 8) */
@@ -55,7 +58,6 @@ struct att_params {
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
-sits_status_t att_launch_reduce(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream);
 int att_decode_smem_bytes(int head_dim, int q8);
 

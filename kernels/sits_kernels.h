@@ -83,8 +83,12 @@ sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int 
                                    int block_size, const int32_t *slot_mapping, cudaStream_t stream);
 
 /* [attention] Workspace of sits_k_attention, owned by the caller (allocated once per device):
- * scratch (device, 16-byte aligned) holds the split-K partials and the prefill kernel's token list;
- * NULL / small scratch only disables split-K (and, below the list size, the prefill kernel). */
+ * scratch (device, 16-byte aligned) holds the split-K partials and the prefill kernel's token list, and
+ * its last SITS_K_ATT_COUNTER_BYTES(n_sms) the split-K counters, which must be zero when the workspace
+ * is first used (the kernels leave them zero); NULL / small scratch only disables split-K (and, below
+ * the list size, the prefill kernel). */
+#define SITS_K_ATT_DEC_MAX_PER_SM 4   /* decode CTAs per SM the attention grid is sized for */
+#define SITS_K_ATT_COUNTER_BYTES(n_sms) (((size_t)(n_sms) * SITS_K_ATT_DEC_MAX_PER_SM * sizeof(int) + 255) / 256 * 256)
 typedef struct {
     void *scratch;
     size_t scratch_bytes;
@@ -99,7 +103,7 @@ typedef struct {
  * Fast path (tensor cores, split-K decode + tiled prefill, see kernels/attention.cu): head_dim 64
  * or 128, q and caches 16-byte aligned, q_row_stride % 8 == 0, ws with n_sms > 0. Otherwise the
  * generic kernel: head_dim even and <= 512, q_row_stride even, 4-byte aligned q and caches.
- * Enqueues up to 4 operations (a 4-byte memset of the scratch and 3 kernels). */
+ * Enqueues up to 3 operations (a 4-byte memset of the scratch and 2 kernels). */
 sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                                const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos,
                                const int32_t *block_tables, int max_blocks, int block_size, int n_tokens, int n_heads,

@@ -1071,6 +1071,7 @@ static sits_status_t impl_create(cuda_impl_t **impl_p)
         SITS_CUDA_CHECK_GOTO(cudaGetDevice(&dev), st, err);
         SITS_CUDA_CHECK_GOTO(cudaDeviceGetAttribute(&c->attn_ws.n_sms, cudaDevAttrMultiProcessorCount, dev), st, err);
         SITS_CUDA_CHECK_GOTO(cudaMalloc(&c->attn_ws.scratch, CUDA_ATTN_SCRATCH_BYTES), st, err);
+        SITS_CUDA_CHECK_GOTO(cudaMemset(c->attn_ws.scratch, 0, CUDA_ATTN_SCRATCH_BYTES), st, err);   /* the split-K counters */
         c->attn_ws.scratch_bytes = CUDA_ATTN_SCRATCH_BYTES;
     }
     c->dev_allocs = 2;
