@@ -12,6 +12,8 @@
  * sincosf per pair instead of one per head and pair). A lane holds pairs (i, i + half) for
  * i = lane + 32 j, j < NP, so a k head's amax for the 8-bit scale is one warp reduction. The values
  * stored are the bf16-rounded rotated ones, so the int8 / fp8 bytes equal sits_k_kv_write_q8's.
+ * [families] With q_norm / k_norm, a q or k head is first RMS-normalised as sits_k_rmsnorm_heads does (one
+ * warp sum of the lane's squares), saving Qwen3 / Gemma 3 two launches a layer.
  * QM: what the cache holds (SITS_K_KV_BF16, _I8, _F8). */
 #include "kernels/common.cuh"
 #include "kernels/sits_kernels.h"
@@ -22,7 +24,8 @@
 template <int NP, int QM>
 static __global__ void __launch_bounds__(RKV_WARPS * 32)
 rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim, const int32_t *pos, const float *inv_freq,
-               void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes, const int32_t *slot_mapping)
+               void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes, const int32_t *slot_mapping,
+               const float *q_norm, const float *k_norm, float eps)
 {
     __shared__ float s_cos[RKV_MAX_HALF], s_sin[RKV_MAX_HALF];
     const size_t t = blockIdx.x;
@@ -42,18 +45,44 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
         int i = lane + 32 * j;
         a[j] = b[j] = 0.0f;
         if (i < half) {
-            float xa = sits_k_bf2f(x[i]), xb = sits_k_bf2f(x[i + half]);
-            if (is_q || is_k) {
+            a[j] = sits_k_bf2f(x[i]);
+            b[j] = sits_k_bf2f(x[i + half]);
+        }
+    }
+    const float *nw = is_q ? q_norm : is_k ? k_norm : NULL;
+    if (nw) {   /* [families] the head's RMSNorm first, the values sits_k_rmsnorm_heads stores: half % 32 == 0, so a
+                 * lane's squares come in its order there (a[0 ..], then b[0 ..]) and the warp sum is the same */
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NP; j++)
+            if (lane + 32 * j < half) ss += a[j] * a[j];
+#pragma unroll
+        for (int j = 0; j < NP; j++)
+            if (lane + 32 * j < half) ss += b[j] * b[j];
+        ss = sits_k_warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)head_dim + eps);
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            int i = lane + 32 * j;
+            if (i < half) {
+                a[j] = sits_k_bf2f(sits_k_f2bf(nw[i] * (a[j] * inv)));
+                b[j] = sits_k_bf2f(sits_k_f2bf(nw[i + half] * (b[j] * inv)));
+            }
+        }
+    }
+    if (is_q || is_k) {
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            int i = lane + 32 * j;
+            if (i < half) {
                 float c = s_cos[i], s = s_sin[i];
                 /* rounded to bf16 as sits_k_rope stores them, then read back by the cache write */
-                const sits_bf16_t ra = sits_k_f2bf(sits_k_rot_lo(xa, xb, c, s)), rb = sits_k_f2bf(sits_k_rot_hi(xa, xb, c, s));
+                const sits_bf16_t ra = sits_k_f2bf(sits_k_rot_lo(a[j], b[j], c, s)), rb = sits_k_f2bf(sits_k_rot_hi(a[j], b[j], c, s));
                 x[i] = ra;
                 x[i + half] = rb;
-                xa = sits_k_bf2f(ra);
-                xb = sits_k_bf2f(rb);
+                a[j] = sits_k_bf2f(ra);
+                b[j] = sits_k_bf2f(rb);
             }
-            a[j] = xa;
-            b[j] = xb;
         }
     }
     if (is_q || slot < 0) return;   /* padding token: rotated, no cache write */
@@ -100,8 +129,10 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
 
 extern "C" sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                               const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache,
-                                              int kv, int block_size, const int32_t *slot_mapping, cudaStream_t stream)
+                                              int kv, int block_size, const int32_t *slot_mapping, const float *q_norm,
+                                              const float *k_norm, float eps, cudaStream_t stream)
 {
+    if (!q_norm != !k_norm || (q_norm && head_dim % 64)) return SITS_ERR_INVALID;
     if (n < 0 || n_q < 0 || n_kv <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 2 * RKV_MAX_HALF ||
         (long long)(n_q + 2 * n_kv) * head_dim > row_stride || kv < 0 || kv > SITS_K_KV_F8 || (kv && (block_size <= 0 || !sits_k_aligned16(k_cache) ||
                                                                            !sits_k_aligned16(v_cache))))
@@ -112,7 +143,7 @@ extern "C" sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_s
     size_t qb = kv ? sits_k_kv_i8_q_bytes(block_size, n_kv, head_dim) : 0;
     size_t ub = kv ? sits_k_kv_i8_unit_bytes(block_size, n_kv, head_dim) : 0;
 #define RKV_LAUNCH(np_, q8_) rope_kv_kernel<np_, q8_><<<grid, block, 0, stream>>>(qkv, row_stride, n_q, n_kv, head_dim, pos, \
-        inv_freq, k_cache, v_cache, block_size, qb, ub, slot_mapping)
+        inv_freq, k_cache, v_cache, block_size, qb, ub, slot_mapping, q_norm, k_norm, eps)
 #define RKV_LAUNCH_KV(np_) do { if (kv == SITS_K_KV_F8) RKV_LAUNCH(np_, SITS_K_KV_F8); \
         else if (kv == SITS_K_KV_I8) RKV_LAUNCH(np_, SITS_K_KV_I8); else RKV_LAUNCH(np_, SITS_K_KV_BF16); } while (0)
     if (half <= 32) RKV_LAUNCH_KV(1);

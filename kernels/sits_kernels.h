@@ -77,10 +77,12 @@ sits_status_t sits_k_kv_write_q8(void *k_cache, void *v_cache, const sits_bf16_t
 /* [rope + kv write] sits_k_rope over the n_q + n_kv heads from column 0 of qkv, then the cache write of
  * sits_k_kv_write (kv = SITS_K_KV_BF16) or sits_k_kv_write_q8 (SITS_K_KV_I8, SITS_K_KV_F8) with K at
  * column n_q * head_dim and V at (n_q + n_kv) * head_dim, fused in one launch (kernels/rope_kv.cu).
- * head_dim even and <= 256. */
+ * head_dim even and <= 256. [families] q_norm / k_norm [head_dim] fp32 (both or neither; head_dim % 64 == 0):
+ * first sits_k_rmsnorm_heads of the q heads with q_norm and of the k heads with k_norm, bit for bit. */
 sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                    const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int kv,
-                                   int block_size, const int32_t *slot_mapping, cudaStream_t stream);
+                                   int block_size, const int32_t *slot_mapping, const float *q_norm, const float *k_norm,
+                                   float eps, cudaStream_t stream);
 
 /* [attention] Workspace of sits_k_attention, owned by the caller (allocated once per device):
  * scratch (device, 16-byte aligned) holds the split-K partials and the prefill kernel's token list, and

@@ -378,10 +378,12 @@ typedef struct sits_backend_ops {
     /* [rope + kv write] = rope over the n_q + n_kv heads from column 0 of qkv [n, row_stride], then
      * kv_write with k_col = n_q * head_dim, v_col = (n_q + n_kv) * head_dim, kv_dim = n_kv * head_dim:
      * one fused pass on cuda (head_dim <= 256; SITS_ERR_UNSUPPORTED beyond, the engine then runs the
-     * two ops). Padding tokens (slot -1) are rotated but not written. */
+     * two ops). Padding tokens (slot -1) are rotated but not written.
+     * [families] q_norm / k_norm [head_dim] FP32 (both or neither; head_dim % 64 == 0): first rmsnorm_heads of
+     * the q heads with q_norm and of the k heads with k_norm (eps), bit for bit (Qwen3's, Gemma 3's QK-norm). */
     sits_status_t (*rope_kv_write)(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                    const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
-                                   const int32_t *slot_mapping);
+                                   const int32_t *slot_mapping, const void *q_norm, const void *k_norm, float eps);
     /* [memory plan] optional (NULL: the backend holds nothing beyond what op->alloc hands out): adds to
      * plan the device memory the backend holds (held 1: allocated already, at create) or will need
      * (held 0) for steps of the given shape; with reserve 1 it also allocates the latter now, so that

@@ -282,11 +282,19 @@ static sits_status_t cpu_kv_write(sits_backend_t *be, void *k_cache, void *v_cac
     return SITS_OK;
 }
 
-/* [rope + kv write] the two reference ops in turn (backend.h). */
+static sits_status_t cpu_rmsnorm_heads(sits_backend_t *be, void *x_, int n, int row_stride, int col0, int n_heads, int head_dim,
+                                       const void *w, float eps);
+
+/* [rope + kv write] the reference ops in turn (backend.h): [families] the heads' RMSNorm, rope, kv_write. */
 static sits_status_t cpu_rope_kv_write(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                        const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
-                                       const int32_t *slot_mapping)
+                                       const int32_t *slot_mapping, const void *q_norm, const void *k_norm, float eps)
 {
+    if (!q_norm != !k_norm || (q_norm && head_dim % 64)) return SITS_ERR_INVALID;
+    if (q_norm) {
+        SITS_CHECK(cpu_rmsnorm_heads(be, qkv, n, row_stride, 0, n_q, head_dim, q_norm, eps));
+        SITS_CHECK(cpu_rmsnorm_heads(be, qkv, n, row_stride, n_q * head_dim, n_kv, head_dim, k_norm, eps));
+    }
     SITS_CHECK(cpu_rope(be, qkv, n, row_stride, n_q + n_kv, head_dim, pos, inv_freq));
     return cpu_kv_write(be, k_cache, v_cache, qkv, n, row_stride, n_q * head_dim, (n_q + n_kv) * head_dim, n_kv * head_dim,
                         head_dim, block_size, slot_mapping);

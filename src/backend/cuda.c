@@ -599,13 +599,14 @@ static sits_status_t cuda_rope(sits_backend_t *be, void *x, int n, int row_strid
 /* [rope + kv write] one fused kernel (kernels/rope_kv.cu) for bf16, int8 and fp8 caches. */
 static sits_status_t cuda_rope_kv_write(sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim,
                                         const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, int block_size,
-                                        const int32_t *slot_mapping)
+                                        const int32_t *slot_mapping, const void *q_norm, const void *k_norm, float eps)
 {
     if (head_dim > 256) return SITS_ERR_UNSUPPORTED;
     SITS_KERNEL_CHECK(sits_k_rope_kv_write(qkv, n, row_stride, n_q, n_kv, head_dim, pos, inv_freq, k_cache, v_cache,
                                            be->kv_dtype == SITS_DT_I8 ? SITS_K_KV_I8 : be->kv_dtype == SITS_DT_F8_E4M3 ? SITS_K_KV_F8
                                                                                                       : SITS_K_KV_BF16,
-                                           block_size, slot_mapping, impl_of(be)->stream));
+                                           block_size, slot_mapping, (const float *)q_norm, (const float *)k_norm, eps,
+                                           impl_of(be)->stream));
     return SITS_OK;
 }
 

@@ -669,7 +669,10 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         aa.window = sits_model_layer_window(c, l);
         const float *inv_freq = aa.window > 0 && w->inv_freq_local ? w->inv_freq_local : w->inv_freq;
         SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, &lw->qkv_w4, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
-        if (c->qk_norm) {   /* [families] per-head q / k RMSNorm before RoPE (Qwen3) */
+        /* [families] per-head q / k RMSNorm before RoPE (Qwen3, Gemma 3): inside the fused rope + kv write where
+         * it can be (head_dim % 64 == 0), else its own op */
+        const int fuse_rkv = !v->rope_sel && op->rope_kv_write && hd <= 256, fuse_qkn = fuse_rkv && c->qk_norm && hd % 64 == 0;
+        if (c->qk_norm && !fuse_qkn) {
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, 0, d->nh_loc, hd, lw->q_norm, c->rms_norm_eps));
             SITS_CHECK(op->rmsnorm_heads(be, e->qkv, n, d->qkv_dim, q_dim, d->nkv_loc, hd, lw->k_norm, c->rms_norm_eps));
         }
@@ -678,9 +681,10 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
                                     v->rope_sel));
             SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,
                                     e->p.block_size, v->slot));
-        } else if (op->rope_kv_write && hd <= 256) { /* [rope + kv write] fused */
+        } else if (fuse_rkv) { /* [rope + kv write] fused */
             SITS_CHECK(op->rope_kv_write(be, e->qkv, n, d->qkv_dim, d->nh_loc, d->nkv_loc, hd, v->pos, inv_freq, e->k_cache[l],
-                                         e->v_cache[l], e->p.block_size, v->slot));
+                                         e->v_cache[l], e->p.block_size, v->slot, fuse_qkn ? lw->q_norm : NULL,
+                                         fuse_qkn ? lw->k_norm : NULL, c->rms_norm_eps));
         } else {
             SITS_CHECK(op->rope(be, e->qkv, n, d->qkv_dim, d->nh_loc + d->nkv_loc, hd, v->pos, inv_freq));
             SITS_CHECK(op->kv_write(be, e->k_cache[l], e->v_cache[l], e->qkv, n, d->qkv_dim, q_dim, q_dim + kv_dim, kv_dim, hd,

@@ -591,15 +591,18 @@ static void test_kv_write_i8(ctx_t *c, sits_dtype_t dt, int n, int n_heads, int 
 
 /* [rope + kv write] The fused op against the two ops it replaces, on each backend: qkv and both
  * caches must be byte-identical to rope followed by kv_write (bf16 or int8 caches, padding tokens
- * included); then, for bf16 caches, cpu vs cuda as in the rope test (one bf16 rounding). */
-static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks, int i8)
+ * included); then, for bf16 caches, cpu vs cuda as in the rope test (one bf16 rounding).
+ * [families] qkn: with q / k norms (Qwen3's QK-norm), against rmsnorm_heads of the q and the k heads first. */
+static void test_rope_kv_write_n(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks, int i8,
+                                 int qkn)
 {
     /* i8: 0 bf16 caches, 1 int8, 2 [fp8 kv] fp8 */
     char what[160];
     int row_stride = (n_heads + 2 * n_kv) * head_dim, kv_dim = n_kv * head_dim, half = head_dim / 2;
     int n_slots = n_blocks * block_size;
-    snprintf(what, sizeof what, "rope_kv_write%s n %d heads %d+%d head_dim %d block %d x %d", i8 == 2 ? " fp8" : i8 ? " int8" : "", n, n_heads,
-             n_kv, head_dim, block_size, n_blocks);
+    snprintf(what, sizeof what, "rope_kv_write%s%s n %d heads %d+%d head_dim %d block %d x %d", qkn ? " +qk-norm" : "",
+             i8 == 2 ? " fp8" : i8 ? " int8" : "", n, n_heads, n_kv, head_dim, block_size, n_blocks);
+    float *qn = rand_vec(c, (size_t)head_dim, 1.0f, 0.3f), *kn = rand_vec(c, (size_t)head_dim, 1.0f, 0.3f);
     float *qkv = rand_vec(c, (size_t)n * row_stride, 0.0f, 1.0f);
     for (size_t i = 0; i < (size_t)n * row_stride; i++) qkv[i] = bf(qkv[i]);
     float *inv = xmalloc((size_t)half * sizeof *inv);
@@ -631,11 +634,18 @@ static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_
                           : (size_t)n_slots * kv_dim * sits_dtype_size(be->kv_dtype);
         size_t qb = (size_t)n * row_stride * sits_dtype_size(be->act_dtype);
         void *d_inv, *d_pos = dev_i32(be, pos, (size_t)n), *d_slot = dev_i32(be, slot, (size_t)n);
+        void *d_qn = qkn ? dev_vals(be, SITS_DT_F32, qn, (size_t)head_dim) : NULL;
+        void *d_kn = qkn ? dev_vals(be, SITS_DT_F32, kn, (size_t)head_dim) : NULL;
         TRY(be->ops->alloc(be, (size_t)half * 4, &d_inv));
         TRY(be->ops->upload(be, d_inv, inv, (size_t)half * 4));
         void *q1 = dev_acts(be, qkv, (size_t)n * row_stride), *q2 = dev_acts(be, qkv, (size_t)n * row_stride);
         void *k1 = dev_poison(be, cache), *v1 = dev_poison(be, cache), *k2 = dev_poison(be, cache), *v2 = dev_poison(be, cache);
-        TRY(be->ops->rope_kv_write(be, q1, n, row_stride, n_heads, n_kv, head_dim, d_pos, d_inv, k1, v1, block_size, d_slot));
+        TRY(be->ops->rope_kv_write(be, q1, n, row_stride, n_heads, n_kv, head_dim, d_pos, d_inv, k1, v1, block_size, d_slot, d_qn,
+                                   d_kn, 1e-6f));
+        if (qkn) {
+            TRY(be->ops->rmsnorm_heads(be, q2, n, row_stride, 0, n_heads, head_dim, d_qn, 1e-6f));
+            TRY(be->ops->rmsnorm_heads(be, q2, n, row_stride, n_heads * head_dim, n_kv, head_dim, d_kn, 1e-6f));
+        }
         TRY(be->ops->rope(be, q2, n, row_stride, n_heads + n_kv, head_dim, d_pos, d_inv));
         TRY(be->ops->kv_write(be, k2, v2, q2, n, row_stride, n_heads * head_dim, (n_heads + n_kv) * head_dim, kv_dim, head_dim,
                               block_size, d_slot));
@@ -665,6 +675,10 @@ static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_
         dev_free(be, d_inv);
         dev_free(be, d_pos);
         dev_free(be, d_slot);
+        if (qkn) {
+            dev_free(be, d_qn);
+            dev_free(be, d_kn);
+        }
         be->kv_dtype = saved;
     }
     if (d_q1[0] && d_q1[1]) {
@@ -688,6 +702,13 @@ static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_
     free(pos);
     free(slot);
     free(taken);
+    free(qn);
+    free(kn);
+}
+
+static void test_rope_kv_write(ctx_t *c, int n, int n_heads, int n_kv, int head_dim, int block_size, int n_blocks, int i8)
+{
+    test_rope_kv_write_n(c, n, n_heads, n_kv, head_dim, block_size, n_blocks, i8, 0);
 }
 
 /* ---- attention ----------------------------------------------------------------------------------
@@ -2641,6 +2662,9 @@ int4_cases:
         test_rope_kv_write(&c, 6, 4, 1, 16, 4, 2, i8);
         test_rope_kv_write(&c, 5, 3, 3, 80, 8, 1, i8);
         test_rope_kv_write(&c, 4, 2, 2, 256, 16, 1, i8);
+        test_rope_kv_write_n(&c, 9, 32, 4, 128, 16, 4, i8, 1);   /* [families] Qwen3-30B-A3B's heads, QK-norm fused */
+        test_rope_kv_write_n(&c, 13, 4, 1, 64, 5, 3, i8, 1);
+        test_rope_kv_write_n(&c, 4, 2, 2, 256, 16, 1, i8, 1);
     }
 
     test_silu_mul(&c, 3, 11008, 0);

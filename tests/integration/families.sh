@@ -5,6 +5,7 @@
 # sits-dist CLI (scheduler, paged KV, prefill in chunks of 6 tokens) through pipeline stages against HF's greedy tokens.
 #   qwen3       per-head q/k RMSNorm, head_dim 24 != hidden / heads, untied, 4 KV heads
 #   qwen3_tied  tied embeddings, GQA 4/2 (KV heads replicated at TP 4), bf16 checkpoint
+#   qwen3_hd64  head_dim 64: the q/k RMSNorm inside the fused rope + KV write
 #   gemma2      (1 + w) norms, 4 norms a layer, GeGLU, sqrt(H) embedding scale, query_pre_attn_scalar,
 #               attention + final soft-capping, sliding window 8 on layers 0 and 2 (prompts of 37 tokens)
 #   gemma3      Gemma 3 text: QK-norm, local / global RoPE bases (global linearly scaled), window 8
@@ -12,7 +13,7 @@
 #               crosses from the short to the long factors, a 45-token prompt prefills with the long ones),
 #               attention_factor, sliding window 24
 . "$top_srcdir/tests/integration/lib.sh"
-models="$FIX/qwen3 $FIX/qwen3_tied $FIX/gemma2 $FIX/gemma3 $FIX/phi3"
+models="$FIX/qwen3 $FIX/qwen3_tied $FIX/qwen3_hd64 $FIX/gemma2 $FIX/gemma3 $FIX/phi3"
 for np in 1 2 4; do
   if timeout 300 $SITS_MPIRUN -np $np "$top_builddir/tests/integration/test_fixtures" $models > /tmp/families.$$ 2>&1; then
     ok "test_fixtures at tp $np: $(grep -c '^ok' /tmp/families.$$) models"
@@ -22,7 +23,7 @@ for np in 1 2 4; do
 done
 rm -f /tmp/families.$$
 # the CLI with 6-token steps (prompts cross the window in chunks) and pipeline stages
-for m in qwen3:2:2 gemma2:3:3 gemma2:4:2 gemma3:2:1 gemma3:3:3 phi3:2:2 phi3:4:1; do
+for m in qwen3:2:2 qwen3_hd64:2:1 gemma2:3:3 gemma2:4:2 gemma3:2:1 gemma3:3:3 phi3:2:2 phi3:4:1; do
   IFS=: read -r name np pp <<< "$m"
   for i in 2 3; do
     ids=$(ref_row "$FIX/$name/reference.json" prompts $i); want=$(ref_row "$FIX/$name/reference.json" greedy $i)

@@ -103,6 +103,16 @@ MODELS = {
                  max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
                  use_sliding_window=False, attention_bias=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    # qwen3_hd64: head_dim 64 (Qwen3's own is 128): the q / k RMSNorm then runs inside the fused rope + KV
+    # write (head_dim % 64 == 0), on the cpu twin here and the cuda kernel in tests/gpu/families_cuda.sh.
+    "qwen3_hd64": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5200,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=160,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
     # Gemma 2: (1 + w) norms (stored near 1: 1 + w near 2), 4 norms a layer, GeGLU, embeddings x sqrt(64)
     # (a small embed_std: larger tied embeddings make every prompt continue with one token),
     # query_pre_attn_scalar 24 != head_dim 32, attention and final soft-capping small enough to bend the
