@@ -12,6 +12,7 @@
  * m reads its tokens' slice of it, with its outputs' rows relative to its first token. */
 #include "engine/engine.h"
 #include "engine/moe.h"
+#include "spec/spec.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #define ENGINE_GRAPH_MAX 1024    /* largest graph bucket */
+#define ENGINE_GRAPH_SEQ_TOKENS (SITS_SPEC_MAX_K + 1)  /* most tokens of one sequence in a graph step: a verification */
 #define ENGINE_GRAPH_STEP 64     /* buckets above 128 sequences: every 64 (TensorRT-LLM's large buckets are as fine) */
 #define ENGINE_MAX_BUCKETS 24    /* 1, 2, 4, ..., 128 (8), then 192 .. 1024 (14), then cap */
 #define ENGINE_MAX_MICRO 32      /* [pp micro-batches] most micro-batches of one step */
@@ -96,7 +98,7 @@ struct sits_engine {
     int n_buckets, buckets[ENGINE_MAX_BUCKETS];
     void *graphs[ENGINE_MAX_BUCKETS];
     int graphs_off;                /* disabled (params, backend, comm) or broken (a capture failed) */
-    unsigned char *seq_seen;       /* [max_seqs] scratch of the decode-only test */
+    unsigned char *seq_seen;       /* [max_seqs] scratch of graph_bucket: tokens of each sequence */
     /* the last run */
     int last_n_out, logits_ready, rows_ready;
     const sits_sample_row_t *last_rows_dev;
@@ -822,17 +824,20 @@ one:
     return 1;
 }
 
-/* The bucket of a step of n tokens, or -1 when it does not run as a graph: graphs on, decode-only
- * (n sequences of one token each, an output for each), n within the largest bucket. */
+/* The bucket of a step of n tokens, or -1 when it does not run as a graph: graphs on, every token an
+ * output, at most ENGINE_GRAPH_SEQ_TOKENS tokens of any sequence (decode steps; [speculative]
+ * verification steps, k + 1 positions of each speculating sequence; not prefill chunks, which the
+ * eager path sizes to their context), n within the largest bucket. A graph depends only on the
+ * bucket: the kernels read tokens, positions and sequences from the step's metadata. */
 static int graph_bucket(sits_engine_t *e, const sits_batch_t *b)
 {
     int n = b->n_tokens;
-    if (e->graphs_off || n != b->n_seqs || b->n_out != n || n > e->buckets[e->n_buckets - 1]) return -1;
+    if (e->graphs_off || b->n_out != n || n > e->buckets[e->n_buckets - 1]) return -1;
     memset(e->seq_seen, 0, (size_t)b->n_seqs);
     for (int t = 0; t < n; t++) {
         int s = b->seq[t];
-        if (s < 0 || s >= b->n_seqs || e->seq_seen[s]) return -1;
-        e->seq_seen[s] = 1;
+        if (s < 0 || s >= b->n_seqs || e->seq_seen[s] >= ENGINE_GRAPH_SEQ_TOKENS) return -1;
+        e->seq_seen[s]++;
     }
     int i = 0;
     while (e->buckets[i] < n) i++;

@@ -15,7 +15,9 @@
  *   3. the counters: on cuda A replayed graphs (one capture per bucket used) and B none; every
  *      step but the oversized top-k one sampled on the backend;
  *   4. [kv] KV save / load round trips on both engines (kv_roundtrip), then one more step compared;
- *   5. [sampling controls] [logprobs] a step through sits_engine_sample_step (step_controls).
+ *   5. [sampling controls] [logprobs] a step through sits_engine_sample_step (step_controls);
+ *   6. [speculative] verification-shaped steps (k + 1 positions of a sequence, every one an output): as graphs
+ *      on cuda (replays of a decode step's graph), logits of all rows A vs B.
  * Exit 0 pass, 1 fail (first mismatches and the max error printed). */
 #include "backend/backend.h"
 #include "comm/comm.h"
@@ -46,7 +48,7 @@ typedef struct {
     int32_t next[S];          /* the token each sequence feeds next */
     int32_t bt[S * (MODEL_LEN / BLOCK)];
     int mb;
-    int steps, host_steps, buckets_used[16], n_buckets_used;
+    int steps, host_steps, verify_steps, buckets_used[16], n_buckets_used;
     double max_err;
 } ctx_t;
 
@@ -127,6 +129,43 @@ static void step(ctx_t *c, int n_list, const int *seqs, const int *counts, const
         c->next[seqs[k]] = t_dev[k] >= 0 ? t_dev[k] : 0;
     }
     c->steps++;
+}
+
+/* [speculative] A verification-shaped step: sequence seqs[k] feeds its next token and counts[k] - 1 drafts,
+ * every position an output row (what the scheduler sends for speculating sequences). Engine A (graphs: such
+ * a step replays the bucket's graph when no sequence has more than SITS_SPEC_MAX_K + 1 tokens) against engine B
+ * (eager), every row's logits; both caches take the tokens as if all drafts were accepted. */
+static void verify_step(ctx_t *c, int n_list, const int *seqs, const int *counts)
+{
+    int32_t tok[MAX_TOK], pos[MAX_TOK], seq[MAX_TOK], out_rows[MAX_TOK], bt[S * (MODEL_LEN / BLOCK)];
+    int n = 0, V = c->r->w->dims.v_count, Vt = c->r->cfg.vocab_size;
+    for (int k = 0; k < n_list; k++) {
+        int s = seqs[k];
+        memcpy(bt + (size_t)k * c->mb, c->bt + (size_t)s * c->mb, sizeof(int32_t) * (size_t)c->mb);
+        for (int j = 0; j < counts[k]; j++, n++) {
+            tok[n] = j == 0 ? c->next[s] : (int32_t)((s * 131 + j * 29 + c->len[s]) % Vt);
+            pos[n] = c->len[s] + j;
+            seq[n] = k;
+            out_rows[n] = n;
+        }
+    }
+    sits_batch_t b = { .n_tokens = n, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = n_list, .block_tables = bt,
+                       .n_out = n, .out_rows = out_rows };
+    const float *la, *lb;
+    if (sits_engine_run(c->a, &b) != SITS_OK || sits_engine_logits(c->a, &la) != SITS_OK) {
+        fail("engine A failed a verification step", c->dev, -1, NULL);
+        return;
+    }
+    float *la_copy = malloc(sizeof(float) * (size_t)n * V);
+    memcpy(la_copy, la, sizeof(float) * (size_t)n * V);
+    if (sits_engine_forward(c->b, &b, &lb) != SITS_OK) fail("engine B failed a verification step", c->dev, -1, NULL);
+    else compare_logits(c, 1000 + n, la_copy, lb, n);
+    free(la_copy);
+    for (int k = 0; k < n_list; k++) {
+        c->len[seqs[k]] += counts[k];
+        c->next[seqs[k]] = (int32_t)((seqs[k] * 7 + c->len[seqs[k]]) % Vt);
+    }
+    c->verify_steps++;
 }
 
 /* [sampling controls] [logprobs] A's sits_engine_sample_step (logprob_reduce, logit_process with the min_p
@@ -334,6 +373,13 @@ static void run_device(const char *dev, const char *model)
             step(&c, 2, ms, mc, sp, 1);
         }
     }
+    /* [speculative] verification steps (at most max_seqs = 8 output rows): 8 tokens (3 sequences with 3, 2 and 0
+     * drafts) and 7 (2, 2, 0 drafts), both replaying bucket 8's graph, which a decode step of 8 recorded */
+    {
+        int v1[3] = { 2, 5, 7 }, c1[3] = { 4, 3, 1 }, v2[3] = { 0, 3, 6 }, c2[3] = { 3, 3, 1 };
+        verify_step(&c, 3, v1, c1);
+        verify_step(&c, 3, v2, c2);
+    }
     /* top-k beyond the device candidate limit: the host path */
     {
         sits_sample_params_t big[2] = { { .temperature = 1.0f, .top_k = SITS_SAMPLE_MAX_C + 1, .top_p = 1.0f, .seed = 9 },
@@ -358,10 +404,11 @@ static void run_device(const char *dev, const char *model)
     if (sa.device_samples < c.steps - c.host_steps) fail("engine A sampled on the host where the backend could", dev, -1, NULL);
     if (!strcmp(dev, "cuda")) {
         /* decode batches 1, 3, 8, 5, 2, 8, 1, 7, 4, 3, 8, 6, the host-path 2, the controls step's 8 and the 8
-         * after the kv round trip: buckets 1, 2, 4, 8 -> 4 captures, the other decode steps replay (15 - 4 = 11) */
-        if (sa.graph_captures != 4 || sa.graph_replays != 11) {
+         * after the kv round trip: buckets 1, 2, 4, 8 -> 4 captures, the other decode steps replay (15 - 4 = 11);
+         * and the two verification steps replay bucket 8 (13) */
+        if (sa.graph_captures != 4 || sa.graph_replays != 13) {
             char d[96];
-            snprintf(d, sizeof d, " (%ld captures, %ld replays; expected 4 and 11)", sa.graph_captures, sa.graph_replays);
+            snprintf(d, sizeof d, " (%ld captures, %ld replays; expected 4 and 13)", sa.graph_captures, sa.graph_replays);
             fail("cuda graphs were not used as expected", dev, -1, d);
         }
     } else if (sa.graph_replays || sa.graph_captures) {
