@@ -110,7 +110,8 @@ extern "C" sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t 
  * and offsets by a scan in warp 0 (lane l takes a contiguous run of experts), then each warp takes active
  * experts a = warp, warp + 8, ... and walks the slots 32 at a time: a ballot keeps them in order. */
 static __global__ void __launch_bounds__(MOE_ROUTE_THREADS)
-moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k, int E)
+moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k, int E, int e0,
+                 int ne)
 {
     __shared__ int sid[MOE_DEV_MAX_SLOTS];
     __shared__ int cnt[1024], mcnt[1024], alist[1024], aoff[1025];
@@ -127,10 +128,10 @@ moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, 
         }
     }
     __syncthreads();
-    if (warp == 0) {
-        const int per = (E + 31) / 32, e0 = min(lane * per, E), e1 = min(e0 + per, E);
+    if (warp == 0) {   /* the experts of the range [e0, e0 + ne) only (EP: this rank's); counts above cover all E */
+        const int per = (ne + 31) / 32, lo = e0 + min(lane * per, ne), hi = e0 + min(lane * per + per, ne);
         int na = 0, ns = 0;
-        for (int e = e0; e < e1; e++) {
+        for (int e = lo; e < hi; e++) {
             na += cnt[e] > 0;
             ns += cnt[e];
         }
@@ -143,11 +144,11 @@ moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, 
             }
         }
         int a = ia - na, so = is - ns;
-        for (int e = e0; e < e1; e++)
+        for (int e = lo; e < hi; e++)
             if (cnt[e]) {
                 alist[a] = e;
                 aoff[a] = so;
-                plan[1 + a] = e;
+                plan[1 + a] = e - e0;
                 plan[1 + E + a] = so;
                 a++;
                 so += cnt[e];
@@ -178,10 +179,10 @@ moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, 
 }
 
 extern "C" sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n,
-                                          int k, int E, cudaStream_t stream)
+                                          int k, int E, int e0, int ne, cudaStream_t stream)
 {
-    if (n < 1 || k < 1 || E < 1 || E > 1024 || n * k > MOE_DEV_MAX_SLOTS) return SITS_ERR_INVALID;
-    moe_route_kernel<<<1, MOE_ROUTE_THREADS, 0, stream>>>(plan, counts, ids, mask, n, k, E);
+    if (n < 1 || k < 1 || E < 1 || E > 1024 || n * k > MOE_DEV_MAX_SLOTS || e0 < 0 || ne < 1 || e0 + ne > E) return SITS_ERR_INVALID;
+    moe_route_kernel<<<1, MOE_ROUTE_THREADS, 0, stream>>>(plan, counts, ids, mask, n, k, E, e0, ne);
     return SITS_K_LAUNCH_STATUS();
 }
 

@@ -276,7 +276,7 @@ sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const i
  * [moe fp8] E4M3 with the row-scale arrays s_gu / s_down and q8 the scratch of backend.h SITS_MOE_Q8_BYTES), and
  * the combine over the slots (+ the shared expert gated by sigmoid(sg[t]) when sg). counts / mask may be NULL. */
 sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k,
-                               int E, cudaStream_t stream);
+                               int E, int e0, int ne, cudaStream_t stream);
 sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                  const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
                                  const float *const *s_down, void *q8, int n, int k, int E, int H, int I, cudaStream_t stream);

@@ -424,19 +424,24 @@ typedef struct sits_backend_ops {
                                  int kk, int dim);
     /* ---- [moe dev] the routed experts of a small step without the host (engine/moe.c's device path; all
      * three NULL: the host path always). Slot s = t k + j is token t's j-th expert (ids [n k] of moe_topk).
-     * moe_route: the slots grouped by expert into plan, int32 [SITS_MOE_PLAN_WORDS(E, nk)], nk = n k:
-     *     plan[0] = A, the experts with a slot; plan[1 + a] (a < A) those experts ascending;
-     *     plan[1 + E + a] (a <= A) where expert a's slots start in the list (0 for a = 0, nk for a = A);
-     *     plan[2 + 2 E + i] (i < nk) the slot list: by expert, slots ascending within one.
+     * moe_route: the slots of this rank's experts e0 .. e0 + ne - 1 (all E without EP: e0 0, ne E; with --ep the
+     *   others' slots are left out: no row of y is written for them) grouped by expert into plan, int32
+     *   [SITS_MOE_PLAN_WORDS(E, nk)], nk = n k:
+     *     plan[0] = A, the experts in the range with a slot; plan[1 + a] (a < A) those experts ascending, as local
+     *               indices e - e0 (into moe_experts' pointer arrays);
+     *     plan[1 + E + a] (a <= A) where expert a's slots start in the list (0 for a = 0, the range's slots for a = A);
+     *     plan[2 + 2 E + i] the slot list: by expert, slots ascending within one.
      *   counts [E] uint64 (NULL: not counted) += each expert's slots whose token t has mask[t] >= 0 (mask [n]
-     *   int32: the step's KV slots, -1 on the pad rows of a graph step; NULL: every token). Deterministic.
-     *   E <= 1024, 1 <= nk <= SITS_MOE_DEV_MAX_SLOTS; ids outside [0, E) are an error (cpu) or dropped (cuda).
+     *   int32: the step's KV slots, -1 on the pad rows of a graph step; NULL: every token), every expert, in the
+     *   range or not. Deterministic. E <= 1024, 0 <= e0, 1 <= ne, e0 + ne <= E, 1 <= nk <= SITS_MOE_DEV_MAX_SLOTS;
+     *   ids outside [0, E) are an error (cpu) or dropped (cuda).
      * moe_experts: every slot's SwiGLU expert e = ids[s]: with x[t] [H],
      *     act[s] [i] = silu(g) * u, g = x[t] . w_gu[e][0 .. i)^T, u = x[t] . w_gu[e][i .. 2 i)^T, g and u each
      *                  rounded to act_dtype (what matmul then silu_mul make of them);
      *     y[s] [H]   = act[s] . w_down[e]^T;
      *   x [n, H], act [nk, i], y [nk, H] act_dtype (rows by slot), fp32 accumulation; w_gu / w_down: device arrays
-     *   of E pointers to weight_dtype [2 i, H] / [H, i] (NULL entries for experts no slot names are never read).
+     *   of pointers to weight_dtype [2 i, H] / [H, i] by the plan's (local) expert index (NULL entries for experts
+     *   no slot names are never read); the rows of slots the plan leaves out are not written.
      *   [moe fp8] s_gu / s_down non-NULL (both or neither): the weights are E4M3 bytes with those fp32 row scales
      *   (device arrays of E pointers to [2 i] / [H]), and each linear is matmul_fp8's: its input rows quantised per
      *   row (x per token, act per slot, into q8: SITS_MOE_Q8_BYTES(n, nk, H, i) bytes of scratch), then
@@ -446,7 +451,7 @@ typedef struct sits_backend_ops {
      *   (+ sigmoid(sg[t]) y[n k + t] when sg: the shared expert's gate logits [n] act_dtype, its rows after the
      *   slots), fp32 in that order. */
     sits_status_t (*moe_route)(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
-                               int n, int k, int E);
+                               int n, int k, int E, int e0, int ne);
     sits_status_t (*moe_experts)(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
                                  const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
                                  const float *const *s_down, void *q8, int n, int k, int E, int H, int i);
@@ -475,7 +480,7 @@ void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos
 /* [moe dev] The reference moe_route (host memory): the cpu backend's, and the twin of the cuda kernel.
  * SITS_ERR_INVALID for an id outside [0, E). */
 sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask, int n, int k,
-                                         int E);
+                                         int E, int e0, int ne);
 
 
 

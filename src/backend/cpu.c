@@ -422,10 +422,11 @@ static sits_status_t cpu_moe_combine(sits_backend_t *be, void *out, const void *
 /* ---- [moe dev] routing and experts of a small step without the host (see backend.h) ---- */
 
 sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask, int n, int k,
-                                         int E)
+                                         int E, int e0, int ne)
 {
     int nk = n * k, A = 0;
-    if (n < 1 || k < 1 || E < 1 || E > 1024 || nk > SITS_MOE_DEV_MAX_SLOTS) return SITS_ERR_INVALID;
+    if (n < 1 || k < 1 || E < 1 || E > 1024 || nk > SITS_MOE_DEV_MAX_SLOTS || e0 < 0 || ne < 1 || e0 + ne > E)
+        return SITS_ERR_INVALID;
     int32_t *list = plan + 1, *off = plan + 1 + E, *slots = plan + 2 + 2 * (size_t)E;
     int cnt[1024] = { 0 };
     for (int s = 0; s < nk; s++) {
@@ -434,24 +435,24 @@ sits_status_t sits_backend_cpu_moe_route(int32_t *plan, uint64_t *counts, const 
         if (counts && (!mask || mask[s / k] >= 0)) counts[ids[s]]++;
     }
     off[0] = 0;
-    for (int e = 0; e < E; e++)
+    for (int e = e0; e < e0 + ne; e++)
         if (cnt[e]) {
-            list[A] = e;
+            list[A] = e - e0;
             off[A + 1] = off[A] + cnt[e];
             A++;
         }
     plan[0] = A;
     for (int a = 0; a < A; a++)   /* a stable pass per expert: slots ascending */
         for (int s = 0, p = off[a]; s < nk; s++)
-            if (ids[s] == list[a]) slots[p++] = s;
+            if (ids[s] == e0 + list[a]) slots[p++] = s;
     return SITS_OK;
 }
 
 static sits_status_t cpu_moe_route(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
-                                   int n, int k, int E)
+                                   int n, int k, int E, int e0, int ne)
 {
     (void)be;
-    return sits_backend_cpu_moe_route(plan, counts, ids, mask, n, k, E);
+    return sits_backend_cpu_moe_route(plan, counts, ids, mask, n, k, E, e0, ne);
 }
 
 static void cpu_quant_fp8_rows(uint8_t *q, float *s, const float *x, int n, int dim);

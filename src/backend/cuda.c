@@ -976,9 +976,9 @@ static sits_status_t cuda_moe_combine(sits_backend_t *be, void *out, const void 
 /* [moe dev] */
 _Static_assert(SITS_MOE_DEV_MAX_SLOTS == 2048, "kernels/moe.cu MOE_DEV_MAX_SLOTS");
 static sits_status_t cuda_moe_route(sits_backend_t *be, int32_t *plan, uint64_t *counts, const int32_t *ids, const int32_t *mask,
-                                    int n, int k, int E)
+                                    int n, int k, int E, int e0, int ne)
 {
-    SITS_KERNEL_CHECK(sits_k_moe_route(plan, (unsigned long long *)counts, ids, mask, n, k, E, impl_of(be)->stream));
+    SITS_KERNEL_CHECK(sits_k_moe_route(plan, (unsigned long long *)counts, ids, mask, n, k, E, e0, ne, impl_of(be)->stream));
     return SITS_OK;
 }
 

@@ -14,12 +14,16 @@
  * act_dtype values), in two all-to-all-v calls; xr / xe then hold H-byte rows and sr / se the scales,
  * and the gate/up GEMM runs on them as given (matmul_fp8q: bit for bit what matmul_fp8 makes of the row).
  * The expert outputs go back as act_dtype rows.
- * [moe dev] The device path (steps of up to dev_max tokens, no EP, 16-bit or FP8 experts): moe_topk, then
+ * [moe dev] The device path (steps of up to dev_max tokens, 16-bit or FP8 experts): moe_topk, then
  * moe_route groups the slots by expert on the device (dplan), moe_experts runs every expert with a slot
  * in one launch for gate/up (+ SiLU * up) and one for down (rows by slot: ys row t k + j; weight pointers
  * from wptr, uploaded once), the shared expert as on the host path, and moe_combine_slots adds them up.
  * Nothing comes back to the host, so such steps can be CUDA graphs. The floats are the host path's (cpu:
- * bit for bit; cuda: up to the fp32 summation order of the GEMV vs cuBLASLt). */
+ * bit for bit; cuda: up to the fp32 summation order of the GEMV vs cuBLASLt).
+ * With EP every rank holds every token (the TP group's attention output), so no token moves: a rank routes
+ * them all, runs the slots of its own experts (moe_route's range), zeroes the other slots' rows, and its
+ * combine is a partial sum that the all-reduce after the layer completes, as for TP-sliced experts; the
+ * floats then differ from EP 1 only in the order of that sum. */
 #include "engine/moe.h"
 #include "util/log.h"
 
@@ -87,7 +91,7 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
     b += T * k * row + (T * k + T) * row;
     if (d->ep > 1) b += 3 * T * k * row + T * k * ((size_t)cfg->hidden_size + 3 * sizeof(float));   /* [moe fp8] qs, ss, sr, se */
     size_t D = (size_t)dev_max_of(dev_max, max_tokens, (int)k);
-    if (d->ep <= 1 && D)   /* [moe dev] dplan, dcount, wptr, dact, dq8 (counted whether or not the experts are FP8) */
+    if (D)   /* [moe dev] dplan, dcount, wptr, dact, dq8 (counted whether or not the experts are FP8) */
         b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + E * sizeof(uint64_t) +
              (size_t)(d->layer1 - d->layer0) * 4 * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
              SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
@@ -176,12 +180,13 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         st = SITS_ERR_NOMEM;
         goto err;
     }
-    /* [moe dev] the device path: the backend's ops, no EP, 16-byte rows; per layer 16-bit or FP8 experts (both
-     * linears FP8, as --quant ffn=fp8 and FP8 checkpoints have them), not INT4 */
+    /* [moe dev] the device path: the backend's ops, 16-byte rows; per layer 16-bit or FP8 experts (both linears
+     * FP8, as --quant ffn=fp8 and FP8 checkpoints have them), not INT4; with EP this rank's experts exp0 .. */
     const sits_shard_dims_t *d = &w->dims;
     int L = d->layer1 - d->layer0;
     m->dev_max = dev_max_of(dev_max, max_tokens, m->k);
-    if (!op->moe_route || !op->moe_experts || !op->moe_combine_slots || m->N > 1 || m->H % 8 || d->ie_loc % 8 || L < 1)
+    if (!op->moe_route || !op->moe_experts || !op->moe_combine_slots || (m->N > 1 && !op->memset0) || m->H % 8 ||
+        d->ie_loc % 8 || L < 1)
         m->dev_max = 0;
     if (m->dev_max) {
         size_t D = (size_t)m->dev_max * (size_t)m->k;
@@ -202,8 +207,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
             m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 ? 0 : f8 ? 2 : f16 ? 1 : 0;
             m->dev_all &= m->dev_ok[l] != 0;
             any_f8 |= m->dev_ok[l] == 2;
-            const void **lp = wp + (size_t)l * 4 * m->E;
-            for (int e = 0; m->dev_ok[l] && e < m->E; e++) {
+            const void **lp = wp + (size_t)l * 4 * m->E;   /* by local expert: moe_route's plan indexes them so */
+            for (int e = 0; m->dev_ok[l] && e < d->n_exp_loc; e++) {
                 lp[e] = lw->exp_gu[e];
                 lp[m->E + e] = lw->exp_down[e];
                 if (f8) {
@@ -299,7 +304,8 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     float *wts = (float *)(m->route_d + (size_t)n * k);
     SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
     SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
-    SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E));
+    SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E, m->w->dims.exp0, m->w->dims.n_exp_loc));
+    if (m->N > 1) SITS_CHECK(op->memset0(be, m->ys, (size_t)n * k * m->row));   /* [n k, H]: other ranks' slots add 0 */
     const void *const *wp = m->wptr + (size_t)l * 4 * E;
     const float *const *sp = m->dev_ok[l] == 2 ? (const float *const *)(wp + 2 * E) : NULL;   /* [moe fp8] row scales */
     SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8, n, k, E, m->H,

@@ -18,10 +18,11 @@
  *   sums everywhere), so the engine's all-reduce both sums and gathers. The routing is computed on
  *   every rank from the same h, so each rank knows every send and receive count without a count
  *   exchange (an attention-data-parallel layout, where ranks hold different tokens, would need one).
- * [moe dev] Steps of up to dev_max tokens (no EP, 16-bit or FP8 experts) take the device path instead: the slots are
+ * [moe dev] Steps of up to dev_max tokens (16-bit or FP8 experts) take the device path instead: the slots are
  *   grouped by expert on the device (backend moe_route) and every expert runs in one launch for gate/up and
  *   one for down (moe_experts), then moe_combine_slots; nothing comes back to the host, so the engine replays
- *   such decode steps as CUDA graphs (sits_moe_graph_max).
+ *   such decode steps as CUDA graphs (sits_moe_graph_max). With EP no token moves there: every rank holds every
+ *   token, runs the slots of its own experts, and the layer's all-reduce sums the ranks' partial combines.
  * Load balance: tokens routed to each expert (summed over layers and steps) are counted on the host, and on
  * the device for the device path (read back at most 4 times a second). */
 #ifndef SITS_ENGINE_MOE_H

@@ -2441,7 +2441,7 @@ static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shar
             TRY(be->ops->upload(be, (char *)d_y[b] + (size_t)nk * H * es, h, (size_t)n * H * 2));
             free(h);
         }
-        TRY(be->ops->moe_route(be, d_plan[b], d_cnt[b], d_ids[b], d_mask[b], n, k, E));
+        TRY(be->ops->moe_route(be, d_plan[b], d_cnt[b], d_ids[b], d_mask[b], n, k, E, 0, E));
         TRY(be->ops->moe_experts(be, d_y[b], d_act[b], d_x[b], d_plan[b], (const void *const *)d_pgu[b],
                                  (const void *const *)d_pdn[b], (const float *const *)d_psg[b], (const float *const *)d_psd[b],
                                  d_q8[b], n, k, E, H, I));
@@ -2519,6 +2519,53 @@ static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shar
     free(ysh);
 }
 
+/* [moe dev] moe_route over an EP rank's expert range [e0, e0 + ne): the plan (local expert ids, that range's slots
+ * only) and the counts (every expert) equal between the backends; random ids with repeats across tokens */
+static void test_moe_route_range(ctx_t *c, int n, int k, int E, int e0, int ne)
+{
+    char what[160];
+    const int nk = n * k;
+    int32_t *ids = xmalloc((size_t)nk * 4);
+    for (int s = 0; s < nk; s++) ids[s] = rand_int(c, 0, E);
+    size_t pw = SITS_MOE_PLAN_WORDS(E, nk);
+    int32_t *plan[N_BE];
+    uint64_t *cnt[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        void *d_ids = dev_i32(be, ids, (size_t)nk), *d_plan = dev_poison(be, pw * 4), *d_cnt = NULL;
+        TRY(be->ops->alloc(be, (size_t)E * 8, &d_cnt));
+        TRY(be->ops->memset0(be, d_cnt, (size_t)E * 8));
+        TRY(be->ops->moe_route(be, d_plan, d_cnt, d_ids, NULL, n, k, E, e0, ne));
+        plan[b] = xmalloc(pw * 4);
+        cnt[b] = xmalloc((size_t)E * 8);
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, plan[b], d_plan, pw * 4));
+        TRY(be->ops->download(be, cnt[b], d_cnt, (size_t)E * 8));
+        dev_free(be, d_ids);
+        dev_free(be, d_plan);
+        dev_free(be, d_cnt);
+    }
+    /* compare what the plan defines: A, the list, the offsets, the slots up to the range's total */
+    const int A = plan[0][0], tot = A >= 0 && A <= E ? plan[0][1 + E + A] : -1;
+    size_t bad = plan[1][0] != A || tot < 0 || tot > nk;
+    if (!bad)
+        bad += memcmp(plan[0] + 1, plan[1] + 1, (size_t)A * 4) != 0 || memcmp(plan[0] + 1 + E, plan[1] + 1 + E, (size_t)(A + 1) * 4) != 0 ||
+               memcmp(plan[0] + 2 + 2 * E, plan[1] + 2 + 2 * E, (size_t)tot * 4) != 0;
+    bad += memcmp(cnt[0], cnt[1], (size_t)E * 8) != 0;
+    int in_range = 0;   /* the reference itself: the range's slots, nothing else */
+    for (int s = 0; s < nk; s++) in_range += ids[s] >= e0 && ids[s] < e0 + ne;
+    bad += tot != in_range;
+    snprintf(what, sizeof what, "moe_route n %d k %d E %d experts %d..%d", n, k, E, e0, e0 + ne - 1);
+    c->checks++;
+    printf("%-4s %-58s plan and counts %s (%d experts, %d slots)\n", bad ? "FAIL" : "ok", what, bad ? "differ" : "equal", A, tot);
+    if (bad) c->failures++;
+    for (int b = 0; b < N_BE; b++) {
+        free(plan[b]);
+        free(cnt[b]);
+    }
+    free(ids);
+}
+
 static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared) { test_moe_dev_q(c, n, k, E, H, I, shared, 0); }
 
 static void test_moe_all(ctx_t *c)
@@ -2532,6 +2579,9 @@ static void test_moe_all(ctx_t *c)
     test_moe_combine(c, 9, 3, 20, 2048);    /* top 2 + shared */
     test_moe_combine(c, 17, 8, 64, 4096);
     test_moe_combine(c, 4, 2, 5, 33);       /* odd width */
+    test_moe_route_range(c, 64, 8, 128, 64, 64);    /* [moe dev] EP 2, rank 1 */
+    test_moe_route_range(c, 16, 2, 8, 2, 2);        /* Mixtral at EP 4, rank 1 */
+    test_moe_route_range(c, 1, 8, 128, 0, 32);      /* EP 4 rank 0, batch 1 */
     test_moe_dev(c, 1, 8, 128, 2048, 768, 0);   /* [moe dev] Qwen3-30B-A3B, batch 1 */
     test_moe_dev(c, 16, 8, 128, 512, 96, 1);    /* the default largest device step; a shared expert */
     test_moe_dev(c, 3, 2, 8, 64, 16, 1);        /* Qwen2-MoE-like, tiny */

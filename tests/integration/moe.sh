@@ -4,7 +4,7 @@
 # same greedy tokens at TP 1, 2 and 4 with the experts TP-sharded, and with expert parallelism over 2
 # and 4 ranks (experts split whole, tokens dispatched and combined with all-to-all-v); --ep refusals;
 # sits-dist's greedy tokens under --ep 2, --pp 2 and --pp 2 --tp 2 --ep 2 equal HF's (reference.json).
-# [moe dev] Both routings (device: small steps, no EP; host: the rest) at TP 1 and 2, and the flag.
+# [moe dev] Both routings (device: small steps; host: the rest) at TP 1 and 2 and EP 2 and 4, and the flag.
 # The first failing configuration is named.
 . "$top_srcdir/tests/integration/mpi_env.sh"
 m="$top_srcdir/tests/fixtures/models"
@@ -26,6 +26,14 @@ run 2 1
 run 4 1
 run 2 2
 run 4 4
+# [moe dev] with EP the runs above route on the device (each rank its own experts' slots, the all-reduce sums the
+# ranks); the host path's all-to-all-v dispatch for every step, and the two mixed (decode steps on the device)
+echo "moe: tp 2 ep 2, host routing for every step"
+SITS_TEST_EP=2 SITS_TEST_MOE_DEV=-1 timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" \
+  || { echo "FAIL: moe fixtures at tp 2 ep 2, host routing"; exit 1; }
+echo "moe: tp 4 ep 4, device routing up to 4 tokens a step"
+SITS_TEST_EP=4 SITS_TEST_MOE_DEV=4 timeout 300 $SITS_MPIRUN -np 4 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" \
+  || { echo "FAIL: moe fixtures at tp 4 ep 4, device routing up to 4 tokens"; exit 1; }
 # E % ep != 0 and ep != tp are refused at load, naming --ep
 out=$(SITS_TEST_EP=3 timeout 120 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" 2>&1)
 echo "$out" | grep -q -- "--ep 3" || { echo "FAIL: --ep 3 at tp 2 was not refused with a message naming --ep"; echo "$out" | tail -5; exit 1; }

@@ -22,7 +22,7 @@ static void test_hand_worked(void **state)
     int32_t plan[SITS_MOE_PLAN_WORDS(5, 6)];
     uint64_t counts[5] = { 0 };
     memset(plan, 0x7f, sizeof plan);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5), SITS_OK);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, 0, 5), SITS_OK);
     const int32_t want_list[4] = { 0, 1, 3, 4 }, want_off[5] = { 0, 1, 3, 5, 6 }, want_slots[6] = { 5, 1, 2, 0, 4, 3 };
     const uint64_t want_counts[5] = { 1, 1, 0, 2, 0 };
     assert_int_equal(plan[0], 4);
@@ -31,11 +31,40 @@ static void test_hand_worked(void **state)
     assert_memory_equal(plan + 2 + 2 * 5, want_slots, sizeof want_slots);
     assert_memory_equal(counts, want_counts, sizeof want_counts);
     /* counts add up over calls; without a mask every slot counts; NULL counts: none kept */
-    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, NULL, 3, 2, 5), SITS_OK);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, NULL, 3, 2, 5, 0, 5), SITS_OK);
     const uint64_t want2[5] = { 2, 3, 0, 4, 1 };
     assert_memory_equal(counts, want2, sizeof want2);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ids, mask, 3, 2, 5), SITS_OK);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ids, mask, 3, 2, 5, 0, 5), SITS_OK);
     assert_int_equal(plan[0], 4);
+}
+
+/* The hand-worked step of test_hand_worked as two EP ranks of experts [0, 3) and [3, 5) (by hand again):
+ *   rank 0: experts 0 (slot 5), 1 (slots 1, 2) -> A = 2, local ids 0 1, offsets 0 1 3, list 5 | 1 2
+ *   rank 1: experts 3 (slots 0, 4), 4 (slot 3) -> A = 2, local ids 0 1, offsets 0 2 3, list 0 4 | 3
+ *   counts on either rank: every expert's (1 1 0 2 0 with the mask) */
+static void test_ep_ranges(void **state)
+{
+    (void)state;
+    const int32_t ids[6] = { 3, 1, 1, 4, 3, 0 }, mask[3] = { 0, -1, 2 };
+    int32_t plan[SITS_MOE_PLAN_WORDS(5, 6)];
+    const uint64_t want_counts[5] = { 1, 1, 0, 2, 0 };
+    uint64_t counts[5] = { 0 };
+    memset(plan, 0x7f, sizeof plan);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, 0, 3), SITS_OK);
+    const int32_t l0[2] = { 0, 1 }, o0[3] = { 0, 1, 3 }, s0[3] = { 5, 1, 2 };
+    assert_int_equal(plan[0], 2);
+    assert_memory_equal(plan + 1, l0, sizeof l0);
+    assert_memory_equal(plan + 1 + 5, o0, sizeof o0);
+    assert_memory_equal(plan + 2 + 2 * 5, s0, sizeof s0);
+    assert_memory_equal(counts, want_counts, sizeof want_counts);
+    memset(counts, 0, sizeof counts);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, 3, 2), SITS_OK);
+    const int32_t l1[2] = { 0, 1 }, o1[3] = { 0, 2, 3 }, s1[3] = { 0, 4, 3 };
+    assert_int_equal(plan[0], 2);
+    assert_memory_equal(plan + 1, l1, sizeof l1);
+    assert_memory_equal(plan + 1 + 5, o1, sizeof o1);
+    assert_memory_equal(plan + 2 + 2 * 5, s1, sizeof s1);
+    assert_memory_equal(counts, want_counts, sizeof want_counts);
 }
 
 /* every token on the same experts (the top k of a degenerate router): one run of slots per expert, in order */
@@ -48,7 +77,7 @@ static void test_all_same(void **state)
     assert_non_null(plan);
     for (int t = 0; t < N; t++)
         for (int j = 0; j < K; j++) ids[t * K + j] = 120 - 10 * j;   /* 120, 110, ..., 50: descending in j */
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ids, NULL, N, K, E), SITS_OK);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ids, NULL, N, K, E, 0, E), SITS_OK);
     assert_int_equal(plan[0], K);
     for (int a = 0; a < K; a++) {
         assert_int_equal(plan[1 + a], 50 + 10 * a);                /* ascending: expert 50 is j = 7 */
@@ -66,19 +95,24 @@ static void test_refusals(void **state)
     (void)state;
     int32_t plan[SITS_MOE_PLAN_WORDS(4, 4)];
     const int32_t bad_hi[4] = { 0, 1, 4, 2 }, bad_lo[4] = { 0, -1, 2, 3 }, ok_ids[4] = { 0, 1, 2, 3 };
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, bad_hi, NULL, 2, 2, 4), SITS_ERR_INVALID);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, bad_lo, NULL, 2, 2, 4), SITS_ERR_INVALID);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 4), SITS_OK);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 0, 2, 4), SITS_ERR_INVALID);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, SITS_MOE_DEV_MAX_SLOTS / 2 + 1, 2, 4),
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, bad_hi, NULL, 2, 2, 4, 0, 4), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, bad_lo, NULL, 2, 2, 4, 0, 4), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 4, 0, 4), SITS_OK);
+    /* the expert range: empty, negative, past E */
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 4, 0, 0), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 4, -1, 2), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 4, 3, 2), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 0, 2, 4, 0, 4), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, SITS_MOE_DEV_MAX_SLOTS / 2 + 1, 2, 4, 0, 4),
                      SITS_ERR_INVALID);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 1025), SITS_ERR_INVALID);
+    assert_int_equal(sits_backend_cpu_moe_route(plan, NULL, ok_ids, NULL, 2, 2, 1025, 0, 1025), SITS_ERR_INVALID);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_worked),
+        cmocka_unit_test(test_ep_ranges),
         cmocka_unit_test(test_all_same),
         cmocka_unit_test(test_refusals),
     };
