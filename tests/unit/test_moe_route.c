@@ -42,29 +42,30 @@ static void test_hand_worked(void **state)
  *   rank 0: experts 0 (slot 5), 1 (slots 1, 2) -> A = 2, local ids 0 1, offsets 0 1 3, list 5 | 1 2
  *   rank 1: experts 3 (slots 0, 4), 4 (slot 3) -> A = 2, local ids 0 1, offsets 0 2 3, list 0 4 | 3
  *   counts on either rank: every expert's (1 1 0 2 0 with the mask) */
+static void expect_plan(const int32_t *plan, int E, int A, const int32_t *list, const int32_t *off, const int32_t *slots)
+{
+    assert_int_equal(plan[0], A);
+    assert_memory_equal(plan + 1, list, sizeof(int32_t) * (size_t)A);
+    assert_memory_equal(plan + 1 + E, off, sizeof(int32_t) * (size_t)(A + 1));
+    assert_memory_equal(plan + 2 + 2 * E, slots, sizeof(int32_t) * (size_t)off[A]);
+}
+
 static void test_ep_ranges(void **state)
 {
     (void)state;
     const int32_t ids[6] = { 3, 1, 1, 4, 3, 0 }, mask[3] = { 0, -1, 2 };
     int32_t plan[SITS_MOE_PLAN_WORDS(5, 6)];
     const uint64_t want_counts[5] = { 1, 1, 0, 2, 0 };
-    uint64_t counts[5] = { 0 };
-    memset(plan, 0x7f, sizeof plan);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, 0, 3), SITS_OK);
-    const int32_t l0[2] = { 0, 1 }, o0[3] = { 0, 1, 3 }, s0[3] = { 5, 1, 2 };
-    assert_int_equal(plan[0], 2);
-    assert_memory_equal(plan + 1, l0, sizeof l0);
-    assert_memory_equal(plan + 1 + 5, o0, sizeof o0);
-    assert_memory_equal(plan + 2 + 2 * 5, s0, sizeof s0);
-    assert_memory_equal(counts, want_counts, sizeof want_counts);
-    memset(counts, 0, sizeof counts);
-    assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, 3, 2), SITS_OK);
-    const int32_t l1[2] = { 0, 1 }, o1[3] = { 0, 2, 3 }, s1[3] = { 0, 4, 3 };
-    assert_int_equal(plan[0], 2);
-    assert_memory_equal(plan + 1, l1, sizeof l1);
-    assert_memory_equal(plan + 1 + 5, o1, sizeof o1);
-    assert_memory_equal(plan + 2 + 2 * 5, s1, sizeof s1);
-    assert_memory_equal(counts, want_counts, sizeof want_counts);
+    const int32_t local[2] = { 0, 1 }, o0[3] = { 0, 1, 3 }, s0[3] = { 5, 1, 2 }, o1[3] = { 0, 2, 3 }, s1[3] = { 0, 4, 3 };
+    const int32_t *offs[2] = { o0, o1 }, *slots[2] = { s0, s1 };
+    const int e0[2] = { 0, 3 }, ne[2] = { 3, 2 };
+    for (int r = 0; r < 2; r++) {
+        uint64_t counts[5] = { 0 };
+        memset(plan, 0x7f, sizeof plan);
+        assert_int_equal(sits_backend_cpu_moe_route(plan, counts, ids, mask, 3, 2, 5, e0[r], ne[r]), SITS_OK);
+        expect_plan(plan, 5, 2, local, offs[r], slots[r]);
+        assert_memory_equal(counts, want_counts, sizeof want_counts);
+    }
 }
 
 /* every token on the same experts (the top k of a degenerate router): one run of slots per expert, in order */
