@@ -258,100 +258,80 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
     const int nkb = in / 128;
-    /* PF k-blocks a warp loads (nibbles, and WIDE: the groups' zeros and scales) before it computes them: every
-     * load of a small linear in flight at once (in 4096: 4 k-blocks a warp), a software pipeline for long rows;
-     * 2 where 4 would cost occupancy (two m-tiles, or 4-byte loads of 32-input groups) */
-    constexpr int PF = MT == 1 && WIDE ? 4 : 2;
-    for (int kb0 = warp; kb0 < nkb; kb0 += PF * W4_TC_WARPS) {
-        uint32_t wpa[PF][MT][4], wpb[PF][MT][4];
-        float zfa[PF][MT], zfb[PF][MT], sfa[PF][MT], sfb[PF][MT];
+#pragma unroll 2
+    for (int kb = warp; kb < nkb; kb += W4_TC_WARPS) {
+        uint32_t wa[MT][4], wb[MT][4];
 #pragma unroll
-        for (int u = 0; u < PF; u++) {
-            const int kb = kb0 + u * W4_TC_WARPS;
-            if (kb >= nkb) continue;
+        for (int m = 0; m < MT; m++) {
+            if (WIDE) {
+                const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 64 + 16 * tq));
+                const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 64 + 16 * tq));
+                wa[m][0] = va.x; wa[m][1] = va.y; wa[m][2] = va.z; wa[m][3] = va.w;
+                wb[m][0] = vb.x; wb[m][1] = vb.y; wb[m][2] = vb.z; wb[m][3] = vb.w;
+            } else {
 #pragma unroll
-            for (int m = 0; m < MT; m++) {
-                if (WIDE) {
-                    const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 64 + 16 * tq));
-                    const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 64 + 16 * tq));
-                    wpa[u][m][0] = va.x; wpa[u][m][1] = va.y; wpa[u][m][2] = va.z; wpa[u][m][3] = va.w;
-                    wpb[u][m][0] = vb.x; wpb[u][m][1] = vb.y; wpb[u][m][2] = vb.z; wpb[u][m][3] = vb.w;
-                    const int gw = kb * 128 / group_size;
-                    zfa[u][m] = za[m][gw];
-                    zfb[u][m] = zb[m][gw];
-                    sfa[u][m] = sa[m][gw];
-                    sfb[u][m] = sb[m][gw];
-                } else {
-#pragma unroll
-                    for (int s = 0; s < 4; s++) {
-                        wpa[u][m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
-                        wpb[u][m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
-                    }
+                for (int s = 0; s < 4; s++) {
+                    wa[m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
+                    wb[m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
                 }
             }
         }
+        float part[MT][NT8][4];
 #pragma unroll
-        for (int u = 0; u < PF; u++) {
-            const int kb = kb0 + u * W4_TC_WARPS;
-            if (kb >= nkb) break;
-            const uint32_t (&wa)[MT][4] = wpa[u], (&wb)[MT][4] = wpb[u];
-            float part[MT][NT8][4];
+        for (int m = 0; m < MT; m++)
 #pragma unroll
-            for (int m = 0; m < MT; m++)
+            for (int nt = 0; nt < NT8; nt++) part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
+        int gi = kb * 128 / group_size;
+        uint32_t za2[MT], zb2[MT];
 #pragma unroll
-                for (int nt = 0; nt < NT8; nt++) part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
-            int gi = kb * 128 / group_size;
-            uint32_t za2[MT], zb2[MT];
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                if (!WIDE) gi = (kb * 128 + 32 * s) / group_size;
-                if (s == 0 || !WIDE) {
-#pragma unroll
-                    for (int m = 0; m < MT; m++) {
-                        __nv_bfloat162 h = __float2bfloat162_rn(128.0f + (WIDE ? zfa[u][m] : za[m][gi]));
-                        za2[m] = *reinterpret_cast<uint32_t *>(&h);
-                        h = __float2bfloat162_rn(128.0f + (WIDE ? zfb[u][m] : zb[m][gi]));
-                        zb2[m] = *reinterpret_cast<uint32_t *>(&h);
-                    }
-                }
-                uint32_t a0[MT][4], a1[MT][4];
+        for (int s = 0; s < 4; s++) {
+            if (!WIDE) gi = (kb * 128 + 32 * s) / group_size;
+            if (s == 0 || !WIDE) {
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    a0[m][0] = w4_pair(wa[m][s], za2[m]);
-                    a0[m][1] = w4_pair(wb[m][s], zb2[m]);
-                    a0[m][2] = w4_pair(wa[m][s] >> 4, za2[m]);
-                    a0[m][3] = w4_pair(wb[m][s] >> 4, zb2[m]);
-                    a1[m][0] = w4_pair(wa[m][s] >> 8, za2[m]);
-                    a1[m][1] = w4_pair(wb[m][s] >> 8, zb2[m]);
-                    a1[m][2] = w4_pair(wa[m][s] >> 12, za2[m]);
-                    a1[m][3] = w4_pair(wb[m][s] >> 12, zb2[m]);
+                    __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[m][gi]);
+                    za2[m] = *reinterpret_cast<uint32_t *>(&h);
+                    h = __float2bfloat162_rn(128.0f + zb[m][gi]);
+                    zb2[m] = *reinterpret_cast<uint32_t *>(&h);
                 }
-                const int kin = kb * 128 + (WIDE ? 32 * tq + 8 * s : 32 * s + 8 * tq);
+            }
+            uint32_t a0[MT][4], a1[MT][4];
 #pragma unroll
-                for (int nt = 0; nt < NT8; nt++) {
-                    const int tok = 8 * nt + g;
-                    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                    if (tok < n) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)tok * in + kin));
-                    const uint32_t b00 = __byte_perm(v.x, v.z, 0x5410), b01 = __byte_perm(v.x, v.z, 0x7632);
-                    const uint32_t b10 = __byte_perm(v.y, v.w, 0x5410), b11 = __byte_perm(v.y, v.w, 0x7632);
+            for (int m = 0; m < MT; m++) {
+                a0[m][0] = w4_pair(wa[m][s], za2[m]);
+                a0[m][1] = w4_pair(wb[m][s], zb2[m]);
+                a0[m][2] = w4_pair(wa[m][s] >> 4, za2[m]);
+                a0[m][3] = w4_pair(wb[m][s] >> 4, zb2[m]);
+                a1[m][0] = w4_pair(wa[m][s] >> 8, za2[m]);
+                a1[m][1] = w4_pair(wb[m][s] >> 8, zb2[m]);
+                a1[m][2] = w4_pair(wa[m][s] >> 12, za2[m]);
+                a1[m][3] = w4_pair(wb[m][s] >> 12, zb2[m]);
+            }
+            const int kin = kb * 128 + (WIDE ? 32 * tq + 8 * s : 32 * s + 8 * tq);
 #pragma unroll
-                    for (int m = 0; m < MT; m++) {
-                        w4_mma(part[m][nt], a0[m], b00, b01);
-                        w4_mma(part[m][nt], a1[m], b10, b11);
-                    }
+            for (int nt = 0; nt < NT8; nt++) {
+                const int tok = 8 * nt + g;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (tok < n) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)tok * in + kin));
+                const uint32_t b00 = __byte_perm(v.x, v.z, 0x5410), b01 = __byte_perm(v.x, v.z, 0x7632);
+                const uint32_t b10 = __byte_perm(v.y, v.w, 0x5410), b11 = __byte_perm(v.y, v.w, 0x7632);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    w4_mma(part[m][nt], a0[m], b00, b01);
+                    w4_mma(part[m][nt], a1[m], b10, b11);
                 }
-                if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
+            }
+            if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
 #pragma unroll
-                    for (int m = 0; m < MT; m++) {
-                        const float fa = WIDE ? sfa[u][m] : sa[m][gi], fb = WIDE ? sfb[u][m] : sb[m][gi];
+                for (int m = 0; m < MT; m++) {
+                    const float fa = sa[m][gi], fb = sb[m][gi];
 #pragma unroll
-                        for (int nt = 0; nt < NT8; nt++) {
-                            acc[m][nt][0] = fmaf(fa, part[m][nt][0], acc[m][nt][0]);
-                            acc[m][nt][1] = fmaf(fa, part[m][nt][1], acc[m][nt][1]);
-                            acc[m][nt][2] = fmaf(fb, part[m][nt][2], acc[m][nt][2]);
-                            acc[m][nt][3] = fmaf(fb, part[m][nt][3], acc[m][nt][3]);
-                            part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
-                        }
+                    for (int nt = 0; nt < NT8; nt++) {
+                        acc[m][nt][0] = fmaf(fa, part[m][nt][0], acc[m][nt][0]);
+                        acc[m][nt][1] = fmaf(fa, part[m][nt][1], acc[m][nt][1]);
+                        acc[m][nt][2] = fmaf(fb, part[m][nt][2], acc[m][nt][2]);
+                        acc[m][nt][3] = fmaf(fb, part[m][nt][3], acc[m][nt][3]);
+                        part[m][nt][0] = part[m][nt][1] = part[m][nt][2] = part[m][nt][3] = 0.0f;
                     }
                 }
             }
