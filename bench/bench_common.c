@@ -2,6 +2,7 @@
 #include "bench/bench_common.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <mpi.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,7 +18,9 @@ sits_status_t sits_bench_backend(const char *device, int gpu0, int threads, sits
     MPI_Comm_size(node, &n_local);
     MPI_Comm_free(&node);
     if (cuda) {
-        sits_backend_params_t bp = { .device = gpu0 + local };
+        /* the server's --gemv-max-tokens through its variable (0: cuBLASLt for every linear) */
+        const char *gv = getenv("SITS_GEMV_MAX_TOKENS");
+        sits_backend_params_t bp = { .device = gpu0 + local, .gemv_max_tokens = gv ? (atoi(gv) > 0 ? atoi(gv) : -1) : 0 };
         return sits_backend_cuda_create(&bp, be_p);
     }
     if (threads <= 0) {

@@ -40,6 +40,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
                  float scale_log2, long long kv_unit, int kv_qbytes, float softcap_log2)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     __shared__ float s_acc[ATT_WARPS][ATT_MAX_HEAD_DIM];
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
 

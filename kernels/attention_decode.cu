@@ -132,6 +132,7 @@ static __device__ __forceinline__ void att_dec_stats(float (&s_m)[4][16], float 
 template <int D>
 static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_params p)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     extern __shared__ uint4 att_dec_smem_raw[];
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dec_smem_raw);   /* [16][D] */
     sits_bf16_t *sK = sQ + 16 * D;                                          /* [2][ATT_KT][D] */
@@ -292,6 +293,7 @@ static __device__ __forceinline__ uint32_t att_movt(uint32_t x)
 template <int D, bool F8>
 static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(att_params p)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     extern __shared__ uint4 att_dq8_smem_raw[];
     constexpr int NST = ATT_T8_STAGES;
     unsigned char *sK = reinterpret_cast<unsigned char *>(att_dq8_smem_raw);  /* [NST][ATT_KT][D] bytes */

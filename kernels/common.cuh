@@ -14,6 +14,24 @@
 /* Status of the launch just enqueued (launch errors: bad configuration, no kernel image...). */
 #define SITS_K_LAUNCH_STATUS() (cudaGetLastError() == cudaSuccess ? SITS_OK : SITS_ERR_CUDA)
 
+/* [perf: pdl] Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization attribute
+ * (kernels/gemv.cu) may start before the previous kernel on its stream has finished; it calls sits_k_pdl_wait
+ * before touching anything that kernel writes (wait = the previous grid completed and its writes are visible; a
+ * no-op for a normal launch). sits_k_pdl_trigger in a kernel lets that dependent start as soon as every block of
+ * the trigger's grid has run it (without it: as the blocks exit); it changes nothing else. */
+static __device__ __forceinline__ void sits_k_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void sits_k_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 static __host__ __device__ __forceinline__ bool sits_k_aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;

@@ -13,6 +13,7 @@
 template <int V>
 static __global__ void quant_fp8_rows_kernel(uint8_t *q, float *scale, const sits_bf16_t *x, int dim)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     const sits_bf16_t *xr = x + row * dim;
     uint8_t *qr = q + row * dim;

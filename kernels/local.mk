@@ -63,3 +63,9 @@ libsits_a_SOURCES += kernels/w4a16.cu
 else
 EXTRA_DIST += kernels/w4a16.cu
 endif
+# [perf: decode gemv] the linears of steps of <= 8 tokens, bf16 and FP8 weights (used by src/backend/cuda.c).
+if HAVE_CUDA
+libsits_a_SOURCES += kernels/gemv.cu
+else
+EXTRA_DIST += kernels/gemv.cu
+endif

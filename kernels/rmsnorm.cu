@@ -34,6 +34,7 @@ template <int V> static __device__ __forceinline__ void st_f32(float *p, const f
 template <int V>
 static __global__ void rmsnorm_kernel(sits_bf16_t *out, const sits_bf16_t *x, const float *w, int dim, float eps)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     const sits_bf16_t *xr = x + row * dim;
     sits_bf16_t *orow = out + row * dim;
@@ -61,6 +62,7 @@ template <int V>
 static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residual, const sits_bf16_t *x, const float *w,
                                           int dim, float eps)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     sits_bf16_t *rr = residual + row * dim;
     const sits_bf16_t *xr = x + row * dim;
@@ -99,6 +101,7 @@ template <int V, bool Q>
 static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
                                                  const sits_bf16_t *x, const float *w, int dim, float eps)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     float *rr = residual + row * dim;
     const sits_bf16_t *xr = x + row * dim;

@@ -21,6 +21,7 @@ static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
 template <int V, bool GELU>
 static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t groups_per_row = (size_t)dim / V;
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < n_groups; g += (size_t)gridDim.x * blockDim.x) {
         size_t t = g / groups_per_row, i = (g - t * groups_per_row) * V;
@@ -37,6 +38,7 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
 template <int V>
 static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int dim)
 {
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     const sits_bf16_t *gate = gu + row * 2 * (size_t)dim;
     sits_bf16_t *orow = out + row * (size_t)dim;

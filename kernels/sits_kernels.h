@@ -294,6 +294,14 @@ sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, c
 sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                                const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);
+/* [perf: decode gemv] y [n, out] = x [n, in] . w [out, in]^T (+ bias [out] bf16) for n <= SITS_K_GEMV_MAX_N, one
+ * launch, fp32 sums in an order that does not depend on n (kernels/gemv.cu). fp8 0: x, w bf16; fp8 1: x, w E4M3
+ * bytes, y = sums * xs[t] * ws[o] (xs [n], ws [out] fp32). y bf16, or fp32 when y_f32. SITS_ERR_UNSUPPORTED,
+ * nothing launched, when n > SITS_K_GEMV_MAX_N, in is not a multiple of 8 (bf16) / 16 (fp8) or x / w are not
+ * 16-byte aligned: the caller then runs its GEMM. */
+#define SITS_K_GEMV_MAX_N 8
+sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
+                          const sits_bf16_t *bias, int fp8, int n, int in, int out, cudaStream_t stream);
 /* [int4] w [out, in] bf16 = the packed INT4 weights above dequantised (the large-batch path: then a bf16
  * GEMM); in % 8 == 0, w 16-byte aligned, q 4-byte aligned. */
 sits_status_t sits_k_w4_dequant(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero, const int32_t *gidx,

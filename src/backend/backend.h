@@ -505,6 +505,8 @@ typedef struct {
     int threads;           /* cpu: worker threads (0 = all the cores this process may use) */
     int device;            /* cuda: device index */
     int no_gemm_tune;      /* cuda: 1 = take cuBLASLt's first heuristic algorithm, no timing (--no-gemm-autotune) */
+    int gemv_max_tokens;   /* cuda: linears of up to this many tokens (<= 8) run the GEMV kernel (kernels/gemv.cu),
+                            * larger ones cuBLASLt; 0 = the default (1), < 0 = never (--gemv-max-tokens 0) */
 } sits_backend_params_t;
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p);

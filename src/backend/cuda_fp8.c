@@ -14,6 +14,8 @@
  *      Blackwell uses VEC32_UE8M0). Fallback, per shape, when the heuristic has no algorithm for it:
  *      unit scales with an fp32 D into a scratch buffer, then sits_k_fp8_scale_out applies
  *      xs[t] * w_scale[o] and the bias.
+ *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
+ *      products exact in fp32, fp32 sums, the scales and bias in scale_out's order, one launch.
  * Plans (layouts + the heuristic's first algorithm + the mode) are cached per (m, n, k, bias, fp32 D).
  * Scratch buffers grow on demand outside CUDA-graph capture; the engine runs every shape eagerly
  * before recording it, so a capture finds them large enough (else it fails cleanly). */
@@ -237,7 +239,7 @@ static sits_status_t check_shape(int n, int in, int out, int y_f32, const void *
 }
 
 sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
-                                   cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
+                                   cudaStream_t stream, int gemv_max_n, void *y, int y_f32, const void *x, const void *w_q,
                                    const float *w_scale, const void *bias, int n, int in, int out)
 {
     SITS_CHECK(check_shape(n, in, out, y_f32, bias));
@@ -247,16 +249,23 @@ sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t l
     SITS_CHECK(ensure(s, stream, (void **)&s->xq, &s->xq_bytes, (size_t)n * (size_t)in, "activation"));
     SITS_CHECK(ensure(s, stream, (void **)&s->xs, &s->xs_bytes, (size_t)n * sizeof(float), "scale"));
     SITS_KERNEL_CHECK(sits_k_quant_fp8_rows(s->xq, s->xs, x, n, in, stream));
-    return sits_cuda_fp8_matmul_q(state_p, lt, workspace, workspace_bytes, stream, y, y_f32, s->xq, s->xs, w_q, w_scale, bias, n,
-                                  in, out);
+    return sits_cuda_fp8_matmul_q(state_p, lt, workspace, workspace_bytes, stream, gemv_max_n, y, y_f32, s->xq, s->xs, w_q,
+                                  w_scale, bias, n, in, out);
 }
 
 sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
-                                     cudaStream_t stream, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
-                                     const float *w_scale, const void *bias, int n, int in, int out)
+                                     cudaStream_t stream, int gemv_max_n, void *y, int y_f32, const void *xq, const float *xs,
+                                     const void *w_q, const float *w_scale, const void *bias, int n, int in, int out)
 {
     SITS_CHECK(check_shape(n, in, out, y_f32, bias));
     if (n == 0) return SITS_OK;
+    if (n <= gemv_max_n) {
+        sits_status_t st = sits_k_gemv(y, y_f32, xq, xs, w_q, w_scale, bias, 1, n, in, out, stream);
+        if (st != SITS_ERR_UNSUPPORTED) {
+            SITS_KERNEL_CHECK(st);
+            return SITS_OK;
+        }
+    }
     if (!*state_p) SITS_CHECK(state_create(state_p));
     sits_cuda_fp8_t *s = *state_p;
     fp8_plan_t key = { .m = out, .n = n, .k = in, .bias = bias != NULL, .f32d = y_f32 }, *p;

@@ -12,15 +12,16 @@
 
 typedef struct sits_cuda_fp8 sits_cuda_fp8_t;
 
-/* backend.h's matmul_fp8 on `stream`; *state_p is created on first use (NULL before). */
+/* backend.h's matmul_fp8 on `stream`; *state_p is created on first use (NULL before). Steps of up to
+ * gemv_max_n tokens run the GEMV kernel (kernels/gemv.cu: one launch, no fp32 scratch) where it takes the shape. */
 sits_status_t sits_cuda_fp8_matmul(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
-                                   cudaStream_t stream, void *y, int y_f32, const void *x, const void *w_q,
+                                   cudaStream_t stream, int gemv_max_n, void *y, int y_f32, const void *x, const void *w_q,
                                    const float *w_scale, const void *bias, int n, int in, int out);
 /* backend.h's matmul_fp8q: the same GEMM on activations quantised by the caller (xq [n, in] E4M3,
  * xs [n] fp32 device). */
 sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
-                                     cudaStream_t stream, void *y, int y_f32, const void *xq, const float *xs, const void *w_q,
-                                     const float *w_scale, const void *bias, int n, int in, int out);
+                                     cudaStream_t stream, int gemv_max_n, void *y, int y_f32, const void *xq, const float *xs,
+                                     const void *w_q, const float *w_scale, const void *bias, int n, int in, int out);
 /* [memory plan] Grows the scratch buffers to at least these sizes now (outside any capture), so that
  * no GEMM of the planned shapes allocates later; *state_p is created when NULL. Each buffer ends up
  * sits_cuda_fp8_scratch_bytes(bytes) large. */

@@ -5,8 +5,11 @@
  * the host with util/dtype.h), so the per-token activation quantisation is the same definition on
  * both sides (IEEE division, round to nearest even); what is left is the GPU's accumulation order
  * (fast accumulation) and the bf16 rounding of its output: |gpu - cpu| <= 0.01 * max|cpu| + 0.01 *
- * |cpu| (bf16 output: 2^-8 relative). Shapes: 1, 7, 64 and 300 tokens, in/out multiples of 16 up to
- * 1024 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
+ * |cpu| (bf16 output: 2^-8 relative). [perf: decode gemv] Up to 8 tokens the GPU runs the GEMV kernel
+ * (E4M3 products exact in fp32, fp32 sums): only the sums' order and one bf16 rounding are left, so
+ * |gpu - cpu| <= 1e-4 * max|cpu| + 2^-7 |cpu|; and every token's outputs there are the same bytes at
+ * n = 1 .. 8 (run_rows_case). Shapes: 1, 2, 5, 7, 8, 64 and 300 tokens, in/out multiples of 16 up to
+ * 14336 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
  * see run_fused_case.
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
@@ -106,9 +109,10 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
     double mx = 0, max_err = 0;
     for (size_t i = 0; i < (size_t)n * out; i++) mx = fabs(res[0][i]) > mx ? fabs(res[0][i]) : mx;
     size_t bad = 0;
+    const double ta = n <= 8 ? 1e-4 : 0.01, tr = n <= 8 ? 1.0 / 128 : 0.01;   /* GEMV: exact products */
     for (size_t i = 0; i < (size_t)n * out; i++) {
         double err = fabs((double)res[1][i] - res[0][i]);
-        if (!(err <= 0.01 * mx + 0.01 * fabs(res[0][i]))) {
+        if (!(err <= ta * mx + tr * fabs(res[0][i]))) {
             if (bad++ < 5)
                 fprintf(stderr, "  [%zu, %zu]: gpu %.6g cpu %.6g (err %.3g)\n", i / out, i % out, res[1][i], res[0][i], err);
         }
@@ -118,6 +122,55 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
            n, in, out, with_bias, y_f32 ? "fp32 out" : "bf16 out", max_err, mx, bad);
     free(x); free(w); free(ws); free(bias); free(wq); free(res[0]); free(res[1]);
     return bad != 0;
+}
+
+/* [perf: decode gemv] matmul_fp8 of rows 0 .. n-1 (n = 1 .. 8) on the GPU: the same bytes as those rows of the
+ * 8-token call, bf16 and fp32 outputs */
+static void *dl(sits_backend_t *be, const void *d, size_t bytes);
+
+static int run_rows_case(sits_backend_t *gpu, int in, int out)
+{
+    float *x = malloc(sizeof(float) * 8 * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    uint8_t *wq = malloc((size_t)out * in);
+    for (size_t i = 0; i < (size_t)8 * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
+    for (int o = 0; o < out; o++) {
+        float mx = 0;
+        for (int k = 0; k < in; k++) {
+            w[(size_t)o * in + k] = 0.05f * (2 * urand() - 1);
+            mx = fmaxf(mx, fabsf(w[(size_t)o * in + k]));
+        }
+        ws[o] = sits_fp8_scale(mx);
+        sits_fp8_quantize_row(wq + (size_t)o * in, w + (size_t)o * in, (size_t)in, ws[o]);
+    }
+    void *dx = dev(gpu, gpu->act_dtype, x, (size_t)8 * in), *dwq = dev_bytes(gpu, wq, (size_t)out * in);
+    float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)out);
+    int bad = 0;
+    for (int f32 = 0; f32 < 2; f32++) {
+        size_t row = (size_t)out * (f32 ? 4 : 2);
+        void *y8 = NULL, *y = NULL;
+        TRY(gpu->ops->alloc(gpu, 8 * row, &y8));
+        TRY(gpu->ops->alloc(gpu, 8 * row, &y));
+        TRY(gpu->ops->matmul_fp8(gpu, y8, f32, dx, dwq, dws, NULL, 8, in, out));
+        TRY(gpu->ops->sync(gpu));
+        unsigned char *h8 = dl(gpu, y8, 8 * row);
+        size_t diff = 0;
+        for (int n = 1; n <= 8; n++) {
+            TRY(gpu->ops->matmul_fp8(gpu, y, f32, dx, dwq, dws, NULL, n, in, out));
+            TRY(gpu->ops->sync(gpu));
+            unsigned char *h = dl(gpu, y, (size_t)n * row);
+            for (size_t i = 0; i < (size_t)n * row; i++) diff += h[i] != h8[i];
+            free(h);
+        }
+        printf("%s fp8 gemm rows in %5d out %4d %s: rows of n = 1 .. 8 == rows of n = 8 (%zu bytes differ)\n",
+               diff ? "FAIL" : "ok  ", in, out, f32 ? "fp32 out" : "bf16 out", diff);
+        bad += diff != 0;
+        free(h8);
+        gpu->ops->free(gpu, y8);
+        gpu->ops->free(gpu, y);
+    }
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dwq); gpu->ops->free(gpu, dws);
+    free(x); free(w); free(ws); free(wq);
+    return bad;
 }
 
 /* ---- [fp8: fused activation quantisation] ----------------------------------------------------------
@@ -257,7 +310,7 @@ int main(void)
         return 77;
     }
     sits_backend_t *cpu = NULL, *gpu = NULL;
-    sits_backend_params_t bp = { .device = 0 };
+    sits_backend_params_t bp = { .device = 0, .gemv_max_tokens = 8 };   /* every token count the GEMV kernel takes */
     TRY(sits_backend_cpu_create(NULL, &cpu));
     if (sits_backend_cuda_create(&bp, &gpu) != SITS_OK) {
         printf("SKIP: cuda backend unavailable\n");
@@ -267,7 +320,8 @@ int main(void)
         printf("FAIL: the cuda backend has no matmul_fp8\n");
         return 1;
     }
-    static const int shapes[][3] = { { 1, 64, 256 }, { 7, 128, 384 }, { 64, 1024, 768 }, { 300, 384, 128 }, { 1, 1024, 512 } };
+    static const int shapes[][3] = { { 1, 64, 256 }, { 7, 128, 384 }, { 64, 1024, 768 }, { 300, 384, 128 }, { 1, 1024, 512 },
+                                     { 2, 4096, 1040 }, { 5, 14336, 144 }, { 8, 2048, 528 }, { 8, 16, 16 } };
     int fails = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int bias = 0; bias < 2; bias++)
@@ -275,6 +329,8 @@ int main(void)
                 if (bias && f32) continue; /* not supported on cuda (and not used) */
                 fails += run_case(cpu, gpu, shapes[s][0], shapes[s][1], shapes[s][2], bias, f32);
             }
+    fails += run_rows_case(gpu, 4096, 1040);
+    fails += run_rows_case(gpu, 272, 48);
     if (!gpu->ops->matmul_fp8q || !gpu->ops->add_rmsnorm_f32res_fp8 || !gpu->ops->silu_mul_fp8) {
         printf("FAIL: the cuda backend lacks the fused fp8 producers\n");
         fails++;
