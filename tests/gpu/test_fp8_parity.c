@@ -126,13 +126,9 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
 
 /* [perf: decode gemv] matmul_fp8 of rows 0 .. n-1 (n = 1 .. 8) on the GPU: the same bytes as those rows of the
  * 8-token call, bf16 and fp32 outputs */
-static void *dl(sits_backend_t *be, const void *d, size_t bytes);
-
-static int run_rows_case(sits_backend_t *gpu, int in, int out)
+/* w [out, in] uniform in +-0.05, quantised per row: ws [out] (absmax / 448), wq [out, in] E4M3 (util/dtype.h) */
+static void rand_fp8_weights(float *w, float *ws, uint8_t *wq, int out, int in)
 {
-    float *x = malloc(sizeof(float) * 8 * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
-    uint8_t *wq = malloc((size_t)out * in);
-    for (size_t i = 0; i < (size_t)8 * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
     for (int o = 0; o < out; o++) {
         float mx = 0;
         for (int k = 0; k < in; k++) {
@@ -142,6 +138,16 @@ static int run_rows_case(sits_backend_t *gpu, int in, int out)
         ws[o] = sits_fp8_scale(mx);
         sits_fp8_quantize_row(wq + (size_t)o * in, w + (size_t)o * in, (size_t)in, ws[o]);
     }
+}
+
+static void *dl(sits_backend_t *be, const void *d, size_t bytes);
+
+static int run_rows_case(sits_backend_t *gpu, int in, int out)
+{
+    float *x = malloc(sizeof(float) * 8 * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    uint8_t *wq = malloc((size_t)out * in);
+    for (size_t i = 0; i < (size_t)8 * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
+    rand_fp8_weights(w, ws, wq, out, in);
     void *dx = dev(gpu, gpu->act_dtype, x, (size_t)8 * in), *dwq = dev_bytes(gpu, wq, (size_t)out * in);
     float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)out);
     int bad = 0;
@@ -214,15 +220,7 @@ static int check_gemm(sits_backend_t *gpu, const void *d_out, const void *d_q, c
     int m = 256;
     float *w = malloc(sizeof(float) * (size_t)m * dim), *ws = malloc(sizeof(float) * m);
     uint8_t *wq = malloc((size_t)m * dim);
-    for (int o = 0; o < m; o++) {
-        float mx = 0;
-        for (int k = 0; k < dim; k++) {
-            w[(size_t)o * dim + k] = 0.05f * (2 * urand() - 1);
-            mx = fmaxf(mx, fabsf(w[(size_t)o * dim + k]));
-        }
-        ws[o] = sits_fp8_scale(mx);
-        sits_fp8_quantize_row(wq + (size_t)o * dim, w + (size_t)o * dim, (size_t)dim, ws[o]);
-    }
+    rand_fp8_weights(w, ws, wq, m, dim);
     void *dwq = dev_bytes(gpu, wq, (size_t)m * dim), *y1 = NULL, *y2 = NULL;
     float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)m);
     TRY(gpu->ops->alloc(gpu, (size_t)n * m * 2, &y1));
