@@ -38,7 +38,8 @@
 #define CUDA_ATTN_SCRATCH_BYTES ((size_t)32 << 20) /* [attention] sits_k_attention's scratch */
 #define CUDA_HEALTH_MAX 4                    /* [nccl hook] health checks per backend */
 /* [perf: decode gemv] tokens up to which linears run sits_k_gemv by default: on the H200 the one-token kernel beats
- * cuBLASLt (8B bf16 batch 1: 4.97 -> 4.55 ms a step) and the 2-8-token ones lose to it (batch 8: 13.9 ms vs 5.0) */
+ * cuBLASLt (8B bf16 batch 1: 4.98 -> 4.52 ms a step, same call) and the 2-8-token ones lose to it (batch 8: 13.9
+ * ms vs 5.0) */
 #define CUDA_GEMV_DEFAULT_N 1
 
 /* One cached GEMM configuration. */

@@ -88,7 +88,7 @@ typedef struct sits_config {
     char *speculative_config;   /* [speculative] JSON, src/spec/spec.h */
     char *otlp_endpoint;
     int gemm_autotune;
-    int gemv_max_tokens;
+    int64_t gemv_max_tokens;   /* SITS_PT_INT: int64_t like every INT parameter */
     int custom_allreduce;
     int64_t custom_allreduce_max_bytes;
     double controller_interval;
