@@ -10,10 +10,11 @@
  *
  * Grid: ceil(out / R) blocks of GV_WARPS warps; block b computes rows b R .. b R + R - 1 for all n tokens
  * (R = 8 for one or two tokens, else 4, 2 for 8 tokens of E4M3: R x NT sums a lane, NT = n rounded up to 1, 2,
- * 4, 8; E4M3 at R 4 NT 8 would spill). A lane's
- * unit is 16 bytes of a weight row (8 bf16 or 16 E4M3) and the same columns of each token's row; warp w
- * takes units 32 w + lane, 32 (w + GV_WARPS) + lane, ... of each of its block's rows (a row's k range is
- * split over the block's warps, never over blocks).
+ * 4, 8; E4M3 at R 4 NT 8 would spill). A lane's unit is 16 bytes of a weight row (8 bf16 or 16 E4M3) and the
+ * same columns of each token's row; warp w takes units 32 w + lane, 32 (w + GV_WARPS) + lane, ... of each of its
+ * block's rows (a row's k range is split over the block's warps, never over blocks).
+ * Measured on the H200 (bench/RESULTS.md): one token beats cuBLASLt (8B batch 1 -9 %), 2-8 tokens lose to it
+ * (CUDA-core FMAs; batch 8 2.7x slower), so the backend sends only one-token steps here by default.
  * Sums, in fp32: a lane's units in order, a unit's products in order; then the 32 lanes by the butterfly of
  * masks 16, 8, 4, 2, 1 (run as a reduce-scatter: R NT - 1 shuffles leave each of the R NT sums in 32 / (R NT)
  * lanes, then the remaining masks); then the warps in order. None of it depends on n, on R or on the other
