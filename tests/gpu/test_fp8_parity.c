@@ -124,8 +124,6 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
     return bad != 0;
 }
 
-/* [perf: decode gemv] matmul_fp8 of rows 0 .. n-1 (n = 1 .. 8) on the GPU: the same bytes as those rows of the
- * 8-token call, bf16 and fp32 outputs */
 /* w [out, in] uniform in +-0.05, quantised per row: ws [out] (absmax / 448), wq [out, in] E4M3 (util/dtype.h) */
 static void rand_fp8_weights(float *w, float *ws, uint8_t *wq, int out, int in)
 {
@@ -142,6 +140,8 @@ static void rand_fp8_weights(float *w, float *ws, uint8_t *wq, int out, int in)
 
 static void *dl(sits_backend_t *be, const void *d, size_t bytes);
 
+/* [perf: decode gemv] matmul_fp8 of rows 0 .. n-1 (n = 1 .. 8) on the GPU: the same bytes as those rows of the
+ * 8-token call, bf16 and fp32 outputs */
 static int run_rows_case(sits_backend_t *gpu, int in, int out)
 {
     float *x = malloc(sizeof(float) * 8 * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
