@@ -20,12 +20,11 @@ fake=
 trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; [ -n "$fake" ] && kill $fake 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
 port=$((port + 5)); url=http://127.0.0.1:$port
-fport=$((port + 1))
+fport=
 
 # ---- 1. fake server: the client's chunked/SSE parsing and failure accounting ----
 cat > "$tmp/fake.py" <<'PYEOF'
 import json, random, socket, sys, threading, time
-port = int(sys.argv[1])
 rnd = random.Random(7)
 def handle(c):
     buf = b""
@@ -66,16 +65,18 @@ def handle(c):
     c.close()
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", port))
+s.bind(("127.0.0.1", 0))   # a free port, printed: a fixed one may be taken on a busy machine
 s.listen(16)
-print("ready", flush=True)
+print("ready", s.getsockname()[1], flush=True)
 while True:
     c, _ = s.accept()
     threading.Thread(target=handle, args=(c,), daemon=True).start()
 PYEOF
-"$PY" "$tmp/fake.py" $fport > "$tmp/fake.out" 2>&1 &
+"$PY" "$tmp/fake.py" > "$tmp/fake.out" 2>&1 &
 fake=$!
-for _ in $(seq 50); do grep -q ready "$tmp/fake.out" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q ready "$tmp/fake.out" && break; sleep 0.1; done
+fport=$(awk '/^ready/ {print $2}' "$tmp/fake.out")
+[ -n "$fport" ] || { bad "the fake server did not start in 30 s"; cat "$tmp/fake.out"; }
 printf '%s\n' '{"prompt": "a", "max_tokens": 5}' '{"prompt": "b", "max_tokens": 7}' '{"prompt": [1, 2, 3], "max_tokens": 9}' \
   '{"prompt": "d", "max_tokens": 3}' > "$tmp/ds.jsonl"
 timeout 60 "$BENCH" --url http://127.0.0.1:$fport --model fake --dataset "$tmp/ds.jsonl" --requests 8 --rate 0 --concurrency 3 \
