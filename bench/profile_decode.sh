@@ -24,13 +24,15 @@ rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 hdr = rows[0]; rows = rows[1:]
 iname, imet, ival = hdr.index("Kernel Name"), hdr.index("Metric Name"), hdr.index("Metric Value")
 ks = [(r[iname], float(r[ival].replace(",", ""))) for r in rows if r[imet] == "gpu__time_duration.sum"]
-# one decode step ends with the sampling reduction kernel: split the sequence there
+# every forward starts with the embedding gather (a decode step's sampling kernels close it; a prefill
+# forward of the bench samples nothing): split the sequence there
 steps, cur = [], []
 for n, t in ks:
-    cur.append((n, t))
-    if "sample" in n.lower():
+    if "embed" in n.lower() and cur:
         steps.append(cur); cur = []
-dec = [s for s in steps if len(s) > 20][-3:]   # the last timed steps
+    cur.append((n, t))
+steps.append(cur)
+dec = [s for s in steps if len(s) > 20 and any("sample" in n.lower() for n, _ in s)][-3:]   # the last timed decode steps
 if os.environ.get("PICK") == "prefill":        # the 3 longest steps: the prefill forwards (--prefill N)
     dec = sorted([s for s in steps if len(s) > 20], key=lambda s: -sum(t for _, t in s))[:3]
 agg = collections.defaultdict(lambda: [0.0, 0])
