@@ -10,13 +10,15 @@
  *      and TensorRT-LLM's Hopper FP8 kernels).
  *      Preferred: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F for A (m per-channel weight scales) and
  *      B (n per-token scales), so D = bf16(sum * w_scale[o] * xs[t]) (+ the BIAS epilogue) in one
- *      kernel -- cuBLAS >= 12.9, sm_90 only (NVIDIA: outer-vector and block scaling are Hopper-only;
- *      Blackwell uses VEC32_UE8M0). Fallback, per shape, when the heuristic has no algorithm for it:
- *      unit scales with an fp32 D into a scratch buffer, then sits_k_fp8_scale_out applies
- *      xs[t] * w_scale[o] and the bias.
+ *      kernel -- cuBLAS >= 12.9 on sm_90, for the token counts where it pays (outer_pays), and only
+ *      with fast accumulation (the H200 probe found outer-vector results without it wrong by O(1)
+ *      relative error at every shape it tried). Otherwise, and per shape when the heuristic has no
+ *      algorithm for it: unit scales with an fp32 D into a scratch buffer, then sits_k_fp8_scale_out
+ *      applies xs[t] * w_scale[o] and the bias.
  *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
  *      products exact in fp32, fp32 sums, the scales and bias in scale_out's order, one launch.
  * Plans (layouts + the heuristic's first algorithm + the mode) are cached per (m, n, k, bias, fp32 D).
+ * SITS_FP8_SCALES=unit in the environment forces the fallback everywhere (for same-call A/B runs).
  * Scratch buffers grow on demand outside CUDA-graph capture; the engine runs every shape eagerly
  * before recording it, so a capture finds them large enough (else it fails cleanly). */
 #include "backend/cuda_fp8.h"
@@ -52,6 +54,7 @@ struct sits_cuda_fp8 {
     fp8_plan_t *plans;
     int n_plans, cap_plans;
     int logged_fallback;
+    int unit_only;                     /* SITS_FP8_SCALES=unit: never the outer-vector mode (benchmark A/B) */
 };
 
 static void plan_release(fp8_plan_t *p)
@@ -104,6 +107,8 @@ static sits_status_t state_create(sits_cuda_fp8_t **s_p)
 {
     sits_cuda_fp8_t *s = calloc(1, sizeof *s);
     if (!s) return SITS_ERR_NOMEM;
+    const char *mode = getenv("SITS_FP8_SCALES");
+    s->unit_only = mode && !strcmp(mode, "unit");
     sits_status_t st = SITS_OK;
     if ((st = desc_create(&s->desc[MODE_OUTER][0], MODE_OUTER, 0)) != SITS_OK ||
         (st = desc_create(&s->desc[MODE_OUTER][1], MODE_OUTER, 1)) != SITS_OK ||
@@ -116,8 +121,12 @@ static sits_status_t state_create(sits_cuda_fp8_t **s_p)
 }
 
 /* Layouts and the heuristic's first algorithm in `mode`; SITS_ERR_UNSUPPORTED (not logged as an
- * error) when cuBLASLt has none. */
-static sits_status_t plan_try(cublasLtHandle_t lt, sits_cuda_fp8_t *s, fp8_plan_t *p, int mode, size_t ws)
+ * error) when cuBLASLt has none. The outer-vector descriptor carries the call's scale vectors before the
+ * heuristic is asked: with none set, cuBLASLt 13.0 answers CUBLAS_STATUS_INVALID_VALUE for every shape
+ * (sessions 9-12 ran the fallback for that reason; .dev probe on the H200, 2026-12-02: with the pointers
+ * set it has an algorithm at every prefill shape, as fast as unit scales with a bf16 D). */
+static sits_status_t plan_try(cublasLtHandle_t lt, sits_cuda_fp8_t *s, fp8_plan_t *p, int mode, size_t ws, const float *w_scale,
+                              const float *xs)
 {
     sits_status_t st = SITS_OK;
     cublasLtMatmulPreference_t pref = NULL;
@@ -126,6 +135,11 @@ static sits_status_t plan_try(cublasLtHandle_t lt, sits_cuda_fp8_t *s, fp8_plan_
     uint64_t ws64 = ws;
     p->mode = mode;
     int d32 = p->f32d || mode == MODE_UNIT;
+    if (mode == MODE_OUTER) {
+        cublasLtMatmulDesc_t d = s->desc[MODE_OUTER][p->bias];
+        SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
+        SITS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof xs));
+    }
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, p->k, p->m, p->k), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, p->k, p->n, p->k), st, err);
     SITS_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->d, d32 ? CUDA_R_32F : CUDA_R_16BF, p->m, p->n, p->m), st, err);
@@ -151,7 +165,18 @@ err:
     return st;
 }
 
-static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8_plan_t *key, size_t ws, fp8_plan_t **p_p)
+/* Whether the outer-vector kernel beats unit scales + the scale_out pass for n tokens of depth k. The
+ * H200 sweep of 2026-12-02 (bench/RESULTS.md, cuBLASLt 13.0, m 4096-28672): the outer-vector algorithm the
+ * heuristic offers is a large-tile kernel without split-K, flat at small n (m 4096 k 14336: 38 us from n 8
+ * to 256, against 23-33 us for unit scales with their fp32 pass); it wins from n 128 at k 4096 and from
+ * n 384 at k 14336, and at every prefill size (e.g. m 28672 n 8192: 1.28 vs 1.36 ms + 0.94 GB of fp32). */
+static int outer_pays(int n, int k)
+{
+    return n >= (k <= 8192 ? 128 : 384);
+}
+
+static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8_plan_t *key, size_t ws, const float *w_scale,
+                              const float *xs, fp8_plan_t **p_p)
 {
     for (int i = 0; i < s->n_plans; i++) {
         fp8_plan_t *p = &s->plans[i];
@@ -168,14 +193,14 @@ static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8
         s->cap_plans = cap;
     }
     fp8_plan_t p = *key;
-    sits_status_t st = HAVE_OUTER_VEC ? plan_try(lt, s, &p, MODE_OUTER, ws) : SITS_ERR_UNSUPPORTED;
+    sits_status_t st = HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k) ? plan_try(lt, s, &p, MODE_OUTER, ws, w_scale, xs) : SITS_ERR_UNSUPPORTED;
     if (st == SITS_ERR_UNSUPPORTED) {
-        if (!s->logged_fallback) {
+        if (!s->logged_fallback && HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k)) {
             SITS_INFO(SITS_SUB_CUDA, "fp8 gemm m %d n %d k %d%s: no outer-vector-scaled cublasLt kernel; unit scales + epilogue kernel"
                       " for such shapes", key->m, key->n, key->k, key->bias ? " with bias" : "");
             s->logged_fallback = 1;
         }
-        st = plan_try(lt, s, &p, MODE_UNIT, ws);
+        st = plan_try(lt, s, &p, MODE_UNIT, ws, w_scale, xs);
         if (st == SITS_ERR_UNSUPPORTED)
             SITS_ERROR(SITS_SUB_CUDA, "cublaslt has no fp8 algorithm for m %d n %d k %d", key->m, key->n, key->k);
     }
@@ -269,7 +294,7 @@ sits_status_t sits_cuda_fp8_matmul_q(sits_cuda_fp8_t **state_p, cublasLtHandle_t
     if (!*state_p) SITS_CHECK(state_create(state_p));
     sits_cuda_fp8_t *s = *state_p;
     fp8_plan_t key = { .m = out, .n = n, .k = in, .bias = bias != NULL, .f32d = y_f32 }, *p;
-    SITS_CHECK(plan_get(lt, s, &key, workspace_bytes, &p));
+    SITS_CHECK(plan_get(lt, s, &key, workspace_bytes, w_scale, xs, &p));
     const float alpha = 1.0f, beta = 0.0f;
     if (p->mode == MODE_OUTER) {
         cublasLtMatmulDesc_t d = s->desc[MODE_OUTER][p->bias];

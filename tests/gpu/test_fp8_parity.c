@@ -319,7 +319,10 @@ int main(void)
         return 1;
     }
     static const int shapes[][3] = { { 1, 64, 256 }, { 7, 128, 384 }, { 64, 1024, 768 }, { 300, 384, 128 }, { 1, 1024, 512 },
-                                     { 2, 4096, 1040 }, { 5, 14336, 144 }, { 8, 2048, 528 }, { 8, 16, 16 } };
+                                     { 2, 4096, 1040 }, { 5, 14336, 144 }, { 8, 2048, 528 }, { 8, 16, 16 },
+                                     /* both sides of outer_pays (cuda_fp8.c): outer-vector scales at k <= 8192 from
+                                      * 128 tokens, at deeper k from 384; unit scales + scale_out below */
+                                     { 1000, 4096, 512 }, { 127, 4096, 256 }, { 400, 14336, 256 }, { 200, 14336, 128 } };
     int fails = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int bias = 0; bias < 2; bias++)
