@@ -28,3 +28,10 @@ include bench/allreduce.mk
 noinst_PROGRAMS += bench/sits-kv-int8-accuracy
 bench_sits_kv_int8_accuracy_SOURCES = bench/kv_int8_accuracy.c bench/bench_common.c bench/bench_common.h
 bench_sits_kv_int8_accuracy_LDADD = $(SITS_LIBS)
+# [fp8] cuBLASLt's FP8 scale modes at the engine's GEMM shapes (available? how fast? right?) and, with --sweep,
+# where outer-vector scales beat unit scales + the scale_out pass: the evidence for cuda_fp8.c's outer_pays.
+if HAVE_CUDA
+noinst_PROGRAMS += bench/sits-bench-fp8-gemm
+bench_sits_bench_fp8_gemm_SOURCES = bench/bench_fp8_gemm.c
+bench_sits_bench_fp8_gemm_LDADD = $(JANSSON_LIBS) $(CUBLASLT_LIBS) $(CUDA_LIBS)
+endif

@@ -1,0 +1,295 @@
+/* bench_fp8_gemm.c -- which cuBLASLt FP8 (E4M3) scale modes this GPU has at the engine's GEMM shapes, how
+ * fast each runs, and whether its result is right: the evidence behind cuda_fp8.c's choice (outer-vector
+ * scales where outer_pays, unit scales + the scale_out pass elsewhere).
+ *
+ *   bench/sits-bench-fp8-gemm [--sweep] [--json FILE]
+ *
+ * The TN layout of cuda_fp8.c: A = weights [k, m] ld k (transposed), B = activations [k, n] ld k, D [m, n]
+ * ld m, CUBLAS_COMPUTE_32F with fast accumulation (but in the row that turns it off). Modes per shape:
+ *   unit fp32 D      unit scales into fp32 (the fallback's GEMM; also the reference of the checks)
+ *   unit bf16 D      unit scales into bf16 (what a GEMM with no scales at all costs)
+ *   outer            CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F for A (m) and B (n), bf16 D
+ *   outer, no fast   the same without fast accumulation
+ *   vec128 x vec128  CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F for both (per-channel / per-token scales
+ *                    replicated per 128-deep block, k-blocks outermost)
+ *   blk128 x vec128  BLK128x128 weights, VEC128 activations (DeepSeek's layout)
+ *   alpha vector     CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO (per-channel alpha), scalar scales
+ * Each mode: the heuristic's first 4 algorithms, 3 warm-up + 10 timed runs each, the fastest kept; 4096
+ * sampled entries against unit fp32 D times the expected scales (max relative error; bf16 rounding is
+ * ~4e-3). --sweep: n = 8..512 at the 8B shapes, unit fp32 D + the scale_out pass (6 bytes per output at
+ * the measured copy bandwidth, 3 us launch) against outer, and which is faster. Device memory: ~1.5 GB.
+ * Not a test. */
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                                        \
+    do {                                                                                                             \
+        cudaError_t e_ = (x);                                                                                        \
+        if (e_ != cudaSuccess) {                                                                                     \
+            fprintf(stderr, "sits-bench-fp8-gemm: %s at line %d\n", cudaGetErrorString(e_), __LINE__);               \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+enum { M_UNIT32, M_UNIT16, M_OUTER, M_OUTER_SLOW, M_V128, M_BLK, M_ALPHAVEC, N_MODES };
+static const char *mode_name[N_MODES] = { "unit fp32 D", "unit bf16 D", "outer", "outer, no fast", "vec128 x vec128",
+                                          "blk128 x vec128", "alpha vector" };
+
+typedef struct {
+    cublasLtHandle_t lt;
+    cudaStream_t st;
+    void *ws;
+    size_t ws_bytes;
+    uint8_t *a, *b;           /* E4M3 [m, k] and [n, k] (k fastest) */
+    float *as, *bs, *alpha;   /* scale tensors (sized for vec128 at the largest shape) */
+    float *ref, *d;           /* [m, n] fp32 reference, D (fp32 or bf16) */
+    float *h_as, *h_bs;       /* per-channel / per-token scales, host */
+    json_t *rows;
+} ctx_t;
+
+static float bf16_to_f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* E4M3 bytes with exponents 1..10 (about +-[2^-6, 2^3]), random signs: no NaN, no subnormal. */
+static void fill_e4m3(uint8_t *h, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        h[i] = (uint8_t)(((x >> 12) & 1) << 7 | (1 + x % 10) << 3 | ((x >> 8) & 7));
+    }
+}
+
+/* Runs one mode; returns its best ms (< 0: not available) and the max relative error in *err. */
+static double run_mode(ctx_t *c, int mode, int m, int n, int k, double *err)
+{
+    const int kb = (k + 127) / 128, mb = (m + 127) / 128, f32 = mode == M_UNIT32;
+    const int32_t tT = CUBLAS_OP_T, tN = CUBLAS_OP_N;
+    const int8_t fast = mode != M_OUTER_SLOW;
+    cublasLtMatmulDesc_t d = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    double best = -1;
+    *err = -1;
+    float *ha = calloc((size_t)m * kb + 1, 4), *hb = calloc((size_t)n * kb + 1, 4);
+    int32_t amode = -1, bmode = -1;
+    if (mode == M_OUTER || mode == M_OUTER_SLOW) {
+        amode = bmode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        memcpy(ha, c->h_as, 4 * (size_t)m);
+        memcpy(hb, c->h_bs, 4 * (size_t)n);
+    } else if (mode == M_V128 || mode == M_BLK) {
+        amode = mode == M_V128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+        bmode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        for (int b = 0; b < kb; b++) {
+            for (int r = 0; r < m; r++) ha[(size_t)b * m + r] = mode == M_V128 ? c->h_as[r] : 0.5f; /* blk: uniform, layout-free */
+            for (int r = 0; r < n; r++) hb[(size_t)b * n + r] = c->h_bs[r];
+        }
+        (void)mb;
+    } else {
+        ha[0] = hb[0] = 1.0f;
+    }
+    CK(cudaMemcpy(c->as, ha, 4 * ((size_t)m * kb + 1), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(c->bs, hb, 4 * ((size_t)n * kb + 1), cudaMemcpyHostToDevice));
+    if (cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) goto out;
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &tT, sizeof tT);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tN, sizeof tN);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+    if (amode >= 0) {
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode);
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bmode, sizeof bmode);
+    }
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->as, sizeof c->as);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->bs, sizeof c->bs);
+    if (mode == M_ALPHAVEC) {
+        int32_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm);
+        CK(cudaMemcpy(c->alpha, c->h_as, 4 * (size_t)m, cudaMemcpyHostToDevice));
+    }
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k);
+    cublasLtMatrixLayoutCreate(&ld, f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, m);
+    cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t wsz = c->ws_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+    cublasLtMatmulHeuristicResult_t res[4];
+    int nres = 0;
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(c->lt, d, la, lb, ld, ld, pref, 4, res, &nres);
+    if (hs != CUBLAS_STATUS_SUCCESS || nres == 0) {
+        printf("  %-16s %6d %6d %6d   none (%s)\n", mode_name[mode], m, n, k, cublasLtGetStatusName(hs));
+        goto out;
+    }
+    {
+        void *out = mode == M_UNIT32 ? (void *)c->ref : (void *)c->d;
+        const float one = 1.0f, zero = 0.0f;
+        const void *alp = mode == M_ALPHAVEC ? (const void *)c->alpha : (const void *)&one;
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        int bi = -1;
+        for (int a = 0; a < nres; a++) {
+            int ok = 1;
+            for (int i = 0; i < 3 && ok; i++)
+                ok = cublasLtMatmul(c->lt, d, alp, c->a, la, c->b, lb, &zero, out, ld, out, ld, &res[a].algo, c->ws, c->ws_bytes,
+                                    c->st) == CUBLAS_STATUS_SUCCESS;
+            if (!ok) continue;
+            CK(cudaEventRecord(e0, c->st));
+            for (int i = 0; i < 10; i++)
+                cublasLtMatmul(c->lt, d, alp, c->a, la, c->b, lb, &zero, out, ld, out, ld, &res[a].algo, c->ws, c->ws_bytes, c->st);
+            CK(cudaEventRecord(e1, c->st));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            if (best < 0 || t / 10 < best) {
+                best = t / 10;
+                bi = a;
+            }
+        }
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        if (bi < 0) goto out;
+        cublasLtMatmul(c->lt, d, alp, c->a, la, c->b, lb, &zero, out, ld, out, ld, &res[bi].algo, c->ws, c->ws_bytes, c->st);
+        CK(cudaStreamSynchronize(c->st));
+        double mx = 0;
+        for (int i = 0; i < 4096; i++) {
+            size_t r = (size_t)(((uint32_t)i * 2654435761u) % (uint32_t)m), col = (size_t)(((uint32_t)i * 40503u + 7) % (uint32_t)n);
+            float ref, got;
+            CK(cudaMemcpy(&ref, c->ref + col * m + r, 4, cudaMemcpyDeviceToHost));
+            double sc = 1.0;
+            if (mode == M_OUTER || mode == M_OUTER_SLOW || mode == M_V128) sc = (double)c->h_as[r] * c->h_bs[col];
+            else if (mode == M_BLK) sc = 0.5 * c->h_bs[col];
+            else if (mode == M_ALPHAVEC) sc = c->h_as[r];
+            if (f32) {
+                CK(cudaMemcpy(&got, (float *)out + col * m + r, 4, cudaMemcpyDeviceToHost));
+            } else {
+                uint16_t h;
+                CK(cudaMemcpy(&h, (uint16_t *)out + col * m + r, 2, cudaMemcpyDeviceToHost));
+                got = bf16_to_f(h);
+            }
+            double e = fabs(got - ref * sc) / (fabs(ref * sc) + 16e-3 * sc);
+            if (e > mx) mx = e;
+        }
+        *err = mx;
+        printf("  %-16s %6d %6d %6d %9.4f %8.1f   %.2e\n", mode_name[mode], m, n, k, best, 2.0 * m * n * (double)k / best / 1e9,
+               mx);
+        json_t *row = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f}", "mode", mode_name[mode], "m", m, "n", n, "k", k, "ms", best,
+                                "tflops", 2.0 * m * n * (double)k / best / 1e9, "max_rel_err", mx);
+        json_array_append_new(c->rows, row);
+    }
+out:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (d) cublasLtMatmulDescDestroy(d);
+    free(ha);
+    free(hb);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    const char *json_path = NULL;
+    int sweep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--sweep")) sweep = 1;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else {
+            fprintf(stderr, "usage: sits-bench-fp8-gemm [--sweep] [--json FILE]\n");
+            return 2;
+        }
+    }
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        fprintf(stderr, "sits-bench-fp8-gemm: no cuda device\n");
+        return 77;
+    }
+    /* the 8B shapes (qkv, o, gate/up, down) and one square */
+    static const int shapes[][2] = { { 6144, 4096 }, { 4096, 4096 }, { 28672, 4096 }, { 4096, 14336 }, { 8192, 8192 } };
+    static const int big_n[] = { 2048, 8192 }, small_n[] = { 8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512 };
+    const size_t max_mk = 28672u * 4096u, max_nk = 8192u * 14336u, max_mn = 28672u * 8192u, max_sc = 28672u * 112u + 1;
+    ctx_t c = { .ws_bytes = 32u << 20, .rows = json_array() };
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    if (cublasLtCreate(&c.lt) != CUBLAS_STATUS_SUCCESS) return 1;
+    CK(cudaStreamCreate(&c.st));
+    CK(cudaMalloc(&c.ws, c.ws_bytes));
+    CK(cudaMalloc((void **)&c.a, max_mk > 4096u * 14336u ? max_mk : 4096u * 14336u));
+    CK(cudaMalloc((void **)&c.b, max_nk));
+    CK(cudaMalloc((void **)&c.as, 4 * max_sc));
+    CK(cudaMalloc((void **)&c.bs, 4 * max_sc));
+    CK(cudaMalloc((void **)&c.alpha, 4 * 28672));
+    CK(cudaMalloc((void **)&c.ref, 4 * max_mn));
+    CK(cudaMalloc((void **)&c.d, 4 * max_mn));
+    c.h_as = malloc(4 * 28672);
+    c.h_bs = malloc(4 * 8192);
+    for (int i = 0; i < 28672; i++) c.h_as[i] = 0.25f + (float)((i * 37) % 101) / 64.0f;
+    for (int i = 0; i < 8192; i++) c.h_bs[i] = 0.125f + (float)((i * 53) % 97) / 32.0f;
+    uint8_t *h = malloc(max_nk);
+    /* copy bandwidth for the scale_out estimate: 1 GiB device-to-device */
+    double bw = 0;
+    {
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        size_t cb = 512u << 20;
+        CK(cudaMemcpyAsync(c.d, c.ref, cb, cudaMemcpyDeviceToDevice, c.st));
+        CK(cudaEventRecord(e0, c.st));
+        CK(cudaMemcpyAsync(c.d, c.ref, cb, cudaMemcpyDeviceToDevice, c.st));
+        CK(cudaEventRecord(e1, c.st));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        bw = 2.0 * cb / (t * 1e-3);
+    }
+    printf("sits-bench-fp8-gemm: %s, cuBLASLt %zu, copy bandwidth %.0f GB/s%s\n", prop.name, cublasLtGetVersion(), bw / 1e9,
+           sweep ? ", sweep" : "");
+    printf("  %-16s %6s %6s %6s %9s %8s   %s\n", "mode", "m", "n", "k", "ms", "TFLOP/s", "max rel err");
+    json_t *sw = json_array();
+    for (size_t s = 0; s < (sweep ? 4 : sizeof shapes / sizeof shapes[0]); s++) {
+        int m = shapes[s][0], k = shapes[s][1];
+        fill_e4m3(h, (size_t)m * k, 17 + (uint32_t)s);
+        CK(cudaMemcpy(c.a, h, (size_t)m * k, cudaMemcpyHostToDevice));
+        fill_e4m3(h, (size_t)8192 * k, 91 + (uint32_t)s);
+        CK(cudaMemcpy(c.b, h, (size_t)8192 * k, cudaMemcpyHostToDevice));
+        const int *ns = sweep ? small_n : big_n;
+        int n_ns = sweep ? (int)(sizeof small_n / sizeof small_n[0]) : 2;
+        for (int j = 0; j < n_ns; j++) {
+            int n = ns[j];
+            double err, tu = run_mode(&c, M_UNIT32, m, n, k, &err);
+            if (tu < 0) continue;
+            if (sweep) {
+                double to = run_mode(&c, M_OUTER, m, n, k, &err);
+                double so = (double)m * n * 6 / bw * 1e3 + 0.003;
+                printf("  -> unit + scale_out %.4f ms, outer %.4f ms: %s\n", tu + so, to, to >= 0 && to < tu + so ? "outer" : "unit");
+                json_array_append_new(sw, json_pack("{s:i, s:i, s:i, s:f, s:f}", "m", m, "n", n, "k", k, "unit_plus_scale_out_ms",
+                                                    tu + so, "outer_ms", to));
+                continue;
+            }
+            for (int md = M_UNIT16; md < N_MODES; md++) run_mode(&c, md, m, n, k, &err);
+        }
+    }
+    if (json_path) {
+        json_t *root = json_pack("{s:s, s:I, s:f, s:o, s:o}", "device", prop.name, "cublaslt", (json_int_t)cublasLtGetVersion(),
+                                 "copy_gbps", bw / 1e9, "rows", c.rows, "sweep", sw);
+        if (json_dump_file(root, json_path, JSON_INDENT(1)) != 0) fprintf(stderr, "sits-bench-fp8-gemm: cannot write %s\n", json_path);
+        json_decref(root);
+    } else {
+        json_decref(c.rows);
+        json_decref(sw);
+    }
+    free(h);
+    return 0;
+}
