@@ -11,8 +11,8 @@
  *      Preferred: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F for A (m per-channel weight scales) and
  *      B (n per-token scales), so D = bf16(sum * w_scale[o] * xs[t]) (+ the BIAS epilogue) in one
  *      kernel -- cuBLAS >= 12.9 on sm_90, for the token counts where it pays (outer_pays), and only
- *      with fast accumulation (the H200 probe found outer-vector results without it wrong by O(1)
- *      relative error at every shape it tried). Otherwise, and per shape when the heuristic has no
+ *      with fast accumulation (bench/sits-bench-fp8-gemm on the H200 found outer-vector results
+ *      without it wrong by O(1) relative error at every shape it tried). Otherwise, and per shape when the heuristic has no
  *      algorithm for it: unit scales with an fp32 D into a scratch buffer, then sits_k_fp8_scale_out
  *      applies xs[t] * w_scale[o] and the bias.
  *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
@@ -123,8 +123,8 @@ static sits_status_t state_create(sits_cuda_fp8_t **s_p)
 /* Layouts and the heuristic's first algorithm in `mode`; SITS_ERR_UNSUPPORTED (not logged as an
  * error) when cuBLASLt has none. The outer-vector descriptor carries the call's scale vectors before the
  * heuristic is asked: with none set, cuBLASLt 13.0 answers CUBLAS_STATUS_INVALID_VALUE for every shape
- * (sessions 9-12 ran the fallback for that reason; .dev probe on the H200, 2026-12-02: with the pointers
- * set it has an algorithm at every prefill shape, as fast as unit scales with a bf16 D). */
+ * (sessions 9-12 ran the fallback for that reason; bench/sits-bench-fp8-gemm's probe on the H200, 2026-12-02:
+ * with the pointers set it has an algorithm at every prefill shape, as fast as unit scales with a bf16 D). */
 static sits_status_t plan_try(cublasLtHandle_t lt, sits_cuda_fp8_t *s, fp8_plan_t *p, int mode, size_t ws, const float *w_scale,
                               const float *xs)
 {
