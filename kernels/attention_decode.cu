@@ -210,9 +210,14 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
 #pragma unroll
                 for (int j = 0; j < 2; j++)
 #pragma unroll
+                    for (int e = 0; e < 4; e++) s[j][e] *= p.scale_log2;
+                att_cap_frag<2>(s, p.softcap_log2);
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int key = k0 + 8 * j + 2 * tq + (e & 1);
-                        s[j][e] = key <= ke ? att_cap(s[j][e] * p.scale_log2, p.softcap_log2) : -INFINITY;
+                        s[j][e] = key <= ke ? s[j][e] : -INFINITY;
                     }
                 float c0, c1;
                 att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);
@@ -374,10 +379,14 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
                 }
                 const bool ok0 = k0 + g <= ke, ok1 = k0 + g + 8 <= ke;
                 const float sc0 = p.scale_log2 * ks[r0], sc1 = p.scale_log2 * ks[r0 + 8];
-                s[0] = ok0 ? att_cap(s[0] * sc0, p.softcap_log2) : -INFINITY;
-                s[1] = ok0 ? att_cap(s[1] * sc0, p.softcap_log2) : -INFINITY;
-                s[2] = ok1 ? att_cap(s[2] * sc1, p.softcap_log2) : -INFINITY;
-                s[3] = ok1 ? att_cap(s[3] * sc1, p.softcap_log2) : -INFINITY;
+                {
+                    float sf[1][4] = { { s[0] * sc0, s[1] * sc0, s[2] * sc1, s[3] * sc1 } };
+                    att_cap_frag<1>(sf, p.softcap_log2);
+                    s[0] = ok0 ? sf[0][0] : -INFINITY;
+                    s[1] = ok0 ? sf[0][1] : -INFINITY;
+                    s[2] = ok1 ? sf[0][2] : -INFINITY;
+                    s[3] = ok1 ? sf[0][3] : -INFINITY;
+                }
                 float xA = fmaxf(s[0], s[2]), xB = fmaxf(s[1], s[3]);
 #pragma unroll
                 for (int off = 4; off <= 16; off <<= 1) {

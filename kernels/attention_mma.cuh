@@ -13,8 +13,8 @@
  * c0,c1 (row g, cols 2q, 2q+1), c2,c3 (row g+8, same cols). Scores are kept in base 2: S is
  * multiplied by scale * log2(e) and exp2 is used, which is the same softmax.
  *
- * [int8 kv] [fp8 kv] 8-bit caches: the prefill kernel stages raw tiles and widens them to the bf16
- * tiles (att_load_kv_i8, att_dequant_kv); the decode kernel keeps the raw tiles, swizzled by
+ * [int8 kv] [fp8 kv] 8-bit caches: the prefill kernel stages raw tiles and widens them to f16 tiles of
+ * the unscaled values (att_load_kv_i8, att_widen_kv); the decode kernel keeps the raw tiles, swizzled by
  * att_sw8, and converts them to f16 while it builds the MMA operands (att_q8x2_h2: cvt
  * e4m3x2 -> f16x2, or the 0x6400 magic-number widening of int8), with mma m16n8k16 f16 -> fp32. */
 #ifndef SITS_KERNELS_ATTENTION_MMA_CUH
@@ -101,6 +101,17 @@ static __device__ __forceinline__ float *att_part_o(const att_params &p, int n_l
 static __device__ __forceinline__ float att_cap(float x, float c)
 {
     return c > 0.0f ? c * tanhf(x / c) : x;
+}
+
+/* [families] att_cap over a warp's score fragment, in place: one uniform branch on c for the whole
+ * fragment (the tensor-core kernels; a branch per score splits their straight-line code). */
+template <int NT> static __device__ __forceinline__ void att_cap_frag(float (&s)[NT][4], float c)
+{
+    if (c > 0.0f)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] = c * tanhf(s[j][e] / c);
 }
 
 /* First key position of token t's window. */
@@ -244,7 +255,7 @@ static __device__ __forceinline__ void att_load_kv8(unsigned char *tK, unsigned 
 
 /* [int8 kv] att_load_kv for 8-bit caches (prefill): the raw rows [ATT_KT][D] go to the upper half of
  * the tiles (bytes ATT_KT * D .. 2 * ATT_KT * D of sK, sV; a tile is ATT_KT * D * 2 bytes), their
- * scales to sS [K, V][ATT_KT]; att_dequant_kv widens them in place once they have landed. */
+ * scales to sS [K, V][ATT_KT]; att_widen_kv widens them (to f16, unscaled) in place once they have landed. */
 template <int D>
 static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
                                                       const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
@@ -302,38 +313,13 @@ static __device__ __forceinline__ void att_mma_f16(float (&d)[4], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* [int8 kv] 16 int8 (F8: [fp8 kv] E4M3) values (one uint4) times scale -> two 16-byte chunks of 8 bf16 at d0 and d1. */
-template <bool F8>
-static __device__ __forceinline__ void att_i8x16_bf16(sits_bf16_t *d0, sits_bf16_t *d1, uint4 raw, float scale)
-{
-    const uint32_t w[4] = { raw.x, raw.y, raw.z, raw.w };
-    uint32_t o[8];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        float f0, f1, f2, f3;
-        if (F8) {
-            f0 = att_e4m3_f((unsigned char)(w[k] & 0xffu));
-            f1 = att_e4m3_f((unsigned char)((w[k] >> 8) & 0xffu));
-            f2 = att_e4m3_f((unsigned char)((w[k] >> 16) & 0xffu));
-            f3 = att_e4m3_f((unsigned char)(w[k] >> 24));
-        } else {
-            f0 = (float)(int8_t)(w[k] & 0xffu);
-            f1 = (float)(int8_t)((w[k] >> 8) & 0xffu);
-            f2 = (float)(int8_t)((w[k] >> 16) & 0xffu);
-            f3 = (float)(int8_t)(w[k] >> 24);
-        }
-        o[2 * k] = att_pack(f0 * scale, f1 * scale);
-        o[2 * k + 1] = att_pack(f2 * scale, f3 * scale);
-    }
-    *reinterpret_cast<uint4 *>(d0) = make_uint4(o[0], o[1], o[2], o[3]);
-    *reinterpret_cast<uint4 *>(d1) = make_uint4(o[4], o[5], o[6], o[7]);
-}
-
-/* [int8 kv] The staged int8 K / V tiles (att_load_kv_i8) -> the swizzled bf16 tiles, q * scale
- * rounded to bf16, in place: every thread reads its chunks, a barrier, then writes them. Called
- * by all threads after the tile's cp.async group has landed and a barrier; ends with a barrier. */
+/* [int8 kv] [fp8 kv] The staged 8-bit K / V tiles (att_load_kv_i8) -> swizzled f16 tiles of the unscaled
+ * values (exact: every int8 and E4M3 value is an f16), in place: every thread reads its 16-byte chunks,
+ * a barrier, then writes two 16-byte f16 chunks for each. The scales stay in sS; the prefill kernel
+ * applies them to the scores (K) and to P (V), as the decode kernel does. Called by all threads after
+ * the tile's cp.async group has landed and a barrier; ends with a barrier. */
 template <int D, bool F8>
-static __device__ __forceinline__ void att_dequant_kv(sits_bf16_t *sK, sits_bf16_t *sV, const float *sS)
+static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t *sV)
 {
     constexpr int CH = D / 16, PER = ATT_KT * CH / ATT_THREADS;
     const unsigned char *stK = reinterpret_cast<const unsigned char *>(sK) + ATT_KT * D;
@@ -349,14 +335,25 @@ static __device__ __forceinline__ void att_dequant_kv(sits_bf16_t *sK, sits_bf16
 #pragma unroll
     for (int j = 0; j < PER; j++) {
         int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
-        att_i8x16_bf16<F8>(sK + att_sw<D>(r, 2 * c), sK + att_sw<D>(r, 2 * c + 1), rk[j], sS[r]);
-        att_i8x16_bf16<F8>(sV + att_sw<D>(r, 2 * c), sV + att_sw<D>(r, 2 * c + 1), rv[j], sS[ATT_KT + r]);
+        const uint32_t wk[4] = { rk[j].x, rk[j].y, rk[j].z, rk[j].w }, wv[4] = { rv[j].x, rv[j].y, rv[j].z, rv[j].w };
+        uint32_t hk[8], hv[8];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            hk[2 * q] = att_q8x2_h2<F8>(wk[q]);
+            hk[2 * q + 1] = att_q8x2_h2<F8>(wk[q] >> 16);
+            hv[2 * q] = att_q8x2_h2<F8>(wv[q]);
+            hv[2 * q + 1] = att_q8x2_h2<F8>(wv[q] >> 16);
+        }
+        *reinterpret_cast<uint4 *>(sK + att_sw<D>(r, 2 * c)) = make_uint4(hk[0], hk[1], hk[2], hk[3]);
+        *reinterpret_cast<uint4 *>(sK + att_sw<D>(r, 2 * c + 1)) = make_uint4(hk[4], hk[5], hk[6], hk[7]);
+        *reinterpret_cast<uint4 *>(sV + att_sw<D>(r, 2 * c)) = make_uint4(hv[0], hv[1], hv[2], hv[3]);
+        *reinterpret_cast<uint4 *>(sV + att_sw<D>(r, 2 * c + 1)) = make_uint4(hv[4], hv[5], hv[6], hv[7]);
     }
     __syncthreads();
 }
 
-/* One K/V tile into the bf16 tiles (bf16 caches) or their staging (int8: sS gets the scales, and
- * att_dequant_kv must run after the wait). */
+/* One K/V tile into the bf16 tiles (bf16 caches) or their staging (8-bit: sS gets the scales, and
+ * att_widen_kv must run after the wait). */
 template <int D, bool Q8>
 static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
                                                      const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)

@@ -18,8 +18,11 @@
  * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
  *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
- * the upper half of its bf16 buffer and widened in place (q * scale -> bf16) once it lands
- * (att_dequant_kv). The chunk's queries are many, so the widening is paid once per 64 query rows. */
+ * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
+ * unscaled, one cvt per two values). The MMAs then run in f16 (Q converted once per pass): a key's
+ * K scale multiplies its scores with scale_log2, its V scale multiplies its P column before P is
+ * packed, as in the decode kernel. Widening with the scales (q * scale -> bf16, three conversions and
+ * a multiply per value, session 12's kernel) took about as long as the tile's MMAs. */
 #include "kernels/attention_mma.cuh"
 
 #include <limits.h>
@@ -36,7 +39,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     __shared__ int s_seq[ATT_PF_ROWS], s_lo[ATT_PF_ROWS], s_hi[ATT_PF_ROWS], s_lead[ATT_PF_ROWS];
     __shared__ int s_cnt[2], s_base, s_rng[2][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
-    __shared__ float s_kvs[Q8 ? 2 * 2 * ATT_KT : 1]; /* [int8 kv] scales [buffer][K, V][ATT_KT] */
+    __shared__ __align__(16) float s_kvs[Q8 ? 2 * 2 * ATT_KT : 2]; /* [int8 kv] scales [buffer][K, V][ATT_KT] (read as float2) */
 
     const int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kvh = h / p.group, T0 = tile * ATT_PF_ROWS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
@@ -103,6 +106,10 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
         const int lo0 = s_lo[rw + g], hi0 = s_hi[rw + g], lo1 = s_lo[rw + g + 8], hi1 = s_hi[rw + g + 8];
         const int w_lo = __reduce_min_sync(0xffffffffu, s_lo[rw + (lane & 15)]);
         const int w_hi = __reduce_max_sync(0xffffffffu, s_hi[rw + (lane & 15)]);
+        /* keys every row of the warp sees: a tile inside [w_lo_max, w_hi_min] needs no mask (empty for a warp
+         * with a row of another sequence: its lo is INT_MAX) */
+        const int w_lo_max = __reduce_max_sync(0xffffffffu, s_lo[rw + (lane & 15)]);
+        const int w_hi_min = __reduce_min_sync(0xffffffffu, s_hi[rw + (lane & 15)]);
         const int n_kt = (k_hi - k_lo + ATT_KT) / ATT_KT;
 
         att_load_tile<D, Q8>(sK, sV, s_kvs, p, bt, kvh, k_lo, k_lo, k_hi);
@@ -111,7 +118,12 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
         __syncthreads();
         uint32_t qf[D / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) att_ldsm4(qf[kk], sQ + att_sw<D>(rw + (lane & 15), 2 * kk + (lane >> 4)));
+        for (int kk = 0; kk < D / 16; kk++) {
+            att_ldsm4(qf[kk], sQ + att_sw<D>(rw + (lane & 15), 2 * kk + (lane >> 4)));
+            if (Q8)
+#pragma unroll
+                for (int e = 0; e < 4; e++) qf[kk][e] = att_bf2_h2(qf[kk][e]);
+        }
 
         float o[D / 8][4];
 #pragma unroll
@@ -130,7 +142,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                 att_cp_wait<0>();
             }
             __syncthreads();
-            if (Q8) att_dequant_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D, s_kvs + buf * 2 * ATT_KT);
+            if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
             if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 float s[ATT_KT / 8][4];
@@ -142,16 +154,41 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                     for (int np = 0; np < ATT_KT / 16; np++) {
                         uint32_t b[4];
                         att_ldsm4(b, tK + att_sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
-                        att_mma(s[2 * np], qf[kk], b[0], b[1]);
-                        att_mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+                        if (Q8) {
+                            att_mma_f16(s[2 * np], qf[kk], b[0], b[1]);
+                            att_mma_f16(s[2 * np + 1], qf[kk], b[2], b[3]);
+                        } else {
+                            att_mma(s[2 * np], qf[kk], b[0], b[1]);
+                            att_mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+                        }
                     }
+                const float *ks = s_kvs + (Q8 ? buf * 2 * ATT_KT : 0), *vs = ks + ATT_KT; /* [8-bit kv] this tile's scales */
+                /* scale (and [families] soft-cap), then the mask: straight-line loops behind warp-uniform branches
+                 * (a per-score branch on the cap or the mask made one basic block per score: no overlap of the
+                 * scores' latencies, the kernel ran at ~110 TFLOP/s) */
 #pragma unroll
                 for (int j = 0; j < ATT_KT / 8; j++) {
-                    int key = k0 + 8 * j + 2 * tq;
-                    s[j][0] = key >= lo0 && key <= hi0 ? att_cap(s[j][0] * p.scale_log2, p.softcap_log2) : -INFINITY;
-                    s[j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? att_cap(s[j][1] * p.scale_log2, p.softcap_log2) : -INFINITY;
-                    s[j][2] = key >= lo1 && key <= hi1 ? att_cap(s[j][2] * p.scale_log2, p.softcap_log2) : -INFINITY;
-                    s[j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? att_cap(s[j][3] * p.scale_log2, p.softcap_log2) : -INFINITY;
+                    float sa = p.scale_log2, sb = p.scale_log2;
+                    if (Q8) {
+                        float2 kq = *reinterpret_cast<const float2 *>(ks + 8 * j + 2 * tq);
+                        sa *= kq.x;
+                        sb *= kq.y;
+                    }
+                    s[j][0] *= sa;
+                    s[j][1] *= sb;
+                    s[j][2] *= sa;
+                    s[j][3] *= sb;
+                }
+                att_cap_frag<ATT_KT / 8>(s, p.softcap_log2);
+                if (!(k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min)) { /* some row of the warp does not see every key */
+#pragma unroll
+                    for (int j = 0; j < ATT_KT / 8; j++) {
+                        int key = k0 + 8 * j + 2 * tq;
+                        s[j][0] = key >= lo0 && key <= hi0 ? s[j][0] : -INFINITY;
+                        s[j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? s[j][1] : -INFINITY;
+                        s[j][2] = key >= lo1 && key <= hi1 ? s[j][2] : -INFINITY;
+                        s[j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? s[j][3] : -INFINITY;
+                    }
                 }
                 float c0, c1;
                 att_softmax_step<ATT_KT / 8>(s, m0, m1, l0, l1, c0, c1);
@@ -164,15 +201,31 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                 }
 #pragma unroll
                 for (int kk = 0; kk < ATT_KT / 16; kk++) {
-                    uint32_t a[4] = { att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
-                                      att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                      att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]) };
+                    uint32_t a[4];
+                    if (Q8) { /* P times the keys' V scales, in f16 */
+                        float2 v0 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 2 * tq);
+                        float2 v1 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 8 + 2 * tq);
+                        a[0] = att_pack_h(s[2 * kk][0] * v0.x, s[2 * kk][1] * v0.y);
+                        a[1] = att_pack_h(s[2 * kk][2] * v0.x, s[2 * kk][3] * v0.y);
+                        a[2] = att_pack_h(s[2 * kk + 1][0] * v1.x, s[2 * kk + 1][1] * v1.y);
+                        a[3] = att_pack_h(s[2 * kk + 1][2] * v1.x, s[2 * kk + 1][3] * v1.y);
+                    } else {
+                        a[0] = att_pack(s[2 * kk][0], s[2 * kk][1]);
+                        a[1] = att_pack(s[2 * kk][2], s[2 * kk][3]);
+                        a[2] = att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                        a[3] = att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                    }
 #pragma unroll
                     for (int dp = 0; dp < D / 16; dp++) {
                         uint32_t b[4];
                         att_ldsm4_t(b, tV + att_sw<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4)));
-                        att_mma(o[2 * dp], a, b[0], b[1]);
-                        att_mma(o[2 * dp + 1], a, b[2], b[3]);
+                        if (Q8) {
+                            att_mma_f16(o[2 * dp], a, b[0], b[1]);
+                            att_mma_f16(o[2 * dp + 1], a, b[2], b[3]);
+                        } else {
+                            att_mma(o[2 * dp], a, b[0], b[1]);
+                            att_mma(o[2 * dp + 1], a, b[2], b[3]);
+                        }
                     }
                 }
             }
