@@ -2,7 +2,7 @@
  * fast each runs, and whether its result is right: the evidence behind cuda_fp8.c's choice (outer-vector
  * scales where outer_pays, unit scales + the scale_out pass elsewhere).
  *
- *   bench/sits-bench-fp8-gemm [--sweep] [--json FILE]
+ *   bench/sits-bench-fp8-gemm [--shapes 8b|70b] [--sweep] [--json FILE]
  *
  * The TN layout of cuda_fp8.c: A = weights [k, m] ld k (transposed), B = activations [k, n] ld k, D [m, n]
  * ld m, CUBLAS_COMPUTE_32F with fast accumulation (but in the row that turns it off). Modes per shape:
@@ -16,8 +16,10 @@
  *   alpha vector     CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO (per-channel alpha), scalar scales
  * Each mode: the heuristic's first 4 algorithms, 3 warm-up + 10 timed runs each, the fastest kept; 4096
  * sampled entries against unit fp32 D times the expected scales (max relative error; bf16 rounding is
- * ~4e-3). --sweep: n = 8..512 at the 8B shapes, unit fp32 D + the scale_out pass (6 bytes per output at
- * the measured copy bandwidth, 3 us launch) against outer, and which is faster. Device memory: ~1.5 GB.
+ * ~4e-3). --sweep: n = 8..512 at the four linears' shapes, unit fp32 D + the scale_out pass (6 bytes per
+ * output at the measured copy bandwidth, 3 us launch) against outer, and which is faster. --shapes: the
+ * Llama-3-8B linears (default; plus 8192 x 8192) or Llama-3-70B's at TP 1 (qkv 10240 x 8192, o 8192 x 8192,
+ * gate/up 57344 x 8192, down 8192 x 28672). Device memory: ~1.5 GB (8b), ~5 GB (70b).
  * Not a test. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -202,12 +204,14 @@ out:
 int main(int argc, char **argv)
 {
     const char *json_path = NULL;
-    int sweep = 0;
+    int sweep = 0, big = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--sweep")) sweep = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc && (!strcmp(argv[i + 1], "8b") || !strcmp(argv[i + 1], "70b")))
+            big = !strcmp(argv[++i], "70b");
         else {
-            fprintf(stderr, "usage: sits-bench-fp8-gemm [--sweep] [--json FILE]\n");
+            fprintf(stderr, "usage: sits-bench-fp8-gemm [--shapes 8b|70b] [--sweep] [--json FILE]\n");
             return 2;
         }
     }
@@ -216,28 +220,37 @@ int main(int argc, char **argv)
         fprintf(stderr, "sits-bench-fp8-gemm: no cuda device\n");
         return 77;
     }
-    /* the 8B shapes (qkv, o, gate/up, down) and one square */
-    static const int shapes[][2] = { { 6144, 4096 }, { 4096, 4096 }, { 28672, 4096 }, { 4096, 14336 }, { 8192, 8192 } };
+    /* (m, k) of the linears: qkv, o, gate/up, down (+ one square for the 8B set) */
+    static const int shapes8[][2] = { { 6144, 4096 }, { 4096, 4096 }, { 28672, 4096 }, { 4096, 14336 }, { 8192, 8192 } };
+    static const int shapes70[][2] = { { 10240, 8192 }, { 8192, 8192 }, { 57344, 8192 }, { 8192, 28672 } };
+    const int (*shapes)[2] = big ? shapes70 : shapes8;
+    const size_t n_shapes = big ? 4 : 5, max_m = big ? 57344 : 28672;
     static const int big_n[] = { 2048, 8192 }, small_n[] = { 8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512 };
-    const size_t max_mk = 28672u * 4096u, max_nk = 8192u * 14336u, max_mn = 28672u * 8192u, max_sc = 28672u * 112u + 1;
+    size_t max_mk = 0, max_k = 0;
+    for (size_t s = 0; s < n_shapes; s++) {
+        size_t mk = (size_t)shapes[s][0] * (size_t)shapes[s][1];
+        max_mk = mk > max_mk ? mk : max_mk;
+        max_k = (size_t)shapes[s][1] > max_k ? (size_t)shapes[s][1] : max_k;
+    }
+    const size_t max_nk = 8192u * max_k, max_mn = max_m * 8192u, max_sc = max_m * ((max_k + 127) / 128) + 1;
     ctx_t c = { .ws_bytes = 32u << 20, .rows = json_array() };
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     if (cublasLtCreate(&c.lt) != CUBLAS_STATUS_SUCCESS) return 1;
     CK(cudaStreamCreate(&c.st));
     CK(cudaMalloc(&c.ws, c.ws_bytes));
-    CK(cudaMalloc((void **)&c.a, max_mk > 4096u * 14336u ? max_mk : 4096u * 14336u));
+    CK(cudaMalloc((void **)&c.a, max_mk));
     CK(cudaMalloc((void **)&c.b, max_nk));
     CK(cudaMalloc((void **)&c.as, 4 * max_sc));
     CK(cudaMalloc((void **)&c.bs, 4 * max_sc));
-    CK(cudaMalloc((void **)&c.alpha, 4 * 28672));
+    CK(cudaMalloc((void **)&c.alpha, 4 * max_m));
     CK(cudaMalloc((void **)&c.ref, 4 * max_mn));
     CK(cudaMalloc((void **)&c.d, 4 * max_mn));
-    c.h_as = malloc(4 * 28672);
+    c.h_as = malloc(4 * max_m);
     c.h_bs = malloc(4 * 8192);
-    for (int i = 0; i < 28672; i++) c.h_as[i] = 0.25f + (float)((i * 37) % 101) / 64.0f;
+    for (int i = 0; i < (int)max_m; i++) c.h_as[i] = 0.25f + (float)((i * 37) % 101) / 64.0f;
     for (int i = 0; i < 8192; i++) c.h_bs[i] = 0.125f + (float)((i * 53) % 97) / 32.0f;
-    uint8_t *h = malloc(max_nk);
+    uint8_t *h = malloc(max_nk > max_mk ? max_nk : max_mk);
     /* copy bandwidth for the scale_out estimate: 1 GiB device-to-device */
     double bw = 0;
     {
@@ -254,11 +267,11 @@ int main(int argc, char **argv)
         CK(cudaEventElapsedTime(&t, e0, e1));
         bw = 2.0 * cb / (t * 1e-3);
     }
-    printf("sits-bench-fp8-gemm: %s, cuBLASLt %zu, copy bandwidth %.0f GB/s%s\n", prop.name, cublasLtGetVersion(), bw / 1e9,
-           sweep ? ", sweep" : "");
+    printf("sits-bench-fp8-gemm: %s, cuBLASLt %zu, copy bandwidth %.0f GB/s, %s shapes%s\n", prop.name, cublasLtGetVersion(),
+           bw / 1e9, big ? "70B" : "8B", sweep ? ", sweep" : "");
     printf("  %-16s %6s %6s %6s %9s %8s   %s\n", "mode", "m", "n", "k", "ms", "TFLOP/s", "max rel err");
     json_t *sw = json_array();
-    for (size_t s = 0; s < (sweep ? 4 : sizeof shapes / sizeof shapes[0]); s++) {
+    for (size_t s = 0; s < (sweep ? 4 : n_shapes); s++) {
         int m = shapes[s][0], k = shapes[s][1];
         fill_e4m3(h, (size_t)m * k, 17 + (uint32_t)s);
         CK(cudaMemcpy(c.a, h, (size_t)m * k, cudaMemcpyHostToDevice));
@@ -282,8 +295,8 @@ int main(int argc, char **argv)
         }
     }
     if (json_path) {
-        json_t *root = json_pack("{s:s, s:I, s:f, s:o, s:o}", "device", prop.name, "cublaslt", (json_int_t)cublasLtGetVersion(),
-                                 "copy_gbps", bw / 1e9, "rows", c.rows, "sweep", sw);
+        json_t *root = json_pack("{s:s, s:I, s:f, s:s, s:o, s:o}", "device", prop.name, "cublaslt", (json_int_t)cublasLtGetVersion(),
+                                 "copy_gbps", bw / 1e9, "shapes", big ? "70b" : "8b", "rows", c.rows, "sweep", sw);
         if (json_dump_file(root, json_path, JSON_INDENT(1)) != 0) fprintf(stderr, "sits-bench-fp8-gemm: cannot write %s\n", json_path);
         json_decref(root);
     } else {
