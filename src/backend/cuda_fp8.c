@@ -12,9 +12,9 @@
  *      B (n per-token scales), so D = bf16(sum * w_scale[o] * xs[t]) (+ the BIAS epilogue) in one
  *      kernel -- cuBLAS >= 12.9 on sm_90, for the token counts where it pays (outer_pays), and only
  *      with fast accumulation (bench/sits-bench-fp8-gemm on the H200 found outer-vector results
- *      without it wrong by O(1) relative error at every shape it tried). Otherwise, and per shape when the heuristic has no
- *      algorithm for it: unit scales with an fp32 D into a scratch buffer, then sits_k_fp8_scale_out
- *      applies xs[t] * w_scale[o] and the bias.
+ *      without it wrong by O(1) relative error at every shape it tried). Otherwise, and per shape
+ *      when the heuristic has no algorithm for it: unit scales with an fp32 D into a scratch buffer,
+ *      then sits_k_fp8_scale_out applies xs[t] * w_scale[o] and the bias.
  *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
  *      products exact in fp32, fp32 sums, the scales and bias in scale_out's order, one launch.
  * Plans (layouts + the heuristic's first algorithm + the mode) are cached per (m, n, k, bias, fp32 D).
@@ -122,7 +122,7 @@ static sits_status_t state_create(sits_cuda_fp8_t **s_p)
 
 /* Layouts and the heuristic's first algorithm in `mode`; SITS_ERR_UNSUPPORTED (not logged as an
  * error) when cuBLASLt has none. The outer-vector descriptor carries the call's scale vectors before the
- * heuristic is asked: with none set, cuBLASLt 13.0 answers CUBLAS_STATUS_INVALID_VALUE for every shape
+ * heuristic is asked: with none set, cuBLASLt 13.1 answers CUBLAS_STATUS_INVALID_VALUE for every shape
  * (sessions 9-12 ran the fallback for that reason; bench/sits-bench-fp8-gemm's probe on the H200, 2026-12-02:
  * with the pointers set it has an algorithm at every prefill shape, as fast as unit scales with a bf16 D). */
 static sits_status_t plan_try(cublasLtHandle_t lt, sits_cuda_fp8_t *s, fp8_plan_t *p, int mode, size_t ws, const float *w_scale,
@@ -166,7 +166,7 @@ err:
 }
 
 /* Whether the outer-vector kernel beats unit scales + the scale_out pass for n tokens of depth k. The
- * H200 sweep of 2026-12-02 (bench/RESULTS.md, cuBLASLt 13.0, m 4096-28672): the outer-vector algorithm the
+ * H200 sweep of 2026-12-02 (bench/RESULTS.md, cuBLASLt 13.1, m 4096-28672): the outer-vector algorithm the
  * heuristic offers is a large-tile kernel without split-K, flat at small n (m 4096 k 14336: 38 us from n 8
  * to 256, against 23-33 us for unit scales with their fp32 pass); it wins from n 128 at k 4096 and from
  * n 384 at k 14336, and at every prefill size (e.g. m 28672 n 8192: 1.28 vs 1.36 ms + 0.94 GB of fp32). */
@@ -193,9 +193,10 @@ static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8
         s->cap_plans = cap;
     }
     fp8_plan_t p = *key;
-    sits_status_t st = HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k) ? plan_try(lt, s, &p, MODE_OUTER, ws, w_scale, xs) : SITS_ERR_UNSUPPORTED;
+    const int want_outer = HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k);
+    sits_status_t st = want_outer ? plan_try(lt, s, &p, MODE_OUTER, ws, w_scale, xs) : SITS_ERR_UNSUPPORTED;
     if (st == SITS_ERR_UNSUPPORTED) {
-        if (!s->logged_fallback && HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k)) {
+        if (!s->logged_fallback && want_outer) {
             SITS_INFO(SITS_SUB_CUDA, "fp8 gemm m %d n %d k %d%s: no outer-vector-scaled cublasLt kernel; unit scales + epilogue kernel"
                       " for such shapes", key->m, key->n, key->k, key->bias ? " with bias" : "");
             s->logged_fallback = 1;
