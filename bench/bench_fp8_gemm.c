@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/dtype.h"
+
 #define CK(x)                                                                                                        \
     do {                                                                                                             \
         cudaError_t e_ = (x);                                                                                        \
@@ -54,14 +56,6 @@ typedef struct {
     float *h_as, *h_bs;       /* per-channel / per-token scales, host */
     json_t *rows;
 } ctx_t;
-
-static float bf16_to_f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* E4M3 bytes with exponents 1..10 (about +-[2^-6, 2^3]), random signs: no NaN, no subnormal. */
 static void fill_e4m3(uint8_t *h, size_t n, uint32_t seed)
@@ -178,7 +172,7 @@ static double run_mode(ctx_t *c, int mode, int m, int n, int k, double *err)
             } else {
                 uint16_t h;
                 CK(cudaMemcpy(&h, (uint16_t *)out + col * m + r, 2, cudaMemcpyDeviceToHost));
-                got = bf16_to_f(h);
+                got = sits_bf16_to_f32(h);
             }
             double e = fabs(got - ref * sc) / (fabs(ref * sc) + 16e-3 * sc);
             if (e > mx) mx = e;
