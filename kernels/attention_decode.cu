@@ -220,7 +220,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
                         s[j][e] = key <= ke ? s[j][e] : -INFINITY;
                     }
                 float c0, c1;
-                att_softmax_step<2>(s, m0, m1, l0, l1, c0, c1);
+                att_softmax_step<2>(s, 1.0f, m0, m1, l0, l1, c0, c1);
 #pragma unroll
                 for (int j = 0; j < D / 8; j++) {
                     o[j][0] *= c0;

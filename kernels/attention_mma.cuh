@@ -14,7 +14,7 @@
  * multiplied by scale * log2(e) and exp2 is used, which is the same softmax.
  *
  * [int8 kv] [fp8 kv] 8-bit caches: the prefill kernel stages raw tiles and widens them to f16 tiles of
- * the unscaled values (att_load_kv_i8, att_widen_kv); the decode kernel keeps the raw tiles, swizzled by
+ * the unscaled values (att_load_tile, att_widen_kv); the decode kernel keeps the raw tiles, swizzled by
  * att_sw8, and converts them to f16 while it builds the MMA operands (att_q8x2_h2: cvt
  * e4m3x2 -> f16x2, or the 0x6400 magic-number widening of int8), with mma m16n8k16 f16 -> fp32. */
 #ifndef SITS_KERNELS_ATTENTION_MMA_CUH
@@ -25,7 +25,7 @@
 
 #define ATT_THREADS 128       /* 4 warps per CTA in both kernels */
 #define ATT_KT 64             /* keys per shared-memory tile */
-#define ATT_PF_ROWS 64        /* query rows (batch tokens) per prefill tile, 16 per warp */
+#define ATT_PF_ROWS 64        /* query rows (batch tokens) per prefill tile and m-fragment a warp (MF), 16 per warp and MF */
 #define ATT_PF_OWN_MIN 16     /* a prefill tile owns the rows of a sequence with >= this many rows in it */
 #define ATT_MAX_SPLITS 64     /* most split-K partitions per token */
 #define ATT_SCRATCH_HDR 256   /* bytes before the token list in the scratch: the list's length (int) */
@@ -58,7 +58,8 @@ struct att_params {
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
-sits_status_t att_launch_prefill(const att_params &p, int head_dim, cudaStream_t stream);
+sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
+int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
 int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
@@ -253,17 +254,6 @@ static __device__ __forceinline__ void att_load_kv8(unsigned char *tK, unsigned 
     }
 }
 
-/* [int8 kv] att_load_kv for 8-bit caches (prefill): the raw rows [ATT_KT][D] go to the upper half of
- * the tiles (bytes ATT_KT * D .. 2 * ATT_KT * D of sK, sV; a tile is ATT_KT * D * 2 bytes), their
- * scales to sS [K, V][ATT_KT]; att_widen_kv widens them (to f16, unscaled) in place once they have landed. */
-template <int D>
-static __device__ __forceinline__ void att_load_kv_i8(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
-                                                      const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
-{
-    att_load_kv8<D, false>(reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, reinterpret_cast<unsigned char *>(sV) + ATT_KT * D,
-                           sS, p, bt, kvh, k0, k_lo, k_hi);
-}
-
 /* [fp8 kv] One E4M3 byte -> fp32 (exact). */
 static __device__ __forceinline__ float att_e4m3_f(unsigned char b)
 {
@@ -313,7 +303,14 @@ static __device__ __forceinline__ void att_mma_f16(float (&d)[4], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* [int8 kv] [fp8 kv] The staged 8-bit K / V tiles (att_load_kv_i8) -> swizzled f16 tiles of the unscaled
+/* d += a . b in f16 (F16: the 8-bit-KV prefill's operands) or bf16. */
+template <bool F16> static __device__ __forceinline__ void att_mma_t(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    if (F16) att_mma_f16(d, a, b0, b1);
+    else att_mma(d, a, b0, b1);
+}
+
+/* [int8 kv] [fp8 kv] The staged 8-bit K / V tiles (att_load_tile) -> swizzled f16 tiles of the unscaled
  * values (exact: every int8 and E4M3 value is an f16), in place: every thread reads its 16-byte chunks,
  * a barrier, then writes two 16-byte f16 chunks for each. The scales stay in sS; the prefill kernel
  * applies them to the scores (K) and to P (V), as the decode kernel does. Called by all threads after
@@ -352,22 +349,95 @@ static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t
     __syncthreads();
 }
 
-/* One K/V tile into the bf16 tiles (bf16 caches) or their staging (8-bit: sS gets the scales, and
- * att_widen_kv must run after the wait). */
+/* The prefill kernel's K / V tiles come through per-key offsets that it computes a tile ahead (one thread a
+ * key, the block-table read off the loads' path): att_key_fetch reads key k0 + r's block id, att_key_store
+ * writes its offsets -- bf16 caches: the element offset of its K / V row for KV head kvh in so; 8-bit: the
+ * byte offsets of its row (so) and of its scale (sso) in the block units; -1: outside [k_lo, k_hi]. */
+struct att_key_ref {
+    long long b; /* physical block, -1: none */
+    int in_blk;  /* slot in the block */
+};
+static __device__ __forceinline__ att_key_ref att_key_fetch(const att_params &p, const int32_t *bt, int k0, int r, int k_lo, int k_hi)
+{
+    att_key_ref k = { -1, 0 };
+    const int key = k0 + r;
+    if (key >= k_lo && key <= k_hi) {
+        int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+        k.b = bt[blk];
+        k.in_blk = key - blk * p.block_size;
+    }
+    return k;
+}
+template <int D, bool Q8>
+static __device__ __forceinline__ void att_key_store(long long *so, long long *sso, const att_params &p, int kvh, int r, att_key_ref k)
+{
+    if (Q8) {
+        long long row = (long long)k.in_blk * p.n_kv_heads + kvh;
+        so[r] = k.b < 0 ? -1 : k.b * p.kv_unit + row * D;
+        sso[r] = k.b < 0 ? -1 : k.b * p.kv_unit + p.kv_qbytes + row * 4;
+    } else {
+        so[r] = k.b < 0 ? -1 : (k.b * p.block_size + k.in_blk) * ((long long)p.n_kv_heads * D) + (long long)kvh * D;
+    }
+}
+
+/* One K/V tile of the prefill kernel from its key offsets (att_key_store) into the bf16 tiles (bf16 caches,
+ * swizzled), or [int8 kv] [fp8 kv] the raw 8-bit rows [ATT_KT][D] into the upper half of the tiles (bytes
+ * ATT_KT * D .. 2 * ATT_KT * D of sK, sV) and their scales into sS [K, V][ATT_KT] (att_widen_kv must run
+ * after the wait). Zeros for keys of offset -1. All ATT_THREADS threads call it. */
 template <int D, bool Q8>
 static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
-                                                     const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
+                                                     const long long *so, const long long *sso)
 {
-    if (Q8) att_load_kv_i8<D>(sK, sV, sS, p, bt, kvh, k0, k_lo, k_hi);
-    else att_load_kv<D>(sK, sV, p, bt, kvh * D, k0, k_lo, k_hi);
+    if (!Q8) {
+        constexpr int CH = D / 8, STEP = ATT_THREADS / CH;
+        const int ch = threadIdx.x % CH;
+#pragma unroll
+        for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+            const long long off = so[r];
+            const bool ok = off >= 0;
+            const long long at = ok ? off + ch * 8 : 0;
+            att_cp16(sK + att_sw<D>(r, ch), p.k_cache + at, ok);
+            att_cp16(sV + att_sw<D>(r, ch), p.v_cache + at, ok);
+        }
+    } else {
+        constexpr int CH = D / 16, STEP = ATT_THREADS / CH;
+        static_assert(ATT_THREADS == 2 * ATT_KT, "one thread per scale");
+        const int ch = threadIdx.x % CH;
+        const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
+        const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
+        unsigned char *tK = reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, *tV = reinterpret_cast<unsigned char *>(sV) + ATT_KT * D;
+#pragma unroll
+        for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+            const long long off = so[r];
+            const bool ok = off >= 0;
+            const long long at = ok ? off + ch * 16 : 0;
+            att_cp16(tK + r * D + ch * 16, kb + at, ok);
+            att_cp16(tV + r * D + ch * 16, vb + at, ok);
+        }
+        const int r = threadIdx.x & (ATT_KT - 1);
+        const long long off = sso[r];
+        att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+    }
+}
+
+/* 2^x with denormal results flushed to zero: one MUFU.EX2 (exp2f's non-ftz ex2.approx.f32 is four
+ * instructions: a range test and two scalings around it). exp2(-inf) = 0; results under 2^-126, which a
+ * softmax weight relative to its row's maximum never needs, become 0. */
+static __device__ __forceinline__ float att_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 /* One online-softmax step over a warp's score fragment s [NT n-tiles of 8 keys] for its rows g
- * (m0, l0) and g + 8 (m1, l1): s becomes exp2(s - m_new); l are this thread's partial row sums
- * (summed over the quad at the end); c0, c1 are the factors to rescale the accumulators by.
- * A row with no valid key so far keeps m = -inf and contributes nothing. */
+ * (m0, l0) and g + 8 (m1, l1), with the scores in base-2 units after multiplying by sc (sc > 0; 1 when
+ * they are scaled already): s becomes exp2(s sc - m_new) (one FFMA and one MUFU a score); l are this
+ * thread's partial row sums (summed over the quad at the end); c0, c1 are the factors to rescale the
+ * accumulators by. Returns whether either row's maximum moved (else c0 = c1 = 1 and the caller may
+ * skip the rescale, warp-uniformly). A row with no valid key so far keeps m = -inf and contributes nothing. */
 template <int NT>
-static __device__ __forceinline__ void att_softmax_step(float (&s)[NT][4], float &m0, float &m1, float &l0, float &l1,
+static __device__ __forceinline__ bool att_softmax_step(float (&s)[NT][4], float sc, float &m0, float &m1, float &l0, float &l1,
                                                         float &c0, float &c1)
 {
     float x0 = -INFINITY, x1 = -INFINITY;
@@ -381,17 +451,18 @@ static __device__ __forceinline__ void att_softmax_step(float (&s)[NT][4], float
         x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, o));
         x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, o));
     }
-    float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    float n0 = fmaxf(m0, x0 * sc), n1 = fmaxf(m1, x1 * sc);
     float u0 = n0 == -INFINITY ? 0.0f : n0, u1 = n1 == -INFINITY ? 0.0f : n1;
-    c0 = exp2f(m0 - u0);
-    c1 = exp2f(m1 - u1);
+    const bool moved = n0 != m0 || n1 != m1;
+    c0 = att_exp2(m0 - u0);
+    c1 = att_exp2(m1 - u1);
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        s[j][0] = exp2f(s[j][0] - u0);
-        s[j][1] = exp2f(s[j][1] - u0);
-        s[j][2] = exp2f(s[j][2] - u1);
-        s[j][3] = exp2f(s[j][3] - u1);
+        s[j][0] = att_exp2(fmaf(s[j][0], sc, -u0));
+        s[j][1] = att_exp2(fmaf(s[j][1], sc, -u0));
+        s[j][2] = att_exp2(fmaf(s[j][2], sc, -u1));
+        s[j][3] = att_exp2(fmaf(s[j][3], sc, -u1));
         sum0 += s[j][0] + s[j][1];
         sum1 += s[j][2] + s[j][3];
     }
@@ -399,6 +470,7 @@ static __device__ __forceinline__ void att_softmax_step(float (&s)[NT][4], float
     l1 = l1 * c1 + sum1;
     m0 = n0;
     m1 = n1;
+    return moved;
 }
 
 #endif

@@ -10,6 +10,8 @@
  * > 1024 positions, and sliding windows.
  *
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include "backend/backend.h"
 #include "util/dtype.h"
 #include "util/log.h"
@@ -2790,6 +2792,15 @@ int4_cases:
     test_scale_softcap(&c, (size_t)5 * 2304, 48.0f, 30.0f);
     test_scale_softcap(&c, 1001, 59.75f, 5.0f);
     test_attention_softcap(&c);
+    /* [attention] the prefill kernel's 128-row tiles: the cases above get them only where their CTAs fill
+     * the GPU twice over (att_prefill_mf), which none of them does: every attention case again with them */
+    printf("-- attention again, prefill tiles of 128 rows (SITS_ATT_PF_ROWS=128)\n");
+    setenv("SITS_ATT_PF_ROWS", "128", 1);
+    test_attention_all(&c);
+    test_attention_i8(&c, SITS_DT_I8);
+    test_attention_i8(&c, SITS_DT_F8_E4M3);
+    test_attention_softcap(&c);
+    unsetenv("SITS_ATT_PF_ROWS");
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */
