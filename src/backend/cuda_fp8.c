@@ -18,7 +18,8 @@
  *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
  *      products exact in fp32, fp32 sums, the scales and bias in scale_out's order, one launch.
  * Plans (layouts + the heuristic's first algorithm + the mode) are cached per (m, n, k, bias, fp32 D).
- * SITS_FP8_SCALES=unit in the environment forces the fallback everywhere (for same-call A/B runs).
+ * SITS_FP8_SCALES=unit in the environment forces the fallback everywhere (for same-call A/B runs), =outer the
+ * outer-vector mode at every token count (test_fp8_parity runs shapes outer_pays leaves unit-scaled that way).
  * Scratch buffers grow on demand outside CUDA-graph capture; the engine runs every shape eagerly
  * before recording it, so a capture finds them large enough (else it fails cleanly). */
 #include "backend/cuda_fp8.h"
@@ -54,8 +55,11 @@ struct sits_cuda_fp8 {
     fp8_plan_t *plans;
     int n_plans, cap_plans;
     int logged_fallback;
-    int unit_only;                     /* SITS_FP8_SCALES=unit: never the outer-vector mode (benchmark A/B) */
+    int scales;                        /* SITS_FP8_SCALES: SCALES_AUTO (outer_pays), SCALES_UNIT (never outer-vector;
+                                        * benchmark A/B), SCALES_OUTER (outer-vector at every n; the parity test) */
 };
+
+enum { SCALES_AUTO, SCALES_UNIT, SCALES_OUTER };
 
 static void plan_release(fp8_plan_t *p)
 {
@@ -108,7 +112,7 @@ static sits_status_t state_create(sits_cuda_fp8_t **s_p)
     sits_cuda_fp8_t *s = calloc(1, sizeof *s);
     if (!s) return SITS_ERR_NOMEM;
     const char *mode = getenv("SITS_FP8_SCALES");
-    s->unit_only = mode && !strcmp(mode, "unit");
+    s->scales = !mode ? SCALES_AUTO : !strcmp(mode, "unit") ? SCALES_UNIT : !strcmp(mode, "outer") ? SCALES_OUTER : SCALES_AUTO;
     sits_status_t st = SITS_OK;
     if ((st = desc_create(&s->desc[MODE_OUTER][0], MODE_OUTER, 0)) != SITS_OK ||
         (st = desc_create(&s->desc[MODE_OUTER][1], MODE_OUTER, 1)) != SITS_OK ||
@@ -193,7 +197,7 @@ static sits_status_t plan_get(cublasLtHandle_t lt, sits_cuda_fp8_t *s, const fp8
         s->cap_plans = cap;
     }
     fp8_plan_t p = *key;
-    const int want_outer = HAVE_OUTER_VEC && !s->unit_only && outer_pays(key->n, key->k);
+    const int want_outer = HAVE_OUTER_VEC && s->scales != SCALES_UNIT && (s->scales == SCALES_OUTER || outer_pays(key->n, key->k));
     sits_status_t st = want_outer ? plan_try(lt, s, &p, MODE_OUTER, ws, w_scale, xs) : SITS_ERR_UNSUPPORTED;
     if (st == SITS_ERR_UNSUPPORTED) {
         if (!s->logged_fallback && want_outer) {

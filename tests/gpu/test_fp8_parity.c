@@ -11,8 +11,11 @@
  * n = 1 .. 8 (run_rows_case). Shapes: 1, 2, 5, 7, 8, 64 and 300 tokens, in/out multiples of 16 up to
  * 14336 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
- * see run_fused_case.
+ * see run_fused_case. Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
+ * leaves unit-scaled (8B's down projection at 16 / 32 tokens).
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include "backend/backend.h"
 #include "util/dtype.h"
 #include "util/log.h"
@@ -322,7 +325,12 @@ int main(void)
                                      { 2, 4096, 1040 }, { 5, 14336, 144 }, { 8, 2048, 528 }, { 8, 16, 16 },
                                      /* both sides of outer_pays (cuda_fp8.c): outer-vector scales at k <= 8192 from
                                       * 128 tokens, at deeper k from 384; unit scales + scale_out below */
-                                     { 1000, 4096, 512 }, { 127, 4096, 256 }, { 400, 14336, 256 }, { 200, 14336, 128 } };
+                                     { 1000, 4096, 512 }, { 127, 4096, 256 }, { 400, 14336, 256 }, { 200, 14336, 128 },
+                                     /* outer-vector scales with few output tiles and deep k */
+                                     { 128, 8192, 256 }, { 384, 28672, 128 },
+                                     /* unit scales at shapes where bench/sits-bench-fp8-gemm's sweep saw its outer D
+                                      * disagree with its unit fp32 D (8B down, 70B qkv and down) */
+                                     { 32, 14336, 4096 }, { 16, 8192, 10240 }, { 128, 28672, 1024 } };
     int fails = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int bias = 0; bias < 2; bias++)
@@ -339,6 +347,20 @@ int main(void)
         static const int fshapes[][2] = { { 1, 4096 }, { 7, 4096 }, { 64, 1024 }, { 3, 1004 }, { 300, 7168 }, { 2, 14336 } };
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
+    sits_backend_destroy(gpu);
+    /* SITS_FP8_SCALES=outer: outer-vector scales at every token count (cuda_fp8.c), here where outer_pays
+     * picks unit scales (m 4096 k 14336 at n 16 / 32, where bench/sits-bench-fp8-gemm's sweep once disagreed) */
+    setenv("SITS_FP8_SCALES", "outer", 1);
+    if (sits_backend_cuda_create(&bp, &gpu) != SITS_OK) {
+        printf("FAIL: second cuda backend\n");
+        return 1;
+    }
+    static const int oshapes[][3] = { { 32, 14336, 4096 }, { 16, 14336, 4096 }, { 100, 4096, 512 } };
+    for (size_t s = 0; s < sizeof oshapes / sizeof oshapes[0]; s++)
+        for (int bias = 0; bias < 2; bias++)
+            for (int f32 = 0; f32 < 2; f32++)
+                if (!(bias && f32)) fails += run_case(cpu, gpu, oshapes[s][0], oshapes[s][1], oshapes[s][2], bias, f32);
+    unsetenv("SITS_FP8_SCALES");
     sits_backend_destroy(gpu);
     sits_backend_destroy(cpu);
     printf("%s: %d failing case(s)\n", fails ? "FAIL" : "PASS", fails);
