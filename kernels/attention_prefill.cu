@@ -346,10 +346,11 @@ template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p,
 }
 
 /* Tile height: 128 rows (MF 2) once their CTAs fill the GPU at least ATT_PF_MF2_WAVES times over (2 CTAs an
- * SM), else 64 rows, whose twice as many CTAs balance short prefills better (8B, H200: 128 rows won at 2048
- * tokens, 1.94 waves: 36.3 vs 36.9 ms a prefill). SITS_ATT_PF_ROWS=64|128 forces one (A/B in the benchmarks;
- * the parity test runs both). Host-visible arguments only (graph capture). */
-#define ATT_PF_MF2_WAVES 1
+ * SM), else 64 rows, whose twice as many CTAs balance short prefills better (8B FP8 on the H200, 2048 tokens =
+ * 1.94 waves of 128-row CTAs: 35.87 ms with 64 rows, 36.14 with 128; 8192 tokens: 128 rows 8 % faster).
+ * SITS_ATT_PF_ROWS=64|128 forces one (A/B in the benchmarks; the parity test runs both). Host-visible
+ * arguments only (graph capture). */
+#define ATT_PF_MF2_WAVES 2
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
