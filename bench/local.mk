@@ -33,5 +33,5 @@ bench_sits_kv_int8_accuracy_LDADD = $(SITS_LIBS)
 if HAVE_CUDA
 noinst_PROGRAMS += bench/sits-bench-fp8-gemm
 bench_sits_bench_fp8_gemm_SOURCES = bench/bench_fp8_gemm.c
-bench_sits_bench_fp8_gemm_LDADD = $(JANSSON_LIBS) $(CUBLASLT_LIBS) $(CUDA_LIBS)
+bench_sits_bench_fp8_gemm_LDADD = $(SITS_LIBS)
 endif
