@@ -10,9 +10,10 @@
  *      and TensorRT-LLM's Hopper FP8 kernels).
  *      Preferred: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F for A (m per-channel weight scales) and
  *      B (n per-token scales), so D = bf16(sum * w_scale[o] * xs[t]) (+ the BIAS epilogue) in one
- *      kernel -- cuBLAS >= 12.9 on sm_90, for the token counts where it pays (outer_pays), and only
- *      with fast accumulation (bench/sits-bench-fp8-gemm on the H200 found outer-vector results
- *      without it wrong by O(1) relative error at every shape it tried). Otherwise, and per shape
+ *      kernel -- cuBLAS >= 12.9 on sm_90, for the token counts where it pays (outer_pays), with fast
+ *      accumulation as everywhere here (bench/sits-bench-fp8-gemm once reported outer-vector results
+ *      without it wrong by O(1); its reference then was a fast-accumulating cuBLASLt run with a fixed
+ *      error floor, which likely made that up: to be re-measured). Otherwise, and per shape
  *      when the heuristic has no algorithm for it: unit scales with an fp32 D into a scratch buffer,
  *      then sits_k_fp8_scale_out applies xs[t] * w_scale[o] and the bias.
  *      [perf: decode gemv] Steps of <= gemv_max_n tokens: sits_k_gemv instead of step 2 -- the E4M3
