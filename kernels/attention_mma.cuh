@@ -60,6 +60,7 @@ struct att_params {
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
+#define ATT_PF_WG 3 /* [wgmma] att_prefill_mf's answer for the warpgroup-MMA variant (SITS_ATT_PF_ROWS=wg) */
 int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
@@ -176,6 +177,83 @@ static __device__ __forceinline__ uint32_t att_pack(float lo, float hi)
 template <int D> static __device__ __forceinline__ int att_sw(int row, int chunk)
 {
     return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+/* ---- [wgmma] warpgroup MMAs (sm_90a; the prefill kernel's WG variant) ------------------------------- */
+
+/* Element offset of (row, 16-byte chunk) in an R-row [R][D] tile in wgmma's canonical K-major layout with the
+ * 128-byte swizzle: D = 128 as two [R][64] halves (R * 128 bytes apart), each row 128 bytes, chunk c of a row
+ * at (c ^ (row & 7)) * 16 bytes -- the tile's base 1024-byte aligned (the hardware swizzles address bits 4-6
+ * with 7-9). The same bytes serve as an MN-major operand (V: keys are K, D is N). */
+template <int D, int R> static __device__ __forceinline__ int att_swz(int row, int chunk)
+{
+    return (chunk >> 3) * R * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+
+/* Shared-memory matrix descriptor: start address, leading / stride byte offsets, 128-byte swizzle (PTX ISA,
+ * "matrix descriptor"; addresses and offsets in 16-byte units). */
+static __device__ __forceinline__ uint64_t att_wg_desc(const void *smem, uint32_t lbo, uint32_t sbo)
+{
+    const uint64_t a = att_smem_addr(smem);
+    return ((a & 0x3ffffu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3fffu) << 16) | ((uint64_t)((sbo >> 4) & 0x3fffu) << 32) |
+           (1ull << 62);
+}
+
+static __device__ __forceinline__ void att_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void att_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void att_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* generic-proxy shared-memory writes (cp.async, st.shared) made visible to wgmma's operand reads */
+static __device__ __forceinline__ void att_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Pins registers around an asynchronous wgmma region: the compiler sees them read and written here, so it neither
+ * reuses A's registers nor touches the accumulators between the issue and the wait (CUTLASS's
+ * warpgroup_fence_operand). */
+template <int N> static __device__ __forceinline__ void att_wg_keep(float (&x)[N][4])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(x[j][e])::"memory");
+}
+template <int N> static __device__ __forceinline__ void att_wg_keep(uint32_t (&x)[N][4])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(x[j][e])::"memory");
+}
+
+/* s (+)= A . B, m64n64k16, A and B from shared memory (both K-major), fp32 accumulators in the mma.sync
+ * fragment order per 8-column n-tile (s[j][e]: rows g / g + 8 of the warp's 16, columns 8j + 2q + (e & 1)). */
+static __device__ __forceinline__ void att_wg_ss64(float (&s)[8][4], uint64_t da, uint64_t db, int acc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]), "+f"(s[1][2]),
+                   "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]),
+                   "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]),
+                   "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]),
+                   "+f"(s[7][0]), "+f"(s[7][1]), "+f"(s[7][2]), "+f"(s[7][3])
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* o += A . B, m64n128k16, A = P from registers (the mma.sync A fragment of the warp's 16 rows), B from shared
+ * memory MN-major (V [keys][D]: imm-trans-b 1); o[j][e] as s above, 16 n-tiles of 8. */
+static __device__ __forceinline__ void att_wg_rs128(float (&o)[16][4], const uint32_t (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]), "+f"(o[1][1]), "+f"(o[1][2]),
+                   "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]), "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]),
+                   "+f"(o[3][2]), "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]), "+f"(o[5][0]),
+                   "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]), "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]),
+                   "+f"(o[7][0]), "+f"(o[7][1]), "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
+                   "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]), "+f"(o[10][0]), "+f"(o[10][1]),
+                   "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]), "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]),
+                   "+f"(o[12][0]), "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]),
+                   "+f"(o[13][2]), "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
+                   "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
 /* ---- tiles ----------------------------------------------------------------------------------- */
@@ -384,11 +462,11 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
  * swizzled), or [int8 kv] [fp8 kv] the raw 8-bit rows [ATT_KT][D] into the upper half of the tiles (bytes
  * ATT_KT * D .. 2 * ATT_KT * D of sK, sV) and their scales into sS [K, V][ATT_KT] (att_widen_kv must run
  * after the wait). Zeros for keys of offset -1. All ATT_THREADS threads call it. */
-template <int D, bool Q8>
+template <int D, bool Q8, bool WGL = false>
 static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
                                                      const long long *so, const long long *sso)
 {
-    if (!Q8) {
+    if (!Q8) { /* WGL: [wgmma] the tiles in att_swz's layout */
         constexpr int CH = D / 8, STEP = ATT_THREADS / CH;
         const int ch = threadIdx.x % CH;
 #pragma unroll
@@ -396,8 +474,9 @@ static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_
             const long long off = so[r];
             const bool ok = off >= 0;
             const long long at = ok ? off + ch * 8 : 0;
-            att_cp16(sK + att_sw<D>(r, ch), p.k_cache + at, ok);
-            att_cp16(sV + att_sw<D>(r, ch), p.v_cache + at, ok);
+            const int e = WGL ? att_swz<D, ATT_KT>(r, ch) : att_sw<D>(r, ch);
+            att_cp16(sK + e, p.k_cache + at, ok);
+            att_cp16(sV + e, p.v_cache + at, ok);
         }
     } else {
         constexpr int CH = D / 16, STEP = ATT_THREADS / CH;

@@ -29,21 +29,28 @@
 #include "kernels/attention_mma.cuh"
 
 #include <limits.h>
+#include <string.h>
 
-template <int D, int MF> static constexpr int att_pf_smem() { return (ATT_PF_ROWS * MF + 4 * ATT_KT) * D * 2; }
+template <int D, int MF, bool WG = false> static constexpr int att_pf_smem()
+{
+    return (ATT_PF_ROWS * MF + 4 * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+}
 
 /* MF: m-fragments (16 query rows each) per warp: a tile is ATT_PF_ROWS * MF rows. MF 1 keeps the warp's Q
  * fragments in registers; MF 2 reads them from shared memory at every k-step (32 rows of Q, O and S in
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
  * reads per MMA drop from 0.5 ldmatrix.x4 to 0.31 (FlashAttention-2's 128-row tile at head_dim 128). */
-template <int D, int QM, int MF>
+template <int D, int QM, int MF, bool WG = false>
 static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_params p)
 {
     constexpr int NW = ATT_THREADS / 32, ROWS = ATT_PF_ROWS * MF, WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
-    constexpr bool QREG = MF == 1;
+    constexpr bool QREG = MF == 1 && !WG;
     static_assert(WR == 16 * MF && ROWS <= ATT_THREADS && ROWS % 32 == 0, "16 rows per m-fragment, one thread per row");
+    static_assert(!WG || (MF == 1 && D == 128 && QM == SITS_K_KV_BF16), "[wgmma] 64 rows, head_dim 128, bf16 KV");
     extern __shared__ uint4 att_pf_smem_raw[];
-    sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_pf_smem_raw); /* [ROWS][D] (8-bit KV, MF 2: f16) */
+    unsigned char *smem_base = reinterpret_cast<unsigned char *>(att_pf_smem_raw);
+    if (WG) smem_base += (1024u - (att_smem_addr(smem_base) & 1023u)) & 1023u; /* [wgmma] swizzle atoms at 1024 bytes */
+    sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(smem_base);       /* [ROWS][D] (8-bit KV, MF 2: f16; WG: att_swz) */
     sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][ATT_KT][D] */
     sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [2][ATT_KT][D] */
     __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
@@ -116,7 +123,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                 int r = i / CH, ch = i % CH;
                 bool in = s_seq[r] == ps;
                 const sits_bf16_t *src = in ? p.q + (size_t)(T0 + r) * p.q_row_stride + (size_t)h * D + ch * 8 : p.q;
-                att_cp16(sQ + att_sw<D>(r, ch), src, in);
+                att_cp16(sQ + (WG ? att_swz<D, ROWS>(r, ch) : att_sw<D>(r, ch)), src, in);
             }
             att_cp_commit();
         }
@@ -139,7 +146,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * ATT_KT, r, k_lo, k_hi));
         }
         __syncthreads();
-        att_load_tile<D, Q8>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
+        att_load_tile<D, Q8, WG>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -173,13 +180,14 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             const int buf = it & 1, k0 = k_lo + it * ATT_KT;
             if (it + 1 < n_kt) {
                 int nb = buf ^ 1;
-                att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, s_off[nb],
-                                     s_soff[Q8 ? nb : 0]);
+                att_load_tile<D, Q8, WG>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
+                                         s_off[nb], s_soff[Q8 ? nb : 0]);
                 att_cp_commit();
                 att_cp_wait<1>();
             } else {
                 att_cp_wait<0>();
             }
+            if (WG) att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
             __syncthreads();
             /* tile it + 2's block ids, read now and stored after this tile's math into s_off[buf] (every thread has
              * issued tile it's loads from it: the barrier above; tile it + 2's loads read it after the one below) */
@@ -187,13 +195,25 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             att_key_ref nk = { -1, 0 };
             if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
             if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
-            if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
+            if (WG || (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1)) { /* [wgmma] the warpgroup's MMAs: no warp skips */
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 float s[MF][ATT_KT / 8][4];
 #pragma unroll
                 for (int f = 0; f < MF; f++)
 #pragma unroll
                     for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
+                if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q and K K-major in shared memory */
+                    att_wg_keep(s[0]);
+                    att_wg_fence();
+#pragma unroll
+                    for (int kk = 0; kk < D / 16; kk++) {
+                        const int at = (kk >> 2) * 64 * 64 + (kk & 3) * 16; /* half (64 rows x 64), then 32 bytes a step */
+                        att_wg_ss64(s[0], att_wg_desc(sQ + at, 16, 1024), att_wg_desc(tK + at, 16, 1024), kk > 0);
+                    }
+                    att_wg_commit();
+                    att_wg_wait0();
+                    att_wg_keep(s[0]);
+                } else
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++) {
                     uint32_t qa[MF][4];
@@ -270,6 +290,26 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                         }
                     }
                 }
+                if constexpr (WG) { /* O += P V: 4 x m64n128k16, P from registers, V MN-major in shared memory */
+                    uint32_t pa[ATT_KT / 16][4];
+#pragma unroll
+                    for (int kk = 0; kk < ATT_KT / 16; kk++) {
+                        pa[kk][0] = att_pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+                        pa[kk][1] = att_pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+                        pa[kk][2] = att_pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+                        pa[kk][3] = att_pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+                    }
+                    att_wg_keep(o[0]);
+                    att_wg_keep(pa);
+                    att_wg_fence();
+#pragma unroll
+                    for (int kk = 0; kk < ATT_KT / 16; kk++) /* 16 keys a step: 16 rows of 128 bytes; D halves ATT_KT rows apart */
+                        att_wg_rs128(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
+                    att_wg_commit();
+                    att_wg_wait0();
+                    att_wg_keep(o[0]);
+                    att_wg_keep(pa);
+                } else
 #pragma unroll
                 for (int kk = 0; kk < ATT_KT / 16; kk++) {
                     uint32_t a[MF][4];
@@ -329,18 +369,20 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
     }
 }
 
-template <int D, int QM, int MF> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
+template <int D, int QM, int MF, bool WG = false> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
-    constexpr int smem = att_pf_smem<D, MF>();
-    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    constexpr int smem = att_pf_smem<D, MF, WG>();
+    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     dim3 grid((unsigned)((p.n_tokens + ATT_PF_ROWS * MF - 1) / (ATT_PF_ROWS * MF)), (unsigned)p.n_heads);
-    att_prefill_kernel<D, QM, MF><<<grid, ATT_THREADS, smem, stream>>>(p);
+    att_prefill_kernel<D, QM, MF, WG><<<grid, ATT_THREADS, smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
+/* mf: 1 or 2 (tile rows / 64); ATT_PF_WG: [wgmma] the warpgroup-MMA variant (bf16 KV, head_dim 128; else mf 1) */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
+    if (mf == ATT_PF_WG && head_dim == 128 && QM == SITS_K_KV_BF16) return att_prefill_launch_t<128, SITS_K_KV_BF16, 1, true>(p, stream);
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
 }
@@ -354,6 +396,7 @@ template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p,
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
+    if (e && !strcmp(e, "wg")) return ATT_PF_WG; /* [wgmma] work in progress: only on request */
     if (e && atoi(e) == 64) return 1;
     if (e && atoi(e) == 128) return 2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;
