@@ -223,37 +223,54 @@ template <int N> static __device__ __forceinline__ void att_wg_keep(uint32_t (&x
         for (int e = 0; e < 4; e++) asm volatile("" : "+r"(x[j][e])::"memory");
 }
 
-/* s (+)= A . B, m64n64k16, A and B from shared memory (both K-major), fp32 accumulators in the mma.sync
- * fragment order per 8-column n-tile (s[j][e]: rows g / g + 8 of the warp's 16, columns 8j + 2q + (e & 1)). */
-static __device__ __forceinline__ void att_wg_ss64(float (&s)[8][4], uint64_t da, uint64_t db, int acc)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]), "+f"(s[1][2]),
-                   "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]),
-                   "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]),
-                   "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]),
+/* The operand lists of the two wgmma shapes below (32 and 64 fp32 accumulators). */
+#define ATT_WG_S_OUT \
+    "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]), "+f"(s[1][2]),\
+                   "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]),\
+                   "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]),\
+                   "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]),\
                    "+f"(s[7][0]), "+f"(s[7][1]), "+f"(s[7][2]), "+f"(s[7][3])
-                 : "l"(da), "l"(db), "r"(acc));
+#define ATT_WG_O_OUT \
+    "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]), "+f"(o[1][1]), "+f"(o[1][2]),\
+                   "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]), "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]),\
+                   "+f"(o[3][2]), "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]), "+f"(o[5][0]),\
+                   "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]), "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]),\
+                   "+f"(o[7][0]), "+f"(o[7][1]), "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),\
+                   "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]), "+f"(o[10][0]), "+f"(o[10][1]),\
+                   "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]), "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]),\
+                   "+f"(o[12][0]), "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]),\
+                   "+f"(o[13][2]), "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),\
+                   "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
+
+/* s (+)= A . B, m64n64k16, A and B from shared memory (both K-major), fp32 accumulators in the mma.sync
+ * fragment order per 8-column n-tile (s[j][e]: rows g / g + 8 of the warp's 16, columns 8j + 2q + (e & 1)).
+ * F16: f16 operands ([int8 kv] [fp8 kv] widened tiles), else bf16. */
+#define ATT_WG_SS64(T)                                                                                                      \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                             \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,"   \
+                 "%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
+                 : ATT_WG_S_OUT                                                                                             \
+                 : "l"(da), "l"(db), "r"(acc))
+template <bool F16> static __device__ __forceinline__ void att_wg_ss64(float (&s)[8][4], uint64_t da, uint64_t db, int acc)
+{
+    if constexpr (F16) ATT_WG_SS64("f16");
+    else ATT_WG_SS64("bf16");
 }
 
 /* o += A . B, m64n128k16, A = P from registers (the mma.sync A fragment of the warp's 16 rows), B from shared
  * memory MN-major (V [keys][D]: imm-trans-b 1); o[j][e] as s above, 16 n-tiles of 8. */
-static __device__ __forceinline__ void att_wg_rs128(float (&o)[16][4], const uint32_t (&a)[4], uint64_t db)
+#define ATT_WG_RS128(T)                                                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                             \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,"     \
+                 "%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34," \
+                 "%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57," \
+                 "%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                   \
+                 : ATT_WG_O_OUT                                                                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
+template <bool F16> static __device__ __forceinline__ void att_wg_rs128(float (&o)[16][4], const uint32_t (&a)[4], uint64_t db)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]), "+f"(o[1][1]), "+f"(o[1][2]),
-                   "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]), "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]),
-                   "+f"(o[3][2]), "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]), "+f"(o[5][0]),
-                   "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]), "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]),
-                   "+f"(o[7][0]), "+f"(o[7][1]), "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
-                   "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]), "+f"(o[10][0]), "+f"(o[10][1]),
-                   "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]), "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]),
-                   "+f"(o[12][0]), "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]),
-                   "+f"(o[13][2]), "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
-                   "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    if constexpr (F16) ATT_WG_RS128("f16");
+    else ATT_WG_RS128("bf16");
 }
 
 /* ---- tiles ----------------------------------------------------------------------------------- */
@@ -393,23 +410,23 @@ template <bool F16> static __device__ __forceinline__ void att_mma_t(float (&d)[
  * a barrier, then writes two 16-byte f16 chunks for each. The scales stay in sS; the prefill kernel
  * applies them to the scores (K) and to P (V), as the decode kernel does. Called by all threads after
  * the tile's cp.async group has landed and a barrier; ends with a barrier. */
-template <int D, bool F8>
+template <int D, bool F8, bool WGL = false, int NT = ATT_THREADS>
 static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t *sV)
 {
-    constexpr int CH = D / 16, PER = ATT_KT * CH / ATT_THREADS;
+    constexpr int CH = D / 16, PER = ATT_KT * CH / NT; /* WGL: [wgmma] written in att_swz's layout */
     const unsigned char *stK = reinterpret_cast<const unsigned char *>(sK) + ATT_KT * D;
     const unsigned char *stV = reinterpret_cast<const unsigned char *>(sV) + ATT_KT * D;
     uint4 rk[PER], rv[PER];
 #pragma unroll
     for (int j = 0; j < PER; j++) {
-        int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
+        int i = threadIdx.x + j * NT, r = i / CH, c = i % CH;
         rk[j] = *reinterpret_cast<const uint4 *>(stK + r * D + c * 16);
         rv[j] = *reinterpret_cast<const uint4 *>(stV + r * D + c * 16);
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < PER; j++) {
-        int i = threadIdx.x + j * ATT_THREADS, r = i / CH, c = i % CH;
+        int i = threadIdx.x + j * NT, r = i / CH, c = i % CH;
         const uint32_t wk[4] = { rk[j].x, rk[j].y, rk[j].z, rk[j].w }, wv[4] = { rv[j].x, rv[j].y, rv[j].z, rv[j].w };
         uint32_t hk[8], hv[8];
 #pragma unroll
@@ -419,10 +436,12 @@ static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t
             hv[2 * q] = att_q8x2_h2<F8>(wv[q]);
             hv[2 * q + 1] = att_q8x2_h2<F8>(wv[q] >> 16);
         }
-        *reinterpret_cast<uint4 *>(sK + att_sw<D>(r, 2 * c)) = make_uint4(hk[0], hk[1], hk[2], hk[3]);
-        *reinterpret_cast<uint4 *>(sK + att_sw<D>(r, 2 * c + 1)) = make_uint4(hk[4], hk[5], hk[6], hk[7]);
-        *reinterpret_cast<uint4 *>(sV + att_sw<D>(r, 2 * c)) = make_uint4(hv[0], hv[1], hv[2], hv[3]);
-        *reinterpret_cast<uint4 *>(sV + att_sw<D>(r, 2 * c + 1)) = make_uint4(hv[4], hv[5], hv[6], hv[7]);
+        const int e0 = WGL ? att_swz<D, ATT_KT>(r, 2 * c) : att_sw<D>(r, 2 * c);
+        const int e1 = WGL ? att_swz<D, ATT_KT>(r, 2 * c + 1) : att_sw<D>(r, 2 * c + 1);
+        *reinterpret_cast<uint4 *>(sK + e0) = make_uint4(hk[0], hk[1], hk[2], hk[3]);
+        *reinterpret_cast<uint4 *>(sK + e1) = make_uint4(hk[4], hk[5], hk[6], hk[7]);
+        *reinterpret_cast<uint4 *>(sV + e0) = make_uint4(hv[0], hv[1], hv[2], hv[3]);
+        *reinterpret_cast<uint4 *>(sV + e1) = make_uint4(hv[4], hv[5], hv[6], hv[7]);
     }
     __syncthreads();
 }
@@ -461,13 +480,13 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
 /* One K/V tile of the prefill kernel from its key offsets (att_key_store) into the bf16 tiles (bf16 caches,
  * swizzled), or [int8 kv] [fp8 kv] the raw 8-bit rows [ATT_KT][D] into the upper half of the tiles (bytes
  * ATT_KT * D .. 2 * ATT_KT * D of sK, sV) and their scales into sS [K, V][ATT_KT] (att_widen_kv must run
- * after the wait). Zeros for keys of offset -1. All ATT_THREADS threads call it. */
-template <int D, bool Q8, bool WGL = false>
+ * after the wait). Zeros for keys of offset -1. All NT threads call it. */
+template <int D, bool Q8, bool WGL = false, int NT = ATT_THREADS>
 static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
                                                      const long long *so, const long long *sso)
 {
     if (!Q8) { /* WGL: [wgmma] the tiles in att_swz's layout */
-        constexpr int CH = D / 8, STEP = ATT_THREADS / CH;
+        constexpr int CH = D / 8, STEP = NT / CH;
         const int ch = threadIdx.x % CH;
 #pragma unroll
         for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
@@ -479,8 +498,8 @@ static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_
             att_cp16(sV + e, p.v_cache + at, ok);
         }
     } else {
-        constexpr int CH = D / 16, STEP = ATT_THREADS / CH;
-        static_assert(ATT_THREADS == 2 * ATT_KT, "one thread per scale");
+        constexpr int CH = D / 16, STEP = NT / CH;
+        static_assert(NT >= 2 * ATT_KT, "one thread per scale");
         const int ch = threadIdx.x % CH;
         const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
         const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
@@ -493,9 +512,11 @@ static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_
             att_cp16(tK + r * D + ch * 16, kb + at, ok);
             att_cp16(tV + r * D + ch * 16, vb + at, ok);
         }
-        const int r = threadIdx.x & (ATT_KT - 1);
-        const long long off = sso[r];
-        att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+        if (threadIdx.x < 2 * ATT_KT) {
+            const int r = threadIdx.x & (ATT_KT - 1);
+            const long long off = sso[r];
+            att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+        }
     }
 }
 

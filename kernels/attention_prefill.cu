@@ -31,9 +31,13 @@
 #include <limits.h>
 #include <string.h>
 
+/* [wgmma] The warpgroup-MMA variant (WG): two warpgroups (256 threads, one CTA an SM), 128 rows, warpgroup w
+ * the rows 64w .. 64w + 63; else 4 warps, ATT_PF_ROWS * MF rows, 2 CTAs an SM. */
+template <bool WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? 2 * ATT_THREADS : ATT_THREADS; }
+template <int MF, bool WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? 2 * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
 template <int D, int MF, bool WG = false> static constexpr int att_pf_smem()
 {
-    return (ATT_PF_ROWS * MF + 4 * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+    return (att_pf_rows<MF, WG>() + 4 * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
 }
 
 /* MF: m-fragments (16 query rows each) per warp: a tile is ATT_PF_ROWS * MF rows. MF 1 keeps the warp's Q
@@ -41,12 +45,12 @@ template <int D, int MF, bool WG = false> static constexpr int att_pf_smem()
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
  * reads per MMA drop from 0.5 ldmatrix.x4 to 0.31 (FlashAttention-2's 128-row tile at head_dim 128). */
 template <int D, int QM, int MF, bool WG = false>
-static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_params p)
+static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_prefill_kernel(att_params p)
 {
-    constexpr int NW = ATT_THREADS / 32, ROWS = ATT_PF_ROWS * MF, WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
+    constexpr int NT = att_pf_threads<WG>(), NW = NT / 32, ROWS = att_pf_rows<MF, WG>(), WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
     constexpr bool QREG = MF == 1 && !WG;
-    static_assert(WR == 16 * MF && ROWS <= ATT_THREADS && ROWS % 32 == 0, "16 rows per m-fragment, one thread per row");
-    static_assert(!WG || (MF == 1 && D == 128 && QM == SITS_K_KV_BF16), "[wgmma] 64 rows, head_dim 128, bf16 KV");
+    static_assert(WR == 16 * MF && ROWS <= NT && ROWS % 32 == 0, "16 rows per m-fragment, one thread per row");
+    static_assert(!WG || (MF == 1 && D == 128), "[wgmma] 16 rows a warp, head_dim 128");
     extern __shared__ uint4 att_pf_smem_raw[];
     unsigned char *smem_base = reinterpret_cast<unsigned char *>(att_pf_smem_raw);
     if (WG) smem_base += (1024u - (att_smem_addr(smem_base) & 1023u)) & 1023u; /* [wgmma] swizzle atoms at 1024 bytes */
@@ -119,7 +123,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
         /* Q rows of this pass (zero for the others). */
         {
             constexpr int CH = D / 8;
-            for (int i = tid; i < ROWS * CH; i += ATT_THREADS) {
+            for (int i = tid; i < ROWS * CH; i += NT) {
                 int r = i / CH, ch = i % CH;
                 bool in = s_seq[r] == ps;
                 const sits_bf16_t *src = in ? p.q + (size_t)(T0 + r) * p.q_row_stride + (size_t)h * D + ch * 8 : p.q;
@@ -141,12 +145,12 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
         const int w_lo_max = __reduce_max_sync(0xffffffffu, s_lo[wl]), w_hi_min = __reduce_min_sync(0xffffffffu, s_hi[wl]);
         const int n_kt = (k_hi - k_lo + ATT_KT) / ATT_KT;
 
-        { /* the first two tiles' key offsets, a thread a key */
+        if (tid < 2 * ATT_KT) { /* the first two tiles' key offsets, a thread a key */
             const int t = tid / ATT_KT, r = tid & (ATT_KT - 1);
             att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * ATT_KT, r, k_lo, k_hi));
         }
         __syncthreads();
-        att_load_tile<D, Q8, WG>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
+        att_load_tile<D, Q8, WG, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -159,12 +163,15 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
 #pragma unroll
                     for (int e = 0; e < 4; e++) qf[kk][e] = att_bf2_h2(qf[kk][e]);
             }
-        } else if (Q8) { /* MF 2, 8-bit KV: Q to f16 in place, each thread its own chunks (the loop's barrier follows) */
-            for (int i = tid; i < ROWS * D / 8; i += ATT_THREADS) {
-                uint4 v = att_pf_smem_raw[i];
-                att_pf_smem_raw[i] = make_uint4(att_bf2_h2(v.x), att_bf2_h2(v.y), att_bf2_h2(v.z), att_bf2_h2(v.w));
+        } else if (Q8) { /* MF 2 / WG, 8-bit KV: Q to f16 in place, each thread its own chunks (the loop's barrier follows) */
+            uint4 *q4 = reinterpret_cast<uint4 *>(sQ);
+            for (int i = tid; i < ROWS * D / 8; i += NT) {
+                uint4 v = q4[i];
+                q4[i] = make_uint4(att_bf2_h2(v.x), att_bf2_h2(v.y), att_bf2_h2(v.z), att_bf2_h2(v.w));
             }
         }
+        /* [wgmma] the keys the warpgroup's rows see (uniform over the warpgroup: it skips a tile as one) */
+        const int wg = warp >> 2, g_lo = min(s_rng[2 * wg][0], s_rng[2 * wg + 1][0]), g_hi = max(s_rng[2 * wg][1], s_rng[2 * wg + 1][1]);
 
         float o[MF][D / 8][4];
         float m[MF][2], l[MF][2];
@@ -180,7 +187,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             const int buf = it & 1, k0 = k_lo + it * ATT_KT;
             if (it + 1 < n_kt) {
                 int nb = buf ^ 1;
-                att_load_tile<D, Q8, WG>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
+                att_load_tile<D, Q8, WG, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
                                          s_off[nb], s_soff[Q8 ? nb : 0]);
                 att_cp_commit();
                 att_cp_wait<1>();
@@ -194,21 +201,21 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
             const bool ahead = it + 2 < n_kt && tid < ATT_KT;
             att_key_ref nk = { -1, 0 };
             if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-            if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
-            if (WG || (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1)) { /* [wgmma] the warpgroup's MMAs: no warp skips */
+            if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, WG, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
+            if (WG ? g_hi >= k0 && g_lo <= k0 + ATT_KT - 1 : w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) { /* [wgmma] MMAs of the warpgroup */
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                 float s[MF][ATT_KT / 8][4];
 #pragma unroll
                 for (int f = 0; f < MF; f++)
 #pragma unroll
                     for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
-                if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q and K K-major in shared memory */
+                if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major in shared memory */
                     att_wg_keep(s[0]);
                     att_wg_fence();
 #pragma unroll
-                    for (int kk = 0; kk < D / 16; kk++) {
-                        const int at = (kk >> 2) * 64 * 64 + (kk & 3) * 16; /* half (64 rows x 64), then 32 bytes a step */
-                        att_wg_ss64(s[0], att_wg_desc(sQ + at, 16, 1024), att_wg_desc(tK + at, 16, 1024), kk > 0);
+                    for (int kk = 0; kk < D / 16; kk++) { /* the D half (ROWS / ATT_KT rows x 64), then 32 bytes a step */
+                        const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
+                        att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
                     }
                     att_wg_commit();
                     att_wg_wait0();
@@ -294,17 +301,26 @@ static __global__ void __launch_bounds__(ATT_THREADS, 2) att_prefill_kernel(att_
                     uint32_t pa[ATT_KT / 16][4];
 #pragma unroll
                     for (int kk = 0; kk < ATT_KT / 16; kk++) {
-                        pa[kk][0] = att_pack(s[0][2 * kk][0], s[0][2 * kk][1]);
-                        pa[kk][1] = att_pack(s[0][2 * kk][2], s[0][2 * kk][3]);
-                        pa[kk][2] = att_pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-                        pa[kk][3] = att_pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+                        if (Q8) { /* P times the keys' V scales, in f16 */
+                            float2 v0 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 2 * tq);
+                            float2 v1 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 8 + 2 * tq);
+                            pa[kk][0] = att_pack_h(s[0][2 * kk][0] * v0.x, s[0][2 * kk][1] * v0.y);
+                            pa[kk][1] = att_pack_h(s[0][2 * kk][2] * v0.x, s[0][2 * kk][3] * v0.y);
+                            pa[kk][2] = att_pack_h(s[0][2 * kk + 1][0] * v1.x, s[0][2 * kk + 1][1] * v1.y);
+                            pa[kk][3] = att_pack_h(s[0][2 * kk + 1][2] * v1.x, s[0][2 * kk + 1][3] * v1.y);
+                        } else {
+                            pa[kk][0] = att_pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+                            pa[kk][1] = att_pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+                            pa[kk][2] = att_pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+                            pa[kk][3] = att_pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+                        }
                     }
                     att_wg_keep(o[0]);
                     att_wg_keep(pa);
                     att_wg_fence();
 #pragma unroll
                     for (int kk = 0; kk < ATT_KT / 16; kk++) /* 16 keys a step: 16 rows of 128 bytes; D halves ATT_KT rows apart */
-                        att_wg_rs128(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
+                        att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
                     att_wg_commit();
                     att_wg_wait0();
                     att_wg_keep(o[0]);
@@ -374,15 +390,16 @@ template <int D, int QM, int MF, bool WG = false> static sits_status_t att_prefi
     constexpr int smem = att_pf_smem<D, MF, WG>();
     if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
-    dim3 grid((unsigned)((p.n_tokens + ATT_PF_ROWS * MF - 1) / (ATT_PF_ROWS * MF)), (unsigned)p.n_heads);
-    att_prefill_kernel<D, QM, MF, WG><<<grid, ATT_THREADS, smem, stream>>>(p);
+    constexpr int rows = att_pf_rows<MF, WG>();
+    dim3 grid((unsigned)((p.n_tokens + rows - 1) / rows), (unsigned)p.n_heads);
+    att_prefill_kernel<D, QM, MF, WG><<<grid, att_pf_threads<WG>(), smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
 /* mf: 1 or 2 (tile rows / 64); ATT_PF_WG: [wgmma] the warpgroup-MMA variant (bf16 KV, head_dim 128; else mf 1) */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
-    if (mf == ATT_PF_WG && head_dim == 128 && QM == SITS_K_KV_BF16) return att_prefill_launch_t<128, SITS_K_KV_BF16, 1, true>(p, stream);
+    if (mf == ATT_PF_WG && head_dim == 128) return att_prefill_launch_t<128, QM, 1, true>(p, stream);
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
 }
