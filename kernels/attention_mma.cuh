@@ -60,7 +60,8 @@ struct att_params {
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
-#define ATT_PF_WG 3 /* [wgmma] att_prefill_mf's answer for the warpgroup-MMA variant (SITS_ATT_PF_ROWS=wg) */
+#define ATT_PF_WG 3  /* [wgmma] att_prefill_mf's answers for the warpgroup-MMA variants: SITS_ATT_PF_ROWS=wg */
+#define ATT_PF_WGP 4 /* and =wgp (pipelined) */
 int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
@@ -202,6 +203,7 @@ static __device__ __forceinline__ uint64_t att_wg_desc(const void *smem, uint32_
 static __device__ __forceinline__ void att_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void att_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void att_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+static __device__ __forceinline__ void att_wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 /* generic-proxy shared-memory writes (cp.async, st.shared) made visible to wgmma's operand reads */
 static __device__ __forceinline__ void att_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -443,6 +445,7 @@ static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t
         *reinterpret_cast<uint4 *>(sV + e0) = make_uint4(hv[0], hv[1], hv[2], hv[3]);
         *reinterpret_cast<uint4 *>(sV + e1) = make_uint4(hv[4], hv[5], hv[6], hv[7]);
     }
+    if (WGL) att_fence_async_smem(); /* [wgmma] these writes visible to the MMAs' operand reads */
     __syncthreads();
 }
 

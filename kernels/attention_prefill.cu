@@ -33,18 +33,108 @@
 
 /* [wgmma] The warpgroup-MMA variant (WG): two warpgroups (256 threads, one CTA an SM), 128 rows, warpgroup w
  * the rows 64w .. 64w + 63; else 4 warps, ATT_PF_ROWS * MF rows, 2 CTAs an SM. */
-template <bool WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? 2 * ATT_THREADS : ATT_THREADS; }
-template <int MF, bool WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? 2 * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
-template <int D, int MF, bool WG = false> static constexpr int att_pf_smem()
+template <int WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? 2 * ATT_THREADS : ATT_THREADS; }
+template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? 2 * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
+/* K / V tile buffers: 2, [wgmma] WG 2: 3 (tile it - 1's V is still read while tile it + 1 loads) */
+template <int WG> static __host__ __device__ constexpr int att_pf_stages() { return WG == 2 ? 3 : 2; }
+template <int D, int MF, int WG = 0> static constexpr int att_pf_smem()
 {
-    return (att_pf_rows<MF, WG>() + 4 * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+    return (att_pf_rows<MF, WG>() + 2 * att_pf_stages<WG>() * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+}
+
+/* One tile's scores S [MF][ATT_KT / 8][4] of the warp's rows (keys k0 ..) before the softmax step: scaled (8-bit
+ * KV: times the keys' K scales ks; [families] then the soft-cap; returns 1), else left for the softmax's FFMA
+ * (returns the scale); masked unless every row of the warp sees every key (all_in). Straight-line loops behind
+ * warp-uniform branches (a per-score branch on the cap or the mask made one basic block per score: no overlap of
+ * the scores' latencies, the kernel ran at ~110 TFLOP/s). */
+template <int MF, bool Q8>
+static __device__ __forceinline__ float att_pf_mask(float (&s)[MF][ATT_KT / 8][4], const att_params &p, const float *ks, int k0,
+                                                    bool all_in, const int *s_lo, const int *s_hi, int rw)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const bool cap = p.softcap_log2 > 0.0f;
+    if (Q8 || cap) {
+#pragma unroll
+        for (int j = 0; j < ATT_KT / 8; j++) {
+            float sa = p.scale_log2, sb = p.scale_log2;
+            if (Q8) {
+                float2 kq = *reinterpret_cast<const float2 *>(ks + 8 * j + 2 * tq);
+                sa *= kq.x;
+                sb *= kq.y;
+            }
+#pragma unroll
+            for (int f = 0; f < MF; f++) {
+                s[f][j][0] *= sa;
+                s[f][j][1] *= sb;
+                s[f][j][2] *= sa;
+                s[f][j][3] *= sb;
+            }
+        }
+#pragma unroll
+        for (int f = 0; f < MF; f++) att_cap_frag<ATT_KT / 8>(s[f], p.softcap_log2);
+    }
+    if (!all_in) {
+#pragma unroll
+        for (int f = 0; f < MF; f++) {
+            const int r0 = rw + 16 * f + g, lo0 = s_lo[r0], hi0 = s_hi[r0], lo1 = s_lo[r0 + 8], hi1 = s_hi[r0 + 8];
+#pragma unroll
+            for (int j = 0; j < ATT_KT / 8; j++) {
+                int key = k0 + 8 * j + 2 * tq;
+                s[f][j][0] = key >= lo0 && key <= hi0 ? s[f][j][0] : -INFINITY;
+                s[f][j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? s[f][j][1] : -INFINITY;
+                s[f][j][2] = key >= lo1 && key <= hi1 ? s[f][j][2] : -INFINITY;
+                s[f][j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? s[f][j][3] : -INFINITY;
+            }
+        }
+    }
+    return Q8 || cap ? 1.0f : p.scale_log2;
+}
+
+/* The online softmax step of one m-fragment (P in s); c: its rows' O corrections; returns whether any row's
+ * maximum moved (warp vote; else every c is 1). */
+static __device__ __forceinline__ bool att_pf_softmax(float (&s)[ATT_KT / 8][4], float sc, float (&m)[2], float (&l)[2], float (&c)[2])
+{
+    return __any_sync(0xffffffffu, att_softmax_step<ATT_KT / 8>(s, sc, m[0], m[1], l[0], l[1], c[0], c[1]));
+}
+
+/* O [D / 8][4] (one m-fragment) times its rows' corrections, unless no row's maximum moved. */
+template <int D> static __device__ __forceinline__ void att_pf_rescale(float (&o)[D / 8][4], const float (&c)[2], bool moved)
+{
+    if (moved)
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            o[j][0] *= c[0];
+            o[j][1] *= c[0];
+            o[j][2] *= c[1];
+            o[j][3] *= c[1];
+        }
+}
+
+/* The A fragment of P's keys 16 kk .. 16 kk + 15 (one m-fragment's s): bf16, or [8-bit kv] times the keys' V
+ * scales vs, in f16. */
+template <bool Q8> static __device__ __forceinline__ void att_pf_pack(uint32_t (&a)[4], const float (&s)[ATT_KT / 8][4], const float *vs, int kk)
+{
+    if (Q8) {
+        const int tq = threadIdx.x & 3;
+        float2 v0 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 2 * tq);
+        float2 v1 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 8 + 2 * tq);
+        a[0] = att_pack_h(s[2 * kk][0] * v0.x, s[2 * kk][1] * v0.y);
+        a[1] = att_pack_h(s[2 * kk][2] * v0.x, s[2 * kk][3] * v0.y);
+        a[2] = att_pack_h(s[2 * kk + 1][0] * v1.x, s[2 * kk + 1][1] * v1.y);
+        a[3] = att_pack_h(s[2 * kk + 1][2] * v1.x, s[2 * kk + 1][3] * v1.y);
+    } else {
+        a[0] = att_pack(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = att_pack(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
 }
 
 /* MF: m-fragments (16 query rows each) per warp: a tile is ATT_PF_ROWS * MF rows. MF 1 keeps the warp's Q
  * fragments in registers; MF 2 reads them from shared memory at every k-step (32 rows of Q, O and S in
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
  * reads per MMA drop from 0.5 ldmatrix.x4 to 0.31 (FlashAttention-2's 128-row tile at head_dim 128). */
-template <int D, int QM, int MF, bool WG = false>
+template <int D, int QM, int MF, int WG = 0>
 static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_prefill_kernel(att_params p)
 {
     constexpr int NT = att_pf_threads<WG>(), NW = NT / 32, ROWS = att_pf_rows<MF, WG>(), WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
@@ -55,8 +145,9 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
     unsigned char *smem_base = reinterpret_cast<unsigned char *>(att_pf_smem_raw);
     if (WG) smem_base += (1024u - (att_smem_addr(smem_base) & 1023u)) & 1023u; /* [wgmma] swizzle atoms at 1024 bytes */
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(smem_base);       /* [ROWS][D] (8-bit KV, MF 2: f16; WG: att_swz) */
-    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][ATT_KT][D] */
-    sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [2][ATT_KT][D] */
+    constexpr int NS = att_pf_stages<WG>();
+    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [NS][ATT_KT][D] */
+    sits_bf16_t *sV = sK + NS * ATT_KT * D;                              /* [NS][ATT_KT][D] */
     __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
     __shared__ int s_cnt[ROWS / 32], s_base, s_rng[ROWS / 32][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
@@ -150,7 +241,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
             att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * ATT_KT, r, k_lo, k_hi));
         }
         __syncthreads();
-        att_load_tile<D, Q8, WG, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
+        att_load_tile<D, Q8, WG != 0, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
         att_cp_commit();
         att_cp_wait<1>();
         __syncthreads();
@@ -183,182 +274,180 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
             l[f][0] = l[f][1] = 0.0f;
         }
 
-        for (int it = 0; it < n_kt; it++) {
-            const int buf = it & 1, k0 = k_lo + it * ATT_KT;
-            if (it + 1 < n_kt) {
-                int nb = buf ^ 1;
-                att_load_tile<D, Q8, WG, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
-                                         s_off[nb], s_soff[Q8 ? nb : 0]);
-                att_cp_commit();
-                att_cp_wait<1>();
-            } else {
-                att_cp_wait<0>();
-            }
-            if (WG) att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
-            __syncthreads();
-            /* tile it + 2's block ids, read now and stored after this tile's math into s_off[buf] (every thread has
-             * issued tile it's loads from it: the barrier above; tile it + 2's loads read it after the one below) */
-            const bool ahead = it + 2 < n_kt && tid < ATT_KT;
-            att_key_ref nk = { -1, 0 };
-            if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-            if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, WG, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
-            if (WG ? g_hi >= k0 && g_lo <= k0 + ATT_KT - 1 : w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) { /* [wgmma] MMAs of the warpgroup */
+        if constexpr (WG == 2) {
+            /* [wgmma] pipelined (FlashAttention-3's intra-warpgroup overlap): tile it's S = Q K^T is issued with tile
+             * it - 1's O += P V behind it; tile it's softmax runs while P V does; then O's rescale and tile it's P.
+             * Three K / V buffers: tile it - 1's V is read while tile it + 1 loads. */
+            /* Straight-line MMAs (wgmma in a divergent branch makes ptxas serialise them all): every tile's S, also a
+             * tile none of the warpgroup's rows sees (masked to -inf: P 0), and a P V every tile, the first with P 0
+             * (tile 0's V: finite data). */
+            uint32_t pa[ATT_KT / 16][4]; /* the previous tile's P (A fragments); pV: its V tile */
+#pragma unroll
+            for (int kk = 0; kk < ATT_KT / 16; kk++) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
+            const sits_bf16_t *pV = sV;
+            for (int it = 0; it < n_kt; it++) {
+                const int buf = it % NS, sb = it & 1, k0 = k_lo + it * ATT_KT; /* sb: the offsets' and scales' buffer */
                 const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
-                float s[MF][ATT_KT / 8][4];
+                if (it + 1 < n_kt) {
+                    const int nb = (it + 1) % NS, ns = sb ^ 1;
+                    att_load_tile<D, Q8, true, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? ns * 2 * ATT_KT : 0), p,
+                                                   s_off[ns], s_soff[Q8 ? ns : 0]);
+                    att_cp_commit();
+                    att_cp_wait<1>();
+                } else {
+                    att_cp_wait<0>();
+                }
+                att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
+                __syncthreads();
+                const bool ahead = it + 2 < n_kt && tid < ATT_KT; /* tile it + 2's block ids, as in the loop below */
+                att_key_ref nk = { -1, 0 };
+                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
+                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, true, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
+                float s[1][ATT_KT / 8][4];
 #pragma unroll
-                for (int f = 0; f < MF; f++)
+                for (int j = 0; j < ATT_KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
+                att_wg_keep(s[0]);
+                att_wg_keep(o[0]);
+                att_wg_keep(pa);
+                att_wg_fence();
 #pragma unroll
-                    for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
-                if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major in shared memory */
-                    att_wg_keep(s[0]);
-                    att_wg_fence();
+                for (int kk = 0; kk < D / 16; kk++) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major */
+                    const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
+                    att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
+                }
+                att_wg_commit();
 #pragma unroll
-                    for (int kk = 0; kk < D / 16; kk++) { /* the D half (ROWS / ATT_KT rows x 64), then 32 bytes a step */
-                        const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
-                        att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
-                    }
-                    att_wg_commit();
-                    att_wg_wait0();
-                    att_wg_keep(s[0]);
-                } else
+                for (int kk = 0; kk < ATT_KT / 16; kk++) /* O += P V of the previous tile: 4 x m64n128k16, V MN-major */
+                    att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, ATT_KT * 128, 1024));
+                att_wg_commit();
+                att_wg_wait1(); /* S landed; P V may still run */
+                att_wg_keep(s[0]);
+                const float *ks = s_kvs + (Q8 ? sb * 2 * ATT_KT : 0), *vs = ks + ATT_KT;
+                const float sc = att_pf_mask<1, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min, s_lo, s_hi, rw);
+                float c[2];
+                const bool moved = att_pf_softmax(s[0], sc, m[0], l[0], c);
+                att_wg_wait0();
+                att_wg_keep(o[0]);
+                att_wg_keep(pa);
+                att_pf_rescale<D>(o[0], c, moved);
 #pragma unroll
-                for (int kk = 0; kk < D / 16; kk++) {
-                    uint32_t qa[MF][4];
+                for (int kk = 0; kk < ATT_KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
+                pV = tV;
+                if (ahead) att_key_store<D, Q8>(s_off[sb], s_soff[Q8 ? sb : 0], p, kvh, tid, nk);
+                __syncthreads();
+            }
+            att_wg_keep(o[0]);
+            att_wg_keep(pa);
+            att_wg_fence();
 #pragma unroll
-                    for (int f = 0; f < MF; f++) {
-                        if (QREG)
+            for (int kk = 0; kk < ATT_KT / 16; kk++) att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, ATT_KT * 128, 1024));
+            att_wg_commit();
+            att_wg_wait0();
+            att_wg_keep(o[0]);
+        } else { /* mma.sync */
+            for (int it = 0; it < n_kt; it++) {
+                const int buf = it & 1, k0 = k_lo + it * ATT_KT;
+                if (it + 1 < n_kt) {
+                    int nb = buf ^ 1;
+                    att_load_tile<D, Q8, WG != 0, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
+                                             s_off[nb], s_soff[Q8 ? nb : 0]);
+                    att_cp_commit();
+                    att_cp_wait<1>();
+                } else {
+                    att_cp_wait<0>();
+                }
+                if (WG) att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
+                __syncthreads();
+                /* tile it + 2's block ids, read now and stored after this tile's math into s_off[buf] (every thread has
+                 * issued tile it's loads from it: the barrier above; tile it + 2's loads read it after the one below) */
+                const bool ahead = it + 2 < n_kt && tid < ATT_KT;
+                att_key_ref nk = { -1, 0 };
+                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
+                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, WG != 0, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
+                if (WG ? g_hi >= k0 && g_lo <= k0 + ATT_KT - 1 : w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) { /* [wgmma] MMAs of the warpgroup */
+                    const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
+                    float s[MF][ATT_KT / 8][4];
 #pragma unroll
-                            for (int e = 0; e < 4; e++) qa[f][e] = qf[QREG ? kk : 0][e];
-                        else
-                            att_ldsm4(qa[f], sQ + att_sw<D>(rw + 16 * f + (lane & 15), 2 * kk + (lane >> 4)));
-                    }
+                    for (int f = 0; f < MF; f++)
 #pragma unroll
-                    for (int np = 0; np < ATT_KT / 16; np++) {
-                        uint32_t b[4];
-                        att_ldsm4(b, tK + att_sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
+                        for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
+                    if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major in shared memory */
+                        att_wg_keep(s[0]);
+                        att_wg_fence();
+#pragma unroll
+                        for (int kk = 0; kk < D / 16; kk++) { /* the D half (ROWS / ATT_KT rows x 64), then 32 bytes a step */
+                            const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
+                            att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
+                        }
+                        att_wg_commit();
+                        att_wg_wait0();
+                        att_wg_keep(s[0]);
+                    } else
+#pragma unroll
+                    for (int kk = 0; kk < D / 16; kk++) {
+                        uint32_t qa[MF][4];
 #pragma unroll
                         for (int f = 0; f < MF; f++) {
-                            att_mma_t<Q8>(s[f][2 * np], qa[f], b[0], b[1]);
-                            att_mma_t<Q8>(s[f][2 * np + 1], qa[f], b[2], b[3]);
+                            if (QREG)
+#pragma unroll
+                                for (int e = 0; e < 4; e++) qa[f][e] = qf[QREG ? kk : 0][e];
+                            else
+                                att_ldsm4(qa[f], sQ + att_sw<D>(rw + 16 * f + (lane & 15), 2 * kk + (lane >> 4)));
+                        }
+#pragma unroll
+                        for (int np = 0; np < ATT_KT / 16; np++) {
+                            uint32_t b[4];
+                            att_ldsm4(b, tK + att_sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
+#pragma unroll
+                            for (int f = 0; f < MF; f++) {
+                                att_mma_t<Q8>(s[f][2 * np], qa[f], b[0], b[1]);
+                                att_mma_t<Q8>(s[f][2 * np + 1], qa[f], b[2], b[3]);
+                            }
                         }
                     }
-                }
-                const float *ks = s_kvs + (Q8 ? buf * 2 * ATT_KT : 0), *vs = ks + ATT_KT; /* [8-bit kv] this tile's scales */
-                /* scale (8-bit KV: times the keys' K scales; [families] then the soft-cap), else the softmax's FFMA scales;
-                 * then the mask: straight-line loops behind warp-uniform branches (a per-score branch on the cap or the
-                 * mask made one basic block per score: no overlap of the scores' latencies, the kernel ran at ~110 TFLOP/s) */
-                const bool cap = p.softcap_log2 > 0.0f;
-                if (Q8 || cap) {
-#pragma unroll
-                    for (int j = 0; j < ATT_KT / 8; j++) {
-                        float sa = p.scale_log2, sb = p.scale_log2;
-                        if (Q8) {
-                            float2 kq = *reinterpret_cast<const float2 *>(ks + 8 * j + 2 * tq);
-                            sa *= kq.x;
-                            sb *= kq.y;
-                        }
-#pragma unroll
-                        for (int f = 0; f < MF; f++) {
-                            s[f][j][0] *= sa;
-                            s[f][j][1] *= sb;
-                            s[f][j][2] *= sa;
-                            s[f][j][3] *= sb;
-                        }
-                    }
-#pragma unroll
-                    for (int f = 0; f < MF; f++) att_cap_frag<ATT_KT / 8>(s[f], p.softcap_log2);
-                }
-                const float sc = Q8 || cap ? 1.0f : p.scale_log2;
-                if (!(k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min)) { /* some row of the warp does not see every key */
+                    const float *ks = s_kvs + (Q8 ? buf * 2 * ATT_KT : 0), *vs = ks + ATT_KT; /* [8-bit kv] this tile's scales */
+                    const float sc = att_pf_mask<MF, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min, s_lo, s_hi, rw);
 #pragma unroll
                     for (int f = 0; f < MF; f++) {
-                        const int r0 = rw + 16 * f + g, lo0 = s_lo[r0], hi0 = s_hi[r0], lo1 = s_lo[r0 + 8], hi1 = s_hi[r0 + 8];
-#pragma unroll
-                        for (int j = 0; j < ATT_KT / 8; j++) {
-                            int key = k0 + 8 * j + 2 * tq;
-                            s[f][j][0] = key >= lo0 && key <= hi0 ? s[f][j][0] : -INFINITY;
-                            s[f][j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? s[f][j][1] : -INFINITY;
-                            s[f][j][2] = key >= lo1 && key <= hi1 ? s[f][j][2] : -INFINITY;
-                            s[f][j][3] = key + 1 >= lo1 && key + 1 <= hi1 ? s[f][j][3] : -INFINITY;
-                        }
+                        float c[2];
+                        const bool moved = att_pf_softmax(s[f], sc, m[f], l[f], c);
+                        att_pf_rescale<D>(o[f], c, moved);
                     }
-                }
+                    if constexpr (WG) { /* O += P V: 4 x m64n128k16, P from registers, V MN-major in shared memory */
+                        uint32_t pa[ATT_KT / 16][4];
 #pragma unroll
-                for (int f = 0; f < MF; f++) {
-                    float c0, c1;
-                    const bool moved = att_softmax_step<ATT_KT / 8>(s[f], sc, m[f][0], m[f][1], l[f][0], l[f][1], c0, c1);
-                    if (__any_sync(0xffffffffu, moved)) { /* else every c is 1 (long rows: most tiles) */
+                        for (int kk = 0; kk < ATT_KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
+                        att_wg_keep(o[0]);
+                        att_wg_keep(pa);
+                        att_wg_fence();
 #pragma unroll
-                        for (int j = 0; j < D / 8; j++) {
-                            o[f][j][0] *= c0;
-                            o[f][j][1] *= c0;
-                            o[f][j][2] *= c1;
-                            o[f][j][3] *= c1;
-                        }
-                    }
-                }
-                if constexpr (WG) { /* O += P V: 4 x m64n128k16, P from registers, V MN-major in shared memory */
-                    uint32_t pa[ATT_KT / 16][4];
+                        for (int kk = 0; kk < ATT_KT / 16; kk++) /* 16 keys a step: 16 rows of 128 bytes; D halves ATT_KT rows apart */
+                            att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
+                        att_wg_commit();
+                        att_wg_wait0();
+                        att_wg_keep(o[0]);
+                        att_wg_keep(pa);
+                    } else
 #pragma unroll
                     for (int kk = 0; kk < ATT_KT / 16; kk++) {
-                        if (Q8) { /* P times the keys' V scales, in f16 */
-                            float2 v0 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 2 * tq);
-                            float2 v1 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 8 + 2 * tq);
-                            pa[kk][0] = att_pack_h(s[0][2 * kk][0] * v0.x, s[0][2 * kk][1] * v0.y);
-                            pa[kk][1] = att_pack_h(s[0][2 * kk][2] * v0.x, s[0][2 * kk][3] * v0.y);
-                            pa[kk][2] = att_pack_h(s[0][2 * kk + 1][0] * v1.x, s[0][2 * kk + 1][1] * v1.y);
-                            pa[kk][3] = att_pack_h(s[0][2 * kk + 1][2] * v1.x, s[0][2 * kk + 1][3] * v1.y);
-                        } else {
-                            pa[kk][0] = att_pack(s[0][2 * kk][0], s[0][2 * kk][1]);
-                            pa[kk][1] = att_pack(s[0][2 * kk][2], s[0][2 * kk][3]);
-                            pa[kk][2] = att_pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-                            pa[kk][3] = att_pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-                        }
-                    }
-                    att_wg_keep(o[0]);
-                    att_wg_keep(pa);
-                    att_wg_fence();
+                        uint32_t a[MF][4];
 #pragma unroll
-                    for (int kk = 0; kk < ATT_KT / 16; kk++) /* 16 keys a step: 16 rows of 128 bytes; D halves ATT_KT rows apart */
-                        att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
-                    att_wg_commit();
-                    att_wg_wait0();
-                    att_wg_keep(o[0]);
-                    att_wg_keep(pa);
-                } else
+                        for (int f = 0; f < MF; f++) att_pf_pack<Q8>(a[f], s[f], vs, kk);
 #pragma unroll
-                for (int kk = 0; kk < ATT_KT / 16; kk++) {
-                    uint32_t a[MF][4];
+                        for (int dp = 0; dp < D / 16; dp++) {
+                            uint32_t b[4];
+                            att_ldsm4_t(b, tV + att_sw<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4)));
 #pragma unroll
-                    for (int f = 0; f < MF; f++) {
-                        if (Q8) { /* P times the keys' V scales, in f16 */
-                            float2 v0 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 2 * tq);
-                            float2 v1 = *reinterpret_cast<const float2 *>(vs + 16 * kk + 8 + 2 * tq);
-                            a[f][0] = att_pack_h(s[f][2 * kk][0] * v0.x, s[f][2 * kk][1] * v0.y);
-                            a[f][1] = att_pack_h(s[f][2 * kk][2] * v0.x, s[f][2 * kk][3] * v0.y);
-                            a[f][2] = att_pack_h(s[f][2 * kk + 1][0] * v1.x, s[f][2 * kk + 1][1] * v1.y);
-                            a[f][3] = att_pack_h(s[f][2 * kk + 1][2] * v1.x, s[f][2 * kk + 1][3] * v1.y);
-                        } else {
-                            a[f][0] = att_pack(s[f][2 * kk][0], s[f][2 * kk][1]);
-                            a[f][1] = att_pack(s[f][2 * kk][2], s[f][2 * kk][3]);
-                            a[f][2] = att_pack(s[f][2 * kk + 1][0], s[f][2 * kk + 1][1]);
-                            a[f][3] = att_pack(s[f][2 * kk + 1][2], s[f][2 * kk + 1][3]);
-                        }
-                    }
-#pragma unroll
-                    for (int dp = 0; dp < D / 16; dp++) {
-                        uint32_t b[4];
-                        att_ldsm4_t(b, tV + att_sw<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4)));
-#pragma unroll
-                        for (int f = 0; f < MF; f++) {
-                            att_mma_t<Q8>(o[f][2 * dp], a[f], b[0], b[1]);
-                            att_mma_t<Q8>(o[f][2 * dp + 1], a[f], b[2], b[3]);
+                            for (int f = 0; f < MF; f++) {
+                                att_mma_t<Q8>(o[f][2 * dp], a[f], b[0], b[1]);
+                                att_mma_t<Q8>(o[f][2 * dp + 1], a[f], b[2], b[3]);
+                            }
                         }
                     }
                 }
+                if (ahead) att_key_store<D, Q8>(s_off[buf], s_soff[Q8 ? buf : 0], p, kvh, tid, nk);
+                __syncthreads();
             }
-            if (ahead) att_key_store<D, Q8>(s_off[buf], s_soff[Q8 ? buf : 0], p, kvh, tid, nk);
-            __syncthreads();
         }
 
         /* Epilogue: O / l for this pass's rows; rows of other sequences are left alone. */
@@ -385,7 +474,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
     }
 }
 
-template <int D, int QM, int MF, bool WG = false> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
+template <int D, int QM, int MF, int WG = 0> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
     constexpr int smem = att_pf_smem<D, MF, WG>();
     if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
@@ -399,7 +488,8 @@ template <int D, int QM, int MF, bool WG = false> static sits_status_t att_prefi
 /* mf: 1 or 2 (tile rows / 64); ATT_PF_WG: [wgmma] the warpgroup-MMA variant (bf16 KV, head_dim 128; else mf 1) */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
-    if (mf == ATT_PF_WG && head_dim == 128) return att_prefill_launch_t<128, QM, 1, true>(p, stream);
+    if (mf == ATT_PF_WG && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 1>(p, stream);
+    if (mf == ATT_PF_WGP && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
 }
@@ -414,6 +504,7 @@ int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
     if (e && !strcmp(e, "wg")) return ATT_PF_WG; /* [wgmma] work in progress: only on request */
+    if (e && !strcmp(e, "wgp")) return ATT_PF_WGP;
     if (e && atoi(e) == 64) return 1;
     if (e && atoi(e) == 128) return 2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;
