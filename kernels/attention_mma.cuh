@@ -60,8 +60,8 @@ struct att_params {
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
-#define ATT_PF_WG 3  /* [wgmma] att_prefill_mf's answers for the warpgroup-MMA variants: SITS_ATT_PF_ROWS=wg */
-#define ATT_PF_WGP 4 /* and =wgp (pipelined) */
+#define ATT_PF_WG1 3 /* [wgmma] att_prefill_mf's answers for the warpgroup-MMA kernel, 1 or 2 warpgroups a CTA */
+#define ATT_PF_WG2 4 /* (SITS_ATT_PF_ROWS=wg1 / wg2) */
 int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded

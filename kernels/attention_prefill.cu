@@ -31,15 +31,16 @@
 #include <limits.h>
 #include <string.h>
 
-/* [wgmma] The warpgroup-MMA variant (WG): two warpgroups (256 threads, one CTA an SM), 128 rows, warpgroup w
- * the rows 64w .. 64w + 63; else 4 warps, ATT_PF_ROWS * MF rows, 2 CTAs an SM. */
-template <int WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? 2 * ATT_THREADS : ATT_THREADS; }
-template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? 2 * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
-/* K / V tile buffers: 2, [wgmma] WG 2: 3 (tile it - 1's V is still read while tile it + 1 loads) */
-template <int WG> static __host__ __device__ constexpr int att_pf_stages() { return WG == 2 ? 3 : 2; }
+/* WG 0: the mma.sync kernel, 4 warps, ATT_PF_ROWS * MF rows, 2 CTAs an SM. [wgmma] WG 1 / 2: the warpgroup-MMA
+ * kernel with WG warpgroups (128 threads each), 64 rows each (warpgroup w the rows 64w .. 64w + 63), MF 1; 2
+ * warpgroups: one CTA an SM (registers), 1: two. */
+template <int WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? WG * ATT_THREADS : ATT_THREADS; }
+template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? WG * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
+/* V tile buffers: 2, [wgmma] 3 (tile it - 1's V is still read while tile it + 1 loads); K: 2 */
+template <int WG> static __host__ __device__ constexpr int att_pf_vstages() { return WG ? 3 : 2; }
 template <int D, int MF, int WG = 0> static constexpr int att_pf_smem()
 {
-    return (att_pf_rows<MF, WG>() + 2 * att_pf_stages<WG>() * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+    return (att_pf_rows<MF, WG>() + (2 + att_pf_vstages<WG>()) * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
 }
 
 /* One tile's scores S [MF][ATT_KT / 8][4] of the warp's rows (keys k0 ..) before the softmax step: scaled (8-bit
@@ -135,7 +136,7 @@ template <bool Q8> static __device__ __forceinline__ void att_pf_pack(uint32_t (
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
  * reads per MMA drop from 0.5 ldmatrix.x4 to 0.31 (FlashAttention-2's 128-row tile at head_dim 128). */
 template <int D, int QM, int MF, int WG = 0>
-static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_prefill_kernel(att_params p)
+static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) att_prefill_kernel(att_params p)
 {
     constexpr int NT = att_pf_threads<WG>(), NW = NT / 32, ROWS = att_pf_rows<MF, WG>(), WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
     constexpr bool QREG = MF == 1 && !WG;
@@ -145,9 +146,9 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
     unsigned char *smem_base = reinterpret_cast<unsigned char *>(att_pf_smem_raw);
     if (WG) smem_base += (1024u - (att_smem_addr(smem_base) & 1023u)) & 1023u; /* [wgmma] swizzle atoms at 1024 bytes */
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(smem_base);       /* [ROWS][D] (8-bit KV, MF 2: f16; WG: att_swz) */
-    constexpr int NS = att_pf_stages<WG>();
-    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [NS][ATT_KT][D] */
-    sits_bf16_t *sV = sK + NS * ATT_KT * D;                              /* [NS][ATT_KT][D] */
+    constexpr int NSV = att_pf_vstages<WG>();
+    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][ATT_KT][D] */
+    sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [NSV][ATT_KT][D] */
     __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
     __shared__ int s_cnt[ROWS / 32], s_base, s_rng[ROWS / 32][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
@@ -261,8 +262,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
                 q4[i] = make_uint4(att_bf2_h2(v.x), att_bf2_h2(v.y), att_bf2_h2(v.z), att_bf2_h2(v.w));
             }
         }
-        /* [wgmma] the keys the warpgroup's rows see (uniform over the warpgroup: it skips a tile as one) */
-        const int wg = warp >> 2, g_lo = min(s_rng[2 * wg][0], s_rng[2 * wg + 1][0]), g_hi = max(s_rng[2 * wg][1], s_rng[2 * wg + 1][1]);
+        const int wg = warp >> 2; /* [wgmma] the warp's warpgroup */
 
         float o[MF][D / 8][4];
         float m[MF][2], l[MF][2];
@@ -274,7 +274,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
             l[f][0] = l[f][1] = 0.0f;
         }
 
-        if constexpr (WG == 2) {
+        if constexpr (WG) {
             /* [wgmma] pipelined (FlashAttention-3's intra-warpgroup overlap): tile it's S = Q K^T is issued with tile
              * it - 1's O += P V behind it; tile it's softmax runs while P V does; then O's rescale and tile it's P.
              * Three K / V buffers: tile it - 1's V is read while tile it + 1 loads. */
@@ -286,11 +286,11 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
             for (int kk = 0; kk < ATT_KT / 16; kk++) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
             const sits_bf16_t *pV = sV;
             for (int it = 0; it < n_kt; it++) {
-                const int buf = it % NS, sb = it & 1, k0 = k_lo + it * ATT_KT; /* sb: the offsets' and scales' buffer */
-                const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
+                const int vb = it % NSV, sb = it & 1, k0 = k_lo + it * ATT_KT; /* sb: K's, the offsets' and scales' buffer */
+                const sits_bf16_t *tK = sK + sb * ATT_KT * D, *tV = sV + vb * ATT_KT * D;
                 if (it + 1 < n_kt) {
-                    const int nb = (it + 1) % NS, ns = sb ^ 1;
-                    att_load_tile<D, Q8, true, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? ns * 2 * ATT_KT : 0), p,
+                    const int nb = (it + 1) % NSV, ns = sb ^ 1;
+                    att_load_tile<D, Q8, true, NT>(sK + ns * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? ns * 2 * ATT_KT : 0), p,
                                                    s_off[ns], s_soff[Q8 ? ns : 0]);
                     att_cp_commit();
                     att_cp_wait<1>();
@@ -302,7 +302,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
                 const bool ahead = it + 2 < n_kt && tid < ATT_KT; /* tile it + 2's block ids, as in the loop below */
                 att_key_ref nk = { -1, 0 };
                 if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, true, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
+                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, true, NT>(sK + sb * ATT_KT * D, sV + vb * ATT_KT * D);
                 float s[1][ATT_KT / 8][4];
 #pragma unroll
                 for (int j = 0; j < ATT_KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
@@ -349,40 +349,27 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
                 const int buf = it & 1, k0 = k_lo + it * ATT_KT;
                 if (it + 1 < n_kt) {
                     int nb = buf ^ 1;
-                    att_load_tile<D, Q8, WG != 0, NT>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p,
-                                             s_off[nb], s_soff[Q8 ? nb : 0]);
+                    att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, s_off[nb],
+                                         s_soff[Q8 ? nb : 0]);
                     att_cp_commit();
                     att_cp_wait<1>();
                 } else {
                     att_cp_wait<0>();
                 }
-                if (WG) att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
                 __syncthreads();
                 /* tile it + 2's block ids, read now and stored after this tile's math into s_off[buf] (every thread has
                  * issued tile it's loads from it: the barrier above; tile it + 2's loads read it after the one below) */
                 const bool ahead = it + 2 < n_kt && tid < ATT_KT;
                 att_key_ref nk = { -1, 0 };
                 if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, WG != 0, NT>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
-                if (WG ? g_hi >= k0 && g_lo <= k0 + ATT_KT - 1 : w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) { /* [wgmma] MMAs of the warpgroup */
+                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
+                if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
                     const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
                     float s[MF][ATT_KT / 8][4];
 #pragma unroll
                     for (int f = 0; f < MF; f++)
 #pragma unroll
                         for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
-                    if constexpr (WG) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major in shared memory */
-                        att_wg_keep(s[0]);
-                        att_wg_fence();
-#pragma unroll
-                        for (int kk = 0; kk < D / 16; kk++) { /* the D half (ROWS / ATT_KT rows x 64), then 32 bytes a step */
-                            const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
-                            att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
-                        }
-                        att_wg_commit();
-                        att_wg_wait0();
-                        att_wg_keep(s[0]);
-                    } else
 #pragma unroll
                     for (int kk = 0; kk < D / 16; kk++) {
                         uint32_t qa[MF][4];
@@ -413,21 +400,6 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG ? 1 : 2) att_p
                         const bool moved = att_pf_softmax(s[f], sc, m[f], l[f], c);
                         att_pf_rescale<D>(o[f], c, moved);
                     }
-                    if constexpr (WG) { /* O += P V: 4 x m64n128k16, P from registers, V MN-major in shared memory */
-                        uint32_t pa[ATT_KT / 16][4];
-#pragma unroll
-                        for (int kk = 0; kk < ATT_KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
-                        att_wg_keep(o[0]);
-                        att_wg_keep(pa);
-                        att_wg_fence();
-#pragma unroll
-                        for (int kk = 0; kk < ATT_KT / 16; kk++) /* 16 keys a step: 16 rows of 128 bytes; D halves ATT_KT rows apart */
-                            att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(tV + kk * 16 * 64, ATT_KT * 128, 1024));
-                        att_wg_commit();
-                        att_wg_wait0();
-                        att_wg_keep(o[0]);
-                        att_wg_keep(pa);
-                    } else
 #pragma unroll
                     for (int kk = 0; kk < ATT_KT / 16; kk++) {
                         uint32_t a[MF][4];
@@ -488,8 +460,8 @@ template <int D, int QM, int MF, int WG = 0> static sits_status_t att_prefill_la
 /* mf: 1 or 2 (tile rows / 64); ATT_PF_WG: [wgmma] the warpgroup-MMA variant (bf16 KV, head_dim 128; else mf 1) */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
-    if (mf == ATT_PF_WG && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 1>(p, stream);
-    if (mf == ATT_PF_WGP && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
+    if (mf == ATT_PF_WG1 && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 1>(p, stream);
+    if (mf == ATT_PF_WG2 && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
 }
@@ -503,8 +475,8 @@ template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p,
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
-    if (e && !strcmp(e, "wg")) return ATT_PF_WG; /* [wgmma] work in progress: only on request */
-    if (e && !strcmp(e, "wgp")) return ATT_PF_WGP;
+    if (e && !strcmp(e, "wg1")) return ATT_PF_WG1; /* [wgmma] work in progress: only on request */
+    if (e && !strcmp(e, "wg2")) return ATT_PF_WG2;
     if (e && atoi(e) == 64) return 1;
     if (e && atoi(e) == 128) return 2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;

@@ -2801,7 +2801,7 @@ int4_cases:
     test_attention_i8(&c, SITS_DT_F8_E4M3);
     test_attention_softcap(&c);
     /* [wgmma] the warpgroup-MMA variants (head_dim 128; the rest falls back) */
-    static const char *const wgv[2] = { "wg", "wgp" };
+    static const char *const wgv[2] = { "wg1", "wg2" };
     for (int i = 0; i < 2; i++) {
         printf("-- attention again, prefill with warpgroup MMAs (SITS_ATT_PF_ROWS=%s)\n", wgv[i]);
         setenv("SITS_ATT_PF_ROWS", wgv[i], 1);
