@@ -20,6 +20,15 @@
  *
  * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
  *
+ * [wgmma] The warpgroup-MMA kernel (WG 2; sm_90a, head_dim 128; by default for bf16 KV once tiles are 128 rows,
+ * att_prefill_launch_q): two warpgroups of 64 rows share each K / V tile. S = Q K^T as 8 wgmma m64n64k16 from
+ * shared memory (Q and K in the 128-byte-swizzled K-major layout, att_swz); O += P V as 4 m64n128k16 with P
+ * from registers and V read MN-major. Pipelined as FlashAttention-3 within a warpgroup: tile it's S is issued
+ * with tile it - 1's P V behind it, and tile it's softmax runs while that P V does; V is triple-buffered. The
+ * MMAs are straight-line (every tile's, masked; P 0 before the first): a wgmma under a divergent branch makes
+ * ptxas serialise them all. 8-bit KV: the widened tiles in att_swz's layout, f16 MMAs (slower than mma.sync's
+ * f16 path so far: not the default).
+ *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
  * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
  * unscaled, one cvt per two values). The MMAs then run in f16 (Q converted once per pass): a key's
@@ -33,7 +42,8 @@
 
 /* WG 0: the mma.sync kernel, 4 warps, ATT_PF_ROWS * MF rows, 2 CTAs an SM. [wgmma] WG 1 / 2: the warpgroup-MMA
  * kernel with WG warpgroups (128 threads each), 64 rows each (warpgroup w the rows 64w .. 64w + 63), MF 1; 2
- * warpgroups: one CTA an SM (registers), 1: two. */
+ * warpgroups: one CTA an SM (registers), 1: two. Only 2 is launched: 1 was 4 % slower with bf16 KV, 5 % with fp8
+ * KV (4-layer 8B, 8192 tokens; RESULTS 2026-12-02T22:40Z). */
 template <int WG> static __host__ __device__ constexpr int att_pf_threads() { return WG ? WG * ATT_THREADS : ATT_THREADS; }
 template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? WG * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
 /* V tile buffers: 2, [wgmma] 3 (tile it - 1's V is still read while tile it + 1 loads); K: 2 */
@@ -457,28 +467,31 @@ template <int D, int QM, int MF, int WG = 0> static sits_status_t att_prefill_la
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* mf: 1 or 2 (tile rows / 64); ATT_PF_WG: [wgmma] the warpgroup-MMA variant (bf16 KV, head_dim 128; else mf 1) */
+/* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] the warpgroup-MMA kernel at head_dim 128 with bf16 KV,
+ * else the mma.sync kernel; ATT_PF_MMA2: the mma.sync kernel's 128 rows; ATT_PF_WG: the warpgroup-MMA kernel at head
+ * dim 128 (any KV; 64-row mma.sync tiles at other head sizes). */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
-    if (mf == ATT_PF_WG1 && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 1>(p, stream);
-    if (mf == ATT_PF_WG2 && head_dim == 128) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
+    if (head_dim == 128 && (mf == ATT_PF_WG || (mf == 2 && QM == SITS_K_KV_BF16))) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
+    mf = mf == ATT_PF_MMA2 ? 2 : mf == 2 ? 2 : 1;
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
 }
 
-/* Tile height: 128 rows (MF 2) once their CTAs fill the GPU at least ATT_PF_MF2_WAVES times over (2 CTAs an
- * SM), else 64 rows, whose twice as many CTAs balance short prefills better (8B FP8 on the H200, 2048 tokens =
- * 1.94 waves of 128-row CTAs: 35.87 ms with 64 rows, 36.14 with 128; 8192 tokens: 128 rows 8 % faster).
- * SITS_ATT_PF_ROWS=64|128 forces one (A/B in the benchmarks; the parity test runs both). Host-visible
+/* Tile height: 128 rows (2) once their CTAs fill the GPU at least ATT_PF_MF2_WAVES times over (2 CTAs an SM),
+ * else 64 rows, whose twice as many CTAs balance short prefills better (8B FP8 on the H200, 2048 tokens = 1.94
+ * waves of 128-row CTAs: 35.87 ms with 64 rows, 36.14 with 128; 8192 tokens: 128 rows 8 % faster; [wgmma] the
+ * warpgroup-MMA kernel as fast at 2048 tokens, 6 % faster at 8192 with bf16 KV, 3 % slower with 8-bit KV: so 2
+ * picks it for bf16 KV only, att_prefill_launch_q). SITS_ATT_PF_ROWS=64|128|wg forces the mma.sync kernel's 64
+ * or 128 rows, or the warpgroup-MMA kernel (A/B in the benchmarks; the parity test runs each). Host-visible
  * arguments only (graph capture). */
 #define ATT_PF_MF2_WAVES 2
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
-    if (e && !strcmp(e, "wg1")) return ATT_PF_WG1; /* [wgmma] work in progress: only on request */
-    if (e && !strcmp(e, "wg2")) return ATT_PF_WG2;
+    if (e && !strcmp(e, "wg")) return ATT_PF_WG;
     if (e && atoi(e) == 64) return 1;
-    if (e && atoi(e) == 128) return 2;
+    if (e && atoi(e) == 128) return ATT_PF_MMA2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;
     return ctas >= (long long)ATT_PF_MF2_WAVES * 2 * n_sms ? 2 : 1;
 }
