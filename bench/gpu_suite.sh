@@ -301,12 +301,13 @@ part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
   row "trtllm_table ${TRT_SHAPE:-8b} fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
 }
 
-part_offprof() {   # [issue 22] where an offline row's GPU time goes (bench/profile_offline.sh, nsys): OFFPROF_ROW
-                   # (default 2048/128), OFFPROF_REQUESTS (256) at --max-num-seqs OFFPROF_SEQS (256), FP8 weights + KV
+part_offprof() {   # [issue 22] where an offline row's GPU time goes, by kernel class (bench/profile_offline.sh, ncu, a few
+                   # minutes): OFFPROF_ROW (default 2048/128), OFFPROF_REQUESTS at --max-num-seqs OFFPROF_SEQS (64, 64),
+                   # FP8 weights + KV; mixed / prefill steps kernel by kernel, decode steps as whole graphs
   mkdir -p "$out/offprof"
   local r=${OFFPROF_ROW:-2048/128}
   bash "$top/bench/profile_offline.sh" "$B" "$out/offprof" --quant fp8 --kv-cache-dtype fp8 --input "${r%/*}" --output "${r#*/}" \
-    --requests "${OFFPROF_REQUESTS:-256}" --max-num-seqs "${OFFPROF_SEQS:-256}" > "$out/offprof/log.txt" 2>&1
+    --requests "${OFFPROF_REQUESTS:-64}" --max-num-seqs "${OFFPROF_SEQS:-64}" > "$out/offprof/log.txt" 2>&1
   row "profile offline $r 8B fp8" "rc $?"; head -32 "$out/offprof/log.txt" | sed 's/^/    /'
 }
 
