@@ -13,7 +13,6 @@ trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/nul
 serve_setup "$tmp/m"
 # a model slow enough (a few ms a step) that the flood lasts seconds
 sed -i 's/"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2/"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4/' "$tmp/m/config.json"
-port=$((port + 4)); url=http://127.0.0.1:$port
 cat > "$tmp/tenants.json" <<'JSON'
 {"tenants": [
   {"name": "gold", "api_keys": ["k-gold"], "weight": 4, "priority": 0, "slo": {"ttft_ms": 2000, "tpot_ms": 500}},
@@ -62,11 +61,13 @@ assert len(bronze) == 24 and len(gold) == 4
 assert gold_end < flood_end and gold_lat < 0.25 * (flood_end - gold_start), "gold finished too late"
 PYEOF
 
-# tenant concurrency limit: two simultaneous requests from "tiny" -> one gets 429
-curl -s -o /dev/null -H 'Authorization: Bearer k-tiny' -H 'Content-Type: application/json' "$url/v1/completions" \
-  -d '{"model":"m","prompt":"x","max_tokens":300,"ignore_eos":true}' &
+# tenant concurrency limit: two simultaneous requests from "tiny" -> one gets 429. The first streams, and the
+# second goes once its first chunk is out (a fixed 0.2 s wait raced it: on an idle machine its 300 tokens were
+# done sooner, 4 failures in 6 runs)
+curl -sN -o "$tmp/a" -H 'Authorization: Bearer k-tiny' -H 'Content-Type: application/json' "$url/v1/completions" \
+  -d '{"model":"m","prompt":"x","max_tokens":300,"ignore_eos":true,"stream":true}' &
 cpid=$!
-sleep 0.2
+for _ in $(seq 500); do [ -s "$tmp/a" ] && break; sleep 0.01; done
 code=$(curl -s -o "$tmp/b" -w '%{http_code}' -H 'Authorization: Bearer k-tiny' -H 'Content-Type: application/json' "$url/v1/completions" -d '{"model":"m","prompt":"y","max_tokens":2}')
 wait $cpid
 [ "$code" = 429 ] && grep -q tenant_concurrency_limit "$tmp/b" && ok "tenant max_concurrent: 429" || bad "tenant concurrency: $code $(cat "$tmp/b")"
