@@ -10,7 +10,6 @@ tmp=$(mktemp -d)
 srv=
 trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
-port=$((port + 3)); url=http://127.0.0.1:$port
 stop() { for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done; wait $srv; srv=; }
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 load() { # 16 concurrent requests of 40 tokens; prints how many completed with 40 tokens

@@ -85,7 +85,7 @@ else
 fi
 
 # --- sbatch: 1 node x 2 tasks serves the demo model ----------------------------------------------
-port=$((20000 + ($$ + 7) % 20000)); url=http://127.0.0.1:$port
+port=$(free_port); url=http://127.0.0.1:$port
 (SITS_PORT=$port SITS_HOST=127.0.0.1 sbatch_run 1 2) > "$tmp/serve.out" 2> "$tmp/serve.err" &
 srv=$!
 for _ in $(seq 300); do curl -sf "$url/health" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -17,6 +17,29 @@ rank_pid() {
   return 1
 }
 
+# a TCP port free right now, below the kernel's ephemeral range (32768-60999): an ephemeral pick can be
+# taken a moment later as the source port of a neighbouring test's connection (make -j check), and
+# slurmd then failed to bind it ("Address already in use") in all three tries of a CI run; a server on a port
+# picked from the PID (20000 + pid % 20000, up to 39999) hit the same in launch_recipes.sh. Without python3:
+# that PID pick.
+free_port() {
+  command -v python3 >/dev/null || { echo $((20000 + $$ % 12000)); return; }
+  python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(20000, max(20001, min(lo, 32768)))
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+'
+}
 # serve_setup DIR: a model directory with the byte-level fixture tokenizer and a config for random weights
 serve_setup() {
   local T="$top_srcdir/tests/fixtures/tokenizers/bytelevel"
@@ -26,7 +49,7 @@ serve_setup() {
  "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
  "hidden_act": "silu", "bos_token_id": 3000, "eos_token_id": 3001}
 JSON
-  port=$((20000 + $$ % 20000))
+  port=$(free_port)
   url=http://127.0.0.1:$port
 }
 # serve_setup_slow DIR: serve_setup with a model big enough (8 layers, hidden 256) that a request of a

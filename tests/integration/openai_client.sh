@@ -10,7 +10,6 @@ tmp=$(mktemp -d)
 srv=
 trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
-port=$((port + 1)); url=http://127.0.0.1:$port
 serve_start "$tmp/m" || finish
   "$PY" - "$url" <<'PYEOF' && ok "openai client: models, chat, streaming chat, completions" || bad "openai client"
 import sys, openai

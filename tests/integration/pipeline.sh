@@ -24,7 +24,6 @@ s1=$("$SITS" "${args[@]}" 2>/dev/null); s2=$(timeout 120 $SITS_MPIRUN -np 2 "$SI
 # the server with two stages answers like the server with two TP ranks
 command -v curl >/dev/null && command -v "${PYTHON:-python3}" >/dev/null || { finish; }
 serve_setup "$tmp/m"
-port=$((port + 5)); url=http://127.0.0.1:$port
 ask() { curl -s "$url/v1/completions" -H 'Content-Type: application/json' -d '{"model":"m","prompt":"Once upon a time","max_tokens":12,"temperature":0}'; }
 stop() { for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done; wait $srv; srv=; }
 serve_start "$tmp/m" --pp 2 || finish

@@ -10,7 +10,6 @@ tmp=$(mktemp -d)
 srv=
 trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
-port=$((port + 2)); url=http://127.0.0.1:$port
 stop() { for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done; wait $srv; srv=; }
 workload() { # OUT: 12 chats sharing a long system prompt, greedy, 4 at a time
   "$PY" - "$url" "$1" <<'PYEOF'

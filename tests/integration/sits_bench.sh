@@ -19,7 +19,6 @@ srv=
 fake=
 trap '[ -n "$srv" ] && kill -9 $srv 2>/dev/null; [ -n "$fake" ] && kill $fake 2>/dev/null; pkill -9 -f "$tmp/m" 2>/dev/null; rm -rf "$tmp"' EXIT
 serve_setup "$tmp/m"
-port=$((port + 5)); url=http://127.0.0.1:$port
 fport=
 
 # ---- 1. fake server: the client's chunked/SSE parsing and failure accounting ----

@@ -28,26 +28,6 @@ chmod 755 "$tmp"                     # munged wants its socket's folder searchab
 node=$(hostname -s)
 export SLURM_CONF="$tmp/slurm.conf"
 ctld='' slurmd_pid=''
-# a TCP port free right now, below the kernel's ephemeral range (32768-60999): an ephemeral pick can be
-# taken a moment later as the source port of a neighbouring test's connection (make -j check), and
-# slurmd then failed to bind it ("Address already in use") in all three tries of a CI run
-free_port() {
-  python3 -c '
-import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(200):
-    p = random.randrange(20000, max(20001, min(lo, 32768)))
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-'
-}
 # Slurm's clients retry for a long time when the controller is gone: bound each call
 sq() { timeout 15 squeue "$@"; }
 
