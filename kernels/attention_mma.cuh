@@ -412,6 +412,40 @@ template <bool F16> static __device__ __forceinline__ void att_mma_t(float (&d)[
  * a barrier, then writes two 16-byte f16 chunks for each. The scales stay in sS; the prefill kernel
  * applies them to the scores (K) and to P (V), as the decode kernel does. Called by all threads after
  * the tile's cp.async group has landed and a barrier; ends with a barrier. */
+/* 16 raw 8-bit values -> 16 f16 (lo: the first 8). */
+template <bool F8> static __device__ __forceinline__ void att_widen16(const uint4 &r, uint4 &lo, uint4 &hi)
+{
+    const uint32_t w[4] = { r.x, r.y, r.z, r.w };
+    uint32_t h[8];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        h[2 * q] = att_q8x2_h2<F8>(w[q]);
+        h[2 * q + 1] = att_q8x2_h2<F8>(w[q] >> 16);
+    }
+    lo = make_uint4(h[0], h[1], h[2], h[3]);
+    hi = make_uint4(h[4], h[5], h[6], h[7]);
+}
+
+/* [wgmma] [8-bit kv] The raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8) -> f16 tiles sK, sV in
+ * att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). */
+template <int D, bool F8, int NT>
+static __device__ __forceinline__ void att_widen8(const unsigned char *rK, const unsigned char *rV, sits_bf16_t *sK, sits_bf16_t *sV)
+{
+    constexpr int CH = D / 16, PER = ATT_KT * CH / NT;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        const int i = threadIdx.x + j * NT, r = i / CH, c = i % CH;
+        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1);
+        uint4 lo, hi;
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rK + r * D + c * 16), lo, hi);
+        *reinterpret_cast<uint4 *>(sK + e0) = lo;
+        *reinterpret_cast<uint4 *>(sK + e1) = hi;
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rV + r * D + c * 16), lo, hi);
+        *reinterpret_cast<uint4 *>(sV + e0) = lo;
+        *reinterpret_cast<uint4 *>(sV + e1) = hi;
+    }
+}
+
 template <int D, bool F8, bool WGL = false, int NT = ATT_THREADS>
 static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t *sV)
 {
@@ -480,6 +514,32 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
     }
 }
 
+/* [int8 kv] [fp8 kv] The raw 8-bit rows [ATT_KT][D] of one prefill tile from its key offsets (att_key_store) to
+ * the byte tiles tK, tV, their scales to sS [K, V][ATT_KT]; zeros for keys of offset -1. All NT threads call it. */
+template <int D, int NT>
+static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
+                                                     const long long *so, const long long *sso)
+{
+    constexpr int CH = D / 16, STEP = NT / CH;
+    static_assert(NT >= 2 * ATT_KT, "one thread per scale");
+    const int ch = threadIdx.x % CH;
+    const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
+    const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
+#pragma unroll
+    for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+        const long long off = so[r];
+        const bool ok = off >= 0;
+        const long long at = ok ? off + ch * 16 : 0;
+        att_cp16(tK + r * D + ch * 16, kb + at, ok);
+        att_cp16(tV + r * D + ch * 16, vb + at, ok);
+    }
+    if (threadIdx.x < 2 * ATT_KT) {
+        const int r = threadIdx.x & (ATT_KT - 1);
+        const long long off = sso[r];
+        att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+    }
+}
+
 /* One K/V tile of the prefill kernel from its key offsets (att_key_store) into the bf16 tiles (bf16 caches,
  * swizzled), or [int8 kv] [fp8 kv] the raw 8-bit rows [ATT_KT][D] into the upper half of the tiles (bytes
  * ATT_KT * D .. 2 * ATT_KT * D of sK, sV) and their scales into sS [K, V][ATT_KT] (att_widen_kv must run
@@ -501,25 +561,8 @@ static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_
             att_cp16(sV + e, p.v_cache + at, ok);
         }
     } else {
-        constexpr int CH = D / 16, STEP = NT / CH;
-        static_assert(NT >= 2 * ATT_KT, "one thread per scale");
-        const int ch = threadIdx.x % CH;
-        const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
-        const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
-        unsigned char *tK = reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, *tV = reinterpret_cast<unsigned char *>(sV) + ATT_KT * D;
-#pragma unroll
-        for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
-            const long long off = so[r];
-            const bool ok = off >= 0;
-            const long long at = ok ? off + ch * 16 : 0;
-            att_cp16(tK + r * D + ch * 16, kb + at, ok);
-            att_cp16(tV + r * D + ch * 16, vb + at, ok);
-        }
-        if (threadIdx.x < 2 * ATT_KT) {
-            const int r = threadIdx.x & (ATT_KT - 1);
-            const long long off = sso[r];
-            att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
-        }
+        att_load_raw8<D, NT>(reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, reinterpret_cast<unsigned char *>(sV) + ATT_KT * D, sS, p,
+                             so, sso);
     }
 }
 

@@ -26,8 +26,10 @@
  * from registers and V read MN-major. Pipelined as FlashAttention-3 within a warpgroup: tile it's S is issued
  * with tile it - 1's P V behind it, and tile it's softmax runs while that P V does; V is triple-buffered. The
  * MMAs are straight-line (every tile's, masked; P 0 before the first): a wgmma under a divergent branch makes
- * ptxas serialise them all. 8-bit KV: the widened tiles in att_swz's layout, f16 MMAs (slower than mma.sync's
- * f16 path so far: not the default).
+ * ptxas serialise them all. 8-bit KV (QW): raw tiles land in a ring of three (tile it + 2 loads during tile it),
+ * and tile it + 1 is widened to f16 in att_swz's layout while tile it's MMAs run, off the barriers' path; f16
+ * MMAs. (Widening each tile in place before its MMAs, two more barriers a tile, was 3 % slower than mma.sync:
+ * not the default then; this version is not measured yet.)
  *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
  * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
@@ -48,9 +50,12 @@ template <int WG> static __host__ __device__ constexpr int att_pf_threads() { re
 template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? WG * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
 /* V tile buffers: 2, [wgmma] 3 (tile it - 1's V is still read while tile it + 1 loads); K: 2 */
 template <int WG> static __host__ __device__ constexpr int att_pf_vstages() { return WG ? 3 : 2; }
-template <int D, int MF, int WG = 0> static constexpr int att_pf_smem()
+/* [wgmma] [8-bit kv] raw tile buffers (K and V bytes, [3][2][ATT_KT][D]): tile it + 2 loads while tile it + 1 is widened */
+template <int D, int WG, bool Q8> static __host__ __device__ constexpr int att_pf_raw_bytes() { return WG && Q8 ? 3 * 2 * ATT_KT * D : 0; }
+template <int D, int MF, int WG, bool Q8> static constexpr int att_pf_smem()
 {
-    return (att_pf_rows<MF, WG>() + (2 + att_pf_vstages<WG>()) * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+    return (att_pf_rows<MF, WG>() + (2 + att_pf_vstages<WG>()) * ATT_KT) * D * 2 + att_pf_raw_bytes<D, WG, Q8>() +
+           (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
 }
 
 /* One tile's scores S [MF][ATT_KT / 8][4] of the warp's rows (keys k0 ..) before the softmax step: scaled (8-bit
@@ -162,7 +167,9 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
     __shared__ int s_cnt[ROWS / 32], s_base, s_rng[ROWS / 32][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
-    __shared__ __align__(16) float s_kvs[Q8 ? 2 * 2 * ATT_KT : 2]; /* [int8 kv] scales [buffer][K, V][ATT_KT] (read as float2) */
+    constexpr bool QW = WG && Q8; /* [wgmma] [8-bit kv]: tiles widened a tile ahead, from a ring of three raw tiles */
+    unsigned char *sR = reinterpret_cast<unsigned char *>(sV + NSV * ATT_KT * D); /* QW: [3][K, V][ATT_KT][D] bytes */
+    __shared__ __align__(16) float s_kvs[Q8 ? (QW ? 3 : 2) * 2 * ATT_KT : 2]; /* [int8 kv] scales [buffer][K, V][ATT_KT] (read as float2) */
     __shared__ long long s_off[2][ATT_KT], s_soff[Q8 ? 2 : 1][ATT_KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
 
     const int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kvh = h / p.group, T0 = tile * ROWS;
@@ -252,10 +259,25 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * ATT_KT, r, k_lo, k_hi));
         }
         __syncthreads();
-        att_load_tile<D, Q8, WG != 0, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
-        att_cp_commit();
-        att_cp_wait<1>();
-        __syncthreads();
+        if constexpr (QW) { /* raw tiles 0 and 1; tile 2's offsets to slot 0 once tile 0's loads are issued; tile 0 widened */
+            constexpr int RT = 2 * ATT_KT * D;
+            att_load_raw8<D, NT>(sR, sR + ATT_KT * D, s_kvs, p, s_off[0], s_soff[0]);
+            att_cp_commit();
+            if (n_kt > 1) att_load_raw8<D, NT>(sR + RT, sR + RT + ATT_KT * D, s_kvs + 2 * ATT_KT, p, s_off[1], s_soff[1]);
+            att_cp_commit();
+            att_key_ref k2 = { -1, 0 };
+            if (n_kt > 2 && tid < ATT_KT) k2 = att_key_fetch(p, bt, k_lo + 2 * ATT_KT, tid, k_lo, k_hi);
+            att_cp_wait<1>();
+            __syncthreads();
+            if (n_kt > 2 && tid < ATT_KT) att_key_store<D, Q8>(s_off[0], s_soff[0], p, kvh, tid, k2);
+            att_widen8<D, QM == SITS_K_KV_F8, NT>(sR, sR + ATT_KT * D, sK, sV);
+            __syncthreads();
+        } else {
+            att_load_tile<D, Q8, WG != 0, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
+            att_cp_commit();
+            att_cp_wait<1>();
+            __syncthreads();
+        }
         uint32_t qf[QREG ? D / 16 : 1][4]; /* MF 1: the warp's Q fragments */
         if (QREG) {
 #pragma unroll
@@ -298,7 +320,14 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             for (int it = 0; it < n_kt; it++) {
                 const int vb = it % NSV, sb = it & 1, k0 = k_lo + it * ATT_KT; /* sb: K's, the offsets' and scales' buffer */
                 const sits_bf16_t *tK = sK + sb * ATT_KT * D, *tV = sV + vb * ATT_KT * D;
-                if (it + 1 < n_kt) {
+                if constexpr (QW) { /* raw tile it + 2 (offsets in slot it & 1), one group an iteration; tile it + 1 landed */
+                    const int rn = (it + 2) % 3;
+                    if (it + 2 < n_kt)
+                        att_load_raw8<D, NT>(sR + rn * 2 * ATT_KT * D, sR + rn * 2 * ATT_KT * D + ATT_KT * D, s_kvs + rn * 2 * ATT_KT, p,
+                                             s_off[sb], s_soff[sb]);
+                    att_cp_commit();
+                    att_cp_wait<1>();
+                } else if (it + 1 < n_kt) {
                     const int nb = (it + 1) % NSV, ns = sb ^ 1;
                     att_load_tile<D, Q8, true, NT>(sK + ns * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? ns * 2 * ATT_KT : 0), p,
                                                    s_off[ns], s_soff[Q8 ? ns : 0]);
@@ -309,10 +338,12 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 }
                 att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
                 __syncthreads();
-                const bool ahead = it + 2 < n_kt && tid < ATT_KT; /* tile it + 2's block ids, as in the loop below */
+                /* the block ids of tile it + 2 (QW: it + 3), read now, stored after this tile's math in the slot whose loads
+                 * were issued: s_off[sb] (QW: [sb ^ 1], tile it + 1's, issued last iteration) */
+                const int ah = QW ? 3 : 2;
+                const bool ahead = it + ah < n_kt && tid < ATT_KT;
                 att_key_ref nk = { -1, 0 };
-                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, true, NT>(sK + sb * ATT_KT * D, sV + vb * ATT_KT * D);
+                if (ahead) nk = att_key_fetch(p, bt, k0 + ah * ATT_KT, tid, k_lo, k_hi);
                 float s[1][ATT_KT / 8][4];
 #pragma unroll
                 for (int j = 0; j < ATT_KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
@@ -330,9 +361,16 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 for (int kk = 0; kk < ATT_KT / 16; kk++) /* O += P V of the previous tile: 4 x m64n128k16, V MN-major */
                     att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, ATT_KT * 128, 1024));
                 att_wg_commit();
+                if constexpr (QW) { /* tile it + 1 widened while the MMAs run: its K buffer held tile it - 1's (S waited last
+                                     * iteration), its V buffer tile it - 2's (P V waited last iteration) */
+                    const int rn = (it + 1) % 3;
+                    if (it + 1 < n_kt)
+                        att_widen8<D, QM == SITS_K_KV_F8, NT>(sR + rn * 2 * ATT_KT * D, sR + rn * 2 * ATT_KT * D + ATT_KT * D,
+                                                               sK + (sb ^ 1) * ATT_KT * D, sV + (it + 1) % NSV * ATT_KT * D);
+                }
                 att_wg_wait1(); /* S landed; P V may still run */
                 att_wg_keep(s[0]);
-                const float *ks = s_kvs + (Q8 ? sb * 2 * ATT_KT : 0), *vs = ks + ATT_KT;
+                const float *ks = s_kvs + (Q8 ? (QW ? it % 3 : sb) * 2 * ATT_KT : 0), *vs = ks + ATT_KT;
                 const float sc = att_pf_mask<1, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min, s_lo, s_hi, rw);
                 float c[2];
                 const bool moved = att_pf_softmax(s[0], sc, m[0], l[0], c);
@@ -343,7 +381,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
 #pragma unroll
                 for (int kk = 0; kk < ATT_KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
                 pV = tV;
-                if (ahead) att_key_store<D, Q8>(s_off[sb], s_soff[Q8 ? sb : 0], p, kvh, tid, nk);
+                if (ahead) att_key_store<D, Q8>(s_off[sb ^ (QW ? 1 : 0)], s_soff[Q8 ? sb ^ (QW ? 1 : 0) : 0], p, kvh, tid, nk);
                 __syncthreads();
             }
             att_wg_keep(o[0]);
@@ -458,7 +496,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
 
 template <int D, int QM, int MF, int WG = 0> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
-    constexpr int smem = att_pf_smem<D, MF, WG>();
+    constexpr int smem = att_pf_smem<D, MF, WG, QM != SITS_K_KV_BF16>();
     if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     constexpr int rows = att_pf_rows<MF, WG>();
