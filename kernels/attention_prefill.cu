@@ -309,7 +309,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         if constexpr (WG) {
             /* [wgmma] pipelined (FlashAttention-3's intra-warpgroup overlap): tile it's S = Q K^T is issued with tile
              * it - 1's O += P V behind it; tile it's softmax runs while P V does; then O's rescale and tile it's P.
-             * Three K / V buffers: tile it - 1's V is read while tile it + 1 loads. */
+             * V triple-buffered (tile it - 1's is read while tile it + 1 loads), K double-buffered. */
             /* Straight-line MMAs (wgmma in a divergent branch makes ptxas serialise them all): every tile's S, also a
              * tile none of the warpgroup's rows sees (masked to -inf: P 0), and a P V every tile, the first with P 0
              * (tile 0's V: finite data). */
