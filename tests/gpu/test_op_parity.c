@@ -2808,6 +2808,10 @@ int4_cases:
     test_attention_i8(&c, SITS_DT_I8);
     test_attention_i8(&c, SITS_DT_F8_E4M3);
     test_attention_softcap(&c);
+    printf("-- attention again, prefill with warpgroup MMAs and 128-key tiles (SITS_ATT_PF_ROWS=wg128, bf16 KV)\n");
+    setenv("SITS_ATT_PF_ROWS", "wg128", 1);
+    test_attention_all(&c);
+    test_attention_softcap(&c);
     unsetenv("SITS_ATT_PF_ROWS");
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
