@@ -30,7 +30,8 @@
  * and tile it + 1 is widened to f16 in att_swz's layout while tile it's MMAs run, off the barriers' path; f16
  * MMAs. (Widening each tile in place before its MMAs, two more barriers a tile, was 3 % slower than mma.sync:
  * not the default then; this version is not measured yet.) SITS_ATT_PF_ROWS=wg128 (bf16 KV): 128-key tiles (KT;
- * S m64n128, 64 registers), half the barriers and loop overhead a key; not measured yet.
+ * S m64n128, 64 registers), half the barriers and loop overhead a key; not measured yet. One barrier a tile
+ * (the loads of the next tile issued after it, into buffers every thread has left): not measured yet either.
  *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
  * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
@@ -325,26 +326,25 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             for (int it = 0; it < n_kt; it++) {
                 const int vb = it % NSV, sb = it & 1, k0 = k_lo + it * KT; /* sb: K's, the offsets' and scales' buffer */
                 const sits_bf16_t *tK = sK + sb * KT * D, *tV = sV + vb * KT * D;
-                if constexpr (QW) { /* raw tile it + 2 (offsets in slot it & 1), one group an iteration; tile it + 1 landed */
+                /* One barrier a tile: the last group issued (last iteration) held tile it (QW: raw tile it + 1); past the
+                 * barrier every thread has left tile it - 1, so the buffers it read may be refilled */
+                att_cp_wait<0>();
+                att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
+                __syncthreads();
+                if constexpr (QW) { /* raw tile it + 2 into the ring slot tile it - 1 used (offsets in slot it & 1) */
                     const int rn = (it + 2) % 3;
                     if (it + 2 < n_kt)
                         att_load_raw8<D, NT>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D, s_kvs + rn * 2 * KT, p,
                                              s_off[sb], s_soff[sb]);
                     att_cp_commit();
-                    att_cp_wait<1>();
-                } else if (it + 1 < n_kt) {
+                } else if (it + 1 < n_kt) { /* tile it + 1 into tile it - 1's K buffer and tile it - 2's V buffer */
                     const int nb = (it + 1) % NSV, ns = sb ^ 1;
                     att_load_tile<D, Q8, true, NT, KT>(sK + ns * KT * D, sV + nb * KT * D, s_kvs + (Q8 ? ns * 2 * KT : 0), p,
-                                                   s_off[ns], s_soff[Q8 ? ns : 0]);
+                                                       s_off[ns], s_soff[Q8 ? ns : 0]);
                     att_cp_commit();
-                    att_cp_wait<1>();
-                } else {
-                    att_cp_wait<0>();
                 }
-                att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
-                __syncthreads();
                 /* the block ids of tile it + 2 (QW: it + 3), read now, stored after this tile's math in the slot whose loads
-                 * were issued: s_off[sb] (QW: [sb ^ 1], tile it + 1's, issued last iteration) */
+                 * were issued last iteration: s_off[sb] (QW: [sb ^ 1]); read after the next barrier */
                 const int ah = QW ? 3 : 2;
                 const bool ahead = it + ah < n_kt && tid < KT;
                 att_key_ref nk = { -1, 0 };
@@ -388,7 +388,6 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 for (int kk = 0; kk < KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
                 pV = tV;
                 if (ahead) att_key_store<D, Q8>(s_off[sb ^ (QW ? 1 : 0)], s_soff[Q8 ? sb ^ (QW ? 1 : 0) : 0], p, kvh, tid, nk);
-                __syncthreads();
             }
             att_wg_keep(o[0]);
             att_wg_keep(pa);
