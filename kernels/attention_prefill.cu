@@ -20,7 +20,7 @@
  *
  * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
  *
- * [wgmma] The warpgroup-MMA kernel (WG 2; sm_90a, head_dim 128; by default for bf16 KV once tiles are 128 rows,
+ * [wgmma] The warpgroup-MMA kernel (WG 2; sm_90a, head_dim 128; by default once tiles are 128 rows,
  * att_prefill_launch_q): two warpgroups of 64 rows share each K / V tile. S = Q K^T as 8 wgmma m64n64k16 from
  * shared memory (Q and K in the 128-byte-swizzled K-major layout, att_swz); O += P V as 4 m64n128k16 with P
  * from registers and V read MN-major. Pipelined as FlashAttention-3 within a warpgroup: tile it's S is issued
@@ -28,10 +28,10 @@
  * MMAs are straight-line (every tile's, masked; P 0 before the first): a wgmma under a divergent branch makes
  * ptxas serialise them all. 8-bit KV (QW): raw tiles land in a ring of three (tile it + 2 loads during tile it),
  * and tile it + 1 is widened to f16 in att_swz's layout while tile it's MMAs run, off the barriers' path; f16
- * MMAs. (Widening each tile in place before its MMAs, two more barriers a tile, was 3 % slower than mma.sync:
- * not the default then; this version is not measured yet.) SITS_ATT_PF_ROWS=wg128 (bf16 KV): 128-key tiles (KT;
- * S m64n128, 64 registers), half the barriers and loop overhead a key; not measured yet. One barrier a tile
- * (the loads of the next tile issued after it, into buffers every thread has left): not measured yet either.
+ * MMAs (3-4 % faster than mma.sync; widening each tile in place before its MMAs, two more barriers a tile, was
+ * 3 % slower). bf16 KV: 128-key tiles (KT; S m64n128, 64 registers), half the barriers and loop overhead a key
+ * (kernel 1.89 -> 1.58 ms at 8192 tokens, 4-layer 8B). One barrier a tile: the loads of the next tile are issued
+ * after it, into buffers every thread has left.
  *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
  * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
@@ -511,14 +511,15 @@ static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stre
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] the warpgroup-MMA kernel at head_dim 128 with bf16 KV,
- * else the mma.sync kernel; ATT_PF_MMA2: the mma.sync kernel's 128 rows; ATT_PF_WG: the warpgroup-MMA kernel at head
- * dim 128 (any KV; 64-row mma.sync tiles at other head sizes). */
+/* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] at head_dim 128 the warpgroup-MMA kernel (bf16 KV:
+ * 128-key tiles; 8-bit KV: 64), else the mma.sync kernel; ATT_PF_MMA2: the mma.sync kernel's 128 rows; ATT_PF_WG /
+ * ATT_PF_WG128: the warpgroup-MMA kernel with 64- / 128-key tiles at head dim 128 (128 keys: bf16 KV only; 64-row
+ * mma.sync tiles at other head sizes). */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
     if constexpr (QM == SITS_K_KV_BF16)
-        if (head_dim == 128 && mf == ATT_PF_WG128) return att_prefill_launch_t<128, QM, 1, 2, 128>(p, stream);
-    if (head_dim == 128 && (mf == ATT_PF_WG || mf == ATT_PF_WG128 || (mf == 2 && QM == SITS_K_KV_BF16)))
+        if (head_dim == 128 && (mf == ATT_PF_WG128 || mf == 2)) return att_prefill_launch_t<128, QM, 1, 2, 128>(p, stream);
+    if (head_dim == 128 && (mf == ATT_PF_WG || mf == ATT_PF_WG128 || mf == 2))
         return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
     mf = mf == ATT_PF_MMA2 ? 2 : mf == 2 ? 2 : 1;
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
@@ -528,16 +529,17 @@ template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p,
 /* Tile height: 128 rows (2) once their CTAs fill the GPU at least ATT_PF_MF2_WAVES times over (2 CTAs an SM),
  * else 64 rows, whose twice as many CTAs balance short prefills better (8B FP8 on the H200, 2048 tokens = 1.94
  * waves of 128-row CTAs: 35.87 ms with 64 rows, 36.14 with 128; 8192 tokens: 128 rows 8 % faster; [wgmma] the
- * warpgroup-MMA kernel as fast at 2048 tokens, 6 % faster at 8192 with bf16 KV, 3 % slower with 8-bit KV: so 2
- * picks it for bf16 KV only, att_prefill_launch_q). SITS_ATT_PF_ROWS=64|128|wg forces the mma.sync kernel's 64
- * or 128 rows, or the warpgroup-MMA kernel (A/B in the benchmarks; the parity test runs each). Host-visible
- * arguments only (graph capture). */
+ * warpgroup-MMA kernel as fast at 2048 tokens; at 8192 (4-layer 8B FP8, RESULTS 2026-12-03T01:50Z) bf16 KV 20.26
+ * ms with 128-key tiles against 21.27 with 64 and 21.6-22.5 with mma.sync; fp8 KV 22.56 against mma.sync's 23.36,
+ * int8 23.19 against 24.04: so 2 picks it for every KV type, att_prefill_launch_q). SITS_ATT_PF_ROWS=
+ * 64|128|wg|wg128 forces the mma.sync kernel's 64 or 128 rows, or the warpgroup-MMA kernel with 64- or 128-key
+ * tiles (A/B in the benchmarks; the parity test runs each). Host-visible arguments only (graph capture). */
 #define ATT_PF_MF2_WAVES 2
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
     if (e && !strcmp(e, "wg")) return ATT_PF_WG;
-    if (e && !strcmp(e, "wg128")) return ATT_PF_WG128; /* [wgmma] work in progress: 128-key tiles */
+    if (e && !strcmp(e, "wg128")) return ATT_PF_WG128;
     if (e && atoi(e) == 64) return 1;
     if (e && atoi(e) == 128) return ATT_PF_MMA2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;
