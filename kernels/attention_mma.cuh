@@ -61,7 +61,8 @@ sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cud
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
 #define ATT_PF_MMA2 3 /* att_prefill_mf's answers when forced (SITS_ATT_PF_ROWS): the mma.sync kernel's 128 rows, */
-#define ATT_PF_WG 4   /* [wgmma] the warpgroup-MMA kernel */
+#define ATT_PF_WG 4   /* [wgmma] the warpgroup-MMA kernel, */
+#define ATT_PF_WG128 5 /* with 128-key tiles (bf16 KV; else 64) */
 int att_decode_smem_bytes(int head_dim, int q8);
 
 /* Split-K partition count for n_list decode tokens: enough work items for target_ctas, bounded
@@ -243,6 +244,17 @@ template <int N> static __device__ __forceinline__ void att_wg_keep(uint32_t (&x
     "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]), "+f"(o[13][2]), "+f"(o[13][3]), \
     "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]), "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), \
     "+f"(o[15][3])
+#define ATT_WG_S128_OUT \
+    "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]), "+f"(s[1][2]), \
+    "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]), \
+    "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]), \
+    "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), \
+    "+f"(s[7][0]), "+f"(s[7][1]), "+f"(s[7][2]), "+f"(s[7][3]), "+f"(s[8][0]), "+f"(s[8][1]), "+f"(s[8][2]), \
+    "+f"(s[8][3]), "+f"(s[9][0]), "+f"(s[9][1]), "+f"(s[9][2]), "+f"(s[9][3]), "+f"(s[10][0]), "+f"(s[10][1]), \
+    "+f"(s[10][2]), "+f"(s[10][3]), "+f"(s[11][0]), "+f"(s[11][1]), "+f"(s[11][2]), "+f"(s[11][3]), "+f"(s[12][0]), \
+    "+f"(s[12][1]), "+f"(s[12][2]), "+f"(s[12][3]), "+f"(s[13][0]), "+f"(s[13][1]), "+f"(s[13][2]), "+f"(s[13][3]), \
+    "+f"(s[14][0]), "+f"(s[14][1]), "+f"(s[14][2]), "+f"(s[14][3]), "+f"(s[15][0]), "+f"(s[15][1]), "+f"(s[15][2]), \
+    "+f"(s[15][3])
 
 /* s (+)= A . B, m64n64k16, A and B from shared memory (both K-major), fp32 accumulators in the mma.sync
  * fragment order per 8-column n-tile (s[j][e]: rows g / g + 8 of the warp's 16, columns 8j + 2q + (e & 1)).
@@ -257,6 +269,21 @@ template <bool F16> static __device__ __forceinline__ void att_wg_ss64(float (&s
 {
     if constexpr (F16) ATT_WG_SS64("f16");
     else ATT_WG_SS64("bf16");
+}
+
+/* s (+)= A . B, m64n128k16, both from shared memory (K-major): [wgmma] 128-key tiles; s[j][e] as above, 16 n-tiles. */
+#define ATT_WG_SS128(T)                                                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                             \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,"     \
+                 "%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34," \
+                 "%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57," \
+                 "%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                              \
+                 : ATT_WG_S128_OUT                                                                                          \
+                 : "l"(da), "l"(db), "r"(acc))
+template <bool F16> static __device__ __forceinline__ void att_wg_ss128(float (&s)[16][4], uint64_t da, uint64_t db, int acc)
+{
+    if constexpr (F16) ATT_WG_SS128("f16");
+    else ATT_WG_SS128("bf16");
 }
 
 /* o += A . B, m64n128k16, A = P from registers (the mma.sync A fragment of the warp's 16 rows), B from shared
@@ -412,6 +439,40 @@ template <bool F16> static __device__ __forceinline__ void att_mma_t(float (&d)[
  * a barrier, then writes two 16-byte f16 chunks for each. The scales stay in sS; the prefill kernel
  * applies them to the scores (K) and to P (V), as the decode kernel does. Called by all threads after
  * the tile's cp.async group has landed and a barrier; ends with a barrier. */
+/* 16 raw 8-bit values -> 16 f16 (lo: the first 8). */
+template <bool F8> static __device__ __forceinline__ void att_widen16(const uint4 &r, uint4 &lo, uint4 &hi)
+{
+    const uint32_t w[4] = { r.x, r.y, r.z, r.w };
+    uint32_t h[8];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        h[2 * q] = att_q8x2_h2<F8>(w[q]);
+        h[2 * q + 1] = att_q8x2_h2<F8>(w[q] >> 16);
+    }
+    lo = make_uint4(h[0], h[1], h[2], h[3]);
+    hi = make_uint4(h[4], h[5], h[6], h[7]);
+}
+
+/* [wgmma] [8-bit kv] The raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8) -> f16 tiles sK, sV in
+ * att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). */
+template <int D, bool F8, int NT>
+static __device__ __forceinline__ void att_widen8(const unsigned char *rK, const unsigned char *rV, sits_bf16_t *sK, sits_bf16_t *sV)
+{
+    constexpr int CH = D / 16, PER = ATT_KT * CH / NT;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        const int i = threadIdx.x + j * NT, r = i / CH, c = i % CH;
+        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1);
+        uint4 lo, hi;
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rK + r * D + c * 16), lo, hi);
+        *reinterpret_cast<uint4 *>(sK + e0) = lo;
+        *reinterpret_cast<uint4 *>(sK + e1) = hi;
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rV + r * D + c * 16), lo, hi);
+        *reinterpret_cast<uint4 *>(sV + e0) = lo;
+        *reinterpret_cast<uint4 *>(sV + e1) = hi;
+    }
+}
+
 template <int D, bool F8, bool WGL = false, int NT = ATT_THREADS>
 static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t *sV)
 {
@@ -480,11 +541,37 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
     }
 }
 
+/* [int8 kv] [fp8 kv] The raw 8-bit rows [ATT_KT][D] of one prefill tile from its key offsets (att_key_store) to
+ * the byte tiles tK, tV, their scales to sS [K, V][ATT_KT]; zeros for keys of offset -1. All NT threads call it. */
+template <int D, int NT>
+static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
+                                                     const long long *so, const long long *sso)
+{
+    constexpr int CH = D / 16, STEP = NT / CH;
+    static_assert(NT >= 2 * ATT_KT, "one thread per scale");
+    const int ch = threadIdx.x % CH;
+    const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
+    const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
+#pragma unroll
+    for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+        const long long off = so[r];
+        const bool ok = off >= 0;
+        const long long at = ok ? off + ch * 16 : 0;
+        att_cp16(tK + r * D + ch * 16, kb + at, ok);
+        att_cp16(tV + r * D + ch * 16, vb + at, ok);
+    }
+    if (threadIdx.x < 2 * ATT_KT) {
+        const int r = threadIdx.x & (ATT_KT - 1);
+        const long long off = sso[r];
+        att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+    }
+}
+
 /* One K/V tile of the prefill kernel from its key offsets (att_key_store) into the bf16 tiles (bf16 caches,
  * swizzled), or [int8 kv] [fp8 kv] the raw 8-bit rows [ATT_KT][D] into the upper half of the tiles (bytes
  * ATT_KT * D .. 2 * ATT_KT * D of sK, sV) and their scales into sS [K, V][ATT_KT] (att_widen_kv must run
  * after the wait). Zeros for keys of offset -1. All NT threads call it. */
-template <int D, bool Q8, bool WGL = false, int NT = ATT_THREADS>
+template <int D, bool Q8, bool WGL = false, int NT = ATT_THREADS, int KT = ATT_KT>
 static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_t *sV, float *sS, const att_params &p,
                                                      const long long *so, const long long *sso)
 {
@@ -492,34 +579,18 @@ static __device__ __forceinline__ void att_load_tile(sits_bf16_t *sK, sits_bf16_
         constexpr int CH = D / 8, STEP = NT / CH;
         const int ch = threadIdx.x % CH;
 #pragma unroll
-        for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
+        for (int r = threadIdx.x / CH; r < KT; r += STEP) {
             const long long off = so[r];
             const bool ok = off >= 0;
             const long long at = ok ? off + ch * 8 : 0;
-            const int e = WGL ? att_swz<D, ATT_KT>(r, ch) : att_sw<D>(r, ch);
+            const int e = WGL ? att_swz<D, KT>(r, ch) : att_sw<D>(r, ch);
             att_cp16(sK + e, p.k_cache + at, ok);
             att_cp16(sV + e, p.v_cache + at, ok);
         }
     } else {
-        constexpr int CH = D / 16, STEP = NT / CH;
-        static_assert(NT >= 2 * ATT_KT, "one thread per scale");
-        const int ch = threadIdx.x % CH;
-        const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
-        const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
-        unsigned char *tK = reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, *tV = reinterpret_cast<unsigned char *>(sV) + ATT_KT * D;
-#pragma unroll
-        for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
-            const long long off = so[r];
-            const bool ok = off >= 0;
-            const long long at = ok ? off + ch * 16 : 0;
-            att_cp16(tK + r * D + ch * 16, kb + at, ok);
-            att_cp16(tV + r * D + ch * 16, vb + at, ok);
-        }
-        if (threadIdx.x < 2 * ATT_KT) {
-            const int r = threadIdx.x & (ATT_KT - 1);
-            const long long off = sso[r];
-            att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
-        }
+        static_assert(!Q8 || KT == ATT_KT, "8-bit tiles of ATT_KT keys");
+        att_load_raw8<D, NT>(reinterpret_cast<unsigned char *>(sK) + ATT_KT * D, reinterpret_cast<unsigned char *>(sV) + ATT_KT * D, sS, p,
+                             so, sso);
     }
 }
 

@@ -20,14 +20,18 @@
  *
  * Heaviest tiles first: blockIdx.x counts from the last tile (the longest causal ranges).
  *
- * [wgmma] The warpgroup-MMA kernel (WG 2; sm_90a, head_dim 128; by default for bf16 KV once tiles are 128 rows,
+ * [wgmma] The warpgroup-MMA kernel (WG 2; sm_90a, head_dim 128; by default once tiles are 128 rows,
  * att_prefill_launch_q): two warpgroups of 64 rows share each K / V tile. S = Q K^T as 8 wgmma m64n64k16 from
  * shared memory (Q and K in the 128-byte-swizzled K-major layout, att_swz); O += P V as 4 m64n128k16 with P
  * from registers and V read MN-major. Pipelined as FlashAttention-3 within a warpgroup: tile it's S is issued
  * with tile it - 1's P V behind it, and tile it's softmax runs while that P V does; V is triple-buffered. The
  * MMAs are straight-line (every tile's, masked; P 0 before the first): a wgmma under a divergent branch makes
- * ptxas serialise them all. 8-bit KV: the widened tiles in att_swz's layout, f16 MMAs (slower than mma.sync's
- * f16 path so far: not the default).
+ * ptxas serialise them all. 8-bit KV (QW): raw tiles land in a ring of three (tile it + 2 loads during tile it),
+ * and tile it + 1 is widened to f16 in att_swz's layout while tile it's MMAs run, off the barriers' path; f16
+ * MMAs (3-4 % faster than mma.sync; widening each tile in place before its MMAs, two more barriers a tile, was
+ * 3 % slower). bf16 KV: 128-key tiles (KT; S m64n128, 64 registers), half the barriers and loop overhead a key
+ * (kernel 1.89 -> 1.58 ms at 8192 tokens, 4-layer 8B). One barrier a tile: the loads of the next tile are issued
+ * after it, into buffers every thread has left.
  *
  * [int8 kv] [fp8 kv] QM = SITS_K_KV_I8 / _F8 reads 8-bit caches: each tile is staged raw (cp.async) in
  * the upper half of its 16-bit buffer and widened in place to f16 once it lands (att_widen_kv: exact,
@@ -48,25 +52,28 @@ template <int WG> static __host__ __device__ constexpr int att_pf_threads() { re
 template <int MF, int WG> static __host__ __device__ constexpr int att_pf_rows() { return WG ? WG * ATT_PF_ROWS : ATT_PF_ROWS * MF; }
 /* V tile buffers: 2, [wgmma] 3 (tile it - 1's V is still read while tile it + 1 loads); K: 2 */
 template <int WG> static __host__ __device__ constexpr int att_pf_vstages() { return WG ? 3 : 2; }
-template <int D, int MF, int WG = 0> static constexpr int att_pf_smem()
+/* [wgmma] [8-bit kv] raw tile buffers (K and V bytes, [3][2][ATT_KT][D]): tile it + 2 loads while tile it + 1 is widened */
+template <int D, int WG, bool Q8> static __host__ __device__ constexpr int att_pf_raw_bytes() { return WG && Q8 ? 3 * 2 * ATT_KT * D : 0; }
+template <int D, int MF, int WG, bool Q8, int KT = ATT_KT> static constexpr int att_pf_smem()
 {
-    return (att_pf_rows<MF, WG>() + (2 + att_pf_vstages<WG>()) * ATT_KT) * D * 2 + (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
+    return (att_pf_rows<MF, WG>() + (2 + att_pf_vstages<WG>()) * KT) * D * 2 + att_pf_raw_bytes<D, WG, Q8>() +
+           (WG ? 1024 : 0); /* [wgmma] room to align the tiles to 1024 bytes */
 }
 
-/* One tile's scores S [MF][ATT_KT / 8][4] of the warp's rows (keys k0 ..) before the softmax step: scaled (8-bit
+/* One tile's scores S [MF][NJ][4] (NJ: keys / 8) of the warp's rows (keys k0 ..) before the softmax step: scaled (8-bit
  * KV: times the keys' K scales ks; [families] then the soft-cap; returns 1), else left for the softmax's FFMA
  * (returns the scale); masked unless every row of the warp sees every key (all_in). Straight-line loops behind
  * warp-uniform branches (a per-score branch on the cap or the mask made one basic block per score: no overlap of
  * the scores' latencies, the kernel ran at ~110 TFLOP/s). */
-template <int MF, bool Q8>
-static __device__ __forceinline__ float att_pf_mask(float (&s)[MF][ATT_KT / 8][4], const att_params &p, const float *ks, int k0,
+template <int MF, bool Q8, int NJ>
+static __device__ __forceinline__ float att_pf_mask(float (&s)[MF][NJ][4], const att_params &p, const float *ks, int k0,
                                                     bool all_in, const int *s_lo, const int *s_hi, int rw)
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
     const bool cap = p.softcap_log2 > 0.0f;
     if (Q8 || cap) {
 #pragma unroll
-        for (int j = 0; j < ATT_KT / 8; j++) {
+        for (int j = 0; j < NJ; j++) {
             float sa = p.scale_log2, sb = p.scale_log2;
             if (Q8) {
                 float2 kq = *reinterpret_cast<const float2 *>(ks + 8 * j + 2 * tq);
@@ -82,14 +89,14 @@ static __device__ __forceinline__ float att_pf_mask(float (&s)[MF][ATT_KT / 8][4
             }
         }
 #pragma unroll
-        for (int f = 0; f < MF; f++) att_cap_frag<ATT_KT / 8>(s[f], p.softcap_log2);
+        for (int f = 0; f < MF; f++) att_cap_frag<NJ>(s[f], p.softcap_log2);
     }
     if (!all_in) {
 #pragma unroll
         for (int f = 0; f < MF; f++) {
             const int r0 = rw + 16 * f + g, lo0 = s_lo[r0], hi0 = s_hi[r0], lo1 = s_lo[r0 + 8], hi1 = s_hi[r0 + 8];
 #pragma unroll
-            for (int j = 0; j < ATT_KT / 8; j++) {
+            for (int j = 0; j < NJ; j++) {
                 int key = k0 + 8 * j + 2 * tq;
                 s[f][j][0] = key >= lo0 && key <= hi0 ? s[f][j][0] : -INFINITY;
                 s[f][j][1] = key + 1 >= lo0 && key + 1 <= hi0 ? s[f][j][1] : -INFINITY;
@@ -103,9 +110,10 @@ static __device__ __forceinline__ float att_pf_mask(float (&s)[MF][ATT_KT / 8][4
 
 /* The online softmax step of one m-fragment (P in s); c: its rows' O corrections; returns whether any row's
  * maximum moved (warp vote; else every c is 1). */
-static __device__ __forceinline__ bool att_pf_softmax(float (&s)[ATT_KT / 8][4], float sc, float (&m)[2], float (&l)[2], float (&c)[2])
+template <int NJ>
+static __device__ __forceinline__ bool att_pf_softmax(float (&s)[NJ][4], float sc, float (&m)[2], float (&l)[2], float (&c)[2])
 {
-    return __any_sync(0xffffffffu, att_softmax_step<ATT_KT / 8>(s, sc, m[0], m[1], l[0], l[1], c[0], c[1]));
+    return __any_sync(0xffffffffu, att_softmax_step<NJ>(s, sc, m[0], m[1], l[0], l[1], c[0], c[1]));
 }
 
 /* O [D / 8][4] (one m-fragment) times its rows' corrections, unless no row's maximum moved. */
@@ -123,7 +131,8 @@ template <int D> static __device__ __forceinline__ void att_pf_rescale(float (&o
 
 /* The A fragment of P's keys 16 kk .. 16 kk + 15 (one m-fragment's s): bf16, or [8-bit kv] times the keys' V
  * scales vs, in f16. */
-template <bool Q8> static __device__ __forceinline__ void att_pf_pack(uint32_t (&a)[4], const float (&s)[ATT_KT / 8][4], const float *vs, int kk)
+template <bool Q8, int NJ>
+static __device__ __forceinline__ void att_pf_pack(uint32_t (&a)[4], const float (&s)[NJ][4], const float *vs, int kk)
 {
     if (Q8) {
         const int tq = threadIdx.x & 3;
@@ -145,9 +154,11 @@ template <bool Q8> static __device__ __forceinline__ void att_pf_pack(uint32_t (
  * fragments in registers; MF 2 reads them from shared memory at every k-step (32 rows of Q, O and S in
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
  * reads per MMA drop from 0.5 ldmatrix.x4 to 0.31 (FlashAttention-2's 128-row tile at head_dim 128). */
-template <int D, int QM, int MF, int WG = 0>
+template <int D, int QM, int MF, int WG = 0, int KTW = ATT_KT>
 static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) att_prefill_kernel(att_params p)
 {
+    constexpr int KT = WG ? KTW : ATT_KT; /* keys a tile: [wgmma] 64 or, bf16 KV, 128 */
+    static_assert(KT == ATT_KT || (KT == 128 && WG && QM == SITS_K_KV_BF16), "[wgmma] 128-key tiles: bf16 KV");
     constexpr int NT = att_pf_threads<WG>(), NW = NT / 32, ROWS = att_pf_rows<MF, WG>(), WR = ROWS / NW; /* WR: rows per warp, 16 * MF */
     constexpr bool QREG = MF == 1 && !WG;
     static_assert(WR == 16 * MF && ROWS <= NT && ROWS % 32 == 0, "16 rows per m-fragment, one thread per row");
@@ -157,13 +168,15 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     if (WG) smem_base += (1024u - (att_smem_addr(smem_base) & 1023u)) & 1023u; /* [wgmma] swizzle atoms at 1024 bytes */
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(smem_base);       /* [ROWS][D] (8-bit KV, MF 2: f16; WG: att_swz) */
     constexpr int NSV = att_pf_vstages<WG>();
-    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][ATT_KT][D] */
-    sits_bf16_t *sV = sK + 2 * ATT_KT * D;                               /* [NSV][ATT_KT][D] */
+    sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][KT][D] */
+    sits_bf16_t *sV = sK + 2 * KT * D;                               /* [NSV][KT][D] */
     __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
     __shared__ int s_cnt[ROWS / 32], s_base, s_rng[ROWS / 32][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
-    __shared__ __align__(16) float s_kvs[Q8 ? 2 * 2 * ATT_KT : 2]; /* [int8 kv] scales [buffer][K, V][ATT_KT] (read as float2) */
-    __shared__ long long s_off[2][ATT_KT], s_soff[Q8 ? 2 : 1][ATT_KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
+    constexpr bool QW = WG && Q8; /* [wgmma] [8-bit kv]: tiles widened a tile ahead, from a ring of three raw tiles */
+    unsigned char *sR = reinterpret_cast<unsigned char *>(sV + NSV * KT * D); /* QW: [3][K, V][KT][D] bytes */
+    __shared__ __align__(16) float s_kvs[Q8 ? (QW ? 3 : 2) * 2 * KT : 2]; /* [int8 kv] scales [buffer][K, V][KT] (read as float2) */
+    __shared__ long long s_off[2][KT], s_soff[Q8 ? 2 : 1][KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
 
     const int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kvh = h / p.group, T0 = tile * ROWS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
@@ -245,17 +258,32 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         /* keys every row of the warp sees: a tile inside [w_lo_max, w_hi_min] needs no mask (empty for a warp
          * with a row of another sequence: its lo is INT_MAX) */
         const int w_lo_max = __reduce_max_sync(0xffffffffu, s_lo[wl]), w_hi_min = __reduce_min_sync(0xffffffffu, s_hi[wl]);
-        const int n_kt = (k_hi - k_lo + ATT_KT) / ATT_KT;
+        const int n_kt = (k_hi - k_lo + KT) / KT;
 
-        if (tid < 2 * ATT_KT) { /* the first two tiles' key offsets, a thread a key */
-            const int t = tid / ATT_KT, r = tid & (ATT_KT - 1);
-            att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * ATT_KT, r, k_lo, k_hi));
+        if (tid < 2 * KT) { /* the first two tiles' key offsets, a thread a key */
+            const int t = tid / KT, r = tid & (KT - 1);
+            att_key_store<D, Q8>(s_off[t], s_soff[Q8 ? t : 0], p, kvh, r, att_key_fetch(p, bt, k_lo + t * KT, r, k_lo, k_hi));
         }
         __syncthreads();
-        att_load_tile<D, Q8, WG != 0, NT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
-        att_cp_commit();
-        att_cp_wait<1>();
-        __syncthreads();
+        if constexpr (QW) { /* raw tiles 0 and 1; tile 2's offsets to slot 0 once tile 0's loads are issued; tile 0 widened */
+            constexpr int RT = 2 * KT * D;
+            att_load_raw8<D, NT>(sR, sR + KT * D, s_kvs, p, s_off[0], s_soff[0]);
+            att_cp_commit();
+            if (n_kt > 1) att_load_raw8<D, NT>(sR + RT, sR + RT + KT * D, s_kvs + 2 * KT, p, s_off[1], s_soff[1]);
+            att_cp_commit();
+            att_key_ref k2 = { -1, 0 };
+            if (n_kt > 2 && tid < KT) k2 = att_key_fetch(p, bt, k_lo + 2 * KT, tid, k_lo, k_hi);
+            att_cp_wait<1>();
+            __syncthreads();
+            if (n_kt > 2 && tid < KT) att_key_store<D, Q8>(s_off[0], s_soff[0], p, kvh, tid, k2);
+            att_widen8<D, QM == SITS_K_KV_F8, NT>(sR, sR + KT * D, sK, sV);
+            __syncthreads();
+        } else {
+            att_load_tile<D, Q8, WG != 0, NT, KT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
+            att_cp_commit();
+            att_cp_wait<1>();
+            __syncthreads();
+        }
         uint32_t qf[QREG ? D / 16 : 1][4]; /* MF 1: the warp's Q fragments */
         if (QREG) {
 #pragma unroll
@@ -287,53 +315,69 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         if constexpr (WG) {
             /* [wgmma] pipelined (FlashAttention-3's intra-warpgroup overlap): tile it's S = Q K^T is issued with tile
              * it - 1's O += P V behind it; tile it's softmax runs while P V does; then O's rescale and tile it's P.
-             * Three K / V buffers: tile it - 1's V is read while tile it + 1 loads. */
+             * V triple-buffered (tile it - 1's is read while tile it + 1 loads), K double-buffered. */
             /* Straight-line MMAs (wgmma in a divergent branch makes ptxas serialise them all): every tile's S, also a
              * tile none of the warpgroup's rows sees (masked to -inf: P 0), and a P V every tile, the first with P 0
              * (tile 0's V: finite data). */
-            uint32_t pa[ATT_KT / 16][4]; /* the previous tile's P (A fragments); pV: its V tile */
+            uint32_t pa[KT / 16][4]; /* the previous tile's P (A fragments); pV: its V tile */
 #pragma unroll
-            for (int kk = 0; kk < ATT_KT / 16; kk++) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
+            for (int kk = 0; kk < KT / 16; kk++) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
             const sits_bf16_t *pV = sV;
             for (int it = 0; it < n_kt; it++) {
-                const int vb = it % NSV, sb = it & 1, k0 = k_lo + it * ATT_KT; /* sb: K's, the offsets' and scales' buffer */
-                const sits_bf16_t *tK = sK + sb * ATT_KT * D, *tV = sV + vb * ATT_KT * D;
-                if (it + 1 < n_kt) {
-                    const int nb = (it + 1) % NSV, ns = sb ^ 1;
-                    att_load_tile<D, Q8, true, NT>(sK + ns * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? ns * 2 * ATT_KT : 0), p,
-                                                   s_off[ns], s_soff[Q8 ? ns : 0]);
-                    att_cp_commit();
-                    att_cp_wait<1>();
-                } else {
-                    att_cp_wait<0>();
-                }
+                const int vb = it % NSV, sb = it & 1, k0 = k_lo + it * KT; /* sb: K's, the offsets' and scales' buffer */
+                const sits_bf16_t *tK = sK + sb * KT * D, *tV = sV + vb * KT * D;
+                /* One barrier a tile: the last group issued (last iteration) held tile it (QW: raw tile it + 1); past the
+                 * barrier every thread has left tile it - 1, so the buffers it read may be refilled */
+                att_cp_wait<0>();
                 att_fence_async_smem(); /* this tile (and the pass's Q) visible to the wgmma operand reads */
                 __syncthreads();
-                const bool ahead = it + 2 < n_kt && tid < ATT_KT; /* tile it + 2's block ids, as in the loop below */
+                if constexpr (QW) { /* raw tile it + 2 into the ring slot tile it - 1 used (offsets in slot it & 1) */
+                    const int rn = (it + 2) % 3;
+                    if (it + 2 < n_kt)
+                        att_load_raw8<D, NT>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D, s_kvs + rn * 2 * KT, p,
+                                             s_off[sb], s_soff[sb]);
+                    att_cp_commit();
+                } else if (it + 1 < n_kt) { /* tile it + 1 into tile it - 1's K buffer and tile it - 2's V buffer */
+                    const int nb = (it + 1) % NSV, ns = sb ^ 1;
+                    att_load_tile<D, Q8, true, NT, KT>(sK + ns * KT * D, sV + nb * KT * D, s_kvs + (Q8 ? ns * 2 * KT : 0), p,
+                                                       s_off[ns], s_soff[Q8 ? ns : 0]);
+                    att_cp_commit();
+                }
+                /* the block ids of tile it + 2 (QW: it + 3), read now, stored after this tile's math in the slot whose loads
+                 * were issued last iteration: s_off[sb] (QW: [sb ^ 1]); read after the next barrier */
+                const int ah = QW ? 3 : 2;
+                const bool ahead = it + ah < n_kt && tid < KT;
                 att_key_ref nk = { -1, 0 };
-                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8, true, NT>(sK + sb * ATT_KT * D, sV + vb * ATT_KT * D);
-                float s[1][ATT_KT / 8][4];
+                if (ahead) nk = att_key_fetch(p, bt, k0 + ah * KT, tid, k_lo, k_hi);
+                float s[1][KT / 8][4];
 #pragma unroll
-                for (int j = 0; j < ATT_KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
+                for (int j = 0; j < KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
                 att_wg_keep(s[0]);
                 att_wg_keep(o[0]);
                 att_wg_keep(pa);
                 att_wg_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++) { /* S = Q K^T: 8 x m64n64k16, Q (the warpgroup's 64 rows) and K K-major */
-                    const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * ATT_KT * 64 + (kk & 3) * 16;
-                    att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
+                    const int aq = (kk >> 2) * ROWS * 64 + wg * 64 * 64 + (kk & 3) * 16, ak = (kk >> 2) * KT * 64 + (kk & 3) * 16;
+                    if constexpr (KT == 128) att_wg_ss128<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
+                    else att_wg_ss64<Q8>(s[0], att_wg_desc(sQ + aq, 16, 1024), att_wg_desc(tK + ak, 16, 1024), kk > 0);
                 }
                 att_wg_commit();
 #pragma unroll
-                for (int kk = 0; kk < ATT_KT / 16; kk++) /* O += P V of the previous tile: 4 x m64n128k16, V MN-major */
-                    att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, ATT_KT * 128, 1024));
+                for (int kk = 0; kk < KT / 16; kk++) /* O += P V of the previous tile: 4 x m64n128k16, V MN-major */
+                    att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, KT * 128, 1024));
                 att_wg_commit();
+                if constexpr (QW) { /* tile it + 1 widened while the MMAs run: its K buffer held tile it - 1's (S waited last
+                                     * iteration), its V buffer tile it - 2's (P V waited last iteration) */
+                    const int rn = (it + 1) % 3;
+                    if (it + 1 < n_kt)
+                        att_widen8<D, QM == SITS_K_KV_F8, NT>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D,
+                                                               sK + (sb ^ 1) * KT * D, sV + (it + 1) % NSV * KT * D);
+                }
                 att_wg_wait1(); /* S landed; P V may still run */
                 att_wg_keep(s[0]);
-                const float *ks = s_kvs + (Q8 ? sb * 2 * ATT_KT : 0), *vs = ks + ATT_KT;
-                const float sc = att_pf_mask<1, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min, s_lo, s_hi, rw);
+                const float *ks = s_kvs + (Q8 ? (QW ? it % 3 : sb) * 2 * KT : 0), *vs = ks + KT;
+                const float sc = att_pf_mask<1, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + KT - 1 <= w_hi_min, s_lo, s_hi, rw);
                 float c[2];
                 const bool moved = att_pf_softmax(s[0], sc, m[0], l[0], c);
                 att_wg_wait0();
@@ -341,25 +385,24 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 att_wg_keep(pa);
                 att_pf_rescale<D>(o[0], c, moved);
 #pragma unroll
-                for (int kk = 0; kk < ATT_KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
+                for (int kk = 0; kk < KT / 16; kk++) att_pf_pack<Q8>(pa[kk], s[0], vs, kk);
                 pV = tV;
-                if (ahead) att_key_store<D, Q8>(s_off[sb], s_soff[Q8 ? sb : 0], p, kvh, tid, nk);
-                __syncthreads();
+                if (ahead) att_key_store<D, Q8>(s_off[sb ^ (QW ? 1 : 0)], s_soff[Q8 ? sb ^ (QW ? 1 : 0) : 0], p, kvh, tid, nk);
             }
             att_wg_keep(o[0]);
             att_wg_keep(pa);
             att_wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < ATT_KT / 16; kk++) att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, ATT_KT * 128, 1024));
+            for (int kk = 0; kk < KT / 16; kk++) att_wg_rs128<Q8>(o[0], pa[kk], att_wg_desc(pV + kk * 16 * 64, KT * 128, 1024));
             att_wg_commit();
             att_wg_wait0();
             att_wg_keep(o[0]);
         } else { /* mma.sync */
             for (int it = 0; it < n_kt; it++) {
-                const int buf = it & 1, k0 = k_lo + it * ATT_KT;
+                const int buf = it & 1, k0 = k_lo + it * KT;
                 if (it + 1 < n_kt) {
                     int nb = buf ^ 1;
-                    att_load_tile<D, Q8>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + (Q8 ? nb * 2 * ATT_KT : 0), p, s_off[nb],
+                    att_load_tile<D, Q8>(sK + nb * KT * D, sV + nb * KT * D, s_kvs + (Q8 ? nb * 2 * KT : 0), p, s_off[nb],
                                          s_soff[Q8 ? nb : 0]);
                     att_cp_commit();
                     att_cp_wait<1>();
@@ -369,17 +412,17 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 __syncthreads();
                 /* tile it + 2's block ids, read now and stored after this tile's math into s_off[buf] (every thread has
                  * issued tile it's loads from it: the barrier above; tile it + 2's loads read it after the one below) */
-                const bool ahead = it + 2 < n_kt && tid < ATT_KT;
+                const bool ahead = it + 2 < n_kt && tid < KT;
                 att_key_ref nk = { -1, 0 };
-                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * ATT_KT, tid, k_lo, k_hi);
-                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * ATT_KT * D, sV + buf * ATT_KT * D);
-                if (w_hi >= k0 && w_lo <= k0 + ATT_KT - 1) {
-                    const sits_bf16_t *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
-                    float s[MF][ATT_KT / 8][4];
+                if (ahead) nk = att_key_fetch(p, bt, k0 + 2 * KT, tid, k_lo, k_hi);
+                if (Q8) att_widen_kv<D, QM == SITS_K_KV_F8>(sK + buf * KT * D, sV + buf * KT * D);
+                if (w_hi >= k0 && w_lo <= k0 + KT - 1) {
+                    const sits_bf16_t *tK = sK + buf * KT * D, *tV = sV + buf * KT * D;
+                    float s[MF][KT / 8][4];
 #pragma unroll
                     for (int f = 0; f < MF; f++)
 #pragma unroll
-                        for (int j = 0; j < ATT_KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
+                        for (int j = 0; j < KT / 8; j++) s[f][j][0] = s[f][j][1] = s[f][j][2] = s[f][j][3] = 0.0f;
 #pragma unroll
                     for (int kk = 0; kk < D / 16; kk++) {
                         uint32_t qa[MF][4];
@@ -392,7 +435,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                                 att_ldsm4(qa[f], sQ + att_sw<D>(rw + 16 * f + (lane & 15), 2 * kk + (lane >> 4)));
                         }
 #pragma unroll
-                        for (int np = 0; np < ATT_KT / 16; np++) {
+                        for (int np = 0; np < KT / 16; np++) {
                             uint32_t b[4];
                             att_ldsm4(b, tK + att_sw<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
 #pragma unroll
@@ -402,8 +445,8 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                             }
                         }
                     }
-                    const float *ks = s_kvs + (Q8 ? buf * 2 * ATT_KT : 0), *vs = ks + ATT_KT; /* [8-bit kv] this tile's scales */
-                    const float sc = att_pf_mask<MF, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + ATT_KT - 1 <= w_hi_min, s_lo, s_hi, rw);
+                    const float *ks = s_kvs + (Q8 ? buf * 2 * KT : 0), *vs = ks + KT; /* [8-bit kv] this tile's scales */
+                    const float sc = att_pf_mask<MF, Q8>(s, p, ks, k0, k0 >= w_lo_max && k0 + KT - 1 <= w_hi_min, s_lo, s_hi, rw);
 #pragma unroll
                     for (int f = 0; f < MF; f++) {
                         float c[2];
@@ -411,7 +454,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                         att_pf_rescale<D>(o[f], c, moved);
                     }
 #pragma unroll
-                    for (int kk = 0; kk < ATT_KT / 16; kk++) {
+                    for (int kk = 0; kk < KT / 16; kk++) {
                         uint32_t a[MF][4];
 #pragma unroll
                         for (int f = 0; f < MF; f++) att_pf_pack<Q8>(a[f], s[f], vs, kk);
@@ -456,23 +499,28 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     }
 }
 
-template <int D, int QM, int MF, int WG = 0> static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
+template <int D, int QM, int MF, int WG = 0, int KT = ATT_KT>
+static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
-    constexpr int smem = att_pf_smem<D, MF, WG>();
-    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    constexpr int smem = att_pf_smem<D, MF, WG, QM != SITS_K_KV_BF16, KT>();
+    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     constexpr int rows = att_pf_rows<MF, WG>();
     dim3 grid((unsigned)((p.n_tokens + rows - 1) / rows), (unsigned)p.n_heads);
-    att_prefill_kernel<D, QM, MF, WG><<<grid, att_pf_threads<WG>(), smem, stream>>>(p);
+    att_prefill_kernel<D, QM, MF, WG, KT><<<grid, att_pf_threads<WG>(), smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] the warpgroup-MMA kernel at head_dim 128 with bf16 KV,
- * else the mma.sync kernel; ATT_PF_MMA2: the mma.sync kernel's 128 rows; ATT_PF_WG: the warpgroup-MMA kernel at head
- * dim 128 (any KV; 64-row mma.sync tiles at other head sizes). */
+/* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] at head_dim 128 the warpgroup-MMA kernel (bf16 KV:
+ * 128-key tiles; 8-bit KV: 64), else the mma.sync kernel; ATT_PF_MMA2: the mma.sync kernel's 128 rows; ATT_PF_WG /
+ * ATT_PF_WG128: the warpgroup-MMA kernel with 64- / 128-key tiles at head dim 128 (128 keys: bf16 KV only; 64-row
+ * mma.sync tiles at other head sizes). */
 template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p, int head_dim, int mf, cudaStream_t stream)
 {
-    if (head_dim == 128 && (mf == ATT_PF_WG || (mf == 2 && QM == SITS_K_KV_BF16))) return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
+    if constexpr (QM == SITS_K_KV_BF16)
+        if (head_dim == 128 && (mf == ATT_PF_WG128 || mf == 2)) return att_prefill_launch_t<128, QM, 1, 2, 128>(p, stream);
+    if (head_dim == 128 && (mf == ATT_PF_WG || mf == ATT_PF_WG128 || mf == 2))
+        return att_prefill_launch_t<128, QM, 1, 2>(p, stream);
     mf = mf == ATT_PF_MMA2 ? 2 : mf == 2 ? 2 : 1;
     if (head_dim == 64) return mf == 2 ? att_prefill_launch_t<64, QM, 2>(p, stream) : att_prefill_launch_t<64, QM, 1>(p, stream);
     return mf == 2 ? att_prefill_launch_t<128, QM, 2>(p, stream) : att_prefill_launch_t<128, QM, 1>(p, stream);
@@ -481,15 +529,17 @@ template <int QM> static sits_status_t att_prefill_launch_q(const att_params &p,
 /* Tile height: 128 rows (2) once their CTAs fill the GPU at least ATT_PF_MF2_WAVES times over (2 CTAs an SM),
  * else 64 rows, whose twice as many CTAs balance short prefills better (8B FP8 on the H200, 2048 tokens = 1.94
  * waves of 128-row CTAs: 35.87 ms with 64 rows, 36.14 with 128; 8192 tokens: 128 rows 8 % faster; [wgmma] the
- * warpgroup-MMA kernel as fast at 2048 tokens, 6 % faster at 8192 with bf16 KV, 3 % slower with 8-bit KV: so 2
- * picks it for bf16 KV only, att_prefill_launch_q). SITS_ATT_PF_ROWS=64|128|wg forces the mma.sync kernel's 64
- * or 128 rows, or the warpgroup-MMA kernel (A/B in the benchmarks; the parity test runs each). Host-visible
- * arguments only (graph capture). */
+ * warpgroup-MMA kernel as fast at 2048 tokens; at 8192 (4-layer 8B FP8, RESULTS 2026-12-03T01:50Z) bf16 KV 20.26
+ * ms with 128-key tiles against 21.27 with 64 and 21.6-22.5 with mma.sync; fp8 KV 22.56 against mma.sync's 23.36,
+ * int8 23.19 against 24.04: so 2 picks it for every KV type, att_prefill_launch_q). SITS_ATT_PF_ROWS=
+ * 64|128|wg|wg128 forces the mma.sync kernel's 64 or 128 rows, or the warpgroup-MMA kernel with 64- or 128-key
+ * tiles (A/B in the benchmarks; the parity test runs each). Host-visible arguments only (graph capture). */
 #define ATT_PF_MF2_WAVES 2
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
 {
     const char *e = getenv("SITS_ATT_PF_ROWS");
     if (e && !strcmp(e, "wg")) return ATT_PF_WG;
+    if (e && !strcmp(e, "wg128")) return ATT_PF_WG128;
     if (e && atoi(e) == 64) return 1;
     if (e && atoi(e) == 128) return ATT_PF_MMA2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;

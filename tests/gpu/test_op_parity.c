@@ -2792,8 +2792,20 @@ int4_cases:
     test_scale_softcap(&c, (size_t)5 * 2304, 48.0f, 30.0f);
     test_scale_softcap(&c, 1001, 59.75f, 5.0f);
     test_attention_softcap(&c);
+    /* [wgmma] the default choice at 128-row tiles (the warpgroup-MMA kernel; 128-key tiles with bf16 KV): 96 heads
+     * x 768 tokens = 6 x 96 CTAs of 128 rows, past twice the H200's 132 SMs x 2 (att_prefill_mf), on each KV type */
+    {
+        static const sits_dtype_t kv[] = { SITS_DT_BF16, SITS_DT_I8, SITS_DT_F8_E4M3 };
+        for (int i = 0; i < 3; i++) {
+            c.kv_i8 = kv[i] != SITS_DT_BF16;
+            c.kv_q8 = kv[i];
+            test_attn_prefill(&c, (attn_shape_t){ 96, 8, 128, 16, 0 }, 100, 768);
+        }
+        c.kv_i8 = 0;
+    }
     /* [attention] the prefill kernel's 128-row tiles: the cases above get them only where their CTAs fill
-     * the GPU twice over (att_prefill_mf), which none of them does: every attention case again with them */
+     * the GPU twice over (att_prefill_mf), which none of them does but the one above: every attention case
+     * again with them */
     printf("-- attention again, prefill tiles of 128 rows (SITS_ATT_PF_ROWS=128)\n");
     setenv("SITS_ATT_PF_ROWS", "128", 1);
     test_attention_all(&c);
@@ -2801,12 +2813,16 @@ int4_cases:
     test_attention_i8(&c, SITS_DT_F8_E4M3);
     test_attention_softcap(&c);
     /* [wgmma] the warpgroup-MMA kernel (head_dim 128; the rest falls back to 64 rows) on every KV type: by default
-     * only bf16 KV with 128-row tiles gets it */
+     * only 128-row tiles get it (bf16 KV with 128-key tiles) */
     printf("-- attention again, prefill with warpgroup MMAs (SITS_ATT_PF_ROWS=wg)\n");
     setenv("SITS_ATT_PF_ROWS", "wg", 1);
     test_attention_all(&c);
     test_attention_i8(&c, SITS_DT_I8);
     test_attention_i8(&c, SITS_DT_F8_E4M3);
+    test_attention_softcap(&c);
+    printf("-- attention again, prefill with warpgroup MMAs and 128-key tiles (SITS_ATT_PF_ROWS=wg128, bf16 KV)\n");
+    setenv("SITS_ATT_PF_ROWS", "wg128", 1);
+    test_attention_all(&c);
     test_attention_softcap(&c);
     unsetenv("SITS_ATT_PF_ROWS");
     test_gather_rows(&c, 10, 4, 4096);
