@@ -165,6 +165,10 @@ int main(int argc, char **argv)
     int n_run = 0, next_req = 0, finished = 0, steps = 0, decode_steps = 0;
     long out_tokens = 0, decode_rows = 0;
     double t_start = 0;
+    /* where the time goes, by step kind (each step ends synchronised: sample or sync): [0] decode-only steps,
+     * [1] steps with prompt tokens; seconds, steps, prompt tokens, decode rows */
+    double kind_s[2] = { 0, 0 };
+    long kind_n[2] = { 0, 0 }, kind_prompt[2] = { 0, 0 }, kind_dec[2] = { 0, 0 };
     for (int warm = 1; finished < o.requests; warm = 0) {
         /* admit */
         while (n_run < S && next_req < o.requests && sits_kv_blocks_free_count(r->blocks) >= need) {
@@ -197,6 +201,7 @@ int main(int argc, char **argv)
             q->done_prompt += take;
             if (q->done_prompt == o.in) rows[n_out++] = nt - 1;
         }
+        double t_step = now_s();
         sits_batch_t b = { .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seqi, .n_seqs = n_run, .block_tables = bt,
                            .n_out = n_out, .out_rows = rows, .sample = n_out ? sp : NULL };
         if ((st = sits_engine_run(r->engine, &b)) != SITS_OK) goto out;
@@ -205,6 +210,12 @@ int main(int argc, char **argv)
         if (warm) { /* the untimed first step: start the clock after it */
             MPI_Barrier(MPI_COMM_WORLD);
             t_start = now_s();
+        } else {
+            int k = nt > decodes;
+            kind_s[k] += now_s() - t_step;
+            kind_n[k]++;
+            kind_prompt[k] += nt - decodes;
+            kind_dec[k] += decodes;
         }
         steps++;
         if (decodes == n_out && nt == n_out) { decode_steps++; decode_rows += n_out; }
@@ -235,6 +246,11 @@ int main(int argc, char **argv)
         printf("%d requests in %.2f s (%d steps, %d decode-only, mean decode batch %.1f): %.2f req/s, %.1f output tok/s, "
                "%.1f total tok/s\n", o.requests, el, steps, decode_steps, decode_steps ? (double)decode_rows / decode_steps : 0.0,
                o.requests / el, total_out / el, ((double)o.requests * (o.in + o.out)) / el);
+        static const char *kname[2] = { "decode-only", "with prompt tokens" };
+        for (int k = 0; k < 2; k++)
+            printf("  steps %-18s %6ld in %7.2f s (%4.1f %%): %8.2f ms a step, %7.1f prompt + %6.1f decode tokens a step\n",
+                   kname[k], kind_n[k], kind_s[k], 100.0 * kind_s[k] / el, kind_n[k] ? 1e3 * kind_s[k] / kind_n[k] : 0.0,
+                   kind_n[k] ? (double)kind_prompt[k] / kind_n[k] : 0.0, kind_n[k] ? (double)kind_dec[k] / kind_n[k] : 0.0);
         if (o.json) {
             json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:s}",
                                   "bench", "offline", "model", o.model, "backend", be->ops->name, "quant", o.quant ? o.quant : "auto",
@@ -244,6 +260,10 @@ int main(int argc, char **argv)
                                   o.requests / el, "output_tok_s", total_out / el, "total_tok_s",
                                   ((double)o.requests * (o.in + o.out)) / el, "steps", steps, "load_s", load_s, "commit",
                                   o.commit ? o.commit : "unknown");
+            for (int k = 0; j && k < 2; k++)
+                json_object_set_new(j, k ? "prompt_steps" : "decode_steps",
+                                    json_pack("{s:i, s:f, s:I, s:I}", "steps", (int)kind_n[k], "seconds", kind_s[k],
+                                              "prompt_tokens", (json_int_t)kind_prompt[k], "decode_tokens", (json_int_t)kind_dec[k]));
             if (!j || json_dump_file(j, o.json, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) fprintf(stderr, "cannot write %s\n", o.json);
             else printf("wrote %s\n", o.json);
             json_decref(j);
