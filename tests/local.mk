@@ -82,6 +82,9 @@ EXTRA_DIST += tests/integration/logit_process_tp.sh tests/ref/gen_logit_process_
 # [families] model families beyond Llama / Mistral / Qwen2 against HF (CPU at TP 1/2/4; one GPU).
 TESTS += tests/integration/families.sh tests/gpu/families_cuda.sh
 EXTRA_DIST += tests/integration/families.sh tests/gpu/families_cuda.sh
+# [attention] the tensor-core prefill attention kernels (each forced variant) against HF on the head_dim-128 fixture
+TESTS += tests/gpu/prefill_kernels_cuda.sh
+EXTRA_DIST += tests/gpu/prefill_kernels_cuda.sh
 # [sliding window] KV blocks out of every layer's window go back to the pool: long greedy generations on a
 # pool smaller than one sequence == HF (tests/ref/gen_swa_fixture.py), CLI and server at TP 1 / 2, forks,
 # prefix cache, swaps, speculation; sits_kv_sliding_window_freed_blocks_total

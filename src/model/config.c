@@ -728,48 +728,57 @@ out_close:
 }
 
 /* As transformers computes them (modeling_rope_utils: _compute_default_rope_parameters,
- * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters), in double and then rounded
- * to float (HF works in fp32; the difference is within fp32 rounding). */
+ * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters, _compute_longrope_parameters), step
+ * by step in fp32 as torch does (its Python scalars taken as fp32): the exponent 2i / dim, powf, the
+ * reciprocal, then the type's adjustment. Double arithmetic rounded once at the end differed from HF's by one
+ * ulp in a third of the entries (18 of 64 at head_dim 128, theta 500000), and a position p multiplies that
+ * into the angle (p x 6e-8 rad): the fp32 fixture test at 200 positions (llama_hd128) then missed HF's logits
+ * by 2e-4. torch's vectorised powf itself still differs from libm's in about one entry of a hundred. */
+static float rope_default_inv(float theta, int i, int dim)
+{
+    float e = (float)(2 * i) / (float)dim;
+    return 1.0f / powf(theta, e);
+}
+
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
 {
     const int half = cfg->head_dim / 2;
-    const double d = (double)cfg->head_dim;
-    const double two_pi = 2.0 * 3.14159265358979323846;
+    const float theta = (float)cfg->rope_theta, factor = (float)cfg->rope_factor;
     for (int i = 0; i < half; i++) {
-        double inv = 1.0 / pow(cfg->rope_theta, (double)(2 * i) / d);
+        float inv = rope_default_inv(theta, i, cfg->head_dim);
         switch (cfg->rope_type) {
         case SITS_ROPE_DEFAULT:
             break;
         case SITS_ROPE_LINEAR:
-            inv /= cfg->rope_factor;
+            inv = inv / factor;
             break;
         case SITS_ROPE_LONGROPE:   /* [families] the short set (sits_model_rope_inv_freq_long: the long one) */
-            inv /= (double)cfg->rope_short[i];
+            inv = 1.0f / (cfg->rope_short[i] * powf(theta, (float)(2 * i) / (float)cfg->head_dim));
             break;
         case SITS_ROPE_LLAMA3: {
-            const double orig = (double)cfg->rope_orig_max_pos;
-            const double low = cfg->rope_low_freq_factor, high = cfg->rope_high_freq_factor;
-            const double low_wl = orig / low, high_wl = orig / high;
-            const double wl = two_pi / inv;
-            if (wl < high_wl) {
-                /* high frequency: unchanged */
-            } else if (wl > low_wl) {
-                inv /= cfg->rope_factor;
-            } else {
-                double s = (orig / wl - low) / (high - low);
-                inv = (1.0 - s) * inv / cfg->rope_factor + s * inv;
-            }
+            /* HF: wavelen = 2 pi / inv; low / high wavelengths old_context_len / low_freq_factor (/ high) in
+             * Python doubles, compared with the fp32 wavelengths as fp32; smoothing in fp32 */
+            const float old = (float)cfg->rope_orig_max_pos, low = (float)cfg->rope_low_freq_factor;
+            const float low_wl = (float)((double)cfg->rope_orig_max_pos / cfg->rope_low_freq_factor);
+            const float high_wl = (float)((double)cfg->rope_orig_max_pos / cfg->rope_high_freq_factor);
+            const float span = (float)(cfg->rope_high_freq_factor - cfg->rope_low_freq_factor);
+            const float wl = (float)(2.0 * 3.14159265358979323846) / inv;
+            const float llama = wl > low_wl ? inv / factor : inv;
+            const float smooth = (old / wl - low) / span;
+            const float smoothed = (1.0f - smooth) * llama / factor + smooth * llama;
+            inv = !(wl < high_wl) && !(wl > low_wl) ? smoothed : llama;
             break;
         }
         }
-        inv_freq[i] = (float)inv;
+        inv_freq[i] = inv;
     }
 }
 
 void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq)
 {
+    const float theta = (float)cfg->rope_theta;
     for (int i = 0; i < cfg->head_dim / 2; i++)
-        inv_freq[i] = (float)(1.0 / ((double)cfg->rope_long[i] * pow(cfg->rope_theta, (double)(2 * i) / (double)cfg->head_dim)));
+        inv_freq[i] = 1.0f / (cfg->rope_long[i] * powf(theta, (float)(2 * i) / (float)cfg->head_dim));
 }
 
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)

@@ -5,4 +5,4 @@
 . "$top_srcdir/tests/integration/mpi_env.sh"
 m="$top_srcdir/tests/fixtures/models"
 exec timeout 300 $SITS_MPIRUN -np 2 "$top_builddir/tests/integration/test_fixtures" \
-  "$m/llama3" "$m/qwen2" "$m/mistral_sharded" "$m/llama_small"
+  "$m/llama3" "$m/qwen2" "$m/mistral_sharded" "$m/llama_small" "$m/llama_hd128"

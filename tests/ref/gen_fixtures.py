@@ -62,6 +62,18 @@ MODELS = {
                  rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                   "original_max_position_embeddings": 64})),
+    # llama_hd128: head_dim 128 (Llama's own) and a 200-token prompt, so that a prompt runs the tensor-core
+    # prefill attention kernels on the GPU (>= 64 tokens a step, head_dim 128: every variant, wgmma included,
+    # in tests/gpu/prefill_kernels_cuda.sh); 2 q heads on one KV head. Its reference is HF in float64 (rounded to
+    # fp32 in the file): over 200 positions HF's own fp32 forward strays up to 1.8e-4 from it (seed 1100, position
+    # 39), past the CPU test's 1e-4.
+    "llama_hd128": dict(
+        cls=LlamaForCausalLM, cfg_cls=LlamaConfig, dtype=torch.bfloat16, shards=1, seed=1100, ref_dtype=torch.float64,
+        all_logits_prompt=4, linear_std=0.25, embed_std=0.5, prompt_lens=PROMPT_LENS + [200],
+        cfg=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=128, vocab_size=160,
+                 max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
     "qwen2": dict(
         cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, dtype=torch.float32, shards=1, seed=2000,
         all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
@@ -243,7 +255,7 @@ def cached_greedy(model, prompt):
 
 def compute_reference(out_dir, spec, prompts):
     """Load the saved checkpoint as float32 and compute logits / greedy tokens."""
-    model = spec["cls"].from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager")
+    model = spec["cls"].from_pretrained(out_dir, dtype=spec.get("ref_dtype", torch.float32), attn_implementation="eager")
     model.eval()
     eos = model.config.eos_token_id
     last_logits, greedy, all_logits = [], [], None
@@ -295,6 +307,8 @@ def compute_reference(out_dir, spec, prompts):
 def write_reference(path, name, seed, prompts, spec, ref):
     gen = versions()
     gen["weights_seed"] = seed
+    if "ref_dtype" in spec:
+        gen["reference_dtype"] = str(spec["ref_dtype"]).replace("torch.", "")
     gen["prompt_seed"] = PROMPT_SEED
     lines = ["{"]
     lines.append('  "generator": %s,' % json.dumps(gen, sort_keys=True))
