@@ -5,7 +5,7 @@
  *   bench/sits-bench-offline [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N]
  *       [--threads N] [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256]
  *       [--max-num-batched-tokens 8192] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0]
- *       [--commit SHA] [--json FILE]
+ *       [--commit SHA] [--json FILE] [--profile-steps prompt|decode:N[@SKIP]]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (as sits-bench-decode); every rank runs
  * the same deterministic scheduler, and the sampled tokens are the same on all ranks, so no plan
@@ -15,7 +15,11 @@
  * Waiting requests are admitted (KV blocks for IN + OUT tokens reserved) while fewer than
  * --max-num-seqs run. Timed: from the first step to the last token (weights loaded, engine warm:
  * one untimed step first). Reported: requests/s, output tokens/s, total (input + output) tokens/s,
- * steps, and the mean decode batch. JSON: one object with those and the settings. */
+ * steps, and the mean decode batch, and the time by step kind (decode-only, with prompt tokens). JSON: one object
+ * with those and the settings.
+ * --profile-steps KIND:N[@SKIP] (cuda builds): the CUDA profiler runs (cudaProfilerStart / Stop) over N timed
+ * steps of that kind only, after the first SKIP of them (a row's first steps are all prompt: skip to the mix), so `ncu --profile-from-start off` (bench/profile_offline.sh, OFFPROF_STEPS) profiles
+ * them and nothing else -- not the loading, warm-up, graph captures or the other steps. */
 #include <jansson.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -28,11 +32,16 @@
 #include "bench/bench_common.h"
 #include "sched/generate.h"
 #include "util/log.h"
+#ifdef HAVE_CUDA
+#include <cuda_profiler_api.h>
+#endif
 
 typedef struct {
     const char *model, *load_format, *device, *quant, *kv_dtype, *commit, *json;
     int gpu, threads, in, out, requests, max_seqs, budget, cuda_graphs;
     int ep;   /* [moe] --ep */
+    int prof_kind, prof_n, prof_skip;   /* --profile-steps: step kind (0 decode-only, 1 with prompt tokens), count
+                                         * (0: off), timed steps of that kind passed over first */
 } opts_t;
 
 typedef struct {
@@ -56,7 +65,7 @@ static void usage(const char *a0)
     fprintf(stderr, "usage: %s [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N] [--threads N]\n"
                     "       [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256] [--max-num-batched-tokens 8192]\n"
                     "       [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0] [--commit SHA] [--json FILE]\n"
-                    "       [--ep N]\n", a0);
+                    "       [--ep N] [--profile-steps prompt|decode:N[@SKIP]]\n", a0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -85,6 +94,18 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
+        else if (!strcmp(a, "--profile-steps")) {
+            const char *c = strchr(v, ':');
+            o->prof_kind = !strncmp(v, "prompt:", 7) ? 1 : !strncmp(v, "decode:", 7) ? 0 : -1;
+            o->prof_n = c ? atoi(c + 1) : 0;
+            const char *at = strchr(v, '@');
+            o->prof_skip = at ? atoi(at + 1) : 0;
+            if (o->prof_kind < 0 || o->prof_n < 1) { fprintf(stderr, "--profile-steps %s: want prompt:N[@SKIP] or decode:N[@SKIP]\n", v); return -1; }
+#ifndef HAVE_CUDA
+            fprintf(stderr, "--profile-steps: a cuda build only\n");
+            return -1;
+#endif
+        }
         else { usage(argv[0]); return -1; }
         i++;
     }
@@ -201,12 +222,23 @@ int main(int argc, char **argv)
             q->done_prompt += take;
             if (q->done_prompt == o.in) rows[n_out++] = nt - 1;
         }
+        /* --profile-steps: the profiler on over this step when it is one of the first prof_n timed of its kind */
+        int prof = !warm && o.prof_n > 0 && (nt > decodes) == o.prof_kind && kind_n[o.prof_kind] >= o.prof_skip &&
+                   kind_n[o.prof_kind] < o.prof_skip + o.prof_n;
+#ifdef HAVE_CUDA
+        if (prof) cudaProfilerStart();
+#else
+        (void)prof;
+#endif
         double t_step = now_s();
         sits_batch_t b = { .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seqi, .n_seqs = n_run, .block_tables = bt,
                            .n_out = n_out, .out_rows = rows, .sample = n_out ? sp : NULL };
         if ((st = sits_engine_run(r->engine, &b)) != SITS_OK) goto out;
         if (n_out && (st = sits_engine_sample(r->engine, tp, sp, sampled)) != SITS_OK) goto out;
         if (!n_out && (st = be->ops->sync(be)) != SITS_OK) goto out;
+#ifdef HAVE_CUDA
+        if (prof) cudaProfilerStop();
+#endif
         if (warm) { /* the untimed first step: start the clock after it */
             MPI_Barrier(MPI_COMM_WORLD);
             t_start = now_s();

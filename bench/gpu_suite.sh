@@ -301,13 +301,15 @@ part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
   row "trtllm_table ${TRT_SHAPE:-8b} fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
 }
 
-part_offprof() {   # [issue 22] where an offline row's GPU time goes, by kernel class (bench/profile_offline.sh, ncu, a few
-                   # minutes): OFFPROF_ROW (default 2048/128), OFFPROF_REQUESTS at --max-num-seqs OFFPROF_SEQS (64, 64),
-                   # FP8 weights + KV; mixed / prefill steps kernel by kernel, decode steps as whole graphs
+part_offprof() {   # [issue 22] where an offline row's GPU time goes, by kernel class (bench/profile_offline.sh, ncu):
+                   # OFFPROF_ROW (default 2048/128), OFFPROF_REQUESTS at --max-num-seqs OFFPROF_SEQS (1024, 512), FP8
+                   # weights + KV, 8192 tokens a step; only OFFPROF_STEPS are profiled (default prompt:2@200: two
+                   # mixed steps of the steady state, kernel by kernel; decode:2@1000 OFFPROF_GRAPHS=node for 128/2048)
   mkdir -p "$out/offprof"
   local r=${OFFPROF_ROW:-2048/128}
-  bash "$top/bench/profile_offline.sh" "$B" "$out/offprof" --quant fp8 --kv-cache-dtype fp8 --input "${r%/*}" --output "${r#*/}" \
-    --requests "${OFFPROF_REQUESTS:-64}" --max-num-seqs "${OFFPROF_SEQS:-64}" > "$out/offprof/log.txt" 2>&1
+  OFFPROF_STEPS=${OFFPROF_STEPS:-prompt:2@200} bash "$top/bench/profile_offline.sh" "$B" "$out/offprof" --quant fp8 \
+    --kv-cache-dtype fp8 --input "${r%/*}" --output "${r#*/}" --requests "${OFFPROF_REQUESTS:-1024}" \
+    --max-num-seqs "${OFFPROF_SEQS:-512}" --max-num-batched-tokens 8192 > "$out/offprof/log.txt" 2>&1
   row "profile offline $r 8B fp8" "rc $?"; head -32 "$out/offprof/log.txt" | sed 's/^/    /'
 }
 

@@ -7,8 +7,13 @@
 # class -- GEMMs (cuBLASLt) and GEMVs, prefill attention, decode attention, norms + activation quantisation, RoPE +
 # KV writes, SiLU, sampling, MoE, whole decode graphs, other -- then the 15 largest items. ncu serialises and times
 # every launch, so the bench's own tok/s line is meaningless here; keep runs small (every launch costs ~10-30 ms
-# of profiling). NCU_SKIP / NCU_COUNT: --launch-skip / --launch-count (default: all). Defaults: the 8B-shaped
-# dummy model. Not a test; exits 77 without ncu. Writes OUT_DIR/bench.txt, ncu.csv, profile.txt.
+# of profiling). NCU_SKIP / NCU_COUNT: --launch-skip / --launch-count (default: all). OFFPROF_STEPS=KIND:N[@SKIP]
+# (prompt:N or decode:N): only N timed steps of that kind, after SKIP of them, are profiled (sits-bench-offline
+# --profile-steps starts and stops the CUDA profiler around them, ncu --profile-from-start off): the rest of the
+# run -- loading, warm-up, graph captures, the other steps -- goes at nearly full speed, so a whole row's
+# request count fits (unwindowed, 8 requests of 2048/128 did not finish in 200 s on the H200). OFFPROF_GRAPHS=node
+# times a graph's kernels one by one (decode steps), default graph (each graph one item). Defaults: the
+# 8B-shaped dummy model. Not a test; exits 77 without ncu. Writes OUT_DIR/bench.txt, ncu.csv, profile.txt.
 set -uo pipefail
 build=${1:?usage: profile_offline.sh BUILD_DIR OUT_DIR [sits-bench-offline args]}; out=${2:?}; shift 2
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +24,11 @@ args=(--model "$src/bench/configs/llama3-8b" --load-format dummy --device cuda "
 range=()
 [ -n "${NCU_SKIP:-}" ] && range+=(--launch-skip "$NCU_SKIP")
 [ -n "${NCU_COUNT:-}" ] && range+=(--launch-count "$NCU_COUNT")
-"$NCU" --clock-control none --graph-profiling graph "${range[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
+if [ -n "${OFFPROF_STEPS:-}" ]; then
+  range+=(--profile-from-start off)
+  args+=(--profile-steps "$OFFPROF_STEPS")
+fi
+"$NCU" --clock-control none --graph-profiling "${OFFPROF_GRAPHS:-graph}" "${range[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
   "$build/bench/sits-bench-offline" "${args[@]}" > "$out/ncu.csv" 2> "$out/bench.txt" || { tail -20 "$out/bench.txt"; exit 1; }
 python3 - "$out/ncu.csv" <<'PYEOF' | tee "$out/profile.txt"
 import csv, re, sys, collections
