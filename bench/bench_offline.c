@@ -18,8 +18,9 @@
  * steps, and the mean decode batch, and the time by step kind (decode-only, with prompt tokens). JSON: one object
  * with those and the settings.
  * --profile-steps KIND:N[@SKIP] (cuda builds): the CUDA profiler runs (cudaProfilerStart / Stop) over N timed
- * steps of that kind only, after the first SKIP of them (a row's first steps are all prompt: skip to the mix), so `ncu --profile-from-start off` (bench/profile_offline.sh, OFFPROF_STEPS) profiles
- * them and nothing else -- not the loading, warm-up, graph captures or the other steps. */
+ * steps of that kind only, after the first SKIP of them (a row's first steps are all prompt: skip to the mix),
+ * so `ncu --profile-from-start off` (bench/profile_offline.sh, OFFPROF_STEPS) profiles them and nothing else --
+ * not the loading, warm-up, graph captures or the other steps. */
 #include <jansson.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -222,7 +223,8 @@ int main(int argc, char **argv)
             q->done_prompt += take;
             if (q->done_prompt == o.in) rows[n_out++] = nt - 1;
         }
-        /* --profile-steps: the profiler on over this step when it is one of the first prof_n timed of its kind */
+        /* --profile-steps: the profiler on over this step when it is one of the prof_n timed steps of its kind
+         * after the first prof_skip */
         int prof = !warm && o.prof_n > 0 && (nt > decodes) == o.prof_kind && kind_n[o.prof_kind] >= o.prof_skip &&
                    kind_n[o.prof_kind] < o.prof_skip + o.prof_n;
 #ifdef HAVE_CUDA

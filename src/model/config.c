@@ -21,6 +21,7 @@
 
 /* Largest config.json we read (real ones are a few KiB). */
 #define CONFIG_MAX_BYTES (16u << 20)
+#define CONFIG_MAX_HEAD_DIM 65536 /* head_dim above any model's (256 .. 512 in practice) */
 
 /* An optional integer key: absent or null -> def (or an error when required). */
 static sits_status_t get_int(const json_t *obj, const char *key, const char *what, const char *scope,
@@ -500,6 +501,11 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d is odd (RoPE needs pairs)", what, cfg->head_dim);
         return SITS_ERR_FORMAT;
     }
+    if (cfg->head_dim > CONFIG_MAX_HEAD_DIM) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d, larger than any model's (limit %d)", what, cfg->head_dim,
+                   CONFIG_MAX_HEAD_DIM);
+        return SITS_ERR_FORMAT;
+    }
 
     const char *act = "silu";
     const json_t *ha = json_object_get(root, "hidden_act");
@@ -651,6 +657,41 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
     return SITS_OK;
 }
 
+/* Every RoPE frequency finite and > 0 (the tables sits_model_rope_inv_freq* make, in fp32): a theta or a
+ * scaling factor at the edge of float's range (e.g. rope_theta 1e-300, a linear factor 1e-40) would give
+ * infinite or zero frequencies, and every output NaN, with nothing said. */
+static sits_status_t check_rope_table(const sits_model_config_t *cfg, const char *what)
+{
+    const int half = cfg->head_dim / 2;
+    float *inv = malloc(sizeof(float) * (size_t)half);
+    if (!inv) return SITS_ERR_NOMEM;
+    sits_status_t st = SITS_OK;
+    for (int table = 0; table < 3 && st == SITS_OK; table++) {
+        const char *name = table == 0 ? "rope_theta / rope scaling" : table == 1 ? "rope long_factor" : "rope_local_base_freq";
+        if (table == 0) {
+            sits_model_rope_inv_freq(cfg, inv);
+        } else if (table == 1) {
+            if (cfg->rope_type != SITS_ROPE_LONGROPE) continue;
+            sits_model_rope_inv_freq_long(cfg, inv);
+        } else {
+            if (!(cfg->rope_local_theta > 0.0)) continue;
+            sits_model_config_t lc = *cfg;   /* [families] Gemma 3's sliding layers: default RoPE, their own theta */
+            lc.rope_theta = cfg->rope_local_theta;
+            lc.rope_type = SITS_ROPE_DEFAULT;
+            sits_model_rope_inv_freq(&lc, inv);
+        }
+        for (int i = 0; i < half; i++)
+            if (!(isfinite(inv[i]) && inv[i] > 0.0f)) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: %s: RoPE frequency %d of %d is %g in fp32 (theta %g): out of float's range",
+                           what, name, i, half, (double)inv[i], table == 2 ? cfg->rope_local_theta : cfg->rope_theta);
+                st = SITS_ERR_FORMAT;
+                break;
+            }
+    }
+    free(inv);
+    return st;
+}
+
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg)
 {
     json_error_t jerr;
@@ -670,6 +711,7 @@ sits_status_t sits_model_config_parse(const char *json, size_t len, const char *
     st = parse_root(root, what, &tmp);
     if (st == SITS_OK) st = parse_quant(root, what, &tmp);   /* [fp8] */
     if (st == SITS_OK) st = sits_model_moe_config_parse(root, what, &tmp);   /* [moe] */
+    if (st == SITS_OK) st = check_rope_table(&tmp, what);
     if (st == SITS_OK) {
         *cfg = tmp;
         SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,
@@ -734,10 +776,9 @@ out_close:
  * ulp in a third of the entries (18 of 64 at head_dim 128, theta 500000), and a position p multiplies that
  * into the angle (p x 6e-8 rad): the fp32 fixture test at 200 positions (llama_hd128) then missed HF's logits
  * by 2e-4. torch's vectorised powf itself still differs from libm's in about one entry of a hundred. */
-static float rope_default_inv(float theta, int i, int dim)
+static float rope_pow(float theta, int i, int dim)   /* theta ** (2i / dim), fp32 */
 {
-    float e = (float)(2 * i) / (float)dim;
-    return 1.0f / powf(theta, e);
+    return powf(theta, (float)(2 * i) / (float)dim);
 }
 
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
@@ -745,7 +786,8 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
     const int half = cfg->head_dim / 2;
     const float theta = (float)cfg->rope_theta, factor = (float)cfg->rope_factor;
     for (int i = 0; i < half; i++) {
-        float inv = rope_default_inv(theta, i, cfg->head_dim);
+        const float p = rope_pow(theta, i, cfg->head_dim);
+        float inv = 1.0f / p;
         switch (cfg->rope_type) {
         case SITS_ROPE_DEFAULT:
             break;
@@ -753,7 +795,7 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
             inv = inv / factor;
             break;
         case SITS_ROPE_LONGROPE:   /* [families] the short set (sits_model_rope_inv_freq_long: the long one) */
-            inv = 1.0f / (cfg->rope_short[i] * powf(theta, (float)(2 * i) / (float)cfg->head_dim));
+            inv = 1.0f / (cfg->rope_short[i] * p);
             break;
         case SITS_ROPE_LLAMA3: {
             /* HF: wavelen = 2 pi / inv; low / high wavelengths old_context_len / low_freq_factor (/ high) in
@@ -778,7 +820,7 @@ void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_fr
 {
     const float theta = (float)cfg->rope_theta;
     for (int i = 0; i < cfg->head_dim / 2; i++)
-        inv_freq[i] = 1.0f / (cfg->rope_long[i] * powf(theta, (float)(2 * i) / (float)cfg->head_dim));
+        inv_freq[i] = 1.0f / (cfg->rope_long[i] * rope_pow(theta, i, cfg->head_dim));
 }
 
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)
