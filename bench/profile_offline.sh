@@ -12,7 +12,9 @@
 # --profile-steps starts and stops the CUDA profiler around them, ncu --profile-from-start off): the rest of the
 # run -- loading, warm-up, graph captures, the other steps -- goes at nearly full speed, so a whole row's
 # request count fits (unwindowed, 8 requests of 2048/128 did not finish in 200 s on the H200). OFFPROF_GRAPHS=node
-# times a graph's kernels one by one (decode steps), default graph (each graph one item). Defaults: the
+# times a graph's kernels one by one (decode steps), default graph (each graph one item). NCU_CACHE=all flushes the
+# caches before every kernel (ncu's own default); default none, each kernel finds the caches as the one before left
+# them, nearer a real run (2026-12-03: two mixed steps of 2048/128 summed 226 ms/step flushed, the real step is 154). Defaults: the
 # 8B-shaped dummy model. Not a test; exits 77 without ncu. Writes OUT_DIR/bench.txt, ncu.csv, profile.txt.
 set -uo pipefail
 build=${1:?usage: profile_offline.sh BUILD_DIR OUT_DIR [sits-bench-offline args]}; out=${2:?}; shift 2
@@ -28,7 +30,7 @@ if [ -n "${OFFPROF_STEPS:-}" ]; then
   range+=(--profile-from-start off)
   args+=(--profile-steps "$OFFPROF_STEPS")
 fi
-"$NCU" --clock-control none --graph-profiling "${OFFPROF_GRAPHS:-graph}" "${range[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
+"$NCU" --clock-control none --cache-control "${NCU_CACHE:-none}" --graph-profiling "${OFFPROF_GRAPHS:-graph}" "${range[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
   "$build/bench/sits-bench-offline" "${args[@]}" > "$out/ncu.csv" 2> "$out/bench.txt" || { tail -20 "$out/bench.txt"; exit 1; }
 python3 - "$out/ncu.csv" <<'PYEOF' | tee "$out/profile.txt"
 import csv, re, sys, collections
