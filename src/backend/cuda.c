@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "backend/cuda_check.h"
 #include "backend/cuda_fp8.h"
+#include "backend/cuda_optime.h"
 #include "kernels/sits_kernels.h"
 #include "util/log.h"
 
@@ -73,6 +74,7 @@ typedef struct {
     uint64_t dev_allocs, dev_alloc_bytes; /* [memory plan] cudaMallocs: the fixed buffers and cuda_alloc's */
     void *w4_scratch;                  /* [int4] bf16 [out, in] of the largest INT4 linear (reserved by mem_plan) */
     size_t w4_scratch_bytes;
+    sits_cuda_optime_t *optime;        /* [op times] SITS_CUDA_OP_TIMES=1: eager ops timed by events, else NULL */
 } cuda_impl_t;
 
 static cuda_impl_t *impl_of(sits_backend_t *be) { return be->impl; }
@@ -93,12 +95,16 @@ static sits_status_t cuda_wait(cuda_impl_t *c, cudaEvent_t ev)
 {
     if (c->n_health == 0) {
         SITS_CUDA_CHECK(ev ? cudaEventSynchronize(ev) : cudaStreamSynchronize(c->stream));
+        if (!ev) sits_cuda_optime_harvest(c->optime); /* [op times] */
         return SITS_OK;
     }
     double t0 = cuda_now_s();
     for (long spins = 0;; spins++) {
         cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
-        if (e == cudaSuccess) return SITS_OK;
+        if (e == cudaSuccess) {
+            if (!ev) sits_cuda_optime_harvest(c->optime); /* [op times] */
+            return SITS_OK;
+        }
         if (e != cudaErrorNotReady) {
             SITS_ERROR(SITS_SUB_CUDA, "waiting for the stream: %s", cudaGetErrorString(e));
             return SITS_ERR_CUDA;
@@ -891,6 +897,12 @@ static void impl_release(cuda_impl_t *c)
 
 static void cuda_destroy(sits_backend_t *be)
 {
+    cuda_impl_t *c = impl_of(be);
+    if (c->optime) { /* [op times] the table, after the stream's last op */
+        cudaStreamSynchronize(c->stream);
+        sits_cuda_optime_destroy(c->optime, be->device);
+        c->optime = NULL;
+    }
     impl_release(be->impl);
     free(be);
 }
@@ -1010,6 +1022,70 @@ static sits_status_t cuda_moe_combine_slots(sits_backend_t *be, void *out, const
     return SITS_OK;
 }
 
+/* ---- [op times] the timed ops: each table entry below calls its op between two events when
+ * SITS_CUDA_OP_TIMES=1 and no capture is open (cuda_optime.h); otherwise the op alone ------------ */
+
+#define OPT_WRAP(fn, name, A, B, N, params, args)                                                     \
+    static sits_status_t fn##_t params                                                                \
+    {                                                                                                 \
+        cuda_impl_t *c_ = impl_of(be);                                                                \
+        if (!c_->optime || c_->capturing) return fn args;                                             \
+        sits_cuda_optime_begin(c_->optime, c_->stream, name, A, B, N);                                \
+        sits_status_t st_ = fn args;                                                                  \
+        sits_cuda_optime_end(c_->optime, c_->stream);                                                 \
+        return st_;                                                                                   \
+    }
+OPT_WRAP(cuda_embed, "embed", dim, 0, n,
+         (sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim, int v_start, int v_count),
+         (be, out, table, tokens, n, dim, v_start, v_count))
+OPT_WRAP(cuda_matmul, "gemm bf16", out, in, n,
+         (sits_backend_t *be, void *y, const void *x, const void *w, const void *bias, int n, int in, int out),
+         (be, y, x, w, bias, n, in, out))
+OPT_WRAP(cuda_matmul_f32out, "gemm bf16 (fp32 out)", out, in, n,
+         (sits_backend_t *be, float *y, const void *x, const void *w, const void *bias, int n, int in, int out),
+         (be, y, x, w, bias, n, in, out))
+OPT_WRAP(cuda_matmul_w4, "gemm int4", out, in, n,
+         (sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in, int out),
+         (be, y, x, w, bias, n, in, out))
+OPT_WRAP(cuda_matmul_fp8, "gemm fp8 (+quant)", out, in, n,
+         (sits_backend_t *be, void *y, int y_f32, const void *x, const void *w_q, const float *w_scale, const void *bias, int n,
+          int in, int out),
+         (be, y, y_f32, x, w_q, w_scale, bias, n, in, out))
+OPT_WRAP(cuda_matmul_fp8q, "gemm fp8", out, in, n,
+         (sits_backend_t *be, void *y, int y_f32, const void *xq, const float *xs, const void *w_q, const float *w_scale,
+          const void *bias, int n, int in, int out),
+         (be, y, y_f32, xq, xs, w_q, w_scale, bias, n, in, out))
+OPT_WRAP(cuda_rope_kv_write, "rope + kv write", n_q, n_kv, n,
+         (sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim, const int32_t *pos,
+          const float *inv_freq, void *k_cache, void *v_cache, int block_size, const int32_t *slot_mapping, const void *q_norm,
+          const void *k_norm, float eps),
+         (be, qkv, n, row_stride, n_q, n_kv, head_dim, pos, inv_freq, k_cache, v_cache, block_size, slot_mapping, q_norm, k_norm,
+          eps))
+OPT_WRAP(cuda_attention, "attention", a->n_heads, a->head_dim, a->n_tokens,
+         (sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache, const void *v_cache,
+          const sits_attn_args_t *a),
+         (be, out, q, q_row_stride, k_cache, v_cache, a))
+OPT_WRAP(cuda_silu_mul, "silu * mul", dim, 0, n, (sits_backend_t *be, void *out, const void *gu, int n, int dim),
+         (be, out, gu, n, dim))
+OPT_WRAP(cuda_silu_mul_fp8, "silu * mul -> fp8", dim, 0, n,
+         (sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim), (be, out, xq, xs, gu, n, dim))
+OPT_WRAP(cuda_quant_fp8_rows, "quant fp8 rows", dim, 0, n,
+         (sits_backend_t *be, void *xq, float *xs, const void *x, int n, int dim), (be, xq, xs, x, n, dim))
+OPT_WRAP(cuda_gather_rows, "gather rows", dim, 0, n_rows,
+         (sits_backend_t *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim), (be, out, x, rows, n_rows, dim))
+OPT_WRAP(cuda_add_rmsnorm_f32res, "add + rmsnorm", dim, 0, n,
+         (sits_backend_t *be, void *out, float *residual, const void *x, const void *w, int n, int dim, float eps),
+         (be, out, residual, x, w, n, dim, eps))
+OPT_WRAP(cuda_add_rmsnorm_f32res_fp8, "add + rmsnorm -> fp8", dim, 0, n,
+         (sits_backend_t *be, void *out, void *xq, float *xs, float *residual, const void *x, const void *w, int n, int dim,
+          float eps),
+         (be, out, xq, xs, residual, x, w, n, dim, eps))
+OPT_WRAP(cuda_sample_reduce, "sample reduce", v_count, 0, n,
+         (sits_backend_t *be, void *recs, const float *logits, int n, int v_start, int v_count, const sits_sample_row_t *rows,
+          int c),
+         (be, recs, logits, n, v_start, v_count, rows, c))
+#undef OPT_WRAP
+
 static const sits_backend_ops_t cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -1019,21 +1095,21 @@ static const sits_backend_ops_t cuda_ops = {
     .download = cuda_download,
     .memset0 = cuda_memset0,
     .upload_weight = cuda_upload_weight,
-    .embed = cuda_embed,
+    .embed = cuda_embed_t,
     .rmsnorm = cuda_rmsnorm,
     .add_rmsnorm = cuda_add_rmsnorm,
-    .matmul = cuda_matmul,
+    .matmul = cuda_matmul_t,
     .rope = cuda_rope,
     .kv_write = cuda_kv_write,
-    .attention = cuda_attention,
-    .silu_mul = cuda_silu_mul,
-    .gather_rows = cuda_gather_rows,
+    .attention = cuda_attention_t,
+    .silu_mul = cuda_silu_mul_t,
+    .gather_rows = cuda_gather_rows_t,
     .download_f32 = cuda_download_f32,
     .sync = cuda_sync,
     /* [perf] optional slots */
-    .add_rmsnorm_f32res = cuda_add_rmsnorm_f32res,
-    .matmul_f32out = cuda_matmul_f32out,
-    .sample_reduce = cuda_sample_reduce,
+    .add_rmsnorm_f32res = cuda_add_rmsnorm_f32res_t,
+    .matmul_f32out = cuda_matmul_f32out_t,
+    .sample_reduce = cuda_sample_reduce_t,
     .logit_mask = cuda_logit_mask,
     .logit_process = cuda_logit_process,   /* [sampling controls] */
     .logprob_reduce = cuda_logprob_reduce, /* [logprobs] */
@@ -1044,15 +1120,15 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
-    .matmul_w4 = cuda_matmul_w4,     /* [int4] */
-    .matmul_fp8 = cuda_matmul_fp8,   /* [fp8] */
-    .matmul_fp8q = cuda_matmul_fp8q,
-    .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8,
-    .silu_mul_fp8 = cuda_silu_mul_fp8,
-    .quant_fp8_rows = cuda_quant_fp8_rows,   /* [moe fp8] */
+    .matmul_w4 = cuda_matmul_w4_t,     /* [int4] */
+    .matmul_fp8 = cuda_matmul_fp8_t,   /* [fp8] */
+    .matmul_fp8q = cuda_matmul_fp8q_t,
+    .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8_t,
+    .silu_mul_fp8 = cuda_silu_mul_fp8_t,
+    .quant_fp8_rows = cuda_quant_fp8_rows_t,   /* [moe fp8] */
     .kv_block_copy = cuda_kv_block_copy,   /* [kv] */
     .upload_rows = cuda_upload_rows,   /* [scale] */
-    .rope_kv_write = cuda_rope_kv_write,
+    .rope_kv_write = cuda_rope_kv_write_t,
     .mem_plan = cuda_mem_plan,   /* [memory plan] */
     .alloc_count = sits_backend_cuda_dev_allocs,
     .rmsnorm_heads = cuda_rmsnorm_heads,   /* [families] */
@@ -1143,6 +1219,7 @@ sits_status_t sits_backend_cuda_create(const sits_backend_params_t *params, sits
     c->gemv_max_n = !params || params->gemv_max_tokens == 0 ? CUDA_GEMV_DEFAULT_N
                     : params->gemv_max_tokens < 0 ? 0
                     : params->gemv_max_tokens < SITS_K_GEMV_MAX_N ? params->gemv_max_tokens : SITS_K_GEMV_MAX_N;
+    c->optime = sits_cuda_optime_create(); /* [op times] */
     be->ops = &cuda_ops;
     be->act_dtype = be->weight_dtype = be->kv_dtype = SITS_DT_BF16;
     be->device = dev;

@@ -2,10 +2,11 @@
 # its .cu files). Without CUDA, cuda_stub.c provides sits_backend_cuda_create/_device_count.
 libsits_a_SOURCES += src/backend/backend.h src/backend/cpu.c src/backend/kv_dtype.c
 if HAVE_CUDA
-libsits_a_SOURCES += src/backend/cuda.c src/backend/cuda_check.h src/backend/cuda_fp8.c src/backend/cuda_fp8.h
+libsits_a_SOURCES += src/backend/cuda.c src/backend/cuda_check.h src/backend/cuda_fp8.c src/backend/cuda_fp8.h \
+                     src/backend/cuda_optime.c src/backend/cuda_optime.h
 else
 libsits_a_SOURCES += src/backend/cuda_stub.c
-EXTRA_DIST += src/backend/cuda_fp8.c src/backend/cuda_fp8.h
+EXTRA_DIST += src/backend/cuda_fp8.c src/backend/cuda_fp8.h src/backend/cuda_optime.c src/backend/cuda_optime.h
 endif
 
 # [moe dev] the reference moe_route: a hand-worked plan, counts, refusals.
