@@ -127,6 +127,9 @@ static __device__ __forceinline__ float sits_k_block_max(float v)
  * absmax over the bf16 values they store, take the block max, then requantise their own stores. */
 static __device__ __forceinline__ float sits_k_fp8_scale(float absmax) { return absmax > 0.0f ? __fdiv_rn(absmax, 448.0f) : 1.0f; }
 
+/* f rounded to bf16 (round to nearest even), as a float: the value a bf16 store would hold */
+static __device__ __forceinline__ float sits_k_round_bf(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+
 /* max(mx, |bf16(f[k])|) over the group: the magnitudes of the values as they are stored */
 template <int V> static __device__ __forceinline__ float sits_k_absmax_bf(float mx, const float (&f)[V])
 {

@@ -4,7 +4,9 @@
  * sum of squares and the scaling in fp32. One block per row; each thread owns the same element
  * groups in both passes, so out may alias x (and the fused form rereads its own residual writes).
  * [fp8] The fp32-residual form can also quantise its output per row to E4M3 for the FP8 GEMM that
- * reads it (the activation quantisation inside the preceding fused kernel). */
+ * reads it (the activation quantisation inside the preceding fused kernel); out may then be NULL (the
+ * engine's fused FP8 path: only the E4M3 rows are read), and the quantising pass recomputes the bf16
+ * values instead of rereading them -- the same floats, 2 bytes a value less written. */
 #include "kernels/common.cuh"
 
 /* [perf: fp32 residual] V consecutive floats at p <-> f[V] (V = 8: two float4, 32-byte aligned). */
@@ -96,7 +98,8 @@ static __global__ void add_rmsnorm_kernel(sits_bf16_t *out, sits_bf16_t *residua
 /* [perf: fp32 residual] residual (fp32) += x (bf16), never rounded; out = rmsnorm(residual) * w.
  * Same thread <-> element mapping in both passes (a thread rereads only its own residual writes).
  * [fp8] Q: also q [n, dim] E4M3 + q_scale [n] of out as stored (common.cuh), from a third pass over
- * the thread's own out writes -- the bytes sits_k_quant_fp8_rows makes from out. */
+ * the thread's own out writes -- the bytes sits_k_quant_fp8_rows makes from out; out NULL: the third
+ * pass recomputes them from the thread's own residual writes (bf16-rounded as out would hold them). */
 template <int V, bool Q>
 static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale, float *residual,
                                                  const sits_bf16_t *x, const float *w, int dim, float eps)
@@ -105,7 +108,7 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
     size_t row = blockIdx.x;
     float *rr = residual + row * dim;
     const sits_bf16_t *xr = x + row * dim;
-    sits_bf16_t *orow = out + row * dim;
+    sits_bf16_t *orow = out ? out + row * dim : NULL;   /* [fp8] NULL: only q (Q) */
     int n_groups = dim / V;
     float ss = 0.0f;
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
@@ -128,7 +131,7 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
         ld_f32<V>(w + (size_t)g * V, wf);
 #pragma unroll
         for (int k = 0; k < V; k++) r[k] = wf[k] * (r[k] * inv);
-        sits_k_store<V>(orow + (size_t)g * V, r);
+        if (!Q || orow) sits_k_store<V>(orow + (size_t)g * V, r);
         if (Q) mx = sits_k_absmax_bf<V>(mx, r);
     }
     if (Q) {
@@ -136,7 +139,15 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
         if (threadIdx.x == 0) q_scale[row] = s;
         for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
             float f[V];
-            sits_k_load<V>(orow + (size_t)g * V, f);
+            if (orow) {
+                sits_k_load<V>(orow + (size_t)g * V, f);
+            } else {   /* out as it would be stored: the same products, rounded to bf16 */
+                float wf[V];
+                ld_f32<V>(rr + (size_t)g * V, f);
+                ld_f32<V>(w + (size_t)g * V, wf);
+#pragma unroll
+                for (int k = 0; k < V; k++) f[k] = sits_k_round_bf(wf[k] * (f[k] * inv));
+            }
             sits_k_store_e4m3<V>(q + row * dim + (size_t)g * V, f, s);
         }
     }
@@ -170,7 +181,7 @@ extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q,
                                                    const sits_bf16_t *x, const float *w, int n, int dim, float eps,
                                                    cudaStream_t stream)
 {
-    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL)) return SITS_ERR_INVALID;
+    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL) || (!out && !q)) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     /* V = 8: the fp32 residual moves as two float4 per group (16-byte aligned base, dim % 8 == 0);
      * q rows then start 8-byte aligned. */

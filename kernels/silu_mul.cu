@@ -5,7 +5,9 @@
  * because V divides dim).
  * [fp8] With q: one block per row instead, which also quantises the row as stored to E4M3 (q [n, dim],
  * q_scale [n]; common.cuh) for the FP8 down projection -- the same out, and the bytes
- * sits_k_quant_fp8_rows would make from it. */
+ * sits_k_quant_fp8_rows would make from it. out may then be NULL (the engine's fused FP8 path reads only
+ * q): the quantising pass recomputes each value from gu (the thread's own reads, mostly still in L2)
+ * instead of rereading out -- 2 bytes a value less written. */
 #include "kernels/common.cuh"
 
 static __device__ __forceinline__ float silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
@@ -41,7 +43,7 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t row = blockIdx.x;
     const sits_bf16_t *gate = gu + row * 2 * (size_t)dim;
-    sits_bf16_t *orow = out + row * (size_t)dim;
+    sits_bf16_t *orow = out ? out + row * (size_t)dim : NULL;   /* NULL: q only */
     int n_groups = dim / V;
     float mx = 0.0f;
     for (int g = threadIdx.x; g < n_groups; g += blockDim.x) {
@@ -50,14 +52,22 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
         sits_k_load<V>(gate + dim + (size_t)g * V, b);
 #pragma unroll
         for (int k = 0; k < V; k++) a[k] = silu_mul1(a[k], b[k]);
-        sits_k_store<V>(orow + (size_t)g * V, a);
+        if (orow) sits_k_store<V>(orow + (size_t)g * V, a);
         mx = sits_k_absmax_bf<V>(mx, a);
     }
     float s = sits_k_fp8_scale(sits_k_block_max(mx));
     if (threadIdx.x == 0) q_scale[row] = s;
-    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) { /* the thread's own stores */
+    for (int g = threadIdx.x; g < n_groups; g += blockDim.x) { /* the thread's own stores (or reads) */
         float f[V];
-        sits_k_load<V>(orow + (size_t)g * V, f);
+        if (orow) {
+            sits_k_load<V>(orow + (size_t)g * V, f);
+        } else {   /* out as it would be stored: the same expression, rounded to bf16 */
+            float b[V];
+            sits_k_load<V>(gate + (size_t)g * V, f);
+            sits_k_load<V>(gate + dim + (size_t)g * V, b);
+#pragma unroll
+            for (int k = 0; k < V; k++) f[k] = sits_k_round_bf(silu_mul1(f[k], b[k]));
+        }
         sits_k_store_e4m3<V>(q + row * (size_t)dim + (size_t)g * V, f, s);
     }
 }
@@ -78,7 +88,7 @@ static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, 
 extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int n, int dim,
                                          cudaStream_t stream)
 {
-    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL)) return SITS_ERR_INVALID;
+    if (n < 0 || dim <= 0 || (q != NULL) != (q_scale != NULL) || (!out && !q)) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out) && ((uintptr_t)q & 7u) == 0;
     if (q) {

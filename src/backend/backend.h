@@ -360,7 +360,8 @@ typedef struct sits_backend_ops {
     /* add_rmsnorm_f32res / silu_mul that also quantise their output rows for the FP8 GEMM reading
      * them: xq [n, dim] E4M3 (8-byte aligned), xs [n] fp32 -- the bytes matmul_fp8 makes of `out`,
      * so matmul_fp8q(xq, xs) == matmul_fp8(out) bit for bit. One kernel each on cuda. The three slots
-     * come together or not at all (the engine then lets matmul_fp8 quantise). */
+     * come together or not at all (the engine then lets matmul_fp8 quantise). out may be NULL: then only
+     * xq / xs (the same bytes) -- the engine's fused path, where nothing reads out. */
     sits_status_t (*add_rmsnorm_f32res_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, float *residual, const void *x,
                                             const void *w, int n, int dim, float eps);
     sits_status_t (*silu_mul_fp8)(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim);

@@ -869,19 +869,26 @@ static sits_status_t cpu_matmul_fp8(sits_backend_t *be, void *y, int y_f32, cons
 }
 
 /* [fp8: fused activation quantisation] the op, then its output rows quantised as matmul_fp8 does */
+/* out NULL (backend.h: only xq / xs wanted): a temporary [n, dim] in its place */
 static sits_status_t cpu_add_rmsnorm_f32res_fp8(sits_backend_t *be, void *out, void *xq, float *xs, float *residual,
                                                 const void *x, const void *w, int n, int dim, float eps)
 {
-    SITS_CHECK(cpu_add_rmsnorm(be, out, residual, x, w, n, dim, eps));
-    cpu_quant_fp8_rows(xq, xs, out, n, dim);
-    return SITS_OK;
+    float *tmp = out ? NULL : malloc(sizeof(float) * (size_t)n * (size_t)dim + 1);
+    if (!out && !tmp) return SITS_ERR_NOMEM;
+    sits_status_t st = cpu_add_rmsnorm(be, out ? out : tmp, residual, x, w, n, dim, eps);
+    if (st == SITS_OK) cpu_quant_fp8_rows(xq, xs, out ? out : tmp, n, dim);
+    free(tmp);
+    return st;
 }
 
 static sits_status_t cpu_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, float *xs, const void *gu, int n, int dim)
 {
-    SITS_CHECK(cpu_silu_mul(be, out, gu, n, dim));
-    cpu_quant_fp8_rows(xq, xs, out, n, dim);
-    return SITS_OK;
+    float *tmp = out ? NULL : malloc(sizeof(float) * (size_t)n * (size_t)dim + 1);
+    if (!out && !tmp) return SITS_ERR_NOMEM;
+    sits_status_t st = cpu_silu_mul(be, out ? out : tmp, gu, n, dim);
+    if (st == SITS_OK) cpu_quant_fp8_rows(xq, xs, out ? out : tmp, n, dim);
+    free(tmp);
+    return st;
 }
 
 /* [moe fp8] */

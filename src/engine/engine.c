@@ -72,7 +72,8 @@ struct sits_engine {
     size_t ent_cap, ent_host_cap;
     /* [fp8] the activations of the next FP8 GEMM, quantised by the kernel that produced them (the
      * RMSNorm before qkv / gate-up, SiLU*mul before down): xq_of is the buffer (h or act) that xq / xs
-     * hold the E4M3 rows of, NULL when none; every linear() clears it */
+     * hold the E4M3 rows of, NULL when none; every linear() clears it. The fused kernels leave that buffer
+     * unwritten (only the TP custom all-reduce's fused norm writes h too): linear() refuses to read it. */
     uint8_t *xq;    /* [max_tokens, max(H, I_loc)] E4M3 */
     float *xs;      /* [max_tokens] per-token scales */
     const void *xq_of;
@@ -536,12 +537,14 @@ err:
 /* ---- the forward pass --------------------------------------------------------------------------- */
 
 /* residual += x; out = rmsnorm(residual) * w, in whichever residual dtype the engine keeps.
- * [fp8] fp8_next: an FP8 GEMM reads h next; quantise it here when the engine fuses that. */
+ * [fp8] fp8_next: an FP8 GEMM reads h next; quantise it here when the engine fuses that -- and then only
+ * the E4M3 rows are made (h itself is not written: the FP8 GEMM, or GEMV, is its only reader; xq_of names
+ * h as what xq stands for). */
 static sits_status_t add_norm(sits_engine_t *e, const void *x, const void *w, int n, int fp8_next)
 {
     const sits_model_config_t *c = &e->w->cfg;
     if (fp8_next && e->fp8_fused) {
-        SITS_CHECK(e->be->ops->add_rmsnorm_f32res_fp8(e->be, e->h, e->xq, e->xs, e->x, x, w, n, c->hidden_size, c->rms_norm_eps));
+        SITS_CHECK(e->be->ops->add_rmsnorm_f32res_fp8(e->be, NULL, e->xq, e->xs, e->x, x, w, n, c->hidden_size, c->rms_norm_eps));
         e->xq_of = e->h;
         return SITS_OK;
     }
@@ -558,6 +561,7 @@ static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void
 {
     const void *q_of = e->xq_of;
     e->xq_of = NULL;
+    if (x == q_of && (!w_scale || (w4 && w4->q))) return SITS_ERR_INTERNAL;   /* x itself was not written (add_norm) */
     if (w4 && w4->q) return e->be->ops->matmul_w4(e->be, y, x, w4, bias, n, in, out);
     if (w_scale && x == q_of) return e->be->ops->matmul_fp8q(e->be, y, 0, e->xq, e->xs, w, w_scale, bias, n, in, out);
     if (w_scale) return e->be->ops->matmul_fp8(e->be, y, 0, x, w, w_scale, bias, n, in, out);
@@ -703,8 +707,8 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
             SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, &lw->gu_w4, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
             if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
                 SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
-            } else if (lw->down_scale && e->fp8_fused) {                                           /* [n, I_loc] + E4M3 */
-                SITS_CHECK(op->silu_mul_fp8(be, e->act, e->xq, e->xs, e->gu, n, d->i_loc));
+            } else if (lw->down_scale && e->fp8_fused) {              /* E4M3 [n, I_loc] + [n]; act not written */
+                SITS_CHECK(op->silu_mul_fp8(be, NULL, e->xq, e->xs, e->gu, n, d->i_loc));
                 e->xq_of = e->act;
             } else {
                 SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */

@@ -185,7 +185,8 @@ static int run_rows_case(sits_backend_t *gpu, int in, int out)
 /* ---- [fp8: fused activation quantisation] ----------------------------------------------------------
  * On the GPU: add_rmsnorm_f32res_fp8 / silu_mul_fp8 must store the same bf16 `out` as the plain ops,
  * their E4M3 rows + scales must be util/dtype.h's quantisation of that out (computed here on the
- * host), and matmul_fp8q on them must equal matmul_fp8 on out, all bit for bit. Rows of different
+ * host), and matmul_fp8q on them must equal matmul_fp8 on out, all bit for bit; called without out
+ * (the engine's fused path) they must make the same E4M3 rows and scales. Rows of different
  * magnitudes and one all-zero row (scale 1); dim % 8 != 0 takes the kernels' scalar path. */
 static void *dl(sits_backend_t *be, const void *d, size_t bytes)
 {
@@ -276,9 +277,20 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
         if (bad) fprintf(stderr, "  add_rmsnorm_f32res_fp8: out or residual differs from add_rmsnorm_f32res\n");
         bad += check_q("add_rmsnorm_f32res_fp8", h2, hq, hqs, n, dim);
         bad += check_gemm(gpu, o2, dq, dqs, n, dim);
-        printf("%s fused add_rmsnorm + e4m3 n %4d dim %5d\n", bad ? "FAIL" : "ok  ", n, dim);
+        /* out NULL (the engine's fused path): the kernel recomputes the values it quantises -- the same bytes */
+        float *r3 = dev(gpu, SITS_DT_F32, res, nd);
+        TRY(gpu->ops->add_rmsnorm_f32res_fp8(gpu, NULL, dq, dqs, r3, dx, dw, n, dim, 1e-5f));
+        TRY(gpu->ops->sync(gpu));
+        float *hr3 = dl(gpu, r3, nd * 4), *hqs3 = dl(gpu, dqs, (size_t)n * 4);
+        uint8_t *hq3 = dl(gpu, dq, nd);
+        if (memcmp(hq3, hq, nd) || memcmp(hqs3, hqs, (size_t)n * 4) || memcmp(hr3, hr2, nd * 4)) {
+            fprintf(stderr, "  add_rmsnorm_f32res_fp8 without out: e4m3 rows, scales or residual differ\n");
+            bad++;
+        }
+        printf("%s fused add_rmsnorm + e4m3 n %4d dim %5d (and without out)\n", bad ? "FAIL" : "ok  ", n, dim);
         fails += bad != 0;
-        free(h1); free(h2); free(hr1); free(hr2); free(hqs); free(hq);
+        free(h1); free(h2); free(hr1); free(hr2); free(hqs); free(hq); free(hr3); free(hqs3); free(hq3);
+        gpu->ops->free(gpu, r3);
     }
     /* silu_mul on gu [n, 2 * dim] */
     void *dgu = dev(gpu, SITS_DT_BF16, x, nd * 2);
@@ -293,9 +305,17 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
         if (bad) fprintf(stderr, "  silu_mul_fp8: out differs from silu_mul\n");
         bad += check_q("silu_mul_fp8", h2, hq, hqs, n, dim);
         bad += check_gemm(gpu, o2, dq, dqs, n, dim);
-        printf("%s fused silu_mul + e4m3       n %4d dim %5d\n", bad ? "FAIL" : "ok  ", n, dim);
+        TRY(gpu->ops->silu_mul_fp8(gpu, NULL, dq, dqs, dgu, n, dim));   /* out NULL: the same bytes */
+        TRY(gpu->ops->sync(gpu));
+        float *hqs3 = dl(gpu, dqs, (size_t)n * 4);
+        uint8_t *hq3 = dl(gpu, dq, nd);
+        if (memcmp(hq3, hq, nd) || memcmp(hqs3, hqs, (size_t)n * 4)) {
+            fprintf(stderr, "  silu_mul_fp8 without out: e4m3 rows or scales differ\n");
+            bad++;
+        }
+        printf("%s fused silu_mul + e4m3       n %4d dim %5d (and without out)\n", bad ? "FAIL" : "ok  ", n, dim);
         fails += bad != 0;
-        free(h1); free(h2); free(hqs); free(hq);
+        free(h1); free(h2); free(hqs); free(hq); free(hqs3); free(hq3);
     }
     void *bufs[] = { dq, dqs, dx, dw, o1, o2, r1, r2, dgu };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);

@@ -329,7 +329,7 @@ static void test_cpu_matmul_fp8(void **state)
 
 /* [fp8: fused activation quantisation] the cpu twins: add_rmsnorm_f32res_fp8 / silu_mul_fp8 give the
  * plain ops' out, xq / xs are util/dtype.h's quantisation of out (per row, one all-zero row: scale
- * 1), and matmul_fp8q on them equals matmul_fp8 on out, bit for bit. */
+ * 1), and matmul_fp8q on them equals matmul_fp8 on out, bit for bit; with out NULL the same xq / xs. */
 static void test_cpu_fused_quant(void **state)
 {
     sits_backend_t *be = NULL;
@@ -340,10 +340,11 @@ static void test_cpu_fused_quant(void **state)
     assert_non_null(op->silu_mul_fp8);
     enum { N = 4, D = 64, OUT = 32 };
     static float x[N * 2 * D], res1[N * D], res2[N * D], nw[D], o1[N * D], o2[N * D], xs[N], ws[OUT], y1[N * OUT], y2[N * OUT];
-    static uint8_t xq[N * D], wq[OUT * D];
+    static float res0[N * D], res3[N * D], xs3[N];
+    static uint8_t xq[N * D], wq[OUT * D], xq3[N * D];
     /* row 2 is zero in both views of x: [N, D] (add_rmsnorm) and [N, 2 * D] (silu_mul) */
     for (int i = 0; i < N * 2 * D; i++) x[i] = (i / (2 * D)) == 2 || (i / D) == 2 ? 0.0f : (float)(urand() * 6 - 3);
-    for (int i = 0; i < N * D; i++) res1[i] = res2[i] = (i / D) == 2 ? 0.0f : (float)(urand() * 2 - 1);
+    for (int i = 0; i < N * D; i++) res0[i] = res1[i] = res2[i] = (i / D) == 2 ? 0.0f : (float)(urand() * 2 - 1);
     for (int k = 0; k < D; k++) nw[k] = (float)(0.5 + urand());
     for (int o = 0; o < OUT; o++) {
         float row[D], mx = 0;
@@ -374,6 +375,18 @@ static void test_cpu_fused_quant(void **state)
         assert_int_equal(op->matmul_fp8(be, y1, 0, o2, wq, ws, NULL, N, D, OUT), SITS_OK);
         assert_int_equal(op->matmul_fp8q(be, y2, 0, xq, xs, wq, ws, NULL, N, D, OUT), SITS_OK);
         assert_memory_equal(y1, y2, sizeof y1);
+        /* out NULL (the engine's fused path, backend.h): the same xq / xs bytes, the same residual */
+        memset(xq3, 0xa5, sizeof xq3);
+        memset(xs3, 0, sizeof xs3);
+        if (which == 0) {
+            memcpy(res3, res0, sizeof res3);
+            assert_int_equal(op->add_rmsnorm_f32res_fp8(be, NULL, xq3, xs3, res3, x, nw, N, D, 1e-5f), SITS_OK);
+            assert_memory_equal(res3, res2, sizeof res3);
+        } else {
+            assert_int_equal(op->silu_mul_fp8(be, NULL, xq3, xs3, x, N, D), SITS_OK);
+        }
+        assert_memory_equal(xq3, xq, sizeof xq);
+        assert_memory_equal(xs3, xs, sizeof xs);
     }
     sits_backend_destroy(be);
 }
