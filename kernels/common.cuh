@@ -65,9 +65,9 @@ template <int V> static __device__ __forceinline__ void sits_k_store(sits_bf16_t
 template <> __device__ __forceinline__ void sits_k_load<1>(const sits_bf16_t *p, float (&f)[1]) { f[0] = sits_k_bf2f(*p); }
 template <> __device__ __forceinline__ void sits_k_store<1>(sits_bf16_t *p, const float (&f)[1]) { *p = sits_k_f2bf(f[0]); }
 
-template <> __device__ __forceinline__ void sits_k_load<8>(const sits_bf16_t *p, float (&f)[8])
+/* 8 bf16 packed in a uint4 <-> fp32 f[8] (round to nearest even) */
+static __device__ __forceinline__ void sits_k_unpack8(const uint4 &u, float (&f)[8])
 {
-    uint4 u = *reinterpret_cast<const uint4 *>(p);
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
@@ -77,13 +77,23 @@ template <> __device__ __forceinline__ void sits_k_load<8>(const sits_bf16_t *p,
     }
 }
 
-template <> __device__ __forceinline__ void sits_k_store<8>(sits_bf16_t *p, const float (&f)[8])
+static __device__ __forceinline__ uint4 sits_k_pack8(const float (&f)[8])
 {
     uint4 u;
     __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
 #pragma unroll
     for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
-    *reinterpret_cast<uint4 *>(p) = u;
+    return u;
+}
+
+template <> __device__ __forceinline__ void sits_k_load<8>(const sits_bf16_t *p, float (&f)[8])
+{
+    sits_k_unpack8(*reinterpret_cast<const uint4 *>(p), f);
+}
+
+template <> __device__ __forceinline__ void sits_k_store<8>(sits_bf16_t *p, const float (&f)[8])
+{
+    *reinterpret_cast<uint4 *>(p) = sits_k_pack8(f);
 }
 
 static __device__ __forceinline__ float sits_k_warp_sum(float v)
@@ -173,6 +183,19 @@ template <int V> static __device__ __forceinline__ void sits_k_zero_row(sits_bf1
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = 0;
     }
+}
+
+/* [perf: row kernels] A row kernel that keeps its row in registers: each thread takes G groups of 8 (groups
+ * threadIdx.x + j * blockDim.x, j < G), G the smallest of 1, 2, 4, 8 with ceil(groups / G) <= 256 threads
+ * (G 8: up to 512 threads, rows of up to 32768 values); 0 when the row is longer. *threads_p: a multiple of 32. */
+static inline int sits_k_reg_row_g(int groups, int *threads_p)
+{
+    int g = 1;
+    while (g < 8 && groups > 256 * g) g *= 2;
+    int t = (groups + g - 1) / g;
+    if (t > 512) return 0;
+    *threads_p = (t + 31) / 32 * 32;
+    return g;
 }
 
 /* Threads for a row kernel with `work` items per row: a multiple of 32 in [32, max_threads]. */

@@ -33,13 +33,57 @@ static __global__ void quant_fp8_rows_kernel(uint8_t *q, float *scale, const sit
     }
 }
 
+/* [perf: row kernels] the same with the row in registers (V = 8): all of a thread's loads first, one read of x
+ * (silu_mul.cu's silu_mul_fp8_reg_kernel) */
+template <int G>
+static __global__ void __launch_bounds__(512) quant_fp8_rows_reg_kernel(uint8_t *q, float *scale, const sits_bf16_t *x, int dim)
+{
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    const size_t row = blockIdx.x;
+    const int n_groups = dim / 8;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * (size_t)dim);
+    uint4 u[G];
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) u[j] = xr[g];
+    }
+    float mx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+            float f[8];
+            sits_k_unpack8(u[j], f);
+            mx = sits_k_absmax_bf<8>(mx, f);
+        }
+    }
+    const float s = sits_k_fp8_scale(sits_k_block_max(mx));
+    if (threadIdx.x == 0) scale[row] = s;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+            float f[8];
+            sits_k_unpack8(u[j], f);
+            sits_k_store_e4m3<8>(q + row * (size_t)dim + (size_t)g * 8, f, s);
+        }
+    }
+}
+
 extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim,
                                                cudaStream_t stream)
 {
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(x, dim, dim) && ((uintptr_t)q & 7u) == 0;
-    int threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
+    int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, &threads) : 0;   /* [perf: row kernels] */
+    if (g == 1) quant_fp8_rows_reg_kernel<1><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    else if (g == 2) quant_fp8_rows_reg_kernel<2><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    else if (g == 4) quant_fp8_rows_reg_kernel<4><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    else if (g == 8) quant_fp8_rows_reg_kernel<8><<<n, threads, 0, stream>>>(q, scale, x, dim);
+    if (g) return SITS_K_LAUNCH_STATUS();
+    threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
     if (vec) quant_fp8_rows_kernel<8><<<n, threads, 0, stream>>>(q, scale, x, dim);
     else quant_fp8_rows_kernel<1><<<n, threads, 0, stream>>>(q, scale, x, dim);
     return SITS_K_LAUNCH_STATUS();

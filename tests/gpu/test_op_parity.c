@@ -2666,9 +2666,10 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
-    /* OP_PARITY_ONLY=int4 / moe: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones */
+    /* OP_PARITY_ONLY=int4 / moe / rope: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones / RoPE + KV write */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
+    if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
     if (only && strcmp(only, "moe") == 0) {   /* OP_PARITY_ONLY=moe: the mixture-of-experts cases */
         test_moe_all(&c);
         goto out;
@@ -2763,9 +2764,12 @@ int4_cases:
         test_attention_i8(&c, dt);
     }
 
-    /* [rope + kv write] Llama-3-8B TP 1 / 2 head counts, GQA 4, one KV head, small and odd head sizes */
+rope_cases:
+    /* [rope + kv write] Llama-3-8B TP 1 / 2 head counts, GQA 4, one KV head, small and odd head sizes; 301 tokens:
+     * [perf: row kernels] the vectorised kernel's many blocks and a partial last one */
     for (int i8 = 0; i8 < 3; i8++) {
         test_rope_kv_write(&c, 9, 32, 8, 128, 16, 4, i8);
+        test_rope_kv_write(&c, 301, 32, 8, 128, 16, 24, i8);
         test_rope_kv_write(&c, 3, 16, 4, 128, 16, 2, i8);
         test_rope_kv_write(&c, 13, 4, 1, 64, 5, 3, i8);
         test_rope_kv_write(&c, 6, 4, 1, 16, 4, 2, i8);
@@ -2775,6 +2779,7 @@ int4_cases:
         test_rope_kv_write_n(&c, 13, 4, 1, 64, 5, 3, i8, 1);
         test_rope_kv_write_n(&c, 4, 2, 2, 256, 16, 1, i8, 1);
     }
+    if (only && strcmp(only, "rope") == 0) goto out;
 
     test_silu_mul(&c, 3, 11008, 0);
     test_silu_mul(&c, 7, 37, 0);
