@@ -9,7 +9,6 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include "kernels/sits_kernels.h"
 
 /* Status of the launch just enqueued (launch errors: bad configuration, no kernel image...). */
@@ -187,16 +186,11 @@ template <int V> static __device__ __forceinline__ void sits_k_zero_row(sits_bf1
 }
 
 /* [perf: row kernels] A row kernel that keeps its row in registers: each thread takes G groups of 8 (groups
- * threadIdx.x + j * blockDim.x, j < G), G the smallest of 1, 2, 4, 8 with ceil(groups / G) <= 256 threads
- * (G 8: up to 512 threads, rows of up to 32768 values); 0 when the row is longer. *threads_p: a multiple of 32.
- * SITS_ROW_THREADS=512 (A/B in the benchmarks): up to 512 threads before G grows. */
-static inline int sits_k_reg_row_g(int groups, int *threads_p)
+ * threadIdx.x + j * blockDim.x, j < G), G the smallest of 1, 2, 4, 8 with ceil(groups / G) <= cap threads
+ * (cap 256 or 512; G 8 may take up to 512 threads: rows of up to 32768 values); 0 when the row is longer.
+ * *threads_p: a multiple of 32. */
+static inline int sits_k_reg_row_g(int groups, int cap, int *threads_p)
 {
-    static int cap = 0;
-    if (!cap) {
-        const char *e = getenv("SITS_ROW_THREADS");
-        cap = e && atoi(e) == 512 ? 512 : 256;
-    }
     int g = 1;
     while (g < 8 && groups > cap * g) g *= 2;
     int t = (groups + g - 1) / g;

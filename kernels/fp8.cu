@@ -77,7 +77,7 @@ extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const s
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(x, dim, dim) && ((uintptr_t)q & 7u) == 0;
-    int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, &threads) : 0;   /* [perf: row kernels] */
+    int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 256, &threads) : 0;   /* [perf: row kernels] */
     if (g == 1) quant_fp8_rows_reg_kernel<1><<<n, threads, 0, stream>>>(q, scale, x, dim);
     else if (g == 2) quant_fp8_rows_reg_kernel<2><<<n, threads, 0, stream>>>(q, scale, x, dim);
     else if (g == 4) quant_fp8_rows_reg_kernel<4><<<n, threads, 0, stream>>>(q, scale, x, dim);

@@ -75,8 +75,10 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
 /* [perf: row kernels] The FP8 form with the row in registers (V = 8 only): every load of the row issued before any
  * math (G groups of gate and up a thread), the rounded products kept packed for the quantising pass -- one read
  * of gu, no reread of out or gu. Same values and bytes as silu_mul_fp8_kernel (out rounded to nearest even;
- * q from those rounded values). 8B FP8, 7827 rows of 14336 on the H200: the two-pass kernel above took 417 us
- * (1.35 TB/s). */
+ * q from those rounded values). 8B FP8, 7827 rows of 14336 on the H200 (SITS_CUDA_OP_TIMES=1, the 2048/128
+ * offline row): the two-pass kernel above 417 us a call (1.35 TB/s of the 561 MB it must move); this one with
+ * up to 256 threads a row (G 8, 224 threads) 369 us, with up to 512 (G 4, 448 threads: twice the warps to
+ * hide the division and exp latencies) 280 us -- the launch's choice. */
 template <int G>
 static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale,
                                                                       const sits_bf16_t *gu, int dim)
@@ -142,7 +144,7 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out) && ((uintptr_t)q & 7u) == 0;
     if (q) {
-        int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, &threads) : 0;   /* [perf: row kernels] */
+        int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 512, &threads) : 0;   /* [perf: row kernels] */
         if (g == 1) silu_mul_fp8_reg_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
         else if (g == 2) silu_mul_fp8_reg_kernel<2><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
         else if (g == 4) silu_mul_fp8_reg_kernel<4><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
