@@ -252,6 +252,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     if (prefill) {
         if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) return SITS_ERR_CUDA;
         if ((st = att_launch_prefill(p, head_dim, att_prefill_mf(n_tokens, n_heads, ws->n_sms), stream)) != SITS_OK) return st;
+        if (ws->mark) ws->mark(ws->mark_ctx);   /* [op times] */
         return att_launch_decode(p, head_dim, cap, stream);
     }
     int S = att_splits(n_tokens, n_kv_heads, p.n_chunks, n_heads, head_dim, p.target_ctas, p.part_floats, p.part != NULL);

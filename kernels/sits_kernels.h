@@ -95,6 +95,10 @@ typedef struct {
     void *scratch;
     size_t scratch_bytes;
     int n_sms;               /* multiprocessors of the device; 0 forces the generic kernel */
+    /* [op times] when set, called on the host between the prefill kernel's launch and the decode kernel's of a
+     * prefill-mode call (the backend's op timer ends one timed part and starts the next there); NULL: nothing */
+    void (*mark)(void *ctx);
+    void *mark_ctx;
 } sits_k_attn_ws_t;
 
 /* Paged attention. out: [n_tokens, n_heads * head_dim]; q: rows of q_row_stride, head h at column

@@ -1061,10 +1061,28 @@ OPT_WRAP(cuda_rope_kv_write, "rope + kv write", n_q, n_kv, n,
           const void *k_norm, float eps),
          (be, qkv, n, row_stride, n_q, n_kv, head_dim, pos, inv_freq, k_cache, v_cache, block_size, slot_mapping, q_norm, k_norm,
           eps))
-OPT_WRAP(cuda_attention, "attention", a->n_heads, a->head_dim, a->n_tokens,
-         (sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache, const void *v_cache,
-          const sits_attn_args_t *a),
-         (be, out, q, q_row_stride, k_cache, v_cache, a))
+/* attention: a call that runs the prefill kernel is timed in two parts, that kernel and the decode kernel over
+ * the rows it listed (sits_k_attn_ws_t.mark, called between the two launches) */
+static void attn_mark(void *ctx)
+{
+    cuda_impl_t *c = ctx;
+    sits_cuda_optime_next(c->optime, c->stream, "attention: prefill kernel", "attention: decode kernel (listed rows)");
+}
+
+static sits_status_t cuda_attention_t(sits_backend_t *be, void *out, const void *q, int q_row_stride, const void *k_cache,
+                                      const void *v_cache, const sits_attn_args_t *a)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (!c->optime || c->capturing) return cuda_attention(be, out, q, q_row_stride, k_cache, v_cache, a);
+    sits_cuda_optime_begin(c->optime, c->stream, "attention", a->n_heads, a->head_dim, a->n_tokens);
+    c->attn_ws.mark = attn_mark;
+    c->attn_ws.mark_ctx = c;
+    sits_status_t st = cuda_attention(be, out, q, q_row_stride, k_cache, v_cache, a);
+    c->attn_ws.mark = NULL;
+    c->attn_ws.mark_ctx = NULL;
+    sits_cuda_optime_end(c->optime, c->stream);
+    return st;
+}
 OPT_WRAP(cuda_silu_mul, "silu * mul", dim, 0, n, (sits_backend_t *be, void *out, const void *gu, int n, int dim),
          (be, out, gu, n, dim))
 OPT_WRAP(cuda_silu_mul_fp8, "silu * mul -> fp8", dim, 0, n,

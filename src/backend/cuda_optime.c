@@ -21,6 +21,7 @@ struct sits_cuda_optime {
     int key_of[OPT_PAIRS];   /* the key of pair i */
     int used;                /* pairs recorded since the last harvest */
     int open;                /* a begin without its end */
+    int open_n;              /* its rows */
     opt_key_t keys[OPT_KEYS];
     int n_keys;
     long dropped;            /* ops not timed: more than OPT_KEYS keys */
@@ -54,22 +55,48 @@ void sits_cuda_optime_harvest(sits_cuda_optime_t *t)
     t->used = 0;
 }
 
-void sits_cuda_optime_begin(sits_cuda_optime_t *t, cudaStream_t stream, const char *name, int a, int b, int n)
+/* the key (name, a, b), made if new; -1 when the table is full */
+static int opt_key(sits_cuda_optime_t *t, const char *name, int a, int b)
 {
-    if (!t) return;
     int k = 0;
     while (k < t->n_keys && !(t->keys[k].name == name && t->keys[k].a == a && t->keys[k].b == b)) k++;
     if (k == t->n_keys) {
-        if (k == OPT_KEYS) { t->dropped++; return; }
+        if (k == OPT_KEYS) return -1;
         t->keys[k] = (opt_key_t){ .name = name, .a = a, .b = b };
         t->n_keys++;
     }
+    return k;
+}
+
+void sits_cuda_optime_begin(sits_cuda_optime_t *t, cudaStream_t stream, const char *name, int a, int b, int n)
+{
+    if (!t) return;
+    int k = opt_key(t, name, a, b);
+    if (k < 0) { t->dropped++; return; }
     if (t->used == OPT_PAIRS) sits_cuda_optime_harvest(t);
     t->key_of[t->used] = k;
     t->keys[k].calls++;
     t->keys[k].tokens += n;
+    t->open_n = n;
     cudaEventRecord(t->ev[2 * t->used], stream);
     t->open = 1;
+}
+
+void sits_cuda_optime_next(sits_cuda_optime_t *t, cudaStream_t stream, const char *done_name, const char *next_name)
+{
+    if (!t || !t->open) return;
+    opt_key_t *old = &t->keys[t->key_of[t->used]];
+    int a = old->a, b = old->b, n = t->open_n, k = opt_key(t, done_name, a, b);
+    if (k >= 0) {   /* the open part was done_name: its call moves there */
+        old = &t->keys[t->key_of[t->used]];
+        old->calls--;
+        old->tokens -= n;
+        t->keys[k].calls++;
+        t->keys[k].tokens += n;
+        t->key_of[t->used] = k;
+    }
+    sits_cuda_optime_end(t, stream);
+    sits_cuda_optime_begin(t, stream, next_name, a, b, n);
 }
 
 void sits_cuda_optime_end(sits_cuda_optime_t *t, cudaStream_t stream)
@@ -97,6 +124,7 @@ void sits_cuda_optime_destroy(sits_cuda_optime_t *t, int device)
     fprintf(stderr, "[op times] %-22s %7s %7s %9s %11s %9s %6s\n", "op", "a", "b", "calls", "ms", "us/call", "share");
     for (int k = 0; k < t->n_keys; k++) {
         const opt_key_t *q = &t->keys[k];
+        if (!q->calls) continue;   /* every call renamed (sits_cuda_optime_next) */
         fprintf(stderr, "[op times] %-22s %7d %7d %9ld %11.2f %9.1f %5.1f%%   (%.0f rows/call)\n", q->name, q->a, q->b, q->calls,
                 q->ms, q->calls ? 1e3 * q->ms / q->calls : 0.0, tot > 0 ? 100.0 * q->ms / tot : 0.0,
                 q->calls ? q->tokens / q->calls : 0.0);

@@ -19,6 +19,9 @@ sits_cuda_optime_t *sits_cuda_optime_create(void);
 /* around one op enqueued on `stream`: name (a string literal), two shape numbers (0 where none) */
 void sits_cuda_optime_begin(sits_cuda_optime_t *t, cudaStream_t stream, const char *name, int a, int b, int n);
 void sits_cuda_optime_end(sits_cuda_optime_t *t, cudaStream_t stream);
+/* within an open op: what ran since its begin was done_name (same shape numbers), and from here next_name
+ * runs until the end (the attention op's prefill kernel, then its decode kernel over the listed rows) */
+void sits_cuda_optime_next(sits_cuda_optime_t *t, cudaStream_t stream, const char *done_name, const char *next_name);
 /* the stream has finished everything enqueued: sum the recorded pairs */
 void sits_cuda_optime_harvest(sits_cuda_optime_t *t);
 /* prints the table (stderr) for `device` and frees */
