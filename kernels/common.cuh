@@ -163,6 +163,26 @@ template <int V> static __device__ __forceinline__ void sits_k_store_e4m3(uint8_
     }
 }
 
+/* [perf: row kernels] The quantising end of a register-resident row kernel: u[j] holds the row's group
+ * threadIdx.x + j * blockDim.x as stored (8 bf16), mx the thread's absmax of them; the block's scale goes to
+ * *scale_out and q_row[g * 8 ..] = e4m3(u / scale) -- sits_k_quant_fp8_rows' bytes. */
+template <int G>
+static __device__ __forceinline__ void sits_k_reg_row_to_e4m3(const uint4 (&u)[G], float mx, int n_groups, uint8_t *q_row,
+                                                              float *scale_out)
+{
+    const float s = sits_k_fp8_scale(sits_k_block_max(mx));
+    if (threadIdx.x == 0) *scale_out = s;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+            float f[8];
+            sits_k_unpack8(u[j], f);
+            sits_k_store_e4m3<8>(q_row + (size_t)g * 8, f, s);
+        }
+    }
+}
+
 /* dst[0..n) = src[0..n) by the whole block; V = 8 moves uint4s (n % 8 == 0, both 16-byte aligned). */
 template <int V> static __device__ __forceinline__ void sits_k_copy_row(sits_bf16_t *dst, const sits_bf16_t *src, int n)
 {

@@ -51,24 +51,13 @@ static __global__ void __launch_bounds__(512) quant_fp8_rows_reg_kernel(uint8_t 
     float mx = 0.0f;
 #pragma unroll
     for (int j = 0; j < G; j++) {
-        const int g = threadIdx.x + j * blockDim.x;
-        if (g < n_groups) {
+        if (threadIdx.x + j * blockDim.x < n_groups) {
             float f[8];
             sits_k_unpack8(u[j], f);
             mx = sits_k_absmax_bf<8>(mx, f);
         }
     }
-    const float s = sits_k_fp8_scale(sits_k_block_max(mx));
-    if (threadIdx.x == 0) scale[row] = s;
-#pragma unroll
-    for (int j = 0; j < G; j++) {
-        const int g = threadIdx.x + j * blockDim.x;
-        if (g < n_groups) {
-            float f[8];
-            sits_k_unpack8(u[j], f);
-            sits_k_store_e4m3<8>(q + row * (size_t)dim + (size_t)g * 8, f, s);
-        }
-    }
+    sits_k_reg_row_to_e4m3<G>(u, mx, n_groups, q + row * (size_t)dim, scale + row);
 }
 
 extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim,

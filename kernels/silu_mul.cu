@@ -111,17 +111,7 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
             if (out) reinterpret_cast<uint4 *>(out + row * (size_t)dim)[g] = ga[j];
         }
     }
-    const float s = sits_k_fp8_scale(sits_k_block_max(mx));
-    if (threadIdx.x == 0) q_scale[row] = s;
-#pragma unroll
-    for (int j = 0; j < G; j++) {
-        const int g = threadIdx.x + j * blockDim.x;
-        if (g < n_groups) {
-            float f[8];
-            sits_k_unpack8(ga[j], f);
-            sits_k_store_e4m3<8>(q + row * (size_t)dim + (size_t)g * 8, f, s);
-        }
-    }
+    sits_k_reg_row_to_e4m3<G>(ga, mx, n_groups, q + row * (size_t)dim, q_scale + row);
 }
 
 /* The elementwise form: a grid-stride loop over groups of 8 (vec) or 1 elements. */
