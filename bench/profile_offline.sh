@@ -14,7 +14,9 @@
 # request count fits (unwindowed, 8 requests of 2048/128 did not finish in 200 s on the H200). OFFPROF_GRAPHS=node
 # times a graph's kernels one by one (decode steps), default graph (each graph one item). NCU_CACHE=all flushes the
 # caches before every kernel (ncu's own default); default none, each kernel finds the caches as the one before left
-# them, nearer a real run (2026-12-03: two mixed steps of 2048/128 summed 226 ms/step flushed, the real step is 154). Defaults: the
+# them, nearer a real run. Either way kernel times under ncu are inflated (2026-12-03, a 2048/128 mixed step: 226 ms
+# of kernels flushed, 234 unflushed, 154 ms real): compare shares, and take real times from SITS_CUDA_OP_TIMES=1
+# (bench/README.md). Defaults: the
 # 8B-shaped dummy model. Not a test; exits 77 without ncu. Writes OUT_DIR/bench.txt, ncu.csv, profile.txt.
 set -uo pipefail
 build=${1:?usage: profile_offline.sh BUILD_DIR OUT_DIR [sits-bench-offline args]}; out=${2:?}; shift 2
