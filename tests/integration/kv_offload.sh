@@ -65,7 +65,7 @@ PYEOF
 stop() {
   for r in 0 1; do p=$(rank_pid $r "$tmp/trace") && kill -TERM "$p"; done
   for _ in $(seq 300); do kill -0 $srv 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $srv 2>/dev/null; then bad "$1: still running 30 s after SIGTERM"; kill -9 $srv; wait $srv 2>/dev/null
+  if kill -0 $srv 2>/dev/null; then bad "$1: still running 30 s after SIGTERM"; tail -5 "$tmp/err"; kill -9 $srv; wait $srv 2>/dev/null
   else wait $srv; local rc=$?; [ $rc -eq 0 ] && ok "$1: job exits 0 on SIGTERM" || { bad "$1: exit $rc"; tail -5 "$tmp/err"; }; fi
   srv=
 }
@@ -75,7 +75,7 @@ stop() {
 # can flip a later token; on the CPU (fp32, exact per row) every text must be equal.
 same() {
   local ref=${3:-$tmp/ref.jsonl}
-  if grep -q ERROR "$2"; then bad "$1: a request failed: $(grep -m1 ERROR "$2")"
+  if grep -q ERROR "$2"; then bad "$1: a request failed: $(grep -m1 ERROR "$2")"; tail -8 "$tmp/err"
   elif cmp -s "$ref" "$2"; then ok "$1: $LOAD_N outputs equal the reference"
   elif [ -n "${KVO_MIN_SAME:-}" ]; then
     local n_same
@@ -83,7 +83,7 @@ same() {
     if awk -v s="$n_same" -v n="$LOAD_N" -v f="$KVO_MIN_SAME" 'BEGIN { exit !(s >= f * n) }'; then
       ok "$1: $n_same of $LOAD_N outputs equal the reference (bf16 batch shapes; at least $KVO_MIN_SAME required)"
     else bad "$1: only $n_same of $LOAD_N outputs equal the reference"; diff "$ref" "$2" | head -6; fi
-  else bad "$1: outputs differ from the reference"; diff "$ref" "$2" | head -6; fi
+  else bad "$1: outputs differ from the reference"; diff "$ref" "$2" | head -6; tail -8 "$tmp/err"; fi
 }
 # swaps NAME: reads the swap counters; sets so si sf pf ob_host ob_disk
 swaps() {
