@@ -71,28 +71,31 @@ float sits_f8e4m3_to_f32(uint8_t v)
     return sign ? -f : f;
 }
 
-uint8_t sits_f32_to_f8e4m3(float f)
+/* On the bits: NaN -> 0x7f; |f| >= 448 (0x43e00000) -> +-448; |f| < 2^-6 (0x3c800000): subnormal, units of
+ * 2^-9, rounded by nearbyintf; otherwise the float's exponent and top 3 mantissa bits are the code once
+ * rounded to nearest even at mantissa bit 20 (a carry moves into the exponent), rebased from bias 127 to 7. */
+static inline uint8_t f32_to_f8e4m3(float f)
 {
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    float a = fabsf(f);
-    if (isnan(f)) return 0x7f;
-    if (a >= SITS_FP8_E4M3_MAX) return (uint8_t)(sign | 0x7e);    /* satfinite */
-    if (a < 0.015625f) {
-        /* subnormal (units of 2^-9); q == 8 is the smallest normal 2^-6, whose code is also 8 */
-        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 512.0f));
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return 0x7f;
+    if (a >= 0x43e00000u) return (uint8_t)(sign | 0x7e);   /* satfinite */
+    if (a < 0x3c800000u) {
+        float x;
+        memcpy(&x, &a, 4);
+        return (uint8_t)(sign | (uint8_t)nearbyintf(x * 512.0f));   /* 8: the smallest normal, whose code is 8 */
     }
-    int e;
-    float m = frexpf(a, &e);            /* a = m * 2^e, m in [0.5, 1) */
-    float q = nearbyintf(m * 16.0f);    /* 4 significant bits, round to nearest even */
-    if (q >= 16.0f) { q = 8.0f; e++; }
-    int exp = e + 6, man = (int)q - 8;  /* biased exponent (bias 7) of 2^(e-1) */
-    if (exp > 15 || (exp == 15 && man == 7)) return (uint8_t)(sign | 0x7e);
-    return (uint8_t)(sign | (exp << 3) | man);
+    a += 0x7ffffu + ((a >> 20) & 1u);
+    return (uint8_t)(sign | ((a >> 20) - (120u << 3)));
 }
+
+uint8_t sits_f32_to_f8e4m3(float f) { return f32_to_f8e4m3(f); }
 
 void sits_fp8_quantize_row(uint8_t *q, const float *x, size_t n, float scale)
 {
-    for (size_t i = 0; i < n; i++) q[i] = sits_f32_to_f8e4m3(x[i] / scale);
+    for (size_t i = 0; i < n; i++) q[i] = f32_to_f8e4m3(x[i] / scale);
 }
 
 int sits_convert_to_f32(sits_dtype_t dt, const void *src, float *dst, size_t n)

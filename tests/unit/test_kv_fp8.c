@@ -2,7 +2,9 @@
  *   1. the host conversion sits_f32_to_f8e4m3 equals torch's float8_e4m3fn cast (after a clamp to
  *      +-448) bit for bit on all 2^16 bf16 patterns and on an fp32 sample of midpoints, their
  *      neighbours, the saturation edge and the subnormals (tests/unit/data/kv_fp8/e4m3_ref.bin,
- *      written by tests/ref/gen_kv_fp8_ref.py); NaN inputs must give a NaN code;
+ *      written by tests/ref/gen_kv_fp8_ref.py); NaN inputs must give a NaN code; and it equals the
+ *      nearest-code search of item 2 at the rounding edges of every float exponent and on random bit
+ *      patterns (all 2^32 with SITS_TEST_EXHAUSTIVE=1);
  *   2. kv_write into F8_E4M3 caches gives the bytes of a quantiser written here without the code
  *      under test (scale = amax / 448, 1 for an all-zero head; the code is the nearest of the 253
  *      finite e4m3 values decoded from their bit fields, ties to the even code, saturating), at the
@@ -55,6 +57,55 @@ static uint8_t ref_encode(float x)
         if (d < bd || (d == bd && (c & 1) == 0)) { bd = d; best = c; }
     }
     return (uint8_t)(best | (signbit(x) ? 0x80u : 0u));
+}
+
+/* The conversion's rounding edges against the direct search above: every float exponent below 255 x
+ * every value of the kept and the rounding mantissa bits (22..19) x the bits below them (the "sticky"
+ * part) 0, 1, bit 18 alone, all ones, x both signs; then 2^20 random bit patterns; NaN and +-inf apart.
+ * SITS_TEST_EXHAUSTIVE=1: every one of the 2^32 patterns instead of the random ones (a few minutes). */
+static void test_edges(void)
+{
+    static const uint32_t sticky[] = { 0, 1, 0x40000u, 0x7ffffu, 0x2a5a5u };
+    int bad = 0;
+    long n = 0;
+    for (uint32_t e = 0; e < 255; e++)
+        for (uint32_t top = 0; top < 16; top++)
+            for (unsigned k = 0; k < sizeof sticky / sizeof *sticky; k++)
+                for (uint32_t sg = 0; sg < 2; sg++) {
+                    uint32_t u = (sg << 31) | (e << 23) | (top << 19) | sticky[k];
+                    float x;
+                    memcpy(&x, &u, 4);
+                    uint8_t got = sits_f32_to_f8e4m3(x), want = ref_encode(x);
+                    n++;
+                    if (got != want && bad++ < 8) fprintf(stderr, "  bits 0x%08x (%.9g): e4m3 0x%02x, search 0x%02x\n", u, x, got, want);
+                }
+    const char *ex = getenv("SITS_TEST_EXHAUSTIVE");
+    int all = ex && *ex == '1';
+    uint64_t total = all ? (1ull << 32) : (1ull << 20);
+    uint64_t rng = 0x5eed0f8e43ull;
+    /* the direct search is slow: the exhaustive pass compares with it only where the exponent is in
+     * e4m3's range (2^-11 .. 2^9); elsewhere the answer is 0 / +-448 by the definition */
+    for (uint64_t i = 0; i < total; i++) {
+        uint32_t u;
+        if (all) u = (uint32_t)i;
+        else { rng = rng * 6364136223846793005ull + 1442695040888963407ull; u = (uint32_t)(rng >> 32); }
+        float x;
+        memcpy(&x, &u, 4);
+        if (isnan(x) || isinf(x)) continue;
+        uint32_t e = (u >> 23) & 0xff;
+        uint8_t got = sits_f32_to_f8e4m3(x), want;
+        if (e < 127 - 11) want = signbit(x) ? 0x80 : 0;
+        else if (e > 127 + 9) want = signbit(x) ? 0xfe : 0x7e;
+        else want = ref_encode(x);
+        n++;
+        if (got != want && bad++ < 8) fprintf(stderr, "  bits 0x%08x (%.9g): e4m3 0x%02x, search 0x%02x\n", u, x, got, want);
+    }
+    CHECK(bad == 0, "%d of %ld floats convert unlike the nearest-code search", bad, n);
+    CHECK(sits_f32_to_f8e4m3(INFINITY) == 0x7e && sits_f32_to_f8e4m3(-INFINITY) == 0xfe, "+-inf saturate to +-448");
+    CHECK(sits_f32_to_f8e4m3(NAN) == 0x7f && sits_f32_to_f8e4m3(-NAN) == 0x7f, "NaN -> 0x7f");
+    if (bad == 0)
+        printf("ok   e4m3 codes equal the nearest-code search on %ld floats (rounding edges of every exponent, %s)\n", n,
+               all ? "all 2^32 patterns" : "2^20 random patterns");
 }
 
 static int test_torch_codes(void)
@@ -195,6 +246,7 @@ int main(void)
     sits_log_init(-1);
     int rc = test_torch_codes();
     if (rc == 77) return 77;
+    test_edges();
     sits_backend_t *be = NULL;
     sits_backend_params_t bp = { .threads = 1 };
     if (sits_backend_cpu_create(&bp, &be) != SITS_OK) return 1;
