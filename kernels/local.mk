@@ -11,10 +11,11 @@ EXTRA_DIST += kernels/sits_kernels.h kernels/common.cuh \
 	kernels/silu_mul.cu kernels/gather_rows.cu kernels/sample.cu kernels/logit_mask.cu
 endif
 # [fp8] per-token FP8 quantisation and the fallback GEMM epilogue (used by src/backend/cuda_fp8.c).
+# [dummy] --load-format dummy's weights drawn on the device (bf16, FP8).
 if HAVE_CUDA
-libsits_a_SOURCES += kernels/fp8.cu
+libsits_a_SOURCES += kernels/fp8.cu kernels/dummy.cu
 else
-EXTRA_DIST += kernels/fp8.cu
+EXTRA_DIST += kernels/fp8.cu kernels/dummy.cu
 endif
 # [allreduce] the custom all-reduce of one node's GPUs over CUDA IPC (used by src/comm/custom_ar.c).
 if HAVE_CUDA

@@ -242,6 +242,14 @@ sits_status_t sits_k_kv_block_copy(void *flat, void *const *bufs, int n_bufs, co
  * x [n, dim] bf16 -> q [n, dim] E4M3 bytes and scale [n] fp32 per row: scale = absmax / 448 (1 for a
  * zero row), q = e4m3(x / scale), IEEE division, round to nearest even, saturating (util/dtype.h). */
 sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim, cudaStream_t stream);
+
+/* [dummy] --load-format dummy's values (src/util/dummy.h) for rows [r, r + n) x cols [c0, c0 + w) of the tensor
+ * whose dummy base is `base`: dst [n, w] bf16; or q [n, w] E4M3 and s [n], each row's scale from the absmax over
+ * its cols [0, cols) (the whole row, whatever slice is stored). */
+sits_status_t sits_k_dummy_rows_bf16(sits_bf16_t *dst, uint64_t base, int64_t r, int64_t n, int64_t c0, int64_t w,
+                                     cudaStream_t stream);
+sits_status_t sits_k_dummy_rows_fp8(uint8_t *q, float *s, uint64_t base, int64_t r, int64_t n, int64_t cols, int64_t c0,
+                                    int64_t w, cudaStream_t stream);
 /* y [n, m] (bf16, or fp32 when y_f32) = acc [n, m] fp32 * xs[t] * ws[o] (+ bias[o] bf16, may be NULL). */
 sits_status_t sits_k_fp8_scale_out(void *y, int y_f32, const float *acc, const float *xs, const float *ws,
                                    const sits_bf16_t *bias, int n, int m, cudaStream_t stream);

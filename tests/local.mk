@@ -90,3 +90,6 @@ EXTRA_DIST += tests/gpu/prefill_kernels_cuda.sh
 # prefix cache, swaps, speculation; sits_kv_sliding_window_freed_blocks_total
 TESTS += tests/integration/swa_free.sh
 EXTRA_DIST += tests/integration/swa_free.sh
+# [dummy] --load-format dummy drawn where the weights live (cpu memory, kernels/dummy.cu) = drawn on the host
+TESTS += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
+EXTRA_DIST += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh

@@ -262,6 +262,16 @@ typedef struct sits_backend_ops {
      * (unaligned), converted to be->weight_dtype, stored row-major [r1-r0, c1-c0] at dst + dst_row0 rows. */
     sits_status_t (*upload_weight)(sits_backend_t *be, void *dst, int64_t dst_row0, const void *src, sits_dtype_t src_dt,
                                    int64_t src_cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+    /* [dummy] optional: --load-format dummy's weights made where they live (model/dummy.h's definition):
+     * rows [r, r + n) x cols [c0, c0 + w) of the tensor whose dummy base is `base`, as be->weight_dtype,
+     * row-major [n, w] at dst + dst_row0 rows. dummy_rows_fp8: the same rows as E4M3 bytes [n, w] at
+     * q + dst_row0 rows and their scales at s + dst_row0, each row quantised as model/weights.c quantises
+     * the host's rows (scale = sits_fp8_scale of the absmax over the row's cols [0, cols), the whole row,
+     * q = e4m3(value / scale)). NULL or SITS_ERR_UNSUPPORTED: the loader draws them on the host. */
+    sits_status_t (*dummy_rows)(sits_backend_t *be, void *dst, int64_t dst_row0, uint64_t base, int64_t r, int64_t n,
+                                int64_t c0, int64_t w);
+    sits_status_t (*dummy_rows_fp8)(sits_backend_t *be, void *q, float *s, int64_t dst_row0, uint64_t base, int64_t r,
+                                    int64_t n, int64_t cols, int64_t c0, int64_t w);
     /* out[n, dim] = table[tok - v_start] for v_start <= tok < v_start + v_count, else 0 (vocab-parallel). */
     sits_status_t (*embed)(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
                            int v_start, int v_count);

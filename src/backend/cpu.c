@@ -7,6 +7,7 @@
  * (sits_backend_cpu_sample_reduce) lives here too: it is both the cpu twin of sample_reduce and
  * the host sampling path of src/engine/sample.c, so the two cannot drift apart. */
 #include "backend/backend.h"
+#include "util/dummy.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -91,6 +92,39 @@ static sits_status_t cpu_upload_weight(sits_backend_t *be, void *dst, int64_t ds
             SITS_ERROR(SITS_SUB_BACKEND, "cpu: cannot convert weights of dtype %s", sits_dtype_name(src_dt));
             return SITS_ERR_UNSUPPORTED;
         }
+    }
+    return SITS_OK;
+}
+
+/* [dummy] util/dummy.h's values straight into the fp32 weights: dst [*, w] */
+static sits_status_t cpu_dummy_rows(sits_backend_t *be, void *dst, int64_t dst_row0, uint64_t base, int64_t r, int64_t n,
+                                    int64_t c0, int64_t w)
+{
+    float *out = (float *)dst + dst_row0 * w;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t rs = sits_dummy_stream(base, r + i);
+        for (int64_t j = 0; j < w; j++) out[i * w + j] = sits_dummy_value(rs, c0 + j);
+    }
+    return SITS_OK;
+}
+
+/* [dummy] q [*, w] E4M3, s [*]: a row's scale from the absmax of all its cols values (drawn twice: no staging) */
+static sits_status_t cpu_dummy_rows_fp8(sits_backend_t *be, void *q_, float *s, int64_t dst_row0, uint64_t base, int64_t r,
+                                        int64_t n, int64_t cols, int64_t c0, int64_t w)
+{
+    uint8_t *q = (uint8_t *)q_ + dst_row0 * w;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t rs = sits_dummy_stream(base, r + i);
+        float mx = 0.0f;
+        for (int64_t j = 0; j < cols; j++) {
+            float a = fabsf(sits_dummy_value(rs, j));
+            mx = a > mx ? a : mx;
+        }
+        float sc = sits_fp8_scale(mx);
+        s[dst_row0 + i] = sc;
+        for (int64_t j = 0; j < w; j++) q[i * w + j] = sits_f32_to_f8e4m3(sits_dummy_value(rs, c0 + j) / sc);
     }
     return SITS_OK;
 }
@@ -1020,6 +1054,8 @@ static const sits_backend_ops_t cpu_ops = {
     .download = cpu_copy,
     .memset0 = cpu_memset0,
     .upload_weight = cpu_upload_weight,
+    .dummy_rows = cpu_dummy_rows,   /* [dummy] */
+    .dummy_rows_fp8 = cpu_dummy_rows_fp8,
     .upload_rows = cpu_upload_rows,   /* [scale] */
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,

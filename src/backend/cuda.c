@@ -678,6 +678,23 @@ static sits_status_t cuda_silu_mul_fp8(sits_backend_t *be, void *out, void *xq, 
     return SITS_OK;
 }
 
+/* [dummy] drawn on the device (kernels/dummy.cu); weights are bf16 [*, w], FP8 ones [*, w] bytes + [*] scales */
+static sits_status_t cuda_dummy_rows(sits_backend_t *be, void *dst, int64_t dst_row0, uint64_t base, int64_t r, int64_t n,
+                                     int64_t c0, int64_t w)
+{
+    if (be->weight_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
+    SITS_KERNEL_CHECK(sits_k_dummy_rows_bf16((sits_bf16_t *)dst + dst_row0 * w, base, r, n, c0, w, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+static sits_status_t cuda_dummy_rows_fp8(sits_backend_t *be, void *q, float *s, int64_t dst_row0, uint64_t base, int64_t r,
+                                         int64_t n, int64_t cols, int64_t c0, int64_t w)
+{
+    SITS_KERNEL_CHECK(sits_k_dummy_rows_fp8((uint8_t *)q + dst_row0 * w, s + dst_row0, base, r, n, cols, c0, w,
+                                            impl_of(be)->stream));
+    return SITS_OK;
+}
+
 /* [moe fp8] */
 static sits_status_t cuda_quant_fp8_rows(sits_backend_t *be, void *xq, float *xs, const void *x, int n, int dim)
 {
@@ -1113,6 +1130,8 @@ static const sits_backend_ops_t cuda_ops = {
     .download = cuda_download,
     .memset0 = cuda_memset0,
     .upload_weight = cuda_upload_weight,
+    .dummy_rows = cuda_dummy_rows,   /* [dummy] */
+    .dummy_rows_fp8 = cuda_dummy_rows_fp8,
     .embed = cuda_embed_t,
     .rmsnorm = cuda_rmsnorm,
     .add_rmsnorm = cuda_add_rmsnorm,

@@ -3,6 +3,7 @@
 #include "model/layout.h"
 #include "model/precision.h"
 #include "model/int4.h"
+#include "util/dummy.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -129,6 +130,7 @@ typedef struct {
     int n_fp8;
     int n_int4;            /* [int4] linears held in INT4 */
     const sits_w4_src_t *w4src;   /* [moe int4] set while an INT4 / 8-bit checkpoint expert is read: rows_f32 dequantises it */
+    int dummy_on_device;   /* [dummy] dense dummy weights through be->ops->dummy_rows(_fp8) (SITS_DUMMY_ON_HOST=1: not) */
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
@@ -231,17 +233,12 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         return SITS_OK;
     }
     int is_norm = is_norm_kind(kind);
+    uint64_t base = sits_dummy_base(L->seed, (unsigned)kind, layer);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        unsigned long long rs = L->seed ^ ((unsigned long long)kind << 56) ^ ((unsigned long long)layer << 40) ^
-                                (unsigned long long)(r + i);
-        rs = splitmix64(&rs);
-        for (int64_t j = 0; j < w; j++) {
-            /* splitmix64 is counter-based: element c of the row is the (c+1)-th output */
-            unsigned long long st = rs + (unsigned long long)(c0 + j) * 0x9e3779b97f4a7c15ull;
-            float u = (float)(splitmix64(&st) >> 40) / (float)(1 << 24);
-            out[i * w + j] = is_norm ? (L->cfg->norm_plus_one ? 0.0f : 1.0f) : (u - 0.5f) * 0.1f;
-        }
+        uint64_t rs = sits_dummy_stream(base, r + i);
+        for (int64_t j = 0; j < w; j++)
+            out[i * w + j] = is_norm ? (L->cfg->norm_plus_one ? 0.0f : 1.0f) : sits_dummy_value(rs, c0 + j);
     }
     return SITS_OK;
 }
@@ -267,6 +264,11 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
     int64_t w = c1 - c0;
+    if (!L->st && L->dummy_on_device && L->be->ops->dummy_rows && !is_norm_kind(kind)) {   /* [dummy] drawn where they live */
+        sits_status_t st = L->be->ops->dummy_rows(L->be, dst, dst_row0, sits_dummy_base(L->seed, (unsigned)kind, layer), r0,
+                                                  r1 - r0, c0, w);
+        if (st != SITS_ERR_UNSUPPORTED) return st;
+    }
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)w);
     if (chunk < 1) return SITS_ERR_INTERNAL;
     for (int64_t r = r0; r < r1; r += chunk) {
@@ -285,9 +287,14 @@ static sits_status_t fp8_rows(loader_t *L, const sits_st_tensor_t *t, const sits
                               int64_t r0, int64_t r1, int64_t cols, int64_t c0, int64_t w, void *dst_q, float *dst_s,
                               int64_t dst_row0)
 {
+    sits_backend_t *be = L->be;
+    if (!t && !L->st && L->dummy_on_device && be->ops->dummy_rows_fp8) {   /* [dummy] drawn and quantised where they live */
+        sits_status_t st = be->ops->dummy_rows_fp8(be, dst_q, dst_s, dst_row0, sits_dummy_base(L->seed, (unsigned)kind, layer),
+                                                   r0, r1 - r0, cols, c0, w);
+        if (st != SITS_ERR_UNSUPPORTED) return st;
+    }
     int64_t chunk = (int64_t)(L->staging_elems / (size_t)(s ? w : cols));
     if (chunk < 1) return SITS_ERR_INTERNAL;
-    sits_backend_t *be = L->be;
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
         if (s) {
@@ -1219,6 +1226,10 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
     if (quant && *quant) SITS_ALLOC_CHECK_GOTO(w->quant = strdup(quant), st_, err);
     if (st) SITS_CHECK_GOTO(sits_model_check_tensors(cfg, st, "model"), st_, err);
     SITS_CHECK_GOTO(w4_check_shard(&L, &w->dims, shard->tp_rank), st_, err);   /* [int4] */
+    {
+        const char *h = getenv("SITS_DUMMY_ON_HOST");
+        L.dummy_on_device = !(h && *h && strcmp(h, "0") != 0);
+    }
     /* fp32 staging (dummy weights, fp8 quantisation and dequantisation): at least 4 of the longest rows */
     L.staging_elems = (size_t)1 << 22;
     if (L.staging_elems < (size_t)cfg->hidden_size * 4) L.staging_elems = (size_t)cfg->hidden_size * 4;

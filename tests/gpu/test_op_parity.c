@@ -238,6 +238,64 @@ static void test_upload_weight(ctx_t *c, sits_dtype_t src_dt, int64_t rows, int6
     free(v);
 }
 
+/* [dummy] --load-format dummy's values drawn by each backend (util/dummy.h): the cpu's fp32 values rounded to bf16
+ * must be cuda's bf16 exactly; FP8 rows (scale from the whole row of cols, the slice [c0, c0 + w) stored) must be
+ * the same bytes and the same scales. Rows before dst_row0 stay untouched (poison). */
+static void test_dummy_rows(ctx_t *c, int64_t r, int64_t n, int64_t cols, int64_t c0, int64_t w, int64_t dst_row0)
+{
+    char what[128];
+    const uint64_t base = 0x5eedull ^ (7ull << 56) ^ (3ull << 40);
+    snprintf(what, sizeof what, "dummy_rows rows [%lld,+%lld) x [%lld,+%lld) at row %lld", (long long)r, (long long)n,
+             (long long)c0, (long long)w, (long long)dst_row0);
+    size_t out_n = (size_t)((dst_row0 + n) * w), first = (size_t)(dst_row0 * w);
+    void *d[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d[b] = dev_poison(be, out_n * sits_dtype_size(be->weight_dtype));
+        TRY(be->ops->dummy_rows(be, d[b], dst_row0, base, r, n, c0, w));
+    }
+    float *ref = host_f32(c->be[0], d[0], out_n), *got = host_f32(c->be[1], d[1], out_n);
+    for (size_t i = first; i < out_n; i++) ref[i] = bf(ref[i]);
+    compare(c, what, ref, got, out_n, TOL_EXACT, 1);
+    free(ref);
+    free(got);
+    for (int b = 0; b < N_BE; b++) dev_free(c->be[b], d[b]);
+
+    snprintf(what, sizeof what, "dummy_rows_fp8 rows [%lld,+%lld) x [%lld,+%lld) of %lld at row %lld", (long long)r,
+             (long long)n, (long long)c0, (long long)w, (long long)cols, (long long)dst_row0);
+    size_t q_n = out_n, s_n = (size_t)(dst_row0 + n);
+    void *q[N_BE], *sc[N_BE];
+    uint8_t *hq[N_BE];
+    float *hs[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        q[b] = dev_poison(be, q_n);
+        sc[b] = dev_poison(be, s_n * sizeof(float));
+        TRY(be->ops->dummy_rows_fp8(be, q[b], sc[b], dst_row0, base, r, n, cols, c0, w));
+        hq[b] = xmalloc(q_n);
+        hs[b] = xmalloc(s_n * sizeof(float));
+        TRY(be->ops->sync(be));
+        TRY(be->ops->download(be, hq[b], q[b], q_n));
+        TRY(be->ops->download(be, hs[b], sc[b], s_n * sizeof(float)));
+    }
+    size_t bad_q = 0, bad_s = 0;
+    for (size_t i = 0; i < q_n; i++) bad_q += hq[0][i] != hq[1][i];
+    for (size_t i = 0; i < s_n; i++) bad_s += memcmp(&hs[0][i], &hs[1][i], sizeof(float)) != 0;
+    c->checks++;
+    printf("%-4s %-58s n %-8zu bytes differing %zu, scales differing %zu of %zu\n", bad_q || bad_s ? "FAIL" : "ok", what,
+           q_n, bad_q, bad_s, s_n);
+    if (bad_q || bad_s) {
+        fprintf(stderr, "FAIL %s: %zu bytes, %zu scales differ\n", what, bad_q, bad_s);
+        c->failures++;
+    }
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], q[b]);
+        dev_free(c->be[b], sc[b]);
+        free(hq[b]);
+        free(hs[b]);
+    }
+}
+
 static void test_embed(ctx_t *c, int n, int dim, int v_start, int v_count)
 {
     char what[128];
@@ -2666,10 +2724,11 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
-    /* OP_PARITY_ONLY=int4 / moe / rope: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones / RoPE + KV write */
+    /* OP_PARITY_ONLY=int4 / moe / rope / dummy: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones / RoPE + KV write */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
     if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
+    if (only && strcmp(only, "dummy") == 0) goto dummy_cases;   /* OP_PARITY_ONLY=dummy: the dummy weights' cases */
     if (only && strcmp(only, "moe") == 0) {   /* OP_PARITY_ONLY=moe: the mixture-of-experts cases */
         test_moe_all(&c);
         goto out;
@@ -2679,6 +2738,14 @@ int main(void)
     test_upload_weight(&c, SITS_DT_F16, 64, 96, 0, 64, 32, 96, 0);
     test_upload_weight(&c, SITS_DT_BF16, 33, 17, 10, 33, 0, 17, 1);
     test_upload_weight(&c, SITS_DT_F32, 3000, 1600, 100, 3000, 0, 1600, 0); /* > one staging chunk */
+
+dummy_cases:
+    /* [dummy] a slice of a row (TP), an odd width, a whole row, more rows than the kernels' 16384-block grids */
+    test_dummy_rows(&c, 100, 37, 4096, 1024, 2048, 2);
+    test_dummy_rows(&c, 0, 5, 1001, 0, 1001, 0);
+    test_dummy_rows(&c, 128000, 20000, 64, 8, 33, 1);
+    test_dummy_rows(&c, 7, 3, 28672, 0, 28672, 0);
+    if (only && strcmp(only, "dummy") == 0) goto out;
 
     test_embed(&c, 9, 4096, 1000, 500);
     test_embed(&c, 7, 129, 0, 40);
