@@ -828,6 +828,12 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
     if (chunk < 1) return SITS_ERR_INTERNAL;
     sits_wkind_t seed_kind = (sits_wkind_t)(64 + part);   /* beyond every dense kind */
     int seed_layer = layer * 4096 + expert;
+    if (!L->st && L->dummy_on_device && L->be->ops->dummy_rows) {   /* [dummy] drawn where they live */
+        st = L->be->ops->dummy_rows(L->be, dst, dst_row0, sits_dummy_base(L->seed, (unsigned)seed_kind, seed_layer), r0, r1 - r0,
+                                    c0, w);
+        if (st != SITS_ERR_UNSUPPORTED) return st;
+        st = SITS_OK;
+    }
     L->w4src = is_w4 ? &w4 : NULL;
     for (int64_t r = r0; r < r1 && st == SITS_OK; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
