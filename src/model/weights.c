@@ -130,7 +130,8 @@ typedef struct {
     int n_fp8;
     int n_int4;            /* [int4] linears held in INT4 */
     const sits_w4_src_t *w4src;   /* [moe int4] set while an INT4 / 8-bit checkpoint expert is read: rows_f32 dequantises it */
-    int dummy_on_device;   /* [dummy] dense dummy weights through be->ops->dummy_rows(_fp8) (SITS_DUMMY_ON_HOST=1: not) */
+    int dummy_on_device;   /* [dummy] dummy weights (dense, 16-bit experts, FP8 rows) drawn by be->ops->dummy_rows(_fp8)
+                            * where they live (SITS_DUMMY_ON_HOST=1: on the host) */
 } loader_t;
 
 static unsigned long long splitmix64(unsigned long long *s)
