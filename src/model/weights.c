@@ -134,14 +134,6 @@ typedef struct {
                             * where they live (SITS_DUMMY_ON_HOST=1: on the host) */
 } loader_t;
 
-static unsigned long long splitmix64(unsigned long long *s)
-{
-    unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* The checkpoint tensor (kind, layer); NULL with an error logged when it is missing. */
 static const sits_st_tensor_t *find_tensor(const loader_t *L, sits_wkind_t kind, int layer)
 {
@@ -468,16 +460,15 @@ static void w4_dummy_rows(const loader_t *L, unsigned long long kind, int layer,
     int64_t half = w / 2;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        unsigned long long rs = L->seed ^ (kind << 56) ^ ((unsigned long long)layer << 40) ^ (unsigned long long)(r + i) ^
-                                0x3f4ull << 28;
-        rs = splitmix64(&rs);
+        uint64_t rs = L->seed ^ (kind << 56) ^ ((uint64_t)layer << 40) ^ (uint64_t)(r + i) ^ 0x3f4ull << 28;
+        rs = sits_splitmix64(&rs);
         uint8_t *qr = qb + i * half;
         unsigned long long bits = 0;
         for (int64_t k = 0; k < w; k++) {
             int64_t col = c0 + k;
             if (k == 0 || (col & 15) == 0) {
-                unsigned long long h = rs + (unsigned long long)(col >> 4) * 0x9e3779b97f4a7c15ull;
-                bits = splitmix64(&h);
+                uint64_t h = rs + (uint64_t)(col >> 4) * 0x9e3779b97f4a7c15ull;
+                bits = sits_splitmix64(&h);
             }
             unsigned nib = (unsigned)(bits >> (4 * (col & 15))) & 15u;
             if (k & 1) qr[k / 2] |= (uint8_t)(nib << 4);
