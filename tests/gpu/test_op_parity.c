@@ -2897,6 +2897,12 @@ rope_cases:
     test_attention_all(&c);
     test_attention_softcap(&c);
     unsetenv("SITS_ATT_PF_ROWS");
+    /* the cases above ran the prefill tiles heaviest first (att_launch_pf_order); the other order too */
+    printf("-- attention again, prefill tiles in index order (SITS_ATT_PF_ORDER=index)\n");
+    setenv("SITS_ATT_PF_ORDER", "index", 1);
+    test_attention_all(&c);
+    test_attention_i8(&c, SITS_DT_F8_E4M3);
+    unsetenv("SITS_ATT_PF_ORDER");
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */
