@@ -27,6 +27,9 @@
  * (attention_mma.cuh), the generic kernel reads q * scale in fp32. */
 #include "kernels/attention_mma.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define ATT_PF_MIN_TOKENS 64  /* batches of at least this many tokens also run the prefill kernel */
 #define ATT_WARPS 4
 #define ATT_MAX_HEAD_DIM 512
@@ -177,6 +180,14 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     return SITS_K_LAUNCH_STATUS();
 }
 
+/* SITS_ATT_PF_ORDER=index: prefill tiles in index order from the last (no order launch), for A/B; read at every
+ * call as SITS_ATT_PF_ROWS (the parity test switches it) */
+static bool att_pf_order_on(void)
+{
+    const char *e = getenv("SITS_ATT_PF_ORDER");
+    return !(e && !strcmp(e, "index"));
+}
+
 /* Both entry points; qm: what the caches hold (SITS_K_KV_BF16, or [int8 kv] [fp8 kv] 8-bit block units). */
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
@@ -232,7 +243,8 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.target_ctas = cap;
 
     /* The workspace's scratch: [0, ATT_SCRATCH_HDR) the list's length, then (prefill mode) the
-     * list [n_tokens] int32 rounded to 256 bytes, then the split-K partials (fp32); its last
+     * list [n_tokens] int32 rounded to 256 bytes and the tiles' order [n_tiles] int32 rounded to 256 bytes,
+     * then the split-K partials (fp32); its last
      * SITS_K_ATT_COUNTER_BYTES(n_sms) the split-K counters (zeroed when the workspace is made, and left
      * zero by every launch). A split happens only when the work units are fewer than target_ctas, so
      * target_ctas counters are enough. */
@@ -241,17 +253,29 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     bool have = ws->scratch && ws->scratch_bytes > cnt_bytes;
     size_t avail = have ? ws->scratch_bytes - cnt_bytes : 0;
     bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && have && avail >= ATT_SCRATCH_HDR + list_bytes;
-    size_t part_off = prefill ? ATT_SCRATCH_HDR + list_bytes : 0;
+    /* prefill: the tiles' order after the list ([n_tiles] int32, n_tiles <= n_tokens / 64 + 1), when there is room */
+    int mf = prefill ? att_prefill_mf(n_tokens, n_heads, ws->n_sms) : 0;
+    int pf_rows = prefill ? att_prefill_rows(head_dim, mf) : 0;
+    int n_tiles = prefill ? (n_tokens + pf_rows - 1) / pf_rows : 0;
+    size_t order_bytes = ((size_t)n_tiles * 4 + 255) / 256 * 256;
+    bool order = prefill && att_pf_order_on() && n_tiles <= ATT_PF_ORDER_MAX &&
+                 avail >= ATT_SCRATCH_HDR + list_bytes + order_bytes;
+    size_t part_off = prefill ? ATT_SCRATCH_HDR + list_bytes + (order ? order_bytes : 0) : 0;
     p.list_count = prefill ? (int *)ws->scratch : NULL;
     p.list = prefill ? (int *)((char *)ws->scratch + ATT_SCRATCH_HDR) : NULL;
+    p.pf_order = order ? (const int *)((char *)ws->scratch + ATT_SCRATCH_HDR + list_bytes) : NULL;
     p.part = have && avail > part_off ? (float *)((char *)ws->scratch + part_off) : NULL;
     p.part_floats = p.part ? (long long)((avail - part_off) / sizeof(float)) : 0;
     p.counters = have ? (int *)((char *)ws->scratch + avail) : NULL;
 
     sits_status_t st;
     if (prefill) {
-        if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) return SITS_ERR_CUDA;
-        if ((st = att_launch_prefill(p, head_dim, att_prefill_mf(n_tokens, n_heads, ws->n_sms), stream)) != SITS_OK) return st;
+        if (order) {   /* the list's length zeroed with the order in one launch */
+            if ((st = att_launch_pf_order(p, pf_rows, stream)) != SITS_OK) return st;
+        } else if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) {
+            return SITS_ERR_CUDA;
+        }
+        if ((st = att_launch_prefill(p, head_dim, mf, stream)) != SITS_OK) return st;
         if (ws->mark) ws->mark(ws->mark_ctx);   /* [op times] */
         return att_launch_decode(p, head_dim, cap, stream);
     }

@@ -2724,11 +2724,18 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
-    /* OP_PARITY_ONLY=int4 / moe / rope / dummy: only the W4A16 cases (a quick check of the INT4 kernels) / the MoE ones / RoPE + KV write */
+    /* OP_PARITY_ONLY=int4 / moe / rope / dummy / attention: only the W4A16 cases (a quick check of the INT4 kernels) / the
+     * MoE ones / RoPE + KV write / the dummy weights / the attention kernels (default choices and both prefill tile orders) */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
     if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
     if (only && strcmp(only, "dummy") == 0) goto dummy_cases;   /* OP_PARITY_ONLY=dummy: the dummy weights' cases */
+    if (only && strcmp(only, "attention") == 0) {   /* OP_PARITY_ONLY=attention: the attention cases, both tile orders */
+        test_attention_all(&c);
+        test_attention_i8(&c, SITS_DT_I8);
+        test_attention_i8(&c, SITS_DT_F8_E4M3);
+        goto attention_cases;
+    }
     if (only && strcmp(only, "moe") == 0) {   /* OP_PARITY_ONLY=moe: the mixture-of-experts cases */
         test_moe_all(&c);
         goto out;
@@ -2864,6 +2871,7 @@ rope_cases:
     test_scale_softcap(&c, (size_t)5 * 2304, 48.0f, 30.0f);
     test_scale_softcap(&c, 1001, 59.75f, 5.0f);
     test_attention_softcap(&c);
+attention_cases:
     /* [wgmma] the default choice at 128-row tiles (the warpgroup-MMA kernel; 128-key tiles with bf16 KV): 96 heads
      * x 768 tokens = 6 x 96 CTAs of 128 rows, past twice the H200's 132 SMs x 2 (att_prefill_mf), on each KV type */
     {
@@ -2875,6 +2883,7 @@ rope_cases:
         }
         c.kv_i8 = 0;
     }
+    if (only && strcmp(only, "attention") == 0) goto index_order;
     /* [attention] the prefill kernel's 128-row tiles: the cases above get them only where their CTAs fill
      * the GPU twice over (att_prefill_mf), which none of them does but the one above: every attention case
      * again with them */
@@ -2897,6 +2906,14 @@ rope_cases:
     test_attention_all(&c);
     test_attention_softcap(&c);
     unsetenv("SITS_ATT_PF_ROWS");
+index_order:
+    /* the cases above ran the prefill tiles heaviest first (att_launch_pf_order); the other order too */
+    printf("-- attention again, prefill tiles in index order (SITS_ATT_PF_ORDER=index)\n");
+    setenv("SITS_ATT_PF_ORDER", "index", 1);
+    test_attention_all(&c);
+    test_attention_i8(&c, SITS_DT_F8_E4M3);
+    unsetenv("SITS_ATT_PF_ORDER");
+    if (only && strcmp(only, "attention") == 0) goto out;
     test_gather_rows(&c, 10, 4, 4096);
     test_gather_rows(&c, 7, 9, 65);
     test_upload_paths(&c, (size_t)3 << 20);   /* above the one-DMA threshold for pinned sources */
