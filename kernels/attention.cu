@@ -9,7 +9,8 @@
  * Dispatch (host-visible arguments only, so a captured CUDA graph replays correctly):
  *  - fast path (head_dim 64 or 128, q / caches 16-byte aligned, q_row_stride % 8 == 0, a
  *    workspace with n_sms > 0), n_tokens >= ATT_PF_MIN_TOKENS and room for the token list in the
- *    scratch: the prefill kernel (attention_prefill.cu) over 64-row tiles, which computes the
+ *    scratch: the prefill kernel (attention_prefill.cu) over 64- or 128-row tiles, started heaviest
+ *    first (att_launch_pf_order ranks them and zeroes the list's length), which computes the
  *    rows of sequences with >= 16 rows in a tile and lists the others; then the split-K decode
  *    kernel (attention_decode.cu) over the listed tokens (its last CTA of a split token merges the partials);
  *  - fast path, fewer tokens: the decode kernel over all tokens (split-K merged in it);
