@@ -10,7 +10,7 @@
  *  - fast path (head_dim 64 or 128, q / caches 16-byte aligned, q_row_stride % 8 == 0, a
  *    workspace with n_sms > 0), n_tokens >= ATT_PF_MIN_TOKENS and room for the token list in the
  *    scratch: the prefill kernel (attention_prefill.cu) over 64- or 128-row tiles, started heaviest
- *    first (att_launch_pf_order ranks them and zeroes the list's length), which computes the
+ *    first (att_launch_prefill ranks them as it zeroes the list's length), which computes the
  *    rows of sequences with >= 16 rows in a tile and lists the others; then the split-K decode
  *    kernel (attention_decode.cu) over the listed tokens (its last CTA of a split token merges the partials);
  *  - fast path, fewer tokens: the decode kernel over all tokens (split-K merged in it);
@@ -254,12 +254,11 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     bool have = ws->scratch && ws->scratch_bytes > cnt_bytes;
     size_t avail = have ? ws->scratch_bytes - cnt_bytes : 0;
     bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && have && avail >= ATT_SCRATCH_HDR + list_bytes;
-    /* prefill: the tiles' order after the list ([n_tiles] int32, n_tiles <= n_tokens / 64 + 1), when there is room */
-    int mf = prefill ? att_prefill_mf(n_tokens, n_heads, ws->n_sms) : 0;
-    int pf_rows = prefill ? att_prefill_rows(head_dim, mf) : 0;
-    int n_tiles = prefill ? (n_tokens + pf_rows - 1) / pf_rows : 0;
-    size_t order_bytes = ((size_t)n_tiles * 4 + 255) / 256 * 256;
-    bool order = prefill && att_pf_order_on() && n_tiles <= ATT_PF_ORDER_MAX &&
+    /* prefill: the tiles' order after the list (room for the smallest tiles: n_tokens / ATT_PF_ROWS + 1 int32), when
+     * the order kernel takes that many and it fits */
+    const int max_tiles = n_tokens / ATT_PF_ROWS + 1;
+    size_t order_bytes = ((size_t)max_tiles * 4 + 255) / 256 * 256;
+    bool order = prefill && att_pf_order_on() && max_tiles <= ATT_PF_ORDER_MAX &&
                  avail >= ATT_SCRATCH_HDR + list_bytes + order_bytes;
     size_t part_off = prefill ? ATT_SCRATCH_HDR + list_bytes + (order ? order_bytes : 0) : 0;
     p.list_count = prefill ? (int *)ws->scratch : NULL;
@@ -271,12 +270,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
 
     sits_status_t st;
     if (prefill) {
-        if (order) {   /* the list's length zeroed with the order in one launch */
-            if ((st = att_launch_pf_order(p, pf_rows, stream)) != SITS_OK) return st;
-        } else if (cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) {
-            return SITS_ERR_CUDA;
-        }
-        if ((st = att_launch_prefill(p, head_dim, mf, stream)) != SITS_OK) return st;
+        if ((st = att_launch_prefill(p, head_dim, att_prefill_mf(n_tokens, n_heads, ws->n_sms), stream)) != SITS_OK) return st;
         if (ws->mark) ws->mark(ws->mark_ctx);   /* [op times] */
         return att_launch_decode(p, head_dim, cap, stream);
     }

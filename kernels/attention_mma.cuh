@@ -54,17 +54,15 @@ struct att_params {
     long long kv_unit;
     int kv_f8;                    /* [fp8 kv] with kv_i8: the 8-bit values are E4M3, not int8 */
     float softcap_log2;           /* [families] attention-logit soft-cap * log2(e); 0 = none (att_cap) */
-    const int *pf_order;          /* prefill: [n_tiles] the tiles heaviest first (att_launch_pf_order); NULL = from the last */
+    const int *pf_order;          /* prefill: [n_tiles] the tiles heaviest first (att_pf_order_kernel); NULL = from the last */
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
+/* zeroes *p.list_count (ranking the tiles into p.pf_order when set), then runs the prefill kernel */
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream); /* mf: att_prefill_mf */
 int att_prefill_mf(int n_tokens, int n_heads, int n_sms);
-int att_prefill_rows(int head_dim, int mf);   /* the tile height att_launch_prefill uses for mf */
-/* Zeroes *p.list_count and writes p.pf_order [ceil(n_tokens / rows)] (one CTA; n_tokens / rows <= ATT_PF_ORDER_MAX) */
-sits_status_t att_launch_pf_order(const att_params &p, int rows, cudaStream_t stream);
-#define ATT_PF_ORDER_MAX 1024
+#define ATT_PF_ORDER_MAX 1024 /* tiles att_launch_prefill ranks (p.pf_order: room for n_tokens / ATT_PF_ROWS + 1) */
 #define ATT_PF_MMA2 3 /* att_prefill_mf's answers when forced (SITS_ATT_PF_ROWS): the mma.sync kernel's 128 rows, */
 #define ATT_PF_WG 4   /* [wgmma] the warpgroup-MMA kernel, */
 #define ATT_PF_WG128 5 /* with 128-key tiles (bf16 KV; else 64) */

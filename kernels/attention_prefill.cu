@@ -18,8 +18,9 @@
  * whose rows see none of the tile's keys skips it (causal / window). Rows need not have consecutive
  * positions: each row carries its own range.
  *
- * Heaviest tiles first: with p.pf_order (att_launch_pf_order, the default) the CTAs, in launch order (x fastest),
- * take the tiles by decreasing work estimate over the whole batch, each tile for every head before the next tile,
+ * Heaviest tiles first: with p.pf_order (the default; att_pf_order_kernel, launched by att_prefill_launch_t with the
+ * launch's own tile height) the CTAs, in launch order (x fastest), take the tiles by decreasing work estimate over
+ * the whole batch, each tile for every head before the next tile,
  * so the last CTAs to start are the lightest whatever the mix of chunks (a mixed step of 2048-token prompts: heavy
  * tiles of the last head used to start last); without it blockIdx.x counts from the last tile (the longest causal
  * ranges of a single prompt), head blockIdx.y.
@@ -509,6 +510,40 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     }
 }
 
+/* A tile's work estimate for the order: the causal key range (last position + 1) of the sequence of its last row
+ * and of its first row's, each where it has >= ATT_PF_OWN_MIN rows in the tile (a sequence's rows are consecutive;
+ * rows left to the decode kernel count nothing). */
+static __device__ int att_pf_key(const att_params &p, int t, int rows)
+{
+    const int T0 = t * rows, last = min(T0 + rows, p.n_tokens) - 1, sl = p.seq[last], sf = p.seq[T0];
+    constexpr int M = ATT_PF_OWN_MIN - 1;
+    int key = 0;
+    if (last - M >= T0 && p.seq[last - M] == sl) key += p.pos[last] + 1;
+    if (sf != sl && T0 + M <= last && p.seq[T0 + M] == sf) key += p.pos[T0 + M] + 1;
+    return key;
+}
+
+/* One CTA: *list_count = 0; pf_order[r] = the tile of rank r by decreasing key, ties to the later tile (a strict
+ * order: every rank has one tile). n_tiles <= ATT_PF_ORDER_MAX. */
+static __global__ void __launch_bounds__(256) att_pf_order_kernel(att_params p, int rows, int n_tiles)
+{
+    __shared__ int s_key[ATT_PF_ORDER_MAX];
+    if (threadIdx.x == 0) *p.list_count = 0;
+    for (int t = threadIdx.x; t < n_tiles; t += blockDim.x) s_key[t] = att_pf_key(p, t, rows);
+    __syncthreads();
+    for (int t = threadIdx.x; t < n_tiles; t += blockDim.x) {
+        const int k = s_key[t];
+        int rank = 0;
+        for (int u = 0; u < n_tiles; u++) {
+            const int ku = s_key[u];
+            rank += ku > k || (ku == k && u > t);
+        }
+        const_cast<int *>(p.pf_order)[rank] = t;
+    }
+}
+
+/* The list's length zeroed, and with p.pf_order the tiles ranked (one CTA; tiles of this launch's height), then the
+ * prefill kernel. */
 template <int D, int QM, int MF, int WG = 0, int KT = ATT_KT>
 static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
@@ -516,7 +551,14 @@ static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stre
     if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
     constexpr int rows = att_pf_rows<MF, WG>();
-    dim3 grid((unsigned)((p.n_tokens + rows - 1) / rows), (unsigned)p.n_heads);
+    const int n_tiles = (p.n_tokens + rows - 1) / rows;
+    if (p.pf_order) {   /* the caller keeps n_tiles <= ATT_PF_ORDER_MAX */
+        if (n_tiles > ATT_PF_ORDER_MAX || !p.list_count) return SITS_ERR_INVALID;
+        att_pf_order_kernel<<<1, 256, 0, stream>>>(p, rows, n_tiles);
+    } else if (p.list_count && cudaMemsetAsync(p.list_count, 0, sizeof(int), stream) != cudaSuccess) {
+        return SITS_ERR_CUDA;
+    }
+    dim3 grid((unsigned)n_tiles, (unsigned)p.n_heads);
     att_prefill_kernel<D, QM, MF, WG, KT><<<grid, att_pf_threads<WG>(), smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
 }
@@ -554,52 +596,6 @@ int att_prefill_mf(int n_tokens, int n_heads, int n_sms)
     if (e && atoi(e) == 128) return ATT_PF_MMA2;
     long long ctas = (long long)(n_tokens + 2 * ATT_PF_ROWS - 1) / (2 * ATT_PF_ROWS) * n_heads;
     return ctas >= (long long)ATT_PF_MF2_WAVES * 2 * n_sms ? 2 : 1;
-}
-
-/* A tile's work estimate for the order: the causal key range (last position + 1) of the sequence of its last row
- * and of its first row's, each where it has >= ATT_PF_OWN_MIN rows in the tile (a sequence's rows are consecutive;
- * rows left to the decode kernel count nothing). */
-static __device__ int att_pf_key(const att_params &p, int t, int rows)
-{
-    const int T0 = t * rows, last = min(T0 + rows, p.n_tokens) - 1, sl = p.seq[last], sf = p.seq[T0];
-    constexpr int M = ATT_PF_OWN_MIN - 1;
-    int key = 0;
-    if (last - M >= T0 && p.seq[last - M] == sl) key += p.pos[last] + 1;
-    if (sf != sl && T0 + M <= last && p.seq[T0 + M] == sf) key += p.pos[T0 + M] + 1;
-    return key;
-}
-
-/* One CTA: *list_count = 0; pf_order[r] = the tile of rank r by decreasing key, ties to the later tile (a strict
- * order: every rank has one tile). n_tiles <= ATT_PF_ORDER_MAX. */
-static __global__ void __launch_bounds__(256) att_pf_order_kernel(att_params p, int rows, int n_tiles)
-{
-    __shared__ int s_key[ATT_PF_ORDER_MAX];
-    if (threadIdx.x == 0) *p.list_count = 0;
-    for (int t = threadIdx.x; t < n_tiles; t += blockDim.x) s_key[t] = att_pf_key(p, t, rows);
-    __syncthreads();
-    for (int t = threadIdx.x; t < n_tiles; t += blockDim.x) {
-        const int k = s_key[t];
-        int rank = 0;
-        for (int u = 0; u < n_tiles; u++) {
-            const int ku = s_key[u];
-            rank += ku > k || (ku == k && u > t);
-        }
-        const_cast<int *>(p.pf_order)[rank] = t;
-    }
-}
-
-sits_status_t att_launch_pf_order(const att_params &p, int rows, cudaStream_t stream)
-{
-    const int n_tiles = (p.n_tokens + rows - 1) / rows;
-    if (!p.pf_order || !p.list_count || n_tiles > ATT_PF_ORDER_MAX) return SITS_ERR_INVALID;
-    att_pf_order_kernel<<<1, 256, 0, stream>>>(p, rows, n_tiles);
-    return SITS_K_LAUNCH_STATUS();
-}
-
-int att_prefill_rows(int head_dim, int mf)
-{
-    if (head_dim == 128 && (mf == ATT_PF_WG || mf == ATT_PF_WG128 || mf == 2)) return att_pf_rows<1, 2>();
-    return mf == ATT_PF_MMA2 || mf == 2 ? att_pf_rows<2, 0>() : att_pf_rows<1, 0>();
 }
 
 sits_status_t att_launch_prefill(const att_params &p, int head_dim, int mf, cudaStream_t stream)

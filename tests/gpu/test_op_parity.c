@@ -2907,7 +2907,7 @@ attention_cases:
     test_attention_softcap(&c);
     unsetenv("SITS_ATT_PF_ROWS");
 index_order:
-    /* the cases above ran the prefill tiles heaviest first (att_launch_pf_order); the other order too */
+    /* the cases above ran the prefill tiles heaviest first (att_pf_order_kernel); the other order too */
     printf("-- attention again, prefill tiles in index order (SITS_ATT_PF_ORDER=index)\n");
     setenv("SITS_ATT_PF_ORDER", "index", 1);
     test_attention_all(&c);
