@@ -15,7 +15,7 @@
  *
  * [int8 kv] [fp8 kv] 8-bit caches: the prefill kernel stages raw tiles and widens them to f16 tiles of
  * the unscaled values (att_load_tile, att_widen_kv); the decode kernel keeps the raw tiles, swizzled by
- * att_sw8, and converts them to f16 while it builds the MMA operands (att_q8x2_h2: cvt
+ * att_sw8, and converts them to f16 while it builds the MMA operands (att_q8x4_h2: cvt
  * e4m3x2 -> f16x2, or the 0x6400 magic-number widening of int8), with mma m16n8k16 f16 -> fp32. */
 #ifndef SITS_KERNELS_ATTENTION_MMA_CUH
 #define SITS_KERNELS_ATTENTION_MMA_CUH
@@ -334,45 +334,6 @@ template <int D> static __device__ __forceinline__ int att_sw8(int row, int chun
     return row * D + ((chunk ^ ((row >> SH) & (CH - 1))) << 4);
 }
 
-/* [int8 kv] [fp8 kv] The raw 8-bit K and V rows [ATT_KT][D] of key positions k0 .. k0 + ATT_KT - 1 to
- * the byte tiles tK, tV (SW: swizzled by att_sw8, else dense rows), their scales to sS [K, V][ATT_KT];
- * zeros for keys outside [k_lo, k_hi]. All ATT_THREADS threads call it. */
-template <int D, bool SW>
-static __device__ __forceinline__ void att_load_kv8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
-                                                    const int32_t *bt, int kvh, int k0, int k_lo, int k_hi)
-{
-    constexpr int CH = D / 16, STEP = ATT_THREADS / CH;
-    static_assert(ATT_THREADS == 2 * ATT_KT, "one thread per scale");
-    const int ch = threadIdx.x % CH;
-    const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
-    const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
-#pragma unroll
-    for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
-        int key = k0 + r;
-        bool ok = key >= k_lo && key <= k_hi;
-        size_t off = 0;
-        if (ok) {
-            int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
-            size_t row = (size_t)(key - blk * p.block_size) * (size_t)p.n_kv_heads + (size_t)kvh;
-            off = (size_t)bt[blk] * (size_t)p.kv_unit + row * D + (size_t)ch * 16;
-        }
-        const int dst = SW ? att_sw8<D>(r, ch) : r * D + ch * 16;
-        att_cp16(tK + dst, kb + off, ok);
-        att_cp16(tV + dst, vb + off, ok);
-    }
-    {
-        const int r = threadIdx.x & (ATT_KT - 1), key = k0 + r;
-        const bool is_v = threadIdx.x >= ATT_KT, ok = key >= k_lo && key <= k_hi;
-        size_t off = 0;
-        if (ok) {
-            int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
-            size_t row = (size_t)(key - blk * p.block_size) * (size_t)p.n_kv_heads + (size_t)kvh;
-            off = (size_t)bt[blk] * (size_t)p.kv_unit + (size_t)p.kv_qbytes + row * 4;
-        }
-        att_cp4(sS + threadIdx.x, (is_v ? vb : kb) + off, ok);
-    }
-}
-
 /* [fp8 kv] One E4M3 byte -> fp32 (exact). */
 static __device__ __forceinline__ float att_e4m3_f(unsigned char b)
 {
@@ -387,18 +348,23 @@ template <int QM> static __device__ __forceinline__ float2 att_q8_pair(char2 c)
     return make_float2((float)c.x, (float)c.y);
 }
 
-/* [int8 kv] [fp8 kv] The two 8-bit values in the low 16 bits of w -> f16x2 (the lower byte in the
- * lower half), exactly: E4M3 by the hardware conversion (sm_89+); int8 b as the f16 0x64XX with
- * XX = b ^ 0x80, which is 1024 + b + 128, minus 1152. */
-template <bool F8> static __device__ __forceinline__ uint32_t att_q8x2_h2(uint32_t w)
+/* [int8 kv] [fp8 kv] The four 8-bit values of w -> f16x2 lo (bytes 0, 1; the lower byte in the lower half) and hi
+ * (bytes 2, 3), exactly: E4M3 by the hardware conversion (sm_89+), which reads either 16-bit half of its register
+ * (F2FP ... R.H1: no shift for hi); int8 b as the f16 0x64XX with XX = b ^ 0x80, which is 1024 + b + 128, minus 1152. */
+template <bool F8> static __device__ __forceinline__ void att_q8x4_h2(uint32_t w, uint32_t &lo, uint32_t &hi)
 {
     if (F8) {
-        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
-        return (uint32_t)h.x | ((uint32_t)h.y << 16);
+        asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}\n"
+            : "=r"(lo), "=r"(hi)
+            : "r"(w));
+        return;
     }
-    uint32_t u = __byte_perm(w ^ 0x8080u, 0x64646464u, 0x4140);
-    __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&u), __float2half2_rn(1152.0f));
-    return *reinterpret_cast<uint32_t *>(&r);
+    const uint32_t x = w ^ 0x80808080u;
+    uint32_t u[2] = { __byte_perm(x, 0x64646464u, 0x4140), __byte_perm(x, 0x64646464u, 0x4342) };
+    const __half2 m = __float2half2_rn(1152.0f);
+    __half2 a = __hsub2(*reinterpret_cast<__half2 *>(&u[0]), m), b = __hsub2(*reinterpret_cast<__half2 *>(&u[1]), m);
+    lo = *reinterpret_cast<uint32_t *>(&a);
+    hi = *reinterpret_cast<uint32_t *>(&b);
 }
 
 /* bf16x2 -> f16x2, and two floats -> f16x2 (lo in the low half). */
@@ -441,8 +407,7 @@ template <bool F8> static __device__ __forceinline__ void att_widen16(const uint
     uint32_t h[8];
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        h[2 * q] = att_q8x2_h2<F8>(w[q]);
-        h[2 * q + 1] = att_q8x2_h2<F8>(w[q] >> 16);
+        att_q8x4_h2<F8>(w[q], h[2 * q], h[2 * q + 1]);
     }
     lo = make_uint4(h[0], h[1], h[2], h[3]);
     hi = make_uint4(h[4], h[5], h[6], h[7]);
@@ -489,10 +454,8 @@ static __device__ __forceinline__ void att_widen_kv(sits_bf16_t *sK, sits_bf16_t
         uint32_t hk[8], hv[8];
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            hk[2 * q] = att_q8x2_h2<F8>(wk[q]);
-            hk[2 * q + 1] = att_q8x2_h2<F8>(wk[q] >> 16);
-            hv[2 * q] = att_q8x2_h2<F8>(wv[q]);
-            hv[2 * q + 1] = att_q8x2_h2<F8>(wv[q] >> 16);
+            att_q8x4_h2<F8>(wk[q], hk[2 * q], hk[2 * q + 1]);
+            att_q8x4_h2<F8>(wv[q], hv[2 * q], hv[2 * q + 1]);
         }
         const int e0 = WGL ? att_swz<D, ATT_KT>(r, 2 * c) : att_sw<D>(r, 2 * c);
         const int e1 = WGL ? att_swz<D, ATT_KT>(r, 2 * c + 1) : att_sw<D>(r, 2 * c + 1);
@@ -536,9 +499,10 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
     }
 }
 
-/* [int8 kv] [fp8 kv] The raw 8-bit rows [ATT_KT][D] of one prefill tile from its key offsets (att_key_store) to
- * the byte tiles tK, tV, their scales to sS [K, V][ATT_KT]; zeros for keys of offset -1. All NT threads call it. */
-template <int D, int NT>
+/* [int8 kv] [fp8 kv] The raw 8-bit rows [ATT_KT][D] of one tile from its key offsets (att_key_store) to the byte
+ * tiles tK, tV (SW: swizzled by att_sw8, the decode kernel's; else dense rows), their scales to sS [K, V][ATT_KT];
+ * zeros for keys of offset -1. All NT threads call it. */
+template <int D, int NT, bool SW = false>
 static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
                                                      const long long *so, const long long *sso)
 {
@@ -552,8 +516,9 @@ static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned
         const long long off = so[r];
         const bool ok = off >= 0;
         const long long at = ok ? off + ch * 16 : 0;
-        att_cp16(tK + r * D + ch * 16, kb + at, ok);
-        att_cp16(tV + r * D + ch * 16, vb + at, ok);
+        const int dst = SW ? att_sw8<D>(r, ch) : r * D + ch * 16;
+        att_cp16(tK + dst, kb + at, ok);
+        att_cp16(tV + dst, vb + at, ok);
     }
     if (threadIdx.x < 2 * ATT_KT) {
         const int r = threadIdx.x & (ATT_KT - 1);

@@ -2724,12 +2724,18 @@ int main(void)
     }
     TRY(st);
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
-    /* OP_PARITY_ONLY=int4 / moe / rope / dummy / attention: only the W4A16 cases (a quick check of the INT4 kernels) / the
-     * MoE ones / RoPE + KV write / the dummy weights / the attention kernels (default choices and both prefill tile orders) */
+    /* OP_PARITY_ONLY=int4 / moe / rope / dummy / attention / attention8: only the W4A16 cases (a quick check of the INT4
+     * kernels) / the MoE ones / RoPE + KV write / the dummy weights / the attention kernels (default choices and both
+     * prefill tile orders) / the attention kernels on int8 and fp8 KV */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
     if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
     if (only && strcmp(only, "dummy") == 0) goto dummy_cases;   /* OP_PARITY_ONLY=dummy: the dummy weights' cases */
+    if (only && strcmp(only, "attention8") == 0) {   /* OP_PARITY_ONLY=attention8: the attention cases of 8-bit KV only */
+        test_attention_i8(&c, SITS_DT_I8);
+        test_attention_i8(&c, SITS_DT_F8_E4M3);
+        goto out;
+    }
     if (only && strcmp(only, "attention") == 0) {   /* OP_PARITY_ONLY=attention: the attention cases, both tile orders */
         test_attention_all(&c);
         test_attention_i8(&c, SITS_DT_I8);
