@@ -35,3 +35,9 @@ noinst_PROGRAMS += bench/sits-bench-fp8-gemm
 bench_sits_bench_fp8_gemm_SOURCES = bench/bench_fp8_gemm.c
 bench_sits_bench_fp8_gemm_LDADD = $(SITS_LIBS)
 endif
+# The attention op alone on a serving step's batch (prompts + decode rows, paged KV): prefill TFLOP/s, decode KV GB/s
+# beside the copy bandwidth; --trace (cuda, make NVCCFLAGS=-DSITS_ATT_PF_TRACE) the prefill kernel's per-CTA time split.
+EXTRA_DIST += bench/pf_model.py
+noinst_PROGRAMS += bench/sits-bench-attention
+bench_sits_bench_attention_SOURCES = bench/bench_attention.c bench/bench_common.c bench/bench_common.h
+bench_sits_bench_attention_LDADD = $(SITS_LIBS)

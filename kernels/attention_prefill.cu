@@ -155,6 +155,27 @@ static __device__ __forceinline__ void att_pf_pack(uint32_t (&a)[4], const float
     }
 }
 
+/* [trace] Built with -DSITS_ATT_PF_TRACE (`make NVCCFLAGS=-DSITS_ATT_PF_TRACE`; read by sits_k_att_pf_trace,
+ * printed by `bench/sits-bench-attention --trace`): thread 0 of every CTA of the last prefill launch records where its
+ * time went -- [0] / [1] %globaltimer (ns) at entry / exit; clock64 cycles [2] entry -> ownership and decode list
+ * done, [3] -> the first pass's key loop starts (Q, key offsets, first tiles landed and widened), [4] -> that loop's
+ * end, [5] -> exit (epilogue, other passes); [6] %smid | the first pass's key tiles << 16 | passes << 40. Without the
+ * macro: no code, no memory. */
+#ifdef SITS_ATT_PF_TRACE
+#define ATT_PF_TRACE_MAX 32768
+__device__ unsigned long long att_pf_trace_buf[ATT_PF_TRACE_MAX][8];
+__device__ int att_pf_trace_n;
+static __device__ __forceinline__ unsigned long long att_gtimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define ATT_PF_MARK(i) (threadIdx.x == 0 ? (void)(s_tr[i] = clock64()) : (void)0) /* in shared memory: no registers */
+#else
+#define ATT_PF_MARK(i) ((void)0)
+#endif
+
 /* MF: m-fragments (16 query rows each) per warp: a tile is ATT_PF_ROWS * MF rows. MF 1 keeps the warp's Q
  * fragments in registers; MF 2 reads them from shared memory at every k-step (32 rows of Q, O and S in
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
@@ -183,6 +204,14 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     __shared__ __align__(16) float s_kvs[Q8 ? (QW ? 3 : 2) * 2 * KT : 2]; /* [int8 kv] scales [buffer][K, V][KT] (read as float2) */
     __shared__ long long s_off[2][KT], s_soff[Q8 ? 2 : 1][KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
 
+#ifdef SITS_ATT_PF_TRACE
+    __shared__ long long s_tr[8]; /* [0..4] the marks, [5] entry globaltimer, [6] the first pass's key tiles, [7] passes */
+    if (threadIdx.x == 0) {
+        s_tr[5] = (long long)att_gtimer();
+        s_tr[6] = s_tr[7] = 0;
+    }
+    ATT_PF_MARK(0);
+#endif
     int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y;
     if (p.pf_order) {   /* launch rank r = linear index / heads: the r-th heaviest tile, head = the remainder */
         const int L = blockIdx.y * gridDim.x + blockIdx.x, r = L / gridDim.y;
@@ -228,6 +257,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         }
     }
 
+    ATT_PF_MARK(1);
     for (int lead = 0; lead < ROWS; lead++) {
         if (!s_lead[lead]) continue; /* uniform: shared memory, stable since the sync above */
         const int ps = s_seq[lead];
@@ -322,6 +352,12 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             m[f][0] = m[f][1] = -INFINITY;
             l[f][0] = l[f][1] = 0.0f;
         }
+#ifdef SITS_ATT_PF_TRACE
+        if (threadIdx.x == 0 && s_tr[7] == 0) {
+            ATT_PF_MARK(2);
+            s_tr[6] = n_kt;
+        }
+#endif
 
         if constexpr (WG) {
             /* [wgmma] pipelined (FlashAttention-3's intra-warpgroup overlap): tile it's S = Q K^T is issued with tile
@@ -486,6 +522,9 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             }
         }
 
+#ifdef SITS_ATT_PF_TRACE
+        if (threadIdx.x == 0 && s_tr[7]++ == 0) ATT_PF_MARK(3);
+#endif
         /* Epilogue: O / l for this pass's rows; rows of other sequences are left alone. */
 #pragma unroll
         for (int f = 0; f < MF; f++) {
@@ -508,6 +547,25 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         }
         __syncthreads(); /* the next pass rewrites s_lo / s_hi / s_rng and the tiles */
     }
+#ifdef SITS_ATT_PF_TRACE
+    const long long L = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0 && L < ATT_PF_TRACE_MAX) {
+        ATT_PF_MARK(4);
+        if (s_tr[7] == 0) s_tr[2] = s_tr[3] = s_tr[4]; /* no pass (no owned rows) */
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        unsigned long long *r = att_pf_trace_buf[L];
+        r[0] = (unsigned long long)s_tr[5];
+        r[1] = att_gtimer();
+        r[2] = (unsigned long long)(s_tr[1] - s_tr[0]);
+        r[3] = (unsigned long long)(s_tr[2] - s_tr[1]);
+        r[4] = (unsigned long long)(s_tr[3] - s_tr[2]);
+        r[5] = (unsigned long long)(s_tr[4] - s_tr[3]);
+        r[6] = sm | (unsigned long long)s_tr[6] << 16 | (unsigned long long)s_tr[7] << 40;
+        r[7] = 0;
+    }
+    if (L == 0 && threadIdx.x == 0) att_pf_trace_n = (int)min((long long)gridDim.x * gridDim.y, (long long)ATT_PF_TRACE_MAX);
+#endif
 }
 
 /* A tile's work estimate for the order: the causal key range (last position + 1) of the sequence of its last row
@@ -561,6 +619,23 @@ static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stre
     dim3 grid((unsigned)n_tiles, (unsigned)p.n_heads);
     att_prefill_kernel<D, QM, MF, WG, KT><<<grid, att_pf_threads<WG>(), smem, stream>>>(p);
     return SITS_K_LAUNCH_STATUS();
+}
+
+/* [trace] The records of the last prefill launch (see ATT_PF_MARK) to dst [max_ctas][8]: their count, or -1 when built
+ * without SITS_ATT_PF_TRACE (or on a CUDA error). Synchronous; a debugging aid of the benchmark, not of the engine. */
+extern "C" int sits_k_att_pf_trace(unsigned long long *dst, int max_ctas)
+{
+#ifdef SITS_ATT_PF_TRACE
+    int n = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(&n, att_pf_trace_n, sizeof n) != cudaSuccess) return -1;
+    n = n < max_ctas ? n : max_ctas;
+    if (n > 0 && cudaMemcpyFromSymbol(dst, att_pf_trace_buf, (size_t)n * 8 * sizeof(unsigned long long)) != cudaSuccess) return -1;
+    return n;
+#else
+    (void)dst;
+    (void)max_ctas;
+    return -1;
+#endif
 }
 
 /* mf (att_prefill_mf): 1: 64-row tiles; 2: 128 rows -- [wgmma] at head_dim 128 the warpgroup-MMA kernel (bf16 KV:

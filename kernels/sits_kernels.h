@@ -2,7 +2,8 @@
  *
  * Every launcher enqueues its kernel on the given stream, checks cudaGetLastError() and returns a
  * sits_status_t (SITS_ERR_CUDA on a launch error, SITS_ERR_INVALID on arguments the kernel does
- * not handle). Nothing here allocates or synchronises: kernels/ has no host logic.
+ * not handle). Nothing here allocates or synchronises (but sits_k_att_pf_trace, a benchmark's debugging aid): kernels/
+ * has no host logic.
  *
  * Types: activations, weights and the KV cache are bf16, passed as sits_bf16_t (the raw 16-bit
  * storage, so that C callers need no CUDA C++ types); index arrays are int32; all pointers are
@@ -125,6 +126,11 @@ sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t *q, int q_
                                   const void *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                                   int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
                                   int window, float scale, int fp8, const sits_k_attn_ws_t *ws, cudaStream_t stream);
+
+/* [trace] A build with -DSITS_ATT_PF_TRACE records, per CTA of the last prefill attention launch, where its time went
+ * (kernels/attention_prefill.cu, ATT_PF_MARK): up to max_ctas records of 8 words to the host array dst; returns how
+ * many, or -1 without the trace build. Synchronises the device (bench/sits-bench-attention --trace). */
+int sits_k_att_pf_trace(unsigned long long *dst, int max_ctas);
 
 /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up).
  * [fp8] q / q_scale (both or neither; q 8-byte aligned): also q [n, dim] E4M3 and q_scale [n] fp32 of
