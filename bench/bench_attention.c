@@ -13,7 +13,7 @@
  * that of --iters calls back to back plus one sync, divided by --iters (median of 3 such runs, after --warmup calls).
  * Reported per call: ms; the prompts' causal attention TFLOP/s (4 x head_dim x heads x the keys each prompt row
  * sees, summed); the decode rows' KV bytes (codes + scales) read per second beside the copy bandwidth measured in the
- * same run (device-to-device copy, as sits-bench-decode: the floor of reading those bytes).
+ * same run (sits_bench_copy_bw, as sits-bench-decode: the floor of reading those bytes).
  * --trace (cuda, a build with `make NVCCFLAGS=-DSITS_ATT_PF_TRACE`; else refused): after the timed calls, one more
  * prompts call, and the prefill kernel's record of each CTA (kernels/attention_prefill.cu, ATT_PF_MARK) summarised:
  * the mean CTA time and its parts (ownership + decode list; the first pass's set-up -- Q, key offsets, first tiles
@@ -121,44 +121,6 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return -1;
     }
     return 0;
-}
-
-/* Device copy bandwidth in bytes/s (2 x bytes / time of one copy, best of 5): the floor of reading KV. cpu: memcpy. */
-static double copy_bw(const sits_backend_t *be, size_t bytes)
-{
-    double best = 0;
-#ifdef HAVE_CUDA
-    if (be->device >= 0) {
-        void *a = NULL, *b = NULL;
-        if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess || cudaMemset(a, 1, bytes) != cudaSuccess) {
-            cudaFree(a);
-            return 0;
-        }
-        for (int i = 0; i < 6; i++) {
-            double t = now_s();
-            cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-            cudaDeviceSynchronize();
-            t = now_s() - t;
-            if (i > 0 && 2.0 * bytes / t > best) best = 2.0 * bytes / t;
-        }
-        cudaFree(b);
-        cudaFree(a);
-        return best;
-    }
-#endif
-    char *a = malloc(bytes), *b = malloc(bytes);
-    if (!a || !b) { free(a); free(b); return 0; }
-    memset(a, 1, bytes);
-    memset(b, 2, bytes);
-    for (int i = 0; i < 5; i++) {
-        double t = now_s();
-        memcpy(b, a, bytes);
-        t = now_s() - t;
-        if (2.0 * bytes / t > best) best = 2.0 * bytes / t;
-    }
-    free(a);
-    free(b);
-    return best;
 }
 
 /* The batch of the decode rows (dec) and / or prompts (pr) of the step; every sequence gets its own blocks from perm
@@ -365,7 +327,8 @@ int main(int argc, char **argv)
         (o.n_prompts && (st = make_batch(be, &o, 0, 1, perm, mb, kv_row_bytes, &bat[1])) != SITS_OK) ||
         (o.n_dec && (st = make_batch(be, &o, 1, 0, perm, mb, kv_row_bytes, &bat[2])) != SITS_OK))
         goto out;
-    const double bw = copy_bw(be, (size_t)o.bw_mib << 20);
+    double bw = 0;
+    if ((st = sits_bench_copy_bw(be, (size_t)o.bw_mib << 20, &bw)) != SITS_OK) goto out;
 
     printf("sits-bench-attention: %s backend, kv %s, %d heads / %d kv heads x %d, block size %d; step: %d decode rows at "
            "context %d + %d prompts of %d tokens after %d cached; copy bandwidth %.1f GB/s\n", be->ops->name, o.kv_dtype, o.heads,

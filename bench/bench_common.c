@@ -5,7 +5,13 @@
 #include <stdlib.h>
 #include <mpi.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "util/log.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 sits_status_t sits_bench_backend(const char *device, int gpu0, int threads, sits_backend_t **be_p, int *cuda_p)
 {
@@ -47,4 +53,68 @@ double sits_bench_kl_row(const float *a, const float *b, int v, int *same_top1)
     }
     *same_top1 = ia == ib;
     return kl > 0 ? kl : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+sits_status_t sits_bench_copy_bw(const sits_backend_t *be, size_t bytes, double *bw_p)
+{
+    double t[10];
+    if (be->device >= 0) {
+#ifdef HAVE_CUDA
+        sits_status_t st = SITS_OK;
+        void *a = NULL, *b = NULL;
+        cudaEvent_t e0 = NULL, e1 = NULL;
+        if (cudaSetDevice(be->device) != cudaSuccess || cudaMalloc(&a, bytes) != cudaSuccess ||
+            cudaMalloc(&b, bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
+            cudaEventCreate(&e1) != cudaSuccess || cudaMemset(a, 1, bytes) != cudaSuccess ||
+            cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) {
+            SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth set-up: %s", cudaGetErrorString(cudaGetLastError()));
+            st = SITS_ERR_CUDA;
+            goto out_cuda;
+        }
+        for (int i = 0; i < 10; i++) {
+            float ms = 0;
+            cudaEventRecord(e0, 0);
+            cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+            cudaEventRecord(e1, 0);
+            if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth: %s", cudaGetErrorString(cudaGetLastError()));
+                st = SITS_ERR_CUDA;
+                goto out_cuda;
+            }
+            t[i] = 1e-3 * ms;
+        }
+    out_cuda:
+        if (e1) cudaEventDestroy(e1);
+        if (e0) cudaEventDestroy(e0);
+        cudaFree(b);
+        cudaFree(a);
+        if (st != SITS_OK) return st;
+#else
+        return SITS_ERR_UNSUPPORTED;
+#endif
+    } else {
+        char *a = malloc(bytes), *b = malloc(bytes);
+        if (!a || !b) { free(a); free(b); return SITS_ERR_NOMEM; }
+        memset(a, 1, bytes);
+        memset(b, 2, bytes);   /* first touch outside the timing */
+        for (int i = 0; i < 10; i++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            memcpy(b, a, bytes);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            t[i] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            a[i] ^= b[bytes - 1 - i];   /* keep the copies observable */
+        }
+        free(a);
+        free(b);
+    }
+    qsort(t, 10, sizeof t[0], cmp_double);
+    *bw_p = 2.0 * (double)bytes / (0.5 * (t[4] + t[5]));   /* the median */
+    return SITS_OK;
 }

@@ -11,6 +11,10 @@
  * Collective over MPI_COMM_WORLD (the node split). */
 sits_status_t sits_bench_backend(const char *device, int gpu0, int threads, sits_backend_t **be_p, int *cuda_p);
 
+/* Copy bandwidth in bytes/s of this rank's device (cuda: a device-to-device copy of `bytes` timed by events; cpu:
+ * memcpy), 2 x bytes / the median of 10 copies: the floor of reading bytes (sits-bench-decode, sits-bench-attention). */
+sits_status_t sits_bench_copy_bw(const sits_backend_t *be, size_t bytes, double *bw_p);
+
 /* KL(p || q) in nats of the softmaxes of logit rows a (the reference, p) and b (q), both [v];
  * *same_top1 = 1 when their argmaxes (lowest index on ties) agree. Computed in double; >= 0. */
 double sits_bench_kl_row(const float *a, const float *b, int v, int *same_top1);

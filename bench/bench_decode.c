@@ -235,64 +235,6 @@ static int parse_args(int argc, char **argv, opts_t *o)
     return 0;
 }
 
-/* Copy bandwidth in bytes/s (2 * bytes / time of one copy, median of 10) on this rank's device. */
-static sits_status_t measure_copy_bw(const sits_backend_t *be, size_t bytes, double *bw_p)
-{
-    double t[10];
-    if (be->device >= 0) {
-#ifdef HAVE_CUDA
-        sits_status_t st = SITS_OK;
-        void *a = NULL, *b = NULL;
-        cudaEvent_t e0 = NULL, e1 = NULL;
-        if (cudaSetDevice(be->device) != cudaSuccess || cudaMalloc(&a, bytes) != cudaSuccess ||
-            cudaMalloc(&b, bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
-            cudaEventCreate(&e1) != cudaSuccess || cudaMemset(a, 1, bytes) != cudaSuccess ||
-            cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) {
-            SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth set-up: %s", cudaGetErrorString(cudaGetLastError()));
-            st = SITS_ERR_CUDA;
-            goto out_cuda;
-        }
-        for (int i = 0; i < 10; i++) {
-            float ms = 0;
-            cudaEventRecord(e0, 0);
-            cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
-            cudaEventRecord(e1, 0);
-            if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-                SITS_ERROR(SITS_SUB_CUDA, "copy bandwidth: %s", cudaGetErrorString(cudaGetLastError()));
-                st = SITS_ERR_CUDA;
-                goto out_cuda;
-            }
-            t[i] = 1e-3 * ms;
-        }
-    out_cuda:
-        if (e1) cudaEventDestroy(e1);
-        if (e0) cudaEventDestroy(e0);
-        cudaFree(b);
-        cudaFree(a);
-        if (st != SITS_OK) return st;
-#else
-        return SITS_ERR_UNSUPPORTED;
-#endif
-    } else {
-        char *a = malloc(bytes), *b = malloc(bytes);
-        if (!a || !b) { free(a); free(b); return SITS_ERR_NOMEM; }
-        memset(a, 1, bytes);
-        memset(b, 2, bytes);   /* first touch outside the timing */
-        for (int i = 0; i < 10; i++) {
-            double t0 = now_s();
-            memcpy(b, a, bytes);
-            t[i] = now_s() - t0;
-            a[i] ^= b[bytes - 1 - i];   /* keep the copies observable */
-        }
-        free(a);
-        free(b);
-    }
-    double med, mean, mn;
-    stats(t, 10, &med, &mean, &mn);
-    *bw_p = 2.0 * (double)bytes / med;
-    return SITS_OK;
-}
-
 /* Bytes in use on this rank's GPU (all processes), 0 on the cpu backend. */
 static double device_mem_used(const sits_backend_t *be)
 {
@@ -597,7 +539,7 @@ int main(int argc, char **argv)
     double embed_bytes = (double)d->v_count * c->hidden_size * (double)sits_dtype_size(be->weight_dtype);
     double kv_tok = (double)sits_engine_kv_block_bytes(c, d, be->kv_dtype, r->ep.block_size) / r->ep.block_size;
     double bw;
-    if ((st = measure_copy_bw(be, (size_t)o.bw_mib << 20, &bw)) != SITS_OK) goto out;
+    if ((st = sits_bench_copy_bw(be, (size_t)o.bw_mib << 20, &bw)) != SITS_OK) goto out;
     char dev[256], host[256] = "unknown";
     device_name(be, dev, sizeof dev);
     gethostname(host, sizeof host - 1);
