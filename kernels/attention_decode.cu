@@ -371,20 +371,22 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
         float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f; /* heads 2tq (A) and 2tq + 1 (B) */
 
         for (int it = 0; it < n_kt; it++) {
-            /* tile it + NST - 1 into the buffer tile it - 1 used (the barrier ending that iteration
-             * released it); then tile it has landed when at most NST - 1 groups are pending */
+            /* one barrier a tile: tile it has landed when at most NST - 2 groups are pending (the prologue's NST - 1
+             * and one an iteration); after the barrier every warp has left tile it - 1's buffer, so tile it + NST - 1
+             * goes into it (its key offsets, s_off[nb], were stored before this barrier). One barrier, not two
+             * (loads before the first, a second ending the iteration): batch 512 x 2048 -2 % (RESULTS 2026-12-03T17:45Z) */
             const int buf = it % NST, nxt = it + NST - 1, nb = nxt % NST;
+            /* tile it + NST's block ids, read now (off the loads' path), stored after this tile's math into slot buf
+             * (tile it's, whose loads were issued NST - 1 iterations ago); read after the next iteration's barrier */
+            const bool ahead = it + NST < n_kt && threadIdx.x < ATT_KT;
+            att_key_ref nk = { -1, 0 };
+            if (ahead) nk = att_key_fetch(p, bt, kb + (it + NST) * ATT_KT, threadIdx.x, kb, ke);
+            att_cp_wait<NST - 2>();
+            __syncthreads();
             if (nxt < n_kt)
                 att_load_raw8<D, ATT_THREADS, true>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + nb * 2 * ATT_KT, p,
                                                     s_off[nb], s_soff[nb]);
             att_cp_commit();
-            /* tile it + NST's block ids, read now (off the loads' path), stored after this tile's math into slot buf
-             * (tile it's, whose loads were issued NST - 1 iterations ago); read after the barrier ending the iteration */
-            const bool ahead = it + NST < n_kt && threadIdx.x < ATT_KT;
-            att_key_ref nk = { -1, 0 };
-            if (ahead) nk = att_key_fetch(p, bt, kb + (it + NST) * ATT_KT, threadIdx.x, kb, ke);
-            att_cp_wait<NST - 1>();
-            __syncthreads();
             const int k0 = kb + it * ATT_KT + warp * 16; /* this warp's first key */
             if (k0 <= ke) {
                 const unsigned char *tK = sK + buf * ATT_KT * D, *tV = sV + buf * ATT_KT * D;
@@ -457,8 +459,8 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
                 }
             }
             if (ahead) att_key_store<D, true>(s_off[buf], s_soff[buf], p, kvh, threadIdx.x, nk);
-            __syncthreads();
         }
+        __syncthreads(); /* every warp past its last tile before sO (over the tiles) is written */
 
         /* l over the warp's keys (lanes g), then m, l of heads 2tq, 2tq + 1 to s_m, s_l */
 #pragma unroll
