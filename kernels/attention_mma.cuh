@@ -413,21 +413,26 @@ template <bool F8> static __device__ __forceinline__ void att_widen16(const uint
     hi = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
-/* [wgmma] [8-bit kv] The raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8) -> f16 tiles sK, sV in
- * att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). */
+/* [wgmma] [8-bit kv] The raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8, att_sw8's layout) -> f16 tiles sK, sV
+ * in att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). A thread a
+ * 16-byte raw chunk c of row r, written as f16 chunks 2c, 2c + 1. The 8 threads of a 16-byte access phase take
+ * chunks 0-3 of one row of a pair and 4-7 of the other: their raw reads (chunk ^ row) and their f16 writes (2c ^ row,
+ * even slots for one row, odd for the other) hit 8 distinct 16-byte bank groups; a row's chunks 0-7 in one phase
+ * wrote chunks c and c + 4 to the same banks (ncu: 6.4 wavefronts a shared store request, 4 the least). */
 template <int D, bool F8, int NT>
 static __device__ __forceinline__ void att_widen8(const unsigned char *rK, const unsigned char *rV, sits_bf16_t *sK, sits_bf16_t *sV)
 {
-    constexpr int CH = D / 16, PER = ATT_KT * CH / NT;
+    static_assert(D == 128, "[wgmma] head_dim 128: 8 raw chunks a row");
+    constexpr int PER = ATT_KT * (D / 16) / NT;
 #pragma unroll
     for (int j = 0; j < PER; j++) {
-        const int i = threadIdx.x + j * NT, r = i / CH, c = i % CH;
-        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1);
+        const int i = threadIdx.x + j * NT, u = i & 15, r = 2 * (i >> 4) + (((u >> 2) ^ (u >> 3)) & 1), c = u & 7;
+        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1), a = att_sw8<D>(r, c);
         uint4 lo, hi;
-        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rK + r * D + c * 16), lo, hi);
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rK + a), lo, hi);
         *reinterpret_cast<uint4 *>(sK + e0) = lo;
         *reinterpret_cast<uint4 *>(sK + e1) = hi;
-        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rV + r * D + c * 16), lo, hi);
+        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rV + a), lo, hi);
         *reinterpret_cast<uint4 *>(sV + e0) = lo;
         *reinterpret_cast<uint4 *>(sV + e1) = hi;
     }
@@ -500,7 +505,7 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
 }
 
 /* [int8 kv] [fp8 kv] The raw 8-bit rows [ATT_KT][D] of one tile from its key offsets (att_key_store) to the byte
- * tiles tK, tV (SW: swizzled by att_sw8, the decode kernel's; else dense rows), their scales to sS [K, V][ATT_KT];
+ * tiles tK, tV (SW: swizzled by att_sw8: the decode kernel, the [wgmma] prefill kernel's raw ring; else dense rows), their scales to sS [K, V][ATT_KT];
  * zeros for keys of offset -1. All NT threads call it. */
 template <int D, int NT, bool SW = false>
 static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,

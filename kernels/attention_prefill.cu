@@ -176,6 +176,17 @@ static __device__ __forceinline__ unsigned long long att_gtimer()
 #define ATT_PF_MARK(i) ((void)0)
 #endif
 
+/* The first row >= from that leads a pass (a set bit of m [ROWS / 32]), or ROWS: a word a step, not a row */
+template <int ROWS> static __device__ __forceinline__ int att_pf_next_lead(const unsigned *m, int from)
+{
+#pragma unroll 1
+    for (int w = from >> 5; w < ROWS / 32; w++) {
+        const unsigned b = m[w] & (w == from >> 5 ? ~0u << (from & 31) : ~0u);
+        if (b) return w * 32 + __ffs(b) - 1;
+    }
+    return ROWS;
+}
+
 /* MF: m-fragments (16 query rows each) per warp: a tile is ATT_PF_ROWS * MF rows. MF 1 keeps the warp's Q
  * fragments in registers; MF 2 reads them from shared memory at every k-step (32 rows of Q, O and S in
  * registers would not fit) but every K / V fragment a warp loads then feeds twice the MMAs: shared-memory
@@ -196,7 +207,8 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     constexpr int NSV = att_pf_vstages<WG>();
     sits_bf16_t *sK = sQ + ROWS * D;                                     /* [2][KT][D] */
     sits_bf16_t *sV = sK + 2 * KT * D;                               /* [NSV][KT][D] */
-    __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS], s_lead[ROWS];
+    __shared__ int s_seq[ROWS], s_lo[ROWS], s_hi[ROWS];
+    __shared__ unsigned s_leadm[ROWS / 32]; /* bit r % 32 of word r / 32: row r leads a pass */
     __shared__ int s_cnt[ROWS / 32], s_base, s_rng[ROWS / 32][2];
     constexpr bool Q8 = QM != SITS_K_KV_BF16;
     constexpr bool QW = WG && Q8; /* [wgmma] [8-bit kv]: tiles widened a tile ahead, from a ring of three raw tiles */
@@ -222,12 +234,19 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
 
     /* Ownership: row r is owned when its sequence has >= ATT_PF_OWN_MIN rows in the tile; the first
-     * such row of each sequence leads a pass. */
+     * such row of each sequence leads a pass. A tile of one sequence (a long prompt's: most tiles) is decided by
+     * one barrier: every row owned, row 0 the only lead, no row left (or no valid row); else each row counts its
+     * sequence's rows (ROWS shared-memory reads a thread). */
+    static_assert(ATT_PF_OWN_MIN <= ROWS, "a tile of one sequence owns its rows");
     if (tid < ROWS) s_seq[tid] = T0 + tid < p.n_tokens ? p.seq[T0 + tid] : -1;
     __syncthreads();
+    const int seq0 = s_seq[0];
+    const bool one = __syncthreads_and(tid >= ROWS || s_seq[tid] == seq0) != 0; /* uniform */
     bool left = false;    /* a valid row not owned: for the decode kernel */
     unsigned left_bal = 0;
-    if (tid < ROWS) {
+    if (one) {
+        if (tid < ROWS / 32) s_leadm[tid] = tid == 0 && seq0 >= 0 ? 1u : 0u;
+    } else if (tid < ROWS) {
         int s = s_seq[tid], cnt = 0;
         bool first = true;
         for (int r = 0; r < ROWS; r++) {
@@ -236,13 +255,16 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             first = first && !(r < tid && sr == s);
         }
         bool owned = s >= 0 && cnt >= ATT_PF_OWN_MIN;
-        s_lead[tid] = owned && first;
+        const unsigned lead_bal = __ballot_sync(0xffffffffu, owned && first);
         left = s >= 0 && !owned;
         left_bal = __ballot_sync(0xffffffffu, left);
-        if (lane == 0) s_cnt[warp] = __popc(left_bal);
+        if (lane == 0) {
+            s_cnt[warp] = __popc(left_bal);
+            s_leadm[warp] = lead_bal;
+        }
     }
     __syncthreads();
-    if (p.list_count && h == 0) {
+    if (!one && p.list_count && h == 0) {
         if (tid == 0) {
             int n = 0;
 #pragma unroll
@@ -258,8 +280,8 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
     }
 
     ATT_PF_MARK(1);
-    for (int lead = 0; lead < ROWS; lead++) {
-        if (!s_lead[lead]) continue; /* uniform: shared memory, stable since the sync above */
+    /* the passes: the set bits of s_leadm in order (uniform: shared memory, stable since the sync above) */
+    for (int lead = att_pf_next_lead<ROWS>(s_leadm, 0); lead < ROWS; lead = att_pf_next_lead<ROWS>(s_leadm, lead + 1)) {
         const int ps = s_seq[lead];
         const int32_t *bt = p.block_tables + (size_t)ps * p.max_blocks;
 
@@ -308,9 +330,9 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
         __syncthreads();
         if constexpr (QW) { /* raw tiles 0 and 1; tile 2's offsets to slot 0 once tile 0's loads are issued; tile 0 widened */
             constexpr int RT = 2 * KT * D;
-            att_load_raw8<D, NT>(sR, sR + KT * D, s_kvs, p, s_off[0], s_soff[0]);
+            att_load_raw8<D, NT, true>(sR, sR + KT * D, s_kvs, p, s_off[0], s_soff[0]);
             att_cp_commit();
-            if (n_kt > 1) att_load_raw8<D, NT>(sR + RT, sR + RT + KT * D, s_kvs + 2 * KT, p, s_off[1], s_soff[1]);
+            if (n_kt > 1) att_load_raw8<D, NT, true>(sR + RT, sR + RT + KT * D, s_kvs + 2 * KT, p, s_off[1], s_soff[1]);
             att_cp_commit();
             att_key_ref k2 = { -1, 0 };
             if (n_kt > 2 && tid < KT) k2 = att_key_fetch(p, bt, k_lo + 2 * KT, tid, k_lo, k_hi);
@@ -381,7 +403,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 if constexpr (QW) { /* raw tile it + 2 into the ring slot tile it - 1 used (offsets in slot it & 1) */
                     const int rn = (it + 2) % 3;
                     if (it + 2 < n_kt)
-                        att_load_raw8<D, NT>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D, s_kvs + rn * 2 * KT, p,
+                        att_load_raw8<D, NT, true>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D, s_kvs + rn * 2 * KT, p,
                                              s_off[sb], s_soff[sb]);
                     att_cp_commit();
                 } else if (it + 1 < n_kt) { /* tile it + 1 into tile it - 1's K buffer and tile it - 2's V buffer */
@@ -525,7 +547,10 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
 #ifdef SITS_ATT_PF_TRACE
         if (threadIdx.x == 0 && s_tr[7]++ == 0) ATT_PF_MARK(3);
 #endif
-        /* Epilogue: O / l for this pass's rows; rows of other sequences are left alone. */
+        /* Epilogue: O / l for this pass's rows (bf16), staged in the warp's own rows of sQ (in Q's layout: no other warp
+         * reads them, and this warp's last MMA reading them has completed), then stored 16 bytes a thread: a row's
+         * 2 D bytes by D / 8 consecutive lanes (the fragments' 4-byte stores used half of every 32-byte sector they
+         * wrote). Rows of other sequences are left alone. */
 #pragma unroll
         for (int f = 0; f < MF; f++) {
             float l0 = l[f][0], l1 = l[f][1];
@@ -536,14 +561,20 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             }
             const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
             const int r0 = rw + 16 * f + g;
-            const bool w0 = s_seq[r0] == ps, w1 = s_seq[r0 + 8] == ps;
-            sits_bf16_t *o0 = p.out + (size_t)(T0 + r0) * p.n_heads * D + (size_t)h * D + 2 * tq;
-            sits_bf16_t *o1 = o0 + (size_t)8 * p.n_heads * D;
 #pragma unroll
-            for (int j = 0; j < D / 8; j++) {
-                if (w0) *reinterpret_cast<__nv_bfloat162 *>(o0 + 8 * j) = __floats2bfloat162_rn(o[f][j][0] * inv0, o[f][j][1] * inv0);
-                if (w1) *reinterpret_cast<__nv_bfloat162 *>(o1 + 8 * j) = __floats2bfloat162_rn(o[f][j][2] * inv1, o[f][j][3] * inv1);
+            for (int j = 0; j < D / 8; j++) { /* chunk j of rows r0, r0 + 8: columns 8 j + 2 tq, + 1 */
+                const int e0 = WG ? att_swz<D, ROWS>(r0, j) : att_sw<D>(r0, j), e1 = WG ? att_swz<D, ROWS>(r0 + 8, j) : att_sw<D>(r0 + 8, j);
+                *reinterpret_cast<__nv_bfloat162 *>(sQ + e0 + 2 * tq) = __floats2bfloat162_rn(o[f][j][0] * inv0, o[f][j][1] * inv0);
+                *reinterpret_cast<__nv_bfloat162 *>(sQ + e1 + 2 * tq) = __floats2bfloat162_rn(o[f][j][2] * inv1, o[f][j][3] * inv1);
             }
+        }
+        __syncwarp();
+#pragma unroll 1
+        for (int i = lane; i < WR * (D / 8); i += 32) { /* row rw + i / (D / 8), chunk i % (D / 8) */
+            const int r = rw + i / (D / 8), ch = i % (D / 8);
+            if (s_seq[r] == ps)
+                *reinterpret_cast<uint4 *>(p.out + (size_t)(T0 + r) * p.n_heads * D + (size_t)h * D + ch * 8) =
+                    *reinterpret_cast<const uint4 *>(sQ + (WG ? att_swz<D, ROWS>(r, ch) : att_sw<D>(r, ch)));
         }
         __syncthreads(); /* the next pass rewrites s_lo / s_hi / s_rng and the tiles */
     }
