@@ -413,26 +413,47 @@ template <bool F8> static __device__ __forceinline__ void att_widen16(const uint
     hi = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
-/* [wgmma] [8-bit kv] The raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8, att_sw8's layout) -> f16 tiles sK, sV
- * in att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). A thread a
+/* [wgmma] [8-bit kv] Widening: the raw 8-bit K / V rows [ATT_KT][D] rK, rV (att_load_raw8, att_sw8's layout) -> f16 tiles
+ * sK, sV in att_swz's layout (other buffers: no barrier inside; the caller fences the async proxy and syncs). A thread a
  * 16-byte raw chunk c of row r, written as f16 chunks 2c, 2c + 1. The 8 threads of a 16-byte access phase take
  * chunks 0-3 of one row of a pair and 4-7 of the other: their raw reads (chunk ^ row) and their f16 writes (2c ^ row,
  * even slots for one row, odd for the other) hit 8 distinct 16-byte bank groups; a row's chunks 0-7 in one phase
- * wrote chunks c and c + 4 to the same banks (ncu: 6.4 wavefronts a shared store request, 4 the least). */
-template <int D, bool F8, int NT>
-static __device__ __forceinline__ void att_widen8(const unsigned char *rK, const unsigned char *rV, sits_bf16_t *sK, sits_bf16_t *sV)
+ * wrote chunks c and c + 4 to the same banks (ncu: 6.4 wavefronts a shared store request, 4 the least). Two halves:
+ * att_widen8_read, the raw chunks to registers (the kernel issues a tile's reads before the MMAs that hide their
+ * latency: each conversion waited on its own read, ncu's short-scoreboard stalls on the F2FPs were 17 % of the
+ * samples), and att_widen8_write, convert and store. */
+template <int D> struct att_widen8_regs { uint4 k[ATT_KT * (D / 16) / (2 * ATT_THREADS)], v[ATT_KT * (D / 16) / (2 * ATT_THREADS)]; };
+template <int D, int NT> static __device__ __forceinline__ int att_widen8_row(int j, int &c)
 {
-    static_assert(D == 128, "[wgmma] head_dim 128: 8 raw chunks a row");
-    constexpr int PER = ATT_KT * (D / 16) / NT;
+    const int i = threadIdx.x + j * NT, u = i & 15;
+    c = u & 7;
+    return 2 * (i >> 4) + (((u >> 2) ^ (u >> 3)) & 1);
+}
+template <int D, int NT>
+static __device__ __forceinline__ void att_widen8_read(att_widen8_regs<D> &x, const unsigned char *rK, const unsigned char *rV)
+{
+    static_assert(D == 128 && NT == 2 * ATT_THREADS, "[wgmma] head_dim 128, two warpgroups: 8 raw chunks a row, 2 a thread");
 #pragma unroll
-    for (int j = 0; j < PER; j++) {
-        const int i = threadIdx.x + j * NT, u = i & 15, r = 2 * (i >> 4) + (((u >> 2) ^ (u >> 3)) & 1), c = u & 7;
-        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1), a = att_sw8<D>(r, c);
+    for (int j = 0; j < ATT_KT * (D / 16) / NT; j++) {
+        int c;
+        const int r = att_widen8_row<D, NT>(j, c);
+        x.k[j] = *reinterpret_cast<const uint4 *>(rK + att_sw8<D>(r, c));
+        x.v[j] = *reinterpret_cast<const uint4 *>(rV + att_sw8<D>(r, c));
+    }
+}
+template <int D, bool F8, int NT>
+static __device__ __forceinline__ void att_widen8_write(const att_widen8_regs<D> &x, sits_bf16_t *sK, sits_bf16_t *sV)
+{
+#pragma unroll
+    for (int j = 0; j < ATT_KT * (D / 16) / NT; j++) {
+        int c;
+        const int r = att_widen8_row<D, NT>(j, c);
+        const int e0 = att_swz<D, ATT_KT>(r, 2 * c), e1 = att_swz<D, ATT_KT>(r, 2 * c + 1);
         uint4 lo, hi;
-        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rK + a), lo, hi);
+        att_widen16<F8>(x.k[j], lo, hi);
         *reinterpret_cast<uint4 *>(sK + e0) = lo;
         *reinterpret_cast<uint4 *>(sK + e1) = hi;
-        att_widen16<F8>(*reinterpret_cast<const uint4 *>(rV + a), lo, hi);
+        att_widen16<F8>(x.v[j], lo, hi);
         *reinterpret_cast<uint4 *>(sV + e0) = lo;
         *reinterpret_cast<uint4 *>(sV + e1) = hi;
     }

@@ -339,7 +339,11 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             att_cp_wait<1>();
             __syncthreads();
             if (n_kt > 2 && tid < KT) att_key_store<D, Q8>(s_off[0], s_soff[0], p, kvh, tid, k2);
-            att_widen8<D, QM == SITS_K_KV_F8, NT>(sR, sR + KT * D, sK, sV);
+            {
+                att_widen8_regs<D> w8;
+                att_widen8_read<D, NT>(w8, sR, sR + KT * D);
+                att_widen8_write<D, QM == SITS_K_KV_F8, NT>(w8, sK, sV);
+            }
             __syncthreads();
         } else {
             att_load_tile<D, Q8, WG != 0, NT, KT>(sK, sV, s_kvs, p, s_off[0], s_soff[0]);
@@ -418,6 +422,10 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 const bool ahead = it + ah < n_kt && tid < KT;
                 att_key_ref nk = { -1, 0 };
                 if (ahead) nk = att_key_fetch(p, bt, k0 + ah * KT, tid, k_lo, k_hi);
+                /* QW: raw tile it + 1 (landed: the wait above) read now, widened once the MMAs are issued */
+                att_widen8_regs<QW ? D : 128> w8;
+                if constexpr (QW)
+                    if (it + 1 < n_kt) att_widen8_read<D, NT>(w8, sR + (it + 1) % 3 * 2 * KT * D, sR + (it + 1) % 3 * 2 * KT * D + KT * D);
                 float s[1][KT / 8][4];
 #pragma unroll
                 for (int j = 0; j < KT / 8; j++) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
@@ -438,10 +446,7 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
                 att_wg_commit();
                 if constexpr (QW) { /* tile it + 1 widened while the MMAs run: its K buffer held tile it - 1's (S waited last
                                      * iteration), its V buffer tile it - 2's (P V waited last iteration) */
-                    const int rn = (it + 1) % 3;
-                    if (it + 1 < n_kt)
-                        att_widen8<D, QM == SITS_K_KV_F8, NT>(sR + rn * 2 * KT * D, sR + rn * 2 * KT * D + KT * D,
-                                                               sK + (sb ^ 1) * KT * D, sV + (it + 1) % NSV * KT * D);
+                    if (it + 1 < n_kt) att_widen8_write<D, QM == SITS_K_KV_F8, NT>(w8, sK + (sb ^ 1) * KT * D, sV + (it + 1) % NSV * KT * D);
                 }
                 att_wg_wait1(); /* S landed; P V may still run */
                 att_wg_keep(s[0]);
