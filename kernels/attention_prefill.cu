@@ -29,10 +29,12 @@
  * att_prefill_launch_q): two warpgroups of 64 rows share each K / V tile. S = Q K^T as 8 wgmma m64n64k16 from
  * shared memory (Q and K in the 128-byte-swizzled K-major layout, att_swz); O += P V as 4 m64n128k16 with P
  * from registers and V read MN-major. Pipelined as FlashAttention-3 within a warpgroup: tile it's S is issued
- * with tile it - 1's P V behind it, and tile it's softmax runs while that P V does; V is triple-buffered. The
+ * with tile it - 1's P V behind it, and (bf16 KV; 8-bit KV: the widening) tile it's softmax runs while that P V
+ * does -- the P V's wait sits in a block of its own, else ptxas schedules it before the softmax; V is triple-buffered. The
  * MMAs are straight-line (every tile's, masked; P 0 before the first): a wgmma under a divergent branch makes
- * ptxas serialise them all. 8-bit KV (QW): raw tiles land in a ring of three (tile it + 2 loads during tile it),
- * and tile it + 1 is widened to f16 in att_swz's layout while tile it's MMAs run, off the barriers' path; f16
+ * ptxas serialise them all. 8-bit KV (QW): raw tiles land in a ring of three (tile it + 2 loads during tile it; a
+ * ring of four, loads an iteration earlier, changed nothing), and tile it + 1 is widened to f16 in att_swz's layout
+ * while tile it's MMAs run (its raw reads issued before them), off the barriers' path; f16
  * MMAs (3-4 % faster than mma.sync; widening each tile in place before its MMAs, two more barriers a tile, was
  * 3 % slower). bf16 KV: 128-key tiles (KT; S m64n128, 64 registers), half the barriers and loop overhead a key
  * (kernel 1.89 -> 1.58 ms at 8192 tokens, 4-layer 8B). One barrier a tile: the loads of the next tile are issued
