@@ -93,3 +93,6 @@ EXTRA_DIST += tests/integration/swa_free.sh
 # [dummy] --load-format dummy drawn where the weights live (cpu memory, kernels/dummy.cu) = drawn on the host
 TESTS += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
 EXTRA_DIST += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
+# [bench] sits-bench-attention on the cpu backend: its rows and JSON accounting against the shapes, its refusals
+TESTS += tests/integration/bench_attention.sh
+EXTRA_DIST += tests/integration/bench_attention.sh
