@@ -374,7 +374,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             /* one barrier a tile: tile it has landed when at most NST - 2 groups are pending (the prologue's NST - 1
              * and one an iteration); after the barrier every warp has left tile it - 1's buffer, so tile it + NST - 1
              * goes into it (its key offsets, s_off[nb], were stored before this barrier). One barrier, not two
-             * (loads before the first, a second ending the iteration): batch 512 x 2048 -2 % (RESULTS 2026-12-03T17:45Z) */
+             * (loads before the first, a second ending the iteration): batch 512 x 2048 -2 % (RESULTS 2026-12-03T17:40Z) */
             const int buf = it % NST, nxt = it + NST - 1, nb = nxt % NST;
             /* tile it + NST's block ids, read now (off the loads' path), stored after this tile's math into slot buf
              * (tile it's, whose loads were issued NST - 1 iterations ago); read after the next iteration's barrier */
