@@ -45,7 +45,7 @@ typedef struct {
 
 /* One batch on the device: n tokens, their sequences / positions, the block tables [n_seqs, mb]. */
 typedef struct {
-    int n, n_seqs;
+    int n, n_seqs, seq_tokens; /* seq_tokens: the most tokens of one sequence (sits_attn_args_t.max_seq_tokens) */
     void *seq, *pos, *bt;
     double flops, kv_bytes;   /* prompts' causal attention flops; decode rows' KV bytes read */
 } batch_t;
@@ -129,7 +129,7 @@ static sits_status_t make_batch(sits_backend_t *be, const opts_t *o, int dec, in
                                 size_t kv_row_bytes, batch_t *b)
 {
     const int nd = dec ? o->n_dec : 0, np = pr ? o->n_prompts : 0, bs = o->block_size;
-    *b = (batch_t){ .n = nd + np * o->prompt_len, .n_seqs = nd + np };
+    *b = (batch_t){ .n = nd + np * o->prompt_len, .n_seqs = nd + np, .seq_tokens = np ? o->prompt_len : 1 };
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)b->n), *pos = malloc(sizeof(int32_t) * (size_t)b->n);
     int32_t *bt = calloc((size_t)b->n_seqs * mb, sizeof(int32_t));
     sits_status_t st = SITS_ERR_NOMEM;
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
         if (b->n == 0) continue;
         sits_attn_args_t a = { .n_tokens = b->n, .seq = b->seq, .pos = b->pos, .block_tables = b->bt, .max_blocks = mb,
                                .block_size = bs, .n_heads = o.heads, .n_kv_heads = o.kv_heads, .head_dim = hd,
-                               .scale = 1.0f / sqrtf((float)hd), .max_context = max_len };
+                               .scale = 1.0f / sqrtf((float)hd), .max_context = max_len, .max_seq_tokens = b->seq_tokens };
         for (int i = 0; i < o.warmup; i++)
             if ((st = be->ops->attention(be, out, q, o.heads * hd, kc, vc, &a)) != SITS_OK) goto out;
         if ((st = be->ops->sync(be)) != SITS_OK) goto out;
@@ -365,7 +365,7 @@ int main(int argc, char **argv)
         const batch_t *b = bat[1].n ? &bat[1] : &bat[0];
         sits_attn_args_t a = { .n_tokens = b->n, .seq = b->seq, .pos = b->pos, .block_tables = b->bt, .max_blocks = mb,
                                .block_size = bs, .n_heads = o.heads, .n_kv_heads = o.kv_heads, .head_dim = hd,
-                               .scale = 1.0f / sqrtf((float)hd), .max_context = max_len };
+                               .scale = 1.0f / sqrtf((float)hd), .max_context = max_len, .max_seq_tokens = b->seq_tokens };
         if ((st = be->ops->attention(be, out, q, o.heads * hd, kc, vc, &a)) != SITS_OK || (st = be->ops->sync(be)) != SITS_OK) goto out;
         if (trace_report(j)) {
             fprintf(stderr, "sits-bench-attention: --trace: no prefill kernel trace (build with make NVCCFLAGS=-DSITS_ATT_PF_TRACE, "

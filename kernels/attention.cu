@@ -253,7 +253,11 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     size_t list_bytes = ((size_t)n_tokens * 4 + 255) / 256 * 256;
     bool have = ws->scratch && ws->scratch_bytes > cnt_bytes;
     size_t avail = have ? ws->scratch_bytes - cnt_bytes : 0;
-    bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && have && avail >= ATT_SCRATCH_HDR + list_bytes;
+    /* the prefill kernel first only when one of its tiles may own rows: not when the caller bounds a sequence's tokens
+     * below ATT_PF_OWN_MIN (a decode step: the prefill launch that lists every row, the tiles' order and the list mode
+     * cost ~9 us a call at 512 tokens: 512 x 256 fp8 KV 0.109 -> 0.100 ms, RESULTS 2026-12-03T21:40Z) */
+    bool direct = ws->max_seq_tokens > 0 && ws->max_seq_tokens < ATT_PF_OWN_MIN;
+    bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && !direct && have && avail >= ATT_SCRATCH_HDR + list_bytes;
     /* prefill: the tiles' order after the list (room for the smallest tiles: n_tokens / ATT_PF_ROWS + 1 int32), when
      * the order kernel takes that many and it fits */
     const int max_tiles = n_tokens / ATT_PF_ROWS + 1;

@@ -100,6 +100,10 @@ typedef struct {
      * prefill-mode call (the backend's op timer ends one timed part and starts the next there); NULL: nothing */
     void (*mark)(void *ctx);
     void *mark_ctx;
+    /* the most tokens of one sequence in the call (0: unknown), set by the caller per call on its copy: below
+     * ATT_PF_OWN_MIN (16) the decode kernel alone takes every token (no prefill launch, no list); any value is
+     * computed right, the bound only picks the kernels */
+    int max_seq_tokens;
 } sits_k_attn_ws_t;
 
 /* Paged attention. out: [n_tokens, n_heads * head_dim]; q: rows of q_row_stride, head h at column

@@ -113,7 +113,13 @@ typedef struct {
     /* [families] attention-logit soft-capping: s = scale * q.k becomes softcap * tanh(s / softcap) before the
      * softmax (Gemma 2); 0 = none. */
     float softcap;
+    /* [perf] The most tokens of one sequence in this call (a decode step: 1; a verification step: k + 1), or 0 when
+     * unknown. A kernel choice only, host-visible (graph safe): on the GPU, below 16 no prefill tile could own a row,
+     * so the decode kernel takes every token without the prefill kernel's launch and token list first; a call whose
+     * tokens break the bound is still computed right. */
+    int max_seq_tokens;
 } sits_attn_args_t;
+#define SITS_ATTN_FEW_SEQ_TOKENS 16 /* max_seq_tokens below this: the cuda backend's decode kernel alone (ATT_PF_OWN_MIN) */
 
 /* ---- [perf: device sampling] sample_reduce ---------------------------------------------------
  * Per output row, the candidate record the distributed sampler (src/engine/sample.c) gathers from

@@ -646,23 +646,25 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
                                     const void *v_cache, const sits_attn_args_t *a)
 {
     cuda_impl_t *c = impl_of(be); /* [attention] the workspace selects the split-K / prefill kernels */
+    sits_k_attn_ws_t ws = c->attn_ws;
+    ws.max_seq_tokens = a->max_seq_tokens; /* [perf] below 16: the decode kernel alone */
     int kvq = be->kv_dtype == SITS_DT_F8_E4M3 ? SITS_K_KV_F8 : be->kv_dtype == SITS_DT_I8 ? SITS_K_KV_I8 : SITS_K_KV_BF16;
     if (a->softcap > 0.0f) { /* [families] attention-logit soft-capping (Gemma 2) */
         SITS_KERNEL_CHECK(sits_k_attention_softcap(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                                    a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
-                                                   a->head_dim, a->window, a->scale, a->softcap, kvq, &c->attn_ws, c->stream));
+                                                   a->head_dim, a->window, a->scale, a->softcap, kvq, &ws, c->stream));
         return SITS_OK;
     }
     if (sits_kv_dtype_is_q8(be->kv_dtype)) { /* [int8 kv] [fp8 kv] */
         SITS_KERNEL_CHECK(sits_k_attention_q8(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                               a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
                                               a->head_dim, a->window, a->scale, be->kv_dtype == SITS_DT_F8_E4M3,
-                                              &c->attn_ws, c->stream));
+                                              &ws, c->stream));
         return SITS_OK;
     }
     SITS_KERNEL_CHECK(sits_k_attention(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                        a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
-                                       a->window, a->scale, &c->attn_ws, c->stream));
+                                       a->window, a->scale, &ws, c->stream));
     return SITS_OK;
 }
 

@@ -98,8 +98,11 @@ struct sits_engine {
     /* CUDA graphs */
     int n_buckets, buckets[ENGINE_MAX_BUCKETS];
     void *graphs[ENGINE_MAX_BUCKETS];
+    void *graphs_many[ENGINE_MAX_BUCKETS]; /* [perf] the buckets' graphs of steps with >= SITS_ATTN_FEW_SEQ_TOKENS tokens of a
+                                            * sequence (verification steps of k >= 15): attention's other kernels */
     int graphs_off;                /* disabled (params, backend, comm) or broken (a capture failed) */
-    unsigned char *seq_seen;       /* [max_seqs] scratch of graph_bucket: tokens of each sequence */
+    unsigned char *seq_seen;       /* [max_seqs] scratch of graph_bucket and sits_engine_run: tokens of each sequence */
+    int seq_tokens;                /* the step's attention calls' max_seq_tokens (sits_attn_args_t) */
     /* the last run */
     int last_n_out, logits_ready, rows_ready;
     const sits_sample_row_t *last_rows_dev;
@@ -187,8 +190,10 @@ void sits_engine_destroy(sits_engine_t *e)
     if (e->stats.micro_steps > 0)
         SITS_INFO(SITS_SUB_ENGINE, "engine: %ld steps ran as pipeline micro-batches (%ld micro-batches)", e->stats.micro_steps,
                   e->stats.micro_batches);
-    for (int i = 0; i < e->n_buckets; i++)
+    for (int i = 0; i < e->n_buckets; i++) {
         if (e->graphs[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs[i]);
+        if (e->graphs_many[i] && be->ops->graph_destroy) be->ops->graph_destroy(be, e->graphs_many[i]);
+    }
     sits_moe_destroy(e->moe);   /* [moe] */
     void *bufs[] = { e->x, e->h, e->qkv, e->attn, e->proj, e->gu, e->act, e->last, e->logits, e->recs, e->meta, e->xq, e->xs,
                      e->kv_bufs, e->kv_ids, e->kv_flat, e->masks, e->samp, e->ents };
@@ -640,6 +645,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         .block_size = e->p.block_size, .n_heads = d->nh_loc, .n_kv_heads = d->nkv_loc, .head_dim = hd,
         .window = c->sliding_window, .scale = 1.0f / sqrtf((float)hd), .max_context = max_context,
         .softcap = c->attn_softcap,   /* [families] */
+        .max_seq_tokens = e->seq_tokens,   /* [perf] */
     };
     if (c->attn_scale > 0.0f) aa.scale = c->attn_scale;   /* [families] Gemma: query_pre_attn_scalar^-0.5 */
     /* [families] longrope scales cos and sin by attention_factor, so q.k by its square */
@@ -851,7 +857,7 @@ static int graph_bucket(sits_engine_t *e, const sits_batch_t *b)
 /* Records bucket i's graph from the metadata already uploaded in the graph region. A failed capture
  * disables graphs: at TP 1 the engine goes on eagerly; in a TP group it is an error (every rank
  * must take the same path through the collectives). */
-static sits_status_t capture(sits_engine_t *e, int i, const meta_view_t *v, int max_context)
+static sits_status_t capture(sits_engine_t *e, int i, void **slot, const meta_view_t *v, int max_context)
 {
     sits_backend_t *be = e->be;
     int B = e->buckets[i];
@@ -862,7 +868,7 @@ static sits_status_t capture(sits_engine_t *e, int i, const meta_view_t *v, int 
         st_end = be->ops->graph_end(be, &g); /* always: ends the capture even after a failed op */
     }
     if (st == SITS_OK && st_end == SITS_OK) {
-        e->graphs[i] = g;
+        *slot = g; /* e->graphs[i] or e->graphs_many[i] */
         e->stats.graph_captures++;
         SITS_DEBUG(SITS_SUB_ENGINE, "engine: recorded the cuda graph of bucket %d", B);
         return SITS_OK;
@@ -899,13 +905,16 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     unsigned char *mh = e->meta_host + base;
     int32_t *tok_h = (int32_t *)(mh + L->tok), *pos_h = (int32_t *)(mh + L->pos), *seq_h = (int32_t *)(mh + L->seq);
     int32_t *slot_h = (int32_t *)(mh + L->slot), *out_h = (int32_t *)(mh + L->out), *bt_h = (int32_t *)(mh + L->bt);
-    int max_pos = 0;
+    int max_pos = 0, seq_tokens = 0; /* the most tokens of one sequence (counted to 255) */
+    memset(e->seq_seen, 0, (size_t)b->n_seqs);
     for (int t = 0; t < n; t++) {
         int s = b->seq[t], p = b->pos[t];
         if (s < 0 || s >= b->n_seqs || p < 0 || p / bs >= bw) {
             SITS_ERROR(SITS_SUB_ENGINE, "token %d: sequence %d position %d out of range", t, s, p);
             return SITS_ERR_INVALID;
         }
+        if (e->seq_seen[s] < 255) e->seq_seen[s]++;
+        if (e->seq_seen[s] > seq_tokens) seq_tokens = e->seq_seen[s];
         int blk = b->block_tables[(size_t)s * bw + p / bs];
         if (blk < 0 || blk >= e->p.n_blocks) {
             SITS_ERROR(SITS_SUB_ENGINE, "token %d: block %d out of range", t, blk);
@@ -921,12 +930,19 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
         slot_h[t] = blk * bs + p % bs;
         if (p > max_pos) max_pos = p;
     }
-    for (int t = n; t < nb; t++) { /* pad rows: token 0 again, no cache write */
+    for (int t = n; t < nb; t++) { /* pad rows: token 0 at position 0 (one key to attend), no cache write */
         tok_h[t] = tok_h[0];
-        pos_h[t] = pos_h[0];
+        pos_h[t] = 0;
         seq_h[t] = seq_h[0];
         slot_h[t] = -1;
     }
+    /* [perf] attention's bound on a sequence's tokens (sits_attn_args_t.max_seq_tokens): a graph's holds for every
+     * replay of it, so a bucket keeps two (fewer than SITS_ATTN_FEW_SEQ_TOKENS tokens of any sequence: decode steps,
+     * short verifications; or up to graph_bucket's ENGINE_GRAPH_SEQ_TOKENS); the pad rows, one key each, are the
+     * exception that costs nothing */
+    const int few = seq_tokens < SITS_ATTN_FEW_SEQ_TOKENS;
+    e->seq_tokens = gi < 0 ? seq_tokens : few ? SITS_ATTN_FEW_SEQ_TOKENS - 1 : ENGINE_GRAPH_SEQ_TOKENS;
+    void **gslot = gi < 0 ? NULL : few ? &e->graphs[gi] : &e->graphs_many[gi];
     for (int i = 0; i < b->n_out; i++) {
         if (b->out_rows[i] < 0 || b->out_rows[i] >= n) {
             SITS_ERROR(SITS_SUB_ENGINE, "output %d: row %d outside the step's %d tokens", i, b->out_rows[i], n);
@@ -977,15 +993,15 @@ sits_status_t sits_engine_run(sits_engine_t *e, const sits_batch_t *b)
     }
     if (gi < 0) return enqueue_forward(e, &v, n, b->n_out, max_pos + 1);
     int graph_ctx = mb * bs; /* any length a later replay may see */
-    if (e->graphs[gi]) {
-        SITS_CHECK(op->graph_launch(be, e->graphs[gi]));
+    if (*gslot) {
+        SITS_CHECK(op->graph_launch(be, *gslot));
         e->stats.graph_replays++;
         return SITS_OK;
     }
     /* first step of this bucket: run it eagerly at the padded size (which also builds the GEMM plans
      * and loads the kernels outside the capture), then record the graph for the next ones */
     SITS_CHECK(enqueue_forward(e, &v, nb, nb, graph_ctx));
-    return capture(e, gi, &v, graph_ctx);
+    return capture(e, gi, gslot, &v, graph_ctx);
 }
 
 sits_status_t sits_engine_logits(sits_engine_t *e, const float **logits_p)

@@ -33,6 +33,7 @@ typedef struct {
     int kv_i8;     /* [int8 kv] attention cases on 8-bit caches, of dtype kv_q8 (I8 or [fp8 kv] F8_E4M3) */
     sits_dtype_t kv_q8;
     float attn_softcap, attn_scale;   /* [families] attention cases with soft-capping / a query scale (0: none / 1/sqrt(hd)) */
+    int attn_seq_bound;   /* [perf] attention cases' max_seq_tokens: 0 = the tokens' own (a sequence's most), else this value */
 } ctx_t;
 
 /* A backend call that must succeed: a failure here is a test failure with the status named. */
@@ -874,6 +875,16 @@ static void tok_chunk(attn_tokens_t *tk, int s, int len, int chunk)
     for (int i = 0; i < chunk; i++) tok_add(tk, s, len - chunk + i);
 }
 
+/* The most tokens of one sequence (sits_attn_args_t.max_seq_tokens). */
+static int attn_seq_tokens(const attn_tokens_t *tk, int n_seqs)
+{
+    int *cnt = calloc((size_t)n_seqs, sizeof *cnt), m = 0;
+    for (int t = 0; cnt && t < tk->n; t++)
+        if (tk->seq[t] >= 0 && tk->seq[t] < n_seqs && ++cnt[tk->seq[t]] > m) m = cnt[tk->seq[t]];
+    free(cnt);
+    return m;
+}
+
 static void tok_free(attn_tokens_t *tk)
 {
     free(tk->seq);
@@ -1056,6 +1067,7 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
             .n_tokens = n_tok, .seq = d_seq[b], .pos = d_pos[b], .block_tables = d_bt[b], .max_blocks = max_blocks,
             .block_size = bs, .n_heads = sh->n_heads, .n_kv_heads = sh->n_kv, .head_dim = hd, .window = sh->window,
             .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)hd), .softcap = c->attn_softcap,
+            .max_seq_tokens = c->attn_seq_bound > 0 ? c->attn_seq_bound : attn_seq_tokens(tk, n_seqs),
         };
         TRY(be->ops->attention(be, d_out[b], d_q[b], q_stride, d_k[b], d_v[b], &a));
     }
@@ -1206,6 +1218,20 @@ static void test_attention_i8(ctx_t *c, sits_dtype_t dt)
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 24, lens);
         test_attn_decode(c, (attn_shape_t){ 8, 2, 64, 16, 333 }, 24, lens);
     }
+    {   /* a decode step of 600 tokens (one each: max_seq_tokens 1, the decode kernel alone, ~9 items of (token, KV head)
+         * a CTA of an H200), head dim 64 with a window, and a mixed batch whose 300 listed decode rows the decode kernel
+         * takes after the prefill kernel */
+        int many[600];
+        for (int i = 0; i < 600; i++) many[i] = rand_int(c, 1, 701);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 600, many);
+        test_attn_decode(c, (attn_shape_t){ 8, 2, 64, 16, 100 }, 600, many);
+        many[0] = 700;
+        many[1] = 260;
+        test_attn_mixed(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 300, many, 300);
+        c->attn_seq_bound = 1; /* a bound the call breaks (chunks of 300 and 260): the decode kernel takes every row, right */
+        test_attn_mixed(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 300, many, 300);
+        c->attn_seq_bound = 0;
+    }
     {
         int one[] = { 5000 }, l2b[] = { 100, 777, 64 };
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 1, one);
@@ -1319,6 +1345,11 @@ static void test_attention_all(ctx_t *c)
         for (int i = 7; i < 24; i++) lens[i] = rand_int(c, 1, 5001);
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 24, lens);
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 1000 }, 24, lens);
+    }
+    {   /* a decode step of 300 tokens (max_seq_tokens 1: the decode kernel alone, no prefill launch or list) */
+        int many[300];
+        for (int i = 0; i < 300; i++) many[i] = rand_int(c, 1, 1500);
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 300, many);
     }
     {
         int one[] = { 5000 }, tiny[] = { 1 }, two[] = { 4097, 300 };
