@@ -18,8 +18,11 @@
  * prompts call, and the prefill kernel's record of each CTA (kernels/attention_prefill.cu, ATT_PF_MARK) summarised:
  * the mean CTA time and its parts (ownership + decode list; the first pass's set-up -- Q, key offsets, first tiles
  * landed and widened; its key loop; the rest), the loop's time per key tile, the gap on an SM between a CTA's end and
- * the next one's start, and how long SMs sit idle at the end. JSON: {bench, settings, rows [{batch, ms, tflops,
- * kv_gbs, floor_ms}], trace {...}, copy_gbs, commit}. */
+ * the next one's start, and how long SMs sit idle at the end; with decode rows and 8-bit KV, one more decodes call and
+ * the 8-bit decode kernel's record of each CTA (kernels/attention_decode.cu, ATT_DEC_TR): when CTAs start, their first
+ * tile lands and they end (p10 / p50 / p90 / max), how long CTAs idle before the kernel's end, an item's set-up and end.
+ * JSON: {bench, settings, rows [{batch, ms, tflops, kv_gbs, floor_ms}], trace {...}, trace_decode {...}, copy_gbs,
+ * commit}. */
 #include <jansson.h>
 #include <mpi.h>
 #include <math.h>
@@ -242,6 +245,75 @@ static int trace_report(json_t *j)
 #endif
 }
 
+#ifdef HAVE_CUDA
+static int ull_cmp(const void *a, const void *b)
+{
+    const unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+#endif
+
+/* --trace: the 8-bit decode kernel's records of the last call summarised (cuda trace builds) into j; 0 or -1 (none) */
+static int trace_report_dec(json_t *j)
+{
+#ifdef HAVE_CUDA
+    enum { MAX = 8192 };
+    unsigned long long(*r)[8] = malloc(sizeof *r * MAX), *ends = malloc(sizeof *ends * MAX);
+    const int n = r && ends ? sits_k_att_dec_trace(&r[0][0], MAX) : -1;
+    if (n <= 0) { free(r); free(ends); return -1; }
+    unsigned long long g0 = ~0ull, g1 = 0;
+    double start = 0, first = 0, setup = 0, endc = 0, items = 0, tiles = 0, cyc_ns = 0;
+    int n_busy = 0, it_min = 1 << 30, it_max = 0;
+    for (int i = 0; i < n; i++) {
+        g0 = r[i][0] < g0 ? r[i][0] : g0;
+        g1 = r[i][2] > g1 ? r[i][2] : g1;
+    }
+    for (int i = 0; i < n; i++) {
+        const unsigned long long *c = r[i];
+        ends[i] = c[2] - g0;
+        it_min = (int)c[3] < it_min ? (int)c[3] : it_min;
+        it_max = (int)c[3] > it_max ? (int)c[3] : it_max;
+        if (!c[3]) continue;
+        n_busy++;
+        start += (double)(c[0] - g0);
+        first += (double)(c[1] - c[0]);
+        setup += (double)c[5];
+        endc += (double)c[6];
+        items += (double)c[3];
+        tiles += (double)c[4];
+        cyc_ns += (double)(c[2] - c[0]);
+    }
+    qsort(ends, (size_t)n, sizeof *ends, ull_cmp);
+    /* SM clock: assume the nominal boost of the H200's SMs is not known here; report cycles at 1.98 GHz (ncu's
+     * --clock-control none measured 1.98) and the cycle counts in the JSON */
+    const double ghz = 1.98, us = 1e-3, span = (double)(g1 - g0) * us;
+    double idle = 0;
+    for (int i = 0; i < n; i++) idle += (double)(g1 - g0 - ends[i]);
+    printf("decode kernel trace: %d CTAs (%d with items; %d-%d items each), kernel %.1f us (first start to last end)\n", n,
+           n_busy, it_min, it_max, span);
+    printf("  starts %.2f us after the first on average; first tile landed %.2f us after a CTA's start; CTA ends at p10 "
+           "%.1f / p50 %.1f / p90 %.1f / max %.1f us; mean CTA idle before the kernel's end %.2f us (%.1f %% of it)\n",
+           n_busy ? start / n_busy * us : 0.0, n_busy ? first / n_busy * us : 0.0, ends[n / 10] * us, ends[n / 2] * us,
+           ends[(n * 9) / 10] * us, ends[n - 1] * us, idle / n * us, span > 0 ? 100.0 * idle / n * us / span : 0.0);
+    printf("  per item (%.2f tiles): set-up to the first tile landed %.2f us, end (merge, write) %.2f us, whole %.2f us "
+           "(at %.2f GHz)\n", items > 0 ? tiles / items : 0.0, items > 0 ? setup / items / ghz * us : 0.0,
+           items > 0 ? endc / items / ghz * us : 0.0, items > 0 ? cyc_ns / items * us : 0.0, ghz);
+    if (j)
+        json_object_set_new(j, "trace_decode",
+                            json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "ctas", n, "busy_ctas", n_busy,
+                                      "kernel_us", span, "start_us", n_busy ? start / n_busy * us : 0.0, "first_tile_us",
+                                      n_busy ? first / n_busy * us : 0.0, "end_p50_us", ends[n / 2] * us, "end_p90_us",
+                                      ends[(n * 9) / 10] * us, "idle_us", idle / n * us, "items", items, "setup_cycles",
+                                      setup, "end_cycles", endc));
+    free(r);
+    free(ends);
+    return 0;
+#else
+    (void)j;
+    return -1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank = 0, rc = 1;
@@ -361,15 +433,21 @@ int main(int argc, char **argv)
                                                "tflops", b->flops > 0 ? 1e-12 * b->flops / m : 0.0, "kv_gbs",
                                                b->kv_bytes > 0 ? 1e-9 * b->kv_bytes / m : 0.0, "floor_ms", 1e3 * floor_s));
     }
-    if (o.trace) {
-        const batch_t *b = bat[1].n ? &bat[1] : &bat[0];
-        sits_attn_args_t a = { .n_tokens = b->n, .seq = b->seq, .pos = b->pos, .block_tables = b->bt, .max_blocks = mb,
-                               .block_size = bs, .n_heads = o.heads, .n_kv_heads = o.kv_heads, .head_dim = hd,
-                               .scale = 1.0f / sqrtf((float)hd), .max_context = max_len, .max_seq_tokens = b->seq_tokens };
-        if ((st = be->ops->attention(be, out, q, o.heads * hd, kc, vc, &a)) != SITS_OK || (st = be->ops->sync(be)) != SITS_OK) goto out;
-        if (trace_report(j)) {
-            fprintf(stderr, "sits-bench-attention: --trace: no prefill kernel trace (build with make NVCCFLAGS=-DSITS_ATT_PF_TRACE, "
-                            "and a batch the prefill kernel takes)\n");
+    if (o.trace) { /* the prompts (or the whole step) for the prefill kernel's records, the decode rows for the decode's */
+        int reported = 0;
+        for (int k = 0; k < 2; k++) {
+            const batch_t *b = k == 0 ? (bat[1].n ? &bat[1] : &bat[0]) : &bat[2];
+            if (b->n == 0 || (k == 0 && o.n_prompts == 0)) continue;
+            sits_attn_args_t a = { .n_tokens = b->n, .seq = b->seq, .pos = b->pos, .block_tables = b->bt, .max_blocks = mb,
+                                   .block_size = bs, .n_heads = o.heads, .n_kv_heads = o.kv_heads, .head_dim = hd,
+                                   .scale = 1.0f / sqrtf((float)hd), .max_context = max_len, .max_seq_tokens = b->seq_tokens };
+            if ((st = be->ops->attention(be, out, q, o.heads * hd, kc, vc, &a)) != SITS_OK || (st = be->ops->sync(be)) != SITS_OK)
+                goto out;
+            reported += (k == 0 ? trace_report(j) : trace_report_dec(j)) == 0;
+        }
+        if (!reported) {
+            fprintf(stderr, "sits-bench-attention: --trace: no kernel trace (build with make NVCCFLAGS=-DSITS_ATT_PF_TRACE; the "
+                            "prefill kernel's needs prompts, the decode kernel's 8-bit KV)\n");
             goto out;
         }
     }

@@ -301,6 +301,27 @@ static __device__ __forceinline__ uint32_t att_movt(uint32_t x)
     return r;
 }
 
+/* [trace] Built with -DSITS_ATT_PF_TRACE (as the prefill kernel's; read by sits_k_att_dec_trace, printed by
+ * `bench/sits-bench-attention --trace` for a decodes-only batch): thread 0 of every CTA of the last 8-bit decode launch
+ * records [0] / [1] / [2] %globaltimer (ns) at entry, when its first tile has landed (after the first item's first
+ * barrier) and at exit; [3] items, [4] key tiles; clock64 cycles [5] of the items' set-up (item start -> first tile
+ * landed), [6] of their ends (after the key loop -> merged and written); [7] %smid. Accumulated in shared memory (no
+ * registers). Without the macro: no code, no memory. */
+#ifdef SITS_ATT_PF_TRACE
+#define ATT_DEC_TRACE_MAX 8192
+__device__ unsigned long long att_dec_trace_buf[ATT_DEC_TRACE_MAX][8];
+__device__ int att_dec_trace_n;
+static __device__ __forceinline__ unsigned long long att_dec_gtimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define ATT_DEC_TR(stmt) (threadIdx.x == 0 ? (void)(stmt) : (void)0)
+#else
+#define ATT_DEC_TR(stmt) ((void)0)
+#endif
+
 template <int D, bool F8>
 static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(att_params p)
 {
@@ -313,6 +334,10 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
     __shared__ float s_m[4][16], s_l[4][16];
     __shared__ float s_kvs[NST * 2 * ATT_KT]; /* scales [buffer][K, V][ATT_KT] */
     __shared__ long long s_off[NST][ATT_KT], s_soff[NST][ATT_KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
+#ifdef SITS_ATT_PF_TRACE
+    __shared__ unsigned long long s_dt[9]; /* the record (see above); [8] the current part's start (clock64) */
+    ATT_DEC_TR((s_dt[0] = att_dec_gtimer(), s_dt[1] = s_dt[3] = s_dt[4] = s_dt[5] = s_dt[6] = 0));
+#endif
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
@@ -336,6 +361,9 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
         /* the key offsets of tiles 0 .. NST - 1 (a thread a key, the block-table reads in flight together), then tiles
          * 0 .. NST - 2 in flight (one cp.async group each, empty past the end) */
         const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
+#ifdef SITS_ATT_PF_TRACE
+        ATT_DEC_TR((s_dt[8] = clock64(), s_dt[3]++, s_dt[4] += n_kt));
+#endif
         if (threadIdx.x < ATT_KT) {
             att_key_ref kr[NST];
 #pragma unroll
@@ -383,6 +411,9 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             if (ahead) nk = att_key_fetch(p, bt, kb + (it + NST) * ATT_KT, threadIdx.x, kb, ke);
             att_cp_wait<NST - 2>();
             __syncthreads();
+#ifdef SITS_ATT_PF_TRACE
+            if (it == 0) ATT_DEC_TR((s_dt[5] += clock64() - s_dt[8], s_dt[1] = s_dt[1] ? s_dt[1] : att_dec_gtimer()));
+#endif
             if (nxt < n_kt)
                 att_load_raw8<D, ATT_THREADS, true>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + nb * 2 * ATT_KT, p,
                                                     s_off[nb], s_soff[nb]);
@@ -461,6 +492,9 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             if (ahead) att_key_store<D, true>(s_off[buf], s_soff[buf], p, kvh, threadIdx.x, nk);
         }
         __syncthreads(); /* every warp past its last tile before sO (over the tiles) is written */
+#ifdef SITS_ATT_PF_TRACE
+        ATT_DEC_TR(s_dt[8] = clock64());
+#endif
 
         /* l over the warp's keys (lanes g), then m, l of heads 2tq, 2tq + 1 to s_m, s_l */
 #pragma unroll
@@ -488,7 +522,38 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
         __syncthreads();
         att_dec_merge<D, 8>(p, sO, s_m, s_l, n_rows, n_active, t, li, h0, split, S, n_list);
         __syncthreads(); /* the next item reuses the shared memory */
+#ifdef SITS_ATT_PF_TRACE
+        ATT_DEC_TR(s_dt[6] += clock64() - s_dt[8]);
+#endif
     }
+#ifdef SITS_ATT_PF_TRACE
+    if (threadIdx.x == 0 && blockIdx.x < ATT_DEC_TRACE_MAX) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        unsigned long long *r = att_dec_trace_buf[blockIdx.x];
+        for (int k = 0; k < 7; k++) r[k] = s_dt[k];
+        r[2] = att_dec_gtimer();
+        r[7] = sm;
+        if (blockIdx.x == 0) att_dec_trace_n = (int)min((unsigned)gridDim.x, (unsigned)ATT_DEC_TRACE_MAX);
+    }
+#endif
+}
+
+/* [trace] The records of the last 8-bit decode launch (see ATT_DEC_TR) to dst [max_ctas][8]: their count, or -1 when
+ * built without SITS_ATT_PF_TRACE (or on a CUDA error). Synchronous; a debugging aid of the benchmark. */
+extern "C" int sits_k_att_dec_trace(unsigned long long *dst, int max_ctas)
+{
+#ifdef SITS_ATT_PF_TRACE
+    int n = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(&n, att_dec_trace_n, sizeof n) != cudaSuccess) return -1;
+    n = n < max_ctas ? n : max_ctas;
+    if (n > 0 && cudaMemcpyFromSymbol(dst, att_dec_trace_buf, (size_t)n * 8 * sizeof(unsigned long long)) != cudaSuccess) return -1;
+    return n;
+#else
+    (void)dst;
+    (void)max_ctas;
+    return -1;
+#endif
 }
 
 int att_decode_smem_bytes(int head_dim, int q8)

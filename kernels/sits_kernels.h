@@ -135,6 +135,9 @@ sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t *q, int q_
  * (kernels/attention_prefill.cu, ATT_PF_MARK): up to max_ctas records of 8 words to the host array dst; returns how
  * many, or -1 without the trace build. Synchronises the device (bench/sits-bench-attention --trace). */
 int sits_k_att_pf_trace(unsigned long long *dst, int max_ctas);
+/* [trace] The same of the last 8-bit decode attention launch (kernels/attention_decode.cu, ATT_DEC_TR): per CTA its
+ * entry / first tile landed / exit times (ns), items, key tiles, set-up and end cycles, SM. */
+int sits_k_att_dec_trace(unsigned long long *dst, int max_ctas);
 
 /* out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; gu: [n, 2 * dim] (gate then up).
  * [fp8] q / q_scale (both or neither; q 8-byte aligned): also q [n, dim] E4M3 and q_scale [n] fp32 of
