@@ -255,7 +255,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     size_t avail = have ? ws->scratch_bytes - cnt_bytes : 0;
     /* the prefill kernel first only when one of its tiles may own rows: not when the caller bounds a sequence's tokens
      * below ATT_PF_OWN_MIN (a decode step: the prefill launch that lists every row, the tiles' order and the list mode
-     * cost ~9 us a call at 512 tokens: 512 x 256 fp8 KV 0.109 -> 0.100 ms, RESULTS 2026-12-03T21:40Z) */
+     * cost ~9 us a call at 512 tokens: 512 x 256 fp8 KV 0.109 -> 0.100 ms, RESULTS 2026-12-03T20:50Z) */
     bool direct = ws->max_seq_tokens > 0 && ws->max_seq_tokens < ATT_PF_OWN_MIN;
     bool prefill = n_tokens >= ATT_PF_MIN_TOKENS && !direct && have && avail >= ATT_SCRATCH_HDR + list_bytes;
     /* prefill: the tiles' order after the list (room for the smallest tiles: n_tokens / ATT_PF_ROWS + 1 int32), when
