@@ -544,11 +544,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
 extern "C" int sits_k_att_dec_trace(unsigned long long *dst, int max_ctas)
 {
 #ifdef SITS_ATT_PF_TRACE
-    int n = 0;
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(&n, att_dec_trace_n, sizeof n) != cudaSuccess) return -1;
-    n = n < max_ctas ? n : max_ctas;
-    if (n > 0 && cudaMemcpyFromSymbol(dst, att_dec_trace_buf, (size_t)n * 8 * sizeof(unsigned long long)) != cudaSuccess) return -1;
-    return n;
+    return att_trace_read(att_dec_trace_n, att_dec_trace_buf, dst, max_ctas);
 #else
     (void)dst;
     (void)max_ctas;

@@ -633,4 +633,16 @@ static __device__ __forceinline__ bool att_softmax_step(float (&s)[NT][4], float
     return moved;
 }
 
+/* [trace] A trace build's records (SITS_ATT_PF_TRACE: the prefill and 8-bit decode kernels' per-CTA records, 8 words
+ * each): the count the last launch wrote to n_sym, at most max_ctas, and that many records of buf_sym to dst; -1 on a
+ * CUDA error. Synchronous. */
+template <class NS, class BS> static int att_trace_read(const NS &n_sym, const BS &buf_sym, unsigned long long *dst, int max_ctas)
+{
+    int n = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(&n, n_sym, sizeof n) != cudaSuccess) return -1;
+    n = n < max_ctas ? n : max_ctas;
+    if (n > 0 && cudaMemcpyFromSymbol(dst, buf_sym, (size_t)n * 8 * sizeof(unsigned long long)) != cudaSuccess) return -1;
+    return n;
+}
+
 #endif

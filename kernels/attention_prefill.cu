@@ -678,11 +678,7 @@ static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stre
 extern "C" int sits_k_att_pf_trace(unsigned long long *dst, int max_ctas)
 {
 #ifdef SITS_ATT_PF_TRACE
-    int n = 0;
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(&n, att_pf_trace_n, sizeof n) != cudaSuccess) return -1;
-    n = n < max_ctas ? n : max_ctas;
-    if (n > 0 && cudaMemcpyFromSymbol(dst, att_pf_trace_buf, (size_t)n * 8 * sizeof(unsigned long long)) != cudaSuccess) return -1;
-    return n;
+    return att_trace_read(att_pf_trace_n, att_pf_trace_buf, dst, max_ctas);
 #else
     (void)dst;
     (void)max_ctas;
