@@ -311,12 +311,6 @@ static __device__ __forceinline__ uint32_t att_movt(uint32_t x)
 #define ATT_DEC_TRACE_MAX 8192
 __device__ unsigned long long att_dec_trace_buf[ATT_DEC_TRACE_MAX][8];
 __device__ int att_dec_trace_n;
-static __device__ __forceinline__ unsigned long long att_dec_gtimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 #define ATT_DEC_TR(stmt) (threadIdx.x == 0 ? (void)(stmt) : (void)0)
 #else
 #define ATT_DEC_TR(stmt) ((void)0)
@@ -336,7 +330,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
     __shared__ long long s_off[NST][ATT_KT], s_soff[NST][ATT_KT]; /* the tiles' key offsets [buffer][key] (att_key_store) */
 #ifdef SITS_ATT_PF_TRACE
     __shared__ unsigned long long s_dt[9]; /* the record (see above); [8] the current part's start (clock64) */
-    ATT_DEC_TR((s_dt[0] = att_dec_gtimer(), s_dt[1] = s_dt[3] = s_dt[4] = s_dt[5] = s_dt[6] = 0));
+    ATT_DEC_TR((s_dt[0] = att_gtimer(), s_dt[1] = s_dt[3] = s_dt[4] = s_dt[5] = s_dt[6] = 0));
 #endif
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
@@ -412,7 +406,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             att_cp_wait<NST - 2>();
             __syncthreads();
 #ifdef SITS_ATT_PF_TRACE
-            if (it == 0) ATT_DEC_TR((s_dt[5] += clock64() - s_dt[8], s_dt[1] = s_dt[1] ? s_dt[1] : att_dec_gtimer()));
+            if (it == 0) ATT_DEC_TR((s_dt[5] += clock64() - s_dt[8], s_dt[1] = s_dt[1] ? s_dt[1] : att_gtimer()));
 #endif
             if (nxt < n_kt)
                 att_load_raw8<D, ATT_THREADS, true>(sK + nb * ATT_KT * D, sV + nb * ATT_KT * D, s_kvs + nb * 2 * ATT_KT, p,
@@ -532,7 +526,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         unsigned long long *r = att_dec_trace_buf[blockIdx.x];
         for (int k = 0; k < 7; k++) r[k] = s_dt[k];
-        r[2] = att_dec_gtimer();
+        r[2] = att_gtimer();
         r[7] = sm;
         if (blockIdx.x == 0) att_dec_trace_n = (int)min((unsigned)gridDim.x, (unsigned)ATT_DEC_TRACE_MAX);
     }

@@ -633,6 +633,14 @@ static __device__ __forceinline__ bool att_softmax_step(float (&s)[NT][4], float
     return moved;
 }
 
+/* [trace] %globaltimer (ns, one clock for every SM): the trace builds' entry / exit times. */
+static __device__ __forceinline__ unsigned long long att_gtimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 /* [trace] A trace build's records (SITS_ATT_PF_TRACE: the prefill and 8-bit decode kernels' per-CTA records, 8 words
  * each): the count the last launch wrote to n_sym, at most max_ctas, and that many records of buf_sym to dst; -1 on a
  * CUDA error. Synchronous. */

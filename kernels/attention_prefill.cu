@@ -167,12 +167,6 @@ static __device__ __forceinline__ void att_pf_pack(uint32_t (&a)[4], const float
 #define ATT_PF_TRACE_MAX 32768
 __device__ unsigned long long att_pf_trace_buf[ATT_PF_TRACE_MAX][8];
 __device__ int att_pf_trace_n;
-static __device__ __forceinline__ unsigned long long att_gtimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 #define ATT_PF_MARK(i) (threadIdx.x == 0 ? (void)(s_tr[i] = clock64()) : (void)0) /* in shared memory: no registers */
 #else
 #define ATT_PF_MARK(i) ((void)0)
