@@ -6,7 +6,10 @@
  *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
  * Kernels:
- *   - n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
+ *   - n <= W4_PG_MAX_N (2), no g_idx, group_size % 128 == 0, in % 128 == 0, in >= 1024, x in shared memory (n (in + 8)
+ *     bf16 within W4_PG_SMEM_MAX with the rest), 16-byte aligned rows (batch-1 decode): the persistent GEMV
+ *     w4a16_pgemv_kernel (below);
+ *   - otherwise n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
  *     the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the MMA's 8-token side; below), up
  *     to 32 tokens a launch: 33-64 tokens are two launches.
  *   - otherwise n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
@@ -357,6 +360,174 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
     }
 }
 
+/* [perf: int4 decode] Persistent tensor-core GEMV for 1 .. 8 tokens (w4a16_pgemv_kernel). The MMA layout of
+ * w4a16_tc_kernel<1, 1, true> (weights as A: rows 16 t + g and + 8, 16-byte nibble loads, inputs kb 128 + 32 tq + 8 s4 ..
+ * + 7 in step s4; x^T as B), but
+ *   - the zero point leaves the inner loop: A is the raw pair (128 + q) (one LOP3 a pair, no subtraction), and a
+ *     k-block's sum of (128 + q) x is corrected by (128 + zero) times the k-block's sum of x (xsum, fp32, per token,
+ *     made once per block: 8-input sums, then 16 of them by shuffles), then times the group's scale:
+ *     sum (q - zero) x = sum (128 + q) x - (128 + zero) sum x. The products (128 + q) x stay exact in fp32 (8-bit by
+ *     8-bit mantissas); the correction cancels about 8 bits of the k-block's sum (|128 + q| <= 143 against
+ *     |q - zero| <= 16), an error of ~2^-16 of its terms, below the bf16 output's 2^-9;
+ *   - x [n, in] is staged once per block in shared memory in the B fragments' order (each 8 inputs as (x0, x4),
+ *     (x1, x5), (x2, x6), (x3, x7): one LDS.128 gives a step's two B pairs), rows padded by 16 bytes (the 8 tokens'
+ *     rows on distinct banks);
+ *   - a block walks the 16-row tiles blockIdx.x, + gridDim.x, ... (grid: W4_PG_BLOCKS_SM blocks an SM, at most a
+ *     block a tile); warp w takes k-blocks w, w + 8, ... of each (c of them a tile, in >= 1024 so c >= 1); its units
+ *     (tile, k-block) in that order keep a ring of W4_PG_D units' nibbles, zeros and scales in registers (the zeros
+ *     and scales one register a unit), refilled D units ahead across tile boundaries;
+ *   - a tile's warp sums meet in shared memory at one barrier (two buffers, alternate tiles: the next write to a
+ *     buffer comes after the next tile's barrier, which its readers have passed);
+ *   - a programmatic dependent launch: the first D units' weights are requested before waiting for the kernel that
+ *     writes x (kernels/gemv.cu).
+ * Shared memory: red [2][W4_PG_WARPS][4][32] fp32 | xsum [in / 128][8] fp32 (tokens >= n: 0) | xs [n][in + 8] bf16.
+ * Measured on the H200 (RESULTS.md 2026-12-04), one token: 1.0-1.3x w4a16_tc_kernel's speed on the 8B / 70B linears
+ * with >= 28672 outputs or inputs, 0.8-0.95x on the 4096-input ones (8B step -5 %, 70B -16 %); still 2.1-2.6 TB/s, not
+ * the ~4 TB/s of kernels/gemv.cu's FP8 GEMV on twice the bytes. Nsight Compute (57344 x 8192): DRAM 54 %, L2 71 %,
+ * 0.52 instructions issued a scheduler cycle with 3.65 of 16 warps resident (registers) -- latency-bound; D = 6 or 8
+ * and fewer instructions a nibble (this zero-point form) changed it by < 5 %. */
+#define W4_PG_MAX_N 2 /* tokens it takes (the kernel runs up to 8): at 4 and 8 the 8B step measured 2 % and 6 % slower than
+                       * w4a16_tc_kernel's (RESULTS.md 2026-12-04) */
+#define W4_PG_WARPS 8
+#define W4_PG_D 4 /* units a warp has in flight (6 and 8 measured no faster) */
+#define W4_PG_BLOCKS_SM 2
+#define W4_PG_SMEM_MAX (100 * 1024)
+#define W4_PG_RED_BYTES (2 * W4_PG_WARPS * 4 * 32 * (int)sizeof(float))
+
+static __host__ __device__ __forceinline__ size_t w4pg_smem_bytes(int n, int in)
+{
+    return (size_t)W4_PG_RED_BYTES + (size_t)(in / 128) * 8 * sizeof(float) + (size_t)n * (size_t)(in + 8) * 2;
+}
+
+/* the weights of one unit (16-row tile t, k-block kb) a lane holds: 16 bytes of rows 16 t + g and + 8 (rows past out
+ * clamped: read, never written), and one of the 32 zeros and scales of the tile's rows in the k-block's group (lane l:
+ * the zero of row l, l < 16, or the scale of row l - 16), shuffled to the lanes that use them */
+struct w4pg_unit_t {
+    uint4 wa, wb;
+    float zs;
+};
+
+static __device__ __forceinline__ void w4pg_fetch(w4pg_unit_t &u, const uint8_t *q, const float *scale, const float *zero, int t,
+                                                  int kb, int lane, int in, int out, int group_size, int n_groups)
+{
+    const int g = lane >> 2, tq = lane & 3, gi = kb * 128 / group_size;
+    const int ra = min(16 * t + g, out - 1), rb = min(16 * t + g + 8, out - 1), rz = min(16 * t + (lane & 15), out - 1);
+    u.wa = __ldcs(reinterpret_cast<const uint4 *>(q + (size_t)ra * (size_t)(in / 2) + (size_t)kb * 64 + 16 * tq));
+    u.wb = __ldcs(reinterpret_cast<const uint4 *>(q + (size_t)rb * (size_t)(in / 2) + (size_t)kb * 64 + 16 * tq));
+    u.zs = (lane < 16 ? zero : scale)[(size_t)rz * n_groups + gi];
+}
+
+/* the bf16 pair (128 + n0, 128 + n4) of the nibbles at bits 0-3 and 16-19 of w: one LOP3 */
+static __device__ __forceinline__ uint32_t w4_raw_pair(uint32_t w)
+{
+    return (w & 0x000f000fu) | 0x43004300u;
+}
+
+template <int D, int BLOCKS_SM>
+static __global__ void __launch_bounds__(32 * W4_PG_WARPS, BLOCKS_SM)
+w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                   const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
+{
+    extern __shared__ __align__(16) unsigned char w4pg_smem[];
+    float(*red)[W4_PG_WARPS][4][32] = reinterpret_cast<float(*)[W4_PG_WARPS][4][32]>(w4pg_smem);   /* [2][warp][element][lane] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int nkb = in / 128, c = (nkb - warp + W4_PG_WARPS - 1) / W4_PG_WARPS;   /* k-blocks of this warp a tile */
+    const int xstride = in + 8;                                                    /* xs row stride (bf16) */
+    float *xsum = reinterpret_cast<float *>(w4pg_smem + W4_PG_RED_BYTES);          /* [nkb][8] */
+    sits_bf16_t *xs = reinterpret_cast<sits_bf16_t *>(w4pg_smem + W4_PG_RED_BYTES + (size_t)nkb * 8 * sizeof(float));
+    const int n_tiles = (out + 15) / 16;
+    const int my_tiles = (int)blockIdx.x < n_tiles ? (n_tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int units = my_tiles * c;
+    w4pg_unit_t ring[D];
+    int ft = blockIdx.x, fj = 0;   /* the next unit to fetch: tile ft, k-block warp + 8 fj */
+#pragma unroll
+    for (int s = 0; s < D; s++)
+        if (s < units) {
+            w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, out, group_size, n_groups);
+            if (++fj == c) fj = 0, ft += gridDim.x;
+        }
+    sits_k_pdl_wait();   /* the weights above do not depend on the previous kernel; x does */
+    /* x -> xs (fragment order) and xsum: a thread a 16-byte chunk (8 inputs) at a time; the 16 chunks of a (token,
+     * k-block) sit in 16 aligned lanes (in / 8 is a multiple of 16), whose partial sums meet by shuffles */
+    for (int i = threadIdx.x; i < nkb * 8; i += 32 * W4_PG_WARPS)
+        if ((i & 7) >= n) xsum[i] = 0.0f;   /* tokens past n: their B columns are 0 */
+    {
+        const int chunks = n * (in / 8), row_chunks = in / 8;
+        for (int i0 = 0; i0 < chunks; i0 += 32 * W4_PG_WARPS) {   /* the warp's lanes all take part in the shuffles */
+            const int i = i0 + threadIdx.x, t = i / row_chunks, j = i % row_chunks;
+            float sum = 0.0f;
+            if (i < chunks) {
+                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(x) + i);
+                const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+                for (int e = 0; e < 8; e++) sum += __uint_as_float(e & 1 ? u[e >> 1] & 0xffff0000u : u[e >> 1] << 16);
+                *reinterpret_cast<uint4 *>(xs + (size_t)t * xstride + 8 * j) =
+                    make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                               __byte_perm(v.y, v.w, 0x7632));
+            }
+#pragma unroll
+            for (int m = 8; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+            if (i < chunks && (j & 15) == 0) xsum[(j >> 4) * 8 + t] = sum;
+        }
+    }
+    __syncthreads();
+    float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    int ct = 0, cj = 0;   /* the unit computed next: the block's tile ct (blockIdx.x + ct gridDim.x), k-block warp + 8 cj */
+    for (int u0 = 0; u0 < units; u0 += D) {
+#pragma unroll
+        for (int s = 0; s < D; s++) {
+            if (u0 + s >= units) break;
+            const w4pg_unit_t &w = ring[s];
+            const int kb = warp + W4_PG_WARPS * cj;
+            const uint32_t wa[4] = { w.wa.x, w.wa.y, w.wa.z, w.wa.w }, wb[4] = { w.wb.x, w.wb.y, w.wb.z, w.wb.w };
+            float part[4] = { 0.0f, 0.0f, 0.0f, 0.0f };   /* sum (128 + q) x: rows g, g + 8 x tokens 2 tq, + 1 */
+#pragma unroll
+            for (int s4 = 0; s4 < 4; s4++) {
+                const uint32_t a0[4] = { w4_raw_pair(wa[s4]), w4_raw_pair(wb[s4]), w4_raw_pair(wa[s4] >> 4),
+                                         w4_raw_pair(wb[s4] >> 4) };
+                const uint32_t a1[4] = { w4_raw_pair(wa[s4] >> 8), w4_raw_pair(wb[s4] >> 8), w4_raw_pair(wa[s4] >> 12),
+                                         w4_raw_pair(wb[s4] >> 12) };
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (g < n) v = *reinterpret_cast<const uint4 *>(xs + (size_t)g * xstride + kb * 128 + 32 * tq + 8 * s4);
+                w4_mma(part, a0, v.x, v.y);
+                w4_mma(part, a1, v.z, v.w);
+            }
+            const float2 xk = *reinterpret_cast<const float2 *>(xsum + kb * 8 + 2 * tq);   /* tokens 2 tq, + 1 */
+            const float ca = 128.0f + __shfl_sync(0xffffffffu, w.zs, g);
+            const float cb = 128.0f + __shfl_sync(0xffffffffu, w.zs, g + 8);
+            const float sa = __shfl_sync(0xffffffffu, w.zs, g + 16), sb = __shfl_sync(0xffffffffu, w.zs, g + 24);
+            acc[0] = fmaf(sa, fmaf(-ca, xk.x, part[0]), acc[0]);
+            acc[1] = fmaf(sa, fmaf(-ca, xk.y, part[1]), acc[1]);
+            acc[2] = fmaf(sb, fmaf(-cb, xk.x, part[2]), acc[2]);
+            acc[3] = fmaf(sb, fmaf(-cb, xk.y, part[3]), acc[3]);
+            if (u0 + s + D < units) {   /* refill the slot D units ahead */
+                w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, out, group_size, n_groups);
+                if (++fj == c) fj = 0, ft += gridDim.x;
+            }
+            if (++cj == c) {   /* the warp's last k-block of the tile: the warps' sums meet */
+                const int buf = ct & 1;
+#pragma unroll
+                for (int i = 0; i < 4; i++) red[buf][warp][i][lane] = acc[i], acc[i] = 0.0f;
+                /* every warp reaches this barrier once a tile (at different unit counts): a named barrier counted by threads */
+                asm volatile("bar.sync 1, %0;" ::"r"(32 * W4_PG_WARPS) : "memory");
+                /* output (row r, token t) = element (r >= 8 ? 2 : 0) + (t & 1) of lane 4 (r & 7) + t / 2 */
+                if (threadIdx.x < 16 * 8) {
+                    const int r = threadIdx.x >> 3, t = threadIdx.x & 7, row = 16 * ((int)blockIdx.x + ct * (int)gridDim.x) + r;
+                    if (row < out && t < n) {
+                        const int l = 4 * (r & 7) + (t >> 1), i = (r >= 8 ? 2 : 0) + (t & 1);
+                        float v = 0.0f;
+#pragma unroll
+                        for (int w2 = 0; w2 < W4_PG_WARPS; w2++) v += red[buf][w2][i][l];
+                        y[(size_t)t * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+                    }
+                }
+                cj = 0;
+                ct++;
+            }
+        }
+    }
+}
+
 /* Block (blockIdx.x: outputs o0 = 64 bx .., blockIdx.y: tokens t0 = 64 by ..), 4 warps; warp w owns
  * tokens t0 + 16 w .. + 16 and all 64 outputs (8 column tiles of 8). Per thread (g = lane / 4,
  * q = lane % 4): acc[j] / part[j] hold, for column tile j, tokens (16 w + g, 16 w + g + 8) x
@@ -449,6 +620,29 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
+    if (n <= W4_PG_MAX_N && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
+        w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX && sits_k_aligned16(x) && sits_k_aligned16(q)) {
+        int dev = 0, n_sms = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaFuncSetAttribute(w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 W4_PG_SMEM_MAX) != cudaSuccess)
+            return SITS_ERR_CUDA;
+        const int n_tiles = (out + 15) / 16;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)min(n_tiles, W4_PG_BLOCKS_SM * n_sms));
+        cfg.blockDim = dim3(32 * W4_PG_WARPS);
+        cfg.dynamicSmemBytes = w4pg_smem_bytes(n, in);
+        cfg.stream = stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        const cudaError_t e = cudaLaunchKernelEx(&cfg, w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, y, x, q, scale, zero, bias, n,
+                                                 in, out, group_size, n_groups);
+        return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+    }
     if (n <= W4_TC_MAX_N && !gidx && group_size % 32 == 0 && in % 128 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
         const bool wide = group_size % 128 == 0;
         /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured

@@ -2847,6 +2847,15 @@ int4_cases:
     test_matmul_w4(&c, 9, 512, 1000, 128, 0, 0);
     test_matmul_w4(&c, 24, 1024, 200, 128, 0, 1);   /* 17-32 tokens: two m-tiles a warp, rows past out */
     test_matmul_w4(&c, 48, 2048, 72, 64, 0, 1);     /* 33-64 tokens: eight n-tiles */
+    /* the persistent GEMV w4a16_pgemv_kernel (1-2 tokens, groups of 128k, in >= 1024; also 1 x 4096 x 1024 above): a long
+     * row (14 k-blocks a warp), warps of 2 and 1 k-blocks over a tile and a half, groups of 256, 70B's longest row, many
+     * tiles a block (1792 tiles); 2 x 28672 inputs does not fit its shared memory (the tensor-core GEMV's) */
+    test_matmul_w4(&c, 1, 14336, 4096, 128, 0, 0);
+    test_matmul_w4(&c, 2, 1152, 40, 128, 0, 1);
+    test_matmul_w4(&c, 2, 8192, 1000, 256, 0, 1);
+    test_matmul_w4(&c, 1, 28672, 48, 128, 0, 0);
+    test_matmul_w4(&c, 2, 4096, 28672, 128, 0, 0);
+    test_matmul_w4(&c, 2, 28672, 40, 128, 0, 1);
     /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
