@@ -53,19 +53,6 @@ typedef struct {
     double flops, kv_bytes;   /* prompts' causal attention flops; decode rows' KV bytes read */
 } batch_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
-
 static void usage(const char *argv0)
 {
     fprintf(stderr,
@@ -367,7 +354,7 @@ int main(int argc, char **argv)
         for (int bk = 0; bk < n_blocks; bk++) {
             if (q8) {
                 for (size_t i = 0; i < qb; i++) {
-                    unsigned char v = (unsigned char)rng_next(&rng);
+                    unsigned char v = (unsigned char)sits_bench_rng_next(&rng);
                     host[i] = kdt == SITS_DT_F8_E4M3 && (v & 0x7f) == 0x7f ? (unsigned char)(v ^ 1) : v;   /* no E4M3 NaN */
                 }
                 const float sc = 1.0f / 64.0f;
@@ -375,7 +362,7 @@ int main(int argc, char **argv)
             } else {
                 const size_t n_el = blk_bytes / sits_dtype_size(kdt);
                 for (size_t i = 0; i < n_el; i++) {
-                    float f = (float)((double)rng_next(&rng) / 2147483648.0 - 1.0);
+                    float f = (float)((double)sits_bench_rng_next(&rng) / 2147483648.0 - 1.0);
                     if (kdt == SITS_DT_F32) memcpy(host + 4 * i, &f, 4);
                     else { uint16_t h = sits_f32_to_bf16(f); memcpy(host + 2 * i, &h, 2); }
                 }
@@ -383,14 +370,14 @@ int main(int argc, char **argv)
             if ((st = be->ops->upload(be, (char *)(c ? vc : kc) + (size_t)bk * blk_bytes, host, blk_bytes)) != SITS_OK) goto out;
         }
     for (size_t i = 0; i < q_elems; i++) {
-        float f = (float)((double)rng_next(&rng) / 2147483648.0 - 1.0);
+        float f = (float)((double)sits_bench_rng_next(&rng) / 2147483648.0 - 1.0);
         if (be->act_dtype == SITS_DT_F32) memcpy(host + 4 * i, &f, 4);
         else { uint16_t h = sits_f32_to_bf16(f); memcpy(host + 2 * i, &h, 2); }
     }
     if ((st = be->ops->upload(be, q, host, q_elems * act)) != SITS_OK) goto out;
     for (int i = 0; i < n_blocks; i++) perm[i] = i;
     for (int i = n_blocks - 1; i > 0; i--) {
-        int k = (int)(rng_next(&rng) % (uint64_t)(i + 1)), t = perm[i];
+        int k = (int)(sits_bench_rng_next(&rng) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[k];
         perm[k] = t;
     }
@@ -418,14 +405,14 @@ int main(int argc, char **argv)
         if ((st = be->ops->sync(be)) != SITS_OK) goto out;
         double t[3];
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = now_s();
+            double t0 = sits_bench_now_s();
             for (int i = 0; i < o.iters; i++)
                 if ((st = be->ops->attention(be, out, q, o.heads * hd, kc, vc, &a)) != SITS_OK) goto out;
             if ((st = be->ops->sync(be)) != SITS_OK) goto out;
-            t[rep] = (now_s() - t0) / o.iters;
+            t[rep] = (sits_bench_now_s() - t0) / o.iters;
         }
         /* median of 3 */
-        double m = t[0] > t[1] ? (t[1] > t[2] ? t[1] : (t[0] > t[2] ? t[2] : t[0])) : (t[0] > t[2] ? t[0] : (t[1] > t[2] ? t[2] : t[1]));
+        double m = sits_bench_median3(t);
         const double floor_s = bw > 0 ? b->kv_bytes / bw : 0;
         printf("%-8s %8d %10.4f %10.1f %12.1f %10.4f %7.1f%%\n", bname[k], b->n, 1e3 * m, b->flops > 0 ? 1e-12 * b->flops / m : 0.0,
                b->kv_bytes > 0 ? 1e-9 * b->kv_bytes / m : 0.0, 1e3 * floor_s, 100.0 * floor_s / m);

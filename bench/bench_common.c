@@ -118,3 +118,21 @@ sits_status_t sits_bench_copy_bw(const sits_backend_t *be, size_t bytes, double 
     *bw_p = 2.0 * (double)bytes / (0.5 * (t[4] + t[5]));   /* the median */
     return SITS_OK;
 }
+
+double sits_bench_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t sits_bench_rng_next(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+double sits_bench_median3(const double t[3])
+{
+    return t[0] > t[1] ? (t[1] > t[2] ? t[1] : (t[0] > t[2] ? t[2] : t[0])) : (t[0] > t[2] ? t[0] : (t[1] > t[2] ? t[2] : t[1]));
+}

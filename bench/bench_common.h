@@ -3,6 +3,8 @@
 #ifndef SITS_BENCH_COMMON_H
 #define SITS_BENCH_COMMON_H
 
+#include <stdint.h>
+
 #include "backend/backend.h"
 
 /* The backend of this MPI rank for --device: "cuda", "cpu", or "auto" (cuda when a GPU is visible).
@@ -18,5 +20,14 @@ sits_status_t sits_bench_copy_bw(const sits_backend_t *be, size_t bytes, double 
 /* KL(p || q) in nats of the softmaxes of logit rows a (the reference, p) and b (q), both [v];
  * *same_top1 = 1 when their argmaxes (lowest index on ties) agree. Computed in double; >= 0. */
 double sits_bench_kl_row(const float *a, const float *b, int v, int *same_top1);
+
+/* Seconds of CLOCK_MONOTONIC. */
+double sits_bench_now_s(void);
+
+/* The benches' random stream (an LCG; 31 bits a call): the same seed gives the same data on every machine. */
+uint64_t sits_bench_rng_next(uint64_t *s);
+
+/* The median of three timings. */
+double sits_bench_median3(const double t[3]);
 
 #endif

@@ -86,13 +86,6 @@ typedef struct {
     double vs_decode;       /* [speculative] verify rows: ms_median / the plain decode step's */
 } row_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -292,9 +285,9 @@ static sits_status_t forward(bench_t *b, int n_tokens, int n_seqs, int n_out, do
 {
     sits_batch_t batch = { .n_tokens = n_tokens, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n_seqs,
                            .block_tables = b->bt, .n_out = n_out, .out_rows = b->out_rows };
-    double t0 = now_s();
+    double t0 = sits_bench_now_s();
     sits_status_t st = sits_engine_forward(b->r->engine, &batch, &b->logits);
-    if (dt_p) *dt_p = now_s() - t0;
+    if (dt_p) *dt_p = sits_bench_now_s() - t0;
     return st;
 }
 
@@ -304,10 +297,10 @@ static sits_status_t decode_step(bench_t *b, int n, double *dt_p)
 {
     sits_batch_t batch = { .n_tokens = n, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n,
                            .block_tables = b->bt, .n_out = n, .out_rows = b->out_rows, .sample = b->sp };
-    double t0 = now_s();
+    double t0 = sits_bench_now_s();
     sits_status_t st = sits_engine_run(b->r->engine, &batch);
     if (st == SITS_OK) st = sits_engine_sample(b->r->engine, b->r->tp, b->sp, b->sampled);
-    if (dt_p) *dt_p = now_s() - t0;
+    if (dt_p) *dt_p = sits_bench_now_s() - t0;
     return st;
 }
 
@@ -377,11 +370,11 @@ static sits_status_t verify_steps(bench_t *b, int n, int k, int ctx, int warmup,
         }
         sits_batch_t batch = { .n_tokens = nt, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = n,
                                .block_tables = b->bt, .n_out = nt, .out_rows = b->out_rows, .sample = b->sp };
-        double t0 = now_s();
+        double t0 = sits_bench_now_s();
         sits_status_t st = sits_engine_run(b->r->engine, &batch);
         if (st == SITS_OK) st = sits_engine_sample(b->r->engine, b->r->tp, b->sp, b->sampled);
         SITS_CHECK(st);
-        if (j >= warmup) times[j - warmup] = now_s() - t0;
+        if (j >= warmup) times[j - warmup] = sits_bench_now_s() - t0;
     }
     return SITS_OK;
 }
@@ -513,12 +506,12 @@ int main(int argc, char **argv)
                                 .block_size = o.block_size, .kv_bytes = 0, .no_cuda_graphs = !o.cuda_graphs,
                                 .quant = o.quant, .fp8_separate_quant = !o.fp8_fused, .ep = o.ep,
                                 .moe_dev_max = o.moe_dev_max };
-    double t0 = now_s();
+    double t0 = sits_bench_now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) {
         fprintf(stderr, "sits-bench-decode: cannot load %s: %s\n", o.model, sits_status_str(st));
         goto out;
     }
-    double load_s = now_s() - t0;
+    double load_s = sits_bench_now_s() - t0;
     b.r = r;
     b.mb = r->ep.max_blocks_per_seq;
     b.bt = calloc((size_t)max_b * b.mb, sizeof(int32_t));
@@ -580,10 +573,10 @@ int main(int argc, char **argv)
         }
         for (int s = 0; s < max_b; s++)
             for (int k = 0; k < need; k++) b.bt[(size_t)s * b.mb + k] = ids[s * need + k];
-        double tf = now_s();
+        double tf = sits_bench_now_s();
         if (!strcmp(o.fill, "prefill") && ctx > 0 && (st = fill_kv(&b, max_b, ctx, chunk)) != SITS_OK) goto out;
         if (rank == 0 && !strcmp(o.fill, "prefill"))
-            fprintf(stderr, "filled %d x %d tokens of KV in %.2f s\n", max_b, ctx, now_s() - tf);
+            fprintf(stderr, "filled %d x %d tokens of KV in %.2f s\n", max_b, ctx, sits_bench_now_s() - tf);
         for (int bi = 0; bi < o.n_batch; bi++) {
             int nb = o.batch[bi];
             MPI_Barrier(MPI_COMM_WORLD);

@@ -54,13 +54,6 @@ typedef struct {
     int req;             /* request index */
 } seq_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N] [--threads N]\n"
@@ -154,9 +147,9 @@ int main(int argc, char **argv)
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = S, .max_tokens = B, .max_model_len = mml, .block_size = 16, .kv_bytes = 0,
                                 .no_cuda_graphs = !o.cuda_graphs, .quant = o.quant, .ep = o.ep };
-    double t0 = now_s();
+    double t0 = sits_bench_now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) goto out;
-    double load_s = now_s() - t0;
+    double load_s = sits_bench_now_s() - t0;
     int mb = r->ep.max_blocks_per_seq, need = (mml + r->ep.block_size - 1) / r->ep.block_size, V = r->cfg.vocab_size;
     run = calloc((size_t)S, sizeof *run);
     tok = malloc(sizeof(int32_t) * (size_t)B);
@@ -232,7 +225,7 @@ int main(int argc, char **argv)
 #else
         (void)prof;
 #endif
-        double t_step = now_s();
+        double t_step = sits_bench_now_s();
         sits_batch_t b = { .n_tokens = nt, .tokens = tok, .pos = pos, .seq = seqi, .n_seqs = n_run, .block_tables = bt,
                            .n_out = n_out, .out_rows = rows, .sample = n_out ? sp : NULL };
         if ((st = sits_engine_run(r->engine, &b)) != SITS_OK) goto out;
@@ -243,10 +236,10 @@ int main(int argc, char **argv)
 #endif
         if (warm) { /* the untimed first step: start the clock after it */
             MPI_Barrier(MPI_COMM_WORLD);
-            t_start = now_s();
+            t_start = sits_bench_now_s();
         } else {
             int k = nt > decodes;
-            kind_s[k] += now_s() - t_step;
+            kind_s[k] += sits_bench_now_s() - t_step;
             kind_n[k]++;
             kind_prompt[k] += nt - decodes;
             kind_dec[k] += decodes;
@@ -274,7 +267,7 @@ int main(int argc, char **argv)
         for (int i = w; i < n_run; i++) run[i].bt = spare[i - w];
         n_run = w;
     }
-    double el = now_s() - t_start;
+    double el = sits_bench_now_s() - t_start;
     long total_out = (long)o.requests * o.out;
     if (rank == 0) {
         printf("%d requests in %.2f s (%d steps, %d decode-only, mean decode batch %.1f): %.2f req/s, %.1f output tok/s, "

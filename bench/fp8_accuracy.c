@@ -49,13 +49,6 @@ typedef struct {
     double top1, kl_mean, kl_max, weight_bytes, load_s;
 } result_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s --model DIR [--load-format auto|dummy] [--device cpu|cuda|auto] [--policies \"bf16;ffn=fp8;fp8\"]\n"
@@ -155,12 +148,12 @@ static sits_status_t run_policy(const opts_t *o, sits_backend_t *be, sits_comm_t
     }
     sits_runner_params_t rp = { .model_dir = dir, .dummy = !strcmp(o->load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = L, .max_tokens = L, .max_model_len = L, .block_size = 16, .quant = quant };
-    double t0 = now_s();
+    double t0 = sits_bench_now_s();
     if ((st = sits_runner_create(&rp, be, tp, NULL, &r)) != SITS_OK) {
         fprintf(stderr, "sits-fp8-accuracy: cannot load %s with --quant '%s': %s\n", dir, quant ? quant : "auto", sits_status_str(st));
         return st;
     }
-    res->load_s = now_s() - t0;
+    res->load_s = sits_bench_now_s() - t0;
     res->quant = dir != o->model ? dir - 1 : quant;
     res->fp8 = r->w->n_fp8;
     res->int4 = r->w->n_int4;

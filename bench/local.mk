@@ -35,6 +35,11 @@ noinst_PROGRAMS += bench/sits-bench-fp8-gemm
 bench_sits_bench_fp8_gemm_SOURCES = bench/bench_fp8_gemm.c
 bench_sits_bench_fp8_gemm_LDADD = $(SITS_LIBS)
 endif
+# [int4] the W4A16 linear alone at the 8B / 70B decode shapes beside the floor of reading its weights; --compare: the
+# same rows without the persistent GEMV (kernels/w4a16.cu), in the same run.
+noinst_PROGRAMS += bench/sits-bench-w4
+bench_sits_bench_w4_SOURCES = bench/bench_w4.c bench/bench_common.c bench/bench_common.h
+bench_sits_bench_w4_LDADD = $(SITS_LIBS)
 # The attention op alone on a serving step's batch (prompts + decode rows, paged KV): prefill TFLOP/s, decode KV GB/s
 # beside the copy bandwidth; --trace (cuda, make NVCCFLAGS=-DSITS_ATT_PF_TRACE) the prefill kernel's per-CTA time split.
 EXTRA_DIST += bench/pf_model.py

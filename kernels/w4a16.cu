@@ -31,6 +31,8 @@
  *     multiplied by the group's scale in fp32 when the group ends (the MMA accumulator layout names
  *     each element's output). The result differs from the cpu twin only in the fp32 summation order.
  *     (Marlin's layout -- weights pre-shuffled at load, cp.async pipelines, ldmatrix -- is the next step.) */
+#include <stdlib.h>
+
 #include "kernels/common.cuh"
 
 #define W4_TOK 8       /* tokens per warp tile: accumulators held in registers */
@@ -381,11 +383,11 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
  *   - a programmatic dependent launch: the first D units' weights are requested before waiting for the kernel that
  *     writes x (kernels/gemv.cu).
  * Shared memory: red [2][W4_PG_WARPS][4][32] fp32 | xsum [in / 128][8] fp32 (tokens >= n: 0) | xs [n][in + 8] bf16.
- * Measured on the H200 (RESULTS.md 2026-12-04), one token: 1.0-1.3x w4a16_tc_kernel's speed on the 8B / 70B linears
- * with >= 28672 outputs or inputs, 0.8-0.95x on the 4096-input ones (8B step -5 %, 70B -16 %); still 2.1-2.6 TB/s, not
- * the ~4 TB/s of kernels/gemv.cu's FP8 GEMV on twice the bytes. Nsight Compute (57344 x 8192): DRAM 54 %, L2 71 %,
- * 0.52 instructions issued a scheduler cycle with 3.65 of 16 warps resident (registers) -- latency-bound; D = 6 or 8
- * and fewer instructions a nibble (this zero-point form) changed it by < 5 %. */
+ * Measured on the H200 (RESULTS.md 2026-12-04), one token: 1.1-1.34x w4a16_tc_kernel's speed on the linears with >= 14336
+ * outputs or inputs, 0.81-0.99x on the others (whole step: 8B -7 %, 70B on one GPU -14 %); still 1.5-2.6 TB/s, not the
+ * ~4 TB/s of kernels/gemv.cu's FP8 GEMV on twice the bytes. Nsight Compute (57344 x 8192): DRAM 54 %, L2 71 %, 0.52
+ * instructions issued a scheduler cycle with 3.65 of 16 warps resident (registers) -- latency-bound; D = 6 or 8, 3
+ * blocks an SM, and fewer instructions a nibble (this zero-point form) each moved it by < 10 %. */
 #define W4_PG_MAX_N 2 /* tokens it takes (the kernel runs up to 8): at 4 and 8 the 8B step measured 2 % and 6 % slower than
                        * w4a16_tc_kernel's (RESULTS.md 2026-12-04) */
 #define W4_PG_WARPS 8
@@ -620,7 +622,10 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    if (n <= W4_PG_MAX_N && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
+    /* SITS_W4_PG_MAX_N (0-8) moves the persistent GEMV's token limit: 0 turns it off (A/B in sits-bench-w4 --compare) */
+    const char *pg_env = getenv("SITS_W4_PG_MAX_N");
+    const int pg_max_n = pg_env ? min(max(atoi(pg_env), 0), 8) : W4_PG_MAX_N;
+    if (n <= pg_max_n && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
         w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX && sits_k_aligned16(x) && sits_k_aligned16(q)) {
         int dev = 0, n_sms = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
