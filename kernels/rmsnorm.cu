@@ -153,6 +153,65 @@ static __global__ void add_rmsnorm_f32res_kernel(sits_bf16_t *out, uint8_t *q, f
     }
 }
 
+/* [perf: row kernels] add_rmsnorm_f32res_kernel<8, Q> with the row in registers: a thread's G groups (threadIdx.x +
+ * j blockDim.x, the plain kernel's groups in its order) of x, residual and w are all requested before any math, and
+ * neither the residual nor out is read back: the sums of squares, the block's sum, the products, the absmax and the
+ * E4M3 bytes are the plain kernel's at the same thread count, bit for bit (test_fp8_parity runs both). At batch 1 a
+ * norm is one block on one SM: the plain kernel's three passes were three dependent round trips to L2 (5.7 us a call
+ * in the batch-1 FP8 profile of bench/RESULTS.md). */
+template <int G, bool Q>
+static __global__ void __launch_bounds__(256) add_rmsnorm_f32res_reg_kernel(sits_bf16_t *out, uint8_t *q, float *q_scale,
+                                                                            float *residual, const sits_bf16_t *x,
+                                                                            const float *w, int dim, float eps)
+{
+    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    const size_t row = blockIdx.x;
+    float *rr = residual + row * dim;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * dim);
+    const int n_groups = dim / 8;
+    float r[G][8], wf[G][8];   /* the thread's groups of the residual (then out), of w */
+    uint4 xv[G];
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+            xv[j] = xr[g];
+            ld_f32<8>(rr + (size_t)g * 8, r[j]);
+            ld_f32<8>(w + (size_t)g * 8, wf[j]);
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < G; j++) {
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+            float f[8];
+            sits_k_unpack8(xv[j], f);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                r[j][k] += f[k];
+                ss += r[j][k] * r[j][k];
+            }
+            st_f32<8>(rr + (size_t)g * 8, r[j]);
+        }
+    }
+    ss = sits_k_block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float mx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < G; j++) {   /* xv[j] becomes out's group as stored (packed bf16) */
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r[j][k] = wf[j][k] * (r[j][k] * inv);
+            xv[j] = sits_k_pack8(r[j]);
+            if (out) reinterpret_cast<uint4 *>(out + row * dim)[g] = xv[j];
+            if (Q) mx = sits_k_absmax_bf<8>(mx, r[j]);
+        }
+    }
+    if (Q) sits_k_reg_row_to_e4m3<G>(xv, mx, n_groups, q + row * dim, q_scale + row);
+}
+
 extern "C" sits_status_t sits_k_rmsnorm(sits_bf16_t *out, const sits_bf16_t *x, const float *w, int n, int dim,
                                         float eps, cudaStream_t stream)
 {
@@ -188,6 +247,23 @@ extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q,
     bool vec = sits_k_vec8_ok(x, dim, dim) && sits_k_aligned16(out) && sits_k_aligned16(residual) && sits_k_aligned16(w) &&
                ((uintptr_t)q & 7u) == 0;
     int threads = sits_k_row_threads(vec ? dim / 8 : dim, 256);
+    /* [perf: row kernels] up to 8 groups a thread (rows of <= 16384 at 256 threads): the register-resident kernel, the
+     * same thread count and bits; SITS_NORM_REG=0 keeps the plain kernel (A/B, test_fp8_parity) */
+    const char *reg_env = getenv("SITS_NORM_REG");
+    const int gpt = (dim / 8 + threads - 1) / threads, g = gpt <= 1 ? 1 : gpt <= 2 ? 2 : gpt <= 4 ? 4 : gpt <= 8 ? 8 : 0;
+    if (vec && g && !(reg_env && atoi(reg_env) == 0)) {
+#define NR_LAUNCH(G_)                                                                                                    \
+    do {                                                                                                                 \
+        if (q) add_rmsnorm_f32res_reg_kernel<G_, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps); \
+        else add_rmsnorm_f32res_reg_kernel<G_, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps); \
+    } while (0)
+        if (g == 1) NR_LAUNCH(1);
+        else if (g == 2) NR_LAUNCH(2);
+        else if (g == 4) NR_LAUNCH(4);
+        else NR_LAUNCH(8);
+#undef NR_LAUNCH
+        return SITS_K_LAUNCH_STATUS();
+    }
     if (vec && q) add_rmsnorm_f32res_kernel<8, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
     else if (vec) add_rmsnorm_f32res_kernel<8, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
     else if (q) add_rmsnorm_f32res_kernel<1, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);

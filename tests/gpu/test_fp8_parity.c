@@ -287,7 +287,27 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
             fprintf(stderr, "  add_rmsnorm_f32res_fp8 without out: e4m3 rows, scales or residual differ\n");
             bad++;
         }
-        printf("%s fused add_rmsnorm + e4m3 n %4d dim %5d (and without out)\n", bad ? "FAIL" : "ok  ", n, dim);
+        /* [perf: row kernels] the register-resident kernel (the default up to 8 groups of 8 a thread) against the plain
+         * three-pass kernel (SITS_NORM_REG=0): the same bytes of out, residual, e4m3 rows and scales */
+        float *r4 = dev(gpu, SITS_DT_F32, res, nd);
+        void *o4 = NULL;
+        TRY(gpu->ops->alloc(gpu, nd * 2, &o4));
+        setenv("SITS_NORM_REG", "0", 1);
+        TRY(gpu->ops->add_rmsnorm_f32res_fp8(gpu, o4, dq, dqs, r4, dx, dw, n, dim, 1e-5f));
+        unsetenv("SITS_NORM_REG");
+        TRY(gpu->ops->sync(gpu));
+        uint16_t *h4 = dl(gpu, o4, nd * 2);
+        float *hr4 = dl(gpu, r4, nd * 4), *hqs4 = dl(gpu, dqs, (size_t)n * 4);
+        uint8_t *hq4 = dl(gpu, dq, nd);
+        if (memcmp(h4, h2, nd * 2) || memcmp(hr4, hr2, nd * 4) || memcmp(hq4, hq, nd) || memcmp(hqs4, hqs, (size_t)n * 4)) {
+            fprintf(stderr, "  add_rmsnorm_f32res_fp8: the plain kernel's bytes differ from the register-resident one's\n");
+            bad++;
+        }
+        free(h4); free(hr4); free(hqs4); free(hq4);
+        gpu->ops->free(gpu, r4);
+        gpu->ops->free(gpu, o4);
+        printf("%s fused add_rmsnorm + e4m3 n %4d dim %5d (and without out; plain kernel == register kernel)\n",
+               bad ? "FAIL" : "ok  ", n, dim);
         fails += bad != 0;
         free(h1); free(h2); free(hr1); free(hr2); free(hqs); free(hq); free(hr3); free(hqs3); free(hq3);
         gpu->ops->free(gpu, r3);
@@ -364,7 +384,8 @@ int main(void)
         printf("FAIL: the cuda backend lacks the fused fp8 producers\n");
         fails++;
     } else {
-        static const int fshapes[][2] = { { 1, 4096 }, { 7, 4096 }, { 64, 1024 }, { 3, 1004 }, { 300, 7168 }, { 2, 14336 } };
+        static const int fshapes[][2] = { { 1, 4096 }, { 7, 4096 }, { 64, 1024 }, { 3, 1004 }, { 300, 7168 }, { 2, 14336 },
+                                           { 1, 8192 }, { 3, 16384 }, { 2, 16392 }, { 5, 64 } };   /* G 4, 8, plain, 1 */
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
     sits_backend_destroy(gpu);
