@@ -172,12 +172,17 @@ static __global__ void __launch_bounds__(256) add_rmsnorm_f32res_reg_kernel(sits
     float r[G][8], wf[G][8];   /* the thread's groups of the residual (then out), of w */
     uint4 xv[G];
 #pragma unroll
+    for (int j = 0; j < G; j++) {   /* w: no kernel writes it */
+        const int g = threadIdx.x + j * blockDim.x;
+        if (g < n_groups) ld_f32<8>(w + (size_t)g * 8, wf[j]);
+    }
+    sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent: x and the residual come from the kernels before */
+#pragma unroll
     for (int j = 0; j < G; j++) {
         const int g = threadIdx.x + j * blockDim.x;
         if (g < n_groups) {
             xv[j] = xr[g];
             ld_f32<8>(rr + (size_t)g * 8, r[j]);
-            ld_f32<8>(w + (size_t)g * 8, wf[j]);
         }
     }
     float ss = 0.0f;
@@ -252,17 +257,30 @@ extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q,
     const char *reg_env = getenv("SITS_NORM_REG");
     const int gpt = (dim / 8 + threads - 1) / threads, g = gpt <= 1 ? 1 : gpt <= 2 ? 2 : gpt <= 4 ? 4 : gpt <= 8 ? 8 : 0;
     if (vec && g && !(reg_env && atoi(reg_env) == 0)) {
+        /* [perf: pdl] a programmatic dependent launch (SITS_NORM_PDL=0: a plain one): its blocks are placed while the
+         * linear before it drains; they read w, then wait for it */
+        const char *pdl_env = getenv("SITS_NORM_PDL");
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)n);
+        cfg.blockDim = dim3((unsigned)threads);
+        cfg.stream = stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl_env && atoi(pdl_env) == 0 ? 0 : 1;
+        cudaError_t e = cudaSuccess;
 #define NR_LAUNCH(G_)                                                                                                    \
     do {                                                                                                                 \
-        if (q) add_rmsnorm_f32res_reg_kernel<G_, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps); \
-        else add_rmsnorm_f32res_reg_kernel<G_, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps); \
+        if (q) e = cudaLaunchKernelEx(&cfg, add_rmsnorm_f32res_reg_kernel<G_, true>, out, q, q_scale, residual, x, w, dim, eps); \
+        else e = cudaLaunchKernelEx(&cfg, add_rmsnorm_f32res_reg_kernel<G_, false>, out, q, q_scale, residual, x, w, dim, eps); \
     } while (0)
         if (g == 1) NR_LAUNCH(1);
         else if (g == 2) NR_LAUNCH(2);
         else if (g == 4) NR_LAUNCH(4);
         else NR_LAUNCH(8);
 #undef NR_LAUNCH
-        return SITS_K_LAUNCH_STATUS();
+        return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
     }
     if (vec && q) add_rmsnorm_f32res_kernel<8, true><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
     else if (vec) add_rmsnorm_f32res_kernel<8, false><<<n, threads, 0, stream>>>(out, q, q_scale, residual, x, w, dim, eps);
