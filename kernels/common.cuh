@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "kernels/sits_kernels.h"
 
 /* Status of the launch just enqueued (launch errors: bad configuration, no kernel image...). */
@@ -217,6 +218,29 @@ static inline int sits_k_reg_row_g(int groups, int cap, int *threads_p)
     if (t > 512) return 0;
     *threads_p = (t + 31) / 32 * 32;
     return g;
+}
+
+/* [perf: pdl] Launch a row kernel (grid blocks of block threads) as a programmatic dependent launch, or plainly when
+ * SITS_ROW_PDL=0 (A/B): its blocks are placed while the kernel before it drains. The kernel calls sits_k_pdl_wait
+ * before it reads or writes anything the kernels before it touch (reads of weights may come first). */
+static inline int sits_k_row_pdl(void)
+{
+    const char *e = getenv("SITS_ROW_PDL");
+    return !(e && atoi(e) == 0);
+}
+template <typename... P, typename... A>
+static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t stream, A... args)
+{
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = sits_k_row_pdl() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 /* Threads for a row kernel with `work` items per row: a multiple of 32 in [32, max_threads]. */

@@ -257,23 +257,13 @@ extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q,
     const char *reg_env = getenv("SITS_NORM_REG");
     const int gpt = (dim / 8 + threads - 1) / threads, g = gpt <= 1 ? 1 : gpt <= 2 ? 2 : gpt <= 4 ? 4 : gpt <= 8 ? 8 : 0;
     if (vec && g && !(reg_env && atoi(reg_env) == 0)) {
-        /* [perf: pdl] a programmatic dependent launch (SITS_NORM_PDL=0: a plain one): its blocks are placed while the
-         * linear before it drains; they read w, then wait for it */
-        const char *pdl_env = getenv("SITS_NORM_PDL");
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)n);
-        cfg.blockDim = dim3((unsigned)threads);
-        cfg.stream = stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl_env && atoi(pdl_env) == 0 ? 0 : 1;
+        /* [perf: pdl] a programmatic dependent launch (sits_k_launch_dep): its blocks are placed while the linear before
+         * it drains; they read w, then wait for it */
         cudaError_t e = cudaSuccess;
 #define NR_LAUNCH(G_)                                                                                                    \
     do {                                                                                                                 \
-        if (q) e = cudaLaunchKernelEx(&cfg, add_rmsnorm_f32res_reg_kernel<G_, true>, out, q, q_scale, residual, x, w, dim, eps); \
-        else e = cudaLaunchKernelEx(&cfg, add_rmsnorm_f32res_reg_kernel<G_, false>, out, q, q_scale, residual, x, w, dim, eps); \
+        if (q) e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, true>, n, threads, stream, out, q, q_scale, residual, x, w, dim, eps); \
+        else e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, false>, n, threads, stream, out, q, q_scale, residual, x, w, dim, eps); \
     } while (0)
         if (g == 1) NR_LAUNCH(1);
         else if (g == 2) NR_LAUNCH(2);

@@ -84,6 +84,7 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
                                                                       const sits_bf16_t *gu, int dim)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (sits_k_launch_dep): gu comes from the linear before */
     const size_t row = blockIdx.x;
     const int n_groups = dim / 8;
     const uint4 *gate = reinterpret_cast<const uint4 *>(gu + row * 2 * (size_t)dim), *up = gate + n_groups;
@@ -135,11 +136,12 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
     bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out) && ((uintptr_t)q & 7u) == 0;
     if (q) {
         int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 512, &threads) : 0;   /* [perf: row kernels] */
-        if (g == 1) silu_mul_fp8_reg_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
-        else if (g == 2) silu_mul_fp8_reg_kernel<2><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
-        else if (g == 4) silu_mul_fp8_reg_kernel<4><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
-        else if (g == 8) silu_mul_fp8_reg_kernel<8><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
-        if (g) return SITS_K_LAUNCH_STATUS();
+        cudaError_t e = cudaSuccess;   /* [perf: pdl] dependent launches (common.cuh sits_k_launch_dep) */
+        if (g == 1) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<1>, n, threads, stream, out, q, q_scale, gu, dim);
+        else if (g == 2) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<2>, n, threads, stream, out, q, q_scale, gu, dim);
+        else if (g == 4) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<4>, n, threads, stream, out, q, q_scale, gu, dim);
+        else if (g == 8) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<8>, n, threads, stream, out, q, q_scale, gu, dim);
+        if (g) return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
         threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
         if (vec) silu_mul_fp8_kernel<8><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
         else silu_mul_fp8_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
