@@ -133,6 +133,7 @@ template <int D>
 static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_params p)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and the KV come from RoPE + KV write */
     extern __shared__ uint4 att_dec_smem_raw[];
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dec_smem_raw);   /* [16][D] */
     sits_bf16_t *sK = sQ + 16 * D;                                          /* [2][ATT_KT][D] */
@@ -320,6 +321,7 @@ template <int D, bool F8>
 static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(att_params p)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and the KV come from RoPE + KV write */
     extern __shared__ uint4 att_dq8_smem_raw[];
     constexpr int NST = ATT_T8_STAGES;
     unsigned char *sK = reinterpret_cast<unsigned char *>(att_dq8_smem_raw);  /* [NST][ATT_KT][D] bytes */
@@ -558,8 +560,8 @@ template <int D> static sits_status_t att_decode_launch_t(const att_params &p, i
     static_assert(4 * 16 * (D + ATT_DEC_OPAD) * 4 <= 4 * ATT_KT * D * 2, "merge buffer must fit over the K/V tiles");
     if (cudaFuncSetAttribute(att_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
-    att_decode_kernel<D><<<grid, ATT_THREADS, smem, stream>>>(p);
-    return SITS_K_LAUNCH_STATUS();
+    const cudaError_t e = sits_k_launch_dep(att_decode_kernel<D>, (unsigned)grid, ATT_THREADS, smem, stream, p);
+    return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }
 
 /* [int8 kv] [fp8 kv] */
@@ -568,8 +570,8 @@ template <int D, bool F8> static sits_status_t att_decode_q8_launch_t(const att_
     constexpr int smem = att_dec_t8_smem<D>();
     if (cudaFuncSetAttribute(att_decode_q8_kernel<D, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return SITS_ERR_CUDA;
-    att_decode_q8_kernel<D, F8><<<grid, ATT_THREADS, smem, stream>>>(p);
-    return SITS_K_LAUNCH_STATUS();
+    const cudaError_t e = sits_k_launch_dep(att_decode_q8_kernel<D, F8>, (unsigned)grid, ATT_THREADS, smem, stream, p);
+    return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }
 
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream)

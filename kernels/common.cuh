@@ -220,8 +220,8 @@ static inline int sits_k_reg_row_g(int groups, int cap, int *threads_p)
     return g;
 }
 
-/* [perf: pdl] Launch a row kernel (grid blocks of block threads) as a programmatic dependent launch, or plainly when
- * SITS_ROW_PDL=0 (A/B): its blocks are placed while the kernel before it drains. The kernel calls sits_k_pdl_wait
+/* [perf: pdl] Launch a row kernel (grid blocks of block threads, smem bytes of dynamic shared memory) -- or the RoPE + KV
+ * write and decode attention kernels -- as a programmatic dependent launch, or plainly when SITS_ROW_PDL=0 (A/B): its blocks are placed while the kernel before it drains. The kernel calls sits_k_pdl_wait
  * before it reads or writes anything the kernels before it touch (reads of weights may come first). */
 static inline int sits_k_row_pdl(void)
 {
@@ -229,7 +229,8 @@ static inline int sits_k_row_pdl(void)
     return !(e && atoi(e) == 0);
 }
 template <typename... P, typename... A>
-static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t stream, A... args)
+static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+                                           A... args)
 {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -237,6 +238,7 @@ static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid,
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = sits_k_row_pdl() ? 1 : 0;

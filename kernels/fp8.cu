@@ -69,10 +69,10 @@ extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const s
     bool vec = sits_k_vec8_ok(x, dim, dim) && ((uintptr_t)q & 7u) == 0;
     int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 256, &threads) : 0;   /* [perf: row kernels] */
     cudaError_t e = cudaSuccess;
-    if (g == 1) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<1>, n, threads, stream, q, scale, x, dim);
-    else if (g == 2) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<2>, n, threads, stream, q, scale, x, dim);
-    else if (g == 4) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<4>, n, threads, stream, q, scale, x, dim);
-    else if (g == 8) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<8>, n, threads, stream, q, scale, x, dim);
+    if (g == 1) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<1>, n, threads, 0, stream, q, scale, x, dim);
+    else if (g == 2) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<2>, n, threads, 0, stream, q, scale, x, dim);
+    else if (g == 4) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<4>, n, threads, 0, stream, q, scale, x, dim);
+    else if (g == 8) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<8>, n, threads, 0, stream, q, scale, x, dim);
     if (g) return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
     threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
     if (vec) quant_fp8_rows_kernel<8><<<n, threads, 0, stream>>>(q, scale, x, dim);

@@ -262,8 +262,8 @@ extern "C" sits_status_t sits_k_add_rmsnorm_f32res(sits_bf16_t *out, uint8_t *q,
         cudaError_t e = cudaSuccess;
 #define NR_LAUNCH(G_)                                                                                                    \
     do {                                                                                                                 \
-        if (q) e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, true>, n, threads, stream, out, q, q_scale, residual, x, w, dim, eps); \
-        else e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, false>, n, threads, stream, out, q, q_scale, residual, x, w, dim, eps); \
+        if (q) e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, true>, n, threads, 0, stream, out, q, q_scale, residual, x, w, dim, eps); \
+        else e = sits_k_launch_dep(add_rmsnorm_f32res_reg_kernel<G_, false>, n, threads, 0, stream, out, q, q_scale, residual, x, w, dim, eps); \
     } while (0)
         if (g == 1) NR_LAUNCH(1);
         else if (g == 2) NR_LAUNCH(2);

@@ -140,6 +140,7 @@ rope_kv_vec_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head
                    const float *inv_freq, void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes,
                    const int32_t *slot_mapping)
 {
+    sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent (sits_k_launch_dep): qkv comes from the linear before */
     const int lane = threadIdx.x & 31, sub = lane & (L - 1);
     const unsigned gmask = (L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1)));
     const long long job = (long long)blockIdx.x * (256 / L) + threadIdx.x / L;
@@ -231,8 +232,9 @@ extern "C" sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_s
         sits_k_aligned16(qkv) && sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache) && (!kv || ub % 16 == 0)) {
         const long long jobs = (long long)n * rows, per = 256 / lanes;   /* [perf: row kernels] */
         const unsigned blocks = (unsigned)((jobs + per - 1) / per);
-#define RKV_VEC(l_, q8_) rope_kv_vec_kernel<l_, q8_><<<blocks, 256, 0, stream>>>(qkv, row_stride, n_q, n_kv, head_dim, jobs, pos, \
-        inv_freq, k_cache, v_cache, block_size, qb, ub, slot_mapping)
+        cudaError_t e = cudaSuccess;   /* [perf: pdl] a dependent launch (common.cuh sits_k_launch_dep) */
+#define RKV_VEC(l_, q8_) e = sits_k_launch_dep(rope_kv_vec_kernel<l_, q8_>, blocks, 256, 0, stream, qkv, row_stride, n_q, n_kv, \
+        head_dim, jobs, pos, inv_freq, k_cache, v_cache, block_size, qb, ub, slot_mapping)
 #define RKV_VEC_KV(l_) do { if (kv == SITS_K_KV_F8) RKV_VEC(l_, SITS_K_KV_F8); \
         else if (kv == SITS_K_KV_I8) RKV_VEC(l_, SITS_K_KV_I8); else RKV_VEC(l_, SITS_K_KV_BF16); } while (0)
         if (lanes == 4) RKV_VEC_KV(4);
@@ -240,7 +242,7 @@ extern "C" sits_status_t sits_k_rope_kv_write(sits_bf16_t *qkv, int n, int row_s
         else RKV_VEC_KV(16);
 #undef RKV_VEC_KV
 #undef RKV_VEC
-        return SITS_K_LAUNCH_STATUS();
+        return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
     }
     dim3 grid((unsigned)n, (unsigned)((rows + RKV_WARPS - 1) / RKV_WARPS)), block(RKV_WARPS * 32);
 #define RKV_LAUNCH(np_, q8_) rope_kv_kernel<np_, q8_><<<grid, block, 0, stream>>>(qkv, row_stride, n_q, n_kv, head_dim, pos, \

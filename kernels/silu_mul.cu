@@ -137,10 +137,10 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
     if (q) {
         int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 512, &threads) : 0;   /* [perf: row kernels] */
         cudaError_t e = cudaSuccess;   /* [perf: pdl] dependent launches (common.cuh sits_k_launch_dep) */
-        if (g == 1) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<1>, n, threads, stream, out, q, q_scale, gu, dim);
-        else if (g == 2) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<2>, n, threads, stream, out, q, q_scale, gu, dim);
-        else if (g == 4) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<4>, n, threads, stream, out, q, q_scale, gu, dim);
-        else if (g == 8) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<8>, n, threads, stream, out, q, q_scale, gu, dim);
+        if (g == 1) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<1>, n, threads, 0, stream, out, q, q_scale, gu, dim);
+        else if (g == 2) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<2>, n, threads, 0, stream, out, q, q_scale, gu, dim);
+        else if (g == 4) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<4>, n, threads, 0, stream, out, q, q_scale, gu, dim);
+        else if (g == 8) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<8>, n, threads, 0, stream, out, q, q_scale, gu, dim);
         if (g) return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
         threads = sits_k_row_threads(vec ? dim / 8 : dim, 512);
         if (vec) silu_mul_fp8_kernel<8><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
