@@ -5,7 +5,7 @@
  *   bench/sits-bench-offline [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N]
  *       [--threads N] [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256]
  *       [--max-num-batched-tokens 8192] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0]
- *       [--commit SHA] [--json FILE] [--profile-steps prompt|decode:N[@SKIP]]
+ *       [--gpu-memory-utilization F] [--commit SHA] [--json FILE] [--profile-steps prompt|decode:N[@SKIP]]
  *
  * Every rank of MPI_COMM_WORLD is one rank of the TP group (as sits-bench-decode); every rank runs
  * the same deterministic scheduler, and the sampled tokens are the same on all ranks, so no plan
@@ -13,7 +13,10 @@
  * decodes one token; then prompt chunks of the others, oldest first, fill the remaining
  * --max-num-batched-tokens; a sequence whose prompt completes in the step samples its first token.
  * Waiting requests are admitted (KV blocks for IN + OUT tokens reserved) while fewer than
- * --max-num-seqs run. Timed: from the first step to the last token (weights loaded, engine warm:
+ * --max-num-seqs run and the free KV blocks hold them. The KV cache holds --max-num-seqs sequences of IN + OUT
+ * tokens (refused when that does not fit), or with --gpu-memory-utilization F (cuda) all that F of the GPU's
+ * memory leaves after the weights and a step's buffers -- then, as in vLLM's and TensorRT-LLM's offline benches,
+ * the free blocks rather than --max-num-seqs may bound the batch. Timed: from the first step to the last token (weights loaded, engine warm:
  * one untimed step first). Reported: requests/s, output tokens/s, total (input + output) tokens/s,
  * steps, and the mean decode batch, and the time by step kind (decode-only, with prompt tokens). JSON: one object
  * with those and the settings.
@@ -40,6 +43,7 @@
 typedef struct {
     const char *model, *load_format, *device, *quant, *kv_dtype, *commit, *json;
     int gpu, threads, in, out, requests, max_seqs, budget, cuda_graphs;
+    double gpu_mem_util;   /* --gpu-memory-utilization (0: the KV cache of max_seqs whole sequences) */
     int ep;   /* [moe] --ep */
     int prof_kind, prof_n, prof_skip;   /* --profile-steps: step kind (0 decode-only, 1 with prompt tokens), count
                                          * (0: off), timed steps of that kind passed over first */
@@ -59,7 +63,7 @@ static void usage(const char *a0)
     fprintf(stderr, "usage: %s [--model DIR] [--load-format dummy|auto] [--device cuda|cpu|auto] [--gpu N] [--threads N]\n"
                     "       [--input 2048] [--output 128] [--requests 512] [--max-num-seqs 256] [--max-num-batched-tokens 8192]\n"
                     "       [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8] [--cuda-graphs 1|0] [--commit SHA] [--json FILE]\n"
-                    "       [--ep N] [--profile-steps prompt|decode:N[@SKIP]]\n", a0);
+                    "       [--ep N] [--gpu-memory-utilization F] [--profile-steps prompt|decode:N[@SKIP]]\n", a0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -86,6 +90,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;
         else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] experts over the ranks (== world size) */
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
+        else if (!strcmp(a, "--gpu-memory-utilization")) o->gpu_mem_util = atof(v);
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--profile-steps")) {
@@ -103,10 +108,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else { usage(argv[0]); return -1; }
         i++;
     }
-    if (o->in < 1 || o->out < 1 || o->requests < 1 || o->max_seqs < 1 || o->budget < o->max_seqs ||
+    if (o->in < 1 || o->out < 1 || o->requests < 1 || o->max_seqs < 1 || o->budget < o->max_seqs || !(o->gpu_mem_util >= 0.0) ||
+        o->gpu_mem_util > 1.0 ||
         (strcmp(o->load_format, "dummy") && strcmp(o->load_format, "auto"))) {
         usage(argv[0]);
-        fprintf(stderr, "(--max-num-batched-tokens must be >= --max-num-seqs)\n");
+        fprintf(stderr, "(--max-num-batched-tokens must be >= --max-num-seqs; --gpu-memory-utilization in [0, 1])\n");
         return -1;
     }
     return 0;
@@ -146,7 +152,8 @@ int main(int argc, char **argv)
     int S = o.max_seqs, B = o.budget, mml = o.in + o.out;
     sits_runner_params_t rp = { .model_dir = o.model, .dummy = !strcmp(o.load_format, "dummy"), .dummy_seed = 0x5175d157ull,
                                 .max_seqs = S, .max_tokens = B, .max_model_len = mml, .block_size = 16, .kv_bytes = 0,
-                                .no_cuda_graphs = !o.cuda_graphs, .quant = o.quant, .ep = o.ep };
+                                .no_cuda_graphs = !o.cuda_graphs, .quant = o.quant, .ep = o.ep,
+                                .gpu_memory_utilization = o.gpu_mem_util };
     double t0 = sits_bench_now_s();
     if ((st = sits_runner_create(&rp, be, tp, tp_dev, &r)) != SITS_OK) goto out;
     double load_s = sits_bench_now_s() - t0;
@@ -287,6 +294,8 @@ int main(int argc, char **argv)
                                   o.requests / el, "output_tok_s", total_out / el, "total_tok_s",
                                   ((double)o.requests * (o.in + o.out)) / el, "steps", steps, "load_s", load_s, "commit",
                                   o.commit ? o.commit : "unknown");
+            if (j) json_object_set_new(j, "gpu_memory_utilization", json_real(o.gpu_mem_util));
+            if (j) json_object_set_new(j, "kv_blocks", json_integer(sits_kv_blocks_total(r->blocks)));
             for (int k = 0; j && k < 2; k++)
                 json_object_set_new(j, k ? "prompt_steps" : "decode_steps",
                                     json_pack("{s:i, s:f, s:I, s:I}", "steps", (int)kind_n[k], "seconds", kind_s[k],

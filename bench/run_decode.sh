@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# run_decode.sh -- sits-dist decode/prefill bench and its HF transformers peer on the same device in one
-# call, then one side-by-side table (sits-dist ms/step, HF ms/step, speedup, floor) and a merged JSON.
+# run_decode.sh -- sits-dist decode/prefill bench and a peer on the same device in one call, then one
+# side-by-side table (sits-dist ms/step, the peer's ms/step, speedup, floor) and a merged JSON. The peer is
+# HF transformers (bench/hf_decode.py), or with --peer gpt-fast gpt-fast's compiled decode step
+# (bench/gpt_fast_decode.py on the gpt-fast checkout named by --gpt-fast DIR; decode rows only).
 #
-#   bench/run_decode.sh [--build DIR] [--out DIR] [--python PY] [--sits-args "..."] [--hf-args "..."] [COMMON...]
+#   bench/run_decode.sh [--build DIR] [--out DIR] [--python PY] [--sits-args "..."] [--hf-args "..."]
+#                       [--peer hf|gpt-fast] [--gpt-fast DIR] [COMMON...]
 #
 # COMMON flags go to both programs: --model DIR --device cuda|cpu --gpu N --threads N --batch LIST
 #   --context LIST --prefill N --iters N --warmup N --bw-mib N
 # --sits-args adds flags for bench/sits-bench-decode only (--fill, --chunk, --block-size, --load-format);
-# --hf-args for bench/hf_decode.py only (--chunk, --no-generate).
+# --hf-args for the peer's program only (hf_decode.py: --chunk, --no-generate; gpt_fast_decode.py: --sdpa).
 # DIR of --build holds bench/sits-bench-decode (default: $BUILD_DIR, else ./build, else .).
-# Writes OUT/sits_decode.json, OUT/hf_decode.json, OUT/decode.json (merged), OUT/decode.md (a
+# Writes OUT/sits_decode.json, OUT/hf_decode.json (or gpt_fast_decode.json), OUT/decode.json (merged), OUT/decode.md (a
 # RESULTS.md block) and the two programs' logs; OUT defaults to BUILD/bench/decode-<UTC date>.
 # The commit recorded is $SITS_COMMIT, else `git rev-parse --short=12 HEAD` (+ "-dirty"), else "unknown".
 # Exit status: that of sits-bench-decode, or 1 when it succeeded but the peer failed.
@@ -23,6 +26,8 @@ out=
 py=${PYTHON:-python3}
 sits_extra=
 hf_extra=
+peer=hf
+gptfast=
 common=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,16 +36,25 @@ while [ $# -gt 0 ]; do
     --python) py=$2; shift 2 ;;
     --sits-args) sits_extra=$2; shift 2 ;;
     --hf-args) hf_extra=$2; shift 2 ;;
+    --peer) peer=$2; shift 2 ;;
+    --gpt-fast) gptfast=$2; shift 2 ;;
     --model|--device|--gpu|--threads|--batch|--context|--prefill|--iters|--warmup|--bw-mib)
       [ $# -ge 2 ] || { echo "run_decode.sh: $1 needs a value" >&2; exit 2; }
       common+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "run_decode.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ -z "$build" ]; then
   if [ -x "$top/build/bench/sits-bench-decode" ]; then build=$top/build; else build=.; fi
 fi
+case $peer in
+  hf) peer_py=$top/bench/hf_decode.py peer_json=hf_decode.json peer_label=HF ;;
+  gpt-fast)
+    [ -f "$gptfast/model.py" ] || { echo "run_decode.sh: --peer gpt-fast needs --gpt-fast DIR (a gpt-fast checkout with model.py)" >&2; exit 2; }
+    peer_py=$top/bench/gpt_fast_decode.py peer_json=gpt_fast_decode.json peer_label=gpt-fast ;;
+  *) echo "run_decode.sh: --peer hf or gpt-fast" >&2; exit 2 ;;
+esac
 bin=$build/bench/sits-bench-decode
 [ -x "$bin" ] || { echo "run_decode.sh: $bin not found: build it (make bench/sits-bench-decode) or give --build DIR" >&2; exit 2; }
 out=${out:-$build/bench/decode-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -57,28 +71,29 @@ export top_srcdir=$top   # default --model of the C bench
 read -r -a sits_x <<< "$sits_extra"
 read -r -a hf_x <<< "$hf_extra"
 cmd_sits=("$bin" "${common[@]}" "${sits_x[@]}" --json "$out/sits_decode.json")
-cmd_hf=("$py" "$top/bench/hf_decode.py" "${common[@]}" "${hf_x[@]}" --json "$out/hf_decode.json")
+cmd_hf=("$py" "$peer_py" "${common[@]}" "${hf_x[@]}" --json "$out/$peer_json")
+[ "$peer" = gpt-fast ] && cmd_hf+=(--gpt-fast "$gptfast")
 echo "== commit $SITS_COMMIT, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname)"
 echo "== ${cmd_sits[*]}"
 "${cmd_sits[@]}" 2>&1 | tee "$out/sits_decode.log"
 rc_sits=${PIPESTATUS[0]}
 echo
 echo "== ${cmd_hf[*]}"
-"${cmd_hf[@]}" 2>&1 | tee "$out/hf_decode.log"
+"${cmd_hf[@]}" 2>&1 | tee "$out/${peer_json%.json}.log"
 rc_hf=${PIPESTATUS[0]}
 echo
 
-"$py" - "$out" "$cmdline" <<'EOF'
+"$py" - "$out" "$cmdline" "$peer_json" "$peer_label" <<'EOF'
 import json, os, sys
 
-out, cmdline = sys.argv[1], sys.argv[2]
+out, cmdline, peer_json, peer = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 def load(name):
     try:
         with open(os.path.join(out, name)) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
-s, h = load("sits_decode.json"), load("hf_decode.json")
+s, h = load("sits_decode.json"), load(peer_json)
 if s is None and h is None:
     print("run_decode.sh: no JSON from either program", file=sys.stderr)
     sys.exit(1)
@@ -90,7 +105,7 @@ order = list(srows) + [k for k in hrows if k not in srows]
 def f(v, fmt):
     return fmt % v if v is not None else "-"
 
-head = ("kind", "batch", "ctx/tok", "sits ms", "HF ms", "speedup", "sits tok/s", "HF tok/s", "floor ms", "sits %floor")
+head = ("kind", "batch", "ctx/tok", "sits ms", peer + " ms", "speedup", "sits tok/s", peer + " tok/s", "floor ms", "sits %floor")
 rows = []
 for k in order:
     a, b = srows.get(k), hrows.get(k)
@@ -115,6 +130,10 @@ if os.path.basename(os.path.normpath(meta["model"])) == "llama3-8b" and s:
         return min(c, key=lambda r: r["context"]) if c else None
     r = get("decode", 1)
     if r: targets.append("decode bs1 ctx %d: %.3f ms/step (target <= 4.1): %s" % (r["context"], r["ms_median"], "met" if r["ms_median"] <= 4.1 else "MISSED"))
+    p = hrows.get(("decode", 1, r["context"])) if r and peer == "gpt-fast" else None
+    if p and s.get("weight_dtype") == "BF16" and s.get("quant", "auto") in ("auto", "bf16"):   # issue 23: >= 15 % past gpt-fast, same call
+        targets.append("decode bs1 ctx %d: gpt-fast / sits-dist = %.3f (target >= 1.15): %s" %
+                       (r["context"], p["ms_median"] / r["ms_median"], "met" if p["ms_median"] >= 1.15 * r["ms_median"] else "MISSED"))
     for kk, r in sorted(srows.items()):
         if kk[0] == "decode" and kk[1] == 32:
             targets.append("decode bs32 ctx %d: %.0f tok/s (target >= 6000): %s" % (kk[2], r["tok_s"], "met" if r["tok_s"] >= 6000 else "MISSED"))
@@ -125,7 +144,7 @@ if os.path.basename(os.path.normpath(meta["model"])) == "llama3-8b" and s:
 hdr = []
 if s: hdr.append("sits-dist: %s, %s backend, weights %.3f GB, copy bandwidth %.1f GB/s, KV fill %s" %
                  (s["device"], s["backend"], s["weight_bytes"] * 1e-9, s["copy_bw_gbs"], s["fill"]))
-if h: hdr.append("HF: %s, %s, copy bandwidth %.1f GB/s" % (h["device"], h["backend"], h["copy_bw_gbs"]))
+if h: hdr.append("%s: %s, %s, copy bandwidth %.1f GB/s" % (peer, h["device"], h["backend"], h["copy_bw_gbs"]))
 md = ["### %s -- %s, commit %s" % (meta["date"], meta["device"], meta["commit"]), "",
       "`%s`" % cmdline.strip(), ""] + ["- " + x for x in hdr] + [""] + lines + [""]
 if targets:
@@ -135,7 +154,7 @@ with open(os.path.join(out, "decode.md"), "w") as fo:
     fo.write("\n".join(md) + "\n")
 merged = {"bench": "decode", "date": meta["date"], "commit": meta["commit"], "machine": meta["machine"],
           "device": meta["device"], "model": meta["model"], "command": cmdline.strip(), "targets": targets,
-          "rows": rows, "sits": s, "hf": h}
+          "peer": peer, "rows": rows, "sits": s, "hf": h}
 with open(os.path.join(out, "decode.json"), "w") as fo:
     json.dump(merged, fo, indent=2)
     fo.write("\n")

@@ -10,11 +10,16 @@
 # continuous batching with chunked prefill, output tok/s from the first step to the last token.
 #
 #   bench/trtllm_table.sh [--shape 8b|70b] [--quant fp8] [--kv-cache-dtype fp8] [--scale 1] [--rows 128/128,2048/128]
-#                         [--max-num-seqs 512] [--max-num-batched-tokens 8192] [--out DIR] [-- extra offline args]
+#                         [--max-num-seqs 512] [--max-num-batched-tokens 8192] [--gpu-memory-utilization 0.9]
+#                         [--out DIR] [-- extra offline args]
 # --kv-cache-dtype (default fp8, as TensorRT-LLM's FP8 rows; bf16 KV of 512 sequences of 2176 tokens, 136 GiB
 # for 8B, does not fit an H200 beside the weights)
 #   (--device cpu --model DIR: a smoke run of the script itself on a small model)
 #
+# The KV cache takes what --gpu-memory-utilization (default 0.9, as trtllm-bench's free-memory fraction and vLLM's
+# default) of the GPU leaves after the weights; --max-num-seqs is then an upper bound and the free KV blocks set
+# the batch of the long rows (5000/500: ~320 sequences of FP8 KV on an H200 for 8B). --gpu-memory-utilization 0
+# sizes the KV for --max-num-seqs whole sequences instead (refused where that does not fit).
 # --scale F runs F x their request count per row (at least --max-num-seqs x 2 requests, so the batch
 # still fills and drains twice; the row's "requests" column says what ran). The full table at scale 1
 # is about 40 minutes of H200 time for 8B; a device session has 30, hence the option -- a scaled row
@@ -24,7 +29,7 @@
 set -u
 top=${top:-$(cd "$(dirname "$0")/.." && pwd)}
 B=${B:-$PWD}
-shape=8b quant=fp8 kvdt=fp8 scale=1 rows='' seqs=512 budget=8192 out=${OUT:-$PWD} device=cuda model=''
+shape=8b quant=fp8 kvdt=fp8 scale=1 rows='' seqs=512 budget=8192 out=${OUT:-$PWD} device=cuda model='' gmu=0.9
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     --rows) rows=$2; shift 2 ;;
     --max-num-seqs) seqs=$2; shift 2 ;;
     --max-num-batched-tokens) budget=$2; shift 2 ;;
+    --gpu-memory-utilization) gmu=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
@@ -42,9 +48,9 @@ while [ $# -gt 0 ]; do
     *) echo "trtllm_table.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-case $shape in
-  8b) cfg=$top/bench/configs/llama3-8b ;;
-  70b) cfg=$top/bench/configs/llama3-70b ;;
+case $shape in   # their models: Llama-3.1-8B and Llama-3.3-70B (128k context: the 20000/2000 row fits)
+  8b) cfg=$top/bench/configs/llama3.1-8b ;;
+  70b) cfg=$top/bench/configs/llama3.3-70b ;;
   *) echo "trtllm_table.sh: --shape 8b or 70b" >&2; exit 2 ;;
 esac
 [ -n "$model" ] && cfg=$model
@@ -77,7 +83,8 @@ while read -r io nreq t8 t70; do
   log=$out/trtllm-$shape-$in-$o.log
   rj=$out/trtllm-$shape-$in-$o.json
   "$off" --model "$cfg" --load-format dummy --device "$device" --quant "$quant" --kv-cache-dtype "$kvdt" --input "$in" --output "$o" --requests "$n" \
-    --max-num-seqs "$seqs" --max-num-batched-tokens "$budget" --commit "$commit" --json "$rj" "${extra[@]}" > "$log" 2>&1
+    --max-num-seqs "$seqs" --max-num-batched-tokens "$budget" --gpu-memory-utilization "$gmu" --commit "$commit" --json "$rj" \
+    "${extra[@]}" > "$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || [ ! -f "$rj" ]; then
     printf '| %s | %s (%s) | failed (rc %s, %s) | | %s | |\n' "$io" "$n" "$nreq" "$rc" "$(tail -1 "$log" | cut -c1-80)" "$theirs"
@@ -91,8 +98,8 @@ while read -r io nreq t8 t70; do
   entries+=("{\"isl\": $in, \"osl\": $o, \"requests\": $n, \"their_requests\": $nreq, \"output_tok_s\": $tok, \"mean_decode_batch\": ${mb:-null}, \"trtllm_output_tok_s\": \"$theirs\", \"ratio\": \"$ratio\"}")
 done <<< "$table"
 {
-  printf '{"bench": "trtllm_table", "shape": "%s", "quant": "%s", "kv_cache_dtype": "%s", "scale": %s, "max_num_seqs": %s, "max_num_batched_tokens": %s, "commit": "%s", "rows": [' \
-    "$shape" "$quant" "$kvdt" "$scale" "$seqs" "$budget" "$commit"
+  printf '{"bench": "trtllm_table", "shape": "%s", "quant": "%s", "kv_cache_dtype": "%s", "scale": %s, "max_num_seqs": %s, "max_num_batched_tokens": %s, "gpu_memory_utilization": %s, "commit": "%s", "rows": [' \
+    "$shape" "$quant" "$kvdt" "$scale" "$seqs" "$budget" "$gmu" "$commit"
   (IFS=,; printf '%s' "${entries[*]}")
   printf ']}\n'
 } > "$json"
