@@ -132,6 +132,10 @@ static __device__ __forceinline__ float sits_k_block_max(float v)
     return v;
 }
 
+/* SwiGLU's activation of one element, fp32: silu(a) * b (kernels/silu_mul.cu, and the SwiGLU epilogue of
+ * kernels/gemv.cu: one definition, the same bits) */
+static __device__ __forceinline__ float sits_k_silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+
 /* ---- [fp8] per-row E4M3 quantisation of activations, the definition of util/dtype.h --------------
  * s = absmax(row) / 448 (1 for an all-zero row), q = e4m3(v / s): IEEE division, round to nearest
  * even, saturating. Row producers (kernels/fp8.cu, rmsnorm.cu, silu_mul.cu, allreduce.cu) track

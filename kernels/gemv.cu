@@ -67,20 +67,27 @@ static __device__ __forceinline__ void gv_word(uint32_t u, float (&f)[F8 ? 4 : 2
     }
 }
 
-template <int F8, int NT, int R>
+/* [perf: swiglu gemv] GLU: the gate/up linear of one token with SwiGLU in the epilogue (sits_k_gemv_swiglu): w is
+ * [2 inter, in] (out = 2 inter: gate rows, then up rows), block b takes gate rows 4b .. 4b + 3 and the up rows
+ * inter + 4b .. inter + 4b + 3 (R 8), rounds each sum to bf16 as y would be stored, and writes
+ * y[j] = bf16(silu(gate_j) * up_j) [1, inter] -- the bits silu_mul makes of the [1, 2 inter] output. */
+template <int F8, int NT, int R, bool GLU = false>
 static __global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? 3 : 2)   /* one token: 3 blocks an SM, no spills */
 gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias, int n,
             int in, int out)
 {
+    static_assert(!GLU || (NT == 1 && R == 8), "the SwiGLU epilogue: one token, 4 gate + 4 up rows a block");
     constexpr int V = R * NT, EW = F8 ? 4 : 2;   /* sums a lane; elements a 32-bit word */
     __shared__ float red[GV_WARPS][V];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int o0 = blockIdx.x * R;
+    const int o0 = blockIdx.x * (GLU ? R / 2 : R);
     const int units = in / (4 * EW);             /* 16-byte units a row */
     const size_t row_units = (size_t)units;
     const uint4 *wr[R], *xr[NT];
+    /* the weight row of sum r */
+    auto row_of = [&](int r) { return GLU ? (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1) : min(o0 + r, out - 1); };
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = static_cast<const uint4 *>(w) + (size_t)min(o0 + r, out - 1) * row_units;
+    for (int r = 0; r < R; r++) wr[r] = static_cast<const uint4 *>(w) + (size_t)row_of(r) * row_units;
 #pragma unroll
     for (int t = 0; t < NT; t++) xr[t] = static_cast<const uint4 *>(x) + (size_t)min(t, n - 1) * row_units;
     float acc[V];   /* acc[r * NT + t] */
@@ -124,6 +131,18 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
     constexpr int SPAN = 32 / V;   /* lanes holding each sum */
     if ((lane & (SPAN - 1)) == 0) red[warp][lane / SPAN] = v;
     __syncthreads();
+    if (GLU) {
+        if (threadIdx.x < V) {   /* lanes 0-7 of warp 0: sum r; lane r < 4 then pairs gate r with up r */
+            const int r = threadIdx.x;
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < GV_WARPS; j++) s += red[j][r];
+            if (F8) s = s * xs[0] * ws[row_of(r)];
+            const float g = sits_k_round_bf(s), u = __shfl_down_sync(0xffu, g, R / 2, 8);
+            if (r < R / 2 && o0 + r < out / 2) static_cast<sits_bf16_t *>(y)[o0 + r] = sits_k_f2bf(sits_k_silu_mul1(g, u));
+        }
+        return;
+    }
     if (threadIdx.x < V) {
         const int i = threadIdx.x, r = i / NT, t = i % NT, o = o0 + r;
         if (o < out && t < n) {
@@ -172,5 +191,26 @@ extern "C" sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const fl
         else GV_LAUNCH(0, 8, 4);
     }
 #undef GV_LAUNCH
+    return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+}
+
+extern "C" sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, const float *xs, const void *w, const float *ws,
+                                            int fp8, int n, int in, int inter, cudaStream_t stream)
+{
+    if (n < 0 || in <= 0 || inter <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
+    if (n != 1 || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
+    cudaLaunchAttribute attr[1];   /* programmatic dependent launch, as sits_k_gemv */
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((inter + 3) / 4));
+    cfg.blockDim = dim3(GV_WARPS * 32);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t e = fp8 ? cudaLaunchKernelEx(&cfg, gemv_kernel<1, 1, 8, true>, (void *)act, 0, x, xs, w, ws,
+                                                   (const sits_bf16_t *)NULL, 1, in, 2 * inter)
+                              : cudaLaunchKernelEx(&cfg, gemv_kernel<0, 1, 8, true>, (void *)act, 0, x, xs, w, ws,
+                                                   (const sits_bf16_t *)NULL, 1, in, 2 * inter);
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }

@@ -10,7 +10,6 @@
  * instead of rereading out -- 2 bytes a value less written. */
 #include "kernels/common.cuh"
 
-static __device__ __forceinline__ float silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
 
 /* [families] GeGLU's activation (Gemma): gelu with PyTorch's tanh approximation, fp32. */
 static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
@@ -19,7 +18,7 @@ static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
     return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * (a * a * a)))) * b;
 }
 
-/* GELU: the gated activation, silu_mul1 (SwiGLU) or gelu_tanh_mul1 (GeGLU). */
+/* GELU: the gated activation, sits_k_silu_mul1 (SwiGLU, common.cuh) or gelu_tanh_mul1 (GeGLU). */
 template <int V, bool GELU>
 static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups)
 {
@@ -32,7 +31,7 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
         sits_k_load<V>(gate, a);
         sits_k_load<V>(gate + dim, b);
 #pragma unroll
-        for (int k = 0; k < V; k++) a[k] = GELU ? gelu_tanh_mul1(a[k], b[k]) : silu_mul1(a[k], b[k]);
+        for (int k = 0; k < V; k++) a[k] = GELU ? gelu_tanh_mul1(a[k], b[k]) : sits_k_silu_mul1(a[k], b[k]);
         sits_k_store<V>(out + t * (size_t)dim + i, a);
     }
 }
@@ -51,7 +50,7 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
         sits_k_load<V>(gate + (size_t)g * V, a);
         sits_k_load<V>(gate + dim + (size_t)g * V, b);
 #pragma unroll
-        for (int k = 0; k < V; k++) a[k] = silu_mul1(a[k], b[k]);
+        for (int k = 0; k < V; k++) a[k] = sits_k_silu_mul1(a[k], b[k]);
         if (orow) sits_k_store<V>(orow + (size_t)g * V, a);
         mx = sits_k_absmax_bf<V>(mx, a);
     }
@@ -66,7 +65,7 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
             sits_k_load<V>(gate + (size_t)g * V, f);
             sits_k_load<V>(gate + dim + (size_t)g * V, b);
 #pragma unroll
-            for (int k = 0; k < V; k++) f[k] = sits_k_round_bf(silu_mul1(f[k], b[k]));
+            for (int k = 0; k < V; k++) f[k] = sits_k_round_bf(sits_k_silu_mul1(f[k], b[k]));
         }
         sits_k_store_e4m3<V>(q + row * (size_t)dim + (size_t)g * V, f, s);
     }
@@ -106,7 +105,7 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
             sits_k_unpack8(ga[j], a);
             sits_k_unpack8(ub[j], b);
 #pragma unroll
-            for (int k = 0; k < 8; k++) a[k] = silu_mul1(a[k], b[k]);
+            for (int k = 0; k < 8; k++) a[k] = sits_k_silu_mul1(a[k], b[k]);
             ga[j] = sits_k_pack8(a);
             mx = sits_k_absmax_bf<8>(mx, a);
             if (out) reinterpret_cast<uint4 *>(out + row * (size_t)dim)[g] = ga[j];

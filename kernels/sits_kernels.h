@@ -327,6 +327,12 @@ sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8
 #define SITS_K_GEMV_MAX_N 8
 sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
                           const sits_bf16_t *bias, int fp8, int n, int in, int out, cudaStream_t stream);
+/* [perf: swiglu gemv] act [1, inter] = bf16(silu(g) * u) with [g | u] = the one-token sits_k_gemv of w [2 inter, in]
+ * (gate rows, then up rows; no bias) rounded to bf16: the bits of sits_k_gemv then sits_k_silu_mul, in one launch
+ * (no [1, 2 inter] round trip, no second kernel). SITS_ERR_UNSUPPORTED, nothing launched, for n != 1 or what
+ * sits_k_gemv refuses. */
+sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, const float *xs, const void *w, const float *ws, int fp8,
+                                 int n, int in, int inter, cudaStream_t stream);
 /* [int4] w [out, in] bf16 = the packed INT4 weights above dequantised (the large-batch path: then a bf16
  * GEMM); in % 8 == 0, w 16-byte aligned, q 4-byte aligned. */
 sits_status_t sits_k_w4_dequant(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero, const int32_t *gidx,

@@ -479,6 +479,13 @@ typedef struct sits_backend_ops {
      * in even; without gidx in % group_size == 0. NULL: no INT4 support (the engine refuses INT4 weights). */
     sits_status_t (*matmul_w4)(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
                                int out);
+    /* [perf: swiglu gemv] Optional (NULL: none). act [n, inter] = silu_mul of the gate/up linear's output, w [2 inter, in]
+     * (gate rows, then up rows), no bias -- the bits of matmul (w_scale NULL: x and w in the weight dtype) or matmul_fp8q
+     * (w_scale [2 inter]: x the E4M3 rows with scales xs [n]) into [n, 2 inter] followed by silu_mul, in one kernel where
+     * the backend has one for the shape (cuda: one token); SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller
+     * then runs the two ops. */
+    sits_status_t (*matmul_swiglu)(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
+                                   const float *w_scale, int n, int in, int inter);
 } sits_backend_ops_t;
 
 /* [moe] The reference router top-k and combine (host memory, fp32 logits / rows): the cpu backend's

@@ -585,6 +585,20 @@ static sits_status_t cuda_matmul_fp8q(sits_backend_t *be, void *y, int y_f32, co
                                   w_q, w_scale, bias, n, in, out);
 }
 
+/* [perf: swiglu gemv] backend.h matmul_swiglu: the one-token GEMV with SwiGLU in its epilogue, where the GEMV serves
+ * one-token linears (gemv_max_n >= 1); SITS_SWIGLU_GEMV=0 (read at each call: A/B in one process) declines it */
+static sits_status_t cuda_matmul_swiglu(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
+                                        const float *w_scale, int n, int in, int inter)
+{
+    cuda_impl_t *c = impl_of(be);
+    const char *env = getenv("SITS_SWIGLU_GEMV");
+    if (n != 1 || c->gemv_max_n < 1 || (env && !strcmp(env, "0"))) return SITS_ERR_UNSUPPORTED;
+    sits_status_t st = sits_k_gemv_swiglu(act, x, xs, w, w_scale, w_scale != NULL, n, in, inter, c->stream);
+    if (st == SITS_ERR_UNSUPPORTED) return st;
+    SITS_KERNEL_CHECK(st);
+    return SITS_OK;
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 static sits_status_t cuda_embed(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
@@ -1074,6 +1088,10 @@ OPT_WRAP(cuda_matmul_fp8q, "gemm fp8", out, in, n,
          (sits_backend_t *be, void *y, int y_f32, const void *xq, const float *xs, const void *w_q, const float *w_scale,
           const void *bias, int n, int in, int out),
          (be, y, y_f32, xq, xs, w_q, w_scale, bias, n, in, out))
+OPT_WRAP(cuda_matmul_swiglu, "gemv + swiglu", inter, in, n,
+         (sits_backend_t *be, void *act, const void *x, const float *xs, const void *w, const float *w_scale, int n, int in,
+          int inter),
+         (be, act, x, xs, w, w_scale, n, in, inter))
 OPT_WRAP(cuda_rope_kv_write, "rope + kv write", n_q, n_kv, n,
          (sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim, const int32_t *pos,
           const float *inv_freq, void *k_cache, void *v_cache, int block_size, const int32_t *slot_mapping, const void *q_norm,
@@ -1160,6 +1178,7 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .matmul_w4 = cuda_matmul_w4_t,     /* [int4] */
+    .matmul_swiglu = cuda_matmul_swiglu_t,   /* [perf: swiglu gemv] */
     .matmul_fp8 = cuda_matmul_fp8_t,   /* [fp8] */
     .matmul_fp8q = cuda_matmul_fp8q_t,
     .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8_t,

@@ -573,6 +573,19 @@ static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void
     return e->be->ops->matmul(e->be, y, x, w, bias, n, in, out);
 }
 
+/* [perf: swiglu gemv] act = silu_mul(h . gu^T) in one backend op (backend.h matmul_swiglu) where the backend has a
+ * kernel for it: the gate/up linear's input as linear() takes it (the E4M3 rows add_norm made of h for FP8 weights).
+ * SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller runs linear + silu_mul. */
+static sits_status_t swiglu(sits_engine_t *e, const sits_layer_weights_t *lw, int n, int in, int inter)
+{
+    if (!e->be->ops->matmul_swiglu || lw->gu_bias || lw->gu_w4.q || (lw->gu_scale && e->xq_of != e->h))
+        return SITS_ERR_UNSUPPORTED;
+    sits_status_t st = e->be->ops->matmul_swiglu(e->be, e->act, lw->gu_scale ? e->xq : e->h, lw->gu_scale ? e->xs : NULL, lw->gu,
+                                                 lw->gu_scale, n, in, inter);   /* act [n, inter] */
+    if (st == SITS_OK) e->xq_of = NULL;
+    return st;
+}
+
 static sits_status_t reduce_add_norm(sits_engine_t *e, const void *w, int n, int fp8_next)
 {
     const sits_model_config_t *c = &e->w->cfg;
@@ -710,14 +723,21 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
             e->xq_of = NULL;
             SITS_CHECK(sits_moe_forward(e->moe, l, e->h, e->proj, e->gu, e->act, n, v->slot));
         } else {
-            SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, &lw->gu_w4, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
-            if (c->act_gelu_tanh) {                                                                /* [families] GeGLU */
-                SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                     /* [n, I_loc] */
-            } else if (lw->down_scale && e->fp8_fused) {              /* E4M3 [n, I_loc] + [n]; act not written */
-                SITS_CHECK(op->silu_mul_fp8(be, NULL, e->xq, e->xs, e->gu, n, d->i_loc));
-                e->xq_of = e->act;
+            /* [perf: swiglu gemv] gate/up + SwiGLU as one kernel where the activation stays bf16 (not the fused E4M3 rows) */
+            sits_status_t sw = c->act_gelu_tanh || (lw->down_scale && e->fp8_fused) ? SITS_ERR_UNSUPPORTED
+                                                                                       : swiglu(e, lw, n, H, d->i_loc);
+            if (sw != SITS_ERR_UNSUPPORTED) {
+                SITS_CHECK(sw);                                                                    /* act [n, I_loc] */
             } else {
-                SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                          /* [n, I_loc] */
+                SITS_CHECK(linear(e, e->gu, e->h, lw->gu, lw->gu_scale, &lw->gu_w4, lw->gu_bias, n, H, 2 * d->i_loc));  /* [n, 2*I_loc] */
+                if (c->act_gelu_tanh) {                                                            /* [families] GeGLU */
+                    SITS_CHECK(op->gelu_tanh_mul(be, e->act, e->gu, n, d->i_loc));                 /* [n, I_loc] */
+                } else if (lw->down_scale && e->fp8_fused) {          /* E4M3 [n, I_loc] + [n]; act not written */
+                    SITS_CHECK(op->silu_mul_fp8(be, NULL, e->xq, e->xs, e->gu, n, d->i_loc));
+                    e->xq_of = e->act;
+                } else {
+                    SITS_CHECK(op->silu_mul(be, e->act, e->gu, n, d->i_loc));                      /* [n, I_loc] */
+                }
             }
             SITS_CHECK(linear(e, e->proj, e->act, lw->down, lw->down_scale, &lw->down_w4, lw->down_bias, n, d->i_loc, H));  /* [n, H] partial */
         }

@@ -11,7 +11,8 @@
  * n = 1 .. 8 (run_rows_case). Shapes: 1, 2, 5, 7, 8, 64 and 300 tokens, in/out multiples of 16 up to
  * 14336 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
- * see run_fused_case. Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
+ * see run_fused_case; [perf: swiglu gemv] matmul_swiglu against matmul (or matmul_fp8q) + silu_mul, bit for bit
+ * (run_swiglu_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
  * leaves unit-scaled (8B's down projection at 16 / 32 tokens).
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -343,6 +344,48 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
     return fails;
 }
 
+/* [perf: swiglu gemv] matmul_swiglu (one kernel: the one-token GEMV with SwiGLU in its epilogue) against matmul /
+ * matmul_fp8q into [1, 2 inter] then silu_mul: the same act bytes. bf16 weights, or E4M3 weights with x the E4M3
+ * rows quant_fp8_rows makes. inter not a multiple of 4 covers the last block's clamped rows. */
+static int run_swiglu_case(sits_backend_t *gpu, int in, int inter, int fp8)
+{
+    const int out = 2 * inter;
+    float *x = malloc(sizeof(float) * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    uint8_t *wq = malloc((size_t)out * in);
+    for (int k = 0; k < in; k++) x[k] = bf(2 * urand() - 1);
+    rand_fp8_weights(w, ws, wq, out, in);   /* w: the bf16 case's weights (0.05 scale), wq / ws: the E4M3 case's */
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = bf(w[i]);
+    void *dx = dev(gpu, SITS_DT_BF16, x, (size_t)in), *dw = fp8 ? dev_bytes(gpu, wq, (size_t)out * in) : dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
+    float *dws = fp8 ? dev(gpu, SITS_DT_F32, ws, (size_t)out) : NULL, *dxs = NULL;
+    void *dxq = NULL, *gu = NULL, *a1 = NULL, *a2 = NULL;
+    TRY(gpu->ops->alloc(gpu, (size_t)in, &dxq));
+    TRY(gpu->ops->alloc(gpu, 4, (void **)&dxs));
+    TRY(gpu->ops->alloc(gpu, (size_t)out * 2, &gu));
+    TRY(gpu->ops->alloc(gpu, (size_t)inter * 2, &a1));
+    TRY(gpu->ops->alloc(gpu, (size_t)inter * 2, &a2));
+    if (fp8) {
+        TRY(gpu->ops->quant_fp8_rows(gpu, dxq, dxs, dx, 1, in));
+        TRY(gpu->ops->matmul_fp8q(gpu, gu, 0, dxq, dxs, dw, dws, NULL, 1, in, out));
+    } else {
+        TRY(gpu->ops->matmul(gpu, gu, dx, dw, NULL, 1, in, out));
+    }
+    TRY(gpu->ops->silu_mul(gpu, a1, gu, 1, inter));
+    sits_status_t st = gpu->ops->matmul_swiglu(gpu, a2, fp8 ? dxq : dx, fp8 ? dxs : NULL, dw, dws, 1, in, inter);
+    TRY(gpu->ops->sync(gpu));
+    int bad = st != SITS_OK;
+    if (bad) fprintf(stderr, "  matmul_swiglu declined or failed: %s\n", sits_status_str(st));
+    void *h1 = dl(gpu, a1, (size_t)inter * 2), *h2 = dl(gpu, a2, (size_t)inter * 2);
+    int diff = 0;
+    for (int j = 0; j < inter; j++) diff += ((uint16_t *)h1)[j] != ((uint16_t *)h2)[j];
+    bad += diff != 0;
+    printf("%s matmul_swiglu == matmul + silu_mul  %s in %5d inter %5d (%d of %d differ)\n", bad ? "FAIL" : "ok  ",
+           fp8 ? "e4m3" : "bf16", in, inter, diff, inter);
+    free(h1); free(h2); free(x); free(w); free(ws); free(wq);
+    void *bufs[] = { dx, dw, dws, dxq, dxs, gu, a1, a2 };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) gpu->ops->free(gpu, bufs[i]);
+    return bad != 0;
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -387,6 +430,14 @@ int main(void)
         static const int fshapes[][2] = { { 1, 4096 }, { 7, 4096 }, { 64, 1024 }, { 3, 1004 }, { 300, 7168 }, { 2, 14336 },
                                            { 1, 8192 }, { 3, 16384 }, { 2, 16392 }, { 5, 64 } };   /* G 4, 8, plain, 1 */
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
+    }
+    if (!gpu->ops->matmul_swiglu) {
+        printf("FAIL: the cuda backend has no matmul_swiglu\n");
+        fails++;
+    } else {   /* 8B gate / up, 70B at TP 8, a partial last block, a short row */
+        static const int sshapes[][2] = { { 4096, 14336 }, { 8192, 3584 }, { 1024, 1030 }, { 64, 5 } };
+        for (size_t s = 0; s < sizeof sshapes / sizeof sshapes[0]; s++)
+            for (int fp8 = 0; fp8 < 2; fp8++) fails += run_swiglu_case(gpu, sshapes[s][0], sshapes[s][1], fp8);
     }
     sits_backend_destroy(gpu);
     /* SITS_FP8_SCALES=outer: outer-vector scales at every token count (cuda_fp8.c), here where outer_pays
