@@ -434,10 +434,12 @@ int main(void)
     if (!gpu->ops->matmul_swiglu) {
         printf("FAIL: the cuda backend has no matmul_swiglu\n");
         fails++;
-    } else {   /* 8B gate / up, 70B at TP 8, a partial last block, a short row */
-        static const int sshapes[][2] = { { 4096, 14336 }, { 8192, 3584 }, { 1024, 1030 }, { 64, 5 } };
+    } else {   /* 8B gate / up, 70B at TP 8, a partial last block (bf16 only: E4M3 outputs come in 16s), a short row */
+        static const int sshapes[][2] = { { 4096, 14336 }, { 8192, 3584 }, { 1024, 1032 }, { 1024, 1030 }, { 64, 5 } };
         for (size_t s = 0; s < sizeof sshapes / sizeof sshapes[0]; s++)
-            for (int fp8 = 0; fp8 < 2; fp8++) fails += run_swiglu_case(gpu, sshapes[s][0], sshapes[s][1], fp8);
+            for (int fp8 = 0; fp8 < 2; fp8++)
+                if (!fp8 || (2 * sshapes[s][1]) % 16 == 0)   /* matmul_fp8q's out: a multiple of 16 */
+                    fails += run_swiglu_case(gpu, sshapes[s][0], sshapes[s][1], fp8);
     }
     sits_backend_destroy(gpu);
     /* SITS_FP8_SCALES=outer: outer-vector scales at every token count (cuda_fp8.c), here where outer_pays
