@@ -90,7 +90,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--kv-cache-dtype")) o->kv_dtype = v;
         else if (!strcmp(a, "--ep")) o->ep = atoi(v);   /* [moe] experts over the ranks (== world size) */
         else if (!strcmp(a, "--cuda-graphs")) o->cuda_graphs = atoi(v);
-        else if (!strcmp(a, "--gpu-memory-utilization")) o->gpu_mem_util = atof(v);
+        else if (!strcmp(a, "--gpu-memory-utilization")) {
+            char *end = NULL;
+            o->gpu_mem_util = strtod(v, &end);
+            if (end == v || *end) o->gpu_mem_util = -1.0;   /* not a number: refused below */
+        }
         else if (!strcmp(a, "--commit")) o->commit = v;
         else if (!strcmp(a, "--json")) o->json = v;
         else if (!strcmp(a, "--profile-steps")) {
