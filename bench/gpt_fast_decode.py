@@ -26,18 +26,16 @@ its decode step by default. Floor and copy bandwidth: as bench/hf_decode.py.
 """
 import argparse
 import contextlib
-import datetime
 import json
 import os
-import socket
-import statistics
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_decode import copy_bandwidth, device_name, parse_list, print_row, row  # noqa: E402  (shared with the HF peer)
+from hf_decode import (copy_bandwidth, device_name, parse_list, pick_device, print_header, print_row, row,  # noqa: E402
+                       write_json)
 
 
 def model_args(ModelArgs, model_dir):
@@ -87,16 +85,9 @@ def main():
     sys.path.insert(0, os.path.abspath(a.gpt_fast))
     from model import ModelArgs, Transformer  # gpt-fast's own model file
 
-    if a.device == "cuda":
-        if not torch.cuda.is_available():
-            print("gpt_fast_decode.py: no CUDA device", file=sys.stderr)
-            return 1
-        dev = torch.device("cuda", a.gpu)
-        torch.cuda.set_device(dev)
-    else:
-        dev = torch.device("cpu")
-        if a.threads > 0:
-            torch.set_num_threads(a.threads)
+    dev = pick_device(a, "gpt_fast_decode.py")
+    if dev is None:
+        return 1
     import torch._inductor.config as inductor_config
     inductor_config.coordinate_descent_tuning = True
     inductor_config.triton.unique_kernel_names = True
@@ -127,13 +118,9 @@ def main():
           "random init, bf16, torch %s, %s" % (a.gpt_fast, a.model, args.n_layer, args.dim, args.intermediate_size,
                                               args.n_head, args.n_local_heads, args.vocab_size, torch.__version__,
                                               "eager" if a.no_compile else "compiled reduce-overhead"))
-    print("device %s, built in %.1f s; weights %.3f GB (incl. embedding %.3f GB), KV %d B/token" %
-          (dname, load_s, wbytes * 1e-9, embed_bytes * 1e-9, kv_tok))
-    print("copy bandwidth %.1f GB/s (tensor copy of %d MiB, 2*bytes/time)" % (bw * 1e-9, a.bw_mib))
-    print("static KV of context + warmup + iters + 1 positions, steps from position = context; %d warmup + %d timed "
-          "steps; SDPA %s\n" % (a.warmup, a.iters, a.sdpa))
-    print("%-8s %6s %8s %10s %10s %10s %9s %8s" % ("kind", "batch", "context", "ms_median", "ms_mean", "tok/s",
-                                                 "floor_ms", "floor%"), flush=True)
+    print_header(dname, load_s, wbytes, embed_bytes, kv_tok, bw, a.bw_mib,
+                 "static KV of context + warmup + iters + 1 positions, steps from position = context; %d warmup + %d timed "
+                 "steps; SDPA %s" % (a.warmup, a.iters, a.sdpa))
     from torch.nn.attention import SDPBackend, sdpa_kernel
     rows = []
     with torch.no_grad():
@@ -181,17 +168,9 @@ def main():
                     torch.cuda.empty_cache()
 
     if a.json:
-        out = {"bench": "decode", "engine": "gpt-fast", "machine": socket.gethostname(),
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": a.commit,
-               "device": dname, "backend": "torch %s, gpt-fast model.py, %s, SDPA %s" %
-               (torch.__version__, "eager" if a.no_compile else "torch.compile reduce-overhead", a.sdpa),
-               "model": a.model, "tp": 1, "weight_dtype": "BF16", "kv_dtype": "BF16", "weight_bytes": float(wbytes),
-               "embed_bytes": float(embed_bytes), "kv_bytes_per_token": float(kv_tok), "copy_bw_gbs": bw * 1e-9,
-               "fill": "none (static cache)", "iters": a.iters, "warmup": a.warmup, "load_s": load_s, "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=2)
-            f.write("\n")
-        print("wrote %s" % a.json)
+        write_json(a, "gpt-fast", dname, "torch %s, gpt-fast model.py, %s, SDPA %s" %
+                   (torch.__version__, "eager" if a.no_compile else "torch.compile reduce-overhead", a.sdpa),
+                   wbytes, embed_bytes, kv_tok, bw, "none (static cache)", load_s, rows)
     return 0
 
 

@@ -185,6 +185,44 @@ def print_row(r):
           r["ms_mean"], r["tok_s"], r["floor_ms"], r["pct_floor"], extra), flush=True)
 
 
+def pick_device(a, prog):
+    """--device / --gpu / --threads as both peers take them: the torch device, or None (said why) without CUDA."""
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            print("%s: no CUDA device" % prog, file=sys.stderr)
+            return None
+        dev = torch.device("cuda", a.gpu)
+        torch.cuda.set_device(dev)
+        return dev
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    return torch.device("cpu")
+
+
+def print_header(dname, load_s, wbytes, embed_bytes, kv_tok, bw, bw_mib, how):
+    """What a peer prints before its rows (shared with bench/gpt_fast_decode.py): the device and sizes, the copy
+    bandwidth, `how` (what a step is), then the table header."""
+    print("device %s (bf16), built in %.1f s; weights %.3f GB (incl. embedding %.3f GB), KV %d B/token" %
+          (dname, load_s, wbytes * 1e-9, embed_bytes * 1e-9, kv_tok))
+    print("copy bandwidth %.1f GB/s (tensor copy of %d MiB, 2*bytes/time)" % (bw * 1e-9, bw_mib))
+    print(how + "\n")
+    print("%-8s %6s %8s %10s %10s %10s %9s %8s" % ("kind", "batch", "context", "ms_median", "ms_mean", "tok/s",
+                                                 "floor_ms", "floor%"), flush=True)
+
+
+def write_json(a, engine, dname, backend, wbytes, embed_bytes, kv_tok, bw, fill, load_s, rows):
+    """The peer's JSON (run_decode.sh merges it with sits-bench-decode's): the same keys for every peer."""
+    out = {"bench": "decode", "engine": engine, "machine": socket.gethostname(),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": a.commit,
+           "device": dname, "backend": backend, "model": a.model, "tp": 1, "weight_dtype": "BF16", "kv_dtype": "BF16",
+           "weight_bytes": float(wbytes), "embed_bytes": float(embed_bytes), "kv_bytes_per_token": float(kv_tok),
+           "copy_bw_gbs": bw * 1e-9, "fill": fill, "iters": a.iters, "warmup": a.warmup, "load_s": load_s, "rows": rows}
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=2)
+        f.write("\n")
+    print("wrote %s" % a.json)
+
+
 def prefill_flops(cfg, n):
     H, I, hd = cfg.hidden_size, cfg.intermediate_size, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
@@ -213,16 +251,9 @@ def main():
     a = ap.parse_args()
     if a.iters < 1 or a.warmup < 0 or a.prefill < 0 or a.chunk < 1:
         ap.error("need --iters >= 1, --warmup >= 0, --prefill >= 0, --chunk >= 1")
-    if a.device == "cuda":
-        if not torch.cuda.is_available():
-            print("hf_decode.py: no CUDA device", file=sys.stderr)
-            return 1
-        dev = torch.device("cuda", a.gpu)
-        torch.cuda.set_device(dev)
-    else:
-        dev = torch.device("cpu")
-        if a.threads > 0:
-            torch.set_num_threads(a.threads)
+    dev = pick_device(a, "hf_decode.py")
+    if dev is None:
+        return 1
 
     t0 = time.perf_counter()
     cfg, model = build_model(a.model, dev)
@@ -240,13 +271,9 @@ def main():
           "torch %s, sdpa" % (a.model, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
                               cfg.num_attention_heads, cfg.num_key_value_heads, cfg.vocab_size, transformers.__version__,
                               torch.__version__))
-    print("device %s (bf16), built in %.1f s; weights %.3f GB (incl. embedding %.3f GB), KV %d B/token" %
-          (dname, load_s, wbytes * 1e-9, embed_bytes * 1e-9, kv_tok))
-    print("copy bandwidth %.1f GB/s (tensor copy of %d MiB, 2*bytes/time)" % (bw * 1e-9, a.bw_mib))
-    print("KV fill: real prefill (DynamicCache, chunks of %d); step j at position context + j; %d warmup + %d timed "
-          "steps; one step = model(...) with logits for all rows + argmax\n" % (a.chunk, a.warmup, a.iters))
-    print("%-8s %6s %8s %10s %10s %10s %9s %8s" % ("kind", "batch", "context", "ms_median", "ms_mean", "tok/s",
-                                                 "floor_ms", "floor%"), flush=True)
+    print_header(dname, load_s, wbytes, embed_bytes, kv_tok, bw, a.bw_mib,
+                 "KV fill: real prefill (DynamicCache, chunks of %d); step j at position context + j; %d warmup + %d timed "
+                 "steps; one step = model(...) with logits for all rows + argmax" % (a.chunk, a.warmup, a.iters))
     rows = []
     with torch.inference_mode():
         for ctx in a.context:
@@ -275,16 +302,8 @@ def main():
             print_row(r)
 
     if a.json:
-        out = {"bench": "decode", "engine": "hf-transformers", "machine": socket.gethostname(),
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": a.commit,
-               "device": dname, "backend": "torch %s / transformers %s sdpa" % (torch.__version__, transformers.__version__),
-               "model": a.model, "tp": 1, "weight_dtype": "BF16", "kv_dtype": "BF16", "weight_bytes": float(wbytes),
-               "embed_bytes": float(embed_bytes), "kv_bytes_per_token": float(kv_tok), "copy_bw_gbs": bw * 1e-9,
-               "fill": "prefill", "iters": a.iters, "warmup": a.warmup, "load_s": load_s, "rows": rows}
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=2)
-            f.write("\n")
-        print("wrote %s" % a.json)
+        write_json(a, "hf-transformers", dname, "torch %s / transformers %s sdpa" % (torch.__version__, transformers.__version__),
+                   wbytes, embed_bytes, kv_tok, bw, "prefill", load_s, rows)
     return 0
 
 
