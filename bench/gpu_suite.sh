@@ -34,6 +34,8 @@
 #   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16 with device routing and with host routing, ffn=fp8, ffn=int4 experts) beside the active-parameter
 #            floor; offline 128/2048 and 2048/128 with FP8 experts (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
+#   gptfast  8B bf16 decode at batch 1 beside gpt-fast's compiled step, both of its SDPA choices (bench/run_decode.sh
+#            --peer gpt-fast; GPT_FAST_DIR: a gpt-fast checkout carried to the machine; GPTFAST_CONTEXTS, 128,2048; issue 23)
 #   lanes:A,B  run part list A on GPU 0 and B on GPU 1 at once (e.g. lanes:tests1,serving:decode,fp8)
 set -uo pipefail
 top=$PWD
@@ -305,6 +307,20 @@ part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
   B=$B bash "$top/bench/trtllm_table.sh" --shape "${TRT_SHAPE:-8b}" --quant fp8 --scale "${TRT_SCALE:-0.1}" \
     --rows "${TRT_ROWS:-128/2048,2048/128}" --max-num-seqs "${TRT_SEQS:-512}" --out "$out/scale" > "$out/scale/trt.log" 2>&1
   row "trtllm_table ${TRT_SHAPE:-8b} fp8" "rc $?"; sed 's/^/    /' "$out/scale/trt.log"
+}
+
+part_gptfast() {   # [issue 23] sits-dist bf16 batch 1 and gpt-fast in one call, gpt-fast with generate.py's math SDPA and with
+                   # PyTorch's choice (compare with the better); each context compiles gpt-fast afresh (a minute or two)
+  [ -f "${GPT_FAST_DIR:-}/model.py" ] || { row "gpt-fast peer" "SKIP (GPT_FAST_DIR: a gpt-fast checkout with model.py)"; return 0; }
+  for sdpa in math default; do
+    TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor} bash "$top/bench/run_decode.sh" --build "$B" \
+      --out "$out/gptfast-$sdpa" --peer gpt-fast --gpt-fast "$GPT_FAST_DIR" --hf-args "--sdpa $sdpa" \
+      --model "$top/bench/configs/llama3-8b" --device cuda --batch 1 --context "${GPTFAST_CONTEXTS:-128,2048}" --prefill 0 \
+      --iters 50 --warmup 10 --sits-args "--load-format dummy" > "$out/gptfast-$sdpa.log" 2>&1
+    row "run_decode.sh --peer gpt-fast (SDPA $sdpa)" "rc $?"
+    sed -n '/^| kind/,/^$/p' "$out/gptfast-$sdpa/decode.md" 2>/dev/null | sed 's/^/    /'
+    grep -h "gpt-fast / sits-dist" "$out/gptfast-$sdpa/decode.md" 2>/dev/null | sed 's/^/    /'
+  done
 }
 
 part_offprof() {   # [issue 22] where an offline row's GPU time goes, by kernel class (bench/profile_offline.sh, ncu):
