@@ -24,7 +24,8 @@
  * drains (the kernels feeding a linear -- the norms, attention, SiLU -- signal it as they start, see
  * sits_k_pdl_trigger); a lane loads its first unit of weights, which no kernel writes, then waits for the
  * previous grid (griddepcontrol.wait: completed, its writes visible) before it reads x. Weights stream one unit
- * ahead of the products. */
+ * ahead of the products.
+ * [perf: swiglu gemv] sits_k_gemv_swiglu: the one-token gate/up linear with SwiGLU in the epilogue (GLU below). */
 #include "kernels/common.cuh"
 
 #define GV_WARPS 8
@@ -72,7 +73,7 @@ static __device__ __forceinline__ void gv_word(uint32_t u, float (&f)[F8 ? 4 : 2
  * inter + 4b .. inter + 4b + 3 (R 8), rounds each sum to bf16 as y would be stored, and writes
  * y[j] = bf16(silu(gate_j) * up_j) [1, inter] -- the bits silu_mul makes of the [1, 2 inter] output. */
 template <int F8, int NT, int R, bool GLU = false>
-static __global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? 3 : 2)   /* one token: 3 blocks an SM, no spills */
+static __global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? 3 : 2)   /* one token: 3 blocks an SM (GLU: one 8-byte spill) */
 gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias, int n,
             int in, int out)
 {
@@ -84,8 +85,10 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
     const int units = in / (4 * EW);             /* 16-byte units a row */
     const size_t row_units = (size_t)units;
     const uint4 *wr[R], *xr[NT];
-    /* the weight row of sum r */
-    auto row_of = [&](int r) { return GLU ? (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1) : min(o0 + r, out - 1); };
+    auto row_of = [&](int r) {   /* the weight row of sum r */
+        if (GLU) return (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1);
+        return min(o0 + r, out - 1);
+    };
 #pragma unroll
     for (int r = 0; r < R; r++) wr[r] = static_cast<const uint4 *>(w) + (size_t)row_of(r) * row_units;
 #pragma unroll
