@@ -591,8 +591,9 @@ static sits_status_t cuda_matmul_swiglu(sits_backend_t *be, void *act, const voi
                                         const float *w_scale, int n, int in, int inter)
 {
     cuda_impl_t *c = impl_of(be);
+    if (n != 1 || c->gemv_max_n < 1) return SITS_ERR_UNSUPPORTED;
     const char *env = getenv("SITS_SWIGLU_GEMV");
-    if (n != 1 || c->gemv_max_n < 1 || (env && !strcmp(env, "0"))) return SITS_ERR_UNSUPPORTED;
+    if (env && !strcmp(env, "0")) return SITS_ERR_UNSUPPORTED;
     sits_status_t st = sits_k_gemv_swiglu(act, x, xs, w, w_scale, w_scale != NULL, n, in, inter, c->stream);
     if (st == SITS_ERR_UNSUPPORTED) return st;
     SITS_KERNEL_CHECK(st);
