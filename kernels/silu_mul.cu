@@ -10,7 +10,6 @@
  * instead of rereading out -- 2 bytes a value less written. */
 #include "kernels/common.cuh"
 
-
 /* [families] GeGLU's activation (Gemma): gelu with PyTorch's tanh approximation, fp32. */
 static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
 {
