@@ -386,6 +386,69 @@ static int run_swiglu_case(sits_backend_t *gpu, int in, int inter, int fp8)
     return bad != 0;
 }
 
+/* [perf: row grid] One row's E4M3 quantisation (quant_fp8_rows) and SiLU*mul -> E4M3 (silu_mul_fp8) over several
+ * blocks (SITS_ROW_GRID=1: n = 1 rows up to 128 x 8 x the SM count wide) against the one-block kernels
+ * (SITS_ROW_GRID=0, the default): the same rows and scales, byte for byte, launch after launch (the grid kernels'
+ * barrier state carries over between launches of different grid sizes: the dims alternate, each run three times). */
+static int run_row_grid_case(sits_backend_t *gpu)
+{
+    static const int dims[] = { 14336, 4096, 1032, 64, 8192, 3584, 14336 };
+    const int nd = (int)(sizeof dims / sizeof dims[0]), maxd = 14336;
+    float *x = malloc(sizeof(float) * 2 * maxd);
+    int fails = 0;
+    void *dx = NULL, *q[2] = { NULL, NULL }, *qs[2] = { NULL, NULL }, *o[2] = { NULL, NULL };
+    TRY(gpu->ops->alloc(gpu, (size_t)2 * maxd * 2, &dx));
+    for (int v = 0; v < 2; v++) {
+        TRY(gpu->ops->alloc(gpu, (size_t)maxd, &q[v]));
+        TRY(gpu->ops->alloc(gpu, 4, &qs[v]));
+        TRY(gpu->ops->alloc(gpu, (size_t)maxd * 2, &o[v]));
+    }
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < nd; i++) {
+            const int dim = dims[i];
+            const float amp = 0.01f + 8.0f * urand();
+            for (int k = 0; k < 2 * dim; k++) x[k] = bf(amp * (2 * urand() - 1));
+            if (rep == 2 && i == 3) for (int k = 0; k < 2 * dim; k++) x[k] = 0.0f;   /* an all-zero row: scale 1 */
+            uint16_t *h = malloc(2 * (size_t)2 * dim);
+            for (int k = 0; k < 2 * dim; k++) h[k] = sits_f32_to_bf16(x[k]);
+            TRY(gpu->ops->upload(gpu, dx, h, (size_t)2 * dim * 2));
+            free(h);
+            for (int v = 0; v < 2; v++) {   /* v 0: the one-block kernels, v 1: the grid kernels */
+                setenv("SITS_ROW_GRID", v ? "1" : "0", 1);
+                TRY(gpu->ops->quant_fp8_rows(gpu, q[v], qs[v], dx, 1, dim));
+                TRY(gpu->ops->sync(gpu));
+            }
+            uint8_t *a = dl(gpu, q[0], (size_t)dim), *b = dl(gpu, q[1], (size_t)dim);
+            float *sa = dl(gpu, qs[0], 4), *sb = dl(gpu, qs[1], 4);
+            int bad = memcmp(a, b, (size_t)dim) || memcmp(sa, sb, 4);
+            free(a); free(b); free(sa); free(sb);
+            for (int v = 0; v < 2; v++) {
+                setenv("SITS_ROW_GRID", v ? "1" : "0", 1);
+                TRY(gpu->ops->silu_mul_fp8(gpu, o[v], q[v], qs[v], dx, 1, dim));
+                TRY(gpu->ops->sync(gpu));
+            }
+            a = dl(gpu, q[0], (size_t)dim);
+            b = dl(gpu, q[1], (size_t)dim);
+            sa = dl(gpu, qs[0], 4);
+            sb = dl(gpu, qs[1], 4);
+            void *oa = dl(gpu, o[0], (size_t)dim * 2), *ob = dl(gpu, o[1], (size_t)dim * 2);
+            bad += 2 * (memcmp(a, b, (size_t)dim) || memcmp(sa, sb, 4) || memcmp(oa, ob, (size_t)dim * 2));
+            free(a); free(b); free(sa); free(sb); free(oa); free(ob);
+            printf("%s row grid == one block: quant_fp8_rows%s, silu_mul_fp8%s  dim %5d (run %d)\n", bad ? "FAIL" : "ok  ",
+                   bad & 1 ? " DIFFER" : "", bad & 2 ? " DIFFER" : "", dim, rep + 1);
+            fails += bad != 0;
+        }
+    unsetenv("SITS_ROW_GRID");
+    gpu->ops->free(gpu, dx);
+    for (int v = 0; v < 2; v++) {
+        gpu->ops->free(gpu, q[v]);
+        gpu->ops->free(gpu, qs[v]);
+        gpu->ops->free(gpu, o[v]);
+    }
+    free(x);
+    return fails;
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -431,6 +494,7 @@ int main(void)
                                            { 1, 8192 }, { 3, 16384 }, { 2, 16392 }, { 5, 64 } };   /* G 4, 8, plain, 1 */
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
+    fails += run_row_grid_case(gpu);
     if (!gpu->ops->matmul_swiglu) {
         printf("FAIL: the cuda backend has no matmul_swiglu\n");
         fails++;
