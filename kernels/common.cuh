@@ -294,9 +294,10 @@ static inline int sits_k_row_pdl(void)
     const char *e = getenv("SITS_ROW_PDL");
     return !(e && atoi(e) == 0);
 }
+/* The launch itself: as a programmatic dependent when pdl, else plainly (the linears of kernels/gemv.cu: always). */
 template <typename... P, typename... A>
-static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
-                                           A... args)
+static inline cudaError_t sits_k_launch_pdl(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+                                           bool pdl, A... args)
 {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -307,8 +308,14 @@ static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid,
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = sits_k_row_pdl() ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+template <typename... P, typename... A>
+static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+                                           A... args)
+{
+    return sits_k_launch_pdl(kernel, grid, block, smem, stream, sits_k_row_pdl(), args...);
 }
 
 /* Threads for a row kernel with `work` items per row: a multiple of 32 in [32, max_threads]. */

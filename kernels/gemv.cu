@@ -170,18 +170,10 @@ extern "C" sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const fl
     const int nt = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8, rows = nt <= 2 ? 8 : fp8 && nt == 8 ? 2 : 4;
     /* programmatic dependent launch: the kernel may start while the previous one finishes (it waits for it before
      * reading x) */
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((out + rows - 1) / rows));
-    cfg.blockDim = dim3(GV_WARPS * 32);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const unsigned grid = (unsigned)((out + rows - 1) / rows);
     cudaError_t e = cudaSuccess;
-#define GV_LAUNCH(F8_, NT_, R_) e = cudaLaunchKernelEx(&cfg, gemv_kernel<F8_, NT_, R_>, y, y_f32, x, xs, w, ws, bias, n, in, out)
+#define GV_LAUNCH(F8_, NT_, R_) \
+    e = sits_k_launch_pdl(gemv_kernel<F8_, NT_, R_>, grid, GV_WARPS * 32, 0, stream, true, y, y_f32, x, xs, w, ws, bias, n, in, out)
     if (fp8) {
         if (nt == 1) GV_LAUNCH(1, 1, 8);
         else if (nt == 2) GV_LAUNCH(1, 2, 8);
@@ -202,18 +194,11 @@ extern "C" sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, con
 {
     if (n < 0 || in <= 0 || inter <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
     if (n != 1 || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
-    cudaLaunchAttribute attr[1];   /* programmatic dependent launch, as sits_k_gemv */
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((inter + 3) / 4));
-    cfg.blockDim = dim3(GV_WARPS * 32);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t e = fp8 ? cudaLaunchKernelEx(&cfg, gemv_kernel<1, 1, 8, true>, (void *)act, 0, x, xs, w, ws,
-                                                   (const sits_bf16_t *)NULL, 1, in, 2 * inter)
-                              : cudaLaunchKernelEx(&cfg, gemv_kernel<0, 1, 8, true>, (void *)act, 0, x, xs, w, ws,
-                                                   (const sits_bf16_t *)NULL, 1, in, 2 * inter);
+    const unsigned grid = (unsigned)((inter + 3) / 4);   /* programmatic dependent launch, as sits_k_gemv */
+    const cudaError_t e =
+        fp8 ? sits_k_launch_pdl(gemv_kernel<1, 1, 8, true>, grid, GV_WARPS * 32, 0, stream, true, (void *)act, 0, x, xs, w, ws,
+                                (const sits_bf16_t *)NULL, 1, in, 2 * inter)
+            : sits_k_launch_pdl(gemv_kernel<0, 1, 8, true>, grid, GV_WARPS * 32, 0, stream, true, (void *)act, 0, x, xs, w, ws,
+                                (const sits_bf16_t *)NULL, 1, in, 2 * inter);
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }

@@ -70,6 +70,19 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
     }
 }
 
+/* One group of 8 of a row: gate g and up u (bf16 x 8) -> the products as stored (bf16, packed); mx takes their
+ * magnitudes (silu_mul_fp8_reg_kernel and silu_mul_fp8_grid_kernel: the same values, bit for bit) */
+static __device__ __forceinline__ uint4 silu_mul_group8(const uint4 &g, const uint4 &u, float &mx)
+{
+    float a[8], b[8];
+    sits_k_unpack8(g, a);
+    sits_k_unpack8(u, b);
+#pragma unroll
+    for (int k = 0; k < 8; k++) a[k] = sits_k_silu_mul1(a[k], b[k]);
+    mx = sits_k_absmax_bf<8>(mx, a);
+    return sits_k_pack8(a);
+}
+
 /* [perf: row kernels] The FP8 form with the row in registers (V = 8 only): every load of the row issued before any
  * math (G groups of gate and up a thread), the rounded products kept packed for the quantising pass -- one read
  * of gu, no reread of out or gu. Same values and bytes as silu_mul_fp8_kernel (out rounded to nearest even;
@@ -100,13 +113,7 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
     for (int j = 0; j < G; j++) {   /* ga[j] becomes the rounded product, packed */
         const int g = threadIdx.x + j * blockDim.x;
         if (g < n_groups) {
-            float a[8], b[8];
-            sits_k_unpack8(ga[j], a);
-            sits_k_unpack8(ub[j], b);
-#pragma unroll
-            for (int k = 0; k < 8; k++) a[k] = sits_k_silu_mul1(a[k], b[k]);
-            ga[j] = sits_k_pack8(a);
-            mx = sits_k_absmax_bf<8>(mx, a);
+            ga[j] = silu_mul_group8(ga[j], ub[j], mx);
             if (out) reinterpret_cast<uint4 *>(out + row * (size_t)dim)[g] = ga[j];
         }
     }
@@ -129,13 +136,7 @@ static __global__ void __launch_bounds__(SITS_K_ROW_GRID_THREADS) silu_mul_fp8_g
     uint4 ga = make_uint4(0u, 0u, 0u, 0u);
     float mx = 0.0f;
     if (g < n_groups) {
-        float a[8], b[8];
-        sits_k_unpack8(gate[g], a);
-        sits_k_unpack8(up[g], b);
-#pragma unroll
-        for (int k = 0; k < 8; k++) a[k] = sits_k_silu_mul1(a[k], b[k]);
-        ga = sits_k_pack8(a);
-        mx = sits_k_absmax_bf<8>(mx, a);
+        ga = silu_mul_group8(gate[g], up[g], mx);
         if (out) reinterpret_cast<uint4 *>(out)[g] = ga;
     }
     const float s = sits_k_fp8_scale(sits_k_grid_max(mx, &silu_grid_sync));
