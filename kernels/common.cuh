@@ -133,46 +133,6 @@ static __device__ __forceinline__ float sits_k_block_max(float v)
     return v;
 }
 
-/* [perf: row grid] A one-row kernel spread over a few blocks (batch 1: one block a row leaves a 14336-wide row's
- * math on one SM) needs the row's absmax before any block can quantise. sits_k_grid_max: every block of the grid
- * gives its threads' maxima and gets the grid's. Thread 0 of each block reads the release generation (it moves only
- * once every block of the launch has arrived, so before its own arrival a block reads its launch's), atomic-maxes
- * its block max into slot gen & 1 (non-negative floats order as their bits), arrives; the last to arrive resets the
- * count and moves the generation, the others spin until it moves; block 0 then clears the other slot for the next
- * launch. Any grid size, launch after launch. Needs: every block of the grid resident at once (callers keep
- * gridDim.x <= the SM count: one small block an SM is always placeable), one launch using this state at a time (one
- * stream a device: the backend's), and the caller's sits_k_pdl_wait before the call (the launch before has
- * finished with the state). A NaN magnitude wins the max (fmaxf would drop it). */
-typedef struct {
-    unsigned int arrive;    /* blocks of the current launch arrived */
-    unsigned int release;   /* launches released */
-    unsigned int amax[2];   /* slot gen & 1: the absmax bits of generation gen */
-} sits_k_grid_sync_t;
-
-static __device__ __forceinline__ float sits_k_grid_max(float v, sits_k_grid_sync_t *sync)
-{
-    __shared__ float grid_max;
-    const float bm = sits_k_block_max(v);   /* every thread has it */
-    if (threadIdx.x == 0) {
-        volatile unsigned int *release = &sync->release;
-        const unsigned int gen = *release;
-        atomicMax(&sync->amax[gen & 1], __float_as_uint(fabsf(bm)));
-        __threadfence();
-        if (atomicAdd(&sync->arrive, 1u) == gridDim.x - 1) {   /* the last block of this launch */
-            atomicExch(&sync->arrive, 0u);
-            __threadfence();
-            atomicAdd(&sync->release, 1u);
-        } else {
-            while (*release == gen) __nanosleep(32);
-        }
-        __threadfence();
-        grid_max = __uint_as_float(atomicOr(&sync->amax[gen & 1], 0u));
-        if (blockIdx.x == 0) atomicExch(&sync->amax[(gen + 1) & 1], 0u);
-    }
-    __syncthreads();
-    return grid_max;
-}
-
 /* SwiGLU's activation of one element, fp32: silu(a) * b (kernels/silu_mul.cu, and the SwiGLU epilogue of
  * kernels/gemv.cu: one definition, the same bits) */
 static __device__ __forceinline__ float sits_k_silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
@@ -263,27 +223,6 @@ static inline int sits_k_reg_row_g(int groups, int cap, int *threads_p)
     if (t > 512) return 0;
     *threads_p = (t + 31) / 32 * 32;
     return g;
-}
-
-/* [perf: row grid] Threads a block of the one-row grid kernels (a group of 8 a thread). */
-#define SITS_K_ROW_GRID_THREADS 128
-
-/* [perf: row grid] Blocks for one row of `groups` groups of 8 spread over a grid (sits_k_grid_max), or 0 for the one-block
- * kernels: n > 1, more blocks than SMs (all must be resident), or SITS_ROW_GRID not 1 (read at each launch: A/B). Off by
- * default until measured on a GPU (written 2026-12-04 without device time left; test_fp8_parity turns it on). */
-static inline int sits_k_row_grid_blocks(int n, int groups)
-{
-    static int sms = 0;
-    if (n != 1 || groups < 1) return 0;
-    const char *env = getenv("SITS_ROW_GRID");
-    if (!env || strcmp(env, "1")) return 0;
-    if (!sms) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return 0;
-    }
-    const int blocks = (groups + SITS_K_ROW_GRID_THREADS - 1) / SITS_K_ROW_GRID_THREADS;
-    return blocks <= sms ? blocks : 0;
 }
 
 /* [perf: pdl] Launch a row kernel (grid blocks of block threads, smem bytes of dynamic shared memory) -- or the RoPE + KV

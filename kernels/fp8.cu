@@ -61,39 +61,12 @@ static __global__ void __launch_bounds__(512) quant_fp8_rows_reg_kernel(uint8_t 
     sits_k_reg_row_to_e4m3<G>(u, mx, n_groups, q + row * (size_t)dim, scale + row);
 }
 
-/* [perf: row grid] one row (n = 1) over gridDim.x blocks, a group of 8 a thread (silu_mul.cu's silu_mul_fp8_grid_kernel):
- * the same bytes as the kernels above */
-static __device__ sits_k_grid_sync_t quant_grid_sync;
-
-static __global__ void __launch_bounds__(SITS_K_ROW_GRID_THREADS) quant_fp8_rows_grid_kernel(uint8_t *q, float *scale,
-                                                                                             const sits_bf16_t *x, int dim)
-{
-    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
-    sits_k_pdl_wait();      /* x comes from the kernel before; and that launch is done with quant_grid_sync */
-    const int n_groups = dim / 8, g = blockIdx.x * blockDim.x + threadIdx.x;
-    uint4 u = make_uint4(0u, 0u, 0u, 0u);
-    float mx = 0.0f, f[8];
-    if (g < n_groups) {
-        u = reinterpret_cast<const uint4 *>(x)[g];
-        sits_k_unpack8(u, f);
-        mx = sits_k_absmax_bf<8>(mx, f);
-    }
-    const float s = sits_k_fp8_scale(sits_k_grid_max(mx, &quant_grid_sync));
-    if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
-    if (g < n_groups) sits_k_store_e4m3<8>(q + (size_t)g * 8, f, s);
-}
-
 extern "C" sits_status_t sits_k_quant_fp8_rows(uint8_t *q, float *scale, const sits_bf16_t *x, int n, int dim,
                                                cudaStream_t stream)
 {
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(x, dim, dim) && ((uintptr_t)q & 7u) == 0;
-    const int gb = vec ? sits_k_row_grid_blocks(n, dim / 8) : 0;   /* [perf: row grid] one row over several SMs */
-    if (gb) {
-        const cudaError_t e = sits_k_launch_dep(quant_fp8_rows_grid_kernel, gb, SITS_K_ROW_GRID_THREADS, 0, stream, q, scale, x, dim);
-        return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
-    }
     int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 256, &threads) : 0;   /* [perf: row kernels] */
     cudaError_t e = cudaSuccess;
     if (g == 1) e = sits_k_launch_dep(quant_fp8_rows_reg_kernel<1>, n, threads, 0, stream, q, scale, x, dim);

@@ -25,7 +25,9 @@
  * sits_k_pdl_trigger); a lane loads its first unit of weights, which no kernel writes, then waits for the
  * previous grid (griddepcontrol.wait: completed, its writes visible) before it reads x. Weights stream one unit
  * ahead of the products.
- * [perf: swiglu gemv] sits_k_gemv_swiglu: the one-token gate/up linear with SwiGLU in the epilogue (GLU below). */
+ * [perf: swiglu gemv] sits_k_gemv_swiglu: the one-token gate/up linear with SwiGLU in the epilogue (GLU below).
+ * [perf: ring gemv] One token (both entry points) runs gemv_ring_kernel by default: the same sums, read from a
+ * shared-memory ring that bulk copies fill (below). */
 #include "kernels/common.cuh"
 
 #define GV_WARPS 8
@@ -161,12 +163,208 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
     }
 }
 
+/* [perf: ring gemv] The one-token GEMV (and its SwiGLU form) as a persistent kernel fed by bulk copies: grid = SMs x
+ * blocks an SM (at most the tiles), block b takes tiles [b T / G, (b + 1) T / G) (a tile: gemv_kernel's block of R = 8
+ * rows, GLU 4 gate + 4 up). A producer warp (warp GV_WARPS, one lane) walks the block's (tile, step) sequence -- a step:
+ * 256 units of 16 bytes of each of the tile's 8 rows, gemv_kernel's STEP -- and copies each step's 8 row pieces into a
+ * ring of `stages` 32 KB stages of shared memory (cp.async.bulk, completion counted in bytes on the stage's `full`
+ * mbarrier, L2 evict-first); the 8 consumer warps read a stage as gemv_kernel reads global memory (warp w, lane l: unit
+ * 32 w + l of the step), release it on its `empty` mbarrier (one arrival a warp) and reduce each tile as gemv_kernel
+ * does. Same sums in the same order: the bytes of gemv_kernel<F8, 1, 8, GLU>. Bytes in flight are not held in
+ * registers (up to stages x 32 KB an SM, ahead across tiles), and no block waits in a second wave. The weights do not
+ * depend on the previous kernel: the producer starts at once; the consumers wait for it (PDL) before reading x.
+ * Dynamic shared memory: 128 bytes of barriers (stages <= 8) + stages x GR_STAGE. */
+#define GR_ROWB 4096                 /* bytes of a row a stage holds: STEP units of 16 bytes */
+#define GR_STAGE (8 * GR_ROWB)       /* a stage: the 8 rows of a tile */
+#define GR_MAX_STAGES 7              /* 128 + 7 x 32 KB fits the 227 KB of an sm_90 block */
+
+static __device__ __forceinline__ uint32_t gr_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void gr_mbar_init(uint64_t *b, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gr_smem(b)), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void gr_mbar_expect_tx(uint64_t *b, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gr_smem(b)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void gr_mbar_arrive(uint64_t *b)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gr_smem(b)) : "memory");
+}
+static __device__ __forceinline__ void gr_mbar_wait(uint64_t *b, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "GR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra GR_DONE;\n"
+                 "bra GR_WAIT;\n"
+                 "GR_DONE:\n"
+                 "}\n" ::"r"(gr_smem(b)),
+                 "r"(parity)
+                 : "memory");
+}
+static __device__ __forceinline__ void gr_bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar, uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                     gr_smem(dst)),
+                 "l"(src), "r"(bytes), "r"(gr_smem(bar)), "l"(policy)
+                 : "memory");
+}
+
+template <int F8, bool GLU>
+static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 4)   /* up to 4 blocks an SM: <= 56 registers */
+gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
+                 int in, int out, int stages)
+{
+    constexpr int R = 8, EW = F8 ? 4 : 2, STEP = GV_WARPS * 32, RH = GLU ? R / 2 : R;
+    extern __shared__ __align__(128) unsigned char gr_sm[];
+    __shared__ float red[2][GV_WARPS][R];   /* tile parity: a tile's partials are not overwritten while read */
+    uint64_t *full = reinterpret_cast<uint64_t *>(gr_sm), *empty = full + stages;
+    unsigned char *ring = gr_sm + 128;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int units = in / (4 * EW), steps = (units + STEP - 1) / STEP;
+    const size_t rowb = (size_t)units * 16;
+    const int rows = GLU ? out / 2 : out, tiles = (rows + RH - 1) / RH;
+    const int t_begin = (int)((long long)blockIdx.x * tiles / gridDim.x), t_end = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x);
+    auto row_of = [&](int o0, int r) {   /* the weight row of sum r, as gemv_kernel */
+        if (GLU) return (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1);
+        return min(o0 + r, out - 1);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            gr_mbar_init(&full[s], 1);
+            gr_mbar_init(&empty[s], GV_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == GV_WARPS) {   /* the producer */
+        if (lane == 0) {
+            uint64_t pol;
+            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+            unsigned i = 0;
+            for (int t = t_begin; t < t_end; t++)
+                for (int s = 0; s < steps; s++, i++) {
+                    const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+                    if (i >= (unsigned)stages) gr_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
+                    const unsigned cb = (unsigned)min((size_t)GR_ROWB, rowb - (size_t)s * GR_ROWB);
+                    gr_mbar_expect_tx(&full[st], R * cb);
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        gr_bulk_load(ring + (size_t)st * GR_STAGE + r * GR_ROWB,
+                                     static_cast<const unsigned char *>(w) + (size_t)row_of(t * RH, r) * rowb + (size_t)s * GR_ROWB, cb,
+                                     &full[st], pol);
+                }
+        }
+        return;
+    }
+    sits_k_pdl_wait();   /* x comes from the previous kernel */
+    const uint4 *xr = static_cast<const uint4 *>(x);
+    unsigned i = 0;
+    for (int t = t_begin, p = 0; t < t_end; t++, p ^= 1) {
+        const int o0 = t * RH;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        for (int s = 0; s < steps; s++, i++) {
+            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+            const int k = s * STEP + warp * 32 + lane;
+            const uint4 xv = k < units ? __ldg(xr + k) : make_uint4(0u, 0u, 0u, 0u);
+            gr_mbar_wait(&full[st], ph);
+            if (k < units) {
+                const uint4 *sw = reinterpret_cast<const uint4 *>(ring + (size_t)st * GR_STAGE) + warp * 32 + lane;
+                uint4 wv[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) wv[r] = sw[r * (GR_ROWB / 16)];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {   /* gemv_kernel's products, in its order */
+                    float xf[EW];
+                    gv_word<F8>(q == 0 ? xv.x : q == 1 ? xv.y : q == 2 ? xv.z : xv.w, xf);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float wf[EW];
+                        gv_word<F8>(q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w, wf);
+#pragma unroll
+                        for (int e = 0; e < EW; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) gr_mbar_arrive(&empty[st]);
+        }
+        const float v = gv_reduce_scatter<R>(acc, lane);
+        constexpr int SPAN = 32 / R;
+        if ((lane & (SPAN - 1)) == 0) red[p][warp][lane / SPAN] = v;
+        asm volatile("bar.sync 1, %0;" ::"n"(GV_WARPS * 32) : "memory");   /* the consumer warps only */
+        if (threadIdx.x < R) {
+            const int r = threadIdx.x;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < GV_WARPS; j++) sum += red[p][j][r];
+            if (GLU) {   /* lane r < 4 pairs gate r with up r */
+                if (F8) sum = sum * xs[0] * ws[row_of(o0, r)];
+                const float g = sits_k_round_bf(sum), u = __shfl_down_sync(0xffu, g, R / 2, 8);
+                if (r < R / 2 && o0 + r < out / 2) static_cast<sits_bf16_t *>(y)[o0 + r] = sits_k_f2bf(sits_k_silu_mul1(g, u));
+            } else if (o0 + r < out) {
+                const int o = o0 + r;
+                if (F8) sum = sum * xs[0] * ws[o];
+                if (bias) sum += sits_k_bf2f(bias[o]);
+                if (y_f32) static_cast<float *>(y)[o] = sum;
+                else static_cast<sits_bf16_t *>(y)[o] = sits_k_f2bf(sum);
+            }
+        }
+    }
+}
+
+/* [perf: ring gemv] SITS_GEMV_RING (default GR_DEFAULT_ON): 0 sends one-token linears to gemv_kernel (A/B);
+ * SITS_GEMV_RING_STAGES (1-7) and SITS_GEMV_RING_BPS (blocks an SM, 1-4) shape the ring. Defaults, from the H200
+ * sweep in bench/RESULTS.md: E4M3 1 stage x 4 blocks an SM (its products, not its bytes in flight, want warps),
+ * bf16 3 stages x 2 blocks. */
+#define GR_DEFAULT_ON 1
+template <int F8, bool GLU>
+static cudaError_t gr_launch(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
+                             const sits_bf16_t *bias, int in, int out, cudaStream_t stream, bool *taken)
+{
+    *taken = false;
+    const char *e = getenv("SITS_GEMV_RING");
+    if (!(e ? atoi(e) != 0 : GR_DEFAULT_ON)) return cudaSuccess;
+    const char *es = getenv("SITS_GEMV_RING_STAGES"), *eb = getenv("SITS_GEMV_RING_BPS");
+    const int stages = es ? min(max(atoi(es), 1), GR_MAX_STAGES) : F8 ? 1 : 3, bps = eb ? min(max(atoi(eb), 1), 4) : F8 ? 4 : 2;
+    const size_t smem = 128 + (size_t)stages * GR_STAGE;
+    static int n_sms = 0;
+    static bool attr_set = false;   /* per instantiation */
+    cudaError_t c;
+    if (!n_sms) {
+        int dev = 0;
+        if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+            return c;
+    }
+    if (!attr_set) {
+        if ((c = cudaFuncSetAttribute(gemv_ring_kernel<F8, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + GR_MAX_STAGES * GR_STAGE)) !=
+            cudaSuccess)
+            return c;
+        attr_set = true;
+    }
+    const int tiles = GLU ? (out / 2 + 3) / 4 : (out + 7) / 8;
+    const unsigned grid = (unsigned)min(tiles, n_sms * bps);
+    *taken = true;
+    return sits_k_launch_pdl(gemv_ring_kernel<F8, GLU>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, y_f32, x, xs, w, ws, bias, in, out,
+                             stages);
+}
+
 extern "C" sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
                                      const sits_bf16_t *bias, int fp8, int n, int in, int out, cudaStream_t stream)
 {
     if (n < 0 || in <= 0 || out <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
     if (n > SITS_K_GEMV_MAX_N || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
     if (n == 0) return SITS_OK;
+    if (n == 1) {   /* [perf: ring gemv] */
+        bool taken = false;
+        const cudaError_t re = fp8 ? gr_launch<1, false>(y, y_f32, x, xs, w, ws, bias, in, out, stream, &taken)
+                                   : gr_launch<0, false>(y, y_f32, x, xs, w, ws, bias, in, out, stream, &taken);
+        if (taken || re != cudaSuccess) return re == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+    }
     const int nt = n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8, rows = nt <= 2 ? 8 : fp8 && nt == 8 ? 2 : 4;
     /* programmatic dependent launch: the kernel may start while the previous one finishes (it waits for it before
      * reading x) */
@@ -194,6 +392,10 @@ extern "C" sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, con
 {
     if (n < 0 || in <= 0 || inter <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
     if (n != 1 || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
+    bool taken = false;   /* [perf: ring gemv] */
+    const cudaError_t re = fp8 ? gr_launch<1, true>(act, 0, x, xs, w, ws, NULL, in, 2 * inter, stream, &taken)
+                               : gr_launch<0, true>(act, 0, x, xs, w, ws, NULL, in, 2 * inter, stream, &taken);
+    if (taken || re != cudaSuccess) return re == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
     const unsigned grid = (unsigned)((inter + 3) / 4);   /* programmatic dependent launch, as sits_k_gemv */
     const cudaError_t e =
         fp8 ? sits_k_launch_pdl(gemv_kernel<1, 1, 8, true>, grid, GV_WARPS * 32, 0, stream, true, (void *)act, 0, x, xs, w, ws,

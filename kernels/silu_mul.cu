@@ -71,7 +71,7 @@ static __global__ void silu_mul_fp8_kernel(sits_bf16_t *out, uint8_t *q, float *
 }
 
 /* One group of 8 of a row: gate g and up u (bf16 x 8) -> the products as stored (bf16, packed); mx takes their
- * magnitudes (silu_mul_fp8_reg_kernel and silu_mul_fp8_grid_kernel: the same values, bit for bit) */
+ * magnitudes (silu_mul_fp8_reg_kernel) */
 static __device__ __forceinline__ uint4 silu_mul_group8(const uint4 &g, const uint4 &u, float &mx)
 {
     float a[8], b[8];
@@ -120,34 +120,6 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
     sits_k_reg_row_to_e4m3<G>(ga, mx, n_groups, q + row * (size_t)dim, q_scale + row);
 }
 
-/* [perf: row grid] silu_mul_fp8 of one row (n = 1) over gridDim.x blocks, a group of 8 a thread: the row's absmax by
- * sits_k_grid_max (a max: the same value in any order), so the same values and bytes as silu_mul_fp8_reg_kernel with
- * the row's math on several SMs instead of one. */
-static __device__ sits_k_grid_sync_t silu_grid_sync;
-
-static __global__ void __launch_bounds__(SITS_K_ROW_GRID_THREADS) silu_mul_fp8_grid_kernel(sits_bf16_t *out, uint8_t *q,
-                                                                                            float *q_scale,
-                                                                                            const sits_bf16_t *gu, int dim)
-{
-    sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
-    sits_k_pdl_wait();      /* gu comes from the linear before; and that launch is done with silu_grid_sync */
-    const int n_groups = dim / 8, g = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint4 *gate = reinterpret_cast<const uint4 *>(gu), *up = gate + n_groups;
-    uint4 ga = make_uint4(0u, 0u, 0u, 0u);
-    float mx = 0.0f;
-    if (g < n_groups) {
-        ga = silu_mul_group8(gate[g], up[g], mx);
-        if (out) reinterpret_cast<uint4 *>(out)[g] = ga;
-    }
-    const float s = sits_k_fp8_scale(sits_k_grid_max(mx, &silu_grid_sync));
-    if (blockIdx.x == 0 && threadIdx.x == 0) *q_scale = s;
-    if (g < n_groups) {
-        float f[8];
-        sits_k_unpack8(ga, f);
-        sits_k_store_e4m3<8>(q + (size_t)g * 8, f, s);
-    }
-}
-
 /* The elementwise form: a grid-stride loop over groups of 8 (vec) or 1 elements. */
 template <bool GELU>
 static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, bool vec, cudaStream_t stream)
@@ -168,12 +140,6 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
     if (n == 0) return SITS_OK;
     bool vec = sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out) && ((uintptr_t)q & 7u) == 0;
     if (q) {
-        const int gb = vec ? sits_k_row_grid_blocks(n, dim / 8) : 0;   /* [perf: row grid] one row over several SMs */
-        if (gb) {
-            const cudaError_t e = sits_k_launch_dep(silu_mul_fp8_grid_kernel, gb, SITS_K_ROW_GRID_THREADS, 0, stream, out, q,
-                                                    q_scale, gu, dim);
-            return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
-        }
         int threads = 0, g = vec ? sits_k_reg_row_g(dim / 8, 512, &threads) : 0;   /* [perf: row kernels] */
         cudaError_t e = cudaSuccess;   /* [perf: pdl] dependent launches (common.cuh sits_k_launch_dep) */
         if (g == 1) e = sits_k_launch_dep(silu_mul_fp8_reg_kernel<1>, n, threads, 0, stream, out, q, q_scale, gu, dim);

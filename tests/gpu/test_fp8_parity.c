@@ -12,7 +12,8 @@
  * 14336 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
  * see run_fused_case; [perf: swiglu gemv] matmul_swiglu against matmul (or matmul_fp8q) + silu_mul, bit for bit
- * (run_swiglu_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
+ * (run_swiglu_case); [perf: ring gemv] the one-token linears through the bulk-copy ring GEMV against gemv_kernel, bit
+ * for bit (run_ring_case, and every E4M3 byte pair: run_f8_bytes_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
  * leaves unit-scaled (8B's down projection at 16 / 32 tokens).
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -386,66 +387,114 @@ static int run_swiglu_case(sits_backend_t *gpu, int in, int inter, int fp8)
     return bad != 0;
 }
 
-/* [perf: row grid] One row's E4M3 quantisation (quant_fp8_rows) and SiLU*mul -> E4M3 (silu_mul_fp8) over several
- * blocks (SITS_ROW_GRID=1: n = 1 rows up to 128 x 8 x the SM count wide) against the one-block kernels
- * (SITS_ROW_GRID=0, the default): the same rows and scales, byte for byte, launch after launch (the grid kernels'
- * barrier state carries over between launches of different grid sizes: the dims alternate, each run three times). */
-static int run_row_grid_case(sits_backend_t *gpu)
+/* [perf: ring gemv] The one-token linears through the persistent bulk-copy GEMV (SITS_GEMV_RING=1) against
+ * gemv_kernel (SITS_GEMV_RING=0): the same bytes -- bf16 weights (matmul, with and without bias), E4M3 weights
+ * (matmul_fp8: bf16 / fp32 out, bias), and the SwiGLU form (matmul_swiglu) -- at rings of 1, 3 and 7 stages and 2
+ * blocks an SM (the stage ring wraps many times; partial last tiles and row pieces; fewer tiles than SMs). */
+static int run_ring_case(sits_backend_t *gpu, int in, int out)
 {
-    static const int dims[] = { 14336, 4096, 1032, 64, 8192, 3584, 14336 };
-    const int nd = (int)(sizeof dims / sizeof dims[0]), maxd = 14336;
-    float *x = malloc(sizeof(float) * 2 * maxd);
+    static const char *cfg[][2] = { { "6", "1" }, { "1", "1" }, { "3", "2" }, { "7", "1" }, { "1", "4" } };   /* stages, blocks an SM */
+    const int inter = out / 2;
+    float *x = malloc(sizeof(float) * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    float *b = malloc(sizeof(float) * out);
+    uint8_t *wq = malloc((size_t)out * in);
+    for (int k = 0; k < in; k++) x[k] = bf(3.0f * (2 * urand() - 1));
+    for (int o = 0; o < out; o++) b[o] = bf(2 * urand() - 1);
+    rand_fp8_weights(w, ws, wq, out, in);
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = bf(w[i]);
+    void *dx = dev(gpu, SITS_DT_BF16, x, (size_t)in), *dw = dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
+    void *dwq = dev_bytes(gpu, wq, (size_t)out * in), *db = dev(gpu, SITS_DT_BF16, b, (size_t)out);
+    float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)out), *dxs = NULL;
+    void *dxq = NULL, *y[2] = { NULL, NULL };
+    TRY(gpu->ops->alloc(gpu, (size_t)in, &dxq));
+    TRY(gpu->ops->alloc(gpu, 4, (void **)&dxs));
+    TRY(gpu->ops->quant_fp8_rows(gpu, dxq, dxs, dx, 1, in));
+    for (int v = 0; v < 2; v++) TRY(gpu->ops->alloc(gpu, (size_t)out * 4, &y[v]));
     int fails = 0;
-    void *dx = NULL, *q[2] = { NULL, NULL }, *qs[2] = { NULL, NULL }, *o[2] = { NULL, NULL };
-    TRY(gpu->ops->alloc(gpu, (size_t)2 * maxd * 2, &dx));
-    for (int v = 0; v < 2; v++) {
-        TRY(gpu->ops->alloc(gpu, (size_t)maxd, &q[v]));
-        TRY(gpu->ops->alloc(gpu, 4, &qs[v]));
-        TRY(gpu->ops->alloc(gpu, (size_t)maxd * 2, &o[v]));
-    }
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < nd; i++) {
-            const int dim = dims[i];
-            const float amp = 0.01f + 8.0f * urand();
-            for (int k = 0; k < 2 * dim; k++) x[k] = bf(amp * (2 * urand() - 1));
-            if (rep == 2 && i == 3) for (int k = 0; k < 2 * dim; k++) x[k] = 0.0f;   /* an all-zero row: scale 1 */
-            uint16_t *h = malloc(2 * (size_t)2 * dim);
-            for (int k = 0; k < 2 * dim; k++) h[k] = sits_f32_to_bf16(x[k]);
-            TRY(gpu->ops->upload(gpu, dx, h, (size_t)2 * dim * 2));
-            free(h);
-            for (int v = 0; v < 2; v++) {   /* v 0: the one-block kernels, v 1: the grid kernels */
-                setenv("SITS_ROW_GRID", v ? "1" : "0", 1);
-                TRY(gpu->ops->quant_fp8_rows(gpu, q[v], qs[v], dx, 1, dim));
+    /* forms: 0 bf16, 1 bf16 + bias, 2 e4m3 bf16 out, 3 e4m3 fp32 out, 4 e4m3 + bias, 5 swiglu bf16, 6 swiglu e4m3 */
+    for (int form = 0; form < 7; form++) {
+        if (form >= 5 && !gpu->ops->matmul_swiglu) continue;
+        if (form >= 2 && form != 5 && out % 16) continue;   /* matmul_fp8q's out: a multiple of 16 */
+        const size_t bytes = form >= 5 ? (size_t)inter * 2 : (size_t)out * (form == 3 ? 4 : 2);
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+            for (int v = 0; v < 2; v++) {   /* v 0: gemv_kernel, v 1: the ring */
+                setenv("SITS_GEMV_RING", v ? "1" : "0", 1);
+                setenv("SITS_GEMV_RING_STAGES", cfg[c][0], 1);
+                setenv("SITS_GEMV_RING_BPS", cfg[c][1], 1);
+                TRY(gpu->ops->memset0(gpu, y[v], (size_t)out * 4));
+                if (form <= 1) TRY(gpu->ops->matmul(gpu, y[v], dx, dw, form ? db : NULL, 1, in, out));
+                else if (form <= 4) TRY(gpu->ops->matmul_fp8q(gpu, y[v], form == 3, dxq, dxs, dwq, dws, form == 4 ? db : NULL, 1, in, out));
+                else TRY(gpu->ops->matmul_swiglu(gpu, y[v], form == 6 ? dxq : dx, form == 6 ? dxs : NULL, form == 6 ? dwq : dw,
+                                                 form == 6 ? dws : NULL, 1, in, inter));
                 TRY(gpu->ops->sync(gpu));
             }
-            uint8_t *a = dl(gpu, q[0], (size_t)dim), *b = dl(gpu, q[1], (size_t)dim);
-            float *sa = dl(gpu, qs[0], 4), *sb = dl(gpu, qs[1], 4);
-            int bad = memcmp(a, b, (size_t)dim) || memcmp(sa, sb, 4);
-            free(a); free(b); free(sa); free(sb);
-            for (int v = 0; v < 2; v++) {
-                setenv("SITS_ROW_GRID", v ? "1" : "0", 1);
-                TRY(gpu->ops->silu_mul_fp8(gpu, o[v], q[v], qs[v], dx, 1, dim));
-                TRY(gpu->ops->sync(gpu));
-            }
-            a = dl(gpu, q[0], (size_t)dim);
-            b = dl(gpu, q[1], (size_t)dim);
-            sa = dl(gpu, qs[0], 4);
-            sb = dl(gpu, qs[1], 4);
-            void *oa = dl(gpu, o[0], (size_t)dim * 2), *ob = dl(gpu, o[1], (size_t)dim * 2);
-            bad += 2 * (memcmp(a, b, (size_t)dim) || memcmp(sa, sb, 4) || memcmp(oa, ob, (size_t)dim * 2));
-            free(a); free(b); free(sa); free(sb); free(oa); free(ob);
-            printf("%s row grid == one block: quant_fp8_rows%s, silu_mul_fp8%s  dim %5d (run %d)\n", bad ? "FAIL" : "ok  ",
-                   bad & 1 ? " DIFFER" : "", bad & 2 ? " DIFFER" : "", dim, rep + 1);
-            fails += bad != 0;
+            unsigned char *h0 = dl(gpu, y[0], bytes), *h1 = dl(gpu, y[1], bytes);
+            size_t diff = 0;
+            for (size_t i = 0; i < bytes; i++) diff += h0[i] != h1[i];
+            static const char *names[] = { "bf16", "bf16+bias", "e4m3", "e4m3 fp32 out", "e4m3+bias", "swiglu bf16", "swiglu e4m3" };
+            printf("%s ring gemv == gemv_kernel  %-13s in %5d out %5d stages %s x %s an SM (%zu of %zu bytes differ)\n",
+                   diff ? "FAIL" : "ok  ", names[form], in, out, cfg[c][0], cfg[c][1], diff, bytes);
+            fails += diff != 0;
+            free(h0);
+            free(h1);
         }
-    unsetenv("SITS_ROW_GRID");
-    gpu->ops->free(gpu, dx);
-    for (int v = 0; v < 2; v++) {
-        gpu->ops->free(gpu, q[v]);
-        gpu->ops->free(gpu, qs[v]);
-        gpu->ops->free(gpu, o[v]);
     }
-    free(x);
+    unsetenv("SITS_GEMV_RING");
+    unsetenv("SITS_GEMV_RING_STAGES");
+    unsetenv("SITS_GEMV_RING_BPS");
+    void *bufs[] = { dx, dw, dwq, db, dws, dxq, dxs, y[0], y[1] };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
+    free(x); free(w); free(ws); free(b); free(wq);
+    return fails;
+}
+
+/* [perf: ring gemv] Every E4M3 byte (subnormals, +-0, +-448; not the NaN bytes 0x7f / 0xff) against every other, as
+ * weights and as x: matmul_fp8q of one token through the ring (SITS_GEMV_RING=1) against gemv_kernel, byte for byte. */
+static int run_f8_bytes_case(sits_backend_t *gpu)
+{
+    enum { IN = 4096, OUT = 64, NT = 8 };
+    uint8_t *wq = malloc((size_t)OUT * IN), *xq = malloc((size_t)NT * IN);
+    float ws[OUT], xs[NT];
+    for (int o = 0; o < OUT; o++) {
+        ws[o] = 1.0f + o / 64.0f;
+        for (int k = 0; k < IN; k++) {
+            const uint8_t b = (uint8_t)(k + 37 * o + (k >> 8) * 11);
+            wq[(size_t)o * IN + k] = (b & 0x7f) == 0x7f ? 0x80 : b;   /* NaN bytes -> -0 */
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        xs[t] = 0.5f + t;
+        for (int k = 0; k < IN; k++) {
+            const uint8_t b = (uint8_t)(3 * k + 101 * t + (k >> 8));
+            xq[(size_t)t * IN + k] = (b & 0x7f) == 0x7f ? 0x00 : b;
+        }
+    }
+    void *dw = dev_bytes(gpu, wq, (size_t)OUT * IN), *dx = dev_bytes(gpu, xq, (size_t)NT * IN), *y[2] = { NULL, NULL };
+    float *dws = dev(gpu, SITS_DT_F32, ws, OUT), *dxs = dev(gpu, SITS_DT_F32, xs, NT);
+    for (int v = 0; v < 2; v++) TRY(gpu->ops->alloc(gpu, (size_t)NT * OUT * 4, &y[v]));
+    int fails = 0;
+    for (int t = 0; t < NT; t++)   /* x row t alone */
+        for (int f32 = 0; f32 < 2; f32++) {
+            const size_t bytes = (size_t)OUT * (f32 ? 4 : 2);
+            for (int v = 0; v < 2; v++) {
+                setenv("SITS_GEMV_RING", v ? "1" : "0", 1);
+                TRY(gpu->ops->matmul_fp8q(gpu, y[v], f32, (uint8_t *)dx + (size_t)t * IN, dxs + t, dw, dws, NULL, 1, IN, OUT));
+                TRY(gpu->ops->sync(gpu));
+            }
+            unsigned char *h0 = dl(gpu, y[0], bytes), *h1 = dl(gpu, y[1], bytes);
+            size_t diff = 0;
+            for (size_t i = 0; i < bytes; i++) diff += h0[i] != h1[i];
+            printf("%s ring gemv == gemv_kernel, every e4m3 byte pair  x row %d %s (%zu of %zu bytes differ)\n", diff ? "FAIL" : "ok  ", t,
+                   f32 ? "fp32 out" : "bf16 out", diff, bytes);
+            fails += diff != 0;
+            free(h0);
+            free(h1);
+        }
+    unsetenv("SITS_GEMV_RING");
+    void *bufs[] = { dw, dx, dws, dxs, y[0], y[1] };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
+    free(wq);
+    free(xq);
     return fails;
 }
 
@@ -494,7 +543,12 @@ int main(void)
                                            { 1, 8192 }, { 3, 16384 }, { 2, 16392 }, { 5, 64 } };   /* G 4, 8, plain, 1 */
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
-    fails += run_row_grid_case(gpu);
+    fails += run_f8_bytes_case(gpu);
+    {   /* 8B's four linears, 70B's o / down, a partial last tile and row piece, fewer tiles than SMs */
+        static const int rshapes[][2] = { { 4096, 6144 }, { 4096, 4096 }, { 4096, 28672 }, { 14336, 4096 }, { 8192, 8192 },
+                                          { 28672, 1024 }, { 1040, 1000 }, { 8192, 272 }, { 64, 16 } };
+        for (size_t s = 0; s < sizeof rshapes / sizeof rshapes[0]; s++) fails += run_ring_case(gpu, rshapes[s][0], rshapes[s][1]);
+    }
     if (!gpu->ops->matmul_swiglu) {
         printf("FAIL: the cuda backend has no matmul_swiglu\n");
         fails++;
