@@ -332,20 +332,13 @@ static cudaError_t gr_launch(void *y, int y_f32, const void *x, const float *xs,
     const char *es = getenv("SITS_GEMV_RING_STAGES"), *eb = getenv("SITS_GEMV_RING_BPS");
     const int stages = es ? min(max(atoi(es), 1), GR_MAX_STAGES) : F8 ? 1 : 3, bps = eb ? min(max(atoi(eb), 1), 4) : F8 ? 4 : 2;
     const size_t smem = 128 + (size_t)stages * GR_STAGE;
-    static int n_sms = 0;
-    static bool attr_set = false;   /* per instantiation */
+    /* the current device's SM count and shared-memory limit at each launch (as attention_decode.cu: a process may
+     * drive more than one device; graphs capture the launch once) */
+    int dev = 0, n_sms = 0;
     cudaError_t c;
-    if (!n_sms) {
-        int dev = 0;
-        if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-            return c;
-    }
-    if (!attr_set) {
-        if ((c = cudaFuncSetAttribute(gemv_ring_kernel<F8, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + GR_MAX_STAGES * GR_STAGE)) !=
-            cudaSuccess)
-            return c;
-        attr_set = true;
-    }
+    if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (c = cudaFuncSetAttribute(gemv_ring_kernel<F8, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+        return c;
     const int tiles = GLU ? (out / 2 + 3) / 4 : (out + 7) / 8;
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
     *taken = true;
