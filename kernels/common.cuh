@@ -133,6 +133,53 @@ static __device__ __forceinline__ float sits_k_block_max(float v)
     return v;
 }
 
+/* [perf: ring gemv] mbarriers and bulk copies (sm_90) for kernels that stream weights through a shared-memory ring
+ * (kernels/gemv.cu gemv_ring_kernel, kernels/w4a16.cu w4a16_rgemv_kernel): a stage's `full` barrier completes when
+ * its copies' bytes (expect_tx) and its arrivals are in; its `empty` barrier when every consumer has released it. */
+static __device__ __forceinline__ uint32_t sits_k_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void sits_k_mbar_init(uint64_t *b, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sits_k_smem_addr(b)), "r"(count) : "memory");
+}
+/* after the inits, before the block's barrier that publishes them */
+static __device__ __forceinline__ void sits_k_mbar_init_fence(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+static __device__ __forceinline__ void sits_k_mbar_expect_tx(uint64_t *b, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sits_k_smem_addr(b)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void sits_k_mbar_arrive(uint64_t *b)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sits_k_smem_addr(b)) : "memory");
+}
+static __device__ __forceinline__ void sits_k_mbar_wait(uint64_t *b, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "SITS_MBAR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra SITS_MBAR_DONE;\n"
+                 "bra SITS_MBAR_WAIT;\n"
+                 "SITS_MBAR_DONE:\n"
+                 "}\n" ::"r"(sits_k_smem_addr(b)),
+                 "r"(parity)
+                 : "memory");
+}
+/* an L2 policy for bytes read once a step (weights) */
+static __device__ __forceinline__ uint64_t sits_k_l2_evict_first(void)
+{
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+/* bytes (a multiple of 16; dst, src 16-byte aligned) global -> shared, counted on bar's transaction bytes */
+static __device__ __forceinline__ void sits_k_bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar, uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                     sits_k_smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(sits_k_smem_addr(bar)), "l"(policy)
+                 : "memory");
+}
+
 /* SwiGLU's activation of one element, fp32: silu(a) * b (kernels/silu_mul.cu, and the SwiGLU epilogue of
  * kernels/gemv.cu: one definition, the same bits) */
 static __device__ __forceinline__ float sits_k_silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }

@@ -178,40 +178,6 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
 #define GR_STAGE (8 * GR_ROWB)       /* a stage: the 8 rows of a tile */
 #define GR_MAX_STAGES 7              /* 128 + 7 x 32 KB fits the 227 KB of an sm_90 block */
 
-static __device__ __forceinline__ uint32_t gr_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-static __device__ __forceinline__ void gr_mbar_init(uint64_t *b, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gr_smem(b)), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void gr_mbar_expect_tx(uint64_t *b, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gr_smem(b)), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void gr_mbar_arrive(uint64_t *b)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gr_smem(b)) : "memory");
-}
-static __device__ __forceinline__ void gr_mbar_wait(uint64_t *b, unsigned parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred P1;\n"
-                 "GR_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-                 "@P1 bra GR_DONE;\n"
-                 "bra GR_WAIT;\n"
-                 "GR_DONE:\n"
-                 "}\n" ::"r"(gr_smem(b)),
-                 "r"(parity)
-                 : "memory");
-}
-static __device__ __forceinline__ void gr_bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar, uint64_t policy)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-                     gr_smem(dst)),
-                 "l"(src), "r"(bytes), "r"(gr_smem(bar)), "l"(policy)
-                 : "memory");
-}
-
 template <int F8, bool GLU>
 static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 4)   /* up to 4 blocks an SM: <= 56 registers */
 gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
@@ -233,28 +199,27 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
     };
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            gr_mbar_init(&full[s], 1);
-            gr_mbar_init(&empty[s], GV_WARPS);
+            sits_k_mbar_init(&full[s], 1);
+            sits_k_mbar_init(&empty[s], GV_WARPS);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        sits_k_mbar_init_fence();
     }
     __syncthreads();
     if (warp == GV_WARPS) {   /* the producer */
         if (lane == 0) {
-            uint64_t pol;
-            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+            const uint64_t pol = sits_k_l2_evict_first();
             unsigned i = 0;
             for (int t = t_begin; t < t_end; t++)
                 for (int s = 0; s < steps; s++, i++) {
                     const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
-                    if (i >= (unsigned)stages) gr_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
+                    if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
                     const unsigned cb = (unsigned)min((size_t)GR_ROWB, rowb - (size_t)s * GR_ROWB);
-                    gr_mbar_expect_tx(&full[st], R * cb);
+                    sits_k_mbar_expect_tx(&full[st], R * cb);
 #pragma unroll
                     for (int r = 0; r < R; r++)
-                        gr_bulk_load(ring + (size_t)st * GR_STAGE + r * GR_ROWB,
-                                     static_cast<const unsigned char *>(w) + (size_t)row_of(t * RH, r) * rowb + (size_t)s * GR_ROWB, cb,
-                                     &full[st], pol);
+                        sits_k_bulk_load(ring + (size_t)st * GR_STAGE + r * GR_ROWB,
+                                         static_cast<const unsigned char *>(w) + (size_t)row_of(t * RH, r) * rowb + (size_t)s * GR_ROWB, cb,
+                                         &full[st], pol);
                 }
         }
         return;
@@ -271,7 +236,7 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
             const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
             const int k = s * STEP + warp * 32 + lane;
             const uint4 xv = k < units ? __ldg(xr + k) : make_uint4(0u, 0u, 0u, 0u);
-            gr_mbar_wait(&full[st], ph);
+            sits_k_mbar_wait(&full[st], ph);
             if (k < units) {
                 const uint4 *sw = reinterpret_cast<const uint4 *>(ring + (size_t)st * GR_STAGE) + warp * 32 + lane;
                 uint4 wv[R];
@@ -291,7 +256,7 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
                 }
             }
             __syncwarp();
-            if (lane == 0) gr_mbar_arrive(&empty[st]);
+            if (lane == 0) sits_k_mbar_arrive(&empty[st]);
         }
         const float v = gv_reduce_scatter<R>(acc, lane);
         constexpr int SPAN = 32 / R;
