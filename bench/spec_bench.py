@@ -160,6 +160,7 @@ def main():
             for name in args.sets.split(","):
                 prompts = sets[name]
                 d0, a0 = metric(url, "sits_spec_draft_tokens_total"), metric(url, "sits_spec_accepted_tokens_total")
+                v0 = metric(url, "sits_spec_verifications_total")
                 e2e, toks, texts = [], 0, []
                 c0 = cpu_seconds(pid)
                 for _ in range(args.repeat):
@@ -172,9 +173,10 @@ def main():
                         texts.append(text)
                 cpu = cpu_seconds(pid) - c0
                 d1, a1 = metric(url, "sits_spec_draft_tokens_total"), metric(url, "sits_spec_accepted_tokens_total")
+                v1 = metric(url, "sits_spec_verifications_total")
                 row = {"config": cfg, "set": name, "requests": len(e2e), "tokens": toks,
                        "e2e_tok_s": sum(e2e) / len(e2e), "cpu_s": cpu, "tok_per_cpu_s": toks / cpu if cpu > 0 else 0.0,
-                       "drafted": int(d1 - d0), "accepted": int(a1 - a0),
+                       "drafted": int(d1 - d0), "accepted": int(a1 - a0), "verifications": int(v1 - v0),
                        "acceptance": (a1 - a0) / (d1 - d0) if d1 > d0 else 0.0,
                        "accepted_per_token": (a1 - a0) / toks if toks else 0.0}
                 if cfg == "off":
