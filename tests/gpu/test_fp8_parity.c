@@ -13,7 +13,7 @@
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
  * see run_fused_case; [perf: swiglu gemv] matmul_swiglu against matmul (or matmul_fp8q) + silu_mul, bit for bit
  * (run_swiglu_case); [perf: ring gemv] the one-token linears through the bulk-copy ring GEMV against gemv_kernel, bit
- * for bit (run_ring_case, and every E4M3 byte pair: run_f8_bytes_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
+ * for bit (run_ring_case, and all E4M3 byte values: run_f8_bytes_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
  * leaves unit-scaled (8B's down projection at 16 / 32 tokens).
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -448,8 +448,9 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
     return fails;
 }
 
-/* [perf: ring gemv] Every E4M3 byte (subnormals, +-0, +-448; not the NaN bytes 0x7f / 0xff) against every other, as
- * weights and as x: matmul_fp8q of one token through the ring (SITS_GEMV_RING=1) against gemv_kernel, byte for byte. */
+/* [perf: ring gemv] Every E4M3 byte value (subnormals, +-0, +-448; not the NaN bytes 0x7f / 0xff) as weights and as x,
+ * in many pairings (64 weight rows x 8 x rows of shifted byte sequences): matmul_fp8q of one token through the ring
+ * (SITS_GEMV_RING=1) against gemv_kernel, byte for byte. */
 static int run_f8_bytes_case(sits_backend_t *gpu)
 {
     enum { IN = 4096, OUT = 64, NT = 8 };
@@ -484,7 +485,7 @@ static int run_f8_bytes_case(sits_backend_t *gpu)
             unsigned char *h0 = dl(gpu, y[0], bytes), *h1 = dl(gpu, y[1], bytes);
             size_t diff = 0;
             for (size_t i = 0; i < bytes; i++) diff += h0[i] != h1[i];
-            printf("%s ring gemv == gemv_kernel, every e4m3 byte pair  x row %d %s (%zu of %zu bytes differ)\n", diff ? "FAIL" : "ok  ", t,
+            printf("%s ring gemv == gemv_kernel, all e4m3 bytes  x row %d %s (%zu of %zu bytes differ)\n", diff ? "FAIL" : "ok  ", t,
                    f32 ? "fp32 out" : "bf16 out", diff, bytes);
             fails += diff != 0;
             free(h0);
