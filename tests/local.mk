@@ -94,5 +94,5 @@ EXTRA_DIST += tests/integration/swa_free.sh
 TESTS += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
 EXTRA_DIST += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
 # [bench] sits-bench-attention on the cpu backend: its rows and JSON accounting against the shapes, its refusals
-TESTS += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh
-EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh
+TESTS += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
+EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
