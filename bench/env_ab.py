@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""env_ab.py -- A/B of environment switches (SITS_GEMV_RING=0/1, SITS_W4_RING=1, ...) on whole steps: sits-bench-decode
+"""env_ab.py -- A/B of environment switches (SITS_GEMV_RING=0/1, SITS_GEMV_MMA=0/1, ...) on whole steps: sits-bench-decode
 once per (repetition, variant), the variants interleaved within each repetition so drift over the call hits them alike.
 Prints one table (each row's ms a step per repetition, their median, and the change against the first variant) and
 writes one JSON. Not a test.

@@ -8,8 +8,7 @@
  * Kernels:
  *   - n <= W4_PG_MAX_N (2), no g_idx, group_size % 128 == 0, in % 128 == 0, in >= 1024, x in shared memory (n (in + 8)
  *     bf16 within W4_PG_SMEM_MAX with the rest), 16-byte aligned rows (batch-1 decode): the persistent GEMV
- *     w4a16_pgemv_kernel (below); with SITS_W4_RING=1 (off by default, not yet run on a GPU) the same sums with the
- *     weights through a shared-memory ring, w4a16_rgemv_kernel;
+ *     w4a16_pgemv_kernel (below);
  *   - otherwise n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
  *     the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the MMA's 8-token side; below), up
  *     to 32 tokens a launch: 33-64 tokens are two launches.
@@ -426,83 +425,6 @@ static __device__ __forceinline__ uint32_t w4_raw_pair(uint32_t w)
     return (w & 0x000f000fu) | 0x43004300u;
 }
 
-/* x [n, in] -> xs (fragment order) and xsum, by threads 0 .. 32 W4_PG_WARPS - 1: a thread a 16-byte chunk (8 inputs) at
- * a time; the 16 chunks of a (token, k-block) sit in 16 aligned lanes (in / 8 is a multiple of 16), whose partial sums
- * meet by shuffles. The caller's barrier follows. */
-static __device__ __forceinline__ void w4pg_stage_x(const sits_bf16_t *x, sits_bf16_t *xs, float *xsum, int n, int in)
-{
-    const int nkb = in / 128, xstride = in + 8;
-    for (int i = threadIdx.x; i < nkb * 8; i += 32 * W4_PG_WARPS)
-        if ((i & 7) >= n) xsum[i] = 0.0f;   /* tokens past n: their B columns are 0 */
-    const int chunks = n * (in / 8), row_chunks = in / 8;
-    for (int i0 = 0; i0 < chunks; i0 += 32 * W4_PG_WARPS) {   /* the warp's lanes all take part in the shuffles */
-        const int i = i0 + threadIdx.x, t = i / row_chunks, j = i % row_chunks;
-        float sum = 0.0f;
-        if (i < chunks) {
-            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(x) + i);
-            const uint32_t u[4] = { v.x, v.y, v.z, v.w };
-#pragma unroll
-            for (int e = 0; e < 8; e++) sum += __uint_as_float(e & 1 ? u[e >> 1] & 0xffff0000u : u[e >> 1] << 16);
-            *reinterpret_cast<uint4 *>(xs + (size_t)t * xstride + 8 * j) =
-                make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
-                           __byte_perm(v.y, v.w, 0x7632));
-        }
-#pragma unroll
-        for (int m = 8; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-        if (i < chunks && (j & 15) == 0) xsum[(j >> 4) * 8 + t] = sum;
-    }
-}
-
-/* one unit (a 16-row tile, k-block kb) into acc: the lane's nibbles wa (row 16 t + g), wb (row + 8), its zero / scale zs */
-static __device__ __forceinline__ void w4pg_unit(float (&acc)[4], const uint4 &wa4, const uint4 &wb4, float zs, int kb,
-                                                 const sits_bf16_t *xs, const float *xsum, int n, int in, int lane)
-{
-    const int g = lane >> 2, tq = lane & 3, xstride = in + 8;
-    const uint32_t wa[4] = { wa4.x, wa4.y, wa4.z, wa4.w }, wb[4] = { wb4.x, wb4.y, wb4.z, wb4.w };
-    float part[4] = { 0.0f, 0.0f, 0.0f, 0.0f };   /* sum (128 + q) x: rows g, g + 8 x tokens 2 tq, + 1 */
-#pragma unroll
-    for (int s4 = 0; s4 < 4; s4++) {
-        const uint32_t a0[4] = { w4_raw_pair(wa[s4]), w4_raw_pair(wb[s4]), w4_raw_pair(wa[s4] >> 4), w4_raw_pair(wb[s4] >> 4) };
-        const uint32_t a1[4] = { w4_raw_pair(wa[s4] >> 8), w4_raw_pair(wb[s4] >> 8), w4_raw_pair(wa[s4] >> 12),
-                                 w4_raw_pair(wb[s4] >> 12) };
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (g < n) v = *reinterpret_cast<const uint4 *>(xs + (size_t)g * xstride + kb * 128 + 32 * tq + 8 * s4);
-        w4_mma(part, a0, v.x, v.y);
-        w4_mma(part, a1, v.z, v.w);
-    }
-    const float2 xk = *reinterpret_cast<const float2 *>(xsum + kb * 8 + 2 * tq);   /* tokens 2 tq, + 1 */
-    const float ca = 128.0f + __shfl_sync(0xffffffffu, zs, g);
-    const float cb = 128.0f + __shfl_sync(0xffffffffu, zs, g + 8);
-    const float sa = __shfl_sync(0xffffffffu, zs, g + 16), sb = __shfl_sync(0xffffffffu, zs, g + 24);
-    acc[0] = fmaf(sa, fmaf(-ca, xk.x, part[0]), acc[0]);
-    acc[1] = fmaf(sa, fmaf(-ca, xk.y, part[1]), acc[1]);
-    acc[2] = fmaf(sb, fmaf(-cb, xk.x, part[2]), acc[2]);
-    acc[3] = fmaf(sb, fmaf(-cb, xk.y, part[3]), acc[3]);
-}
-
-/* a tile's warp sums meet: acc -> red[buf] (then zeroed), the consumer warps' named barrier 1, and threads < 128 write
- * rows 16 tile .. + 15 of y (two buffers, alternate tiles: the next write to a buffer comes after the next tile's
- * barrier, which its readers have passed) */
-static __device__ __forceinline__ void w4pg_tile_out(float (&acc)[4], float (*red)[W4_PG_WARPS][4][32], int buf, int tile,
-                                                     sits_bf16_t *y, const sits_bf16_t *bias, int n, int out, int warp, int lane)
-{
-#pragma unroll
-    for (int i = 0; i < 4; i++) red[buf][warp][i][lane] = acc[i], acc[i] = 0.0f;
-    /* every warp reaches this barrier once a tile (at different unit counts): a named barrier counted by threads */
-    asm volatile("bar.sync 1, %0;" ::"r"(32 * W4_PG_WARPS) : "memory");
-    /* output (row r, token t) = element (r >= 8 ? 2 : 0) + (t & 1) of lane 4 (r & 7) + t / 2 */
-    if (threadIdx.x < 16 * 8) {
-        const int r = threadIdx.x >> 3, t = threadIdx.x & 7, row = 16 * tile + r;
-        if (row < out && t < n) {
-            const int l = 4 * (r & 7) + (t >> 1), i = (r >= 8 ? 2 : 0) + (t & 1);
-            float v = 0.0f;
-#pragma unroll
-            for (int w2 = 0; w2 < W4_PG_WARPS; w2++) v += red[buf][w2][i][l];
-            y[(size_t)t * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
-        }
-    }
-}
-
 template <int D, int BLOCKS_SM>
 static __global__ void __launch_bounds__(32 * W4_PG_WARPS, BLOCKS_SM)
 w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
@@ -510,8 +432,9 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
 {
     extern __shared__ __align__(16) unsigned char w4pg_smem[];
     float(*red)[W4_PG_WARPS][4][32] = reinterpret_cast<float(*)[W4_PG_WARPS][4][32]>(w4pg_smem);   /* [2][warp][element][lane] */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int nkb = in / 128, c = (nkb - warp + W4_PG_WARPS - 1) / W4_PG_WARPS;   /* k-blocks of this warp a tile */
+    const int xstride = in + 8;                                                    /* xs row stride (bf16) */
     float *xsum = reinterpret_cast<float *>(w4pg_smem + W4_PG_RED_BYTES);          /* [nkb][8] */
     sits_bf16_t *xs = reinterpret_cast<sits_bf16_t *>(w4pg_smem + W4_PG_RED_BYTES + (size_t)nkb * 8 * sizeof(float));
     const int n_tiles = (out + 15) / 16;
@@ -526,7 +449,29 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
             if (++fj == c) fj = 0, ft += gridDim.x;
         }
     sits_k_pdl_wait();   /* the weights above do not depend on the previous kernel; x does */
-    w4pg_stage_x(x, xs, xsum, n, in);
+    /* x -> xs (fragment order) and xsum: a thread a 16-byte chunk (8 inputs) at a time; the 16 chunks of a (token,
+     * k-block) sit in 16 aligned lanes (in / 8 is a multiple of 16), whose partial sums meet by shuffles */
+    for (int i = threadIdx.x; i < nkb * 8; i += 32 * W4_PG_WARPS)
+        if ((i & 7) >= n) xsum[i] = 0.0f;   /* tokens past n: their B columns are 0 */
+    {
+        const int chunks = n * (in / 8), row_chunks = in / 8;
+        for (int i0 = 0; i0 < chunks; i0 += 32 * W4_PG_WARPS) {   /* the warp's lanes all take part in the shuffles */
+            const int i = i0 + threadIdx.x, t = i / row_chunks, j = i % row_chunks;
+            float sum = 0.0f;
+            if (i < chunks) {
+                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(x) + i);
+                const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+                for (int e = 0; e < 8; e++) sum += __uint_as_float(e & 1 ? u[e >> 1] & 0xffff0000u : u[e >> 1] << 16);
+                *reinterpret_cast<uint4 *>(xs + (size_t)t * xstride + 8 * j) =
+                    make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                               __byte_perm(v.y, v.w, 0x7632));
+            }
+#pragma unroll
+            for (int m = 8; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+            if (i < chunks && (j & 15) == 0) xsum[(j >> 4) * 8 + t] = sum;
+        }
+    }
     __syncthreads();
     float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
     int ct = 0, cj = 0;   /* the unit computed next: the block's tile ct (blockIdx.x + ct gridDim.x), k-block warp + 8 cj */
@@ -534,117 +479,54 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
 #pragma unroll
         for (int s = 0; s < D; s++) {
             if (u0 + s >= units) break;
-            w4pg_unit(acc, ring[s].wa, ring[s].wb, ring[s].zs, warp + W4_PG_WARPS * cj, xs, xsum, n, in, lane);
+            const w4pg_unit_t &w = ring[s];
+            const int kb = warp + W4_PG_WARPS * cj;
+            const uint32_t wa[4] = { w.wa.x, w.wa.y, w.wa.z, w.wa.w }, wb[4] = { w.wb.x, w.wb.y, w.wb.z, w.wb.w };
+            float part[4] = { 0.0f, 0.0f, 0.0f, 0.0f };   /* sum (128 + q) x: rows g, g + 8 x tokens 2 tq, + 1 */
+#pragma unroll
+            for (int s4 = 0; s4 < 4; s4++) {
+                const uint32_t a0[4] = { w4_raw_pair(wa[s4]), w4_raw_pair(wb[s4]), w4_raw_pair(wa[s4] >> 4),
+                                         w4_raw_pair(wb[s4] >> 4) };
+                const uint32_t a1[4] = { w4_raw_pair(wa[s4] >> 8), w4_raw_pair(wb[s4] >> 8), w4_raw_pair(wa[s4] >> 12),
+                                         w4_raw_pair(wb[s4] >> 12) };
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (g < n) v = *reinterpret_cast<const uint4 *>(xs + (size_t)g * xstride + kb * 128 + 32 * tq + 8 * s4);
+                w4_mma(part, a0, v.x, v.y);
+                w4_mma(part, a1, v.z, v.w);
+            }
+            const float2 xk = *reinterpret_cast<const float2 *>(xsum + kb * 8 + 2 * tq);   /* tokens 2 tq, + 1 */
+            const float ca = 128.0f + __shfl_sync(0xffffffffu, w.zs, g);
+            const float cb = 128.0f + __shfl_sync(0xffffffffu, w.zs, g + 8);
+            const float sa = __shfl_sync(0xffffffffu, w.zs, g + 16), sb = __shfl_sync(0xffffffffu, w.zs, g + 24);
+            acc[0] = fmaf(sa, fmaf(-ca, xk.x, part[0]), acc[0]);
+            acc[1] = fmaf(sa, fmaf(-ca, xk.y, part[1]), acc[1]);
+            acc[2] = fmaf(sb, fmaf(-cb, xk.x, part[2]), acc[2]);
+            acc[3] = fmaf(sb, fmaf(-cb, xk.y, part[3]), acc[3]);
             if (u0 + s + D < units) {   /* refill the slot D units ahead */
                 w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, out, group_size, n_groups);
                 if (++fj == c) fj = 0, ft += gridDim.x;
             }
             if (++cj == c) {   /* the warp's last k-block of the tile: the warps' sums meet */
-                w4pg_tile_out(acc, red, ct & 1, (int)blockIdx.x + ct * (int)gridDim.x, y, bias, n, out, warp, lane);
+                const int buf = ct & 1;
+#pragma unroll
+                for (int i = 0; i < 4; i++) red[buf][warp][i][lane] = acc[i], acc[i] = 0.0f;
+                /* every warp reaches this barrier once a tile (at different unit counts): a named barrier counted by threads */
+                asm volatile("bar.sync 1, %0;" ::"r"(32 * W4_PG_WARPS) : "memory");
+                /* output (row r, token t) = element (r >= 8 ? 2 : 0) + (t & 1) of lane 4 (r & 7) + t / 2 */
+                if (threadIdx.x < 16 * 8) {
+                    const int r = threadIdx.x >> 3, t = threadIdx.x & 7, row = 16 * ((int)blockIdx.x + ct * (int)gridDim.x) + r;
+                    if (row < out && t < n) {
+                        const int l = 4 * (r & 7) + (t >> 1), i = (r >= 8 ? 2 : 0) + (t & 1);
+                        float v = 0.0f;
+#pragma unroll
+                        for (int w2 = 0; w2 < W4_PG_WARPS; w2++) v += red[buf][w2][i][l];
+                        y[(size_t)t * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+                    }
+                }
                 cj = 0;
                 ct++;
             }
         }
-    }
-}
-
-/* [perf: int4 ring] w4a16_pgemv_kernel with its weights streamed through a shared-memory ring instead of a register
- * ring (SITS_W4_RING=1; off by default until measured on a GPU -- written 2026-12-04 after the FP8 / bf16 form,
- * kernels/gemv.cu gemv_ring_kernel, took 5-7 % off the 8B batch-1 step). The pgemv's registers held its loads (3.65 of 16
- * warps resident, latency-bound: RESULTS.md); here a producer warp (warp W4_PG_WARPS) fills stages and the 8 consumer
- * warps hold none. A stage is one step of one 16-row tile: k-blocks 8 j .. 8 j + 7 (warp w's unit of step j is k-block
- * 8 j + w, the pgemv's order), i.e.
- *   - the 16 rows' nibbles of those k-blocks (up to 512 bytes a row: one bulk copy a row, evict-first), rows
- *     W4_RG_ROW bytes apart (576: rows g and g + 1 of an LDS.128 on distinct banks);
- *   - zs [8][32] fp32: for k-block 8 j + kl, lane l's value of the pgemv's unit: the zero (l < 16) or scale (l >= 16)
- *     of row 16 t + (l & 15) in the k-block's group -- cp.async of 4 bytes by the producer's 32 lanes, each lane's
- *     completion an arrival on the stage's full barrier (count 1 + 32: lane 0's expect_tx, then the 32 lanes').
- * The consumers compute each unit exactly as w4a16_pgemv_kernel (same MMAs, same order, same tile reduction): the same
- * bytes (test_op_parity compares the two). Tiles: contiguous ranges, tiles T split over the grid. Warps without a unit
- * in a step (past the last k-block) still wait for the stage and release it (so the empty barrier's phases stay in
- * step). Shared memory: 128 bytes of barriers (stages <= 8) | red | xsum | xs (the pgemv's) | stages x W4_RG_STAGE. */
-#define W4_RG_ROW 576
-#define W4_RG_ZS (8 * 32 * (int)sizeof(float))
-#define W4_RG_STAGE (16 * W4_RG_ROW + W4_RG_ZS)
-#define W4_RG_MAX_STAGES 8
-
-static __host__ __device__ __forceinline__ size_t w4rg_fixed_bytes(int n, int in)
-{
-    return 128 + w4pg_smem_bytes(n, in);
-}
-
-template <int BLOCKS_SM>
-static __global__ void __launch_bounds__(32 * (W4_PG_WARPS + 1), BLOCKS_SM)
-w4a16_rgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
-                   const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups, int stages)
-{
-    extern __shared__ __align__(128) unsigned char w4rg_smem[];
-    uint64_t *full = reinterpret_cast<uint64_t *>(w4rg_smem), *empty = full + stages;
-    unsigned char *base = w4rg_smem + 128;
-    float(*red)[W4_PG_WARPS][4][32] = reinterpret_cast<float(*)[W4_PG_WARPS][4][32]>(base);   /* [2][warp][element][lane] */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int nkb = in / 128, steps = (nkb + 7) / 8, c = (nkb - warp + W4_PG_WARPS - 1) / W4_PG_WARPS;
-    float *xsum = reinterpret_cast<float *>(base + W4_PG_RED_BYTES);   /* [nkb][8] */
-    sits_bf16_t *xs = reinterpret_cast<sits_bf16_t *>(base + W4_PG_RED_BYTES + (size_t)nkb * 8 * sizeof(float));
-    unsigned char *ring = w4rg_smem + w4rg_fixed_bytes(n, in);   /* 16-byte aligned: every part above is */
-    const int n_tiles = (out + 15) / 16;
-    const int t_begin = (int)((long long)blockIdx.x * n_tiles / gridDim.x), t_end = (int)((long long)(blockIdx.x + 1) * n_tiles / gridDim.x);
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; s++) {
-            sits_k_mbar_init(&full[s], 1 + 32);
-            sits_k_mbar_init(&empty[s], W4_PG_WARPS);
-        }
-        sits_k_mbar_init_fence();
-    }
-    __syncthreads();
-    if (warp == W4_PG_WARPS) {   /* the producer: lane 0 the nibbles, every lane its zeros / scales */
-        const uint64_t pol = sits_k_l2_evict_first();
-        const size_t row_bytes = (size_t)(in / 2);
-        unsigned i = 0;
-        for (int t = t_begin; t < t_end; t++)
-            for (int j = 0; j < steps; j++, i++) {
-                const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
-                if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);   /* every lane: the stage is free */
-                unsigned char *stage = ring + (size_t)st * W4_RG_STAGE;
-                const int kbn = min(8, nkb - 8 * j);
-                if (lane == 0) {
-                    sits_k_mbar_expect_tx(&full[st], 16u * 64u * (unsigned)kbn);
-                    for (int r = 0; r < 16; r++)
-                        sits_k_bulk_load(stage + r * W4_RG_ROW, q + (size_t)min(16 * t + r, out - 1) * row_bytes + (size_t)j * 512,
-                                         64u * (unsigned)kbn, &full[st], pol);
-                }
-                float *zs = reinterpret_cast<float *>(stage + 16 * W4_RG_ROW);
-                const int rz = min(16 * t + (lane & 15), out - 1);
-                const float *src = (lane < 16 ? zero : scale) + (size_t)rz * n_groups;
-                for (int kl = 0; kl < kbn; kl++)
-                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sits_k_smem_addr(zs + kl * 32 + lane)),
-                                 "l"(src + (8 * j + kl) * 128 / group_size)
-                                 : "memory");
-                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sits_k_smem_addr(&full[st])) : "memory");
-            }
-        asm volatile("cp.async.wait_all;" ::: "memory");   /* no lane leaves with its copies in flight */
-        return;
-    }
-    sits_k_pdl_wait();   /* x comes from the previous kernel */
-    w4pg_stage_x(x, xs, xsum, n, in);   /* by the consumer warps, then their named barrier */
-    asm volatile("bar.sync 1, %0;" ::"r"(32 * W4_PG_WARPS) : "memory");
-    float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    unsigned i = 0;
-    for (int t = t_begin, ct = 0; t < t_end; t++, ct++) {
-        for (int j = 0; j < steps; j++, i++) {
-            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
-            sits_k_mbar_wait(&full[st], ph);
-            if (j < c) {   /* this warp's unit: k-block 8 j + warp */
-                const unsigned char *stage = ring + (size_t)st * W4_RG_STAGE;
-                const uint4 wa4 = *reinterpret_cast<const uint4 *>(stage + g * W4_RG_ROW + warp * 64 + 16 * tq);
-                const uint4 wb4 = *reinterpret_cast<const uint4 *>(stage + (g + 8) * W4_RG_ROW + warp * 64 + 16 * tq);
-                const float zsv = reinterpret_cast<const float *>(stage + 16 * W4_RG_ROW)[warp * 32 + lane];
-                w4pg_unit(acc, wa4, wb4, zsv, warp + W4_PG_WARPS * j, xs, xsum, n, in, lane);
-            }
-            __syncwarp();
-            if (lane == 0) sits_k_mbar_arrive(&empty[st]);
-        }
-        w4pg_tile_out(acc, red, ct & 1, t, y, bias, n, out, warp, lane);   /* as the pgemv */
     }
 }
 
@@ -745,39 +627,6 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     const int pg_max_n = pg_env ? min(max(atoi(pg_env), 0), 8) : W4_PG_MAX_N;
     if (n <= pg_max_n && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
         w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX && sits_k_aligned16(x) && sits_k_aligned16(q)) {
-        /* [perf: int4 ring] SITS_W4_RING=1: the same GEMV with its weights through a shared-memory ring;
-         * SITS_W4_RING_STAGES (1-8, default 6) and SITS_W4_RING_BPS (blocks an SM, 1-4, default 2) shape it (fewer stages
-         * where they do not fit; none fit: the pgemv) */
-        const char *re = getenv("SITS_W4_RING");
-        if (re && atoi(re) != 0) {
-            const char *es = getenv("SITS_W4_RING_STAGES"), *eb = getenv("SITS_W4_RING_BPS");
-            const int bps = eb ? min(max(atoi(eb), 1), 4) : 2;
-            int dev = 0, n_sms = 0, optin = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-                cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-                return SITS_ERR_CUDA;
-            const long long fixed = (long long)w4rg_fixed_bytes(n, in), room = (long long)optin / bps - 1024 - fixed;
-            const int stages = min(es ? min(max(atoi(es), 1), W4_RG_MAX_STAGES) : 6, (int)(room > 0 ? room / W4_RG_STAGE : 0));
-            if (stages >= 1) {
-                const size_t smem = (size_t)fixed + (size_t)stages * W4_RG_STAGE;
-                const int n_tiles = (out + 15) / 16;
-                const unsigned grid = (unsigned)min(n_tiles, bps * n_sms), threads = 32 * (W4_PG_WARPS + 1);
-                cudaError_t e = cudaSuccess;
-#define W4_RG_LAUNCH(B_)                                                                                                     \
-    do {                                                                                                                     \
-        e = cudaFuncSetAttribute(w4a16_rgemv_kernel<B_>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);            \
-        if (e == cudaSuccess)                                                                                                \
-            e = sits_k_launch_pdl(w4a16_rgemv_kernel<B_>, grid, threads, smem, stream, true, y, x, q, scale, zero, bias, n, in, \
-                                  out, group_size, n_groups, stages);                                                        \
-    } while (0)
-                if (bps == 1) W4_RG_LAUNCH(1);
-                else if (bps == 2) W4_RG_LAUNCH(2);
-                else if (bps == 3) W4_RG_LAUNCH(3);
-                else W4_RG_LAUNCH(4);
-#undef W4_RG_LAUNCH
-                return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
-            }
-        }
         int dev = 0, n_sms = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
