@@ -14,12 +14,13 @@
  * same columns of each token's row; warp w takes units 32 w + lane, 32 (w + GV_WARPS) + lane, ... of each of its
  * block's rows (a row's k range is split over the block's warps, never over blocks).
  * Measured on the H200 (bench/RESULTS.md): one token beats cuBLASLt (8B batch 1 -9 %), 2-8 tokens lose to it
- * (CUDA-core FMAs; batch 8 2.7x slower), so the backend sends only one-token steps here by default.
+ * (CUDA-core FMAs; batch 8 2.7x slower). By default one token runs gemv_ring_kernel and [perf: mma gemv] 2-16 tokens
+ * gemv_mma_kernel (tensor cores; below), which beats cuBLASLt there; gemv_kernel is the fallback (SITS_GEMV_MMA=0,
+ * SITS_GEMV_RING=0: A/B).
  * Sums, in fp32: a lane's units in order, a unit's products in order; then the 32 lanes by the butterfly of
  * masks 16, 8, 4, 2, 1 (run as a reduce-scatter: R NT - 1 shuffles leave each of the R NT sums in 32 / (R NT)
  * lanes, then the remaining masks); then the warps in order. None of it depends on n, on R or on the other
- * rows: a token's outputs are the same bits at any n <= SITS_K_GEMV_MAX_N (decode and verification steps of
- * one sequence see the same linears). Needs in % (16 / element bytes) == 0 and 16-byte aligned x and w.
+ * rows: a token's outputs are the same bits at any n <= 8 (the tensor-core form's: at any n <= 16). Needs in % (16 / element bytes) == 0 and 16-byte aligned x and w.
  * [perf: pdl] Launched as a programmatic dependent launch: its blocks may be scheduled while the previous kernel
  * drains (the kernels feeding a linear -- the norms, attention, SiLU -- signal it as they start, see
  * sits_k_pdl_trigger); a lane loads its first unit of weights, which no kernel writes, then waits for the
@@ -31,6 +32,7 @@
 #include "kernels/common.cuh"
 
 #define GV_WARPS 8
+#define GV_MAX_N 8   /* gemv_kernel's tokens (SITS_K_GEMV_MAX_N: the MMA form's) */
 
 /* The lane's V partial sums -> their warp sums: after the call lane l holds value l >> (5 - log2 V). */
 template <int V>
@@ -70,6 +72,15 @@ static __device__ __forceinline__ void gv_word(uint32_t u, float (&f)[F8 ? 4 : 2
     }
 }
 
+/* the weight row of row r of the tile starting at output o0 (R rows; GLU: R / 2 gate rows, then the up rows of the same
+ * features); rows past the end repeat the last one (their sums are not stored) */
+template <int R, bool GLU>
+static __device__ __forceinline__ int gr_row_of(int o0, int r, int out)
+{
+    if (GLU) return (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1);
+    return min(o0 + r, out - 1);
+}
+
 /* [perf: swiglu gemv] GLU: the gate/up linear of one token with SwiGLU in the epilogue (sits_k_gemv_swiglu): w is
  * [2 inter, in] (out = 2 inter: gate rows, then up rows), block b takes gate rows 4b .. 4b + 3 and the up rows
  * inter + 4b .. inter + 4b + 3 (R 8), rounds each sum to bf16 as y would be stored, and writes
@@ -87,10 +98,7 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
     const int units = in / (4 * EW);             /* 16-byte units a row */
     const size_t row_units = (size_t)units;
     const uint4 *wr[R], *xr[NT];
-    auto row_of = [&](int r) {   /* the weight row of sum r */
-        if (GLU) return (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1);
-        return min(o0 + r, out - 1);
-    };
+    auto row_of = [&](int r) { return gr_row_of<R, GLU>(o0, r, out); };   /* the weight row of sum r */
 #pragma unroll
     for (int r = 0; r < R; r++) wr[r] = static_cast<const uint4 *>(w) + (size_t)row_of(r) * row_units;
 #pragma unroll
@@ -178,6 +186,55 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
 #define GR_STAGE (8 * GR_ROWB)       /* a stage: the 8 rows of a tile */
 #define GR_MAX_STAGES 7              /* 128 + 7 x 32 KB fits the 227 KB of an sm_90 block */
 
+/* [perf: ring gemv] The producer of a ring kernel (one lane): walks the block's (tile, step) sequence -- tiles t_begin ..
+ * t_end - 1 of rh outputs, `steps` pieces of up to ROWB bytes of each of the tile's R weight rows (row_of(t rh, r)) --
+ * and bulk-copies each step's R row pieces into the next of `stages` stages (row r at r PITCH), after the consumers
+ * released that stage (its `empty` barrier) and counting the bytes on its `full` barrier. */
+template <int R, int ROWB, int PITCH, typename RowOf>
+static __device__ __forceinline__ void gr_produce(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int t_begin,
+                                                  int t_end, int steps, size_t rowb, const void *w, int rh, RowOf row_of)
+{
+    const uint64_t pol = sits_k_l2_evict_first();
+    unsigned i = 0;
+    for (int t = t_begin; t < t_end; t++)
+        for (int s = 0; s < steps; s++, i++) {
+            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+            if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
+            const unsigned cb = (unsigned)min((size_t)ROWB, rowb - (size_t)s * ROWB);
+            sits_k_mbar_expect_tx(&full[st], R * cb);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                sits_k_bulk_load(ring + (size_t)st * R * PITCH + r * PITCH,
+                                 static_cast<const unsigned char *>(w) + (size_t)row_of(t * rh, r) * rowb + (size_t)s * ROWB, cb, &full[st],
+                                 pol);
+        }
+}
+
+/* A ring kernel's start: this block's tiles [*t_begin, *t_end) of R rows (GLU: R / 2 features), the stages' barriers,
+ * and the producer warp (warp GV_WARPS: its lane 0 runs gr_produce). True for the producer warp, which then returns. */
+template <int R, int ROWB, int PITCH, bool GLU>
+static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int steps, size_t rowb,
+                                                const void *w, int out, int *t_begin, int *t_end)
+{
+    constexpr int RH = GLU ? R / 2 : R;
+    const int tiles = ((GLU ? out / 2 : out) + RH - 1) / RH;
+    *t_begin = (int)((long long)blockIdx.x * tiles / gridDim.x);
+    *t_end = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            sits_k_mbar_init(&full[s], 1);
+            sits_k_mbar_init(&empty[s], GV_WARPS);
+        }
+        sits_k_mbar_init_fence();
+    }
+    __syncthreads();
+    if ((threadIdx.x >> 5) != GV_WARPS) return false;
+    if ((threadIdx.x & 31) == 0)
+        gr_produce<R, ROWB, PITCH>(ring, full, empty, stages, *t_begin, *t_end, steps, rowb, w, RH,
+                                   [&](int o0, int r) { return gr_row_of<R, GLU>(o0, r, out); });
+    return true;
+}
+
 template <int F8, bool GLU>
 static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 4)   /* up to 4 blocks an SM: <= 56 registers */
 gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
@@ -191,39 +248,8 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int units = in / (4 * EW), steps = (units + STEP - 1) / STEP;
     const size_t rowb = (size_t)units * 16;
-    const int rows = GLU ? out / 2 : out, tiles = (rows + RH - 1) / RH;
-    const int t_begin = (int)((long long)blockIdx.x * tiles / gridDim.x), t_end = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x);
-    auto row_of = [&](int o0, int r) {   /* the weight row of sum r, as gemv_kernel */
-        if (GLU) return (r < R / 2 ? 0 : out / 2) + min(o0 + (r & (R / 2 - 1)), out / 2 - 1);
-        return min(o0 + r, out - 1);
-    };
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; s++) {
-            sits_k_mbar_init(&full[s], 1);
-            sits_k_mbar_init(&empty[s], GV_WARPS);
-        }
-        sits_k_mbar_init_fence();
-    }
-    __syncthreads();
-    if (warp == GV_WARPS) {   /* the producer */
-        if (lane == 0) {
-            const uint64_t pol = sits_k_l2_evict_first();
-            unsigned i = 0;
-            for (int t = t_begin; t < t_end; t++)
-                for (int s = 0; s < steps; s++, i++) {
-                    const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
-                    if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
-                    const unsigned cb = (unsigned)min((size_t)GR_ROWB, rowb - (size_t)s * GR_ROWB);
-                    sits_k_mbar_expect_tx(&full[st], R * cb);
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        sits_k_bulk_load(ring + (size_t)st * GR_STAGE + r * GR_ROWB,
-                                         static_cast<const unsigned char *>(w) + (size_t)row_of(t * RH, r) * rowb + (size_t)s * GR_ROWB, cb,
-                                         &full[st], pol);
-                }
-        }
-        return;
-    }
+    int t_begin, t_end;   /* tiles of R rows as gemv_kernel's blocks */
+    if (gr_start<R, GR_ROWB, GR_ROWB, GLU>(ring, full, empty, stages, steps, rowb, w, out, &t_begin, &t_end)) return;   /* the producer */
     sits_k_pdl_wait();   /* x comes from the previous kernel */
     const uint4 *xr = static_cast<const uint4 *>(x);
     unsigned i = 0;
@@ -268,7 +294,7 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
 #pragma unroll
             for (int j = 0; j < GV_WARPS; j++) sum += red[p][j][r];
             if (GLU) {   /* lane r < 4 pairs gate r with up r */
-                if (F8) sum = sum * xs[0] * ws[row_of(o0, r)];
+                if (F8) sum = sum * xs[0] * ws[gr_row_of<R, GLU>(o0, r, out)];
                 const float g = sits_k_round_bf(sum), u = __shfl_down_sync(0xffu, g, R / 2, 8);
                 if (r < R / 2 && o0 + r < out / 2) static_cast<sits_bf16_t *>(y)[o0 + r] = sits_k_f2bf(sits_k_silu_mul1(g, u));
             } else if (o0 + r < out) {
@@ -280,6 +306,192 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
             }
         }
     }
+}
+
+/* [perf: mma gemv] 1-16 tokens on tensor cores, weights through the same kind of ring: gemv_mma_kernel<F8, NB, GLU>.
+ * A tile is 16 weight rows (GLU: 8 gate rows o0 .. o0 + 7 and the up rows inter + o0 .. + 7, so a lane holds a gate and
+ * its up sum); the producer (gr_produce) copies each step's 2 KB of each of the tile's rows into a stage (row pitch
+ * 2 KB + 64 bytes: rows g and g + 8, read by the same quarter-warp, on other banks). Consumer warp w takes 64-byte
+ * chunks c = w, w + 8, w + 16, w + 24 of the stage (k order fixed: stage, then chunk); lane (g = lane / 4, tq = lane %
+ * 4) loads 16 bytes at chunk offset 16 tq of rows g and g + 8 (A) and of token rows g + 8 nb (B, nb < NB: x^T in 8-token
+ * blocks; tokens >= n are zeros). A 16-byte piece feeds two MMAs (mma.sync m16n8k32 E4M3 -> fp32, or m16n8k16 bf16 ->
+ * fp32): words .x, .y are the first MMA's (k 4 tq .. + 3 | 2 tq .. + 1) and (16 + 4 tq .. | 8 + 2 tq ..) slots, .z, .w
+ * the second's -- every lane maps a piece's words to the same k slots in A and in B, so each MMA sums 32 (16) inputs
+ * once; where the row ends inside a chunk the lanes past it give zeros to A and B. C: c[0], c[1] = (row g, tokens 2 tq,
+ * 2 tq + 1 of the block), c[2], c[3] = (row g + 8, the same). E4M3: a chunk's two MMAs start from zero and are added to
+ * the fp32 sums (the tensor cores' own FP8 accumulation is not relied on past 64 products). Then the warps' sums in
+ * order through shared memory, the scales (E4M3: * xs[t] * ws[o]), bias, bf16 / fp32 y [n, out] (GLU: act [n, inter] =
+ * bf16(silu(bf16 gate) * bf16 up), the bits of the plain form then silu_mul).
+ * A token's column of an MMA does not see the other columns and nothing else depends on n: a token's outputs are the
+ * same bits at any n <= 16 -- decode (n = 1) and verification (n = k + 1) steps run the same linears.
+ * Dynamic shared memory: 128 bytes of barriers + stages x GM_STAGE + the warps' sums (2 x 8 x NB x 4 x 32 floats). */
+#define GM_ROWB 2048                  /* bytes of a row a stage holds */
+#define GM_PITCH (GM_ROWB + 64)       /* a stage's row pitch in shared memory */
+#define GM_STAGE (16 * GM_PITCH)      /* a stage: the 16 rows of a tile */
+#define GM_MAX_STAGES 6
+
+template <int F8>
+static __device__ __forceinline__ void gm_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    if constexpr (F8 != 0)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int F8, int NB, bool GLU>
+static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 2)   /* 2 blocks an SM (16 tokens: a few bytes spilled) */
+gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias, int n,
+                int in, int out, int stages)
+{
+    constexpr int R = 16, RH = GLU ? R / 2 : R, CH = GM_ROWB / 64 / GV_WARPS, ROWB = GM_ROWB, PITCH = GM_PITCH;   /* CH: chunks a warp a stage (4) */
+    extern __shared__ __align__(128) unsigned char gm_sm[];
+    uint64_t *full = reinterpret_cast<uint64_t *>(gm_sm), *empty = full + stages;
+    unsigned char *ring = gm_sm + 128;
+    float(*red)[GV_WARPS][NB * 4][32] = reinterpret_cast<float(*)[GV_WARPS][NB * 4][32]>(ring + (size_t)stages * GM_STAGE);   /* [parity][warp][nb*4+q][lane] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const size_t rowb = (size_t)in * (F8 ? 1 : 2);
+    const int steps = (int)((rowb + ROWB - 1) / ROWB);
+    int t_begin, t_end;
+    if (gr_start<R, ROWB, PITCH, GLU>(ring, full, empty, stages, steps, rowb, w, out, &t_begin, &t_end)) return;   /* the producer */
+    sits_k_pdl_wait();   /* x comes from the previous kernel */
+    const unsigned char *xb = static_cast<const unsigned char *>(x);
+    unsigned i = 0;
+    for (int t = t_begin, p = 0; t < t_end; t++, p ^= 1) {
+        const int o0 = t * RH;
+        float acc[NB][4];
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[b][q] = 0.0f;
+        for (int s = 0; s < steps; s++, i++) {
+            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+            const int cb = (int)min((size_t)ROWB, rowb - (size_t)s * ROWB);   /* bytes of each row in this stage */
+            uint4 xv[CH][NB], wa[CH], wb[CH];
+#pragma unroll
+            for (int j = 0; j < CH; j++) {
+                const int off = (j * GV_WARPS + warp) * 64 + tq * 16;
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const int tk = b * 8 + g;
+                    xv[j][b] = off < cb && tk < n ? __ldg(reinterpret_cast<const uint4 *>(xb + (size_t)tk * rowb + (size_t)s * ROWB + off))
+                                                  : make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
+            sits_k_mbar_wait(&full[st], ph);
+            const unsigned char *sg = ring + (size_t)st * GM_STAGE;
+#pragma unroll
+            for (int j = 0; j < CH; j++) {
+                const int off = (j * GV_WARPS + warp) * 64 + tq * 16;
+                wa[j] = off < cb ? *reinterpret_cast<const uint4 *>(sg + g * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
+                wb[j] = off < cb ? *reinterpret_cast<const uint4 *>(sg + (g + 8) * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
+            }
+            __syncwarp();
+            if (lane == 0) sits_k_mbar_arrive(&empty[st]);   /* release: the loads above are ordered before it */
+#pragma unroll
+            for (int j = 0; j < CH; j++)
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    if (F8) {   /* a chunk's 64 products from zero, then into the fp32 sums */
+                        float d[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+                        gm_mma<F8>(d, wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv[j][b].x, xv[j][b].y);
+                        gm_mma<F8>(d, wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j][b].z, xv[j][b].w);
+#pragma unroll
+                        for (int q = 0; q < 4; q++) acc[b][q] += d[q];
+                    } else {
+                        gm_mma<F8>(acc[b], wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv[j][b].x, xv[j][b].y);
+                        gm_mma<F8>(acc[b], wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j][b].z, xv[j][b].w);
+                    }
+                }
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[p][warp][b * 4 + q][lane] = acc[b][q];
+        asm volatile("bar.sync 1, %0;" ::"n"(GV_WARPS * 32) : "memory");   /* the consumer warps only */
+        /* GLU: entries (nb, q < 2, lane) pair gate q with up q + 2; else every (nb, q, lane) */
+        constexpr int ENTRIES = NB * (GLU ? 2 : 4) * 32;
+        for (int e = threadIdx.x; e < ENTRIES; e += GV_WARPS * 32) {
+            const int L = e & 31, q = (e >> 5) % (GLU ? 2 : 4), b = (e >> 5) / (GLU ? 2 : 4);
+            const int tk = b * 8 + (L & 3) * 2 + (q & 1), r = (L >> 2) + (q >= 2 ? 8 : 0);
+            if (tk >= n) continue;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < GV_WARPS; j++) sum += red[p][j][b * 4 + q][L];
+            if (GLU) {
+                float su = 0.0f;
+#pragma unroll
+                for (int j = 0; j < GV_WARPS; j++) su += red[p][j][b * 4 + q + 2][L];
+                const int o = o0 + r;   /* r < 8: the gate row's feature */
+                if (o < out / 2) {
+                    if (F8) {
+                        sum = sum * xs[tk] * ws[gr_row_of<R, GLU>(o0, r, out)];
+                        su = su * xs[tk] * ws[gr_row_of<R, GLU>(o0, r + 8, out)];
+                    }
+                    static_cast<sits_bf16_t *>(y)[(size_t)tk * (out / 2) + o] =
+                        sits_k_f2bf(sits_k_silu_mul1(sits_k_round_bf(sum), sits_k_round_bf(su)));
+                }
+            } else {
+                const int o = o0 + r;
+                if (o < out) {
+                    if (F8) sum = sum * xs[tk] * ws[o];
+                    if (bias) sum += sits_k_bf2f(bias[o]);
+                    const size_t at = (size_t)tk * out + o;
+                    if (y_f32) static_cast<float *>(y)[at] = sum;
+                    else static_cast<sits_bf16_t *>(y)[at] = sits_k_f2bf(sum);
+                }
+            }
+        }
+    }
+}
+
+/* [perf: mma gemv] SITS_GEMV_MMA (default GM_DEFAULT): 1 runs 2-16 tokens here and one token on gemv_ring_kernel (faster
+ * there on the H200: bench/RESULTS.md); 2 runs one token here too (decode and verification steps then see the same
+ * bits); 0 sends 2-8 tokens to gemv_kernel and leaves 9-16 to the caller's GEMM (A/B). SITS_GEMV_MMA_STAGES (1-6,
+ * default 3) and SITS_GEMV_MMA_BPS (blocks an SM, 1-2, default 2) shape the ring (stages clamped so the blocks fit an
+ * SM's 228 KB); defaults from the H200 sweep in RESULTS.md. */
+#define GM_DEFAULT 1
+#define GM_SM_SMEM (228 * 1024 - 2048)   /* an sm_90 SM's shared memory less the blocks' reserved 1 KB each */
+template <int F8, int NB, bool GLU>
+static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
+                                const sits_bf16_t *bias, int n, int in, int out, cudaStream_t stream)
+{
+    const char *es = getenv("SITS_GEMV_MMA_STAGES"), *eb = getenv("SITS_GEMV_MMA_BPS");
+    const int bps = eb ? min(max(atoi(eb), 1), 2) : 2;
+    const size_t red = (size_t)2 * GV_WARPS * NB * 4 * 32 * sizeof(float);
+    const int fit = (int)min((size_t)GM_MAX_STAGES, (GM_SM_SMEM / bps - 128 - red) / GM_STAGE);
+    const int stages = min(es ? max(atoi(es), 1) : 3, fit);
+    const size_t smem = 128 + (size_t)stages * GM_STAGE + red;
+    int dev = 0, n_sms = 0;   /* as gr_launch: the current device's, at each launch */
+    cudaError_t c;
+    if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (c = cudaFuncSetAttribute(gemv_mma_kernel<F8, NB, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+        return c;
+    const int tiles = GLU ? (out / 2 + 7) / 8 : (out + 15) / 16;
+    const unsigned grid = (unsigned)min(tiles, n_sms * bps);
+    return sits_k_launch_pdl(gemv_mma_kernel<F8, NB, GLU>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, y_f32, x, xs, w, ws, bias,
+                             n, in, out, stages);
+}
+
+template <bool GLU>
+static cudaError_t gm_launch(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
+                             int fp8, int n, int in, int out, cudaStream_t stream, bool *taken)
+{
+    *taken = false;
+    const char *e = getenv("SITS_GEMV_MMA");
+    const int mode = e ? atoi(e) : GM_DEFAULT;
+    if (mode <= 0 || n < (mode >= 2 ? 1 : 2) || n > 16) return cudaSuccess;
+    *taken = true;
+    if (fp8) return n <= 8 ? gm_launch_nb<1, 1, GLU>(y, y_f32, x, xs, w, ws, bias, n, in, out, stream)
+                           : gm_launch_nb<1, 2, GLU>(y, y_f32, x, xs, w, ws, bias, n, in, out, stream);
+    return n <= 8 ? gm_launch_nb<0, 1, GLU>(y, y_f32, x, xs, w, ws, bias, n, in, out, stream)
+                  : gm_launch_nb<0, 2, GLU>(y, y_f32, x, xs, w, ws, bias, n, in, out, stream);
 }
 
 /* [perf: ring gemv] SITS_GEMV_RING (default GR_DEFAULT_ON): 0 sends one-token linears to gemv_kernel (A/B);
@@ -317,6 +529,12 @@ extern "C" sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const fl
     if (n < 0 || in <= 0 || out <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
     if (n > SITS_K_GEMV_MAX_N || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
     if (n == 0) return SITS_OK;
+    {   /* [perf: mma gemv] */
+        bool taken = false;
+        const cudaError_t me = gm_launch<false>(y, y_f32, x, xs, w, ws, bias, fp8, n, in, out, stream, &taken);
+        if (taken || me != cudaSuccess) return me == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+    }
+    if (n > GV_MAX_N) return SITS_ERR_UNSUPPORTED;   /* the caller's GEMM */
     if (n == 1) {   /* [perf: ring gemv] */
         bool taken = false;
         const cudaError_t re = fp8 ? gr_launch<1, false>(y, y_f32, x, xs, w, ws, bias, in, out, stream, &taken)
@@ -349,8 +567,14 @@ extern "C" sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, con
                                             int fp8, int n, int in, int inter, cudaStream_t stream)
 {
     if (n < 0 || in <= 0 || inter <= 0 || (fp8 && (!xs || !ws))) return SITS_ERR_INVALID;
-    if (n != 1 || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
-    bool taken = false;   /* [perf: ring gemv] */
+    if (n < 1 || n > SITS_K_GEMV_MAX_N || in % (fp8 ? 16 : 8) || !sits_k_aligned16(x) || !sits_k_aligned16(w)) return SITS_ERR_UNSUPPORTED;
+    bool taken = false;
+    {   /* [perf: mma gemv] 1-16 tokens */
+        const cudaError_t me = gm_launch<true>(act, 0, x, xs, w, ws, NULL, fp8, n, in, 2 * inter, stream, &taken);
+        if (taken || me != cudaSuccess) return me == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+    }
+    if (n != 1) return SITS_ERR_UNSUPPORTED;
+    /* [perf: ring gemv] */
     const cudaError_t re = fp8 ? gr_launch<1, true>(act, 0, x, xs, w, ws, NULL, in, 2 * inter, stream, &taken)
                                : gr_launch<0, true>(act, 0, x, xs, w, ws, NULL, in, 2 * inter, stream, &taken);
     if (taken || re != cudaSuccess) return re == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;

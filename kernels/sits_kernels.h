@@ -320,17 +320,18 @@ sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8
                                const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);
 /* [perf: decode gemv] y [n, out] = x [n, in] . w [out, in]^T (+ bias [out] bf16) for n <= SITS_K_GEMV_MAX_N, one
- * launch, fp32 sums in an order that does not depend on n (kernels/gemv.cu). fp8 0: x, w bf16; fp8 1: x, w E4M3
+ * launch, fp32 sums in an order that does not depend on n (kernels/gemv.cu; [perf: mma gemv] one token by default in
+ * another order than 2-16, on tensor cores: SITS_GEMV_MMA=2 puts one token there too). fp8 0: x, w bf16; fp8 1: x, w E4M3
  * bytes, y = sums * xs[t] * ws[o] (xs [n], ws [out] fp32). y bf16, or fp32 when y_f32. SITS_ERR_UNSUPPORTED,
  * nothing launched, when n > SITS_K_GEMV_MAX_N, in is not a multiple of 8 (bf16) / 16 (fp8) or x / w are not
  * 16-byte aligned: the caller then runs its GEMM. */
-#define SITS_K_GEMV_MAX_N 8
+#define SITS_K_GEMV_MAX_N 16
 sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
                           const sits_bf16_t *bias, int fp8, int n, int in, int out, cudaStream_t stream);
-/* [perf: swiglu gemv] act [1, inter] = bf16(silu(g) * u) with [g | u] = the one-token sits_k_gemv of w [2 inter, in]
- * (gate rows, then up rows; no bias) rounded to bf16: the bits of sits_k_gemv then sits_k_silu_mul, in one launch
- * (no [1, 2 inter] round trip, no second kernel). SITS_ERR_UNSUPPORTED, nothing launched, for n != 1 or what
- * sits_k_gemv refuses. */
+/* [perf: swiglu gemv] act [n, inter] = bf16(silu(g) * u) with [g | u] = sits_k_gemv of w [2 inter, in] (gate rows,
+ * then up rows; no bias) rounded to bf16: the bits of sits_k_gemv then sits_k_silu_mul, in one launch (no [n, 2 inter]
+ * round trip, no second kernel). SITS_ERR_UNSUPPORTED, nothing launched, for what sits_k_gemv refuses and for 2-16
+ * tokens when the tensor-core form is off (SITS_GEMV_MMA=0). */
 sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, const float *xs, const void *w, const float *ws, int fp8,
                                  int n, int in, int inter, cudaStream_t stream);
 /* [int4] w [out, in] bf16 = the packed INT4 weights above dequantised (the large-batch path: then a bf16

@@ -148,9 +148,9 @@ static sits_status_t make_backend(const sits_config_t *cfg, const sits_placement
                        me->local_size);
             return SITS_ERR_INVALID;
         }
-        int64_t gv = cfg->gemv_max_tokens;   /* the backend takes at most 8; 0 here means never */
+        int64_t gv = cfg->gemv_max_tokens;   /* the backend takes at most 16 (SITS_K_GEMV_MAX_N); 0 here means never */
         sits_backend_params_t bp = { .device = me->gpu, .no_gemm_tune = !cfg->gemm_autotune,
-                                     .gemv_max_tokens = gv > 0 ? (int)(gv < 8 ? gv : 8) : -1 };
+                                     .gemv_max_tokens = gv > 0 ? (int)(gv < 16 ? gv : 16) : -1 };
         SITS_CHECK(sits_backend_cuda_create(&bp, be_p));
         return set_kv_dtype(cfg, be_p);
     }

@@ -482,7 +482,7 @@ typedef struct sits_backend_ops {
     /* [perf: swiglu gemv] Optional (NULL: none). act [n, inter] = silu_mul of the gate/up linear's output, w [2 inter, in]
      * (gate rows, then up rows), no bias -- the bits of matmul (w_scale NULL: x and w in the weight dtype) or matmul_fp8q
      * (w_scale [2 inter]: x the E4M3 rows with scales xs [n]) into [n, 2 inter] followed by silu_mul, in one kernel where
-     * the backend has one for the shape (cuda: one token); SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller
+     * the backend has one for the shape (cuda: the GEMV's 1-16 tokens); SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller
      * then runs the two ops. */
     sits_status_t (*matmul_swiglu)(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
                                    const float *w_scale, int n, int in, int inter);
@@ -529,8 +529,8 @@ typedef struct {
     int threads;           /* cpu: worker threads (0 = all the cores this process may use) */
     int device;            /* cuda: device index */
     int no_gemm_tune;      /* cuda: 1 = take cuBLASLt's first heuristic algorithm, no timing (--no-gemm-autotune) */
-    int gemv_max_tokens;   /* cuda: linears of up to this many tokens (<= 8) run the GEMV kernel (kernels/gemv.cu),
-                            * larger ones cuBLASLt; 0 = the default (1), < 0 = never (--gemv-max-tokens 0) */
+    int gemv_max_tokens;   /* cuda: linears of up to this many tokens (<= 16) run the GEMV kernels (kernels/gemv.cu),
+                            * larger ones cuBLASLt; 0 = the default (16), < 0 = never (--gemv-max-tokens 0) */
 } sits_backend_params_t;
 
 sits_status_t sits_backend_cpu_create(const sits_backend_params_t *params, sits_backend_t **be_p);

@@ -39,9 +39,9 @@
 #define CUDA_ATTN_SCRATCH_BYTES ((size_t)32 << 20) /* [attention] sits_k_attention's scratch */
 #define CUDA_HEALTH_MAX 4                    /* [nccl hook] health checks per backend */
 /* [perf: decode gemv] tokens up to which linears run sits_k_gemv by default: on the H200 the one-token kernel beats
- * cuBLASLt (8B bf16 batch 1: 4.98 -> 4.52 ms a step, same call) and the 2-8-token ones lose to it (batch 8: 13.9
- * ms vs 5.0) */
-#define CUDA_GEMV_DEFAULT_N 1
+ * cuBLASLt (8B bf16 batch 1: 4.98 -> 4.52 ms a step, same call) and [perf: mma gemv] the tensor-core GEMV beats it at
+ * 2-8 tokens (8B FP8 batch 8 3.82 -> 3.27 ms, bf16 4.89 -> 4.51; bench/RESULTS.md) */
+#define CUDA_GEMV_DEFAULT_N 16
 
 /* One cached GEMM configuration. */
 typedef struct {
@@ -585,13 +585,14 @@ static sits_status_t cuda_matmul_fp8q(sits_backend_t *be, void *y, int y_f32, co
                                   w_q, w_scale, bias, n, in, out);
 }
 
-/* [perf: swiglu gemv] backend.h matmul_swiglu: the one-token GEMV with SwiGLU in its epilogue, where the GEMV serves
- * one-token linears (gemv_max_n >= 1); SITS_SWIGLU_GEMV=0 (read at each call: A/B in one process) declines it */
+/* [perf: swiglu gemv] backend.h matmul_swiglu: the GEMV with SwiGLU in its epilogue, for the token counts the GEMV
+ * serves (1 .. gemv_max_n; [perf: mma gemv] 2-16 on tensor cores); SITS_SWIGLU_GEMV=0 (read at each call: A/B in one
+ * process) declines it */
 static sits_status_t cuda_matmul_swiglu(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
                                         const float *w_scale, int n, int in, int inter)
 {
     cuda_impl_t *c = impl_of(be);
-    if (n != 1 || c->gemv_max_n < 1) return SITS_ERR_UNSUPPORTED;
+    if (n < 1 || n > c->gemv_max_n) return SITS_ERR_UNSUPPORTED;   /* [perf: mma gemv] the GEMV's token counts */
     const char *env = getenv("SITS_SWIGLU_GEMV");
     if (env && !strcmp(env, "0")) return SITS_ERR_UNSUPPORTED;
     sits_status_t st = sits_k_gemv_swiglu(act, x, xs, w, w_scale, w_scale != NULL, n, in, inter, c->stream);

@@ -114,7 +114,7 @@ static int run_case(sits_backend_t *cpu, sits_backend_t *gpu, int n, int in, int
     double mx = 0, max_err = 0;
     for (size_t i = 0; i < (size_t)n * out; i++) mx = fabs(res[0][i]) > mx ? fabs(res[0][i]) : mx;
     size_t bad = 0;
-    const double ta = n <= 8 ? 1e-4 : 0.01, tr = n <= 8 ? 1.0 / 128 : 0.01;   /* GEMV: exact products */
+    const double ta = n <= 16 ? 1e-4 : 0.01, tr = n <= 16 ? 1.0 / 128 : 0.01;   /* GEMV: exact products */
     for (size_t i = 0; i < (size_t)n * out; i++) {
         double err = fabs((double)res[1][i] - res[0][i]);
         if (!(err <= ta * mx + tr * fabs(res[0][i]))) {
@@ -145,41 +145,51 @@ static void rand_fp8_weights(float *w, float *ws, uint8_t *wq, int out, int in)
 
 static void *dl(sits_backend_t *be, const void *d, size_t bytes);
 
-/* [perf: decode gemv] matmul_fp8 of rows 0 .. n-1 (n = 1 .. 8) on the GPU: the same bytes as those rows of the
- * 8-token call, bf16 and fp32 outputs */
+/* [perf: decode gemv] matmul_fp8 and matmul (bf16) of rows 0 .. n-1 (n = 1 .. 16) on the GPU: the same bytes as those
+ * rows of the 16-token call, bf16 and fp32 outputs ([perf: mma gemv]: a token's outputs do not depend on n; with
+ * SITS_GEMV_MMA=2 one token runs the tensor-core GEMV too, so decode and verification steps see the same linears) */
 static int run_rows_case(sits_backend_t *gpu, int in, int out)
 {
-    float *x = malloc(sizeof(float) * 8 * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    enum { NR = 16 };
+    float *x = malloc(sizeof(float) * NR * (size_t)in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
     uint8_t *wq = malloc((size_t)out * in);
-    for (size_t i = 0; i < (size_t)8 * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
+    for (size_t i = 0; i < (size_t)NR * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
     rand_fp8_weights(w, ws, wq, out, in);
-    void *dx = dev(gpu, gpu->act_dtype, x, (size_t)8 * in), *dwq = dev_bytes(gpu, wq, (size_t)out * in);
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = bf(w[i]);
+    void *dx = dev(gpu, gpu->act_dtype, x, (size_t)NR * in), *dwq = dev_bytes(gpu, wq, (size_t)out * in);
+    void *dw = dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
     float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)out);
     int bad = 0;
-    for (int f32 = 0; f32 < 2; f32++) {
+    setenv("SITS_GEMV_MMA", "2", 1);   /* one token on the tensor-core GEMV too (by default: gemv_ring_kernel) */
+    for (int form = 0; form < 3; form++) {   /* 0 e4m3 bf16 out, 1 e4m3 fp32 out, 2 bf16 weights */
+        const int f32 = form == 1;
         size_t row = (size_t)out * (f32 ? 4 : 2);
-        void *y8 = NULL, *y = NULL;
-        TRY(gpu->ops->alloc(gpu, 8 * row, &y8));
-        TRY(gpu->ops->alloc(gpu, 8 * row, &y));
-        TRY(gpu->ops->matmul_fp8(gpu, y8, f32, dx, dwq, dws, NULL, 8, in, out));
+        void *yN = NULL, *y = NULL;
+        TRY(gpu->ops->alloc(gpu, NR * row, &yN));
+        TRY(gpu->ops->alloc(gpu, NR * row, &y));
+        if (form < 2) TRY(gpu->ops->matmul_fp8(gpu, yN, f32, dx, dwq, dws, NULL, NR, in, out));
+        else TRY(gpu->ops->matmul(gpu, yN, dx, dw, NULL, NR, in, out));
         TRY(gpu->ops->sync(gpu));
-        unsigned char *h8 = dl(gpu, y8, 8 * row);
+        unsigned char *hN = dl(gpu, yN, NR * row);
         size_t diff = 0;
-        for (int n = 1; n <= 8; n++) {
-            TRY(gpu->ops->matmul_fp8(gpu, y, f32, dx, dwq, dws, NULL, n, in, out));
+        for (int n = 1; n <= NR; n++) {
+            if (form < 2) TRY(gpu->ops->matmul_fp8(gpu, y, f32, dx, dwq, dws, NULL, n, in, out));
+            else TRY(gpu->ops->matmul(gpu, y, dx, dw, NULL, n, in, out));
             TRY(gpu->ops->sync(gpu));
             unsigned char *h = dl(gpu, y, (size_t)n * row);
-            for (size_t i = 0; i < (size_t)n * row; i++) diff += h[i] != h8[i];
+            for (size_t i = 0; i < (size_t)n * row; i++) diff += h[i] != hN[i];
             free(h);
         }
-        printf("%s fp8 gemm rows in %5d out %4d %s: rows of n = 1 .. 8 == rows of n = 8 (%zu bytes differ)\n",
-               diff ? "FAIL" : "ok  ", in, out, f32 ? "fp32 out" : "bf16 out", diff);
+        static const char *names[] = { "e4m3 bf16 out", "e4m3 fp32 out", "bf16" };
+        printf("%s gemv rows in %5d out %4d %s: rows of n = 1 .. 16 == rows of n = 16 (%zu bytes differ)\n",
+               diff ? "FAIL" : "ok  ", in, out, names[form], diff);
         bad += diff != 0;
-        free(h8);
-        gpu->ops->free(gpu, y8);
+        free(hN);
+        gpu->ops->free(gpu, yN);
         gpu->ops->free(gpu, y);
     }
-    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dwq); gpu->ops->free(gpu, dws);
+    unsetenv("SITS_GEMV_MMA");
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dwq); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dws);
     free(x); free(w); free(ws); free(wq);
     return bad;
 }
@@ -345,42 +355,43 @@ static int run_fused_case(sits_backend_t *gpu, int n, int dim)
     return fails;
 }
 
-/* [perf: swiglu gemv] matmul_swiglu (one kernel: the one-token GEMV with SwiGLU in its epilogue) against matmul /
- * matmul_fp8q into [1, 2 inter] then silu_mul: the same act bytes. bf16 weights, or E4M3 weights with x the E4M3
- * rows quant_fp8_rows makes. inter not a multiple of 4 covers the last block's clamped rows. */
-static int run_swiglu_case(sits_backend_t *gpu, int in, int inter, int fp8)
+/* [perf: swiglu gemv] matmul_swiglu (one kernel: the GEMV of n tokens with SwiGLU in its epilogue) against matmul /
+ * matmul_fp8q into [n, 2 inter] then silu_mul: the same act bytes. bf16 weights, or E4M3 weights with x the E4M3
+ * rows quant_fp8_rows makes. inter not a multiple of 8 covers the last block's clamped rows. */
+static int run_swiglu_case(sits_backend_t *gpu, int n, int in, int inter, int fp8)
 {
     const int out = 2 * inter;
-    float *x = malloc(sizeof(float) * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    float *x = malloc(sizeof(float) * (size_t)n * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
     uint8_t *wq = malloc((size_t)out * in);
-    for (int k = 0; k < in; k++) x[k] = bf(2 * urand() - 1);
+    for (size_t k = 0; k < (size_t)n * in; k++) x[k] = bf(2 * urand() - 1);
     rand_fp8_weights(w, ws, wq, out, in);   /* w: the bf16 case's weights (0.05 scale), wq / ws: the E4M3 case's */
     for (size_t i = 0; i < (size_t)out * in; i++) w[i] = bf(w[i]);
-    void *dx = dev(gpu, SITS_DT_BF16, x, (size_t)in), *dw = fp8 ? dev_bytes(gpu, wq, (size_t)out * in) : dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
+    void *dx = dev(gpu, SITS_DT_BF16, x, (size_t)n * in), *dw = fp8 ? dev_bytes(gpu, wq, (size_t)out * in) : dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
     float *dws = fp8 ? dev(gpu, SITS_DT_F32, ws, (size_t)out) : NULL, *dxs = NULL;
     void *dxq = NULL, *gu = NULL, *a1 = NULL, *a2 = NULL;
-    TRY(gpu->ops->alloc(gpu, (size_t)in, &dxq));
-    TRY(gpu->ops->alloc(gpu, 4, (void **)&dxs));
-    TRY(gpu->ops->alloc(gpu, (size_t)out * 2, &gu));
-    TRY(gpu->ops->alloc(gpu, (size_t)inter * 2, &a1));
-    TRY(gpu->ops->alloc(gpu, (size_t)inter * 2, &a2));
+    const size_t na = (size_t)n * inter;
+    TRY(gpu->ops->alloc(gpu, (size_t)n * in, &dxq));
+    TRY(gpu->ops->alloc(gpu, 4 * (size_t)n, (void **)&dxs));
+    TRY(gpu->ops->alloc(gpu, (size_t)n * out * 2, &gu));
+    TRY(gpu->ops->alloc(gpu, na * 2, &a1));
+    TRY(gpu->ops->alloc(gpu, na * 2, &a2));
     if (fp8) {
-        TRY(gpu->ops->quant_fp8_rows(gpu, dxq, dxs, dx, 1, in));
-        TRY(gpu->ops->matmul_fp8q(gpu, gu, 0, dxq, dxs, dw, dws, NULL, 1, in, out));
+        TRY(gpu->ops->quant_fp8_rows(gpu, dxq, dxs, dx, n, in));
+        TRY(gpu->ops->matmul_fp8q(gpu, gu, 0, dxq, dxs, dw, dws, NULL, n, in, out));
     } else {
-        TRY(gpu->ops->matmul(gpu, gu, dx, dw, NULL, 1, in, out));
+        TRY(gpu->ops->matmul(gpu, gu, dx, dw, NULL, n, in, out));
     }
-    TRY(gpu->ops->silu_mul(gpu, a1, gu, 1, inter));
-    sits_status_t st = gpu->ops->matmul_swiglu(gpu, a2, fp8 ? dxq : dx, fp8 ? dxs : NULL, dw, dws, 1, in, inter);
+    TRY(gpu->ops->silu_mul(gpu, a1, gu, n, inter));
+    sits_status_t st = gpu->ops->matmul_swiglu(gpu, a2, fp8 ? dxq : dx, fp8 ? dxs : NULL, dw, dws, n, in, inter);
     TRY(gpu->ops->sync(gpu));
     int bad = st != SITS_OK;
     if (bad) fprintf(stderr, "  matmul_swiglu declined or failed: %s\n", sits_status_str(st));
-    void *h1 = dl(gpu, a1, (size_t)inter * 2), *h2 = dl(gpu, a2, (size_t)inter * 2);
-    int diff = 0;
-    for (int j = 0; j < inter; j++) diff += ((uint16_t *)h1)[j] != ((uint16_t *)h2)[j];
+    void *h1 = dl(gpu, a1, na * 2), *h2 = dl(gpu, a2, na * 2);
+    size_t diff = 0;
+    for (size_t j = 0; j < na; j++) diff += ((uint16_t *)h1)[j] != ((uint16_t *)h2)[j];
     bad += diff != 0;
-    printf("%s matmul_swiglu == matmul + silu_mul  %s in %5d inter %5d (%d of %d differ)\n", bad ? "FAIL" : "ok  ",
-           fp8 ? "e4m3" : "bf16", in, inter, diff, inter);
+    printf("%s matmul_swiglu == matmul + silu_mul  %s n %2d in %5d inter %5d (%zu of %zu differ)\n", bad ? "FAIL" : "ok  ",
+           fp8 ? "e4m3" : "bf16", n, in, inter, diff, na);
     free(h1); free(h2); free(x); free(w); free(ws); free(wq);
     void *bufs[] = { dx, dw, dws, dxq, dxs, gu, a1, a2 };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) gpu->ops->free(gpu, bufs[i]);
@@ -411,6 +422,7 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
     TRY(gpu->ops->quant_fp8_rows(gpu, dxq, dxs, dx, 1, in));
     for (int v = 0; v < 2; v++) TRY(gpu->ops->alloc(gpu, (size_t)out * 4, &y[v]));
     int fails = 0;
+    setenv("SITS_GEMV_MMA", "0", 1);   /* [perf: mma gemv] off: the ring and gemv_kernel */
     /* forms: 0 bf16, 1 bf16 + bias, 2 e4m3 bf16 out, 3 e4m3 fp32 out, 4 e4m3 + bias, 5 swiglu bf16, 6 swiglu e4m3 */
     for (int form = 0; form < 7; form++) {
         if (form >= 5 && !gpu->ops->matmul_swiglu) continue;
@@ -442,6 +454,7 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
     unsetenv("SITS_GEMV_RING");
     unsetenv("SITS_GEMV_RING_STAGES");
     unsetenv("SITS_GEMV_RING_BPS");
+    unsetenv("SITS_GEMV_MMA");
     void *bufs[] = { dx, dw, dwq, db, dws, dxq, dxs, y[0], y[1] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
     free(x); free(w); free(ws); free(b); free(wq);
@@ -474,6 +487,7 @@ static int run_f8_bytes_case(sits_backend_t *gpu)
     float *dws = dev(gpu, SITS_DT_F32, ws, OUT), *dxs = dev(gpu, SITS_DT_F32, xs, NT);
     for (int v = 0; v < 2; v++) TRY(gpu->ops->alloc(gpu, (size_t)NT * OUT * 4, &y[v]));
     int fails = 0;
+    setenv("SITS_GEMV_MMA", "0", 1);   /* [perf: mma gemv] off: the ring and gemv_kernel */
     for (int t = 0; t < NT; t++)   /* x row t alone */
         for (int f32 = 0; f32 < 2; f32++) {
             const size_t bytes = (size_t)OUT * (f32 ? 4 : 2);
@@ -492,10 +506,94 @@ static int run_f8_bytes_case(sits_backend_t *gpu)
             free(h1);
         }
     unsetenv("SITS_GEMV_RING");
+    unsetenv("SITS_GEMV_MMA");
     void *bufs[] = { dw, dx, dws, dxs, y[0], y[1] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
     free(wq);
     free(xq);
+    return fails;
+}
+
+/* [perf: mma gemv] The tensor-core GEMV (1-16 tokens) against sums in double on the host: y of token t, row o must be
+ * within 2^-8 |exact| (bf16 out; fp32 out: 1e-6) + 1e-5 sum_k |x w| (fp32 accumulation: the E4M3 MMAs' 64-product
+ * chunks are added to fp32 sums) of exact = sum_k x w (* xs[t] * ws[o], + bias[o]).
+ * e4m3: x rows and weights of every E4M3 byte value (not NaN) in shifted sequences, x scales 0.5 + t, row scales 1 + o /
+ * 64, bf16 and fp32 out; bf16: random x and weights of several magnitudes, with a bias; n tokens at once. */
+static int check_exact(const char *what, const void *h, int f32, const double *ex, const double *sa, int n, int out)
+{
+    double worst = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)n * out; i++) {
+        const double got = f32 ? ((const float *)h)[i] : sits_bf16_to_f32(((const uint16_t *)h)[i]);
+        const double err = fabs(got - ex[i]), tol = (f32 ? 1e-6 : 1.0 / 256) * fabs(ex[i]) + 1e-5 * sa[i];
+        if (!(err <= tol) && bad++ < 4)
+            fprintf(stderr, "  %s [%zu, %zu]: gpu %.9g exact %.9g (err %.3g, sum |x w| %.3g)\n", what, i / out, i % out, got, ex[i], err, sa[i]);
+        if (sa[i] > 0 && err / sa[i] > worst) worst = err / sa[i];
+    }
+    printf("%s mma gemv == exact sums  %s n %2d out %5d (%zu outside; worst |err| / sum |x w| %.2g)\n", bad ? "FAIL" : "ok  ", what, n,
+           out, bad, worst);
+    return bad != 0;
+}
+
+static int run_mma_exact_case(sits_backend_t *gpu, int fp8, int n, int in, int out)
+{
+    uint8_t *wq = malloc((size_t)out * in), *xq = malloc((size_t)n * in);
+    float *wf = malloc(sizeof(float) * (size_t)out * in), *xf = malloc(sizeof(float) * (size_t)n * in), *ws = malloc(sizeof(float) * out);
+    float *xs = malloc(sizeof(float) * n), *bias = malloc(sizeof(float) * out);
+    double *ex = malloc(sizeof(double) * (size_t)n * out), *sa = malloc(sizeof(double) * (size_t)n * out);
+    for (int o = 0; o < out; o++) {
+        ws[o] = 1.0f + o / 64.0f;
+        const float amp = o % 3 == 0 ? 1e-3f : o % 3 == 1 ? 1.0f : 30.0f;
+        bias[o] = fp8 ? 0.0f : bf(2 * urand() - 1);
+        for (int k = 0; k < in; k++) {
+            const size_t i = (size_t)o * in + k;
+            const uint8_t b = (uint8_t)(k + 37 * o + (k >> 8) * 11);
+            wq[i] = (b & 0x7f) == 0x7f ? 0x80 : b;   /* NaN bytes -> -0 */
+            wf[i] = fp8 ? sits_f8e4m3_to_f32(wq[i]) : bf(amp * (2 * urand() - 1));
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        xs[t] = 0.5f + t;
+        for (int k = 0; k < in; k++) {
+            const size_t i = (size_t)t * in + k;
+            const uint8_t b = (uint8_t)(3 * k + 101 * t + (k >> 8));
+            xq[i] = (b & 0x7f) == 0x7f ? 0x00 : b;
+            xf[i] = fp8 ? sits_f8e4m3_to_f32(xq[i]) : bf((t + 1) * (2 * urand() - 1));
+        }
+    }
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < out; o++) {
+            double sum = 0, abs_sum = 0;
+            for (int k = 0; k < in; k++) {
+                const double pr = (double)xf[(size_t)t * in + k] * wf[(size_t)o * in + k];
+                sum += pr;
+                abs_sum += fabs(pr);
+            }
+            const double sc = fp8 ? (double)xs[t] * ws[o] : 1.0;
+            ex[(size_t)t * out + o] = sum * sc + (fp8 ? 0.0 : bias[o]);
+            sa[(size_t)t * out + o] = abs_sum * sc;
+        }
+    void *dw = fp8 ? dev_bytes(gpu, wq, (size_t)out * in) : dev(gpu, SITS_DT_BF16, wf, (size_t)out * in);
+    void *dx = fp8 ? dev_bytes(gpu, xq, (size_t)n * in) : dev(gpu, SITS_DT_BF16, xf, (size_t)n * in);
+    float *dws = dev(gpu, SITS_DT_F32, ws, out), *dxs = dev(gpu, SITS_DT_F32, xs, n);
+    void *db = dev(gpu, SITS_DT_BF16, bias, out), *y = NULL;
+    TRY(gpu->ops->alloc(gpu, (size_t)n * out * 4, &y));
+    int fails = 0;
+    setenv("SITS_GEMV_MMA", "2", 1);   /* one token too */
+    for (int f32 = 0; f32 < (fp8 ? 2 : 1); f32++) {
+        if (fp8) TRY(gpu->ops->matmul_fp8q(gpu, y, f32, dx, dxs, dw, dws, NULL, n, in, out));
+        else TRY(gpu->ops->matmul(gpu, y, dx, dw, db, n, in, out));
+        TRY(gpu->ops->sync(gpu));
+        void *h = dl(gpu, y, (size_t)n * out * (f32 ? 4 : 2));
+        char what[64];
+        snprintf(what, sizeof what, "%s in %5d", fp8 ? (f32 ? "e4m3 all bytes fp32 out" : "e4m3 all bytes bf16 out") : "bf16+bias", in);
+        fails += check_exact(what, h, f32, ex, sa, n, out);
+        free(h);
+    }
+    unsetenv("SITS_GEMV_MMA");
+    void *bufs[] = { dw, dx, dws, dxs, db, y };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
+    free(wq); free(xq); free(wf); free(xf); free(ws); free(xs); free(bias); free(ex); free(sa);
     return fails;
 }
 
@@ -507,7 +605,7 @@ int main(void)
         return 77;
     }
     sits_backend_t *cpu = NULL, *gpu = NULL;
-    sits_backend_params_t bp = { .device = 0, .gemv_max_tokens = 8 };   /* every token count the GEMV kernel takes */
+    sits_backend_params_t bp = { .device = 0, .gemv_max_tokens = 16 };   /* every token count the GEMV kernels take */
     TRY(sits_backend_cpu_create(NULL, &cpu));
     if (sits_backend_cuda_create(&bp, &gpu) != SITS_OK) {
         printf("SKIP: cuda backend unavailable\n");
@@ -519,6 +617,7 @@ int main(void)
     }
     static const int shapes[][3] = { { 1, 64, 256 }, { 7, 128, 384 }, { 64, 1024, 768 }, { 300, 384, 128 }, { 1, 1024, 512 },
                                      { 2, 4096, 1040 }, { 5, 14336, 144 }, { 8, 2048, 528 }, { 8, 16, 16 },
+                                     { 12, 4096, 528 }, { 16, 1040, 272 }, { 9, 14336, 160 },   /* [perf: mma gemv] 9-16 */
                                      /* both sides of outer_pays (cuda_fp8.c): outer-vector scales at k <= 8192 from
                                       * 128 tokens, at deeper k from 384; unit scales + scale_out below */
                                      { 1000, 4096, 512 }, { 127, 4096, 256 }, { 400, 14336, 256 }, { 200, 14336, 128 },
@@ -545,6 +644,13 @@ int main(void)
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
     fails += run_f8_bytes_case(gpu);
+    {   /* [perf: mma gemv] 8B / 70B row lengths, a row ending inside a stage and inside a chunk; 1, 8 and 16 tokens */
+        static const int mshapes[][3] = { { 1, 4096, 64 }, { 8, 4096, 80 }, { 16, 14336, 48 }, { 5, 8192, 48 }, { 3, 1040, 1008 },
+                                          { 16, 2064, 32 }, { 9, 48, 16 }, { 2, 6160, 1000 } };   /* out % 16: matmul_fp8q's */
+        for (size_t s = 0; s < sizeof mshapes / sizeof mshapes[0]; s++)
+            for (int fp8 = 0; fp8 < 2; fp8++)
+                if (!fp8 || mshapes[s][2] % 16 == 0) fails += run_mma_exact_case(gpu, fp8, mshapes[s][0], mshapes[s][1], mshapes[s][2]);
+    }
     {   /* 8B's four linears, 70B's o / down, a partial last tile and row piece, fewer tiles than SMs */
         static const int rshapes[][2] = { { 4096, 6144 }, { 4096, 4096 }, { 4096, 28672 }, { 14336, 4096 }, { 8192, 8192 },
                                           { 28672, 1024 }, { 1040, 1000 }, { 8192, 272 }, { 64, 16 } };
@@ -557,8 +663,9 @@ int main(void)
         static const int sshapes[][2] = { { 4096, 14336 }, { 8192, 3584 }, { 1024, 1032 }, { 1024, 1030 }, { 64, 5 } };
         for (size_t s = 0; s < sizeof sshapes / sizeof sshapes[0]; s++)
             for (int fp8 = 0; fp8 < 2; fp8++)
-                if (!fp8 || (2 * sshapes[s][1]) % 16 == 0)   /* matmul_fp8q's out: a multiple of 16 */
-                    fails += run_swiglu_case(gpu, sshapes[s][0], sshapes[s][1], fp8);
+                for (int n = 1; n <= 16; n += n == 1 ? 4 : 11)   /* [perf: mma gemv] 1, 5 and 16 tokens */
+                    if (!fp8 || (2 * sshapes[s][1]) % 16 == 0)   /* matmul_fp8q's out: a multiple of 16 */
+                        fails += run_swiglu_case(gpu, n, sshapes[s][0], sshapes[s][1], fp8);
     }
     sits_backend_destroy(gpu);
     /* SITS_FP8_SCALES=outer: outer-vector scales at every token count (cuda_fp8.c), here where outer_pays

@@ -402,43 +402,47 @@ static void test_matmul(ctx_t *c, int n, int in, int out, int with_bias)
     free(bias);
 }
 
-/* [perf: decode gemv] On the cuda backend, linears of <= 8 tokens (the GEMV kernel) give each token the same bits
- * whatever the step's token count: the outputs of rows 0 .. n-1 of an n-token matmul (n = 1 .. 8), bf16 and fp32
- * (matmul_f32out) outputs, equal those of the 8-token matmul byte for byte. */
+/* [perf: decode gemv] On the cuda backend, linears of <= 16 tokens (the GEMV kernels) give each token the same bits
+ * whatever the step's token count: the outputs of rows 0 .. n-1 of an n-token matmul (n = 1 .. 16), bf16 and fp32
+ * (matmul_f32out) outputs, equal those of the 16-token matmul byte for byte ([perf: mma gemv] SITS_GEMV_MMA=2: one
+ * token on the tensor-core GEMV too; by default it runs gemv_ring_kernel, whose sums are in another order). */
 static void test_matmul_rows_invariant(ctx_t *c, int in, int out)
 {
+    enum { NR = 16 };
     char what[128];
     snprintf(what, sizeof what, "matmul rows invariant in %d out %d", in, out);
     sits_backend_t *be = c->be[N_BE - 1];
-    float *x = rand_vec(c, (size_t)8 * in, 0.0f, 1.0f);
+    float *x = rand_vec(c, (size_t)NR * in, 0.0f, 1.0f);
     float *w = rand_vec(c, (size_t)out * in, 0.0f, 1.0f / sqrtf((float)in));
-    void *d_x = dev_acts(be, x, (size_t)8 * in), *d_w = dev_weight(be, w, out, in);
+    void *d_x = dev_acts(be, x, (size_t)NR * in), *d_w = dev_weight(be, w, out, in);
+    setenv("SITS_GEMV_MMA", "2", 1);
     for (int f32 = 0; f32 < 2; f32++) {
         if (f32 && !be->ops->matmul_f32out) continue;
         size_t esz = f32 ? sizeof(float) : sits_dtype_size(be->act_dtype), row = (size_t)out * esz;
-        void *d_y8 = dev_poison(be, 8 * row), *d_y = dev_poison(be, 8 * row);
-        if (f32) TRY(be->ops->matmul_f32out(be, d_y8, d_x, d_w, NULL, 8, in, out));
-        else TRY(be->ops->matmul(be, d_y8, d_x, d_w, NULL, 8, in, out));
-        unsigned char *h8 = xmalloc(8 * row), *h = xmalloc(8 * row);
+        void *d_yN = dev_poison(be, NR * row), *d_y = dev_poison(be, NR * row);
+        if (f32) TRY(be->ops->matmul_f32out(be, d_yN, d_x, d_w, NULL, NR, in, out));
+        else TRY(be->ops->matmul(be, d_yN, d_x, d_w, NULL, NR, in, out));
+        unsigned char *hN = xmalloc(NR * row), *h = xmalloc(NR * row);
         TRY(be->ops->sync(be));
-        TRY(be->ops->download(be, h8, d_y8, 8 * row));
+        TRY(be->ops->download(be, hN, d_yN, NR * row));
         size_t bad = 0;
-        for (int n = 1; n <= 8; n++) {
+        for (int n = 1; n <= NR; n++) {
             if (f32) TRY(be->ops->matmul_f32out(be, d_y, d_x, d_w, NULL, n, in, out));
             else TRY(be->ops->matmul(be, d_y, d_x, d_w, NULL, n, in, out));
             TRY(be->ops->sync(be));
             TRY(be->ops->download(be, h, d_y, (size_t)n * row));
-            for (size_t i = 0; i < (size_t)n * row; i++) bad += h[i] != h8[i];
+            for (size_t i = 0; i < (size_t)n * row; i++) bad += h[i] != hN[i];
         }
         c->checks++;
-        printf("%-4s %-58s %s: rows of n = 1 .. 8 == rows of n = 8 (%zu bytes differ)\n", bad ? "FAIL" : "ok", what,
+        printf("%-4s %-58s %s: rows of n = 1 .. 16 == rows of n = 16 (%zu bytes differ)\n", bad ? "FAIL" : "ok", what,
                f32 ? "fp32 out" : "bf16 out", bad);
         if (bad) c->failures++;
-        free(h8);
+        free(hN);
         free(h);
-        dev_free(be, d_y8);
+        dev_free(be, d_yN);
         dev_free(be, d_y);
     }
+    unsetenv("SITS_GEMV_MMA");
     dev_free(be, d_x);
     dev_free(be, d_w);
     free(x);
@@ -2744,8 +2748,8 @@ int main(void)
         return 77;
     }
     ctx_t c = { .rng = 0x5EED5EED12345678ull };
-    /* gemv_max_tokens 8: every token count the GEMV kernel takes (the server's default is 1) */
-    sits_backend_params_t params = { .threads = 0, .device = 0, .gemv_max_tokens = 8 };
+    /* gemv_max_tokens 16: every token count the GEMV kernels take (the server's default) */
+    sits_backend_params_t params = { .threads = 0, .device = 0, .gemv_max_tokens = 16 };
     TRY(sits_backend_cpu_create(&params, &c.be[0]));
     sits_status_t st = sits_backend_cuda_create(&params, &c.be[1]);
     if (st == SITS_ERR_UNSUPPORTED) {
@@ -2757,11 +2761,12 @@ int main(void)
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
     /* OP_PARITY_ONLY=int4 / moe / rope / dummy / attention / attention8: only the W4A16 cases (a quick check of the INT4
      * kernels) / the MoE ones / RoPE + KV write / the dummy weights / the attention kernels (default choices and both
-     * prefill tile orders) / the attention kernels on int8 and fp8 KV */
+     * prefill tile orders) / the attention kernels on int8 and fp8 KV / matmul: the bf16 linears */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
     if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
     if (only && strcmp(only, "dummy") == 0) goto dummy_cases;   /* OP_PARITY_ONLY=dummy: the dummy weights' cases */
+    if (only && strcmp(only, "matmul") == 0) goto matmul_cases;   /* OP_PARITY_ONLY=matmul: the bf16 linears' cases */
     if (only && strcmp(only, "attention8") == 0) {   /* OP_PARITY_ONLY=attention8: the attention cases of 8-bit KV only */
         test_attention_i8(&c, SITS_DT_I8);
         test_attention_i8(&c, SITS_DT_F8_E4M3);
@@ -2804,20 +2809,24 @@ dummy_cases:
     test_rmsnorm(&c, 8, 2304, 0, 0, 1);   /* [families] Gemma 2 2B's hidden size */
     test_rmsnorm(&c, 3, 77, 0, 0, 1);
 
+matmul_cases:
     test_matmul(&c, 1, 4096, 1024, 0);
     test_matmul(&c, 8, 1024, 3072, 1);
     test_matmul(&c, 33, 1000, 520, 1);
     test_matmul(&c, 64, 512, 256, 0);
     test_matmul(&c, 3, 130, 66, 1);
     test_matmul(&c, 5, 127, 33, 0);
-    /* [perf: decode gemv] 1 .. 8 tokens: the GEMV kernel (rows past a block's 8 / 4, long and short rows) */
+    /* [perf: decode gemv] 1 .. 16 tokens: the GEMV kernels (rows past a tile, long and short rows) */
     test_matmul(&c, 2, 4096, 1000, 1);
     test_matmul(&c, 4, 14336, 520, 0);
     test_matmul(&c, 7, 520, 72, 1);
     test_matmul(&c, 6, 2048, 6, 0);
     test_matmul(&c, 3, 8, 17, 1);
+    test_matmul(&c, 12, 4096, 1000, 1);   /* [perf: mma gemv] two 8-token blocks */
+    test_matmul(&c, 16, 14336, 72, 0);
     test_matmul_rows_invariant(&c, 4096, 1030);
     test_matmul_rows_invariant(&c, 1032, 64);
+    if (only && strcmp(only, "matmul") == 0) goto out;
 
     /* [int4] decode and prefill shapes of an 8B layer (group 128), several token tiles, act-order,
      * a group size not a multiple of 8 and an input count not a multiple of 8 (byte path), per channel;
