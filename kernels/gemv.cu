@@ -20,7 +20,8 @@
  * Sums, in fp32: a lane's units in order, a unit's products in order; then the 32 lanes by the butterfly of
  * masks 16, 8, 4, 2, 1 (run as a reduce-scatter: R NT - 1 shuffles leave each of the R NT sums in 32 / (R NT)
  * lanes, then the remaining masks); then the warps in order. None of it depends on n, on R or on the other
- * rows: a token's outputs are the same bits at any n <= 8 (the tensor-core form's: at any n <= 16). Needs in % (16 / element bytes) == 0 and 16-byte aligned x and w.
+ * rows: a token's outputs are the same bits at any n <= 8 (the tensor-core form's: at any n <= 16). Needs
+ * in % (16 / element bytes) == 0 and 16-byte aligned x and w.
  * [perf: pdl] Launched as a programmatic dependent launch: its blocks may be scheduled while the previous kernel
  * drains (the kernels feeding a linear -- the norms, attention, SiLU -- signal it as they start, see
  * sits_k_pdl_trigger); a lane loads its first unit of weights, which no kernel writes, then waits for the
@@ -472,7 +473,7 @@ static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *
     const int bps = eb ? min(max(atoi(eb), 1), 2) : 2;
     const size_t red = (size_t)2 * GV_WARPS * NB * 4 * 32 * sizeof(float);
     const int fit = (int)min((size_t)GM_MAX_STAGES, (GM_SM_SMEM / bps - 128 - red) / GM_STAGE);
-    const int stages = min(es ? max(atoi(es), 1) : 3, fit);
+    const int stages = max(min(es ? max(atoi(es), 1) : 3, fit), 1);
     const size_t smem = 128 + (size_t)stages * GM_STAGE + red;
     int dev = 0, n_sms = 0;   /* as gr_launch: the current device's, at each launch */
     cudaError_t c;
