@@ -82,7 +82,7 @@ part_tests1() {   # TESTS1_ONLY="name ..." runs just those (binaries or .sh name
     [ -n "${TESTS1_ONLY:-}" ] && [[ $want != *" $t "* ]] && continue
     [ -x "$B/tests/gpu/$t" ] && gtest "tests/gpu/$t" "$B/tests/gpu/$t"
   done
-  for t in fixtures_cuda prefill_kernels_cuda demo_cuda kv_int8_cuda kv_fp8_cuda kv_offload_cuda fp8_cuda families_cuda moe_cuda int4_cuda n_fork_cuda dummy_cuda \
+  for t in fixtures_cuda prefill_kernels_cuda demo_cuda kv_int8_cuda kv_fp8_cuda kv_offload_cuda fp8_cuda families_cuda moe_cuda int4_cuda n_fork_cuda dummy_cuda spec_cuda \
            memory_plan_cuda; do
     [ -n "${TESTS1_ONLY:-}" ] && [[ $want != *" $t "* ]] && continue
     [ -f "$top/tests/gpu/$t.sh" ] && gtest "tests/gpu/$t.sh" bash "$top/tests/gpu/$t.sh"

@@ -9,8 +9,9 @@ tests_unit_test_spec_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/unit/test_spec
 endif
 # end to end on the demo model, TP 1 and 2, PP 2: identical outputs with and without speculation
-TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh
-EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh tests/integration/spec_decode.py
+TESTS += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh tests/gpu/spec_cuda.sh
+EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.sh tests/integration/spec_draft.sh tests/integration/spec_decode.py \
+	tests/gpu/spec_cuda.sh
 # the trained draft of the demo model (models/demo-draft) drafting for it: same outputs, acceptance above a floor
 TESTS += tests/integration/spec_draft_demo.sh
 EXTRA_DIST += tests/integration/spec_draft_demo.sh models/demo-draft

@@ -4,6 +4,10 @@
   spec_decode.py compare REF GOT               every result of GOT equals REF's (token ids, logprobs,
                                                text, usage, finish reasons); prints the first mismatches
   spec_decode.py metric URL NAME               prints the value of a /metrics sample (0 when absent)
+  spec_decode.py ties REF GOT [TOL]            GPU form of compare: how many greedy requests of GOT have REF's token
+                                               ids; where one departs, the two tokens chosen there must have been a
+                                               near tie (their logprobs within TOL nats, default 0.05: batch-shape
+                                               noise of bf16 sums), and nothing past that point is compared
 
 The reference is the same server without --speculative-config (non-speculative greedy / seeded
 sampling): speculative decoding must not change a single token id or logprob on the CPU backend."""
@@ -128,6 +132,36 @@ def compare(ref, got):
     return 1 if diffs else 0
 
 
+def ties(ref, got, tol):
+    """Greedy requests of GOT against REF: identical token ids, or a first departure at a near tie."""
+    a, b = json.load(open(ref)), json.load(open(got))
+    reqs = []
+    for k in ("copy", "extend", "max_tokens", "stop_id", "stop_str"):
+        reqs += [("%s[%d]" % (k, i), x, y) for i, (x, y) in enumerate(zip(a[k], b[k]))]
+    reqs += [(k, a[k], b[k]) for k in ("loop", "eos")]
+    same, tied, bad = 0, [], []
+    for name, x, y in reqs:
+        i = next((j for j, (p, q) in enumerate(zip(x["ids"], y["ids"])) if p != q), None)
+        if i is None:
+            # one may stop earlier only by a stop rule reached on the same tokens
+            if x["ids"][:len(y["ids"])] == y["ids"][:len(x["ids"])] and x["finish"] == y["finish"] and len(x["ids"]) == len(y["ids"]):
+                same += 1
+            else:
+                bad.append("%s: same prefix, lengths %d / %d, finish %s / %s" % (name, len(x["ids"]), len(y["ids"]), x["finish"],
+                                                                                y["finish"]))
+            continue
+        gap = abs(x["logprobs"][i] - y["logprobs"][i])
+        (tied if gap <= tol else bad).append("%s: token %d: %d (logprob %.4f) vs %d (%.4f)" % (
+            name, i, x["ids"][i], x["logprobs"][i], y["ids"][i], y["logprobs"][i]))
+    for t in tied:
+        print("near tie (reference vs speculative) " + t)
+    for t in bad:
+        print("departure without a tie (reference vs speculative) " + t)
+    print("%d of %d greedy requests identical, %d departed at a near tie (<= %.3f nats), %d otherwise" % (
+        same, len(reqs), len(tied), tol, len(bad)))
+    return 1 if bad else 0
+
+
 def metric(url, name):
     for line in urllib.request.urlopen(url + "/metrics", timeout=60).read().decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
@@ -142,5 +176,7 @@ if __name__ == "__main__":
         run(sys.argv[2], sys.argv[3], "--opt-out-odd" in sys.argv)
     elif sys.argv[1] == "compare":
         sys.exit(compare(sys.argv[2], sys.argv[3]))
+    elif sys.argv[1] == "ties":
+        sys.exit(ties(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 0.05))
     elif sys.argv[1] == "metric":
         sys.exit(metric(sys.argv[2], sys.argv[3]))
