@@ -187,17 +187,28 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
 #define GR_STAGE (8 * GR_ROWB)       /* a stage: the 8 rows of a tile */
 #define GR_MAX_STAGES 7              /* 128 + 7 x 32 KB fits the 227 KB of an sm_90 block */
 
-/* [perf: ring gemv] The producer of a ring kernel (one lane): walks the block's (tile, step) sequence -- tiles t_begin ..
- * t_end - 1 of rh outputs, `steps` pieces of up to ROWB bytes of each of the tile's R weight rows (row_of(t rh, r)) --
+/* [perf: ring gemv] A block's tiles: first, first + step, ... below end. Ranges (step 1: block b takes tiles [b T / G,
+ * (b + 1) T / G)) or strides (SITS_GEMV_TILES=stride: block b takes b, b + G, b + 2 G, ...). With ranges a block
+ * holds floor or ceil of T / G tiles in a pattern of period G / gcd(T, G); where that period divides the SM count
+ * (8B qkv: 384 tiles of 16 rows over 264 blocks, period 11, 132 SMs) the blocks sharing an SM all hold the longer
+ * count -- 4 tiles on some SMs against 2.9 on average. With strides the first T mod G blocks hold one more, so blocks
+ * b and b + SMs (one SM, where blocks are placed round-robin) differ. Same sums either way: a tile's bytes do not
+ * depend on its block. */
+struct gr_tiles_t {
+    int first, step, end;
+};
+
+/* [perf: ring gemv] The producer of a ring kernel (one lane): walks the block's (tile, step) sequence -- tiles tl of rh
+ * outputs, `steps` pieces of up to ROWB bytes of each of the tile's R weight rows (row_of(t rh, r)) --
  * and bulk-copies each step's R row pieces into the next of `stages` stages (row r at r PITCH), after the consumers
  * released that stage (its `empty` barrier) and counting the bytes on its `full` barrier. */
 template <int R, int ROWB, int PITCH, typename RowOf>
-static __device__ __forceinline__ void gr_produce(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int t_begin,
-                                                  int t_end, int steps, size_t rowb, const void *w, int rh, RowOf row_of)
+static __device__ __forceinline__ void gr_produce(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, gr_tiles_t tl,
+                                                  int steps, size_t rowb, const void *w, int rh, RowOf row_of)
 {
     const uint64_t pol = sits_k_l2_evict_first();
     unsigned i = 0;
-    for (int t = t_begin; t < t_end; t++)
+    for (int t = tl.first; t < tl.end; t += tl.step)
         for (int s = 0; s < steps; s++, i++) {
             const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
             if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);   /* the consumers released it */
@@ -211,16 +222,17 @@ static __device__ __forceinline__ void gr_produce(unsigned char *ring, uint64_t 
         }
 }
 
-/* A ring kernel's start: this block's tiles [*t_begin, *t_end) of R rows (GLU: R / 2 features), the stages' barriers,
- * and the producer warp (warp GV_WARPS: its lane 0 runs gr_produce). True for the producer warp, which then returns. */
+/* A ring kernel's start: this block's tiles *tl of R rows (GLU: R / 2 features; ranges, or strides when strided), the
+ * stages' barriers, and the producer warp (warp GV_WARPS: its lane 0 runs gr_produce). True for the producer warp,
+ * which then returns. */
 template <int R, int ROWB, int PITCH, bool GLU>
 static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int steps, size_t rowb,
-                                                const void *w, int out, int *t_begin, int *t_end)
+                                                const void *w, int out, int strided, gr_tiles_t *tl)
 {
     constexpr int RH = GLU ? R / 2 : R;
     const int tiles = ((GLU ? out / 2 : out) + RH - 1) / RH;
-    *t_begin = (int)((long long)blockIdx.x * tiles / gridDim.x);
-    *t_end = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x);
+    if (strided) *tl = { (int)blockIdx.x, (int)gridDim.x, tiles };
+    else *tl = { (int)((long long)blockIdx.x * tiles / gridDim.x), 1, (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x) };
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             sits_k_mbar_init(&full[s], 1);
@@ -231,7 +243,7 @@ static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *f
     __syncthreads();
     if ((threadIdx.x >> 5) != GV_WARPS) return false;
     if ((threadIdx.x & 31) == 0)
-        gr_produce<R, ROWB, PITCH>(ring, full, empty, stages, *t_begin, *t_end, steps, rowb, w, RH,
+        gr_produce<R, ROWB, PITCH>(ring, full, empty, stages, *tl, steps, rowb, w, RH,
                                    [&](int o0, int r) { return gr_row_of<R, GLU>(o0, r, out); });
     return true;
 }
@@ -239,7 +251,7 @@ static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *f
 template <int F8, bool GLU>
 static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 4)   /* up to 4 blocks an SM: <= 56 registers */
 gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
-                 int in, int out, int stages)
+                 int in, int out, int stages, int strided)
 {
     constexpr int R = 8, EW = F8 ? 4 : 2, STEP = GV_WARPS * 32, RH = GLU ? R / 2 : R;
     extern __shared__ __align__(128) unsigned char gr_sm[];
@@ -249,12 +261,12 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int units = in / (4 * EW), steps = (units + STEP - 1) / STEP;
     const size_t rowb = (size_t)units * 16;
-    int t_begin, t_end;   /* tiles of R rows as gemv_kernel's blocks */
-    if (gr_start<R, GR_ROWB, GR_ROWB, GLU>(ring, full, empty, stages, steps, rowb, w, out, &t_begin, &t_end)) return;   /* the producer */
+    gr_tiles_t tl;   /* tiles of R rows as gemv_kernel's blocks */
+    if (gr_start<R, GR_ROWB, GR_ROWB, GLU>(ring, full, empty, stages, steps, rowb, w, out, strided, &tl)) return;   /* the producer */
     sits_k_pdl_wait();   /* x comes from the previous kernel */
     const uint4 *xr = static_cast<const uint4 *>(x);
     unsigned i = 0;
-    for (int t = t_begin, p = 0; t < t_end; t++, p ^= 1) {
+    for (int t = tl.first, p = 0; t < tl.end; t += tl.step, p ^= 1) {
         const int o0 = t * RH;
         float acc[R];
 #pragma unroll
@@ -349,7 +361,7 @@ static __device__ __forceinline__ void gm_mma(float (&d)[4], uint32_t a0, uint32
 template <int F8, int NB, bool GLU>
 static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 2)   /* 2 blocks an SM */
 gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias, int n,
-                int in, int out, int stages)
+                int in, int out, int stages, int strided)
 {
     constexpr int R = 16, RH = GLU ? R / 2 : R, CH = GM_ROWB / 64 / GV_WARPS, ROWB = GM_ROWB, PITCH = GM_PITCH;   /* CH: chunks a warp a stage (4) */
     constexpr int CP = NB == 2 && !F8 ? CH / 2 : CH;   /* chunks a pass: bf16 16 tokens in two (8B b9 / b16 -2.7 / -2.4 %, FP8 not) */
@@ -360,12 +372,12 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const size_t rowb = (size_t)in * (F8 ? 1 : 2);
     const int steps = (int)((rowb + ROWB - 1) / ROWB);
-    int t_begin, t_end;
-    if (gr_start<R, ROWB, PITCH, GLU>(ring, full, empty, stages, steps, rowb, w, out, &t_begin, &t_end)) return;   /* the producer */
+    gr_tiles_t tl;
+    if (gr_start<R, ROWB, PITCH, GLU>(ring, full, empty, stages, steps, rowb, w, out, strided, &tl)) return;   /* the producer */
     sits_k_pdl_wait();   /* x comes from the previous kernel */
     const unsigned char *xb = static_cast<const unsigned char *>(x);
     unsigned i = 0;
-    for (int t = t_begin, p = 0; t < t_end; t++, p ^= 1) {
+    for (int t = tl.first, p = 0; t < tl.end; t += tl.step, p ^= 1) {
         const int o0 = t * RH;
         float acc[NB][4];
 #pragma unroll
@@ -458,6 +470,14 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
     }
 }
 
+/* [perf: ring gemv] SITS_GEMV_TILES=stride hands the ring kernels' tiles out in strides instead of ranges (gr_tiles_t;
+ * default ranges until measured on a GPU: bench/RESULTS.md) */
+static int gr_strided(void)
+{
+    const char *e = getenv("SITS_GEMV_TILES");
+    return e && !strcmp(e, "stride");
+}
+
 /* [perf: mma gemv] SITS_GEMV_MMA (default GM_DEFAULT): 1 runs 2-16 tokens here and one token on gemv_ring_kernel (faster
  * there on the H200: bench/RESULTS.md); 2 runs one token here too (decode and verification steps then see the same
  * bits); 0 sends 2-8 tokens to gemv_kernel and leaves 9-16 to the caller's GEMM (A/B). SITS_GEMV_MMA_STAGES (1-6,
@@ -483,7 +503,7 @@ static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *
     const int tiles = GLU ? (out / 2 + 7) / 8 : (out + 15) / 16;
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
     return sits_k_launch_pdl(gemv_mma_kernel<F8, NB, GLU>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, y_f32, x, xs, w, ws, bias,
-                             n, in, out, stages);
+                             n, in, out, stages, gr_strided());
 }
 
 template <bool GLU>
@@ -527,7 +547,7 @@ static cudaError_t gr_launch(void *y, int y_f32, const void *x, const float *xs,
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
     *taken = true;
     return sits_k_launch_pdl(gemv_ring_kernel<F8, GLU>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, y_f32, x, xs, w, ws, bias, in, out,
-                             stages);
+                             stages, gr_strided());
 }
 
 extern "C" sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,

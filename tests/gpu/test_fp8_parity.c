@@ -404,7 +404,9 @@ static int run_swiglu_case(sits_backend_t *gpu, int n, int in, int inter, int fp
  * blocks an SM (the stage ring wraps many times; partial last tiles and row pieces; fewer tiles than SMs). */
 static int run_ring_case(sits_backend_t *gpu, int in, int out)
 {
-    static const char *cfg[][2] = { { "6", "1" }, { "1", "1" }, { "3", "2" }, { "7", "1" }, { "1", "4" } };   /* stages, blocks an SM */
+    /* stages, blocks an SM, tiles handed out in ranges or strides (SITS_GEMV_TILES) */
+    static const char *cfg[][3] = { { "6", "1", "range" }, { "1", "1", "range" }, { "3", "2", "range" }, { "7", "1", "range" },
+                                    { "1", "4", "range" }, { "3", "2", "stride" }, { "1", "4", "stride" } };
     const int inter = out / 2;
     float *x = malloc(sizeof(float) * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
     float *b = malloc(sizeof(float) * out);
@@ -433,6 +435,7 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
                 setenv("SITS_GEMV_RING", v ? "1" : "0", 1);
                 setenv("SITS_GEMV_RING_STAGES", cfg[c][0], 1);
                 setenv("SITS_GEMV_RING_BPS", cfg[c][1], 1);
+                setenv("SITS_GEMV_TILES", cfg[c][2], 1);
                 TRY(gpu->ops->memset0(gpu, y[v], (size_t)out * 4));
                 if (form <= 1) TRY(gpu->ops->matmul(gpu, y[v], dx, dw, form ? db : NULL, 1, in, out));
                 else if (form <= 4) TRY(gpu->ops->matmul_fp8q(gpu, y[v], form == 3, dxq, dxs, dwq, dws, form == 4 ? db : NULL, 1, in, out));
@@ -444,8 +447,8 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
             size_t diff = 0;
             for (size_t i = 0; i < bytes; i++) diff += h0[i] != h1[i];
             static const char *names[] = { "bf16", "bf16+bias", "e4m3", "e4m3 fp32 out", "e4m3+bias", "swiglu bf16", "swiglu e4m3" };
-            printf("%s ring gemv == gemv_kernel  %-13s in %5d out %5d stages %s x %s an SM (%zu of %zu bytes differ)\n",
-                   diff ? "FAIL" : "ok  ", names[form], in, out, cfg[c][0], cfg[c][1], diff, bytes);
+            printf("%s ring gemv == gemv_kernel  %-13s in %5d out %5d stages %s x %s an SM, %s (%zu of %zu bytes differ)\n",
+                   diff ? "FAIL" : "ok  ", names[form], in, out, cfg[c][0], cfg[c][1], cfg[c][2], diff, bytes);
             fails += diff != 0;
             free(h0);
             free(h1);
@@ -454,6 +457,7 @@ static int run_ring_case(sits_backend_t *gpu, int in, int out)
     unsetenv("SITS_GEMV_RING");
     unsetenv("SITS_GEMV_RING_STAGES");
     unsetenv("SITS_GEMV_RING_BPS");
+    unsetenv("SITS_GEMV_TILES");
     unsetenv("SITS_GEMV_MMA");
     void *bufs[] = { dx, dw, dwq, db, dws, dxq, dxs, y[0], y[1] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->free(gpu, bufs[i]);
@@ -588,6 +592,18 @@ static int run_mma_exact_case(sits_backend_t *gpu, int fp8, int n, int in, int o
         char what[64];
         snprintf(what, sizeof what, "%s in %5d", fp8 ? (f32 ? "e4m3 all bytes fp32 out" : "e4m3 all bytes bf16 out") : "bf16+bias", in);
         fails += check_exact(what, h, f32, ex, sa, n, out);
+        setenv("SITS_GEMV_TILES", "stride", 1);   /* [perf: ring gemv] tiles in strides: the same bytes */
+        if (fp8) TRY(gpu->ops->matmul_fp8q(gpu, y, f32, dx, dxs, dw, dws, NULL, n, in, out));
+        else TRY(gpu->ops->matmul(gpu, y, dx, dw, db, n, in, out));
+        TRY(gpu->ops->sync(gpu));
+        unsetenv("SITS_GEMV_TILES");
+        const size_t nbytes = (size_t)n * out * (f32 ? 4 : 2);
+        void *hs = dl(gpu, y, nbytes);
+        size_t bytes_diff = 0;
+        for (size_t i = 0; i < nbytes; i++) bytes_diff += ((unsigned char *)h)[i] != ((unsigned char *)hs)[i];
+        printf("%s mma gemv tiles in strides == in ranges  %s (%zu bytes differ)\n", bytes_diff ? "FAIL" : "ok  ", what, bytes_diff);
+        fails += bytes_diff != 0;
+        free(hs);
         free(h);
     }
     unsetenv("SITS_GEMV_MMA");
