@@ -5,11 +5,13 @@
  * the host with util/dtype.h), so the per-token activation quantisation is the same definition on
  * both sides (IEEE division, round to nearest even); what is left is the GPU's accumulation order
  * (fast accumulation) and the bf16 rounding of its output: |gpu - cpu| <= 0.01 * max|cpu| + 0.01 *
- * |cpu| (bf16 output: 2^-8 relative). [perf: decode gemv] Up to 8 tokens the GPU runs the GEMV kernel
- * (E4M3 products exact in fp32, fp32 sums): only the sums' order and one bf16 rounding are left, so
- * |gpu - cpu| <= 1e-4 * max|cpu| + 2^-7 |cpu|; and every token's outputs there are the same bytes at
- * n = 1 .. 8 (run_rows_case). Shapes: 1, 2, 5, 7, 8, 64 and 300 tokens, in/out multiples of 16 up to
- * 14336 x 768, with and without bias, bf16 and fp32 outputs, one all-zero token row.
+ * |cpu| (bf16 output: 2^-8 relative). [perf: decode gemv] Up to 16 tokens the GPU runs the GEMV kernels
+ * (E4M3 products exact in fp32, fp32 sums; 2-16 tokens on tensor cores): only the sums' order and one bf16
+ * rounding are left, so |gpu - cpu| <= 1e-4 * max|cpu| + 2^-7 |cpu|; every token's outputs there are the
+ * same bytes at n = 1 .. 16 (run_rows_case); [perf: mma gemv] the tensor-core GEMV against host sums in
+ * double over every E4M3 byte value and on bf16 weights (run_mma_exact_case). Shapes: 1-9, 12, 16, 64 and
+ * 300 tokens, in/out multiples of 16 up to 14336 x 768, with and without bias, bf16 and fp32 outputs, one
+ * all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
  * see run_fused_case; [perf: swiglu gemv] matmul_swiglu against matmul (or matmul_fp8q) + silu_mul, bit for bit
  * (run_swiglu_case); [perf: ring gemv] the one-token linears through the bulk-copy ring GEMV against gemv_kernel, bit
