@@ -1166,6 +1166,46 @@ static int run_text_mode(int argc, char **argv)
     return rc;
 }
 
+/* [faults] MPI start-up with a deadline: Open MPI's MPI_Init waits in its PMIx fence for every rank with no
+ * limit, so a peer stopped or lost before it returns would hang the job there. A watchdog thread, started before
+ * MPI_Init, ends this rank with a message once --startup-timeout seconds pass without MPI_Init returning; mpirun /
+ * srun then end the others. The flags are parsed once before MPI_Init for it (quietly: errors are reported after). */
+static atomic_int g_mpi_init_done;
+
+static void *startup_watchdog(void *arg)
+{
+    const double limit = *(const double *)arg, t0 = now_s();
+    while (!atomic_load(&g_mpi_init_done)) {
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "sits-dist: MPI start-up did not complete within %.1f s (--startup-timeout): a peer rank is stalled "
+                            "or dead\n", limit);
+            _exit(1);
+        }
+        usleep(50000);
+    }
+    return NULL;
+}
+
+static void startup_watchdog_start(int argc, char **argv)
+{
+    static double limit;
+    sits_config_t pre;
+    char err[256];
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    int n = 0;
+    if (!args) return;
+    for (int i = 0; i < argc; i++)
+        if (i == 0 || strcmp(argv[i], "--print-config")) args[n++] = argv[i];
+    limit = 300.0;
+    if (sits_config_parse(n, args, &pre, err, sizeof err) == SITS_OK) {
+        limit = pre.startup_timeout;
+        sits_config_free(&pre);
+    }
+    free(args);
+    pthread_t t;
+    if (limit > 0 && pthread_create(&t, NULL, startup_watchdog, &limit) == 0) pthread_detach(t);
+}
+
 int sits_cli_main(int argc, char **argv)
 {
     omp_passive_reexec(argv);
@@ -1182,7 +1222,10 @@ int sits_cli_main(int argc, char **argv)
     drain_signals_set(&drain_set);
     pthread_sigmask(SIG_BLOCK, &drain_set, &old_mask);
     int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    startup_watchdog_start(argc, argv);   /* [faults] */
+    const int init_rc = MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    atomic_store(&g_mpi_init_done, 1);
+    if (init_rc != MPI_SUCCESS) {
         fprintf(stderr, "sits-dist: MPI_Init_thread failed\n");
         return 1;
     }

@@ -45,6 +45,7 @@ const sits_param_t sits_params[] = {
     { "bind", "SITS_BIND", SITS_PT_BOOL, "1", "1", OFF(bind), "bind each rank to the cores and memory of its GPU / share of the node" },
     { "threads", "SITS_THREADS", SITS_PT_INT, "0", NULL, OFF(threads), "CPU backend threads per rank; 0: the cores of this rank's binding divided among the ranks of the node that share them (OpenMP waits passively unless OMP_WAIT_POLICY is set)" },
     { "step-timeout", "SITS_STEP_TIMEOUT", SITS_PT_FLOAT, "60", NULL, OFF(step_timeout), "seconds a step or collective may take before the job aborts" },
+    { "startup-timeout", "SITS_STARTUP_TIMEOUT", SITS_PT_FLOAT, "300", NULL, OFF(startup_timeout), "seconds MPI start-up may take before a rank gives up and the job ends (a peer stopped or lost before MPI_Init returned); 0: no limit" },
     { "block-size", "SITS_BLOCK_SIZE", SITS_PT_INT, "16", NULL, OFF(block_size), "KV cache block size in tokens" },
     { "kv-cache-dtype", "SITS_KV_CACHE_DTYPE", SITS_PT_STR, "auto", NULL, OFF(kv_cache_dtype), "KV cache storage: auto (the activation dtype: fp32 on cpu, bf16 on cuda) | bf16 | fp32 (cpu) | int8 | fp8 (e4m3; both per-token, per-head fp32 scale)" },
     { "kv-cache-memory", "SITS_KV_CACHE_MEMORY", SITS_PT_SIZE, "0", NULL, OFF(kv_cache_memory), "bytes of KV cache per rank (e.g. 2G); 0: on GPUs what --gpu-memory-utilization leaves, on the CPU --max-num-seqs x --max-model-len capped at 25% of the available memory / ranks per node (offline: the batch)" },

@@ -51,6 +51,7 @@ typedef struct sits_config {
     int bind;               /* bind each rank to its cores / NUMA node */
     int64_t threads;        /* CPU backend threads per rank; 0: cores of this rank */
     double step_timeout;    /* seconds a collective may take before the job is aborted */
+    double startup_timeout; /* [faults] seconds MPI start-up (MPI_Init) may take before this rank gives up */
     /* KV cache */
     int64_t block_size;
     int64_t kv_cache_memory;  /* bytes per rank for KV blocks; 0: enough for max_model_len x batch */

@@ -1,6 +1,6 @@
 #!/bin/bash
-# No hangs: a rank that fails at start-up, dies mid-run (kill -9) or stalls (SIGSTOP) ends the whole
-# job with a message and a non-zero status, within a bound.
+# No hangs: a rank that fails at start-up, dies mid-run (kill -9) or stalls (SIGSTOP) -- mid-run, or before
+# MPI start-up completes -- ends the whole job with a message and a non-zero status, within a bound.
 . "$top_srcdir/tests/integration/lib.sh"
 tmp=$(mktemp -d); trap 'pkill -KILL -f "$tmp/" 2>/dev/null; rm -rf "$tmp"' EXIT
 
@@ -28,6 +28,9 @@ run_long() { # extra args...
     --ignore-eos --temperature 0 "$@" > "$tmp/o" 2> "$tmp/e" &
   job=$!
   for _ in $(seq 50); do pid1=$(rank_pid 1 "$tmp/big") && break; sleep 0.2; done
+  # past start-up (rank 0 prints "loaded ..." after the load's collectives, which have no step deadline): on a
+  # loaded machine a SIGSTOP before then left the job waiting in start-up
+  for _ in $(seq 300); do grep -q "^loaded " "$tmp/e" 2>/dev/null && break; sleep 0.1; done
   sleep 1
 }
 
@@ -53,4 +56,25 @@ if [ -n "${pid1:-}" ]; then
   kill -9 "$pid1" 2>/dev/null
 else bad "SIGSTOP: rank 1 not found"; kill $job; fi
 grep -q "did not complete within 3.0 s" "$tmp/e" && ok "stall reported by the deadline" || { bad "stall not reported"; tail -5 "$tmp/e"; }
+
+# 4. SIGSTOP of rank 1 as soon as it exists (before MPI start-up completes: Open MPI's MPI_Init has no deadline of
+#    its own): --startup-timeout 4 ends rank 0, and with it the job (should the stop land after MPI start-up, the
+#    3 s deadline of the collectives after it does)
+$SITS_MPIRUN -np 2 "$SITS" --model "$tmp/big" --load-format dummy --prompt-ids 1,2,3 --max-tokens 8 --startup-timeout 4 --step-timeout 3 \
+  > "$tmp/o" 2> "$tmp/e" &
+job=$!
+pid1=
+for _ in $(seq 200); do pid1=$(rank_pid 1 "$tmp/big") && break; sleep 0.01; done
+if [ -n "$pid1" ]; then
+  kill -STOP "$pid1"; t0=$(date +%s)
+  for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  dt=$(( $(date +%s) - t0 ))
+  if kill -0 $job 2>/dev/null; then bad "SIGSTOP at start-up: job still running after ${dt}s"; kill -CONT "$pid1"; kill -9 $job
+  else wait $job; rc=$?
+    if [ $rc -ne 0 ] && grep -q "MPI start-up did not complete within 4.0 s" "$tmp/e"; then ok "SIGSTOP at start-up: job ended ($rc) in ${dt}s with the start-up deadline's message"
+    elif [ $rc -ne 0 ] && grep -q "did not complete within 3.0 s" "$tmp/e"; then ok "SIGSTOP at start-up came after MPI start-up: a collective's deadline ended the job ($rc) in ${dt}s"
+    else bad "SIGSTOP at start-up: rc $rc after ${dt}s"; tail -5 "$tmp/e"; fi
+  fi
+  kill -9 "$pid1" 2>/dev/null
+else bad "SIGSTOP at start-up: rank 1 not found"; kill $job; fi
 finish
