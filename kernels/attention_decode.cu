@@ -558,7 +558,9 @@ template <int D> static sits_status_t att_decode_launch_t(const att_params &p, i
 {
     constexpr int smem = att_dec_smem<D>();
     static_assert(4 * 16 * (D + ATT_DEC_OPAD) * 4 <= 4 * ATT_KT * D * 2, "merge buffer must fit over the K/V tiles");
-    if (cudaFuncSetAttribute(att_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || sits_k_smem_limit(att_decode_kernel<D>, dev, smem, smem_set) != cudaSuccess)
         return SITS_ERR_CUDA;
     const cudaError_t e = sits_k_launch_dep(att_decode_kernel<D>, (unsigned)grid, ATT_THREADS, smem, stream, p);
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
@@ -568,7 +570,9 @@ template <int D> static sits_status_t att_decode_launch_t(const att_params &p, i
 template <int D, bool F8> static sits_status_t att_decode_q8_launch_t(const att_params &p, int grid, cudaStream_t stream)
 {
     constexpr int smem = att_dec_t8_smem<D>();
-    if (cudaFuncSetAttribute(att_decode_q8_kernel<D, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || sits_k_smem_limit(att_decode_q8_kernel<D, F8>, dev, smem, smem_set) != cudaSuccess)
         return SITS_ERR_CUDA;
     const cudaError_t e = sits_k_launch_dep(att_decode_q8_kernel<D, F8>, (unsigned)grid, ATT_THREADS, smem, stream, p);
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;

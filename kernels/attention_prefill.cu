@@ -652,7 +652,9 @@ template <int D, int QM, int MF, int WG = 0, int KT = ATT_KT>
 static sits_status_t att_prefill_launch_t(const att_params &p, cudaStream_t stream)
 {
     constexpr int smem = att_pf_smem<D, MF, WG, QM != SITS_K_KV_BF16, KT>();
-    if (cudaFuncSetAttribute(att_prefill_kernel<D, QM, MF, WG, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || sits_k_smem_limit(att_prefill_kernel<D, QM, MF, WG, KT>, dev, smem, smem_set) != cudaSuccess)
         return SITS_ERR_CUDA;
     constexpr int rows = att_pf_rows<MF, WG>();
     const int n_tiles = (p.n_tokens + rows - 1) / rows;

@@ -304,6 +304,32 @@ static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid,
     return sits_k_launch_pdl(kernel, grid, block, smem, stream, sits_k_row_pdl(), args...);
 }
 
+/* [perf: launch cost] The current device (*dev_p) and its SM count, asked of the driver once a device (devices below
+ * SITS_K_DEV_CACHE; the rest each call): the eager verification steps launch ~128 linears a step. */
+#define SITS_K_DEV_CACHE 16
+static inline cudaError_t sits_k_sm_count(int *dev_p, int *n_sms)
+{
+    static int cache[SITS_K_DEV_CACHE];   /* 0: not yet asked */
+    cudaError_t c = cudaGetDevice(dev_p);
+    if (c != cudaSuccess) return c;
+    const int dev = *dev_p;
+    if (dev >= 0 && dev < SITS_K_DEV_CACHE && (*n_sms = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED)) > 0) return cudaSuccess;
+    if ((c = cudaDeviceGetAttribute(n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return c;
+    if (dev >= 0 && dev < SITS_K_DEV_CACHE) __atomic_store_n(&cache[dev], *n_sms, __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+/* Raise kernel's dynamic shared-memory limit on device dev to at least smem bytes; set[] (one array a kernel, in its
+ * launcher) remembers the largest limit set a device, so the driver is asked only when a launch needs more. */
+template <typename... P>
+static inline cudaError_t sits_k_smem_limit(void (*kernel)(P...), int dev, int smem, int (&set)[SITS_K_DEV_CACHE])
+{
+    const bool cached = dev >= 0 && dev < SITS_K_DEV_CACHE;
+    if (cached && __atomic_load_n(&set[dev], __ATOMIC_RELAXED) >= smem) return cudaSuccess;
+    const cudaError_t c = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (c == cudaSuccess && cached) __atomic_store_n(&set[dev], smem, __ATOMIC_RELAXED);
+    return c;
+}
+
 /* Threads for a row kernel with `work` items per row: a multiple of 32 in [32, max_threads]. */
 static inline int sits_k_row_threads(long long work, int max_threads)
 {
