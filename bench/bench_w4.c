@@ -2,7 +2,8 @@
  * floor of reading its weights. Not a test.
  *
  *   bench/sits-bench-w4 [--device cuda|cpu|auto] [--gpu N] [--threads N] [--shapes 8b|70b|tiny] [--tokens 1,2,8,32]
- *       [--group 128] [--iters 20] [--warmup 3] [--pool-mib 2048] [--bw-mib 1024] [--compare] [--json FILE] [--commit SHA]
+ *       [--group 128] [--iters 20] [--warmup 3] [--pool-mib 2048] [--bw-mib 1024] [--compare] [--compare-env VAR=VALUE]
+ *       [--json FILE] [--commit SHA]
  *
  * Shapes (out x in): 8b the Llama-3-8B linears at TP 1 (qkv 6144 x 4096, o 4096 x 4096, gate_up 28672 x 4096, down
  * 4096 x 14336), 70b Llama-3-70B's (10240 x 8192, 8192 x 8192, 57344 x 8192, 8192 x 28672), tiny two small ones (a
@@ -12,9 +13,10 @@
  * A row's time: --iters calls back to back plus one sync, divided by --iters (median of 3 such runs, after --warmup).
  * Reported per (shape, tokens): us a call; the weights' bytes (nibbles + fp32 scales + zeros) read per second; the
  * floor -- those bytes at the copy bandwidth measured in the same run (sits_bench_copy_bw) -- and the share of it.
- * --compare (cuda): each row again with SITS_W4_PG_MAX_N=0, i.e. without the persistent GEMV of kernels/w4a16.cu
- * (the tensor-core GEMV it replaced for 1-2 tokens), in the same run.
- * JSON: {bench, settings, rows [{shape, out, in, tokens, us, gbs, floor_us, us_no_pgemv}], copy_gbs, commit}. */
+ * --compare (cuda): each row again with --compare-env VAR=VALUE set (default SITS_W4_RING_MAX_N=0: without the ring
+ * GEMV of kernels/gemv.cu, i.e. kernels/w4a16.cu's kernels; SITS_W4_PG_MAX_N=0: without the persistent GEMV),
+ * in the same run.
+ * JSON: {bench, settings, rows [{shape, out, in, tokens, us, gbs, floor_us, us_compare}], copy_gbs, commit}. */
 #include <jansson.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -29,7 +31,7 @@
 #define W4B_MAX_TOKENS 16
 
 typedef struct {
-    const char *device, *shapes, *json, *commit;
+    const char *device, *shapes, *json, *commit, *cmp_env;
     int gpu, threads, group, iters, warmup, pool_mib, bw_mib, compare, n_tok, tok[W4B_MAX_TOKENS];
 } opts_t;
 
@@ -46,14 +48,15 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--device cuda|cpu|auto] [--gpu N] [--threads N] [--shapes 8b|70b|tiny] [--tokens 1,2,8,32] [--group 128]\n"
-            "          [--iters 20] [--warmup 3] [--pool-mib 2048] [--bw-mib 1024] [--compare] [--json FILE] [--commit SHA]\n",
+            "          [--iters 20] [--warmup 3] [--pool-mib 2048] [--bw-mib 1024] [--compare] [--compare-env VAR=VALUE] [--json FILE]\n"
+            "          [--commit SHA]\n",
             argv0);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){ .device = "auto", .shapes = "8b", .group = 128, .iters = 20, .warmup = 3, .pool_mib = 2048, .bw_mib = 1024,
-                   .n_tok = 4, .tok = { 1, 2, 8, 32 } };
+                   .n_tok = 4, .tok = { 1, 2, 8, 32 }, .cmp_env = "SITS_W4_RING_MAX_N=0" };
     o->commit = getenv("SITS_COMMIT");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -64,6 +67,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(a, "--gpu")) o->gpu = atoi(v);
         else if (!strcmp(a, "--threads")) o->threads = atoi(v);
         else if (!strcmp(a, "--shapes")) o->shapes = v;
+        else if (!strcmp(a, "--compare-env")) o->cmp_env = v;
         else if (!strcmp(a, "--tokens")) {
             o->n_tok = 0;
             for (const char *p = v; *p;) {
@@ -135,7 +139,18 @@ int main(int argc, char **argv)
     sits_w4_t *w = NULL;
     int copies = 0;
     json_t *j = json_object(), *jrows = json_array();
-    char *pg_user = getenv("SITS_W4_PG_MAX_N") ? strdup(getenv("SITS_W4_PG_MAX_N")) : NULL;   /* the caller's setting */
+    char cmp_var[64] = "", *cmp_val = NULL, *cmp_user = NULL;   /* --compare-env's variable, value, the caller's setting */
+    {
+        const char *eq = strchr(o.cmp_env, '=');
+        if (!eq || eq == o.cmp_env || (size_t)(eq - o.cmp_env) >= sizeof cmp_var) {
+            fprintf(stderr, "sits-bench-w4: --compare-env wants VAR=VALUE, got '%s'\n", o.cmp_env);
+            MPI_Finalize();
+            return 2;
+        }
+        memcpy(cmp_var, o.cmp_env, (size_t)(eq - o.cmp_env));
+        cmp_val = (char *)eq + 1;
+        if (getenv(cmp_var)) cmp_user = strdup(getenv(cmp_var));
+    }
     const shape_t *sh = !strcmp(o.shapes, "70b") ? shapes_70b : !strcmp(o.shapes, "tiny") ? shapes_tiny : shapes_8b;
     const int n_sh = !strcmp(o.shapes, "tiny") ? 2 : 4;
     int max_n = 0, max_in = 0, max_out = 0;
@@ -169,11 +184,10 @@ int main(int argc, char **argv)
     free(host);
     host = NULL;
 
-    printf("sits-bench-w4: %s backend, %s linears, group %d, copy bandwidth %.1f GB/s%s%s%s\n", be->ops->name, o.shapes, o.group,
-           1e-9 * bw, pg_user ? ", SITS_W4_PG_MAX_N=" : "", pg_user ? pg_user : "",
-           o.compare ? "; no_pgemv: SITS_W4_PG_MAX_N=0 (the tensor-core GEMV for 1-2 tokens)" : "");
+    printf("sits-bench-w4: %s backend, %s linears, group %d, copy bandwidth %.1f GB/s%s%s\n", be->ops->name, o.shapes, o.group,
+           1e-9 * bw, o.compare ? "; compare us: " : "", o.compare ? o.cmp_env : "");
     printf("%-8s %6s %6s %6s %10s %8s %10s %7s%s\n", "linear", "out", "in", "tokens", "us", "GB/s", "floor us", "floor%",
-           o.compare ? "  no_pgemv us" : "");
+           o.compare ? "  compare us" : "");
     for (int s = 0; s < n_sh; s++) {
         const int in = sh[s].in, out = sh[s].out, ng = in / o.group;
         const size_t qb = (size_t)out * (size_t)(in / 2), gb = sizeof(float) * (size_t)out * (size_t)ng;
@@ -205,23 +219,23 @@ int main(int argc, char **argv)
         host = NULL;
         for (int t = 0; t < o.n_tok; t++) {
             const int n = o.tok[t];
-            double us = 0, us_tc = -1;
+            double us = 0, us_cmp = -1;
             if ((st = time_rows(be, &o, y, x, w, copies, n, in, out, &us)) != SITS_OK) goto out;
-            if (o.compare) {   /* the same row without the persistent GEMV, then the caller's setting back */
-                setenv("SITS_W4_PG_MAX_N", "0", 1);
-                st = time_rows(be, &o, y, x, w, copies, n, in, out, &us_tc);
-                if (pg_user) setenv("SITS_W4_PG_MAX_N", pg_user, 1);
-                else unsetenv("SITS_W4_PG_MAX_N");
+            if (o.compare) {   /* the same row with --compare-env, then the caller's setting back */
+                setenv(cmp_var, cmp_val, 1);
+                st = time_rows(be, &o, y, x, w, copies, n, in, out, &us_cmp);
+                if (cmp_user) setenv(cmp_var, cmp_user, 1);
+                else unsetenv(cmp_var);
                 if (st != SITS_OK) goto out;
             }
             const double floor_us = bw > 0 ? 1e6 * bytes / bw : 0;
             printf("%-8s %6d %6d %6d %10.1f %8.1f %10.1f %6.1f%%", sh[s].name, out, in, n, us, 1e-3 * bytes / us, floor_us,
                    100.0 * floor_us / us);
-            if (o.compare) printf("  %11.1f", us_tc);
+            if (o.compare) printf("  %10.1f", us_cmp);
             printf("\n");
             json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f}", "shape", sh[s].name, "out", out, "in", in, "tokens", n, "us", us,
                                   "gbs", 1e-3 * bytes / us, "floor_us", floor_us);
-            if (o.compare) json_object_set_new(r, "us_no_pgemv", json_real(us_tc));
+            if (o.compare) json_object_set_new(r, "us_compare", json_real(us_cmp));
             json_array_append_new(jrows, r);
         }
         for (int c = 0; c < copies; c++) {
@@ -234,8 +248,9 @@ int main(int argc, char **argv)
     }
     if (o.json) {
         json_object_set_new(j, "bench", json_string("w4"));
-        json_object_set_new(j, "settings", json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "backend", be->ops->name, "shapes", o.shapes,
-                                                     "group", o.group, "iters", o.iters, "pool_mib", o.pool_mib, "compare", o.compare));
+        json_object_set_new(j, "settings", json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:s}", "backend", be->ops->name, "shapes", o.shapes,
+                                                     "group", o.group, "iters", o.iters, "pool_mib", o.pool_mib, "compare", o.compare,
+                                                     "compare_env", o.cmp_env));
         json_object_set(j, "rows", jrows);
         json_object_set_new(j, "copy_gbs", json_real(1e-9 * bw));
         json_object_set_new(j, "commit", json_string(o.commit ? o.commit : "unknown"));
@@ -252,7 +267,7 @@ out:
         }
     free(w);
     free(host);
-    free(pg_user);
+    free(cmp_user);
     if (be) {
         if (x) be->ops->free(be, x);
         if (y) be->ops->free(be, y);

@@ -222,15 +222,11 @@ static __device__ __forceinline__ void gr_produce(unsigned char *ring, uint64_t 
         }
 }
 
-/* A ring kernel's start: this block's tiles *tl of R rows (GLU: R / 2 features; ranges, or strides when strided), the
- * stages' barriers, and the producer warp (warp GV_WARPS: its lane 0 runs gr_produce). True for the producer warp,
- * which then returns. */
-template <int R, int ROWB, int PITCH, bool GLU>
-static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int steps, size_t rowb,
-                                                const void *w, int out, int strided, gr_tiles_t *tl)
+/* A ring kernel's tiles and barriers: this block's share *tl of `tiles` tiles (ranges, or strides when strided), the
+ * stages' barriers (full: one arrival + bytes; empty: one arrival a consumer warp). True for the producer warp (warp
+ * GV_WARPS), which then runs its producer and returns. */
+static __device__ __forceinline__ bool gr_setup(uint64_t *full, uint64_t *empty, int stages, int tiles, int strided, gr_tiles_t *tl)
 {
-    constexpr int RH = GLU ? R / 2 : R;
-    const int tiles = ((GLU ? out / 2 : out) + RH - 1) / RH;
     if (strided) *tl = { (int)blockIdx.x, (int)gridDim.x, tiles };
     else *tl = { (int)((long long)blockIdx.x * tiles / gridDim.x), 1, (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x) };
     if (threadIdx.x == 0) {
@@ -241,7 +237,18 @@ static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *f
         sits_k_mbar_init_fence();
     }
     __syncthreads();
-    if ((threadIdx.x >> 5) != GV_WARPS) return false;
+    return (threadIdx.x >> 5) == GV_WARPS;
+}
+
+/* A ring kernel's start: this block's tiles *tl of R rows (GLU: R / 2 features; ranges, or strides when strided), the
+ * stages' barriers, and the producer warp (warp GV_WARPS: its lane 0 runs gr_produce). True for the producer warp,
+ * which then returns. */
+template <int R, int ROWB, int PITCH, bool GLU>
+static __device__ __forceinline__ bool gr_start(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, int steps, size_t rowb,
+                                                const void *w, int out, int strided, gr_tiles_t *tl)
+{
+    constexpr int RH = GLU ? R / 2 : R;
+    if (!gr_setup(full, empty, stages, ((GLU ? out / 2 : out) + RH - 1) / RH, strided, tl)) return false;
     if ((threadIdx.x & 31) == 0)
         gr_produce<R, ROWB, PITCH>(ring, full, empty, stages, *tl, steps, rowb, w, RH,
                                    [&](int o0, int r) { return gr_row_of<R, GLU>(o0, r, out); });
@@ -470,6 +477,212 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
     }
 }
 
+/* [int4 ring] W4A16 linears of 1-16 tokens on tensor cores, weights through a ring: gemv_w4_kernel (sits_k_gemv_w4;
+ * sits_k_matmul_w4 tries it first). The packed INT4 layout of kernels/w4a16.cu as loaded (q uint8 [out, in / 2], nibble
+ * 2j low; scale, zero fp32 [out, in / 128]: groups of 128 inputs, no g_idx). A tile is 16 rows; a stage holds RB bytes
+ * of each of its rows' nibbles (pitch + 64 bytes, as gemv_mma_kernel), 16 bulk copies spread over the producer warp's
+ * lanes (gw_produce). A chunk is 64 bytes of a row: one group of 128 inputs. Consumer warp w takes chunks w, w + 8, ...
+ * of a stage in passes of two; lane (g = lane / 4, tq = lane % 4) loads 16 bytes of rows g and g + 8 -- inputs 32 tq ..
+ * 32 tq + 31 of the chunk, word m (0-3) inputs 8 m .. 8 m + 7 -- the same 32 inputs of token rows g + 8 nb (B), and the
+ * group's scales and zeros of rows g, g + 8 (through L1: a row's 32-byte sector holds 8 groups). A word's nibbles (input
+ * 8 m + i at bits 4 i) become bf16 pairs by or-ing them into the mantissa of 128.0 (lop3: (v & 0x000f000f) | 0x43004300,
+ * for v = word >> 0, 4, 8, 12: inputs (i, i + 4), values 128 + q, exact); x's words are paired the same way (prmt), so
+ * each of a word's two MMAs (mma.sync m16n8k16 bf16 -> fp32) sums 16 inputs once with the same k slots in A and B.
+ * The zero point, two ways (ZX):
+ *   false: the pairs less 128 + zero (exact: integers q - zero in -16..15), then the MMAs: d = sum (q - zero) x;
+ *   true:  the MMAs on 128 + q as they come, and the same B against an A of ones: d = sum (128 + q) x, e = sum x, then
+ *          d - (128 + zero) e -- a third fewer instructions a nibble, and the 128 sum x cancels in fp32 (relative
+ *          error ~2^-24 x 136 / |q - zero| of the chunk's sum, far below the bf16 output's).
+ * A chunk's MMAs start from zero and its sums times the group's scale are added to the fp32 sums; then the warps' sums in
+ * order through shared memory (as gemv_mma_kernel), bias, bf16 y [n, out]. A token's outputs do not depend on n.
+ * Dynamic shared memory: 128 bytes of barriers + stages x 16 (RB + 64) + 2 x 8 x NB x 4 x 32 floats. */
+#define GW_MAX_STAGES 8
+
+/* (v & 0x000f000f) | 0x43004300: the bf16 pair (128 + nibble 0, 128 + nibble 4) of v */
+static __device__ __forceinline__ uint32_t gw_nib2(uint32_t v)
+{
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "n"(0x000f000f), "n"(0x43004300));
+    return r;
+}
+/* a - b on bf16 pairs (exact here: fma with 1.0) */
+static __device__ __forceinline__ uint32_t gw_sub2(uint32_t a, uint32_t nb)
+{
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(0x3f803f80u), "r"(nb));
+    return r;
+}
+/* mma.sync m16n8k16 bf16 -> fp32, d += a b (not volatile: the compiler may interleave independent chains) */
+static __device__ __forceinline__ void gw_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The producer (lanes lane < lanes of the producer warp): each (tile, step) of the block's tiles -- cb bytes of each of
+ * the tile's 16 rows' nibbles, row r by lane r mod lanes -- into the next stage after the consumers released it. */
+template <int RB>
+static __device__ __forceinline__ void gw_produce(unsigned char *ring, uint64_t *full, uint64_t *empty, int stages, gr_tiles_t tl,
+                                                  int steps, int in, int out, const uint8_t *q, int lane, int lanes)
+{
+    const uint64_t pol = sits_k_l2_evict_first();
+    const size_t rowb = (size_t)in / 2;
+    unsigned i = 0;
+    for (int t = tl.first; t < tl.end; t += tl.step)
+        for (int s = 0; s < steps; s++, i++) {
+            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+            if (i >= (unsigned)stages) sits_k_mbar_wait(&empty[st], ph ^ 1u);
+            const unsigned cb = (unsigned)min((size_t)RB, rowb - (size_t)s * RB);
+            unsigned char *sg = ring + (size_t)st * 16 * (RB + 64);
+            if (lane == 0) sits_k_mbar_expect_tx(&full[st], 16 * cb);
+            for (int r = lane; r < 16; r += lanes)
+                sits_k_bulk_load(sg + r * (RB + 64), q + (size_t)min(t * 16 + r, out - 1) * rowb + (size_t)s * RB, cb, &full[st], pol);
+        }
+}
+
+template <int NB, int RB, bool ZX>
+static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 2)   /* 2 blocks an SM */
+gemv_w4_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero, const sits_bf16_t *bias,
+               int n, int in, int out, int stages, int strided, int prod_lanes)
+{
+    constexpr int PITCH = RB + 64, STAGE = 16 * PITCH, GPS = RB / 64;   /* GPS: chunks (groups) of a row a stage */
+    constexpr int CH = GPS / GV_WARPS;      /* chunks a warp a stage (2 or 4) */
+    constexpr int XJ = NB == 1 && RB == 1024 && !ZX ? 2 : 1;   /* chunks whose x is held at once (else 96 registers spill) */
+    extern __shared__ __align__(128) unsigned char gw_sm[];
+    uint64_t *full = reinterpret_cast<uint64_t *>(gw_sm), *empty = full + stages;
+    unsigned char *ring = gw_sm + 128;
+    float(*red)[GV_WARPS][NB * 4][32] = reinterpret_cast<float(*)[GV_WARPS][NB * 4][32]>(ring + (size_t)stages * STAGE);   /* [parity][warp][nb*4+q][lane] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int rowb = in / 2, steps = (rowb + RB - 1) / RB, ng = in / 128;
+    gr_tiles_t tl;
+    if (gr_setup(full, empty, stages, (out + 15) / 16, strided, &tl)) {   /* the producer */
+        if (lane < prod_lanes) gw_produce<RB>(ring, full, empty, stages, tl, steps, in, out, q, lane, prod_lanes);
+        return;
+    }
+    sits_k_pdl_wait();   /* x comes from the previous kernel */
+    const unsigned char *xb = reinterpret_cast<const unsigned char *>(x);
+    unsigned i = 0;
+    for (int t = tl.first, p = 0; t < tl.end; t += tl.step, p ^= 1) {
+        const int o0 = t * 16;
+        const size_t ra = (size_t)min(o0 + g, out - 1) * ng, rb = (size_t)min(o0 + g + 8, out - 1) * ng;   /* rows g, g + 8: groups */
+        float acc[NB][4];
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[b][e] = 0.0f;
+        for (int s = 0; s < steps; s++, i++) {
+            const unsigned st = i % (unsigned)stages, ph = (i / (unsigned)stages) & 1u;
+            const int cb = min(RB, rowb - s * RB);   /* bytes of each row's nibbles in this stage */
+            const unsigned char *sg = ring + (size_t)st * STAGE;
+            /* chunk j's x (off: nibble bytes into the stage's rows; x of tokens >= n and past the row: zeros) */
+            auto load_x = [&](int j, uint4(&xj)[NB][4]) {
+                const int off = (j * GV_WARPS + warp) * 64 + tq * 16;
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const int tk = b * 8 + g;
+                    const uint4 *xp = reinterpret_cast<const uint4 *>(xb + ((size_t)tk * in + (size_t)s * 2 * RB + (size_t)off * 2) * 2);
+#pragma unroll
+                    for (int m = 0; m < 4; m++) xj[b][m] = off < cb && tk < n ? __ldg(xp + m) : make_uint4(0u, 0u, 0u, 0u);
+                }
+            };
+#pragma unroll
+            for (int h = 0; h < CH / 2; h++) {   /* passes of two chunks: j = 2 h, 2 h + 1 */
+                uint4 xv[XJ][NB][4], wa[2], wb[2];
+                float sa[2], sb[2], za[2], zb[2];
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {   /* the pass's scales and zeros (and x) before the wait */
+                    const int c = (2 * h + jj) * GV_WARPS + warp, gi = s * GPS + c;
+                    const bool in_row = c * 64 < cb;
+                    sa[jj] = in_row ? __ldg(scale + ra + gi) : 0.0f;
+                    sb[jj] = in_row ? __ldg(scale + rb + gi) : 0.0f;
+                    za[jj] = in_row ? __ldg(zero + ra + gi) : 0.0f;
+                    zb[jj] = in_row ? __ldg(zero + rb + gi) : 0.0f;
+                    if (XJ == 2) load_x(2 * h + jj, xv[jj]);
+                }
+                if (h == 0) sits_k_mbar_wait(&full[st], ph);
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    const int off = ((2 * h + jj) * GV_WARPS + warp) * 64 + tq * 16;
+                    const bool in_row = off < cb;
+                    wa[jj] = in_row ? *reinterpret_cast<const uint4 *>(sg + g * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
+                    wb[jj] = in_row ? *reinterpret_cast<const uint4 *>(sg + (g + 8) * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (h == CH / 2 - 1) {
+                    __syncwarp();
+                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);   /* release: the loads above are ordered before it */
+                }
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    if (XJ == 1) load_x(2 * h + jj, xv[0]);
+                    /* ZX false: -(128 + zero) as a bf16 pair, rows g and g + 8 (exact: zero an integer 0..16) */
+                    const uint32_t nza = ZX ? 0u : (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(-128.0f - za[jj])) * 0x10001u;
+                    const uint32_t nzb = ZX ? 0u : (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(-128.0f - zb[jj])) * 0x10001u;
+                    float d[NB][4], e[ZX ? NB : 1][4];
+#pragma unroll
+                    for (int b = 0; b < NB; b++)
+#pragma unroll
+                        for (int k = 0; k < 4; k++) d[b][k] = e[ZX ? b : 0][k] = 0.0f;
+#pragma unroll
+                    for (int m = 0; m < 4; m++) {
+                        const uint32_t va = m == 0 ? wa[jj].x : m == 1 ? wa[jj].y : m == 2 ? wa[jj].z : wa[jj].w;
+                        const uint32_t vb = m == 0 ? wb[jj].x : m == 1 ? wb[jj].y : m == 2 ? wb[jj].z : wb[jj].w;
+                        /* pairs of inputs (0, 4), (1, 5), (2, 6), (3, 7) of the word: 128 + q, or q - zero */
+                        uint32_t A[4], B[4];
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            A[k] = ZX ? gw_nib2(va >> (4 * k)) : gw_sub2(gw_nib2(va >> (4 * k)), nza);
+                            B[k] = ZX ? gw_nib2(vb >> (4 * k)) : gw_sub2(gw_nib2(vb >> (4 * k)), nzb);
+                        }
+#pragma unroll
+                        for (int b = 0; b < NB; b++) {
+                            const uint4 X = xv[XJ == 1 ? 0 : jj][b][m];   /* x of inputs 0-7 of the word: (0, 1), (2, 3), (4, 5), (6, 7) */
+                            const uint32_t x04 = __byte_perm(X.x, X.z, 0x5410), x15 = __byte_perm(X.x, X.z, 0x7632);
+                            const uint32_t x26 = __byte_perm(X.y, X.w, 0x5410), x37 = __byte_perm(X.y, X.w, 0x7632);
+                            gw_mma(d[b], A[0], B[0], A[1], B[1], x04, x15);   /* k slots 2 tq, 2 tq + 1: (0, 4); + 8: (1, 5) */
+                            gw_mma(d[b], A[2], B[2], A[3], B[3], x26, x37);
+                            if (ZX) {   /* sum x: the same B against ones */
+                                constexpr uint32_t ONE = 0x3f803f80u;
+                                gw_mma(e[b], ONE, ONE, ONE, ONE, x04, x15);
+                                gw_mma(e[b], ONE, ONE, ONE, ONE, x26, x37);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int b = 0; b < NB; b++) {
+                        if (ZX) {   /* e[b][k]: sum x of token column k & 1 (every row alike) */
+                            const float ca = 128.0f + za[jj], cbz = 128.0f + zb[jj];
+                            d[b][0] = fmaf(-ca, e[b][0], d[b][0]);
+                            d[b][1] = fmaf(-ca, e[b][1], d[b][1]);
+                            d[b][2] = fmaf(-cbz, e[b][2], d[b][2]);
+                            d[b][3] = fmaf(-cbz, e[b][3], d[b][3]);
+                        }
+                        acc[b][0] = fmaf(d[b][0], sa[jj], acc[b][0]);
+                        acc[b][1] = fmaf(d[b][1], sa[jj], acc[b][1]);
+                        acc[b][2] = fmaf(d[b][2], sb[jj], acc[b][2]);
+                        acc[b][3] = fmaf(d[b][3], sb[jj], acc[b][3]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[p][warp][b * 4 + e][lane] = acc[b][e];
+        asm volatile("bar.sync 1, %0;" ::"n"(GV_WARPS * 32) : "memory");   /* the consumer warps only */
+        for (int e = threadIdx.x; e < NB * 4 * 32; e += GV_WARPS * 32) {
+            const int L = e & 31, qq = (e >> 5) & 3, b = (e >> 5) >> 2;
+            const int tk = b * 8 + (L & 3) * 2 + (qq & 1), o = o0 + (L >> 2) + (qq >= 2 ? 8 : 0);
+            if (tk >= n || o >= out) continue;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < GV_WARPS; j++) sum += red[p][j][b * 4 + qq][L];
+            if (bias) sum += sits_k_bf2f(bias[o]);
+            y[(size_t)tk * out + o] = sits_k_f2bf(sum);
+        }
+    }
+}
+
 /* [perf: ring gemv] SITS_GEMV_TILES=stride hands the ring kernels' tiles out in strides instead of ranges (gr_tiles_t;
  * default ranges until measured on a GPU: bench/RESULTS.md) */
 static int gr_strided(void)
@@ -495,10 +708,10 @@ static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *
     const int fit = (int)min((size_t)GM_MAX_STAGES, (GM_SM_SMEM / bps - 128 - red) / GM_STAGE);
     const int stages = max(min(es ? max(atoi(es), 1) : 3, fit), 1);
     const size_t smem = 128 + (size_t)stages * GM_STAGE + red;
-    int dev = 0, n_sms = 0;   /* as gr_launch: the current device's, at each launch */
+    static int smem_set[SITS_K_DEV_CACHE];   /* as gr_launch */
+    int dev = 0, n_sms = 0;
     cudaError_t c;
-    if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (c = cudaFuncSetAttribute(gemv_mma_kernel<F8, NB, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+    if ((c = sits_k_sm_count(&dev, &n_sms)) != cudaSuccess || (c = sits_k_smem_limit(gemv_mma_kernel<F8, NB, GLU>, dev, (int)smem, smem_set)) != cudaSuccess)
         return c;
     const int tiles = GLU ? (out / 2 + 7) / 8 : (out + 15) / 16;
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
@@ -536,12 +749,12 @@ static cudaError_t gr_launch(void *y, int y_f32, const void *x, const float *xs,
     const char *es = getenv("SITS_GEMV_RING_STAGES"), *eb = getenv("SITS_GEMV_RING_BPS");
     const int stages = es ? min(max(atoi(es), 1), GR_MAX_STAGES) : F8 ? 1 : 3, bps = eb ? min(max(atoi(eb), 1), 4) : F8 ? 4 : 2;
     const size_t smem = 128 + (size_t)stages * GR_STAGE;
-    /* the current device's SM count and shared-memory limit at each launch (as attention_decode.cu: a process may
-     * drive more than one device; graphs capture the launch once) */
+    /* the current device's SM count and shared-memory limit (a process may drive more than one device), asked of the
+     * driver once a device and kernel: [perf: launch cost] */
+    static int smem_set[SITS_K_DEV_CACHE];
     int dev = 0, n_sms = 0;
     cudaError_t c;
-    if ((c = cudaGetDevice(&dev)) != cudaSuccess || (c = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (c = cudaFuncSetAttribute(gemv_ring_kernel<F8, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+    if ((c = sits_k_sm_count(&dev, &n_sms)) != cudaSuccess || (c = sits_k_smem_limit(gemv_ring_kernel<F8, GLU>, dev, (int)smem, smem_set)) != cudaSuccess)
         return c;
     const int tiles = GLU ? (out / 2 + 3) / 4 : (out + 7) / 8;
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
@@ -612,4 +825,55 @@ extern "C" sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, con
             : sits_k_launch_pdl(gemv_kernel<0, 1, 8, true>, grid, GV_WARPS * 32, 0, stream, true, (void *)act, 0, x, xs, w, ws,
                                 (const sits_bf16_t *)NULL, 1, in, 2 * inter);
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+}
+
+/* [int4 ring] SITS_W4_RING_MAX_N (0-16, default GW_MAX_N): tokens up to which linears run here (0: none, all to
+ * kernels/w4a16.cu's kernels: A/B). SITS_W4_RING_STAGES (1-8, default GW_STAGES; clamped so the blocks fit an SM),
+ * SITS_W4_RING_BPS (blocks an SM, 1-2, default 2), SITS_W4_RING_PROD (producer lanes, 1-16, default GW_PROD),
+ * SITS_W4_RING_ROWB (1024 or 2048 bytes of a row a stage, default GW_ROWB) and SITS_W4_RING_ZX (0/1: the zero point by
+ * subtraction or through sum x, default GW_ZX) shape it. */
+#define GW_MAX_N 0   /* off until measured: the linears alone (an earlier form of this kernel), a layer's four summed, at 1 /
+                      * 8 tokens: 70B -0.5 % / -13 %, 8B -2 % / +4 % against kernels/w4a16.cu's (per linear -33 % ..
+                      * +26 %); 9-16 tokens 8-10 % slower; whole steps not yet (bench/RESULTS.md). SITS_W4_RING_MAX_N=8
+                      * turns it on. */
+#define GW_STAGES 4
+#define GW_PROD 16
+#define GW_ROWB 1024
+#define GW_ZX 0
+template <int NB, int RB, bool ZX>
+static cudaError_t gw_launch(int n_sms, int bps, int stages_want, int prod, cudaStream_t stream, int dev, sits_bf16_t *y, const sits_bf16_t *x,
+                             const uint8_t *q, const float *scale, const float *zero, const sits_bf16_t *bias, int n, int in, int out)
+{
+    const size_t red = (size_t)2 * GV_WARPS * NB * 4 * 32 * sizeof(float), stage = (size_t)16 * (RB + 64);
+    const int fit = (int)min((size_t)GW_MAX_STAGES, (GM_SM_SMEM / bps - 128 - red) / stage);
+    const int stages = max(min(stages_want, fit), 1);
+    const size_t smem = 128 + (size_t)stages * stage + red;
+    static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
+    const cudaError_t c = sits_k_smem_limit(gemv_w4_kernel<NB, RB, ZX>, dev, (int)smem, smem_set);
+    if (c != cudaSuccess) return c;
+    const unsigned grid = (unsigned)min((out + 15) / 16, n_sms * bps);
+    return sits_k_launch_pdl(gemv_w4_kernel<NB, RB, ZX>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, x, q, scale, zero, bias, n, in,
+                             out, stages, gr_strided(), prod);
+}
+extern "C" sits_status_t sits_k_gemv_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                                        const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups,
+                                        cudaStream_t stream)
+{
+    const char *e = getenv("SITS_W4_RING_MAX_N");
+    if (n > (e ? min(max(atoi(e), 0), 16) : GW_MAX_N)) return SITS_ERR_UNSUPPORTED;
+    if (n < 1 || out < 1 || group_size != 128 || in % 512 || n_groups != in / 128 || !sits_k_aligned16(x) || !sits_k_aligned16(q))
+        return SITS_ERR_UNSUPPORTED;
+    const char *es = getenv("SITS_W4_RING_STAGES"), *eb = getenv("SITS_W4_RING_BPS"), *ep = getenv("SITS_W4_RING_PROD"),
+               *er = getenv("SITS_W4_RING_ROWB"), *ez = getenv("SITS_W4_RING_ZX");
+    const int bps = eb ? min(max(atoi(eb), 1), 2) : 2, prod = ep ? min(max(atoi(ep), 1), 16) : GW_PROD;
+    const int stages = es ? max(atoi(es), 1) : GW_STAGES, rb2 = (er ? atoi(er) : GW_ROWB) == 2048, zx = ez ? atoi(ez) != 0 : GW_ZX;
+    int dev = 0, n_sms = 0;
+    cudaError_t c = sits_k_sm_count(&dev, &n_sms);
+    if (c != cudaSuccess) return SITS_ERR_CUDA;
+#define GW_GO(NB_, RB_, ZX_) gw_launch<NB_, RB_, ZX_>(n_sms, bps, stages, prod, stream, dev, y, x, q, scale, zero, bias, n, in, out)
+#define GW_GO2(NB_) (rb2 ? (zx ? GW_GO(NB_, 2048, true) : GW_GO(NB_, 2048, false)) : (zx ? GW_GO(NB_, 1024, true) : GW_GO(NB_, 1024, false)))
+    c = n <= 8 ? GW_GO2(1) : GW_GO2(2);
+#undef GW_GO2
+#undef GW_GO
+    return c == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }

@@ -319,6 +319,12 @@ sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, c
 sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                                const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);
+/* [int4 ring] sits_k_matmul_w4 for 1-16 tokens, groups of 128 (n_groups = in / 128, no g_idx), in % 512 == 0, x, q,
+ * scale, zero 16-byte aligned: W4A16 on tensor cores with the weights through a shared-memory ring (kernels/gemv.cu).
+ * SITS_ERR_UNSUPPORTED, nothing launched, otherwise and above SITS_W4_RING_MAX_N tokens (default 0: off until measured
+ * faster, see kernels/gemv.cu). */
+sits_status_t sits_k_gemv_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
+                             const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups, cudaStream_t stream);
 /* [perf: decode gemv] y [n, out] = x [n, in] . w [out, in]^T (+ bias [out] bf16) for n <= SITS_K_GEMV_MAX_N, one
  * launch, fp32 sums in an order that does not depend on n (kernels/gemv.cu; [perf: mma gemv] one token by default in
  * another order than 2-16, on tensor cores: SITS_GEMV_MMA=2 puts one token there too). fp8 0: x, w bf16; fp8 1: x, w E4M3

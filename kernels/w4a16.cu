@@ -622,16 +622,19 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
+    if (!gidx) {   /* [int4 ring] 1-16 tokens, groups of 128 (kernels/gemv.cu) */
+        const sits_status_t rs = sits_k_gemv_w4(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups, stream);
+        if (rs != SITS_ERR_UNSUPPORTED) return rs;
+    }
     /* SITS_W4_PG_MAX_N (0-8) moves the persistent GEMV's token limit: 0 turns it off (A/B in sits-bench-w4 --compare) */
     const char *pg_env = getenv("SITS_W4_PG_MAX_N");
     const int pg_max_n = pg_env ? min(max(atoi(pg_env), 0), 8) : W4_PG_MAX_N;
     if (n <= pg_max_n && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
         w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX && sits_k_aligned16(x) && sits_k_aligned16(q)) {
+        static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
         int dev = 0, n_sms = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaFuncSetAttribute(w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 W4_PG_SMEM_MAX) != cudaSuccess)
+        if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess ||
+            sits_k_smem_limit(w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, dev, W4_PG_SMEM_MAX, smem_set) != cudaSuccess)
             return SITS_ERR_CUDA;
         const int n_tiles = (out + 15) / 16;
         cudaLaunchAttribute attr[1];

@@ -2865,6 +2865,28 @@ int4_cases:
     test_matmul_w4(&c, 1, 28672, 48, 128, 0, 0);
     test_matmul_w4(&c, 2, 4096, 28672, 128, 0, 0);
     test_matmul_w4(&c, 2, 28672, 40, 128, 0, 1);
+    /* [int4 ring] gemv_w4_kernel (off by default: SITS_W4_RING_MAX_N; groups of 128, in % 512 == 0), with every form
+     * of it -- 1-16 tokens (16: two 8-token blocks), 1024- and 2048-byte stages, the zero point subtracted or through
+     * sum x: rows ending inside a stage (1536 inputs: 768 of the ring's 1024 bytes; 2560: a stage and a quarter), rows
+     * past out, a bias */
+    {
+        static const char *forms[][2] = { { "1024", "0" }, { "2048", "0" }, { "1024", "1" }, { "2048", "1" } };
+        setenv("SITS_W4_RING_MAX_N", "16", 1);
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            setenv("SITS_W4_RING_ROWB", forms[f][0], 1);
+            setenv("SITS_W4_RING_ZX", forms[f][1], 1);
+            printf("# [int4 ring] SITS_W4_RING_ROWB=%s SITS_W4_RING_ZX=%s, up to 16 tokens\n", forms[f][0], forms[f][1]);
+            test_matmul_w4(&c, 16, 4096, 520, 128, 0, 1);
+            test_matmul_w4(&c, 12, 1536, 72, 128, 0, 0);
+            test_matmul_w4(&c, 3, 2560, 4100, 128, 0, 1);
+            test_matmul_w4(&c, 7, 1536, 72, 128, 0, 0);
+            test_matmul_w4(&c, 1, 14336, 264, 128, 0, 0);
+            test_matmul_w4(&c, 8, 4096, 3072, 128, 0, 1);
+        }
+        unsetenv("SITS_W4_RING_MAX_N");
+        unsetenv("SITS_W4_RING_ROWB");
+        unsetenv("SITS_W4_RING_ZX");
+    }
     /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
