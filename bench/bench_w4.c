@@ -13,8 +13,8 @@
  * A row's time: --iters calls back to back plus one sync, divided by --iters (median of 3 such runs, after --warmup).
  * Reported per (shape, tokens): us a call; the weights' bytes (nibbles + fp32 scales + zeros) read per second; the
  * floor -- those bytes at the copy bandwidth measured in the same run (sits_bench_copy_bw) -- and the share of it.
- * --compare (cuda): each row again with --compare-env VAR=VALUE set (default SITS_W4_RING_MAX_N=0: without the ring
- * GEMV of kernels/gemv.cu, i.e. kernels/w4a16.cu's kernels; SITS_W4_PG_MAX_N=0: without the persistent GEMV),
+ * --compare (cuda): each row again with --compare-env VAR=VALUE set (default SITS_W4_RING_MAX_N=8: the INT4 ring GEMV
+ * of kernels/gemv.cu, off by default, for 1-8 tokens; SITS_W4_PG_MAX_N=0: without the persistent GEMV),
  * in the same run.
  * JSON: {bench, settings, rows [{shape, out, in, tokens, us, gbs, floor_us, us_compare}], copy_gbs, commit}. */
 #include <jansson.h>
@@ -56,7 +56,7 @@ static void usage(const char *argv0)
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){ .device = "auto", .shapes = "8b", .group = 128, .iters = 20, .warmup = 3, .pool_mib = 2048, .bw_mib = 1024,
-                   .n_tok = 4, .tok = { 1, 2, 8, 32 }, .cmp_env = "SITS_W4_RING_MAX_N=0" };
+                   .n_tok = 4, .tok = { 1, 2, 8, 32 }, .cmp_env = "SITS_W4_RING_MAX_N=8" };
     o->commit = getenv("SITS_COMMIT");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

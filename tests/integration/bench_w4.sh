@@ -3,7 +3,8 @@
 # every (linear, tokens) row is printed and written to JSON whose accounting matches the linear it timed, derived here
 # from the shapes alone: a call reads out * in / 2 bytes of nibbles and out * (in / group) fp32 scales and zeros;
 # GB/s x us gives those bytes back; floor us = bytes / the copy bandwidth the run measured.
-# And what it must refuse: --compare without the cuda backend, a malformed --tokens, a group that does not divide in.
+# And what it must refuse: --compare without the cuda backend, a malformed --tokens or --compare-env, a group that does
+# not divide in.
 . "$top_srcdir/tests/integration/lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the JSON"; exit 77; }
 b="$top_builddir/bench/sits-bench-w4"
@@ -31,7 +32,7 @@ for r in j["rows"]:
     assert r["us"] > 0, r
     assert abs(r["gbs"] * 1e3 * r["us"] - by) <= 1e-6 * by, (r, by)
     assert abs(r["floor_us"] - 1e6 * by / (j["copy_gbs"] * 1e9)) <= 1e-6 * r["floor_us"], (r, by)
-    assert "us_no_pgemv" not in r, r
+    assert "us_no_pgemv" not in r and "us_compare" not in r, r
 PY
 done
 "$b" --device cpu --shapes tiny --compare --iters 1 > "$tmp/cmp.txt" 2>&1
@@ -40,6 +41,9 @@ rc=$?
 "$b" --device cpu --shapes tiny --tokens 1,x > "$tmp/bad.txt" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "^usage:" "$tmp/bad.txt" && ok "malformed --tokens refused with the usage (rc $rc)" || { bad "--tokens 1,x: rc $rc"; cat "$tmp/bad.txt"; }
+"$b" --device cpu --shapes tiny --compare-env SITS_W4_RING_MAX_N > "$tmp/env.txt" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "wants VAR=VALUE" "$tmp/env.txt" && ok "--compare-env without '=' refused (rc $rc)" || { bad "--compare-env SITS_W4_RING_MAX_N: rc $rc"; cat "$tmp/env.txt"; }
 "$b" --device cpu --shapes tiny --group 96 > "$tmp/grp.txt" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "does not divide" "$tmp/grp.txt" && ok "--group 96 (not dividing in 1024) refused (rc $rc)" || { bad "--group 96: rc $rc"; cat "$tmp/grp.txt"; }
