@@ -1516,7 +1516,7 @@ static int spec_complete(sits_sched_t *s, sits_req_t *q, const int32_t *toks, co
     q->n_blocks = sits_spec_kv_rollback(r->blocks, r->ep.block_size, q->n_computed, q->bt, q->n_blocks);
     if (s->drafter) sits_spec_dseq_rollback(s->drafter, &q->dseq, q->n_computed);
     if (s->p.prefix_caching) prefix_register(s, q);   /* full blocks below n_computed: accepted tokens only */
-    q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m == k ? q->spec_k : m);
+    q->spec_k = sits_spec_k_next(q->spec_k, s->p.spec.num_speculative_tokens, m, k, s->drafter == NULL);
     q->n_drafted += k;
     q->n_accepted += m;
     pthread_mutex_lock(&s->mu);

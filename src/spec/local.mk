@@ -15,8 +15,11 @@ EXTRA_DIST += tests/integration/spec_decode.sh tests/integration/spec_decode_pp.
 # the trained draft of the demo model (models/demo-draft) drafting for it: same outputs, acceptance above a floor
 TESTS += tests/integration/spec_draft_demo.sh
 EXTRA_DIST += tests/integration/spec_draft_demo.sh models/demo-draft
-# the speculative decoding benchmark (tokens/s per user at batch 1 with and without n-gram drafts)
-EXTRA_DIST += bench/spec_bench.py
+# the speculative decoding benchmark (tokens/s per user at batch 1 with and without n-gram drafts), and the replay of
+# n-gram drafting policies on recorded outputs (its replay of the server's policy == the server's counts)
+EXTRA_DIST += bench/spec_bench.py bench/spec_sim.py bench/spec_project.py
+TESTS += tests/integration/spec_sim.sh
+EXTRA_DIST += tests/integration/spec_sim.sh
 # the premise of bit-exactness: a verification step's logits equal one position per step's (TP 1, 2)
 check_PROGRAMS += tests/integration/spec_logits
 tests_integration_spec_logits_SOURCES = tests/integration/spec_logits.c

@@ -126,9 +126,9 @@ int sits_spec_kv_rollback(sits_kv_blocks_t *kb, int block_size, int n_valid, con
     return keep;
 }
 
-int sits_spec_k_next(int k, int k_max, int accepted)
+int sits_spec_k_next(int k, int k_max, int accepted, int drafted, int free_drafts)
 {
-    int next = accepted >= k ? k + 1 : accepted == 0 ? k / 2 : accepted + 1;
+    int next = accepted == 0 ? k / 2 : free_drafts ? k_max : accepted >= drafted ? k + 1 : accepted + 1;
     if (next > k_max) next = k_max;
     return next < 1 ? 1 : next;
 }

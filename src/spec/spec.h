@@ -106,8 +106,10 @@ sits_status_t sits_spec_drafter_propose(sits_spec_drafter_t *d, int n, sits_spec
                                         const int32_t *const *tokens, const int *len, const int *k, int32_t *drafts,
                                         int *n_draft_p);
 
-/* Adaptation of a sequence's k (documented rule): all k accepted -> k + 1 (up to k_max); none
- * accepted -> k / 2 (at least 1); otherwise accepted + 1. */
-int sits_spec_k_next(int k, int k_max, int accepted);
+/* Adaptation of a sequence's k after a verification that accepted `accepted` of `drafted` drafts (documented
+ * rule): none accepted -> k / 2 (at least 1). Otherwise, free drafts (n-gram: proposing costs nothing, only the
+ * verification's extra rows) -> k_max; drafts that cost a draft forward pass each (draft model): all accepted -> k + 1
+ * (up to k_max), else accepted + 1. bench/spec_sim.py replays both on recorded outputs (bench/RESULTS.md). */
+int sits_spec_k_next(int k, int k_max, int accepted, int drafted, int free_drafts);
 
 #endif

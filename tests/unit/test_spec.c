@@ -98,11 +98,18 @@ static void test_accept_and_k(void **state)
     assert_int_equal(sits_spec_accept(dr, s_all, 3), 3);
     assert_int_equal(sits_spec_accept(dr, s_one, 3), 1);
     assert_int_equal(sits_spec_accept(dr, s_none, 3), 0);
-    assert_int_equal(sits_spec_k_next(4, 8, 4), 5);
-    assert_int_equal(sits_spec_k_next(8, 8, 8), 8);
-    assert_int_equal(sits_spec_k_next(4, 8, 0), 2);
-    assert_int_equal(sits_spec_k_next(1, 8, 0), 1);
-    assert_int_equal(sits_spec_k_next(6, 8, 2), 3);
+    /* draft model (drafts cost a forward pass each): all accepted -> k + 1, partly -> accepted + 1, none -> k / 2 */
+    assert_int_equal(sits_spec_k_next(4, 8, 4, 4, 0), 5);
+    assert_int_equal(sits_spec_k_next(8, 8, 8, 8, 0), 8);
+    assert_int_equal(sits_spec_k_next(4, 8, 0, 4, 0), 2);
+    assert_int_equal(sits_spec_k_next(1, 8, 0, 1, 0), 1);
+    assert_int_equal(sits_spec_k_next(6, 8, 2, 6, 0), 3);
+    assert_int_equal(sits_spec_k_next(6, 8, 3, 3, 0), 7);   /* fewer drafts than k came (the match ran out): all of them */
+    /* n-gram (free drafts): any accepted -> k_max, none -> k / 2 */
+    assert_int_equal(sits_spec_k_next(2, 8, 1, 2, 1), 8);
+    assert_int_equal(sits_spec_k_next(8, 8, 8, 8, 1), 8);
+    assert_int_equal(sits_spec_k_next(8, 8, 0, 8, 1), 4);
+    assert_int_equal(sits_spec_k_next(1, 4, 0, 1, 1), 1);
 }
 
 static void test_config(void **state)
