@@ -134,8 +134,9 @@ static __device__ __forceinline__ float sits_k_block_max(float v)
 }
 
 /* [perf: ring gemv] mbarriers and bulk copies (sm_90) for kernels that stream weights through a shared-memory ring
- * (kernels/gemv.cu gemv_ring_kernel and gemv_mma_kernel): a stage's `full` barrier completes when
- * its copies' bytes (expect_tx) and its arrivals are in; its `empty` barrier when every consumer has released it. */
+ * (kernels/gemv.cu gemv_ring_kernel, gemv_mma_kernel and [int4 ring] gemv_w4_kernel): a stage's `full` barrier
+ * completes when its copies' bytes (expect_tx) and its arrivals are in; its `empty` barrier when every consumer has
+ * released it. */
 static __device__ __forceinline__ uint32_t sits_k_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 static __device__ __forceinline__ void sits_k_mbar_init(uint64_t *b, unsigned count)
 {

@@ -29,7 +29,9 @@
  * ahead of the products.
  * [perf: swiglu gemv] sits_k_gemv_swiglu: the one-token gate/up linear with SwiGLU in the epilogue (GLU below).
  * [perf: ring gemv] One token (both entry points) runs gemv_ring_kernel by default: the same sums, read from a
- * shared-memory ring that bulk copies fill (below). */
+ * shared-memory ring that bulk copies fill (below).
+ * [int4 ring] sits_k_gemv_w4: W4A16 (kernels/w4a16.cu's packed INT4 weights) of 1-16 tokens on the same kind of ring
+ * (gemv_w4_kernel, below; off by default until measured faster). */
 #include "kernels/common.cuh"
 
 #define GV_WARPS 8
