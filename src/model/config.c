@@ -152,7 +152,7 @@ static sits_status_t get_factors(const json_t *rp, const char *key, const char *
 {
     const json_t *a = json_object_get(rp, key);
     if (!json_is_array(a) || json_array_size(a) != (size_t)half) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a list of head_dim / 2 = %d numbers", what, scope, key, half);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: expected a list of (rotary) head_dim / 2 = %d numbers", what, scope, key, half);
         return SITS_ERR_FORMAT;
     }
     for (int i = 0; i < half; i++) {
@@ -166,23 +166,35 @@ static sits_status_t get_factors(const json_t *rp, const char *key, const char *
     return SITS_OK;
 }
 
+/* [rope] original_max_position_embeddings of the llama3 / longrope / yarn types as transformers reads config.json:
+ * the rope object's, else max_position_embeddings; Phi-3 (Phi3Config's own field, default 4096) the top level's,
+ * whatever the rope object says. */
+static sits_status_t get_orig_max_pos(const json_t *root, const json_t *rp, const char *what, const char *scope,
+                                      sits_model_config_t *cfg)
+{
+    if (cfg->arch == SITS_ARCH_PHI3)
+        SITS_CHECK(get_int(root, "original_max_position_embeddings", what, "", 0, 4096, &cfg->rope_orig_max_pos));
+    else
+        SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0, cfg->max_position_embeddings,
+                           &cfg->rope_orig_max_pos));
+    return check_positive(cfg->rope_orig_max_pos, "original_max_position_embeddings", what);
+}
+
 /* [families] rope type longrope (Phi-3): factors, original length, attention factor as HF's
- * _compute_longrope_parameters derives them. head_dim is known (parse_root reads it first). */
+ * _compute_longrope_parameters derives them. head_dim and rope_dim are known (parse_rope reads them first). */
 static sits_status_t parse_longrope(const json_t *root, const json_t *rp, const char *what, const char *scope,
                                     sits_model_config_t *cfg)
 {
-    int half = cfg->head_dim / 2;
+    int half = cfg->rope_dim / 2;
     if (half > SITS_MAX_ROPE_HALF) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d, at most %d with longrope", what, cfg->head_dim, 2 * SITS_MAX_ROPE_HALF);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: head_dim: %d rotary dims, at most %d with longrope", what, cfg->rope_dim,
+                   2 * SITS_MAX_ROPE_HALF);
         return SITS_ERR_UNSUPPORTED;
     }
     cfg->rope_type = SITS_ROPE_LONGROPE;
     SITS_CHECK(get_factors(rp, "short_factor", what, scope, half, cfg->rope_short));
     SITS_CHECK(get_factors(rp, "long_factor", what, scope, half, cfg->rope_long));
-    int orig;
-    SITS_CHECK(get_int(root, "original_max_position_embeddings", what, "", 0, cfg->max_position_embeddings, &orig));
-    SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0, orig, &cfg->rope_orig_max_pos));
-    SITS_CHECK(check_positive(cfg->rope_orig_max_pos, "original_max_position_embeddings", what));
+    SITS_CHECK(get_orig_max_pos(root, rp, what, scope, cfg));
     SITS_CHECK(get_num(rp, "factor", what, scope, 0, (double)cfg->max_position_embeddings / cfg->rope_orig_max_pos,
                        &cfg->rope_factor));
     double af = cfg->rope_factor <= 1.0 ? 1.0 : sqrt(1.0 + log(cfg->rope_factor) / log((double)cfg->rope_orig_max_pos));
@@ -190,6 +202,76 @@ static sits_status_t parse_longrope(const json_t *root, const json_t *rp, const 
     if (!(cfg->rope_attn_factor > 0.0)) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: %sattention_factor: must be > 0 (got %g)", what, scope, cfg->rope_attn_factor);
         return SITS_ERR_FORMAT;
+    }
+    return SITS_OK;
+}
+
+/* [rope] YaRN's mscale (HF yarn_get_mscale): 0.1 m ln(scale) + 1, 1 for scale <= 1 */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* [rope] rope type yarn, as HF's _compute_yarn_parameters reads it: factor (null: max_position_embeddings /
+ * original), original_max_position_embeddings, attention_factor (absent: mscale(factor, mscale) /
+ * mscale(factor, mscale_all_dim) when both are given and non-zero, else mscale(factor)), beta_fast (absent or 0:
+ * 32), beta_slow (1), truncate (true). */
+static sits_status_t parse_yarn(const json_t *root, const json_t *rp, const char *what, const char *scope,
+                                sits_model_config_t *cfg)
+{
+    cfg->rope_type = SITS_ROPE_YARN;
+    SITS_CHECK(get_orig_max_pos(root, rp, what, scope, cfg));
+    const json_t *f = json_object_get(rp, "factor");
+    if (!f) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %sfactor: missing required key", what, scope);
+        return SITS_ERR_FORMAT;
+    }
+    SITS_CHECK(get_num(rp, "factor", what, scope, 0, (double)cfg->max_position_embeddings / cfg->rope_orig_max_pos,
+                       &cfg->rope_factor));
+    double ms, msa;
+    SITS_CHECK(get_num(rp, "mscale", what, scope, 0, 0.0, &ms));
+    SITS_CHECK(get_num(rp, "mscale_all_dim", what, scope, 0, 0.0, &msa));
+    double af = ms != 0.0 && msa != 0.0 ? yarn_mscale(cfg->rope_factor, ms) / yarn_mscale(cfg->rope_factor, msa)
+                                        : yarn_mscale(cfg->rope_factor, 1.0);
+    SITS_CHECK(get_num(rp, "attention_factor", what, scope, 0, af, &cfg->rope_attn_factor));
+    if (!(cfg->rope_attn_factor > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %sattention_factor: must be > 0 (got %g)", what, scope, cfg->rope_attn_factor);
+        return SITS_ERR_FORMAT;
+    }
+    SITS_CHECK(get_num(rp, "beta_fast", what, scope, 0, 32.0, &cfg->rope_beta_fast));
+    SITS_CHECK(get_num(rp, "beta_slow", what, scope, 0, 1.0, &cfg->rope_beta_slow));
+    if (cfg->rope_beta_fast == 0.0) cfg->rope_beta_fast = 32.0;   /* HF: `or 32` */
+    if (cfg->rope_beta_slow == 0.0) cfg->rope_beta_slow = 1.0;
+    if (!(cfg->rope_beta_fast > 0.0) || !(cfg->rope_beta_slow > 0.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %sbeta_fast / beta_slow: must be > 0 (got %g, %g)", what, scope, cfg->rope_beta_fast,
+                   cfg->rope_beta_slow);
+        return SITS_ERR_FORMAT;
+    }
+    SITS_CHECK(get_bool(rp, "truncate", what, 1, &cfg->rope_truncate));
+    return SITS_OK;
+}
+
+/* [rope] rope_dim from partial_rotary_factor: the rope object's, else the top level's, else 1 (HF's order of
+ * priority); int(head_dim x factor) as HF computes it, which must be even (pairs) and at least 2. */
+static sits_status_t parse_rope_dim(const json_t *root, const json_t *rp, const char *what, const char *scope,
+                                    sits_model_config_t *cfg)
+{
+    double prf;
+    const char *where = "";
+    SITS_CHECK(get_num(root, "partial_rotary_factor", what, "", 0, 1.0, &prf));
+    if (rp && json_object_get(rp, "partial_rotary_factor") && !json_is_null(json_object_get(rp, "partial_rotary_factor"))) {
+        SITS_CHECK(get_num(rp, "partial_rotary_factor", what, scope, 0, prf, &prf));
+        where = scope;
+    }
+    if (!(prf > 0.0 && prf <= 1.0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %spartial_rotary_factor: must be in (0, 1] (got %g)", what, where, prf);
+        return SITS_ERR_FORMAT;
+    }
+    cfg->rope_dim = (int)((double)cfg->head_dim * prf);
+    if (cfg->rope_dim < 2 || cfg->rope_dim % 2 != 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %spartial_rotary_factor: %g of head_dim %d is %d rotary dims: not supported (an even "
+                   "number >= 2 is needed)", what, where, prf, cfg->head_dim, cfg->rope_dim);
+        return SITS_ERR_UNSUPPORTED;
     }
     return SITS_OK;
 }
@@ -210,14 +292,18 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
     cfg->rope_low_freq_factor = 0.0;
     cfg->rope_high_freq_factor = 0.0;
     cfg->rope_orig_max_pos = 0;
-    cfg->rope_attn_factor = 1.0;   /* [families] longrope's alone */
+    cfg->rope_attn_factor = 1.0;   /* [families] longrope's, [rope] yarn's */
+    cfg->rope_beta_fast = 32.0;
+    cfg->rope_beta_slow = 1.0;
+    cfg->rope_truncate = 1;
+    char scope[40];
+    snprintf(scope, sizeof scope, "%s.", scope_key);
+    if (rp && !json_is_null(rp) && !json_is_object(rp)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected an object", what, scope_key);
+        return SITS_ERR_FORMAT;
+    }
+    SITS_CHECK(parse_rope_dim(root, json_is_object(rp) ? rp : NULL, what, scope, cfg));
     if (rp && !json_is_null(rp)) {
-        char scope[40];
-        snprintf(scope, sizeof scope, "%s.", scope_key);
-        if (!json_is_object(rp)) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected an object", what, scope_key);
-            return SITS_ERR_FORMAT;
-        }
         /* v5 moves rope_theta inside rope_parameters. */
         SITS_CHECK(get_num(rp, "rope_theta", what, scope, 0, cfg->rope_theta, &cfg->rope_theta));
         const char *tkey = "rope_type";
@@ -231,12 +317,7 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
             }
             type = json_string_value(t);
         }
-        double prf;
-        SITS_CHECK(get_num(rp, "partial_rotary_factor", what, scope, 0, 1.0, &prf));
-        if (prf != 1.0) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: %spartial_rotary_factor: %g is not supported (1.0 only)", what, scope, prf);
-            return SITS_ERR_UNSUPPORTED;
-        }
+        if (cfg->arch == SITS_ARCH_PHI3 && !strcmp(type, "yarn")) type = "longrope";   /* Phi3Config's reading of it */
         if (!strcmp(type, "default")) {
             cfg->rope_type = SITS_ROPE_DEFAULT;
         } else if (!strcmp(type, "linear")) {
@@ -247,9 +328,7 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
             SITS_CHECK(get_num(rp, "factor", what, scope, 1, 0.0, &cfg->rope_factor));
             SITS_CHECK(get_num(rp, "low_freq_factor", what, scope, 1, 0.0, &cfg->rope_low_freq_factor));
             SITS_CHECK(get_num(rp, "high_freq_factor", what, scope, 1, 0.0, &cfg->rope_high_freq_factor));
-            /* HF falls back to max_position_embeddings when absent. */
-            SITS_CHECK(get_int(rp, "original_max_position_embeddings", what, scope, 0,
-                               cfg->max_position_embeddings, &cfg->rope_orig_max_pos));
+            SITS_CHECK(get_orig_max_pos(root, rp, what, scope, cfg));
             if (cfg->rope_low_freq_factor <= 0.0 || cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor) {
                 SITS_ERROR(SITS_SUB_MODEL, "%s: %shigh_freq_factor/low_freq_factor: need high > low > 0 (got %g, %g)",
                            what, scope, cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
@@ -262,8 +341,10 @@ static sits_status_t parse_rope(const json_t *root, const char *what, sits_model
             }
         } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {   /* [families] Phi-3 */
             SITS_CHECK(parse_longrope(root, rp, what, scope, cfg));
+        } else if (!strcmp(type, "yarn")) {   /* [rope] */
+            SITS_CHECK(parse_yarn(root, rp, what, scope, cfg));
         } else {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3, longrope)",
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s%s: rope type \"%s\" is not supported (default, linear, llama3, longrope, yarn)",
                        what, scope, tkey, type);
             return SITS_ERR_UNSUPPORTED;
         }
@@ -562,6 +643,11 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         cfg->fused_qkv = cfg->fused_gate_up = 1;
         break;
     }
+    if (cfg->rope_dim != cfg->head_dim && cfg->arch != SITS_ARCH_PHI3) {   /* [rope] HF's other families rotate whole heads */
+        SITS_ERROR(SITS_SUB_MODEL, "%s: partial_rotary_factor: %d of %d dims rotary is not supported for %s (phi3 only)", what,
+                   cfg->rope_dim, cfg->head_dim, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
 
     cfg->sliding_window = 0;
     if (cfg->arch == SITS_ARCH_MISTRAL || cfg->arch == SITS_ARCH_PHI3) {   /* [families] Phi-3: every layer too */
@@ -680,10 +766,10 @@ static sits_status_t check_rope_table(const sits_model_config_t *cfg, const char
             lc.rope_type = SITS_ROPE_DEFAULT;
             sits_model_rope_inv_freq(&lc, inv);
         }
-        for (int i = 0; i < half; i++)
+        for (int i = 0; i < sits_model_rope_dim(cfg) / 2; i++)   /* [rope] the rest are the passing pairs' zeros */
             if (!(isfinite(inv[i]) && inv[i] > 0.0f)) {
                 SITS_ERROR(SITS_SUB_MODEL, "%s: %s: RoPE frequency %d of %d is %g in fp32 (theta %g): out of float's range",
-                           what, name, i, half, (double)inv[i], table == 2 ? cfg->rope_local_theta : cfg->rope_theta);
+                           what, name, i, sits_model_rope_dim(cfg) / 2, (double)inv[i], table == 2 ? cfg->rope_local_theta : cfg->rope_theta);
                 st = SITS_ERR_FORMAT;
                 break;
             }
@@ -781,15 +867,44 @@ static float rope_pow(float theta, int i, int dim)   /* theta ** (2i / dim), fp3
     return powf(theta, (float)(2 * i) / (float)dim);
 }
 
+/* [rope] HF's yarn inverse frequencies (_compute_yarn_parameters) over dim = rope_dim: the correction range in Python
+ * doubles, everything per dim in fp32 as torch computes it (the ramp (i - low) / (high - low), the blend
+ * interpolation (1 - e) + extrapolation e with e = 1 - ramp, one rounding per operation). */
+static void yarn_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
+{
+    const int dim = sits_model_rope_dim(cfg), half = dim / 2;
+    const double base = cfg->rope_theta, orig = (double)cfg->rope_orig_max_pos, pi = 3.14159265358979323846;
+    double low = dim * log(orig / (cfg->rope_beta_fast * 2.0 * pi)) / (2.0 * log(base));
+    double high = dim * log(orig / (cfg->rope_beta_slow * 2.0 * pi)) / (2.0 * log(base));
+    if (cfg->rope_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    if (low < 0.0) low = 0.0;
+    if (high > dim - 1) high = dim - 1;
+    if (low == high) high += 0.001;   /* HF: prevent the singularity */
+    const float flo = (float)low, fspan = (float)(high - low), factor = (float)cfg->rope_factor;
+    for (int i = 0; i < half; i++) {
+        const float p = rope_pow((float)base, i, dim);
+        const float extra = 1.0f / p, inter = 1.0f / (factor * p);
+        float ramp = ((float)i - flo) / fspan;
+        ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+        const float e = 1.0f - ramp;
+        const float a = inter * (1.0f - e), b = extra * e;
+        inv_freq[i] = a + b;
+    }
+}
+
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
 {
-    const int half = cfg->head_dim / 2;
+    const int half = cfg->head_dim / 2, rd = sits_model_rope_dim(cfg), rhalf = rd / 2;
     const float theta = (float)cfg->rope_theta, factor = (float)cfg->rope_factor;
-    for (int i = 0; i < half; i++) {
-        const float p = rope_pow(theta, i, cfg->head_dim);
+    if (cfg->rope_type == SITS_ROPE_YARN) yarn_inv_freq(cfg, inv_freq);
+    for (int i = 0; i < rhalf && cfg->rope_type != SITS_ROPE_YARN; i++) {
+        const float p = rope_pow(theta, i, rd);
         float inv = 1.0f / p;
         switch (cfg->rope_type) {
-        case SITS_ROPE_DEFAULT:
+        case SITS_ROPE_DEFAULT: case SITS_ROPE_YARN:
             break;
         case SITS_ROPE_LINEAR:
             inv = inv / factor;
@@ -814,13 +929,23 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq)
         }
         inv_freq[i] = inv;
     }
+    for (int i = rhalf; i < half; i++) inv_freq[i] = 0.0f;   /* [rope] the passing pairs: cos 1, sin 0 */
 }
 
 void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq)
 {
     const float theta = (float)cfg->rope_theta;
-    for (int i = 0; i < cfg->head_dim / 2; i++)
-        inv_freq[i] = 1.0f / (cfg->rope_long[i] * rope_pow(theta, i, cfg->head_dim));
+    const int rd = sits_model_rope_dim(cfg);
+    for (int i = 0; i < cfg->head_dim / 2; i++) inv_freq[i] = i < rd / 2 ? 1.0f / (cfg->rope_long[i] * rope_pow(theta, i, rd)) : 0.0f;
+}
+
+void sits_model_rope_perm(const sits_model_config_t *cfg, int *src)
+{
+    const int hd = cfg->head_dim, rd = sits_model_rope_dim(cfg), pass = hd - rd;
+    for (int j = 0; j < hd / 2; j++) {
+        src[j] = j < rd / 2 ? j : rd + (j - rd / 2);
+        src[j + hd / 2] = j < rd / 2 ? j + rd / 2 : rd + pass / 2 + (j - rd / 2);
+    }
 }
 
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d)

@@ -18,11 +18,16 @@
  * (6) layer global); Gemma 3: q_norm / k_norm, rope_parameters {sliding_attention, full_attention} (v5)
  * or rope_theta + rope_local_base_freq + rope_scaling (global layers only). Refused: attention_bias,
  * use_bidirectional_attention, a scaled local RoPE.
- * [families] model_type phi3 (Phi3ForCausalLM; Phi-3 / Phi-3.5 / Phi-4 with partial_rotary_factor 1): fused
- * qkv_proj and gate_up_proj, sliding_window on every layer (null -> none), rope type longrope (legacy "su")
- * with short_factor / long_factor [head_dim / 2], original_max_position_embeddings (in the rope object or at
- * the top level), factor (absent: max_position_embeddings / original) and attention_factor (absent:
- * sqrt(1 + ln factor / ln original), 1 when factor <= 1).
+ * [families] model_type phi3 (Phi3ForCausalLM; Phi-3 / Phi-3.5 / Phi-4 / Phi-4-mini): fused qkv_proj and
+ * gate_up_proj, sliding_window on every layer (null -> none), rope type longrope (legacy "su", and "yarn" as
+ * Phi3Config reads it) with short_factor / long_factor [rope_dim / 2], original_max_position_embeddings (the top
+ * level's, 4096 when absent: Phi3Config's field wins over the rope object's), factor (absent:
+ * max_position_embeddings / original) and attention_factor (absent: sqrt(1 + ln factor / ln original), 1 when
+ * factor <= 1).
+ * [rope] partial_rotary_factor (in the rope object, else at the top level; Phi-4-mini's 0.75), phi3 only (HF's
+ * other families here rotate whole heads): rope_dim below. Rope type yarn (Qwen2 / Qwen3 / Llama long-context configs; HF's
+ * _compute_yarn_parameters): factor, original_max_position_embeddings, beta_fast / beta_slow, truncate,
+ * attention_factor (absent: from mscale / mscale_all_dim, else 0.1 ln factor + 1).
  * [moe] model_type mixtral (MixtralForCausalLM: Mistral attention, num_local_experts, num_experts_per_tok,
  * intermediate_size = each expert's, top-k probabilities always renormalised) and qwen2_moe
  * (Qwen2MoeForCausalLM: Qwen2 attention, num_experts, num_experts_per_tok, moe_intermediate_size,
@@ -43,7 +48,7 @@
 typedef enum { SITS_ARCH_LLAMA, SITS_ARCH_MISTRAL, SITS_ARCH_QWEN2, SITS_ARCH_QWEN3, SITS_ARCH_GEMMA2, SITS_ARCH_GEMMA3,
                SITS_ARCH_PHI3 } sits_arch_t;
 #define SITS_MAX_LAYER_TYPES 512   /* [families] most layers a layer_types list may describe */
-typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3, SITS_ROPE_LONGROPE } sits_rope_type_t;
+typedef enum { SITS_ROPE_DEFAULT, SITS_ROPE_LINEAR, SITS_ROPE_LLAMA3, SITS_ROPE_LONGROPE, SITS_ROPE_YARN } sits_rope_type_t;
 #define SITS_MAX_ROPE_HALF 256   /* [families] longrope: most head_dim / 2 factors */
 
 typedef struct {
@@ -59,9 +64,16 @@ typedef struct {
     float rms_norm_eps;
     double rope_theta;
     sits_rope_type_t rope_type;
-    double rope_factor;       /* linear / llama3 */
+    double rope_factor;       /* linear / llama3 / longrope / yarn */
     double rope_low_freq_factor, rope_high_freq_factor;
-    int rope_orig_max_pos;    /* llama3: original_max_position_embeddings */
+    int rope_orig_max_pos;    /* llama3 / longrope / yarn: original_max_position_embeddings */
+    /* [rope] partial_rotary_factor: the first rope_dim dims of a head rotate (pairs i, i + rope_dim / 2), the rest
+     * pass; rope_dim = int(head_dim x factor), even, head_dim unless partial. The loader reorders each q / k head
+     * so that the engine's full-head rotation (pairs i, i + head_dim / 2) does the same with inv_freq 0 on the
+     * passing pairs (sits_model_rope_perm); the tables sits_model_rope_inv_freq* make hold those zeros. */
+    int rope_dim;
+    double rope_beta_fast, rope_beta_slow;   /* [rope] yarn: the correction range's rotations (32, 1) */
+    int rope_truncate;                       /* [rope] yarn: the range rounded out to whole dims (default 1) */
     int max_position_embeddings;
     int tie_word_embeddings;
     int qkv_bias;             /* q/k/v projections carry a bias (Qwen2, attention_bias) */
@@ -90,8 +102,8 @@ typedef struct {
     /* Phi-3 */
     int fused_qkv;            /* self_attn.qkv_proj.weight [(nh + 2 nkv) hd, H] instead of q/k/v_proj */
     int fused_gate_up;        /* mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) instead of gate/up_proj */
-    float rope_short[SITS_MAX_ROPE_HALF], rope_long[SITS_MAX_ROPE_HALF];   /* longrope factors [head_dim / 2] */
-    double rope_attn_factor;  /* longrope: cos and sin are scaled by it (q.k by its square); 1 otherwise */
+    float rope_short[SITS_MAX_ROPE_HALF], rope_long[SITS_MAX_ROPE_HALF];   /* longrope factors [rope_dim / 2] */
+    double rope_attn_factor;  /* longrope / yarn: cos and sin are scaled by it (q.k by its square); 1 otherwise */
     /* [moe] Mixture of Experts: n_experts 0 = a dense MLP. Each MLP is a router [E, H] (softmax over
      * the experts, top_k kept, renormalised to sum 1 when norm_topk) and E SwiGLU experts of
      * intermediate size moe_inter; shared_inter > 0 adds a dense SwiGLU expert of that size scaled by
@@ -155,11 +167,24 @@ typedef struct {
  * out-of-range value is refused with the file and key (SITS_ERR_FORMAT). */
 sits_status_t sits_model_gen_defaults_load(const char *model_dir, sits_gen_defaults_t *d);
 
-/* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2] (longrope: the short factors). */
+/* RoPE inverse frequencies with the configured scaling: inv_freq[head_dim/2] (longrope: the short factors); entries
+ * rope_dim / 2 .. head_dim / 2 - 1 (the passing pairs of a partial rotary factor) are 0. */
 void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq);
 /* [families] longrope's long-context set, 1 / (long_factor[i] * theta^(2i / hd)): used for the tokens of a
  * sequence whose largest position in the step + 1 exceeds rope_orig_max_pos, as HF picks the set per forward
  * call from max(position_ids) + 1 (the keys already cached keep the set they were written with, in HF as here). */
 void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq);
+/* [rope] The order of a q / k head's dims as loaded: src[j] = the checkpoint dim that dim j of a head holds (head_dim
+ * entries). HF's partial rotation pairs dims (i, i + rope_dim / 2), i < rope_dim / 2, and passes dims rope_dim ..
+ * head_dim - 1; the engine rotates (j, j + head_dim / 2). So dim j < rope_dim / 2 holds i = j and dim j + head_dim / 2
+ * holds j + rope_dim / 2; the passing dims fill j = rope_dim / 2 .. head_dim / 2 - 1 (the first half of them) and their
+ * partners (the second half), where inv_freq is 0 (cos 1, sin 0: the values unchanged). q . k sums over the dims in
+ * any order, so attention is the same. The identity when rope_dim == head_dim. */
+void sits_model_rope_perm(const sits_model_config_t *cfg, int *src);
+/* [rope] cfg->rope_dim, or head_dim for a config built by hand (rope_dim 0) */
+static inline int sits_model_rope_dim(const sits_model_config_t *cfg)
+{
+    return cfg->rope_dim > 0 ? cfg->rope_dim : cfg->head_dim;
+}
 
 #endif

@@ -132,7 +132,14 @@ typedef struct {
     const sits_w4_src_t *w4src;   /* [moe int4] set while an INT4 / 8-bit checkpoint expert is read: rows_f32 dequantises it */
     int dummy_on_device;   /* [dummy] dummy weights (dense, 16-bit experts, FP8 rows) drawn by be->ops->dummy_rows(_fp8)
                             * where they live (SITS_DUMMY_ON_HOST=1: on the host) */
+    float row_scale;       /* [rope] the rows load_slice* copies now are multiplied by it (0 or 1: as stored; part_t) */
 } loader_t;
+
+/* [rope] the rows being loaded are scaled (loader_t.row_scale) */
+static int row_scaled(const loader_t *L)
+{
+    return L->row_scale != 0.0f && L->row_scale != 1.0f;
+}
 
 /* The checkpoint tensor (kind, layer); NULL with an error logged when it is missing. */
 static const sits_st_tensor_t *find_tensor(const loader_t *L, sits_wkind_t kind, int layer)
@@ -251,13 +258,14 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     L->bytes += (size_t)(r1 - r0) * (size_t)(c1 - c0) * L->elem_size;
     if (L->count_only) return SITS_OK;   /* load progress (issue 12): dry pass */
     const sits_st_tensor_t *t = NULL;
+    const int scaled = row_scaled(L);   /* [rope] through staging, multiplied */
     if (L->st && !w4_ckpt(L, kind, layer)) {   /* [int4] an INT4 linear goes through staging, dequantised */
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype != SITS_DT_F8_E4M3)
+        if (t->dtype != SITS_DT_F8_E4M3 && !scaled)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
     int64_t w = c1 - c0;
-    if (!L->st && L->dummy_on_device && L->be->ops->dummy_rows && !is_norm_kind(kind)) {   /* [dummy] drawn where they live */
+    if (!L->st && !scaled && L->dummy_on_device && L->be->ops->dummy_rows && !is_norm_kind(kind)) {   /* [dummy] drawn where they live */
         sits_status_t st = L->be->ops->dummy_rows(L->be, dst, dst_row0, sits_dummy_base(L->seed, (unsigned)kind, layer), r0,
                                                   r1 - r0, c0, w);
         if (st != SITS_ERR_UNSUPPORTED) return st;
@@ -267,6 +275,8 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     for (int64_t r = r0; r < r1; r += chunk) {
         int64_t n = r1 - r < chunk ? r1 - r : chunk;
         SITS_CHECK(rows_f32(L, t, kind, layer, r, n, c0, w, L->staging));
+        if (scaled)
+            for (int64_t i = 0; i < n * w; i++) L->staging[i] *= L->row_scale;
         SITS_CHECK(L->be->ops->upload_weight(L->be, dst, dst_row0 + (r - r0), L->staging, SITS_DT_F32, w, 0, n, 0, w));
     }
     return SITS_OK;
@@ -281,7 +291,7 @@ static sits_status_t fp8_rows(loader_t *L, const sits_st_tensor_t *t, const sits
                               int64_t dst_row0)
 {
     sits_backend_t *be = L->be;
-    if (!t && !L->st && L->dummy_on_device && be->ops->dummy_rows_fp8) {   /* [dummy] drawn and quantised where they live */
+    if (!t && !L->st && !row_scaled(L) && L->dummy_on_device && be->ops->dummy_rows_fp8) {   /* [dummy] drawn and quantised where they live */
         sits_status_t st = be->ops->dummy_rows_fp8(be, dst_q, dst_s, dst_row0, sits_dummy_base(L->seed, (unsigned)kind, layer),
                                                    r0, r1 - r0, cols, c0, w);
         if (st != SITS_ERR_UNSUPPORTED) return st;
@@ -306,6 +316,7 @@ static sits_status_t fp8_rows(loader_t *L, const sits_st_tensor_t *t, const sits
                 sits_fp8_quantize_row(L->qstage + i * w, row + c0, (size_t)w, L->sstage[i]);
             }
         }
+        for (int64_t i = 0; row_scaled(L) && i < n; i++) L->sstage[i] *= L->row_scale;   /* [rope] exact: same bytes */
         int64_t d = dst_row0 + (r - r0);
         SITS_CHECK(be->ops->upload(be, (unsigned char *)dst_q + (size_t)d * (size_t)w, L->qstage, (size_t)(n * w)));
         SITS_CHECK(be->ops->upload(be, dst_s + d, L->sstage, sizeof(float) * (size_t)n));
@@ -429,7 +440,8 @@ static sits_prec_t want_prec(loader_t *L, int l, int lin, int64_t in, int64_t ou
     return p;
 }
 
-typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; } part_t;
+/* rows [r0, r1) x cols [c0, c1) of tensor kind at row dst_row0 of a fused linear; rs: [rope] the rows times rs (0: 1) */
+typedef struct { sits_wkind_t kind; int64_t dst_row0, r0, r1, c0, c1; float rs; } part_t;
 
 /* [int4] rows [r, r + n) x cols [c0, c0 + w) of a 4-bit checkpoint linear as stored: nibbles qb [n, w / 2], and the
  * scales / zeros sb, zb [n, ng] of its groups g0 .. g0 + ng - 1 */
@@ -539,6 +551,7 @@ static sits_status_t load_slice_w4(loader_t *L, sits_w4_t *w4, int64_t dst_row0,
                     sits_w4_quantize_row(L->staging + i * w, w, w4->group_size, qb + i * half, sb + i * ng, zb + i * ng);
             }
         }
+        for (int64_t i = 0; row_scaled(L) && i < n * ng; i++) sb[i] *= L->row_scale;   /* [rope] w = (q - z) s */
         int64_t d = dst_row0 + (r - r0);
         sits_backend_t *be = L->be;
         SITS_CHECK_GOTO(be->ops->upload(be, (uint8_t *)w4->q + d * half, qb, (size_t)(n * half)), st, out);
@@ -648,7 +661,10 @@ static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_
     }
     for (int i = 0; i < n_parts; i++) {
         const part_t *p = &parts[i];
-        SITS_CHECK_GOTO(load_slice_w4(L, &q, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1, gidx), st, err);
+        L->row_scale = p->rs;
+        st = load_slice_w4(L, &q, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1, gidx);
+        L->row_scale = 0.0f;
+        if (st != SITS_OK) goto err;
     }
     *w4 = q;
     free(gidx);
@@ -679,8 +695,12 @@ static sits_status_t load_linear(loader_t *L, sits_prec_t prec, int layer, int64
     }
     for (int i = 0; i < n_parts; i++) {
         const part_t *p = &parts[i];
-        if (fp8) SITS_CHECK(load_slice_fp8(L, *w_p, *s_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1));
-        else SITS_CHECK(load_slice(L, *w_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1));
+        sits_status_t st;
+        L->row_scale = p->rs;
+        if (fp8) st = load_slice_fp8(L, *w_p, *s_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1);
+        else st = load_slice(L, *w_p, p->dst_row0, p->kind, layer, p->r0, p->r1, p->c0, p->c1);
+        L->row_scale = 0.0f;
+        SITS_CHECK(st);
     }
     return SITS_OK;
 }
@@ -692,6 +712,26 @@ static void *elem_at(const loader_t *L, void *base, size_t elems)
 }
 
 static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw);
+
+/* [rope] The parts of n_heads heads of hd rows (x cols [0, H)) in the order perm gives (sits_model_rope_perm): dim j of
+ * head h (row dst0 + h hd + j) from checkpoint row src0 + h hd + perm[j], in runs of consecutive rows; the rows of the
+ * passing dims (perm[j] >= rd) times pass_rs. The engine folds the rope attention factor af into the attention scale
+ * (af^2 on q . k), which HF applies to the rotary dims alone (cos, sin x af): q's passing rows carry 1 / af^2 to undo
+ * it there. Returns the parts written (4 a head at most). */
+static int rope_head_parts(part_t *out, const int *perm, int hd, int rd, sits_wkind_t kind, int64_t dst0, int64_t src0, int n_heads,
+                           int64_t H, float pass_rs)
+{
+    int n = 0;
+    for (int h = 0; h < n_heads; h++)
+        for (int j = 0; j < hd;) {
+            int k = j + 1;
+            while (k < hd && perm[k] == perm[k - 1] + 1 && (perm[k] >= rd) == (perm[j] >= rd)) k++;
+            const int64_t r = src0 + (int64_t)h * hd + perm[j];
+            out[n++] = (part_t){ kind, dst0 + (int64_t)h * hd + j, r, r + (k - j), 0, H, perm[j] >= rd ? pass_rs : 1.0f };
+            j = k;
+        }
+    return n;
+}
 
 static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw)
 {
@@ -705,10 +745,30 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         int64_t ko = c->fused_qkv ? (int64_t)c->n_heads * hd : 0, vo = c->fused_qkv ? ko + (int64_t)c->n_kv_heads * hd : 0;
         sits_wkind_t kq = c->fused_qkv ? SITS_W_QKV : SITS_W_Q, kk = c->fused_qkv ? SITS_W_QKV : SITS_W_K;
         sits_wkind_t kvk = c->fused_qkv ? SITS_W_QKV : SITS_W_V;
-        const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H },
-                                { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H } };
-        SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
-                               &lw->qkv_scale, &lw->qkv_w4));
+        const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H, 0 }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H, 0 },
+                                { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H, 0 } };
+        if (sits_model_rope_dim(c) == hd) {
+            SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
+                                   &lw->qkv_scale, &lw->qkv_w4));
+        } else {   /* [rope] partial rotary: each q / k head's dims reordered (config.h sits_model_rope_perm) */
+            const double af = c->rope_attn_factor;
+            int *perm = malloc(sizeof(int) * (size_t)hd);
+            part_t *parts = malloc(sizeof(part_t) * (size_t)(4 * (d->nh_loc + d->nkv_loc) + 1));
+            if (!perm || !parts) {
+                free(perm);
+                free(parts);
+                return SITS_ERR_NOMEM;
+            }
+            sits_model_rope_perm(c, perm);
+            int np = rope_head_parts(parts, perm, (int)hd, sits_model_rope_dim(c), kq, 0, q0, d->nh_loc, H, (float)(1.0 / (af * af)));
+            np += rope_head_parts(parts + np, perm, (int)hd, sits_model_rope_dim(c), kk, q_rows, ko + kv0, d->nkv_loc, H, 1.0f);
+            parts[np++] = qkv[2];
+            sits_status_t st = load_linear(L, want_prec(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, parts, np, &lw->qkv,
+                                           &lw->qkv_scale, &lw->qkv_w4);
+            free(perm);
+            free(parts);
+            SITS_CHECK(st);
+        }
     }
     if (c->qkv_bias) {
         /* a bias [n] is a [1, n] tensor: its slice is columns, packed one after the other */
@@ -724,7 +784,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_norm(L, SITS_W_K_NORM, l, hd, &lw->k_norm));
     }
     {
-        const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows };
+        const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows, 0 };
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale,
                                &lw->o_w4));
     }
@@ -742,7 +802,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         /* [families] fused_gate_up: gate rows [0, I), up rows [I, 2 I) of one tensor */
         int64_t uo = c->fused_gate_up ? I : 0;
         sits_wkind_t kg = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_GATE, ku = c->fused_gate_up ? SITS_W_GATE_UP : SITS_W_UP;
-        const part_t gu[2] = { { kg, 0, i0, i0 + d->i_loc, 0, H }, { ku, d->i_loc, uo + i0, uo + i0 + d->i_loc, 0, H } };
+        const part_t gu[2] = { { kg, 0, i0, i0 + d->i_loc, 0, H, 0 }, { ku, d->i_loc, uo + i0, uo + i0 + d->i_loc, 0, H, 0 } };
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_GATE_UP, H, 2 * (int64_t)d->i_loc), l, 2 * (int64_t)d->i_loc, H,
                                gu, 2, &lw->gu, &lw->gu_scale, &lw->gu_w4));
     }
@@ -757,7 +817,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         }
     }
     {
-        const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc };
+        const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc, 0 };
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
                                &lw->down_scale, &lw->down_w4));
     }
@@ -1131,7 +1191,7 @@ static sits_status_t load_tensors(loader_t *L, const sits_shard_t *shard, sits_m
             w->lm_head = w->embed;
         } else {
             const part_t lm = { cfg->tie_word_embeddings ? SITS_W_EMBED : SITS_W_LM_HEAD, 0, d->v_start, d->v_start + d->v_count,
-                                0, H };
+                                0, H, 0 };
             SITS_CHECK(load_linear(L, f ? SITS_PREC_FP8 : SITS_PREC_BF16, 0, d->v_count ? d->v_count : 1, H, &lm, 1, &w->lm_head,
                                    &w->lm_head_scale, NULL));
         }

@@ -168,6 +168,32 @@ MODELS = {
                                   "original_max_position_embeddings": 40,
                                   "short_factor": [1.0, 1.02, 1.05, 1.1, 1.2, 1.4, 1.7, 2.0],
                                   "long_factor": [1.0, 1.3, 1.9, 2.8, 4.0, 6.0, 9.0, 12.0]})),
+    # [rope] Phi-4-mini's shape of attention: partial_rotary_factor 0.75 at the top level of config.json (24 of 32 dims
+    # rotate, pairs (i, i + 12); 8 pass), longrope factors for the rotary dims only (12), original length 40 (factor 6.4:
+    # attention_factor 1.23 on the rotary dims alone), tied embeddings, as phi3 above otherwise.
+    "phi3_partial": dict(
+        cls=Phi3ForCausalLM, cfg_cls=Phi3Config, dtype=torch.bfloat16, shards=1, seed=8100,
+        all_logits_prompt=3, linear_std=0.18, embed_std=0.5, prompt_lens=PROMPT_LENS + [45], cached_greedy=True,
+        cfg=dict(hidden_size=128, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=229,
+                 max_position_embeddings=256, original_max_position_embeddings=40, rms_norm_eps=1e-5,
+                 tie_word_embeddings=True, sliding_window=None, pad_token_id=None, partial_rotary_factor=0.75,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                  "original_max_position_embeddings": 40,
+                                  "short_factor": [1.0, 1.01, 1.03, 1.06, 1.1, 1.15, 1.2, 1.3, 1.4, 1.6, 1.8, 2.0],
+                                  "long_factor": [1.0, 1.2, 1.5, 1.9, 2.5, 3.2, 4.0, 5.0, 6.5, 8.0, 10.0, 12.0]})),
+    # [rope] YaRN as Qwen's model cards add it for long contexts: factor 4, original_max_position_embeddings 64 (the
+    # correction range, dims 0 .. 5 of 16 with beta 32 / 1 and theta 10000, blends interpolation and extrapolation),
+    # attention_factor 0.1 ln 4 + 1 on cos and sin.
+    "qwen3_yarn": dict(
+        cls=Qwen3ForCausalLM, cfg_cls=Qwen3Config, dtype=torch.bfloat16, shards=1, seed=5300,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=197,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 use_sliding_window=False, attention_bias=False,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 64})),
 }
 
 COMMON_CFG = dict(bos_token_id=1, eos_token_id=2, hidden_act="silu", attention_dropout=0.0)

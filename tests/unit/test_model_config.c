@@ -272,15 +272,48 @@ static void test_phi3(void **state)
                      " \"rope_parameters\": {\"rope_type\": \"su\", \"rope_theta\": 500.0, \"attention_factor\": 1.5,"
                      " \"original_max_position_embeddings\": 50, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
     assert_int_equal(parse_str(v5, &c), SITS_OK);
-    assert_int_equal(c.rope_orig_max_pos, 50);
-    assert_true(c.rope_attn_factor == 1.5 && c.rope_theta == 500.0 && c.rope_factor == 2.0);
+    /* Phi3Config's own original_max_position_embeddings (4096 when config.json has none at the top level) wins over
+     * the rope object's 50, and the factor follows from it: transformers 5.25 gives rope_parameters
+     * original_max_position_embeddings 4096 for this config */
+    assert_int_equal(c.rope_orig_max_pos, 4096);
+    assert_true(c.rope_attn_factor == 1.5 && c.rope_theta == 500.0 && c.rope_factor == 100.0 / 4096.0);
     assert_int_equal(c.sliding_window, 0);
-    /* Phi-4-mini: partial rotary; factor lists of the wrong length */
-    const char *prf = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+    assert_int_equal(c.rope_dim, 16);
+    /* [rope] Phi-4-mini: partial rotary (24 of 32 dims here: the factor lists are 12 long), at the top level or in the
+     * rope object (which wins, as in transformers) */
+    const char *prf = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 128, \"intermediate_size\": 48,"
                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.75,"
-                      " \"rope_scaling\": {\"type\": \"longrope\", \"partial_rotary_factor\": 0.75, \"long_factor\": [1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0],"
-                      " \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
-    assert_int_equal(parse_str(prf, &c), SITS_ERR_UNSUPPORTED);
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1,2,3,4,5,6,7,8,9,10,11,12],"
+                      " \"short_factor\": [1,1,1,1,1,1,1,1,1,1,1,1]}}";
+    assert_int_equal(parse_str(prf, &c), SITS_OK);
+    assert_int_equal(c.head_dim, 32);
+    assert_int_equal(c.rope_dim, 24);
+    float inv[16], inv_long[16];
+    sits_model_rope_inv_freq(&c, inv);
+    sits_model_rope_inv_freq_long(&c, inv_long);
+    for (int i = 0; i < 16; i++) {
+        double base = pow(10000.0, -2.0 * i / 24.0);   /* the exponent over the rotary dims, as HF's dim */
+        assert_true(i < 12 ? fabs(inv[i] - base) <= 1e-6 * base : inv[i] == 0.0f);
+        assert_true(i < 12 ? fabs(inv_long[i] - base / (1 + i)) <= 1e-6 * base : inv_long[i] == 0.0f);
+    }
+    int perm[32];
+    sits_model_rope_perm(&c, perm);   /* pairs (i, i + 12) of HF at (j, j + 16); passing dims 24..31 where inv is 0 */
+    static const int want_perm[32] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 24, 25, 26, 27,
+                                       12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 28, 29, 30, 31 };
+    assert_memory_equal(perm, want_perm, sizeof perm);
+    const char *prf_rp = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 128, \"intermediate_size\": 48,"
+                         " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.75,"
+                         " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}}";
+    assert_int_equal(parse_str(prf_rp, &c), SITS_OK);
+    assert_int_equal(c.rope_dim, 16);
+    const char *prf_len = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 128, \"intermediate_size\": 48,"
+                          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.75,"
+                          " \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"
+                          " \"short_factor\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}}";
+    assert_int_equal(parse_str(prf_len, &c), SITS_ERR_FORMAT);   /* head_dim / 2 factors: HF wants rope_dim / 2 */
+    const char *prf_odd = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 128, \"intermediate_size\": 48,"
+                          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.71875}";
+    assert_int_equal(parse_str(prf_odd, &c), SITS_ERR_UNSUPPORTED);   /* 23 rotary dims: no pairs */
     const char *len = "{\"model_type\": \"phi3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
                       " \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1.0], \"short_factor\": [1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0]}}";
@@ -393,7 +426,11 @@ static const struct {
     { "model_type", "\"gemma\"", SITS_ERR_UNSUPPORTED, "model_type", NULL },
     { "model_type", "7", SITS_ERR_FORMAT, "model_type", NULL },
     { "hidden_act", "\"gelu\"", SITS_ERR_UNSUPPORTED, "hidden_act", NULL },
-    { "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.type", NULL },
+    { "rope_scaling", "{\"type\": \"yarn\"}", SITS_ERR_FORMAT, "rope_scaling.factor", NULL },
+    { "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": -1}", SITS_ERR_FORMAT, "beta_fast", NULL },
+    /* [rope] partial rotary: phi3 only (transformers' Llama rotates whole heads), a factor in (0, 1] */
+    { "partial_rotary_factor", "0.5", SITS_ERR_UNSUPPORTED, "partial_rotary_factor", NULL },
+    { "partial_rotary_factor", "1.5", SITS_ERR_FORMAT, "partial_rotary_factor", NULL },
     { "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}", SITS_ERR_UNSUPPORTED, "rope_scaling.rope_type", NULL },
     /* [families] longrope is read now: without its factor lists it is malformed */
     { "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", SITS_ERR_FORMAT,
@@ -517,14 +554,15 @@ static void test_rope_inv_freq(void **state)
         free(text);
         const json_t *want = json_object_get(cs, "inv_freq");
         size_t n = json_array_size(want);
-        assert_int_equal(n, (size_t)c.head_dim / 2);
-        float *got = calloc(n, sizeof *got);
+        assert_int_equal(n, (size_t)c.rope_dim / 2);   /* [rope] HF's: the rotary pairs only */
+        float *got = calloc((size_t)c.head_dim / 2, sizeof *got);
         double *ref = calloc(n, sizeof *ref);
         assert_non_null(got);
         assert_non_null(ref);
         for (size_t k = 0; k < n; k++) ref[k] = json_number_value(json_array_get(want, k));
         sits_model_rope_inv_freq(&c, got);
-        printf("%s (rope type %d, head_dim %d):\n", name, (int)c.rope_type, c.head_dim);
+        for (size_t k = n; k < (size_t)c.head_dim / 2; k++) assert_true(got[k] == 0.0f);   /* the passing pairs */
+        printf("%s (rope type %d, head_dim %d, rotary %d):\n", name, (int)c.rope_type, c.head_dim, c.rope_dim);
         bad += tm_compare(name, got, ref, n, 0.0, 2e-6);
         /* HF's fp32 arithmetic, step by step: the same floats, but where torch's vectorised powf and libm's
          * round apart (about one entry in a hundred), by one ulp. (Double arithmetic rounded once at the end
@@ -546,6 +584,42 @@ static void test_rope_inv_freq(void **state)
 }
 
 /* Hand-checked llama3 regions (REFERENCE.md formula), independent of the fixture. */
+/* [rope] YaRN as Qwen's model cards add it (rope_scaling {type yarn, factor 4, original_max_position_embeddings
+ * 32768}) and its optional keys; the frequencies themselves are checked against transformers' logits by the
+ * qwen3_yarn fixture (tests/integration/families.sh). */
+static void test_rope_yarn(void **state)
+{
+    (void)state;
+    const char *base = "{\"model_type\": \"qwen3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 128, \"max_position_embeddings\": 40960,"
+                       " \"rope_theta\": 1000000, \"rope_scaling\": {\"rope_type\": \"yarn\", %s}}";
+    char j[1024];
+    sits_model_config_t c;
+    snprintf(j, sizeof j, base, "\"factor\": 4.0, \"original_max_position_embeddings\": 32768");
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.rope_type, SITS_ROPE_YARN);
+    assert_int_equal(c.rope_orig_max_pos, 32768);
+    assert_true(c.rope_factor == 4.0 && c.rope_beta_fast == 32.0 && c.rope_beta_slow == 1.0 && c.rope_truncate == 1);
+    assert_true(fabs(c.rope_attn_factor - (0.1 * log(4.0) + 1.0)) < 1e-12);   /* yarn_get_mscale(4) */
+    float inv[64];
+    sits_model_rope_inv_freq(&c, inv);
+    for (int i = 0; i < 64; i++) {   /* between interpolation (1 / (4 theta^(2i / d))) and extrapolation, monotone */
+        double ex = pow(1e6, -2.0 * i / 128.0);
+        assert_true(inv[i] <= ex * (1 + 1e-6) && inv[i] >= ex / 4 * (1 - 1e-6));
+        if (i) assert_true(inv[i] < inv[i - 1]);
+    }
+    assert_true(fabs(inv[0] - 1.0) < 1e-7 && fabs(inv[63] - pow(1e6, -126.0 / 128.0) / 4) < 1e-6 * inv[63]);
+    /* no original length: max_position_embeddings (transformers 5.25's reading); mscale / mscale_all_dim; null factor */
+    snprintf(j, sizeof j, base, "\"factor\": 2.0, \"mscale\": 0.707, \"mscale_all_dim\": 1.0, \"beta_fast\": 0, \"truncate\": false");
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.rope_orig_max_pos, 40960);
+    assert_true(fabs(c.rope_attn_factor - (0.1 * 0.707 * log(2.0) + 1.0) / (0.1 * log(2.0) + 1.0)) < 1e-12);
+    assert_true(c.rope_beta_fast == 32.0 && c.rope_truncate == 0);
+    snprintf(j, sizeof j, base, "\"factor\": null, \"original_max_position_embeddings\": 10240, \"attention_factor\": 1.25");
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_true(c.rope_factor == 4.0 && c.rope_attn_factor == 1.25);
+}
+
 static void test_rope_llama3_regions(void **state)
 {
     sits_model_config_t c;
@@ -588,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_load_dirs),
         cmocka_unit_test(test_rope_inv_freq),
         cmocka_unit_test(test_rope_llama3_regions),
+        cmocka_unit_test(test_rope_yarn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@ Writes, next to this script:
   good.safetensors       BF16 / F16 / F32 / I64 tensors (and a 0-d and an empty one) via safetensors.torch.save_file
   good_expected.json     {name: {dtype, shape, values}}: values are the stored numbers as torch reads them back (.tolist())
   rope_expected.json     [{name, config, inv_freq}]: inv_freq from transformers' LlamaRotaryEmbedding(config).inv_freq
-                         (modeling_rope_utils, e.g. _compute_llama3_parameters), config the config.json dict the C test parses
+                         (modeling_rope_utils, e.g. _compute_llama3_parameters, _compute_yarn_parameters; Phi3RotaryEmbedding
+                         for partial rotary: rope_dim / 2 entries), config the config.json dict the C test parses
+                         (only this file: `python3 -c "import gen_model_data as g; g.rope_cases()"` from this directory)
   tiny_llama/            random tiny LlamaForCausalLM (bf16, GQA) via save_pretrained, sharded (model.safetensors.index.json)
   tiny_qwen2/            random tiny Qwen2ForCausalLM (bf16, q/k/v bias, tied embeddings), one model.safetensors
 """
@@ -18,7 +20,9 @@ import os
 import torch
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import Phi3Config
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -75,6 +79,29 @@ def rope_cases():
     assert "rope_parameters" in d and "rope_scaling" not in d
     out.append({"name": "llama31_rope_parameters_v5", "config": d,
                 "inv_freq": LlamaRotaryEmbedding(config=cfg).inv_freq.float().tolist()})
+    # [rope] YaRN (_compute_yarn_parameters) as Qwen2.5 / Qwen3 model cards add it, and with the optional keys; Phi-4-mini's
+    # partial rotary (Phi3RotaryEmbedding: inv_freq over the 96 rotary dims of 128, longrope's short factors at init).
+    yarn = [
+        ("yarn_qwen_card", dict(base, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
+                                max_position_embeddings=32768, rope_theta=1000000.0,
+                                rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})),
+        ("yarn_mscale_no_truncate", dict(base, hidden_size=2048, num_attention_heads=16, max_position_embeddings=163840,
+                                         rope_theta=10000.0,
+                                         rope_scaling={"rope_type": "yarn", "factor": 40.0, "mscale": 0.707,
+                                                       "mscale_all_dim": 0.707, "beta_fast": 24, "beta_slow": 2,
+                                                       "original_max_position_embeddings": 4096, "truncate": False})),
+    ]
+    for name, d in yarn:
+        cfg = LlamaConfig.from_dict(dict(d))
+        out.append({"name": name, "config": d, "inv_freq": LlamaRotaryEmbedding(config=cfg).inv_freq.float().tolist()})
+    phi4mini = {"model_type": "phi3", "vocab_size": 128, "hidden_size": 3072, "intermediate_size": 64, "num_hidden_layers": 1,
+                "num_attention_heads": 24, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.75, "rope_theta": 10000.0,
+                "rope_scaling": {"type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(48)],
+                                 "long_factor": [1.0 + 0.5 * i for i in range(48)]}}
+    cfg = Phi3Config.from_dict(dict(phi4mini))
+    out.append({"name": "phi4_mini_partial_longrope", "config": phi4mini,
+                "inv_freq": Phi3RotaryEmbedding(config=cfg).inv_freq.float().tolist()})
     with open(os.path.join(HERE, "rope_expected.json"), "w") as f:
         json.dump(out, f, indent=1)
 
