@@ -46,6 +46,9 @@ EXTRA_DIST += tests/integration/kv_move_alloc.sh
 # [fp8] FP8 checkpoint loading (vs HF on the dequantised weights, TP 1/2/4), fp8 TP sharding, accuracy bounds on CPU.
 TESTS += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
 EXTRA_DIST += tests/integration/fp8_cpu.sh tests/gpu/fp8_cuda.sh
+# [fp8 block] block-wise FP8 checkpoints (Qwen3-*-FP8 / DeepSeek-V3 layout): dequantised == HF, re-quantised per row
+TESTS += tests/integration/fp8_block.sh
+EXTRA_DIST += tests/integration/fp8_block.sh
 # [int4] AWQ / GPTQ / compressed-tensors INT4 checkpoints (vs HF on the dequantised weights, TP 1/2), refusals,
 # --quant int4 (tests/ref/gen_int4_fixtures.py writes the fixtures)
 TESTS += tests/integration/int4.sh tests/gpu/int4_cuda.sh

@@ -694,6 +694,23 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
 /* [fp8] quantization_config: absent, or an FP8 checkpoint (per-tensor or per-channel weight scales):
  * quant_method "fp8" (vLLM / HF; no weight_block_size) or "compressed-tensors" with float 8-bit
  * weights of strategy tensor or channel (llm-compressor FP8 / FP8_DYNAMIC). */
+/* [fp8 block] a block shape [rows, cols] of two positive integers (v NULL / null: none, 0 0) */
+static sits_status_t get_block(const json_t *v, const char *what, const char *where, int out[2])
+{
+    out[0] = out[1] = 0;
+    if (!v || json_is_null(v)) return SITS_OK;
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(json_array_get(v, 0)) ||
+        !json_is_integer(json_array_get(v, 1)) || json_integer_value(json_array_get(v, 0)) < 1 ||
+        json_integer_value(json_array_get(v, 1)) < 1 || json_integer_value(json_array_get(v, 0)) > 65536 ||
+        json_integer_value(json_array_get(v, 1)) > 65536) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected [rows, cols], two integers in 1 .. 65536", what, where);
+        return SITS_ERR_FORMAT;
+    }
+    out[0] = (int)json_integer_value(json_array_get(v, 0));
+    out[1] = (int)json_integer_value(json_array_get(v, 1));
+    return SITS_OK;
+}
+
 static sits_status_t parse_quant(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
     const json_t *q = json_object_get(root, "quantization_config");
@@ -709,12 +726,8 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
     if (w4) {
         /* cfg->w4 holds it */
     } else if (!strcmp(method, "fp8")) {
-        const json_t *blk = json_object_get(q, "weight_block_size");
-        if (blk && !json_is_null(blk)) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.weight_block_size: block-wise FP8 is not supported "
-                       "(per-tensor or per-channel weight scales only)", what);
-            return SITS_ERR_UNSUPPORTED;
-        }
+        SITS_CHECK(get_block(json_object_get(q, "weight_block_size"), what, "quantization_config.weight_block_size",
+                             cfg->fp8_block));
     } else if (!strcmp(method, "compressed-tensors")) {
         const json_t *groups = json_object_get(q, "config_groups");
         const char *key;
@@ -726,11 +739,30 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
             const json_t *strat = json_object_get(w, "strategy");
             const char *ts = json_is_string(type) ? json_string_value(type) : "?";
             const char *ss = json_is_string(strat) ? json_string_value(strat) : "?";
-            if (json_integer_value(bits) != 8 || strcmp(ts, "float") || (strcmp(ss, "tensor") && strcmp(ss, "channel"))) {
+            if (json_integer_value(bits) != 8 || strcmp(ts, "float") ||
+                (strcmp(ss, "tensor") && strcmp(ss, "channel") && strcmp(ss, "block"))) {
                 SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.config_groups.%s.weights: %lld-bit %s, strategy %s is not "
-                           "supported (8-bit float, strategy tensor or channel)", what, key,
+                           "supported (8-bit float, strategy tensor, channel or block)", what, key,
                            (long long)json_integer_value(bits), ts, ss);
                 return SITS_ERR_UNSUPPORTED;
+            }
+            if (!strcmp(ss, "block")) {   /* [fp8 block] llm-compressor's FP8_BLOCK */
+                char where[160];
+                snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.block_structure", key);
+                const json_t *bs = json_object_get(w, "block_structure");
+                if (!bs || json_is_null(bs)) {
+                    SITS_ERROR(SITS_SUB_MODEL, "%s: %s: missing for strategy block", what, where);
+                    return SITS_ERR_FORMAT;
+                }
+                int b[2];
+                SITS_CHECK(get_block(bs, what, where, b));
+                if (cfg->fp8_block[0] && (b[0] != cfg->fp8_block[0] || b[1] != cfg->fp8_block[1])) {
+                    SITS_ERROR(SITS_SUB_MODEL, "%s: %s: [%d, %d] differs from another group's [%d, %d]: not supported", what,
+                               where, b[0], b[1], cfg->fp8_block[0], cfg->fp8_block[1]);
+                    return SITS_ERR_UNSUPPORTED;
+                }
+                cfg->fp8_block[0] = b[0];
+                cfg->fp8_block[1] = b[1];
             }
         }
     } else {

@@ -85,6 +85,8 @@ typedef struct {
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
     char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
+    int fp8_block[2];         /* [fp8 block] weight_block_size (fp8) / block_structure (compressed-tensors) [rows, cols]
+                               * of block-wise weight scales [ceil(out / rows), ceil(in / cols)]; 0: per tensor / channel */
     /* [families] */
     int qk_norm;              /* per-head RMSNorm of q and k (weights [hd]) after the projections, before RoPE (Qwen3, Gemma 3) */
     /* Gemma 2 / 3 */

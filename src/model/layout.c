@@ -106,8 +106,8 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
 }
 
 /* [moe] kind -1: the expert tensor `name` of shape moe_shape (F32 / F16 / BF16 only). */
-static sits_status_t check_named(const sits_st_t *st, const char *what, const char *name, sits_wkind_t kind, int ndim,
-                                 const int64_t *want);
+static sits_status_t check_named(const sits_model_config_t *cfg, const sits_st_t *st, const char *what, const char *name,
+                                 sits_wkind_t kind, int ndim, const int64_t *want);
 
 static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *st, const char *what,
                                sits_wkind_t kind, int layer)
@@ -124,11 +124,11 @@ static sits_status_t check_one(const sits_model_config_t *cfg, const sits_st_t *
             return sits_w4_src_open(cfg, st, base, want[0], want[1], what, &src);
         }
     }
-    return check_named(st, what, name, kind, ndim, want);
+    return check_named(cfg, st, what, name, kind, ndim, want);
 }
 
-static sits_status_t check_named(const sits_st_t *st, const char *what, const char *name, sits_wkind_t kind, int ndim,
-                                 const int64_t *want)
+static sits_status_t check_named(const sits_model_config_t *cfg, const sits_st_t *st, const char *what, const char *name,
+                                 sits_wkind_t kind, int ndim, const int64_t *want)
 {
     char want_s[64], got_s[160];
     const sits_st_tensor_t *t = sits_st_find(st, name);
@@ -145,7 +145,7 @@ static sits_status_t check_named(const sits_st_t *st, const char *what, const ch
         return SITS_ERR_FORMAT;
     }
     if (t->dtype == SITS_DT_F8_E4M3 && (int)kind >= 0 && sits_wkind_linear(kind)) /* [fp8] a pre-quantised linear: its scale */
-        return sits_model_fp8_scale(st, t, what, NULL);
+        return sits_model_fp8_scale(cfg, st, t, what, NULL);
     if (t->dtype != SITS_DT_F32 && t->dtype != SITS_DT_F16 && t->dtype != SITS_DT_BF16) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16; F8_E4M3 for linear weights)",
                    what, name, sits_dtype_name(t->dtype));
@@ -172,8 +172,8 @@ static int64_t numel(const sits_st_tensor_t *t)
     return n;
 }
 
-sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *w, const char *what,
-                                   const sits_st_tensor_t **scale_p)
+sits_status_t sits_model_fp8_scale(const sits_model_config_t *cfg, const sits_st_t *st, const sits_st_tensor_t *w,
+                                   const char *what, const sits_st_tensor_t **scale_p)
 {
     char sname[200], got_s[160];
     size_t len = strlen(w->name);
@@ -181,25 +181,37 @@ sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): an F8_E4M3 tensor must be a 2-d linear .weight", what, w->name, w->file);
         return SITS_ERR_FORMAT;
     }
+    const int block = cfg && cfg->fp8_block[0] > 0 && cfg->fp8_block[1] > 0;
     snprintf(sname, sizeof sname, "%s_scale_inv", w->name);
-    if (sits_st_find(st, sname)) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): block-wise FP8 (%s) is not supported; per-tensor or per-channel "
-                   "weight_scale only", what, w->name, w->file, sname);
-        return SITS_ERR_UNSUPPORTED;
-    }
-    snprintf(sname, sizeof sname, "%s_scale", w->name);
     const sits_st_tensor_t *s = sits_st_find(st, sname);
     if (!s) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): F8_E4M3 weight without its scale tensor %s", what, w->name, w->file, sname);
+        snprintf(sname, sizeof sname, "%s_scale", w->name);
+        s = sits_st_find(st, sname);
+    }
+    if (!s) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): F8_E4M3 weight without its scale tensor %s%s", what, w->name, w->file,
+                   sname, block ? " (or weight_scale_inv)" : "");
         return SITS_ERR_NOT_FOUND;
     }
-    int64_t n = numel(s), rows = w->shape[0];
-    int shape_ok = s->ndim <= 2 && (n == 1 || (n == rows && s->shape[0] == rows));
-    if (!shape_ok) {
-        shape_str(s->shape, s->ndim, got_s, sizeof got_s);
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): shape %s; a weight_scale is per-tensor ([] or [1]) or per-channel "
-                   "([%lld] or [%lld, 1])", what, sname, s->file, got_s, (long long)rows, (long long)rows);
-        return SITS_ERR_FORMAT;
+    int64_t n = numel(s), rows = w->shape[0], cols = w->shape[1];
+    if (block) {   /* [fp8 block] */
+        const int64_t br = (rows + cfg->fp8_block[0] - 1) / cfg->fp8_block[0], bc = (cols + cfg->fp8_block[1] - 1) / cfg->fp8_block[1];
+        if (s->ndim != 2 || s->shape[0] != br || s->shape[1] != bc) {
+            shape_str(s->shape, s->ndim, got_s, sizeof got_s);
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): shape %s; blocks of [%d, %d] over [%lld, %lld] need [%lld, %lld]", what,
+                       sname, s->file, got_s, cfg->fp8_block[0], cfg->fp8_block[1], (long long)rows, (long long)cols,
+                       (long long)br, (long long)bc);
+            return SITS_ERR_FORMAT;
+        }
+    } else {
+        int shape_ok = s->ndim <= 2 && (n == 1 || (n == rows && s->shape[0] == rows));
+        if (!shape_ok || (n != 1 && strstr(sname, "_scale_inv"))) {
+            shape_str(s->shape, s->ndim, got_s, sizeof got_s);
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): shape %s; a weight_scale is per-tensor ([] or [1]) or per-channel "
+                       "([%lld] or [%lld, 1]); block-wise scales need quantization_config.weight_block_size", what, sname,
+                       s->file, got_s, (long long)rows, (long long)rows);
+            return SITS_ERR_FORMAT;
+        }
     }
     if (s->dtype != SITS_DT_F32 && s->dtype != SITS_DT_BF16 && s->dtype != SITS_DT_F16) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s (%s): dtype %s (F32, BF16 or F16 expected)", what, sname, s->file,
@@ -248,11 +260,23 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
                 }
                 /* [moe fp8] the experts' linears may be F8_E4M3 with their weight_scale (any dense linear kind says so) */
                 int lin = p != SITS_MOE_ROUTER && p != SITS_MOE_SH_ROUTE;
-                SITS_CHECK(check_named(st, what, name, lin ? SITS_W_GATE : (sits_wkind_t)-1, 2, want));
+                SITS_CHECK(check_named(cfg, st, what, name, lin ? SITS_W_GATE : (sits_wkind_t)-1, 2, want));
             }
         }
     }
     return SITS_OK;
+}
+
+float sits_model_fp8_scale_at(const sits_model_config_t *cfg, const sits_st_tensor_t *s, int64_t row, int64_t col)
+{
+    int64_t i = 0;
+    if (cfg && cfg->fp8_block[0] > 0 && cfg->fp8_block[1] > 0 && s->ndim == 2 && numel(s) > 1)
+        i = row / cfg->fp8_block[0] * s->shape[1] + col / cfg->fp8_block[1];
+    else if (numel(s) > 1)
+        i = row;
+    float v = 1.0f;
+    sits_convert_to_f32(s->dtype, (const unsigned char *)s->data + (size_t)i * sits_dtype_size(s->dtype), &v, 1);
+    return v;
 }
 
 /* ---- [moe] ------------------------------------------------------------------------------------ */

@@ -59,9 +59,15 @@ int sits_wkind_linear(sits_wkind_t kind);
 /* [fp8] The scale tensor of a pre-quantised F8_E4M3 weight w ("X.weight" -> "X.weight_scale", HF /
  * vLLM / llm-compressor layout): per-tensor ([] or [1]) or per output channel ([rows] or [rows, 1]),
  * F32/BF16/F16. An optional "X.input_scale" must be one value (it is not used: activations are
- * quantised per token). Block-wise "X.weight_scale_inv" is refused. Errors name the file and tensor. */
-sits_status_t sits_model_fp8_scale(const sits_st_t *st, const sits_st_tensor_t *w, const char *what,
-                                   const sits_st_tensor_t **scale_p);
+ * quantised per token). [fp8 block] With cfg->fp8_block [bm, bn] (quant_method fp8 weight_block_size: the scale is
+ * "X.weight_scale_inv", as DeepSeek-V3 / Qwen3-*-FP8 name the factor that dequantises; compressed-tensors strategy
+ * block: "X.weight_scale") a 2-d [ceil(rows / bm), ceil(cols / bn)] scale, one factor a block (the last ones partial).
+ * A one-value weight_scale_inv without a block size is per tensor. Errors name the file and tensor. */
+sits_status_t sits_model_fp8_scale(const sits_model_config_t *cfg, const sits_st_t *st, const sits_st_tensor_t *w,
+                                   const char *what, const sits_st_tensor_t **scale_p);
+/* [fp8 block] the dequantisation factor of element (row, col) of an F8_E4M3 weight whose scale tensor
+ * sits_model_fp8_scale returned (per tensor, per row, or the block of cfg->fp8_block holding it) */
+float sits_model_fp8_scale_at(const sits_model_config_t *cfg, const sits_st_tensor_t *s, int64_t row, int64_t col);
 
 /* ---- [moe] Mixture-of-Experts tensors (cfg->moe.n_experts > 0; the dense gate/up/down kinds are then
  * absent). HF names, E = n_experts, Ie = moe_inter, Is = shared_inter:

@@ -182,15 +182,10 @@ static sits_status_t w4_open(const loader_t *L, sits_wkind_t kind, int layer, si
     return sits_w4_src_open(L->cfg, L->st, base, shape[0], shape[1], "model", src);
 }
 
-/* [fp8] element `row` of a weight_scale tensor (one value when per-tensor). */
-static float scale_at(const sits_st_tensor_t *s, int64_t row)
+/* [fp8 block] the checkpoint's scales are one per block (a row's differ along it) */
+static int fp8_blockwise(const loader_t *L)
 {
-    int64_t n = 1;
-    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
-    float v = 1.0f;
-    sits_convert_to_f32(s->dtype, (const unsigned char *)s->data + (size_t)(n == 1 ? 0 : row) * sits_dtype_size(s->dtype),
-                        &v, 1);
-    return v;
+    return L->cfg->fp8_block[0] > 0 && L->cfg->fp8_block[1] > 0;
 }
 
 /* [families] the RMSNorm weights (Gemma stores them as w - 1: norm_plus_one) */
@@ -211,16 +206,19 @@ static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind
         const sits_st_tensor_t *s = NULL;
         int64_t cols = t->shape[t->ndim - 1];
         size_t esz = sits_dtype_size(t->dtype);
-        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->cfg, L->st, t, "model", &s));
+        const int64_t bn = s && fp8_blockwise(L) ? L->cfg->fp8_block[1] : 0;   /* [fp8 block] cols a factor covers; 0: all */
         for (int64_t i = 0; i < n; i++) {
             const unsigned char *src = (const unsigned char *)t->data + ((size_t)(r + i) * (size_t)cols + (size_t)c0) * esz;
             if (sits_convert_to_f32(t->dtype, src, out + i * w, (size_t)w) != 0) {
                 SITS_ERROR(SITS_SUB_MODEL, "tensor %s: cannot convert dtype %s", t->name, sits_dtype_name(t->dtype));
                 return SITS_ERR_UNSUPPORTED;
             }
-            if (s) {
-                float sc = scale_at(s, r + i);
-                for (int64_t j = 0; j < w; j++) out[i * w + j] *= sc;
+            for (int64_t j = 0; s && j < w;) {   /* w = q x the factor of its block (row, or tensor) */
+                int64_t end = bn ? ((c0 + j) / bn + 1) * bn - c0 : w;   /* the block's last col + 1, in the slice */
+                if (end > w) end = w;
+                const float sc = sits_model_fp8_scale_at(L->cfg, s, r + i, c0 + j);
+                for (; j < end; j++) out[i * w + j] *= sc;
             }
         }
         return SITS_OK;
@@ -303,7 +301,7 @@ static sits_status_t fp8_rows(loader_t *L, const sits_st_tensor_t *t, const sits
         if (s) {
             for (int64_t i = 0; i < n; i++) {
                 memcpy(L->qstage + i * w, (const unsigned char *)t->data + (size_t)(r + i) * (size_t)cols + (size_t)c0, (size_t)w);
-                L->sstage[i] = scale_at(s, r + i);
+                L->sstage[i] = sits_model_fp8_scale_at(L->cfg, s, r + i, 0);
             }
         } else {
             SITS_CHECK(rows_f32(L, t, kind, layer, r, n, 0, cols, L->staging));
@@ -341,8 +339,9 @@ static sits_status_t load_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int6
     const sits_st_tensor_t *t = NULL, *s = NULL;
     if (L->st && !w4_ckpt(L, kind, layer)) {
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->cfg, L->st, t, "model", &s));
     }
+    if (fp8_blockwise(L)) s = NULL;   /* [fp8 block] re-quantised per row from the dequantised rows */
     return fp8_rows(L, t, s, kind, layer, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
 }
 
@@ -917,8 +916,9 @@ static sits_status_t moe_slice_fp8(loader_t *L, void *dst_q, float *dst_s, int64
     SITS_CHECK(st);
     if (L->st && !is_w4) {
         SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
-        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->st, t, "model", &s));
+        if (t->dtype == SITS_DT_F8_E4M3) SITS_CHECK(sits_model_fp8_scale(L->cfg, L->st, t, "model", &s));
     }
+    if (fp8_blockwise(L)) s = NULL;   /* [fp8 block] re-quantised per row from the dequantised rows */
     /* dummy weights: moe_slice's seeds, so FP8 and 16-bit experts hold the same model */
     L->w4src = is_w4 ? &w4 : NULL;
     st = fp8_rows(L, t, s, (sits_wkind_t)(64 + part), layer * 4096 + expert, r0, r1, cols, c0, w, dst_q, dst_s, dst_row0);
@@ -1331,6 +1331,9 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
     w->n_fp8 = L.n_fp8;
     w->n_int4 = L.n_int4;
     if (shard->tp_rank == 0) sits_quant_plan_log(L.prec, d->layer0, d->layer1, d->last_stage ? L.lm_head_prec : -1, quant);
+    if (shard->tp_rank == 0 && L.n_fp8 && fp8_blockwise(&L) && L.st)
+        SITS_INFO(SITS_SUB_MODEL, "quant: the checkpoint's block-wise FP8 scales ([%d, %d] blocks) re-quantised per output row "
+                  "for the FP8 kernels (--quant bf16 dequantises them exactly instead)", cfg->fp8_block[0], cfg->fp8_block[1]);
     SITS_INFO(SITS_SUB_MODEL, "tp rank %d/%d holds %.1f MiB of weights (vocab %d..%d, %d q heads, %d kv heads, %d fp8 linears, "
               "%d int4 linears)", shard->tp_rank, shard->tp_size, (double)w->bytes / (1 << 20), d->v_start, d->v_start + d->v_count,
               d->nh_loc, d->nkv_loc, L.n_fp8, L.n_int4);

@@ -14,6 +14,9 @@ cat "$tmp/par"
 
 SITS_TEST_DEVICE=cuda SITS_TEST_QUANT=bf16 "$top_builddir/tests/integration/test_fixtures" "$FIX/llama3_fp8" > "$tmp/fx" 2>&1 \
   && ok "llama3_fp8 dequantised to bf16 on cuda = HF" || { bad "llama3_fp8 on cuda"; tail -20 "$tmp/fx"; }
+# [fp8 block] block-wise scales (tests/integration/fp8_block.sh on the cpu): dequantised, and as published
+SITS_TEST_DEVICE=cuda SITS_TEST_QUANT=bf16 "$top_builddir/tests/integration/test_fixtures" "$FIX/qwen3_fp8_block" "$FIX/qwen3_moe_fp8_block" \
+  > "$tmp/fb" 2>&1 && ok "qwen3_fp8_block, qwen3_moe_fp8_block dequantised to bf16 on cuda = HF" || { bad "fp8 block on cuda"; tail -20 "$tmp/fb"; }
 
 ACC="$top_builddir/bench/sits-fp8-accuracy"
 acc() {
@@ -29,6 +32,7 @@ acc "$FIX/llama_small" --min-top1 0.30 --max-kl 0.75
 acc "$FIX/mistral_sharded" --min-top1 0.45 --max-kl 0.40
 acc "$FIX/qwen2" --min-top1 0.50 --max-kl 0.50
 POL="bf16;auto" acc "$FIX/llama3_fp8" --min-top1 0.45 --max-kl 0.30
+POL="bf16;auto" acc "$FIX/qwen3_fp8_block" --min-top1 0.60 --max-kl 0.15   # cpu: 0.795 / 0.039
 acc "$top_srcdir/models/demo" --min-top1 0.85 --max-kl 0.03
 
 # fp8 decode through CUDA graphs = eager

@@ -13,6 +13,11 @@ Purpose: write tests/fixtures/models/<src>_fp8/ (default src: llama3; also qwen3
   transformers in float32 from an independent fp32 checkpoint of those values, so a loader that
   dequantises correctly (sits-dist --quant bf16) must reproduce it exactly like the other fixtures.
 
+[fp8 block] --block BM,BN writes <src>_fp8_block/ instead: quant_method "fp8" with weight_block_size [BM, BN] as
+  Qwen3-*-FP8 and DeepSeek-V3 publish it (F8_E4M3 weight, float32 `weight_scale_inv` [ceil(out / BM), ceil(in / BN)],
+  one absmax / 448 per block); the script also checks that transformers' own loader of that checkpoint (on the CPU
+  it dequantises) gives exactly the dequantised values the reference is computed from.
+
 Modes (nothing is written unless asked):
   python3 tests/ref/gen_fp8_fixture.py --write [src]   (or SITS_REGEN=1 ...): write the fixture
   python3 tests/ref/gen_fp8_fixture.py --check [src]   regenerate into a temp dir and compare
@@ -70,12 +75,36 @@ def quantize(w):
     return q, scale
 
 
-def convert(src_dir, out_dir, name, src_name):
+def quantize_block(w, block):
+    """[fp8 block] w [out, in] -> (q float8_e4m3fn [out, in], scale_inv float32 [ceil(out / bm), ceil(in / bn)]): each
+    bm x bn block (the last ones partial) scaled by its own absmax / 448, as DeepSeek-V3 / Qwen3-FP8 checkpoints store
+    them (`weight_scale_inv`, the factor that dequantises: w = q * scale_inv)."""
+    w = w.float()
+    bm, bn = block
+    rows, cols = w.shape
+    nr, nc = -(-rows // bm), -(-cols // bn)
+    scale = torch.ones(nr, nc)
+    for i in range(nr):
+        for j in range(nc):
+            amax = w[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn].abs().amax()
+            if amax > 0:
+                scale[i, j] = amax / FP8_MAX
+    full = scale.repeat_interleave(bm, 0)[:rows].repeat_interleave(bn, 1)[:, :cols]
+    q = (w / full).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, scale, q.float() * full
+
+
+def convert(src_dir, out_dir, name, src_name, block=None):
     tensors = load_file(os.path.join(src_dir, "model.safetensors"))
     fp8, deq = {}, {}
     for k in sorted(tensors):
         t = tensors[k]
-        if is_linear(k):
+        if is_linear(k) and block:
+            q, s, d = quantize_block(t, block)
+            fp8[k] = q.contiguous()
+            fp8[k + "_scale_inv"] = s.contiguous()
+            deq[k] = d.contiguous()
+        elif is_linear(k):
             q, s = quantize(t)
             fp8[k] = q.contiguous()
             fp8[k + "_scale"] = s.contiguous()
@@ -83,11 +112,26 @@ def convert(src_dir, out_dir, name, src_name):
         else:
             fp8[k] = t.contiguous()
             deq[k] = t.float().contiguous()
+    qconfig = QUANT_CONFIG if not block else {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                                              "weight_block_size": list(block)}
     # the independent reference: HF on an fp32 checkpoint of the dequantised values
-    ref, info = gf.write_quantised(src_dir, out_dir, name, gf.MODELS[src_name], fp8, deq, QUANT_CONFIG)
+    ref, info = gf.write_quantised(src_dir, out_dir, name, gf.MODELS[src_name], fp8, deq, qconfig)
     if ref is None:
         raise SystemExit("%s: the dequantised model has no clear greedy decisions (%s)" % (name, info))
-    n_q = sum(1 for k in fp8 if k.endswith("_scale"))
+    if block:   # and those values are what transformers' own loader of the block checkpoint makes of it (CPU: dequantised)
+        m = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
+        sd = m.state_dict()
+        for k, v in deq.items():
+            if k not in sd:   # transformers 5 holds the experts fused: experts.gate_up_proj [E, 2I, H], experts.down_proj
+                pre, _, rest = k.partition(".experts.")
+                e, part = int(rest.split(".")[0]), rest.split(".")[1]
+                fused = sd[pre + ".experts." + ("down_proj" if part == "down_proj" else "gate_up_proj")][e].float()
+                half = fused.shape[0] // 2
+                got = fused if part == "down_proj" else fused[:half] if part == "gate_proj" else fused[half:]
+            else:
+                got = sd[k].float()
+            assert torch.equal(got, v), "%s: transformers dequantises %s otherwise" % (name, k)
+    n_q = sum(1 for k in fp8 if k.endswith(("_scale", "_scale_inv")))
     return n_q, info
 
 
@@ -96,7 +140,9 @@ def main():
     ap.add_argument("--write", action="store_true", help="write the fixture in place")
     ap.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare")
     ap.add_argument("src", nargs="?", default="llama3", help="source fixture (default llama3)")
+    ap.add_argument("--block", help="[fp8 block] BM,BN: quant_method fp8 with weight_block_size [BM, BN] -> <src>_fp8_block")
     args = ap.parse_args()
+    block = tuple(int(x) for x in args.block.split(",")) if args.block else None
     write = args.write or os.environ.get("SITS_REGEN") == "1"
     if not write and not args.check:
         ap.print_help()
@@ -105,14 +151,14 @@ def main():
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    name = args.src + "_fp8"
+    name = args.src + ("_fp8_block" if block else "_fp8")
     src_dir = os.path.join(gf.FIXTURE_ROOT, args.src)
     dest = os.path.join(gf.FIXTURE_ROOT, name)
     tmp = tempfile.mkdtemp(prefix="sits-fp8-fixture-")
     ok = True
     try:
         stage = os.path.join(tmp, name)
-        n_q, info = convert(src_dir, stage, name, args.src)
+        n_q, info = convert(src_dir, stage, name, args.src, block)
         size = gf.dir_bytes(stage)
         assert size <= gf.MAX_DIR_BYTES, size
         print("%s: %d fp8 linears, %d bytes, max|logit| %.3f, min greedy gap %.4f"

@@ -4,8 +4,9 @@
  *     torch (tests/ref/gen_fp8_fixture.py) from llama3's weights -- our per-row scale and bytes
  *     must equal torch's for every linear;
  *   - the --quant parser (groups, ranges, overrides, errors);
- *   - checkpoint validation of F8_E4M3 weights (missing / misshapen / mistyped scales, block-wise
- *     scales, bad input_scale: refused with the tensor named, before anything is loaded);
+ *   - checkpoint validation of F8_E4M3 weights (missing / misshapen / mistyped scales, [fp8 block] block-wise
+ *     scale grids that do not fit weight_block_size or have none, bad input_scale: refused with the tensor named,
+ *     before anything is loaded);
  *   - the cpu backend's matmul_fp8 on inputs that FP8 represents exactly (it must then equal the
  *     fp32 matmul) and on general inputs (close to it, within the FP8 error). */
 #include <stdarg.h>
@@ -60,7 +61,7 @@ static void test_against_torch(void **state)
         if (t->dtype != SITS_DT_F8_E4M3) continue;
         const sits_st_tensor_t *s = NULL, *w = sits_st_find(src, t->name);
         assert_non_null(w);
-        assert_int_equal(sits_model_fp8_scale(q, t, "llama3_fp8", &s), SITS_OK);
+        assert_int_equal(sits_model_fp8_scale(NULL, q, t, "llama3_fp8", &s), SITS_OK);
         int64_t rows = t->shape[0], cols = t->shape[1];
         float *row = malloc(sizeof(float) * (size_t)cols);
         uint8_t *mine = malloc((size_t)cols);
@@ -157,11 +158,15 @@ static sits_model_config_t small_cfg(void)
 
 #define QNAME "model.layers.0.self_attn.q_proj.weight"
 
+static int g_block[2];   /* [fp8 block] check_with's weight_block_size (0: none) */
+
 /* extra: a JSON object of extra tensors {name: {dtype, shape}} (data appended); scale_shape NULL: none. */
 static sits_status_t check_with(const char *scale_dtype, const char *scale_shape, const char *extra_name,
                                 const char *extra_dtype, const char *extra_shape, char **log_p)
 {
     sits_model_config_t cfg = small_cfg();
+    cfg.fp8_block[0] = g_block[0];
+    cfg.fp8_block[1] = g_block[1];
     json_t *h = json_object();
     size_t off = 0;
     char name[128];
@@ -236,9 +241,26 @@ static void test_checkpoint_validation(void **state)
     assert_int_equal(check_with("I32", "[8, 1]", NULL, NULL, NULL, &log), SITS_ERR_FORMAT);
     assert_non_null(strstr(log, QNAME "_scale (mem.safetensors): dtype I32"));
     free(log);
-    assert_int_equal(check_with("F32", "[8, 1]", QNAME "_scale_inv", "F32", "[1, 1]", &log), SITS_ERR_UNSUPPORTED);
-    assert_non_null(strstr(log, "block-wise FP8"));
+    /* [fp8 block] weight_scale_inv: one value is per tensor; a grid needs weight_block_size, and then fits it */
+    assert_int_equal(check_with(NULL, NULL, QNAME "_scale_inv", "F32", "[1]", &log), SITS_OK);
     free(log);
+    assert_int_equal(check_with(NULL, NULL, QNAME "_scale_inv", "F32", "[2, 2]", &log), SITS_ERR_FORMAT);
+    assert_non_null(strstr(log, QNAME "_scale_inv (mem.safetensors): shape [2, 2]"));
+    assert_non_null(strstr(log, "block-wise scales need quantization_config.weight_block_size"));
+    free(log);
+    g_block[0] = 4;
+    g_block[1] = 3;   /* q_proj [8, 8]: blocks [4, 3] make a [2, 3] grid (the last column of blocks 2 wide) */
+    assert_int_equal(check_with(NULL, NULL, QNAME "_scale_inv", "F32", "[2, 3]", &log), SITS_OK);
+    free(log);
+    assert_int_equal(check_with("F32", "[2, 3]", NULL, NULL, NULL, &log), SITS_OK);   /* compressed-tensors' name */
+    free(log);
+    assert_int_equal(check_with(NULL, NULL, QNAME "_scale_inv", "F32", "[2, 2]", &log), SITS_ERR_FORMAT);
+    assert_non_null(strstr(log, "shape [2, 2]; blocks of [4, 3] over [8, 8] need [2, 3]"));
+    free(log);
+    assert_int_equal(check_with(NULL, NULL, NULL, NULL, NULL, &log), SITS_ERR_NOT_FOUND);
+    assert_non_null(strstr(log, "(or weight_scale_inv)"));
+    free(log);
+    g_block[0] = g_block[1] = 0;
     assert_int_equal(check_with("F32", "[8, 1]", "model.layers.0.self_attn.q_proj.input_scale", "F32", "[4]", &log),
                      SITS_ERR_FORMAT);
     assert_non_null(strstr(log, "q_proj.input_scale (mem.safetensors): shape [4]"));
@@ -253,7 +275,12 @@ static void test_quant_config(void **state)
           "\"float\", \"strategy\": \"channel\"}}}}", SITS_OK, NULL },
         { "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 4, \"type\": "
           "\"int\", \"strategy\": \"group\"}}}}", SITS_ERR_UNSUPPORTED, "format \"(none)\" is not supported for int weights" },
-        { "{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}", SITS_ERR_UNSUPPORTED, "block-wise FP8" },
+        { "{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}", SITS_OK, NULL },   /* [fp8 block] */
+        { "{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", SITS_ERR_FORMAT, "weight_block_size: expected [rows, cols]" },
+        { "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 8, \"type\": "
+          "\"float\", \"strategy\": \"block\", \"block_structure\": [128, 128]}}}}", SITS_OK, NULL },
+        { "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 8, \"type\": "
+          "\"float\", \"strategy\": \"block\"}}}}", SITS_ERR_FORMAT, "block_structure: missing for strategy block" },
         { "{\"quant_method\": \"bitsandbytes\"}", SITS_ERR_UNSUPPORTED, "quant_method \"bitsandbytes\" is not supported" },
         /* [int4] */
         { "{\"quant_method\": \"gptq\"}", SITS_ERR_UNSUPPORTED, "gptq checkpoints of 0 bits are not supported" },
@@ -274,6 +301,7 @@ static void test_quant_config(void **state)
         char *log = tm_capture_end(&cap);
         assert_int_equal(s, cases[i].want);
         if (cases[i].msg) assert_non_null(strstr(log, cases[i].msg));
+        if (s == SITS_OK) assert_int_equal(c.fp8_block[0] * 1000 + c.fp8_block[1], strstr(cases[i].qc, "[128, 128]") ? 128128 : 0);
         free(log);
     }
 }
