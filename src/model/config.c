@@ -810,6 +810,56 @@ static sits_status_t check_rope_table(const sits_model_config_t *cfg, const char
     return st;
 }
 
+/* [mm] A multimodal checkpoint's language model, as the config to parse: NULL when root is none (nothing said), else
+ * a new object (*st_p SITS_OK) or NULL with *st_p the refusal. Gemma3ForConditionalGeneration: Gemma3TextConfig's
+ * defaults (transformers 5.25), then text_config's keys, then the top level's that apply to the whole model. */
+static json_t *mm_text_config(const json_t *root, const char *what, sits_status_t *st_p)
+{
+    *st_p = SITS_OK;
+    const json_t *mt = json_object_get(root, "model_type"), *ar = json_object_get(root, "architectures");
+    const char *type = json_is_string(mt) ? json_string_value(mt) : NULL;
+    const char *arch = json_is_array(ar) && json_is_string(json_array_get(ar, 0)) ? json_string_value(json_array_get(ar, 0)) : "";
+    if (!(type ? !strcmp(type, "gemma3") : !strcmp(arch, "Gemma3ForConditionalGeneration"))) return NULL;
+    const json_t *text = json_object_get(root, "text_config");
+    if (!json_is_object(text)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config: expected an object (model_type gemma3: the language model's config)", what);
+        *st_p = SITS_ERR_FORMAT;
+        return NULL;
+    }
+    const json_t *tt = json_object_get(text, "model_type");
+    if (tt && !json_is_null(tt) && (!json_is_string(tt) || strcmp(json_string_value(tt), "gemma3_text"))) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config.model_type: expected \"gemma3_text\"", what);
+        *st_p = SITS_ERR_UNSUPPORTED;
+        return NULL;
+    }
+    json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:i, s:s, s:i, s:i, s:b, s:n, s:n}",
+                          "vocab_size", 262208, "hidden_size", 2304, "intermediate_size", 9216, "num_hidden_layers", 26,
+                          "num_attention_heads", 8, "num_key_value_heads", 4, "head_dim", 256, "max_position_embeddings", 131072,
+                          "rms_norm_eps", 1e-6, "query_pre_attn_scalar", 256, "sliding_window", 4096, "sliding_window_pattern", 6,
+                          "hidden_activation", "gelu_pytorch_tanh", "bos_token_id", 2, "eos_token_id", 1, "tie_word_embeddings", 1,
+                          "final_logit_softcapping", "attn_logit_softcapping");
+    if (!m || (!json_object_get(text, "rope_parameters") &&   /* the older spelling's defaults */
+               (json_object_set_new(m, "rope_theta", json_real(1000000.0)) ||
+                json_object_set_new(m, "rope_local_base_freq", json_real(10000.0)))) ||
+        json_object_update(m, (json_t *)text) || json_object_set_new(m, "model_type", json_string("gemma3_text"))) {
+        json_decref(m);
+        *st_p = SITS_ERR_NOMEM;
+        return NULL;
+    }
+    json_object_del(m, "architectures");
+    static const char *const whole[] = { "eos_token_id", "bos_token_id", "tie_word_embeddings", "torch_dtype", "dtype",
+                                         "quantization_config" };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        json_t *v = json_object_get(root, whole[i]);
+        if (v && !json_is_null(v) && json_object_set(m, whole[i], v)) {
+            json_decref(m);
+            *st_p = SITS_ERR_NOMEM;
+            return NULL;
+        }
+    }
+    return m;
+}
+
 sits_status_t sits_model_config_parse(const char *json, size_t len, const char *what, sits_model_config_t *cfg)
 {
     json_error_t jerr;
@@ -821,15 +871,23 @@ sits_status_t sits_model_config_parse(const char *json, size_t len, const char *
         return SITS_ERR_FORMAT;
     }
     sits_status_t st;
+    json_t *text = NULL;
     if (!json_is_object(root)) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: top level is not a JSON object", what);
         st = SITS_ERR_FORMAT;
         goto out_decref;
     }
+    text = mm_text_config(root, what, &st);   /* [mm] */
+    if (st != SITS_OK) goto out_decref;
+    if (text) {
+        json_decref(root);
+        root = text;
+    }
     st = parse_root(root, what, &tmp);
     if (st == SITS_OK) st = parse_quant(root, what, &tmp);   /* [fp8] */
     if (st == SITS_OK) st = sits_model_moe_config_parse(root, what, &tmp);   /* [moe] */
     if (st == SITS_OK) st = check_rope_table(&tmp, what);
+    tmp.mm_text = text != NULL;
     if (st == SITS_OK) {
         *cfg = tmp;
         SITS_INFO(SITS_SUB_MODEL, "%s: %s layers %d hidden %d heads %d/%d head_dim %d ffn %d vocab %d", what,

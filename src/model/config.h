@@ -35,6 +35,11 @@
  * (Qwen3MoeForCausalLM: Qwen3 attention, qwen2_moe's keys without a shared expert; num_experts or, as
  * transformers 5 writes it, num_local_experts). Refused, naming the key: decoder_sparse_step != 1 and a
  * non-empty mlp_only_layers (dense layers among sparse ones), num_experts_per_tok outside [1, experts].
+ * [mm] model_type gemma3 (Gemma3ForConditionalGeneration: gemma-3-4b / 12b / 27b-it): its text_config is read as
+ * gemma3_text over Gemma3TextConfig's defaults (hub configs give only what differs: vocab 262208, rms_norm_eps 1e-6,
+ * 131072 positions, rope_theta 1e6 and rope_local_base_freq 1e4 unless rope_parameters, sliding_window_pattern 6,
+ * query_pre_attn_scalar 256, ...), with the top level's eos / bos ids, tie_word_embeddings, dtype and
+ * quantization_config; the vision tower and projector are not loaded (text prompts only).
  * Anything we cannot run (another model_type, hidden_act, rope type, inconsistent sizes) is
  * refused with a message naming the file and the key. */
 #ifndef SITS_MODEL_CONFIG_H
@@ -85,6 +90,8 @@ typedef struct {
     int n_eos;
     char torch_dtype[16];     /* "bfloat16", ... or "" */
     char quant_method[32];    /* [fp8] quantization_config.quant_method: "" (none), "fp8", "compressed-tensors" */
+    int mm_text;              /* [mm] the language model of a multimodal checkpoint (config.h top): its tensors are named
+                               * language_model.model.* / model.language_model.*, renamed at load (sits_model_st_adapt) */
     int fp8_block[2];         /* [fp8 block] weight_block_size (fp8) / block_structure (compressed-tensors) [rows, cols]
                                * of block-wise weight scales [ceil(out / rows), ceil(in / cols)]; 0: per tensor / channel */
     /* [families] */

@@ -267,6 +267,20 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
     return SITS_OK;
 }
 
+sits_status_t sits_model_st_adapt(const sits_model_config_t *cfg, sits_st_t *st)
+{
+    if (!cfg->mm_text) return SITS_OK;
+    static const char *const map[][2] = { { "language_model.model.", "model." }, { "model.language_model.", "model." },
+                                          { "language_model.lm_head.", "lm_head." } };
+    size_t n = 0, k;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        SITS_CHECK(sits_st_rename_prefix(st, map[i][0], map[i][1], &k));
+        n += k;
+    }
+    SITS_INFO(SITS_SUB_MODEL, "model: the language model of a multimodal checkpoint: %zu tensors (the vision tower is not loaded)", n);
+    return SITS_OK;
+}
+
 float sits_model_fp8_scale_at(const sits_model_config_t *cfg, const sits_st_tensor_t *s, int64_t row, int64_t col)
 {
     int64_t i = 0;

@@ -782,6 +782,25 @@ err_close:
     return s;
 }
 
+sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char *to, size_t *n_p)
+{
+    const size_t lf = strlen(from), lt = strlen(to);
+    size_t n = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        sits_st_tensor_t *t = &st->tensors[i];
+        if (strncmp(t->name, from, lf) != 0) continue;
+        char *nn = malloc(strlen(t->name) - lf + lt + 1);
+        if (!nn) return SITS_ERR_NOMEM;
+        memcpy(nn, to, lt);
+        strcpy(nn + lt, t->name + lf);
+        free(t->name);
+        t->name = nn;
+        n++;
+    }
+    if (n_p) *n_p = n;
+    return n ? st_finish(st) : SITS_OK;   /* sorted again; a name now present twice is refused */
+}
+
 size_t sits_st_count(const sits_st_t *st) { return st->n; }
 
 const sits_st_tensor_t *sits_st_at(const sits_st_t *st, size_t i) { return i < st->n ? &st->tensors[i] : NULL; }

@@ -2,6 +2,7 @@
 #include "sched/generate.h"
 #include "sched/worker.h"
 #include "sched/kvmove.h"
+#include "model/layout.h"
 #include "kv/offload.h"
 #include "util/log.h"
 
@@ -187,6 +188,7 @@ sits_status_t sits_runner_create(const sits_runner_params_t *p, sits_backend_t *
     r->token_root = r->bcast_tokens ? p->token_root : 0;
     SITS_CHECK_GOTO(sits_model_config_load(p->model_dir, &r->cfg), st, err);
     if (!p->dummy) SITS_CHECK_GOTO(sits_st_open_dir(p->model_dir, &r->st), st, err);
+    if (r->st) SITS_CHECK_GOTO(sits_model_st_adapt(&r->cfg, r->st), st, err);   /* [mm] */
     sits_shard_t shard = { tp->rank, tp->size, r->pp ? r->pp->rank : 0, r->pp ? r->pp->size : 1, p->ep };
     /* load progress (issue 12): the TP leader reports */
     load_progress_t lp = { .t0 = now_s(), .tp_size = tp->size, .tty = isatty(STDERR_FILENO) };

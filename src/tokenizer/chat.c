@@ -226,6 +226,28 @@ out:
     return st;
 }
 
+/* [mm] model_dir/chat_template.json {"chat_template": string}: a multimodal model's processor template (Gemma 3,
+ * Qwen2.5-VL, LLaVA), the default when the tokenizer has none (as vLLM falls back to the processor's). */
+static sits_status_t load_processor_template(sits_chat_t *c, const char *dir)
+{
+    if (c->has_default) return SITS_OK;
+    char path[4096];
+    sits_status_t st;
+    snprintf(path, sizeof path, "%s/chat_template.json", dir);
+    json_t *j = load_json(path, &st);
+    if (st != SITS_OK || !j) return st;
+    const json_t *ct = json_object_get(j, "chat_template");
+    if (!json_is_string(ct)) {
+        CHAT_ERR("%s: expected {\"chat_template\": string}", path);
+        st = SITS_ERR_FORMAT;
+    } else {
+        st = add_template(c, "default", json_string_value(ct), json_string_length(ct), path);
+        if (st == SITS_OK) st = set_source(c, "chat_template.json");
+    }
+    json_decref(j);
+    return st;
+}
+
 /* model_dir/additional_chat_templates/NAME.jinja (transformers >= 4.52 saves named templates there). */
 static sits_status_t load_additional(sits_chat_t *c, const char *dir)
 {
@@ -294,6 +316,7 @@ sits_status_t sits_chat_load(const char *dir, const char *override, sits_chat_t 
         goto err;
     }
     SITS_CHECK_GOTO(load_tokenizer_config(c, dir), st, err);
+    SITS_CHECK_GOTO(load_processor_template(c, dir), st, err);
     SITS_CHECK_GOTO(load_additional(c, dir), st, err);
     if (by_name) {
         /* NAME: one of the model's templates, else a built-in family */

@@ -7,6 +7,7 @@
  *   2. else model_dir/chat_template.jinja (transformers >= 4.43 writes the template there);
  *   3. else tokenizer_config.json "chat_template": a string, or a list of {name, template} (the "default"
  *      one, or "tool_use" when the request passes tools, as transformers chooses);
+ *   4. [mm] else chat_template.json {"chat_template": string} (a multimodal model's processor template);
  *   plus named templates in model_dir/additional_chat_templates/NAME.jinja.
  * Every template found is compiled at load: one that uses a construct the interpreter does not implement
  * is refused there, naming the file, line and construct.

@@ -39,7 +39,8 @@ import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
+                          Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          Gemma3ForConditionalGeneration)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -50,6 +51,39 @@ NEW_TOKENS = 16
 PROMPT_LENS = [1, 5, 12, 37]
 PROMPT_SEED = 1234
 MAX_RESEEDS = 50
+
+def gemma3_mm_cfg(text):
+    """[mm] Gemma3ForConditionalGeneration around the text config `text` (a tiny SigLIP tower that text prompts never
+    reach; the image token outside the vocabulary)."""
+    from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
+    vc = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16,
+                            patch_size=8)
+    tc = Gemma3TextConfig(**{**COMMON_CFG, **text})
+    return Gemma3Config(text_config=tc, vision_config=vc, mm_tokens_per_image=4, image_token_index=100000,
+                        boi_token_index=100001, eoi_token_index=100002, bos_token_id=1, eos_token_id=2,
+                        tie_word_embeddings=text["tie_word_embeddings"])
+
+
+def gemma3_mm_hub_config(out_dir, spec):
+    """[mm] config.json rewritten as google/gemma-3-*-it publish it: a text_config with only what differs from
+    Gemma3TextConfig's defaults, RoPE in the older spelling (rope_scaling, global rope_theta 1e6 and the local 1e4 by
+    default), sliding_window_pattern instead of layer_types. The reference is computed from this file."""
+    path = os.path.join(out_dir, "config.json")
+    cfg = json.load(open(path))
+    t = spec["cfg"]
+    cfg["text_config"] = {"head_dim": t["head_dim"], "hidden_size": t["hidden_size"], "intermediate_size": t["intermediate_size"],
+                          "model_type": "gemma3_text", "num_attention_heads": t["num_attention_heads"],
+                          "num_hidden_layers": t["num_hidden_layers"], "num_key_value_heads": t["num_key_value_heads"],
+                          "query_pre_attn_scalar": t["query_pre_attn_scalar"], "rope_scaling": {"factor": 2.0, "rope_type": "linear"},
+                          "sliding_window": t["sliding_window"], "sliding_window_pattern": 3, "vocab_size": t["vocab_size"],
+                          "max_position_embeddings": t["max_position_embeddings"], "bos_token_id": 1, "eos_token_id": 2}
+    cfg.pop("dtype", None)
+    cfg["torch_dtype"] = "bfloat16"
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
 
 # Each model: HF classes, config kwargs, stored dtype, init stds, shard count, seed.
 MODELS = {
@@ -182,6 +216,20 @@ MODELS = {
                                   "original_max_position_embeddings": 40,
                                   "short_factor": [1.0, 1.01, 1.03, 1.06, 1.1, 1.15, 1.2, 1.3, 1.4, 1.6, 1.8, 2.0],
                                   "long_factor": [1.0, 1.2, 1.5, 1.9, 2.5, 3.2, 4.0, 5.0, 6.5, 8.0, 10.0, 12.0]})),
+    # [mm] gemma-3-4b / 12b / 27b-it's layout: Gemma3ForConditionalGeneration (tensors under language_model.model., a
+    # vision tower beside them) with the gemma3 fixture's language model, config.json as the hub writes it
+    # (gemma3_mm_hub_config: Gemma3TextConfig's defaults fill the rest); text prompts only.
+    "gemma3_mm": dict(
+        cls=Gemma3ForConditionalGeneration, make_cfg=gemma3_mm_cfg, hub_config=gemma3_mm_hub_config, dtype=torch.bfloat16,
+        shards=1, seed=7100, all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=4, head_dim=32, vocab_size=173,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                 hidden_activation="gelu_pytorch_tanh", hidden_act="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                 sliding_window=8, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                  "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                     "rope_theta": 1000000.0}})),
     # [rope] YaRN as Qwen's model cards add it for long contexts: factor 4, original_max_position_embeddings 64 (the
     # correction range, dims 0 .. 5 of 16 with beta 32 / 1 and theta 10000, blends interpolation and extrapolation),
     # attention_factor 0.1 ln 4 + 1 on cos and sin.
@@ -215,7 +263,9 @@ def reinit(model, spec, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            if name.endswith("norm.weight"):
+            if "vision_tower" in name or "multi_modal_projector" in name:   # [mm] never reached by text prompts
+                val = 0.02 * torch.randn(p.shape, generator=g)
+            elif name.endswith("norm.weight"):
                 val = spec.get("norm_center", 1.0) + 0.1 * torch.randn(p.shape, generator=g)
             elif name.endswith(".bias"):
                 val = 0.1 * torch.randn(p.shape, generator=g)
@@ -230,19 +280,25 @@ def reinit(model, spec, seed):
 
 
 def build_and_save(name, spec, seed, out_dir):
-    cfg = spec["cfg_cls"](**{**COMMON_CFG, **spec["cfg"]})   # a spec may override a common key
+    if "make_cfg" in spec:
+        cfg = spec["make_cfg"](spec["cfg"])
+    else:
+        cfg = spec["cfg_cls"](**{**COMMON_CFG, **spec["cfg"]})   # a spec may override a common key
     cfg.pad_token_id = None
     torch.manual_seed(seed)
     model = spec["cls"](cfg).eval()
     reinit(model, spec, seed)
     if spec["cfg"]["tie_word_embeddings"]:
-        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        lm = getattr(model.model, "language_model", model.model)
+        assert model.lm_head.weight.data_ptr() == lm.embed_tokens.weight.data_ptr()
     model = model.to(spec["dtype"])       # round to the stored dtype first
     kw = {}
     if spec["shards"] > 1:
         total = sum(p.numel() * p.element_size() for p in model.parameters())
         kw["max_shard_size"] = int(total * 0.6)
     model.save_pretrained(out_dir, safe_serialization=True, **kw)
+    if "hub_config" in spec:
+        spec["hub_config"](out_dir, spec)
     return model
 
 

@@ -187,6 +187,35 @@ static void check_overrides(const char *fixdir)
     sits_tmpl_error_t terr;
     EXPECT(sits_chat_render_simple(chat, m, 1, 1, &out, &terr) == SITS_ERR_NOT_FOUND, "rendered without a template");
     sits_chat_destroy(chat);
+    chat = NULL;
+    /* [mm] a processor's chat_template.json is the default when the tokenizer has none; the tokenizer's wins */
+    char cj[4700];
+    snprintf(cj, sizeof cj, "%s/chat_template.json", tmp);
+    f = fopen(cj, "w");
+    fputs("{\"chat_template\": \"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\"}", f);
+    fclose(f);
+    EXPECT(sits_chat_load(tmp, NULL, &chat) == SITS_OK && sits_chat_available(chat) &&
+           !strcmp(sits_chat_source(chat), "chat_template.json"), "chat_template.json not read");
+    EXPECT(chat && sits_chat_render_simple(chat, m, 2, 0, &out, NULL) == SITS_OK && out && !strcmp(out, "<system>S<user>U"),
+           "chat_template.json rendered \"%s\"", out ? out : "(null)");
+    free(out);
+    out = NULL;
+    sits_chat_destroy(chat);
+    chat = NULL;
+    snprintf(dir, sizeof dir, "%s/tokenizer_config.json", tmp);
+    f = fopen(dir, "w");
+    fputs("{\"chat_template\": \"T{{ messages | length }}\"}", f);
+    fclose(f);
+    EXPECT(sits_chat_load(tmp, NULL, &chat) == SITS_OK && !strcmp(sits_chat_source(chat), "tokenizer_config.json"),
+           "chat_template.json won over tokenizer_config.json");
+    sits_chat_destroy(chat);
+    chat = NULL;
+    unlink(dir);
+    f = fopen(cj, "w");
+    fputs("{\"chat_template\": 7}", f);
+    fclose(f);
+    EXPECT(sits_chat_load(tmp, NULL, &chat) == SITS_ERR_FORMAT, "a chat_template.json without a string loaded");
+    unlink(cj);
     unlink(path);
     rmdir(tmp);
 }

@@ -235,6 +235,44 @@ static void test_gemma3(void **state)
     assert_int_equal(parse_str(v5_bad, &c), SITS_ERR_UNSUPPORTED);
 }
 
+/* [mm] gemma-3-27b-it's config.json (Gemma3ForConditionalGeneration): the text_config names only what differs from
+ * Gemma3TextConfig. The expected values are what transformers 5.25 makes of it (Gemma3Config.from_dict(...).text_config:
+ * vocab_size 262208, rms_norm_eps 1e-06, max_position_embeddings 131072, rope_parameters {sliding_attention: default
+ * 10000, full_attention: linear factor 8, rope_theta 1e6}, layer_types every sixth full_attention, tie_word_embeddings
+ * true, no soft-capping; the top level's eos_token_id [1, 106]). */
+static void test_gemma3_multimodal(void **state)
+{
+    (void)state;
+    const char *j =
+        "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"boi_token_index\": 255999, \"eoi_token_index\": 256000,"
+        " \"eos_token_id\": [1, 106], \"image_token_index\": 262144, \"initializer_range\": 0.02, \"mm_tokens_per_image\": 256,"
+        " \"model_type\": \"gemma3\", \"text_config\": {\"head_dim\": 128, \"hidden_size\": 5376, \"intermediate_size\": 21504,"
+        " \"model_type\": \"gemma3_text\", \"num_attention_heads\": 32, \"num_hidden_layers\": 62, \"num_key_value_heads\": 16,"
+        " \"query_pre_attn_scalar\": 168, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, \"sliding_window\": 1024},"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"vision_config\": {\"hidden_size\": 1152,"
+        " \"image_size\": 896, \"intermediate_size\": 4304, \"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 16,"
+        " \"num_hidden_layers\": 27, \"patch_size\": 14, \"vision_use_head\": false}}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.mm_text, 1);
+    assert_int_equal(c.arch, SITS_ARCH_GEMMA3);
+    assert_int_equal(c.vocab_size, 262208);
+    assert_int_equal(c.n_layers, 62);
+    assert_int_equal(c.head_dim, 128);
+    assert_true(c.rms_norm_eps == 1e-6f && c.max_position_embeddings == 131072 && c.tie_word_embeddings == 1);
+    assert_int_equal(c.rope_type, SITS_ROPE_LINEAR);
+    assert_true(c.rope_factor == 8.0 && c.rope_theta == 1e6 && c.rope_local_theta == 1e4);
+    assert_true(c.attn_softcap == 0.0f && c.final_softcap == 0.0f && c.act_gelu_tanh == 1 && c.qk_norm == 1);
+    assert_true(fabsf(c.attn_scale - (float)(1.0 / sqrt(168.0))) < 1e-7f);
+    for (int l = 0; l < 62; l++) assert_int_equal(sits_model_layer_window(&c, l), (l + 1) % 6 ? 1024 : 0);
+    assert_int_equal(c.n_eos, 2);
+    assert_true(c.eos_token_ids[0] == 1 && c.eos_token_ids[1] == 106);
+    /* refusals: no text_config, another text model_type */
+    assert_int_equal(parse_str("{\"model_type\": \"gemma3\"}", &c), SITS_ERR_FORMAT);
+    assert_int_equal(parse_str("{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"llama\"}}", &c),
+                     SITS_ERR_UNSUPPORTED);
+}
+
 /* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
  * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
 static void test_phi3(void **state)
@@ -655,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma2),
         cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_gemma3_multimodal),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),

@@ -155,6 +155,39 @@ static void test_accepted_edges(void **state)
     }
 }
 
+/* [mm] Prefix renames (a multimodal checkpoint's language model): the index stays sorted and searchable, names
+ * outside the prefix untouched; a rename onto a name already present is refused. */
+static void test_rename_prefix(void **state)
+{
+    (void)state;
+    const char *h = "{\"language_model.model.b\":" T4 "[0,16]},\"language_model.model.a\":" T4 "[16,32]},"
+                    "\"vision_tower.a\":" T4 "[32,48]},\"model.c\":" T4 "[48,64]}}";
+    size_t len = 0, n = 0;
+    unsigned char *img = tm_st_image(h, 64, NO_OVERRIDE, &len);
+    sits_st_t *st = NULL;
+    assert_int_equal(sits_st_parse(img, len, WHAT, &st), SITS_OK);
+    const void *b_data = sits_st_find(st, "language_model.model.b")->data;
+    assert_int_equal(sits_st_rename_prefix(st, "language_model.model.", "model.", &n), SITS_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sits_st_count(st), 4);
+    assert_ptr_equal(sits_st_find(st, "model.b")->data, b_data);
+    assert_non_null(sits_st_find(st, "model.a"));
+    assert_non_null(sits_st_find(st, "model.c"));
+    assert_non_null(sits_st_find(st, "vision_tower.a"));
+    assert_null(sits_st_find(st, "language_model.model.a"));
+    for (size_t i = 1; i < sits_st_count(st); i++) assert_true(strcmp(sits_st_at(st, i - 1)->name, sits_st_at(st, i)->name) < 0);
+    assert_int_equal(sits_st_rename_prefix(st, "nothing.", "x.", &n), SITS_OK);
+    assert_int_equal(n, 0);
+    tm_capture_t cap;
+    tm_capture_begin(&cap);
+    assert_int_equal(sits_st_rename_prefix(st, "vision_tower.", "model.", &n), SITS_ERR_FORMAT);   /* model.a twice */
+    char *log = tm_capture_end(&cap);
+    assert_non_null(strstr(log, "tensor model.a: also present"));
+    free(log);
+    sits_st_close(st);
+    free(img);
+}
+
 /* good.safetensors from safetensors.torch.save_file, values from torch (good_expected.json). */
 static void test_good_file_values(void **state)
 {
@@ -487,6 +520,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corrupt_table),
         cmocka_unit_test(test_accepted_edges),
+        cmocka_unit_test(test_rename_prefix),
         cmocka_unit_test(test_good_file_values),
         cmocka_unit_test(test_committed_dirs),
         cmocka_unit_test(test_sharded),
