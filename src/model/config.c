@@ -810,43 +810,105 @@ static sits_status_t check_rope_table(const sits_model_config_t *cfg, const char
     return st;
 }
 
-/* [mm] A multimodal checkpoint's language model, as the config to parse: NULL when root is none (nothing said), else
- * a new object (*st_p SITS_OK) or NULL with *st_p the refusal. Gemma3ForConditionalGeneration: Gemma3TextConfig's
- * defaults (transformers 5.25), then text_config's keys, then the top level's that apply to the whole model. */
-static json_t *mm_text_config(const json_t *root, const char *what, sits_status_t *st_p)
+/* [mm] The multimodal checkpoints whose language model is served: the top-level model_type (or, without one, the
+ * architecture), the text model it is, and where its keys are: text_config, or (Qwen2-VL / Qwen2.5-VL as published)
+ * the top level itself beside vision_config. */
+static const struct { const char *type, *arch, *text_type; int flat_ok; } MM_TYPES[] = {
+    { "gemma3", "Gemma3ForConditionalGeneration", "gemma3_text", 0 },
+    { "mistral3", "Mistral3ForConditionalGeneration", "mistral", 0 },
+    { "qwen2_vl", "Qwen2VLForConditionalGeneration", "qwen2", 1 },
+    { "qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration", "qwen2", 1 },
+};
+
+/* [mm] Gemma3TextConfig's defaults (transformers 5.25), for the keys gemma-3-*-it's text_config leaves out; the RoPE
+ * ones in the older spelling unless the text_config has rope_parameters. NULL: out of memory. */
+static json_t *gemma3_text_defaults(const json_t *text)
 {
-    *st_p = SITS_OK;
-    const json_t *mt = json_object_get(root, "model_type"), *ar = json_object_get(root, "architectures");
-    const char *type = json_is_string(mt) ? json_string_value(mt) : NULL;
-    const char *arch = json_is_array(ar) && json_is_string(json_array_get(ar, 0)) ? json_string_value(json_array_get(ar, 0)) : "";
-    if (!(type ? !strcmp(type, "gemma3") : !strcmp(arch, "Gemma3ForConditionalGeneration"))) return NULL;
-    const json_t *text = json_object_get(root, "text_config");
-    if (!json_is_object(text)) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config: expected an object (model_type gemma3: the language model's config)", what);
-        *st_p = SITS_ERR_FORMAT;
-        return NULL;
-    }
-    const json_t *tt = json_object_get(text, "model_type");
-    if (tt && !json_is_null(tt) && (!json_is_string(tt) || strcmp(json_string_value(tt), "gemma3_text"))) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config.model_type: expected \"gemma3_text\"", what);
-        *st_p = SITS_ERR_UNSUPPORTED;
-        return NULL;
-    }
     json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:i, s:s, s:i, s:i, s:b, s:n, s:n}",
                           "vocab_size", 262208, "hidden_size", 2304, "intermediate_size", 9216, "num_hidden_layers", 26,
                           "num_attention_heads", 8, "num_key_value_heads", 4, "head_dim", 256, "max_position_embeddings", 131072,
                           "rms_norm_eps", 1e-6, "query_pre_attn_scalar", 256, "sliding_window", 4096, "sliding_window_pattern", 6,
                           "hidden_activation", "gelu_pytorch_tanh", "bos_token_id", 2, "eos_token_id", 1, "tie_word_embeddings", 1,
                           "final_logit_softcapping", "attn_logit_softcapping");
-    if (!m || (!json_object_get(text, "rope_parameters") &&   /* the older spelling's defaults */
-               (json_object_set_new(m, "rope_theta", json_real(1000000.0)) ||
-                json_object_set_new(m, "rope_local_base_freq", json_real(10000.0)))) ||
-        json_object_update(m, (json_t *)text) || json_object_set_new(m, "model_type", json_string("gemma3_text"))) {
+    if (m && !json_object_get(text, "rope_parameters") &&
+        (json_object_set_new(m, "rope_theta", json_real(1000000.0)) || json_object_set_new(m, "rope_local_base_freq", json_real(10000.0)))) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* [mm] Qwen2-VL's multimodal RoPE ({type: mrope, mrope_section [t, h, w]}) rotates a text token's dims by its one
+ * position in all three sections: plain RoPE. The sections must cover the head's pairs; the rope object of the
+ * merged config m becomes the default type. */
+static sits_status_t mrope_as_rope(json_t *m, const char *what)
+{
+    const char *key = json_object_get(m, "rope_parameters") ? "rope_parameters" : "rope_scaling";
+    json_t *rp = json_object_get(m, key);
+    const json_t *sec = json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
+    if (!sec) return SITS_OK;
+    const json_t *hs = json_object_get(m, "hidden_size"), *nh = json_object_get(m, "num_attention_heads"), *hd = json_object_get(m, "head_dim");
+    json_int_t half = json_is_integer(hd) ? json_integer_value(hd) / 2
+                      : json_is_integer(hs) && json_is_integer(nh) && json_integer_value(nh) > 0
+                          ? json_integer_value(hs) / json_integer_value(nh) / 2 : -1;
+    json_int_t sum = 0;
+    size_t i;
+    const json_t *v;
+    int ok = json_is_array(sec);
+    json_array_foreach(sec, i, v) {
+        ok = ok && json_is_integer(v) && json_integer_value(v) >= 0;
+        sum += json_is_integer(v) ? json_integer_value(v) : 0;
+    }
+    if (!ok || sum != half) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s.mrope_section: expected non-negative integers summing to head_dim / 2 = %lld", what, key,
+                   (long long)half);
+        return SITS_ERR_FORMAT;
+    }
+    json_t *c = json_deep_copy(rp);
+    if (!c) return SITS_ERR_NOMEM;
+    json_object_del(c, "mrope_section");
+    json_object_del(c, "type");
+    if (json_object_set_new(c, "rope_type", json_string("default")) || json_object_set_new(m, key, c)) return SITS_ERR_NOMEM;
+    return SITS_OK;
+}
+
+/* [mm] A multimodal checkpoint's language model, as the config to parse: NULL when root is none (nothing said), else
+ * a new object (*st_p SITS_OK) or NULL with *st_p the refusal: the text model's defaults where it has any to fill
+ * (Gemma 3), then its keys (text_config, or the top level's without vision_config), then the top level's that apply
+ * to the whole model (eos / bos ids, tie_word_embeddings, dtype, quantization_config). */
+static json_t *mm_text_config(const json_t *root, const char *what, sits_status_t *st_p)
+{
+    *st_p = SITS_OK;
+    const json_t *mt = json_object_get(root, "model_type"), *ar = json_object_get(root, "architectures");
+    const char *type = json_is_string(mt) ? json_string_value(mt) : NULL;
+    const char *arch = json_is_array(ar) && json_is_string(json_array_get(ar, 0)) ? json_string_value(json_array_get(ar, 0)) : "";
+    size_t k;
+    for (k = 0; k < sizeof MM_TYPES / sizeof MM_TYPES[0]; k++)
+        if (type ? !strcmp(type, MM_TYPES[k].type) : !strcmp(arch, MM_TYPES[k].arch)) break;
+    if (k == sizeof MM_TYPES / sizeof MM_TYPES[0]) return NULL;
+    const json_t *text = json_object_get(root, "text_config");
+    if (!json_is_object(text) && MM_TYPES[k].flat_ok) text = root;   /* Qwen2-VL's own layout */
+    if (!json_is_object(text)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config: expected an object (model_type %s: the language model's config)", what,
+                   MM_TYPES[k].type);
+        *st_p = SITS_ERR_FORMAT;
+        return NULL;
+    }
+    const json_t *tt = json_object_get(text, "model_type");
+    if (text != root && tt && !json_is_null(tt) && (!json_is_string(tt) || strcmp(json_string_value(tt), MM_TYPES[k].text_type))) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: text_config.model_type: expected \"%s\"", what, MM_TYPES[k].text_type);
+        *st_p = SITS_ERR_UNSUPPORTED;
+        return NULL;
+    }
+    json_t *m = !strcmp(MM_TYPES[k].text_type, "gemma3_text") ? gemma3_text_defaults(text) : json_object();
+    if (!m || json_object_update(m, (json_t *)text) || json_object_set_new(m, "model_type", json_string(MM_TYPES[k].text_type))) {
         json_decref(m);
         *st_p = SITS_ERR_NOMEM;
         return NULL;
     }
     json_object_del(m, "architectures");
+    json_object_del(m, "vision_config");
+    json_object_del(m, "text_config");
     static const char *const whole[] = { "eos_token_id", "bos_token_id", "tie_word_embeddings", "torch_dtype", "dtype",
                                          "quantization_config" };
     for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
@@ -856,6 +918,10 @@ static json_t *mm_text_config(const json_t *root, const char *what, sits_status_
             *st_p = SITS_ERR_NOMEM;
             return NULL;
         }
+    }
+    if (!strcmp(MM_TYPES[k].text_type, "qwen2") && (*st_p = mrope_as_rope(m, what)) != SITS_OK) {
+        json_decref(m);
+        return NULL;
     }
     return m;
 }

@@ -35,6 +35,9 @@
  * (Qwen3MoeForCausalLM: Qwen3 attention, qwen2_moe's keys without a shared expert; num_experts or, as
  * transformers 5 writes it, num_local_experts). Refused, naming the key: decoder_sparse_step != 1 and a
  * non-empty mlp_only_layers (dense layers among sparse ones), num_experts_per_tok outside [1, experts].
+ * [mm] model_type mistral3 (Mistral3ForConditionalGeneration: its text_config as mistral) and qwen2_vl / qwen2_5_vl
+ * (Qwen2(.5)-VL: the text keys at the top level or in text_config, as qwen2; rope mrope_section summing to head_dim / 2,
+ * plain RoPE for text tokens) serve their language model like gemma3 below (config.c MM_TYPES).
  * [mm] model_type gemma3 (Gemma3ForConditionalGeneration: gemma-3-4b / 12b / 27b-it): its text_config is read as
  * gemma3_text over Gemma3TextConfig's defaults (hub configs give only what differs: vocab 262208, rms_norm_eps 1e-6,
  * 131072 positions, rope_theta 1e6 and rope_local_base_freq 1e4 unless rope_parameters, sliding_window_pattern 6,

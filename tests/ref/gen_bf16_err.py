@@ -22,7 +22,8 @@ import json, sys
 import torch, transformers
 
 NOISE_SEEDS = 8
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 def main(dirs):
@@ -36,6 +37,9 @@ def main(dirs):
                              "variants": ["bf16 eager", "bf16 sdpa", "bf16 weights, fp32 compute",
                                           "bf16 weights, fp32 compute, +-2^-8 rounding noise on every module "
                                           "output, %d seeds" % NOISE_SEEDS]}}
+        # [mm] multimodal checkpoints (Mistral3, Qwen2.5-VL) load as image-text-to-text models; text prompts only
+        cfg_type = AutoConfig.from_pretrained(d).model_type
+        Auto = AutoModelForCausalLM if cfg_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModelForImageTextToText
         k = r["all_logits_prompt"]
         n = len(r["all_logits"])
         ids = (r["prompts"][k] + r["greedy"][k])[:n]
@@ -45,14 +49,14 @@ def main(dirs):
             hooks = []
             if variant < 2:
                 try:
-                    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16,
+                    m = Auto.from_pretrained(d, dtype=torch.bfloat16,
                                                              attn_implementation=("eager", "sdpa")[variant]).eval()
                 except ValueError:   # [families] Gemma 2 has no sdpa path (soft-capping): eager only
                     assert variant == 1, "eager attention refused"
                     out["generator"]["variants"] = [v for v in out["generator"]["variants"] if v != "bf16 sdpa"]
                     continue
             else:
-                m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+                m = Auto.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
                 for prm in m.parameters():
                     prm.data = prm.data.bfloat16().float()
                 if variant >= 3:   # the rounding-noise draws

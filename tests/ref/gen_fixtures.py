@@ -40,7 +40,8 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          Gemma3ForConditionalGeneration)
+                          Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration,
+                          Qwen2_5_VLForConditionalGeneration)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -83,6 +84,47 @@ def gemma3_mm_hub_config(out_dir, spec):
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
 
+
+
+def mistral3_mm_cfg(text):
+    """[mm] Mistral3ForConditionalGeneration (Mistral-Small-3.1's class) around the Mistral text config `text`, a tiny
+    Pixtral tower, the image token outside the vocabulary."""
+    from transformers import Mistral3Config, PixtralVisionConfig
+    vc = PixtralVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16,
+                             patch_size=8, head_dim=8)
+    return Mistral3Config(text_config=MistralConfig(**{**COMMON_CFG, **text}), vision_config=vc, image_token_index=100000,
+                          tie_word_embeddings=text["tie_word_embeddings"])
+
+
+def qwen2_5_vl_cfg(text):
+    """[mm] Qwen2_5_VLForConditionalGeneration around the Qwen2 text config `text` (multimodal RoPE sections over the
+    head's 8 pairs), a one-block vision tower, the vision tokens outside the vocabulary."""
+    from transformers import Qwen2_5_VLConfig
+    vc = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=text["hidden_size"], patch_size=2,
+              spatial_merge_size=1, temporal_patch_size=1, window_size=4, fullatt_block_indexes=[0])
+    return Qwen2_5_VLConfig(text_config={**COMMON_CFG, **text}, vision_config=vc, image_token_id=100000, video_token_id=100001,
+                            vision_start_token_id=100002, vision_end_token_id=100003, bos_token_id=1, eos_token_id=2,
+                            tie_word_embeddings=text["tie_word_embeddings"])
+
+
+def qwen2_5_vl_hub_config(out_dir, spec):
+    """[mm] config.json rewritten as Qwen/Qwen2.5-VL-*-Instruct publish it: the text keys at the top level beside
+    vision_config, RoPE as rope_scaling {type: mrope, mrope_section} (transformers reads both layouts)."""
+    path = os.path.join(out_dir, "config.json")
+    cfg = json.load(open(path))
+    text = cfg.pop("text_config")
+    for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "vocab_size", "max_position_embeddings", "rms_norm_eps", "use_sliding_window", "sliding_window",
+              "max_window_layers", "hidden_act", "attention_dropout"):
+        if k in text:
+            cfg[k] = text[k]
+    cfg["rope_theta"] = text["rope_parameters"]["rope_theta"]
+    cfg["rope_scaling"] = {"type": "mrope", "mrope_section": text["rope_parameters"]["mrope_section"]}
+    cfg.pop("dtype", None)
+    cfg["torch_dtype"] = "bfloat16"
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
 
 
 # Each model: HF classes, config kwargs, stored dtype, init stds, shard count, seed.
@@ -219,6 +261,25 @@ MODELS = {
     # [mm] gemma-3-4b / 12b / 27b-it's layout: Gemma3ForConditionalGeneration (tensors under language_model.model., a
     # vision tower beside them) with the gemma3 fixture's language model, config.json as the hub writes it
     # (gemma3_mm_hub_config: Gemma3TextConfig's defaults fill the rest); text prompts only.
+    # [mm] Mistral-Small-3.1's layout: Mistral3ForConditionalGeneration, tensors under language_model.model., head_dim 24
+    # given (!= hidden / heads), rope_theta 1e9 as that model's; text prompts only.
+    "mistral3_mm": dict(
+        cls=Mistral3ForConditionalGeneration, make_cfg=mistral3_mm_cfg, dtype=torch.bfloat16, shards=1, seed=3100,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=24, vocab_size=211,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False, sliding_window=None,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000000.0})),
+    # [mm] Qwen2.5-VL's layout: Qwen2_5_VLForConditionalGeneration, q/k/v biases, multimodal RoPE sections [2, 3, 3] (a
+    # text token's one position in all three: plain RoPE), config.json flat as the hub publishes it.
+    "qwen2_5_vl": dict(
+        cls=Qwen2_5_VLForConditionalGeneration, make_cfg=qwen2_5_vl_cfg, hub_config=qwen2_5_vl_hub_config,
+        dtype=torch.bfloat16, shards=1, seed=2100, all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=199,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                 use_sliding_window=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]})),
     "gemma3_mm": dict(
         cls=Gemma3ForConditionalGeneration, make_cfg=gemma3_mm_cfg, hub_config=gemma3_mm_hub_config, dtype=torch.bfloat16,
         shards=1, seed=7100, all_logits_prompt=3, linear_std=0.25, embed_std=0.05, norm_center=1.0,
@@ -263,7 +324,7 @@ def reinit(model, spec, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            if "vision_tower" in name or "multi_modal_projector" in name:   # [mm] never reached by text prompts
+            if any(v in name for v in ("vision_tower", "multi_modal_projector", "visual.")):   # [mm] text prompts never reach them
                 val = 0.02 * torch.randn(p.shape, generator=g)
             elif name.endswith("norm.weight"):
                 val = spec.get("norm_center", 1.0) + 0.1 * torch.randn(p.shape, generator=g)
@@ -339,7 +400,9 @@ def compute_reference(out_dir, spec, prompts):
     """Load the saved checkpoint as float32 and compute logits / greedy tokens."""
     model = spec["cls"].from_pretrained(out_dir, dtype=spec.get("ref_dtype", torch.float32), attn_implementation="eager")
     model.eval()
-    eos = model.config.eos_token_id
+    eos = getattr(model.config, "eos_token_id", None)
+    if eos is None:   # [mm] Mistral3Config keeps it in text_config
+        eos = model.config.text_config.eos_token_id
     last_logits, greedy, all_logits = [], [], None
     min_gap = float("inf")
     with torch.no_grad():
@@ -478,7 +541,8 @@ def generate_one(name, out_dir):
     assert "generation_config.json" in files, files
     cfg = json.load(open(os.path.join(out_dir, "config.json")))
     gcfg = json.load(open(os.path.join(out_dir, "generation_config.json")))
-    assert cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2, cfg
+    ids = cfg if "bos_token_id" in cfg else cfg["text_config"]   # [mm] Mistral3Config: in text_config only
+    assert ids["bos_token_id"] == 1 and ids["eos_token_id"] == 2, cfg
     assert gcfg.get("bos_token_id") == 1 and gcfg.get("eos_token_id") == 2, gcfg
     size = dir_bytes(out_dir)
     assert size <= MAX_DIR_BYTES, "%s: %d bytes > %d" % (name, size, MAX_DIR_BYTES)

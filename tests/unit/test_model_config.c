@@ -273,6 +273,57 @@ static void test_gemma3_multimodal(void **state)
                      SITS_ERR_UNSUPPORTED);
 }
 
+/* [mm] Qwen2.5-VL-7B-Instruct's config.json (the text keys at the top level, multimodal RoPE) and
+ * Mistral-Small-3.1-24B-Instruct-2503's (Mistral3: a text_config). What transformers 5.25 reads from them (AutoConfig
+ * ...text_config): qwen2_5_vl_text hidden 3584, 28 layers, 28 / 4 heads, vocab 152064, rope default theta 1e6 (mrope
+ * sections [16, 24, 24]), eos 151645, no sliding window; mistral hidden 5120, 40 layers, 32 / 8 heads, head_dim 128,
+ * vocab 131072, theta 1e9, rms_norm_eps 1e-5. */
+static void test_multimodal_text(void **state)
+{
+    (void)state;
+    const char *q =
+        "{\"architectures\": [\"Qwen2_5_VLForConditionalGeneration\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
+        " \"eos_token_id\": 151645, \"vision_start_token_id\": 151652, \"vision_end_token_id\": 151653, \"vision_token_id\": 151654,"
+        " \"image_token_id\": 151655, \"video_token_id\": 151656, \"hidden_act\": \"silu\", \"hidden_size\": 3584,"
+        " \"initializer_range\": 0.02, \"intermediate_size\": 18944, \"max_position_embeddings\": 128000, \"max_window_layers\": 28,"
+        " \"model_type\": \"qwen2_5_vl\", \"num_attention_heads\": 28, \"num_hidden_layers\": 28, \"num_key_value_heads\": 4,"
+        " \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 32768, \"tie_word_embeddings\": false,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.41.2\", \"use_cache\": true, \"use_sliding_window\": false,"
+        " \"vision_config\": {\"depth\": 32, \"hidden_act\": \"silu\", \"hidden_size\": 1280, \"intermediate_size\": 3420,"
+        " \"num_heads\": 16, \"in_chans\": 3, \"out_hidden_size\": 3584, \"patch_size\": 14, \"spatial_merge_size\": 2,"
+        " \"spatial_patch_size\": 14, \"window_size\": 112, \"fullatt_block_indexes\": [7, 15, 23, 31], \"tokens_per_second\": 2,"
+        " \"temporal_patch_size\": 2}, \"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}, \"vocab_size\": 152064}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(q, &c), SITS_OK);
+    assert_int_equal(c.mm_text, 1);
+    assert_int_equal(c.arch, SITS_ARCH_QWEN2);
+    assert_true(c.hidden_size == 3584 && c.n_layers == 28 && c.n_heads == 28 && c.n_kv_heads == 4 && c.head_dim == 128);
+    assert_true(c.vocab_size == 152064 && c.qkv_bias == 1 && c.tie_word_embeddings == 0 && c.sliding_window == 0);
+    assert_true(c.rope_type == SITS_ROPE_DEFAULT && c.rope_theta == 1e6 && c.rope_dim == 128);
+    assert_true(c.n_eos == 1 && c.eos_token_ids[0] == 151645 && c.bos_token_id == 151643);
+    const char *m =
+        "{\"architectures\": [\"Mistral3ForConditionalGeneration\"], \"image_token_index\": 10, \"model_type\": \"mistral3\","
+        " \"multimodal_projector_bias\": false, \"projector_hidden_act\": \"gelu\", \"spatial_merge_size\": 2,"
+        " \"text_config\": {\"attention_dropout\": 0.0, \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 5120,"
+        " \"initializer_range\": 0.02, \"intermediate_size\": 32768, \"max_position_embeddings\": 131072, \"model_type\": \"mistral\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 40, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05,"
+        " \"rope_theta\": 1000000000.0, \"sliding_window\": null, \"use_cache\": true, \"vocab_size\": 131072},"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.50.0.dev0\", \"vision_config\": {\"attention_dropout\": 0.0,"
+        " \"head_dim\": 64, \"hidden_act\": \"silu\", \"hidden_size\": 1024, \"image_size\": 1540, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 4096, \"model_type\": \"pixtral\", \"num_attention_heads\": 16, \"num_channels\": 3,"
+        " \"num_hidden_layers\": 24, \"patch_size\": 14, \"rope_theta\": 10000.0}, \"vision_feature_layer\": -1}";
+    assert_int_equal(parse_str(m, &c), SITS_OK);
+    assert_int_equal(c.mm_text, 1);
+    assert_int_equal(c.arch, SITS_ARCH_MISTRAL);
+    assert_true(c.hidden_size == 5120 && c.n_layers == 40 && c.n_heads == 32 && c.n_kv_heads == 8 && c.head_dim == 128);
+    assert_true(c.vocab_size == 131072 && c.rope_theta == 1e9 && c.rms_norm_eps == 1e-5f && c.sliding_window == 0);
+    /* refusals: sections that do not cover the head's pairs; another text model */
+    const char *bad = "{\"model_type\": \"qwen2_vl\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [2, 2, 2]}}";
+    assert_int_equal(parse_str(bad, &c), SITS_ERR_FORMAT);   /* head_dim 16: 8 pairs */
+    assert_int_equal(parse_str("{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"qwen2\"}}", &c), SITS_ERR_UNSUPPORTED);
+}
+
 /* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
  * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
 static void test_phi3(void **state)
@@ -694,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_gemma2),
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_gemma3_multimodal),
+        cmocka_unit_test(test_multimodal_text),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
