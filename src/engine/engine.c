@@ -614,9 +614,10 @@ static sits_status_t reduce_post_norm_add_norm(sits_engine_t *e, const void *pos
 }
 
 /* [families] Gemma's embedding scale sqrt(hidden_size), rounded to the activation dtype as HF does
- * (embed_scale.to(weight.dtype)). */
+ * (embed_scale.to(weight.dtype)); [granite] Granite's embedding_multiplier. */
 static float embed_scale_of(const sits_engine_t *e)
 {
+    if (e->w->cfg.embed_mult > 0.0f) return e->w->cfg.embed_mult;   /* [granite] embedding_multiplier, as given */
     float s = sqrtf((float)e->w->cfg.hidden_size);
     return e->be->act_dtype == SITS_DT_BF16 ? sits_bf16_to_f32(sits_f32_to_bf16(s)) : s;
 }

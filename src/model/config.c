@@ -106,6 +106,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "gemma2", "Gemma2ForCausalLM", SITS_ARCH_GEMMA2 },
         { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
         { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
+        { "granite", "GraniteForCausalLM", SITS_ARCH_LLAMA },        /* [granite] Llama with four multipliers */
         { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
         { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
         { "qwen3_moe", "Qwen3MoeForCausalLM", SITS_ARCH_QWEN3 },     /* [moe] Qwen3 attention (q/k norms) */
@@ -124,7 +125,8 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe)", what,
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, mixtral, qwen2_moe, qwen3_moe, "
+                   "and the language model of gemma3, mistral3, qwen2_vl, qwen2_5_vl)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
     }
@@ -544,6 +546,27 @@ static sits_status_t parse_gemma(const json_t *root, const char *what, sits_mode
     return SITS_OK;
 }
 
+/* [granite] GraniteConfig's four multipliers (default 1; each must be finite and > 0) */
+static sits_status_t parse_granite(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    static const char *const keys[4] = { "embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                                         "logits_scaling" };
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+        SITS_CHECK(get_num(root, keys[i], what, "", 0, 1.0, &v[i]));
+        if (!(v[i] > 0.0) || !isfinite(v[i]) || v[i] > 1e30) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be a finite number > 0 (got %g)", what, keys[i], v[i]);
+            return SITS_ERR_FORMAT;
+        }
+    }
+    cfg->embed_scale = 1;
+    cfg->embed_mult = (float)v[0];
+    cfg->attn_scale = (float)v[1];
+    cfg->residual_mult = (float)v[2];
+    cfg->logits_scale = (float)v[3];
+    return SITS_OK;
+}
+
 static sits_status_t parse_root(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -675,6 +698,7 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
     }
 
     if (gemma) SITS_CHECK(parse_gemma(root, what, cfg));   /* [families] */
+    if (!strcmp(cfg->model_type, "granite")) SITS_CHECK(parse_granite(root, what, cfg));
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
     SITS_CHECK(parse_eos(root, what, cfg));
 

@@ -35,6 +35,8 @@
  * (Qwen3MoeForCausalLM: Qwen3 attention, qwen2_moe's keys without a shared expert; num_experts or, as
  * transformers 5 writes it, num_local_experts). Refused, naming the key: decoder_sparse_step != 1 and a
  * non-empty mlp_only_layers (dense layers among sparse ones), num_experts_per_tok outside [1, experts].
+ * [granite] model_type granite (GraniteForCausalLM: Granite 3.x dense): Llama plus embedding_multiplier,
+ * attention_multiplier, residual_multiplier, logits_scaling (each > 0, default 1, as GraniteConfig).
  * [mm] model_type mistral3 (Mistral3ForConditionalGeneration: its text_config as mistral) and qwen2_vl / qwen2_5_vl
  * (Qwen2(.5)-VL: the text keys at the top level or in text_config, as qwen2; rope mrope_section summing to head_dim / 2,
  * plain RoPE for text tokens) serve their language model like gemma3 below (config.c MM_TYPES).
@@ -103,7 +105,12 @@ typedef struct {
     int norm_plus_one;        /* RMSNorm weights are stored as w - 1 (Gemma: x * (1 + w)); the loader adds 1 */
     int sandwich_norms;       /* post-attention and post-feed-forward norms of the sublayer outputs (4 norms a layer) */
     int act_gelu_tanh;        /* GeGLU: gelu(gate, tanh approximation) * up instead of SwiGLU */
-    int embed_scale;          /* embeddings times sqrt(hidden_size) rounded to the activation dtype */
+    int embed_scale;          /* embeddings times sqrt(hidden_size) rounded to the activation dtype ([granite]: embed_mult) */
+    /* [granite] Granite 3.x (model_type granite): embeddings x embed_mult (embedding_multiplier), attention scale
+     * attention_multiplier (attn_scale), each sublayer's output x residual_mult before the residual add
+     * (residual_multiplier: folded into the o_proj / down_proj rows at load) and logits / logits_scale (logits_scaling:
+     * folded into the final norm's weights); 0: none */
+    float embed_mult, residual_mult, logits_scale;
     float attn_scale;         /* query scaling; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
     float attn_softcap;       /* attention logits = c * tanh(s / c); 0 = none (Gemma 2 attn_logit_softcapping) */
     float final_softcap;      /* final logits likewise (final_logit_softcapping); 0 = none */

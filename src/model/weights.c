@@ -372,6 +372,8 @@ static sits_status_t load_norm(loader_t *L, sits_wkind_t kind, int layer, int64_
     SITS_CHECK(rows_f32(L, t, kind, layer, 0, 1, 0, n, L->staging));
     if (L->cfg->norm_plus_one)   /* [families] Gemma: x * (1 + w), 1 + w in fp32 as HF */
         for (int64_t i = 0; i < n; i++) L->staging[i] = 1.0f + L->staging[i];
+    if (kind == SITS_W_FINAL_NORM && L->cfg->logits_scale > 0.0f)   /* [granite] logits / logits_scaling: linear in w */
+        for (int64_t i = 0; i < n; i++) L->staging[i] /= L->cfg->logits_scale;
     return L->be->ops->upload(L->be, *p, L->staging, (size_t)n * sizeof(float));
 }
 
@@ -783,13 +785,16 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_norm(L, SITS_W_K_NORM, l, hd, &lw->k_norm));
     }
     {
-        const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows, 0 };
+        const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows, c->residual_mult };   /* [granite] x residual_multiplier */
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale,
                                &lw->o_w4));
     }
     if (c->o_bias && tp_rank == 0) {
         SITS_CHECK(alloc_w(L, H, &lw->o_bias));
-        SITS_CHECK(load_slice(L, lw->o_bias, 0, SITS_W_O_BIAS, l, 0, 1, 0, H));
+        L->row_scale = c->residual_mult;
+        sits_status_t st = load_slice(L, lw->o_bias, 0, SITS_W_O_BIAS, l, 0, 1, 0, H);
+        L->row_scale = 0.0f;
+        SITS_CHECK(st);
     }
     SITS_CHECK(load_norm(L, c->sandwich_norms ? SITS_W_PRE_FFN_NORM : SITS_W_FFN_NORM, l, H, &lw->ffn_norm));
     if (c->sandwich_norms) {   /* [families] Gemma */
@@ -812,11 +817,14 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_slice(L, ub, 0, SITS_W_UP_BIAS, l, 0, 1, i0, i0 + d->i_loc));
         if (tp_rank == 0) {
             SITS_CHECK(alloc_w(L, H, &lw->down_bias));
-            SITS_CHECK(load_slice(L, lw->down_bias, 0, SITS_W_DOWN_BIAS, l, 0, 1, 0, H));
+            L->row_scale = c->residual_mult;
+            sits_status_t st = load_slice(L, lw->down_bias, 0, SITS_W_DOWN_BIAS, l, 0, 1, 0, H);
+            L->row_scale = 0.0f;
+            SITS_CHECK(st);
         }
     }
     {
-        const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc, 0 };
+        const part_t dn = { SITS_W_DOWN, 0, 0, H, i0, i0 + d->i_loc, c->residual_mult };   /* [granite] */
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_DOWN, d->i_loc, H), l, H, d->i_loc, &dn, 1, &lw->down,
                                &lw->down_scale, &lw->down_w4));
     }

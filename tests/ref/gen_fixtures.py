@@ -41,7 +41,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration,
-                          Qwen2_5_VLForConditionalGeneration)
+                          Qwen2_5_VLForConditionalGeneration, GraniteConfig, GraniteForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -261,6 +261,16 @@ MODELS = {
     # [mm] gemma-3-4b / 12b / 27b-it's layout: Gemma3ForConditionalGeneration (tensors under language_model.model., a
     # vision tower beside them) with the gemma3 fixture's language model, config.json as the hub writes it
     # (gemma3_mm_hub_config: Gemma3TextConfig's defaults fill the rest); text prompts only.
+    # [granite] Granite 3.x: Llama plus embedding_multiplier 12 (as granite-3.3-8b's), attention_multiplier 0.125 (not
+    # 1 / sqrt(16)), residual_multiplier 0.22, logits_scaling 4, tied embeddings.
+    "granite": dict(
+        cls=GraniteForCausalLM, cfg_cls=GraniteConfig, dtype=torch.bfloat16, shards=1, seed=9000,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.1,
+        cfg=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=181,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                 embedding_multiplier=12.0, attention_multiplier=0.125, residual_multiplier=0.22, logits_scaling=4.0,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
     # [mm] Mistral-Small-3.1's layout: Mistral3ForConditionalGeneration, tensors under language_model.model., head_dim 24
     # given (!= hidden / heads), rope_theta 1e9 as that model's; text prompts only.
     "mistral3_mm": dict(

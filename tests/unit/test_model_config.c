@@ -324,6 +324,34 @@ static void test_multimodal_text(void **state)
     assert_int_equal(parse_str("{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"qwen2\"}}", &c), SITS_ERR_UNSUPPORTED);
 }
 
+/* [granite] A Granite 3.x config.json (granite-3.3-8b-instruct's shape): Llama plus the four multipliers, which
+ * GraniteConfig defaults to 1; each must be > 0. */
+static void test_granite(void **state)
+{
+    (void)state;
+    const char *j =
+        "{\"architectures\": [\"GraniteForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"attention_multiplier\": 0.0078125, \"bos_token_id\": 0, \"embedding_multiplier\": 12.0, \"eos_token_id\": 0,"
+        " \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 12800,"
+        " \"logits_scaling\": 16.0, \"max_position_embeddings\": 131072, \"mlp_bias\": false, \"model_type\": \"granite\","
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 40, \"num_key_value_heads\": 8, \"pad_token_id\": 0,"
+        " \"residual_multiplier\": 0.22, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, \"rope_theta\": 10000000.0,"
+        " \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"vocab_size\": 49159}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_int_equal(c.arch, SITS_ARCH_LLAMA);
+    assert_string_equal(c.model_type, "granite");
+    assert_true(c.embed_scale == 1 && c.embed_mult == 12.0f && c.attn_scale == 0.0078125f);
+    assert_true(c.residual_mult == 0.22f && c.logits_scale == 16.0f && c.rope_theta == 1e7 && c.tie_word_embeddings == 1);
+    const char *dflt = "{\"model_type\": \"granite\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}";
+    assert_int_equal(parse_str(dflt, &c), SITS_OK);   /* GraniteConfig's defaults: every multiplier 1 (scale 1, not 1/sqrt(hd)) */
+    assert_true(c.embed_mult == 1.0f && c.attn_scale == 1.0f && c.residual_mult == 1.0f && c.logits_scale == 1.0f);
+    const char *bad = "{\"model_type\": \"granite\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"logits_scaling\": 0}";
+    assert_int_equal(parse_str(bad, &c), SITS_ERR_FORMAT);
+}
+
 /* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
  * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
 static void test_phi3(void **state)
@@ -746,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_gemma3_multimodal),
         cmocka_unit_test(test_multimodal_text),
+        cmocka_unit_test(test_granite),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
