@@ -107,6 +107,8 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "gemma3_text", "Gemma3ForCausalLM", SITS_ARCH_GEMMA3 },
         { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
         { "granite", "GraniteForCausalLM", SITS_ARCH_LLAMA },        /* [granite] Llama with four multipliers */
+        { "glm", "GlmForCausalLM", SITS_ARCH_LLAMA },                /* [glm] parse_root's glm part */
+        { "glm4", "Glm4ForCausalLM", SITS_ARCH_LLAMA },
         { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
         { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
         { "qwen3_moe", "Qwen3MoeForCausalLM", SITS_ARCH_QWEN3 },     /* [moe] Qwen3 attention (q/k norms) */
@@ -125,7 +127,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, mixtral, qwen2_moe, qwen3_moe, "
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, glm, glm4, mixtral, qwen2_moe, qwen3_moe, "
                    "and the language model of gemma3, mistral3, qwen2_vl, qwen2_5_vl)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
@@ -260,7 +262,8 @@ static sits_status_t parse_rope_dim(const json_t *root, const json_t *rp, const 
 {
     double prf;
     const char *where = "";
-    SITS_CHECK(get_num(root, "partial_rotary_factor", what, "", 0, 1.0, &prf));
+    const int glm = !strcmp(cfg->model_type, "glm") || !strcmp(cfg->model_type, "glm4");   /* [glm] 0.5 by default */
+    SITS_CHECK(get_num(root, "partial_rotary_factor", what, "", 0, glm ? 0.5 : 1.0, &prf));
     if (rp && json_object_get(rp, "partial_rotary_factor") && !json_is_null(json_object_get(rp, "partial_rotary_factor"))) {
         SITS_CHECK(get_num(rp, "partial_rotary_factor", what, scope, 0, prf, &prf));
         where = scope;
@@ -666,9 +669,16 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
         cfg->fused_qkv = cfg->fused_gate_up = 1;
         break;
     }
-    if (cfg->rope_dim != cfg->head_dim && cfg->arch != SITS_ARCH_PHI3) {   /* [rope] HF's other families rotate whole heads */
-        SITS_ERROR(SITS_SUB_MODEL, "%s: partial_rotary_factor: %d of %d dims rotary is not supported for %s (phi3 only)", what,
-                   cfg->rope_dim, cfg->head_dim, cfg->model_type);
+    if (!strcmp(cfg->model_type, "glm") || !strcmp(cfg->model_type, "glm4")) {   /* [glm] */
+        SITS_CHECK(get_bool(root, "attention_bias", what, 1, &attention_bias));
+        cfg->qkv_bias = attention_bias;
+        cfg->o_bias = cfg->mlp_bias = 0;
+        cfg->fused_gate_up = cfg->rope_interleave = 1;
+        cfg->sandwich_norms = !strcmp(cfg->model_type, "glm4");
+    }
+    if (cfg->rope_dim != cfg->head_dim && cfg->arch != SITS_ARCH_PHI3 && !cfg->rope_interleave) {   /* [rope] */
+        SITS_ERROR(SITS_SUB_MODEL, "%s: partial_rotary_factor: %d of %d dims rotary is not supported for %s (phi3, glm, glm4: "
+                   "transformers rotates whole heads in the others)", what, cfg->rope_dim, cfg->head_dim, cfg->model_type);
         return SITS_ERR_UNSUPPORTED;
     }
 
@@ -1121,10 +1131,10 @@ void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_fr
 
 void sits_model_rope_perm(const sits_model_config_t *cfg, int *src)
 {
-    const int hd = cfg->head_dim, rd = sits_model_rope_dim(cfg), pass = hd - rd;
+    const int hd = cfg->head_dim, rd = sits_model_rope_dim(cfg), pass = hd - rd, il = cfg->rope_interleave;
     for (int j = 0; j < hd / 2; j++) {
-        src[j] = j < rd / 2 ? j : rd + (j - rd / 2);
-        src[j + hd / 2] = j < rd / 2 ? j + rd / 2 : rd + pass / 2 + (j - rd / 2);
+        src[j] = j < rd / 2 ? (il ? 2 * j : j) : rd + (j - rd / 2);
+        src[j + hd / 2] = j < rd / 2 ? (il ? 2 * j + 1 : j + rd / 2) : rd + pass / 2 + (j - rd / 2);
     }
 }
 

@@ -35,6 +35,10 @@
  * (Qwen3MoeForCausalLM: Qwen3 attention, qwen2_moe's keys without a shared expert; num_experts or, as
  * transformers 5 writes it, num_local_experts). Refused, naming the key: decoder_sparse_step != 1 and a
  * non-empty mlp_only_layers (dense layers among sparse ones), num_experts_per_tok outside [1, experts].
+ * [glm] model_type glm (GlmForCausalLM: GLM-4-9B-chat-hf) and glm4 (Glm4ForCausalLM: GLM-4-*-0414): q/k/v bias =
+ * attention_bias (default true), no o_proj bias, fused gate_up_proj, partial_rotary_factor (default 0.5) with
+ * interleaved pairs; glm4 adds post-attention and post-MLP norms (its post_self_attn_layernorm / post_attention_layernorm
+ * / post_mlp_layernorm are read as Gemma 2's sandwich norms).
  * [granite] model_type granite (GraniteForCausalLM: Granite 3.x dense): Llama plus embedding_multiplier,
  * attention_multiplier, residual_multiplier, logits_scaling (each > 0, default 1, as GraniteConfig).
  * [mm] model_type mistral3 (Mistral3ForConditionalGeneration: its text_config as mistral) and qwen2_vl / qwen2_5_vl
@@ -82,6 +86,7 @@ typedef struct {
      * so that the engine's full-head rotation (pairs i, i + head_dim / 2) does the same with inv_freq 0 on the
      * passing pairs (sits_model_rope_perm); the tables sits_model_rope_inv_freq* make hold those zeros. */
     int rope_dim;
+    int rope_interleave;      /* [glm] the rotary pairs are (2i, 2i + 1) (GLM's rotate_half): reordered at load the same way */
     double rope_beta_fast, rope_beta_slow;   /* [rope] yarn: the correction range's rotations (32, 1) */
     int rope_truncate;                       /* [rope] yarn: the range rounded out to whole dims (default 1) */
     int max_position_embeddings;
@@ -194,7 +199,8 @@ void sits_model_rope_inv_freq(const sits_model_config_t *cfg, float *inv_freq);
  * call from max(position_ids) + 1 (the keys already cached keep the set they were written with, in HF as here). */
 void sits_model_rope_inv_freq_long(const sits_model_config_t *cfg, float *inv_freq);
 /* [rope] The order of a q / k head's dims as loaded: src[j] = the checkpoint dim that dim j of a head holds (head_dim
- * entries). HF's partial rotation pairs dims (i, i + rope_dim / 2), i < rope_dim / 2, and passes dims rope_dim ..
+ * entries). [glm] Interleaved pairs (2i, 2i + 1) go to (i, i + head_dim / 2) alike (then the passing dims).
+ * HF's partial rotation pairs dims (i, i + rope_dim / 2), i < rope_dim / 2, and passes dims rope_dim ..
  * head_dim - 1; the engine rotates (j, j + head_dim / 2). So dim j < rope_dim / 2 holds i = j and dim j + head_dim / 2
  * holds j + rope_dim / 2; the passing dims fill j = rope_dim / 2 .. head_dim / 2 - 1 (the first half of them) and their
  * partners (the second half), where inv_freq is 0 (cos 1, sin 0: the values unchanged). q . k sums over the dims in

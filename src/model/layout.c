@@ -269,6 +269,12 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
 
 sits_status_t sits_model_st_adapt(const sits_model_config_t *cfg, sits_st_t *st)
 {
+    if (!strcmp(cfg->model_type, "glm4")) {   /* [glm] its four norms a layer under Gemma 2's names, in an order that never clashes */
+        static const char *const glm4[][2] = { { ".post_attention_layernorm.", ".pre_feedforward_layernorm." },
+                                               { ".post_self_attn_layernorm.", ".post_attention_layernorm." },
+                                               { ".post_mlp_layernorm.", ".post_feedforward_layernorm." } };
+        for (size_t i = 0; i < sizeof glm4 / sizeof glm4[0]; i++) SITS_CHECK(sits_st_rename_infix(st, glm4[i][0], glm4[i][1], NULL));
+    }
     if (!cfg->mm_text) return SITS_OK;
     static const char *const map[][2] = { { "language_model.model.", "model." }, { "model.language_model.", "model." },
                                           { "language_model.lm_head.", "lm_head." } };

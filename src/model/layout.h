@@ -67,7 +67,9 @@ sits_status_t sits_model_fp8_scale(const sits_model_config_t *cfg, const sits_st
                                    const char *what, const sits_st_tensor_t **scale_p);
 /* [mm] The checkpoint's tensors under the names the loader asks for: a multimodal checkpoint's language model
  * (cfg->mm_text) keeps them under language_model.model. (or model.language_model.) and its head under
- * language_model.lm_head.; renamed to model. / lm_head. (the vision tower's stay as they are, unread). */
+ * language_model.lm_head.; renamed to model. / lm_head. (the vision tower's stay as they are, unread). [glm] GLM-4's
+ * post_self_attn_layernorm / post_attention_layernorm / post_mlp_layernorm become post_attention_layernorm /
+ * pre_feedforward_layernorm / post_feedforward_layernorm (the sandwich norms' names). */
 sits_status_t sits_model_st_adapt(const sits_model_config_t *cfg, sits_st_t *st);
 /* [fp8 block] the dequantisation factor of element (row, col) of an F8_E4M3 weight whose scale tensor
  * sits_model_fp8_scale returned (per tensor, per row, or the block of cfg->fp8_block holding it) */

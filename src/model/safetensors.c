@@ -782,23 +782,37 @@ err_close:
     return s;
 }
 
-sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char *to, size_t *n_p)
+/* the rename of both entry points: `from` at the start of a name (infix 0) or anywhere in it (its first occurrence) */
+static sits_status_t st_rename(sits_st_t *st, const char *from, const char *to, int infix, size_t *n_p)
 {
     const size_t lf = strlen(from), lt = strlen(to);
     size_t n = 0;
     for (size_t i = 0; i < st->n; i++) {
         sits_st_tensor_t *t = &st->tensors[i];
-        if (strncmp(t->name, from, lf) != 0) continue;
+        const char *at = infix ? strstr(t->name, from) : strncmp(t->name, from, lf) == 0 ? t->name : NULL;
+        if (!at) continue;
+        const size_t head = (size_t)(at - t->name);
         char *nn = malloc(strlen(t->name) - lf + lt + 1);
         if (!nn) return SITS_ERR_NOMEM;
-        memcpy(nn, to, lt);
-        strcpy(nn + lt, t->name + lf);
+        memcpy(nn, t->name, head);
+        memcpy(nn + head, to, lt);
+        strcpy(nn + head + lt, at + lf);
         free(t->name);
         t->name = nn;
         n++;
     }
     if (n_p) *n_p = n;
     return n ? st_finish(st) : SITS_OK;   /* sorted again; a name now present twice is refused */
+}
+
+sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char *to, size_t *n_p)
+{
+    return st_rename(st, from, to, 0, n_p);
+}
+
+sits_status_t sits_st_rename_infix(sits_st_t *st, const char *from, const char *to, size_t *n_p)
+{
+    return st_rename(st, from, to, 1, n_p);
 }
 
 size_t sits_st_count(const sits_st_t *st) { return st->n; }

@@ -50,6 +50,8 @@ void sits_st_close(sits_st_t *st);
 /* [mm] Tensors named from... renamed to... (the rest kept), the index sorted again; *n_p (may be NULL): how many.
  * SITS_ERR_FORMAT, logged, when a new name is already taken. */
 sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char *to, size_t *n_p);
+/* [glm] The same for `from` anywhere in a name (its first occurrence). */
+sits_status_t sits_st_rename_infix(sits_st_t *st, const char *from, const char *to, size_t *n_p);
 
 size_t sits_st_count(const sits_st_t *st);
 const sits_st_tensor_t *sits_st_at(const sits_st_t *st, size_t i);

@@ -718,7 +718,7 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
  * head h (row dst0 + h hd + j) from checkpoint row src0 + h hd + perm[j], in runs of consecutive rows; the rows of the
  * passing dims (perm[j] >= rd) times pass_rs. The engine folds the rope attention factor af into the attention scale
  * (af^2 on q . k), which HF applies to the rotary dims alone (cos, sin x af): q's passing rows carry 1 / af^2 to undo
- * it there. Returns the parts written (4 a head at most). */
+ * it there. Returns the parts written (4 a head for partial rotary; a row each with [glm]'s interleaved pairs). */
 static int rope_head_parts(part_t *out, const int *perm, int hd, int rd, sits_wkind_t kind, int64_t dst0, int64_t src0, int n_heads,
                            int64_t H, float pass_rs)
 {
@@ -732,6 +732,35 @@ static int rope_head_parts(part_t *out, const int *perm, int hd, int rd, sits_wk
             j = k;
         }
     return n;
+}
+
+/* [glm] The q / k / v biases of a layer whose q / k rows are reordered (sits_model_rope_perm): element j of head h from
+ * the checkpoint's h hd + perm[j], one column at a time (q's passing columns times 1 / af^2, as rope_head_parts) */
+static sits_status_t load_bias_perm(loader_t *L, sits_layer_weights_t *lw, const sits_shard_dims_t *d, const sits_model_config_t *c,
+                                    int l, int64_t q0, int64_t kv0, int64_t q_rows, int64_t kv_rows)
+{
+    const int hd = c->head_dim, rd = sits_model_rope_dim(c);
+    const float pass_rs = (float)(1.0 / (c->rope_attn_factor * c->rope_attn_factor));
+    SITS_CHECK(alloc_w(L, (size_t)d->qkv_dim, &lw->qkv_bias));
+    int *perm = malloc(sizeof(int) * (size_t)hd);
+    if (!perm) return SITS_ERR_NOMEM;
+    sits_model_rope_perm(c, perm);
+    sits_status_t st = SITS_OK;
+    for (int part = 0; part < 2 && st == SITS_OK; part++) {   /* q, then k */
+        const int nh = part ? d->nkv_loc : d->nh_loc;
+        const int64_t base = part ? q_rows : 0, c0 = part ? kv0 : q0;
+        for (int h = 0; h < nh && st == SITS_OK; h++)
+            for (int j = 0; j < hd && st == SITS_OK; j++) {
+                const int64_t col = c0 + (int64_t)h * hd + perm[j];
+                L->row_scale = !part && perm[j] >= rd ? pass_rs : 0.0f;
+                st = load_slice(L, elem_at(L, lw->qkv_bias, (size_t)(base + (int64_t)h * hd + j)), 0, part ? SITS_W_K_BIAS : SITS_W_Q_BIAS,
+                                l, 0, 1, col, col + 1);
+                L->row_scale = 0.0f;
+            }
+    }
+    free(perm);
+    SITS_CHECK(st);
+    return load_slice(L, elem_at(L, lw->qkv_bias, (size_t)(q_rows + kv_rows)), 0, SITS_W_V_BIAS, l, 0, 1, kv0, kv0 + kv_rows);
 }
 
 static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_rank, int l, sits_layer_weights_t *lw)
@@ -748,13 +777,13 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         sits_wkind_t kvk = c->fused_qkv ? SITS_W_QKV : SITS_W_V;
         const part_t qkv[3] = { { kq, 0, q0, q0 + q_rows, 0, H, 0 }, { kk, q_rows, ko + kv0, ko + kv0 + kv_rows, 0, H, 0 },
                                 { kvk, q_rows + kv_rows, vo + kv0, vo + kv0 + kv_rows, 0, H, 0 } };
-        if (sits_model_rope_dim(c) == hd) {
+        if (sits_model_rope_dim(c) == hd && !c->rope_interleave) {
             SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_QKV, H, d->qkv_dim), l, d->qkv_dim, H, qkv, 3, &lw->qkv,
                                    &lw->qkv_scale, &lw->qkv_w4));
-        } else {   /* [rope] partial rotary: each q / k head's dims reordered (config.h sits_model_rope_perm) */
+        } else {   /* [rope] partial or [glm] interleaved rotary: each q / k head's dims reordered (config.h sits_model_rope_perm) */
             const double af = c->rope_attn_factor;
             int *perm = malloc(sizeof(int) * (size_t)hd);
-            part_t *parts = malloc(sizeof(part_t) * (size_t)(4 * (d->nh_loc + d->nkv_loc) + 1));
+            part_t *parts = malloc(sizeof(part_t) * (size_t)(hd * (d->nh_loc + d->nkv_loc) + 1));   /* a row each at most */
             if (!perm || !parts) {
                 free(perm);
                 free(parts);
@@ -771,7 +800,9 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
             SITS_CHECK(st);
         }
     }
-    if (c->qkv_bias) {
+    if (c->qkv_bias && (sits_model_rope_dim(c) != hd || c->rope_interleave)) {   /* [glm] the q / k biases reordered like their rows */
+        SITS_CHECK(load_bias_perm(L, lw, d, c, l, q0, kv0, q_rows, kv_rows));
+    } else if (c->qkv_bias) {
         /* a bias [n] is a [1, n] tensor: its slice is columns, packed one after the other */
         SITS_CHECK(alloc_w(L, (size_t)d->qkv_dim, &lw->qkv_bias));
         SITS_CHECK(load_slice(L, lw->qkv_bias, 0, SITS_W_Q_BIAS, l, 0, 1, q0, q0 + q_rows));

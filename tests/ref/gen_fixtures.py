@@ -41,7 +41,8 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration,
-                          Qwen2_5_VLForConditionalGeneration, GraniteConfig, GraniteForCausalLM)
+                          Qwen2_5_VLForConditionalGeneration, GraniteConfig, GraniteForCausalLM, GlmConfig, GlmForCausalLM,
+                          Glm4Config, Glm4ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -270,6 +271,23 @@ MODELS = {
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=181,
                  max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=True,
                  embedding_multiplier=12.0, attention_multiplier=0.125, residual_multiplier=0.22, logits_scaling=4.0,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # [glm] GLM-4-9B-chat-hf (glm) and GLM-4-0414 (glm4): q/k/v biases, fused gate_up_proj, half of each head rotary with
+    # interleaved pairs (2i, 2i + 1) (partial_rotary_factor left to its default 0.5), head_dim 32 given; glm4 also
+    # normalises the attention and MLP outputs (post_self_attn_layernorm, post_mlp_layernorm).
+    "glm": dict(
+        cls=GlmForCausalLM, cfg_cls=GlmConfig, dtype=torch.bfloat16, shards=1, seed=9100,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=191,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False, pad_token_id=None,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "glm4": dict(
+        cls=Glm4ForCausalLM, cfg_cls=Glm4Config, dtype=torch.bfloat16, shards=1, seed=9200,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=193,
+                 max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False, pad_token_id=None,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
     # [mm] Mistral-Small-3.1's layout: Mistral3ForConditionalGeneration, tensors under language_model.model., head_dim 24
     # given (!= hidden / heads), rope_theta 1e9 as that model's; text prompts only.

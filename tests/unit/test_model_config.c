@@ -352,6 +352,35 @@ static void test_granite(void **state)
     assert_int_equal(parse_str(bad, &c), SITS_ERR_FORMAT);
 }
 
+/* [glm] GLM-4-9B-0414's config.json shape (glm4) and a glm one without partial_rotary_factor (0.5 by default, as
+ * GlmConfig sets it): q/k/v bias, no o_proj bias, fused gate_up, half of each head rotary in interleaved pairs. */
+static void test_glm(void **state)
+{
+    (void)state;
+    const char *j =
+        "{\"architectures\": [\"Glm4ForCausalLM\"], \"attention_bias\": true, \"attention_dropout\": 0.0, \"eos_token_id\": [151329,"
+        " 151336, 151338], \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 4096, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 13696, \"max_position_embeddings\": 32768, \"model_type\": \"glm4\", \"num_attention_heads\": 32,"
+        " \"num_hidden_layers\": 40, \"num_key_value_heads\": 2, \"pad_token_id\": 151329, \"partial_rotary_factor\": 0.5,"
+        " \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\","
+        " \"vocab_size\": 151552}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    assert_true(c.qkv_bias == 1 && c.o_bias == 0 && c.fused_gate_up == 1 && c.fused_qkv == 0 && c.sandwich_norms == 1);
+    assert_true(c.rope_dim == 64 && c.rope_interleave == 1 && c.n_eos == 3);
+    const char *g = "{\"model_type\": \"glm\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"head_dim\": 8}";
+    assert_int_equal(parse_str(g, &c), SITS_OK);
+    assert_true(c.rope_dim == 4 && c.rope_interleave == 1 && c.sandwich_norms == 0 && c.qkv_bias == 1);
+    int perm[8];
+    sits_model_rope_perm(&c, perm);   /* pairs (0, 1), (2, 3) of HF at (0, 4), (1, 5); dims 4..7 pass at 2, 3, 6, 7 */
+    static const int want[8] = { 0, 2, 4, 5, 1, 3, 6, 7 };
+    assert_memory_equal(perm, want, sizeof perm);
+    float inv[4];
+    sits_model_rope_inv_freq(&c, inv);   /* HF's dim = 4: theta^(-0 / 4), theta^(-2 / 4); 0 on the passing pairs */
+    assert_true(inv[0] == 1.0f && fabsf(inv[1] - 0.01f) < 1e-8f && inv[2] == 0.0f && inv[3] == 0.0f);
+}
+
 /* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
  * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
 static void test_phi3(void **state)
@@ -775,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_gemma3_multimodal),
         cmocka_unit_test(test_multimodal_text),
         cmocka_unit_test(test_granite),
+        cmocka_unit_test(test_glm),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),

@@ -178,6 +178,12 @@ static void test_rename_prefix(void **state)
     for (size_t i = 1; i < sits_st_count(st); i++) assert_true(strcmp(sits_st_at(st, i - 1)->name, sits_st_at(st, i)->name) < 0);
     assert_int_equal(sits_st_rename_prefix(st, "nothing.", "x.", &n), SITS_OK);
     assert_int_equal(n, 0);
+    assert_int_equal(sits_st_rename_infix(st, "l.", "l_", &n), SITS_OK);   /* [glm] anywhere in a name: model.x -> model_x */
+    assert_int_equal(n, 3);
+    assert_non_null(sits_st_find(st, "model_b"));
+    assert_non_null(sits_st_find(st, "vision_tower.a"));
+    assert_int_equal(sits_st_rename_infix(st, "model_", "model.", &n), SITS_OK);
+    assert_int_equal(n, 3);
     tm_capture_t cap;
     tm_capture_begin(&cap);
     assert_int_equal(sits_st_rename_prefix(st, "vision_tower.", "model.", &n), SITS_ERR_FORMAT);   /* model.a twice */
