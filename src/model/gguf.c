@@ -78,8 +78,14 @@ const char *sits_ggml_type_name(int t) { return t >= 0 && t < N_GGML_TYPES ? ggm
 
 int sits_ggml_type_supported(int t)
 {
-    return t == SITS_GGML_F32 || t == SITS_GGML_F16 || t == SITS_GGML_BF16 || t == SITS_GGML_Q8_0 ||
-           t == SITS_GGML_Q4_0 || t == SITS_GGML_Q4_1;
+    switch (t) {
+    case SITS_GGML_F32: case SITS_GGML_F16: case SITS_GGML_BF16: case SITS_GGML_Q8_0: case SITS_GGML_Q4_0: case SITS_GGML_Q4_1:
+    case SITS_GGML_Q5_0: case SITS_GGML_Q5_1: case SITS_GGML_Q2_K: case SITS_GGML_Q3_K: case SITS_GGML_Q4_K: case SITS_GGML_Q5_K:
+    case SITS_GGML_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static const char *vtype_name(uint32_t t)
@@ -681,6 +687,75 @@ sits_status_t sits_gguf_kv_get_str(const sits_gguf_t *g, const sits_gguf_kv_t *k
 
 static float f16_at(const unsigned char *p) { return sits_f16_to_f32(sits_le_get16(p)); }
 
+/* The K-quants (256 values a super-block), as gguf-py's quants.py computes them: every product and difference in fp32,
+ * one rounding each (-std=c11: no contraction into FMAs). Element e of a super-block: its sub-block (16 or 32 values)
+ * scale and the bits of its quant, at the byte and shift numpy's reshapes give it. */
+
+/* Q4_K / Q5_K's 12 bytes of 6-bit scales and mins of 8 sub-blocks (Q4_K.get_scale_min) */
+static void k_scale_min(const unsigned char *s, int sc[8], int mn[8])
+{
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 0x3f;
+        mn[j] = s[4 + j] & 0x3f;
+        sc[4 + j] = (s[8 + j] & 0x0f) | ((s[j] >> 2) & 0x30);
+        mn[4 + j] = (s[8 + j] >> 4) | ((s[4 + j] >> 2) & 0x30);
+    }
+}
+
+static void deq_q2_k(const unsigned char *p, float *out)   /* scales[16] qs[64] d dmin */
+{
+    const float d = f16_at(p + 80), dmin = f16_at(p + 82);
+    for (int e = 0; e < 256; e++) {
+        const int g = e / 16, h = e / 128, sh = (e % 128) / 32, b = e % 32;
+        const float dl = d * (float)(p[g] & 0x0f), ml = dmin * (float)(p[g] >> 4);
+        const float q = (float)((p[16 + 32 * h + b] >> (2 * sh)) & 3);
+        const float x = dl * q;
+        out[e] = x - ml;
+    }
+}
+
+static void deq_q3_k(const unsigned char *p, float *out)   /* hmask[32] qs[64] scales[12] d */
+{
+    const unsigned char *hm = p, *qs = p + 32, *s = p + 96;
+    const float d = f16_at(p + 108);
+    for (int e = 0; e < 256; e++) {
+        const int g = e / 16;
+        const int ls = (g < 8 ? s[g] : s[g - 8] >> 4) & 0x0f, hs = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+        const float dl = d * (float)((int8_t)(uint8_t)(ls | (hs << 4)) - 32);
+        const int h = e / 128, sh = (e % 128) / 32, b = e % 32;
+        const int ql = (qs[32 * h + b] >> (2 * sh)) & 3, qh = ((hm[b] >> (e / 32)) & 1) ^ 1;
+        out[e] = dl * (float)(ql - (qh << 2));
+    }
+}
+
+static void deq_q45_k(const unsigned char *p, float *out, int five)   /* d dmin scales[12] [qh[32]] qs[128] */
+{
+    const float d = f16_at(p), dmin = f16_at(p + 2);
+    const unsigned char *qh = p + 16, *qs = p + (five ? 48 : 16);
+    int sc[8], mn[8];
+    k_scale_min(p + 4, sc, mn);
+    for (int e = 0; e < 256; e++) {
+        const int g = e / 32, b = e % 32;
+        const float dg = d * (float)sc[g], mg = dmin * (float)mn[g];
+        int q = (qs[32 * (g / 2) + b] >> (4 * (g % 2))) & 0x0f;
+        if (five) q |= ((qh[b] >> g) & 1) << 4;
+        const float x = dg * (float)q;
+        out[e] = x - mg;
+    }
+}
+
+static void deq_q6_k(const unsigned char *p, float *out)   /* ql[128] qh[64] scales[16] (int8) d */
+{
+    const unsigned char *ql = p, *qh = p + 128;
+    const float d = f16_at(p + 208);
+    for (int e = 0; e < 256; e++) {
+        const int h = e / 128, r = e % 128;
+        const float dg = d * (float)(int8_t)p[192 + e / 16];
+        const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f, hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        out[e] = dg * (float)((lo | (hi << 4)) - 32);
+    }
+}
+
 sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_t *t, float *out)
 {
     const unsigned char *p = t->data;
@@ -720,9 +795,40 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
             }
         }
         return SITS_OK;
+    case SITS_GGML_Q5_0: case SITS_GGML_Q5_1: /* {f16 d; [f16 m;] u32 qh; u8 qs[16]}: 5-bit q = nibble | bit j of qh << 4 */
+        for (uint64_t b = 0; b < n / 32; b++) {
+            const int one = t->ggml_type == SITS_GGML_Q5_1, hd = one ? 4 : 2;
+            const float d = f16_at(p), m = one ? f16_at(p + 2) : 0.0f;
+            const uint32_t qh = sits_le_get32(p + hd);
+            for (int j = 0; j < 32; j++) {
+                const int q = ((p[hd + 4 + j % 16] >> (j < 16 ? 0 : 4)) & 0x0f) | (int)(((qh >> j) & 1) << 4);
+                if (one) {
+                    const float x = d * (float)q;   /* (d * q) + m, two roundings */
+                    out[b * 32 + j] = x + m;
+                } else {
+                    out[b * 32 + j] = d * (float)(q - 16);
+                }
+            }
+            p += one ? 24 : 22;
+        }
+        return SITS_OK;
+    case SITS_GGML_Q2_K: case SITS_GGML_Q3_K: case SITS_GGML_Q4_K: case SITS_GGML_Q5_K: case SITS_GGML_Q6_K: {
+        const uint32_t bytes = ggml_types[t->ggml_type].size;
+        for (uint64_t b = 0; b < n / 256; b++, p += bytes) {
+            float *o = out + b * 256;
+            switch (t->ggml_type) {
+            case SITS_GGML_Q2_K: deq_q2_k(p, o); break;
+            case SITS_GGML_Q3_K: deq_q3_k(p, o); break;
+            case SITS_GGML_Q4_K: deq_q45_k(p, o, 0); break;
+            case SITS_GGML_Q5_K: deq_q45_k(p, o, 1); break;
+            default: deq_q6_k(p, o); break;
+            }
+        }
+        return SITS_OK;
+    }
     default:
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are)",
-                   g ? g->what : "gguf", t->name, sits_ggml_type_name(t->ggml_type));
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                   "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are)", g ? g->what : "gguf", t->name, sits_ggml_type_name(t->ggml_type));
         return SITS_ERR_UNSUPPORTED;
     }
 }

@@ -14,7 +14,8 @@
  * tensor names, unknown value or ggml types, a dimension not a multiple of the type's block size,
  * byte sizes that overflow, offsets misaligned, past the data section or overlapping.
  *
- * Dequantisation (F32, F16, BF16, Q8_0, Q4_0, Q4_1) gives the bits of gguf-py's numpy
+ * Dequantisation (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q2_K .. Q6_K of llama.cpp's
+ * Q4_K_M / Q5_K_M / Q6_K files) gives the bits of gguf-py's numpy
  * dequantisers (gguf/quants.py, which transformers' GGUF loader calls): fp32 arithmetic, one
  * rounding per operation, no FMA contraction. Other ggml types are refused by name.
  *
@@ -41,7 +42,8 @@ typedef enum {
  * and block size only). */
 enum {
     SITS_GGML_F32 = 0, SITS_GGML_F16 = 1, SITS_GGML_Q4_0 = 2, SITS_GGML_Q4_1 = 3,
-    SITS_GGML_Q8_0 = 8, SITS_GGML_BF16 = 30
+    SITS_GGML_Q5_0 = 6, SITS_GGML_Q5_1 = 7, SITS_GGML_Q8_0 = 8, SITS_GGML_Q2_K = 10, SITS_GGML_Q3_K = 11,
+    SITS_GGML_Q4_K = 12, SITS_GGML_Q5_K = 13, SITS_GGML_Q6_K = 14, SITS_GGML_BF16 = 30
 };
 
 typedef struct {

@@ -7,8 +7,12 @@ Writes:
                  tensors use every type sits-dist dequantises -- F32, F16, BF16, Q8_0, Q4_0, Q4_1 --
                  including permuted attn_q / attn_k in several types, a tensor without an HF name
                  (rope_freqs.weight, skipped by the loader) and metadata of every GGUF value type.
-  kquant.gguf    the same header, three of the tensors and blk.0.ffn_up.weight as Q6_K (random bytes):
-                 refused by type and name.
+  kquant.gguf    the same header, three of the tensors and blk.0.ffn_up.weight as IQ2_XXS (random bytes): a type
+                 still refused by type and name (Q6_K until the K-quants were read).
+  quants.gguf    one tensor of each type dequantised beyond tiny.gguf's -- Q5_0, Q5_1 (gguf.quantize) and the
+  quants.json    K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (random super-blocks with sane f16 scales: gguf-py cannot
+  quants.f32     quantise to them) -- and gguf.dequantize's values of each (the reference: llama.cpp's own Python).
+  `--quants-only` rewrites kquant.gguf and the quants.* files alone (tiny.gguf and expected.* untouched).
   expected.json  for each tensor of tiny.gguf: the GGUF name, the transformers name (None when skipped),
                  the ggml type, the HF shape and where its expected fp32 values are in expected.f32;
                  the metadata values; the data section offset.
@@ -26,7 +30,8 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+OUT = ARGS[0] if ARGS else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                           "..", "unit", "data", "gguf")
 HIDDEN, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 64, 4, 2, 64, 64, 2
 HEAD_DIM = HIDDEN // HEADS
@@ -104,12 +109,51 @@ def write(path, tensors, with_kquant=False):
             q = gguf.quantize(arr, t)
             w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
     if with_kquant:
-        raw = rng.integers(0, 256, size=(2, 210), dtype=np.uint8)  # 2 rows of one 256-element Q6_K block
-        w.add_tensor("blk.0.ffn_up.weight", raw, raw_shape=raw.shape, raw_dtype=Q.Q6_K)
+        raw = rng.integers(0, 256, size=(2, 66), dtype=np.uint8)  # 2 rows of one 256-element IQ2_XXS block
+        w.add_tensor("blk.0.ffn_up.weight", raw, raw_shape=raw.shape, raw_dtype=Q.IQ2_XXS)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+# [gguf k-quants] (name, ggml type, rows, cols): K-quants 2 super-blocks a row
+QUANTS = [("q5_0.weight", Q.Q5_0, 3, 64), ("q5_1.weight", Q.Q5_1, 3, 64), ("q2_k.weight", Q.Q2_K, 3, 512),
+          ("q3_k.weight", Q.Q3_K, 3, 512), ("q4_k.weight", Q.Q4_K, 3, 512), ("q5_k.weight", Q.Q5_K, 3, 512),
+          ("q6_k.weight", Q.Q6_K, 3, 512)]
+# where each K-quant super-block keeps its f16 factors (d, and dmin where it has one)
+K_F16 = {Q.Q2_K: (80, 82), Q.Q3_K: (108,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}
+
+
+def write_quants(out):
+    """quants.gguf + quants.json + quants.f32 (see the docstring)"""
+    w = gguf.GGUFWriter(os.path.join(out, "quants.gguf"), "llama")
+    entries, blobs, off = [], [], 0
+    for name, t, rows, cols in QUANTS:
+        if t in K_F16:
+            size = gguf.GGML_QUANT_SIZES[t][1]
+            raw = rng.integers(0, 256, size=(rows, cols // 256, size), dtype=np.uint8)
+            for pos in K_F16[t]:   # d, dmin: positive, 2^-10 .. 2^-4, so no inf / nan
+                f = (2.0 ** rng.uniform(-10, -4, size=(rows, cols // 256))).astype(np.float16)
+                raw[:, :, pos:pos + 2] = f.view(np.uint8).reshape(rows, cols // 256, 2)
+            raw = raw.reshape(rows, cols // 256 * size)
+        else:
+            raw = gguf.quantize((0.3 * rng.standard_normal((rows, cols))).astype(np.float32), t)
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=t)
+        vals = np.ascontiguousarray(gguf.dequantize(raw, t), dtype="<f4")
+        assert vals.shape == (rows, cols) and np.isfinite(vals).all(), name
+        entries.append(dict(name=name, type=t.name, rows=rows, cols=cols, offset=off, count=int(vals.size)))
+        blobs.append(vals.tobytes())
+        off += vals.size * 4
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with open(os.path.join(out, "quants.f32"), "wb") as f:
+        f.write(b"".join(blobs))
+    with open(os.path.join(out, "quants.json"), "w") as f:
+        json.dump(dict(generator="tests/ref/gen_gguf_fixture.py (gguf.dequantize)", tensors=entries), f, indent=1)
+        f.write("\n")
 
 
 def main():
@@ -128,8 +172,12 @@ def main():
             arr = llama_permute(arr, KV_HEADS)
         tensors.append((name, arr, t))
     tiny = os.path.join(OUT, "tiny.gguf")
-    write(tiny, tensors)
+    if "--quants-only" not in sys.argv:
+        write(tiny, tensors)
     write(os.path.join(OUT, "kquant.gguf"), tensors[:3], with_kquant=True)
+    write_quants(OUT)
+    if "--quants-only" in sys.argv:
+        return
 
     # what transformers makes of it: config from the metadata, tensors dequantised, un-permuted, renamed
     parsed = load_gguf_checkpoint(tiny, return_tensors=False)

@@ -280,7 +280,7 @@ static void test_model_dir(void **state)
     free(log);
     unlink(path2);
 
-    /* a K-quant tensor: refused by type and name */
+    /* a type not read (IQ2_XXS): refused by type and name */
     size_t klen = 0;
     char *k = tm_read_file(SITS_GGUF_DATA_DIR "/kquant.gguf", &klen);
     assert_non_null(k);
@@ -294,7 +294,7 @@ static void test_model_dir(void **state)
     s = sits_gguf_dequantize(g, t, out);
     log = tm_capture_end(&cap);
     assert_int_equal(s, SITS_ERR_UNSUPPORTED);
-    assert_non_null(strstr(log, "Q6_K"));
+    assert_non_null(strstr(log, "IQ2_XXS"));
     assert_non_null(strstr(log, "blk.0.ffn_up.weight"));
     free(log);
     sits_gguf_close(g);
@@ -302,13 +302,53 @@ static void test_model_dir(void **state)
     s = sits_st_open_dir(dir, &st);
     log = tm_capture_end(&cap);
     assert_int_equal(s, SITS_ERR_UNSUPPORTED);
-    assert_non_null(strstr(log, "Q6_K"));
+    assert_non_null(strstr(log, "IQ2_XXS"));
     assert_non_null(strstr(log, "blk.0.ffn_up.weight"));
     assert_non_null(strstr(log, path));
     free(log);
     free(k);
     unlink(path);
     rmdir(dir);
+}
+
+/* [gguf k-quants] Q5_0, Q5_1 and the K-quants Q2_K .. Q6_K (quants.gguf) against gguf-py's gguf.dequantize, bit for bit */
+static void test_quants(void **state)
+{
+    (void)state;
+    size_t glen = 0, flen = 0;
+    char *img = tm_read_file(SITS_GGUF_DATA_DIR "/quants.gguf", &glen);
+    unsigned char *want = (unsigned char *)tm_read_file(SITS_GGUF_DATA_DIR "/quants.f32", &flen);
+    json_error_t jerr;
+    json_t *doc = json_load_file(SITS_GGUF_DATA_DIR "/quants.json", 0, &jerr);
+    assert_non_null(img);
+    assert_non_null(want);
+    assert_non_null(doc);
+    sits_gguf_t *g = NULL;
+    assert_int_equal(sits_gguf_parse(img, glen, "quants.gguf", &g), SITS_OK);
+    size_t i, failed = 0;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "tensors"), i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const sits_gguf_tensor_t *t = sits_gguf_tensor_find(g, name);
+        assert_non_null(t);
+        assert_string_equal(sits_ggml_type_name(t->ggml_type), json_string_value(json_object_get(e, "type")));
+        assert_true(sits_ggml_type_supported(t->ggml_type));
+        size_t n = (size_t)sits_gguf_tensor_numel(t), off = (size_t)json_integer_value(json_object_get(e, "offset"));
+        assert_int_equal(n, json_integer_value(json_object_get(e, "count")));
+        assert_true(off + 4 * n <= flen);
+        float *out = malloc(n * sizeof *out);
+        assert_int_equal(sits_gguf_dequantize(g, t, out), SITS_OK);
+        size_t bad = cmp_bits(name, out, want + off, n);
+        printf("  %s (%s): %zu values, %zu differ from gguf-py\n", name, json_string_value(json_object_get(e, "type")), n, bad);
+        failed += bad != 0;
+        free(out);
+    }
+    assert_int_equal(i, 7);
+    assert_int_equal(failed, 0);
+    sits_gguf_close(g);
+    json_decref(doc);
+    free(img);
+    free(want);
 }
 
 /* ---- corrupt images ---------------------------------------------------------------------------- */
@@ -486,7 +526,9 @@ static void test_open_errors(void **state)
     assert_null(sits_ggml_type_name(-1));
     assert_null(sits_ggml_type_name(1000));
     assert_string_equal(sits_ggml_type_name(12), "Q4_K");
-    assert_false(sits_ggml_type_supported(12));
+    assert_true(sits_ggml_type_supported(12));    /* [gguf k-quants] */
+    assert_false(sits_ggml_type_supported(16));   /* IQ2_XXS */
+    assert_false(sits_ggml_type_supported(15));   /* Q8_K: llama.cpp's intermediate, never in a file's weights */
 }
 
 int main(void)
@@ -494,7 +536,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_tensors),       cmocka_unit_test(test_hf_names),
         cmocka_unit_test(test_model_dir),    cmocka_unit_test(test_truncations),   cmocka_unit_test(test_corrupt_fields),
-        cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_quants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
