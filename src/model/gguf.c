@@ -833,7 +833,7 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
     }
 }
 
-/* ---- llama -> HF names ----------------------------------------------------------------------- */
+/* ---- llama / qwen2 / qwen3 -> HF names ------------------------------------------------------------ */
 
 sits_status_t sits_gguf_hf_name(const char *name, char *buf, size_t len)
 {
@@ -846,6 +846,7 @@ sits_status_t sits_gguf_hf_name(const char *name, char *buf, size_t len)
         { "attn_output", "self_attn.o_proj" },    { "ffn_norm", "post_attention_layernorm" },
         { "ffn_gate", "mlp.gate_proj" },          { "ffn_up", "mlp.up_proj" },
         { "ffn_down", "mlp.down_proj" },
+        { "attn_q_norm", "self_attn.q_norm" },    { "attn_k_norm", "self_attn.k_norm" },   /* [gguf qwen] qwen3 */
     };
     const char *dot = strrchr(name, '.');
     if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0)) return SITS_ERR_NOT_FOUND;

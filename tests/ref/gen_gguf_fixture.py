@@ -12,7 +12,10 @@ Writes:
   quants.gguf    one tensor of each type dequantised beyond tiny.gguf's -- Q5_0, Q5_1 (gguf.quantize) and the
   quants.json    K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (random super-blocks with sane f16 scales: gguf-py cannot
   quants.f32     quantise to them) -- and gguf.dequantize's values of each (the reference: llama.cpp's own Python).
-  `--quants-only` rewrites kquant.gguf and the quants.* files alone (tiny.gguf and expected.* untouched).
+  qwen2.gguf     [gguf qwen] one-layer qwen2 (q/k/v biases) and qwen3 (q/k norms) GGUFs, and qwen2.json / .f32,
+  qwen3.gguf     qwen3.json / .f32: every tensor under the name and with the values transformers' load_gguf_checkpoint
+                 gives it (no q/k permutation in these architectures).
+  `--quants-only` rewrites kquant.gguf, the quants.* and qwen* files alone (tiny.gguf and expected.* untouched).
   expected.json  for each tensor of tiny.gguf: the GGUF name, the transformers name (None when skipped),
                  the ggml type, the HF shape and where its expected fp32 values are in expected.f32;
                  the metadata values; the data section offset.
@@ -156,6 +159,71 @@ def write_quants(out):
         f.write("\n")
 
 
+def write_qwen(out, arch):
+    """[gguf qwen] <arch>.gguf (qwen2: q/k/v biases; qwen3: per-head q/k norms) and <arch>.json / <arch>.f32: every tensor
+    under the name transformers' load_gguf_checkpoint gives it and its values there (qwen GGUFs keep q/k rows as HF has
+    them: no permutation)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    path = os.path.join(out, arch + ".gguf")
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(1)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    if arch == "qwen3":
+        w.add_key_length(HEAD_DIM)
+        w.add_value_length(HEAD_DIM)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(VOCAB)])
+    w.add_token_types([1] * VOCAB)
+    types = dict(attn_q=Q.Q5_0, attn_k=Q.Q5_1, attn_v=Q.Q8_0, attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q4_1,
+                 ffn_down=Q.Q8_0)
+    tensors = [("token_embd.weight", (VOCAB, HIDDEN), Q.F16), ("output_norm.weight", (HIDDEN,), Q.F32),
+               ("output.weight", (VOCAB, HIDDEN), Q.Q8_0), ("blk.0.attn_norm.weight", (HIDDEN,), Q.F32),
+               ("blk.0.ffn_norm.weight", (HIDDEN,), Q.F32)]
+    tensors += [(f"blk.0.{k}.weight", SHAPES[k], t) for k, t in types.items()]
+    if arch == "qwen2":
+        tensors += [(f"blk.0.{k}.bias", (SHAPES[k][0],), Q.F32) for k in ("attn_q", "attn_k", "attn_v")]
+    else:
+        tensors += [("blk.0.attn_q_norm.weight", (HEAD_DIM,), Q.F32), ("blk.0.attn_k_norm.weight", (HEAD_DIM,), Q.F32)]
+    for name, shape, t in tensors:
+        arr = value(name, shape, t) if not name.endswith(".bias") else (0.1 * rng.standard_normal(shape)).astype(np.float32)
+        if t in (Q.F32, Q.F16):
+            w.add_tensor(name, arr.astype(np.float32 if t == Q.F32 else np.float16))
+        else:
+            q = gguf.quantize(arr, t)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    parsed = load_gguf_checkpoint(path, return_tensors=False)
+    cfg_cls, model_cls = (Qwen2Config, Qwen2ForCausalLM) if arch == "qwen2" else (Qwen3Config, Qwen3ForCausalLM)
+    cfg = cfg_cls(**{k: v for k, v in parsed["config"].items() if k not in ("model_type", "_model_name_or_path")})
+    with torch.device("meta"):
+        model = model_cls(cfg)
+    hf = load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)["tensors"]
+    entries, blobs, off = [], [], 0
+    for name in sorted(hf):
+        vals = np.ascontiguousarray(hf[name].to(torch.float32).numpy(), dtype="<f4")
+        entries.append(dict(hf_name=name, shape=list(vals.shape), offset=off, count=int(vals.size)))
+        blobs.append(vals.tobytes())
+        off += vals.size * 4
+    assert len(entries) == len(tensors), (sorted(hf), [t[0] for t in tensors])
+    with open(os.path.join(out, arch + ".f32"), "wb") as f:
+        f.write(b"".join(blobs))
+    with open(os.path.join(out, arch + ".json"), "w") as f:
+        json.dump(dict(generator="tests/ref/gen_gguf_fixture.py (transformers load_gguf_checkpoint)", arch=arch,
+                       tensors=entries), f, indent=1)
+        f.write("\n")
+
+
 def main():
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -176,6 +244,8 @@ def main():
         write(tiny, tensors)
     write(os.path.join(OUT, "kquant.gguf"), tensors[:3], with_kquant=True)
     write_quants(OUT)
+    write_qwen(OUT, "qwen2")
+    write_qwen(OUT, "qwen3")
     if "--quants-only" in sys.argv:
         return
 

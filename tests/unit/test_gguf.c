@@ -351,6 +351,77 @@ static void test_quants(void **state)
     free(want);
 }
 
+static size_t after_str(const unsigned char *buf, size_t len, const char *s);
+
+/* [gguf qwen] qwen2 (q/k/v biases) and qwen3 (q/k norms) GGUF directories: every tensor under transformers' name with
+ * transformers' values (load_gguf_checkpoint; no q/k permutation in these architectures), bit for bit */
+static void test_qwen_dirs(void **state)
+{
+    (void)state;
+    static const char *const arch[] = { "qwen2", "qwen3" };
+    for (int a = 0; a < 2; a++) {
+        char src[512], dir[] = "/tmp/test_gguf_qwen_XXXXXX", path[600];
+        size_t glen = 0, flen = 0;
+        snprintf(src, sizeof src, "%s/%s.gguf", SITS_GGUF_DATA_DIR, arch[a]);
+        char *img = tm_read_file(src, &glen);
+        snprintf(src, sizeof src, "%s/%s.f32", SITS_GGUF_DATA_DIR, arch[a]);
+        unsigned char *want = (unsigned char *)tm_read_file(src, &flen);
+        snprintf(src, sizeof src, "%s/%s.json", SITS_GGUF_DATA_DIR, arch[a]);
+        json_error_t jerr;
+        json_t *doc = json_load_file(src, 0, &jerr);
+        assert_non_null(img);
+        assert_non_null(want);
+        assert_non_null(doc);
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/model.gguf", dir);
+        assert_int_equal(tm_write_file(path, img, glen), 0);
+        sits_st_t *st = NULL;
+        assert_int_equal(sits_st_open_dir(dir, &st), SITS_OK);
+        size_t i, failed = 0;
+        json_t *e;
+        json_array_foreach(json_object_get(doc, "tensors"), i, e) {
+            const char *name = json_string_value(json_object_get(e, "hf_name"));
+            const sits_st_tensor_t *t = sits_st_find(st, name);
+            size_t n = (size_t)json_integer_value(json_object_get(e, "count")), off = (size_t)json_integer_value(json_object_get(e, "offset"));
+            if (!t || t->dtype != SITS_DT_F32 || t->nbytes != 4 * n || off + 4 * n > flen) {
+                printf("  %s %s: missing, or dtype / size differ\n", arch[a], name);
+                failed++;
+                continue;
+            }
+            float *v = malloc(4 * n);
+            memcpy(v, t->data, 4 * n);
+            failed += cmp_bits(name, v, want + off, n) != 0;
+            free(v);
+        }
+        printf("%s: %zu tensors as transformers loads them, %zu wrong\n", arch[a], i, failed);
+        assert_int_equal(sits_st_count(st), i);
+        assert_int_equal(failed, 0);
+        sits_st_close(st);
+        unlink(path);
+        rmdir(dir);
+        json_decref(doc);
+        if (a == 0) {   /* another architecture ("gemma", its string patched in place): refused by name */
+            size_t at = after_str((const unsigned char *)img, glen, "general.architecture") + 4 + 8;
+            assert_memory_equal(img + at, "qwen2", 5);
+            memcpy(img + at, "gemma", 5);
+            assert_non_null(mkdtemp(strcpy(dir, "/tmp/test_gguf_qwen_XXXXXX")));
+            snprintf(path, sizeof path, "%s/model.gguf", dir);
+            assert_int_equal(tm_write_file(path, img, glen), 0);
+            tm_capture_t cap;
+            tm_capture_begin(&cap);
+            sits_status_t s = sits_st_open_dir(dir, &st);
+            char *log = tm_capture_end(&cap);
+            assert_int_equal(s, SITS_ERR_UNSUPPORTED);
+            assert_non_null(strstr(log, "\"gemma\": only llama, qwen2 and qwen3 GGUF files can be loaded"));
+            free(log);
+            unlink(path);
+            rmdir(dir);
+        }
+        free(img);
+        free(want);
+    }
+}
+
 /* ---- corrupt images ---------------------------------------------------------------------------- */
 
 /* Offset just past the GGUF string s (its u64 length prefix must precede it). */
@@ -536,7 +607,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_tensors),       cmocka_unit_test(test_hf_names),
         cmocka_unit_test(test_model_dir),    cmocka_unit_test(test_truncations),   cmocka_unit_test(test_corrupt_fields),
-        cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_quants),
+        cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_quants),        cmocka_unit_test(test_qwen_dirs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
