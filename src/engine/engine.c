@@ -662,8 +662,10 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         .max_seq_tokens = e->seq_tokens,   /* [perf] */
     };
     if (c->attn_scale > 0.0f) aa.scale = c->attn_scale;   /* [families] Gemma: query_pre_attn_scalar^-0.5 */
-    /* [families] longrope scales cos and sin by attention_factor, so q.k by its square */
+    const float scale_nope = aa.scale;   /* [smollm3] NoPE layers: no cos / sin, so no attention factor */
+    /* [families] longrope (and [rope] yarn) scale cos and sin by attention_factor, so q.k by its square */
     if (c->rope_attn_factor != 1.0 && c->rope_attn_factor > 0.0) aa.scale *= (float)(c->rope_attn_factor * c->rope_attn_factor);
+    const float scale_rope = aa.scale;
     int q_dim = d->nh_loc * hd, kv_dim = d->nkv_loc * hd;
     sits_comm_t *pp = e->p.pp_comm;
     size_t x_bytes = (size_t)n * H * (e->res_f32 ? sizeof(float) : sits_dtype_size(be->act_dtype));
@@ -694,6 +696,8 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         /* [families] per-layer window (sliding / global layers) and RoPE base (Gemma 3's local layers) */
         aa.window = sits_model_layer_window(c, l);
         const float *inv_freq = aa.window > 0 && w->inv_freq_local ? w->inv_freq_local : w->inv_freq;
+        if (c->layer_nope[l] && w->inv_freq_none) inv_freq = w->inv_freq_none;   /* [smollm3] a NoPE layer */
+        aa.scale = c->layer_nope[l] ? scale_nope : scale_rope;
         SITS_CHECK(linear(e, e->qkv, e->h, lw->qkv, lw->qkv_scale, &lw->qkv_w4, lw->qkv_bias, n, H, d->qkv_dim));  /* [n, qkv_dim] */
         /* [families] per-head q / k RMSNorm before RoPE (Qwen3, Gemma 3): inside the fused rope + kv write where
          * it can be (head_dim % 64 == 0), else its own op */

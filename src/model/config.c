@@ -108,6 +108,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "phi3", "Phi3ForCausalLM", SITS_ARCH_PHI3 },
         { "granite", "GraniteForCausalLM", SITS_ARCH_LLAMA },        /* [granite] Llama with four multipliers */
         { "glm", "GlmForCausalLM", SITS_ARCH_LLAMA },                /* [glm] parse_root's glm part */
+        { "smollm3", "SmolLM3ForCausalLM", SITS_ARCH_LLAMA },        /* [smollm3] Llama with NoPE layers */
         { "glm4", "Glm4ForCausalLM", SITS_ARCH_LLAMA },
         { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
         { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
@@ -127,7 +128,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, glm, glm4, mixtral, qwen2_moe, qwen3_moe, "
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, glm, glm4, smollm3, mixtral, qwen2_moe, qwen3_moe, "
                    "and the language model of gemma3, mistral3, qwen2_vl, qwen2_5_vl)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
@@ -570,6 +571,44 @@ static sits_status_t parse_granite(const json_t *root, const char *what, sits_mo
     return SITS_OK;
 }
 
+/* [smollm3] no_rope_layers (n_layers of 0 / 1) or no_rope_layer_interval (4): which layers skip RoPE */
+static sits_status_t parse_smollm3(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    int flag;
+    SITS_CHECK(get_bool(root, "use_sliding_window", what, 0, &flag));
+    if (flag) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: use_sliding_window: true is not supported for smollm3", what);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    if (cfg->n_layers > SITS_MAX_LAYER_TYPES) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: num_hidden_layers: %d, at most %d supported for smollm3", what, cfg->n_layers,
+                   SITS_MAX_LAYER_TYPES);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    const json_t *nr = json_object_get(root, "no_rope_layers");
+    if (nr && !json_is_null(nr)) {
+        if (!json_is_array(nr) || json_array_size(nr) != (size_t)cfg->n_layers) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: no_rope_layers: expected num_hidden_layers (%d) values of 0 or 1", what, cfg->n_layers);
+            return SITS_ERR_FORMAT;
+        }
+        for (int l = 0; l < cfg->n_layers; l++) {
+            const json_t *v = json_array_get(nr, (size_t)l);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: no_rope_layers[%d]: expected 0 or 1", what, l);
+                return SITS_ERR_FORMAT;
+            }
+            cfg->layer_nope[l] = json_integer_value(v) == 0;
+        }
+    } else {
+        int every;
+        SITS_CHECK(get_int(root, "no_rope_layer_interval", what, "", 0, 4, &every));
+        SITS_CHECK(check_positive(every, "no_rope_layer_interval", what));
+        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_nope[l] = (l + 1) % every == 0;
+    }
+    for (int l = 0; l < cfg->n_layers; l++) cfg->has_nope |= cfg->layer_nope[l];
+    return SITS_OK;
+}
+
 static sits_status_t parse_root(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -638,12 +677,13 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
     cfg->rms_norm_eps = (float)eps;
 
     /* HF defaults per architecture. */
-    int def_max_pos = cfg->arch == SITS_ARCH_LLAMA ? 2048 : cfg->arch == SITS_ARCH_MISTRAL ? 4096 * 32 : 32768;
+    int def_max_pos = cfg->arch == SITS_ARCH_LLAMA && strcmp(cfg->model_type, "smollm3") ? 2048
+                      : cfg->arch == SITS_ARCH_MISTRAL ? 4096 * 32 : 32768;
     SITS_CHECK(get_int(root, "max_position_embeddings", what, "", 0, def_max_pos, &cfg->max_position_embeddings));
     SITS_CHECK(check_positive(cfg->max_position_embeddings, "max_position_embeddings", what));
     SITS_CHECK(parse_rope(root, what, cfg));
 
-    SITS_CHECK(get_bool(root, "tie_word_embeddings", what, 0, &cfg->tie_word_embeddings));
+    SITS_CHECK(get_bool(root, "tie_word_embeddings", what, !strcmp(cfg->model_type, "smollm3"), &cfg->tie_word_embeddings));
     int attention_bias, mlp_bias;
     SITS_CHECK(get_bool(root, "attention_bias", what, 0, &attention_bias));
     SITS_CHECK(get_bool(root, "mlp_bias", what, 0, &mlp_bias));
@@ -709,6 +749,7 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
 
     if (gemma) SITS_CHECK(parse_gemma(root, what, cfg));   /* [families] */
     if (!strcmp(cfg->model_type, "granite")) SITS_CHECK(parse_granite(root, what, cfg));
+    if (!strcmp(cfg->model_type, "smollm3")) SITS_CHECK(parse_smollm3(root, what, cfg));
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
     SITS_CHECK(parse_eos(root, what, cfg));
 

@@ -39,6 +39,9 @@
  * attention_bias (default true), no o_proj bias, fused gate_up_proj, partial_rotary_factor (default 0.5) with
  * interleaved pairs; glm4 adds post-attention and post-MLP norms (its post_self_attn_layernorm / post_attention_layernorm
  * / post_mlp_layernorm are read as Gemma 2's sandwich norms).
+ * [smollm3] model_type smollm3 (SmolLM3ForCausalLM): Llama with NoPE layers (no_rope_layers [n_layers] of 1 = RoPE,
+ * 0 = none; absent: every no_rope_layer_interval-th (4) layer without), tied embeddings and 32768 positions by
+ * default; use_sliding_window true is refused.
  * [granite] model_type granite (GraniteForCausalLM: Granite 3.x dense): Llama plus embedding_multiplier,
  * attention_multiplier, residual_multiplier, logits_scaling (each > 0, default 1, as GraniteConfig).
  * [mm] model_type mistral3 (Mistral3ForConditionalGeneration: its text_config as mistral) and qwen2_vl / qwen2_5_vl
@@ -123,6 +126,8 @@ typedef struct {
                                * no scaling); 0 = the global one for every layer */
     int has_layer_types;      /* layer_sliding[] is per layer; else every layer uses sliding_window (Mistral) */
     unsigned char layer_sliding[SITS_MAX_LAYER_TYPES];   /* 1: layer l is a sliding_attention layer */
+    int has_nope;             /* [smollm3] some layers use no positional embedding: layer_nope[] */
+    unsigned char layer_nope[SITS_MAX_LAYER_TYPES];      /* 1: layer l skips RoPE (SmolLM3's no_rope_layers[l] == 0) */
     /* Phi-3 */
     int fused_qkv;            /* self_attn.qkv_proj.weight [(nh + 2 nkv) hd, H] instead of q/k/v_proj */
     int fused_gate_up;        /* mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) instead of gate/up_proj */

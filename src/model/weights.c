@@ -1357,6 +1357,11 @@ sits_status_t sits_model_weights_load_quant(const sits_model_config_t *cfg, cons
             st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_local);
             if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_local, inv, sizeof(float) * (size_t)half);
         }
+        if (st_ == SITS_OK && cfg->has_nope) {   /* [smollm3] NoPE layers: a table of zeros */
+            memset(inv, 0, sizeof(float) * (size_t)half);
+            st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_none);
+            if (st_ == SITS_OK) st_ = be->ops->upload(be, w->inv_freq_none, inv, sizeof(float) * (size_t)half);
+        }
         if (st_ == SITS_OK && cfg->rope_type == SITS_ROPE_LONGROPE) {   /* [families] Phi-3 */
             sits_model_rope_inv_freq_long(cfg, inv);
             st_ = be->ops->alloc(be, sizeof(float) * (size_t)half, (void **)&w->inv_freq_long);
@@ -1442,6 +1447,7 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
     if (w->final_norm) be->ops->free(be, w->final_norm);
     if (w->inv_freq) be->ops->free(be, w->inv_freq);
     if (w->inv_freq_local) be->ops->free(be, w->inv_freq_local);
+    if (w->inv_freq_none) be->ops->free(be, w->inv_freq_none);
     if (w->inv_freq_long) be->ops->free(be, w->inv_freq_long);
     if (w->lm_head_scale) be->ops->free(be, w->lm_head_scale);
     free(w->quant);

@@ -95,6 +95,7 @@ typedef struct {
     float *inv_freq;      /* [hd/2] f32 on the backend */
     float *inv_freq_local; /* [families] [hd/2] of sliding layers when rope_local_theta is set, else NULL */
     float *inv_freq_long;  /* [families] [hd/2] longrope's long set (inv_freq holds the short one), else NULL */
+    float *inv_freq_none;  /* [smollm3] [hd/2] zeros, the NoPE layers' table (cos 1, sin 0), else NULL */
     sits_layer_weights_t *layers;  /* [n_layers] */
     size_t bytes;         /* weight bytes held by this rank */
     sits_backend_t *be;

@@ -21,9 +21,10 @@
 #               language_model.lm_head, head_dim 24 given, theta 1e9
 #   granite     [granite] Granite 3.x: embedding / attention / residual multipliers and logits scaling, tied embeddings
 #   glm, glm4   [glm] GLM-4: q/k/v biases, fused gate_up, half of each head rotary in interleaved pairs; glm4's post norms
+#   smollm3     [smollm3] NoPE layers (1 and 3) beside YaRN ones: the attention factor on the RoPE layers only
 #   qwen2_5_vl  [mm] Qwen2_5_VLForConditionalGeneration: config.json flat as the hub's, multimodal RoPE sections
 . "$top_srcdir/tests/integration/lib.sh"
-models="$FIX/qwen3 $FIX/qwen3_tied $FIX/qwen3_hd64 $FIX/gemma2 $FIX/gemma3 $FIX/phi3 $FIX/phi3_partial $FIX/qwen3_yarn $FIX/gemma3_mm $FIX/mistral3_mm $FIX/qwen2_5_vl $FIX/granite $FIX/glm $FIX/glm4"
+models="$FIX/qwen3 $FIX/qwen3_tied $FIX/qwen3_hd64 $FIX/gemma2 $FIX/gemma3 $FIX/phi3 $FIX/phi3_partial $FIX/qwen3_yarn $FIX/gemma3_mm $FIX/mistral3_mm $FIX/qwen2_5_vl $FIX/granite $FIX/glm $FIX/glm4 $FIX/smollm3"
 for np in 1 2 4; do
   if timeout 300 $SITS_MPIRUN -np $np "$top_builddir/tests/integration/test_fixtures" $models > /tmp/families.$$ 2>&1; then
     ok "test_fixtures at tp $np: $(grep -c '^ok' /tmp/families.$$) models"
@@ -33,7 +34,7 @@ for np in 1 2 4; do
 done
 rm -f /tmp/families.$$
 # the CLI with 6-token steps (prompts cross the window in chunks) and pipeline stages
-for m in qwen3:2:2 qwen3_hd64:2:1 gemma2:3:3 gemma2:4:2 gemma3:2:1 gemma3:3:3 phi3:2:2 phi3:4:1 phi3_partial:2:2 qwen3_yarn:4:2 gemma3_mm:2:1 mistral3_mm:2:2 qwen2_5_vl:4:1 granite:2:2 glm:2:1 glm4:4:2; do
+for m in qwen3:2:2 qwen3_hd64:2:1 gemma2:3:3 gemma2:4:2 gemma3:2:1 gemma3:3:3 phi3:2:2 phi3:4:1 phi3_partial:2:2 qwen3_yarn:4:2 gemma3_mm:2:1 mistral3_mm:2:2 qwen2_5_vl:4:1 granite:2:2 glm:2:1 glm4:4:2 smollm3:2:2; do
   IFS=: read -r name np pp <<< "$m"
   for i in 2 3; do
     ids=$(ref_row "$FIX/$name/reference.json" prompts $i); want=$(ref_row "$FIX/$name/reference.json" greedy $i)

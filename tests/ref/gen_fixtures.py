@@ -42,7 +42,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           Gemma3TextConfig, Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration,
                           Qwen2_5_VLForConditionalGeneration, GraniteConfig, GraniteForCausalLM, GlmConfig, GlmForCausalLM,
-                          Glm4Config, Glm4ForCausalLM)
+                          Glm4Config, Glm4ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE_ROOT = os.path.normpath(os.path.join(HERE, "..", "fixtures", "models"))
@@ -289,6 +289,17 @@ MODELS = {
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=193,
                  max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False, pad_token_id=None,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # [smollm3] SmolLM3: Llama whose no_rope_layers 0 layers (1 and 3 here) use no positional embedding, with YaRN (factor
+    # 2, original 64) on the others -- its attention factor on their cos / sin only -- and tied embeddings by default.
+    "smollm3": dict(
+        cls=SmolLM3ForCausalLM, cfg_cls=SmolLM3Config, dtype=torch.bfloat16, shards=1, seed=9300,
+        all_logits_prompt=3, linear_std=0.25, embed_std=0.5,
+        cfg=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=187,
+                 max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=True, pad_token_id=None,
+                 no_rope_layers=[1, 0, 1, 0],
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0,
+                                  "original_max_position_embeddings": 64})),
     # [mm] Mistral-Small-3.1's layout: Mistral3ForConditionalGeneration, tensors under language_model.model., head_dim 24
     # given (!= hidden / heads), rope_theta 1e9 as that model's; text prompts only.
     "mistral3_mm": dict(

@@ -381,6 +381,35 @@ static void test_glm(void **state)
     assert_true(inv[0] == 1.0f && fabsf(inv[1] - 0.01f) < 1e-8f && inv[2] == 0.0f && inv[3] == 0.0f);
 }
 
+/* [smollm3] SmolLM3-3B's shape: no_rope_layers given, or every fourth layer by default (SmolLM3Config); tied and 32768
+ * positions by default; sliding windows refused. */
+static void test_smollm3(void **state)
+{
+    (void)state;
+    const char *j = "{\"model_type\": \"smollm3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                    " \"num_hidden_layers\": 8, \"num_attention_heads\": 4, \"no_rope_layers\": [1, 1, 0, 1, 1, 1, 0, 1]}";
+    sits_model_config_t c;
+    assert_int_equal(parse_str(j, &c), SITS_OK);
+    static const unsigned char want[8] = { 0, 0, 1, 0, 0, 0, 1, 0 };
+    assert_memory_equal(c.layer_nope, want, 8);
+    assert_true(c.has_nope && c.tie_word_embeddings == 1 && c.max_position_embeddings == 32768);
+    const char *d = "{\"model_type\": \"smollm3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                    " \"num_hidden_layers\": 8, \"num_attention_heads\": 4, \"tie_word_embeddings\": false}";
+    assert_int_equal(parse_str(d, &c), SITS_OK);
+    for (int l = 0; l < 8; l++) assert_int_equal(c.layer_nope[l], (l + 1) % 4 == 0);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    const char *bad = "{\"model_type\": \"smollm3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"no_rope_layers\": [1, 2]}";
+    assert_int_equal(parse_str(bad, &c), SITS_ERR_FORMAT);
+    const char *sw = "{\"model_type\": \"smollm3\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                     " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"use_sliding_window\": true, \"sliding_window\": 8}";
+    assert_int_equal(parse_str(sw, &c), SITS_ERR_UNSUPPORTED);
+    const char *llama = "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 48,"
+                        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}";
+    assert_int_equal(parse_str(llama, &c), SITS_OK);   /* other families: no NoPE layers, not tied, 2048 positions */
+    assert_true(!c.has_nope && c.tie_word_embeddings == 0 && c.max_position_embeddings == 2048);
+}
+
 /* [families] Phi-3-mini-128k style (legacy rope_scaling type longrope, original_max_position_embeddings at the
  * top level, sliding_window on every layer) at head_dim 16; Phi-3-medium's "su"; refusals. */
 static void test_phi3(void **state)
@@ -805,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_multimodal_text),
         cmocka_unit_test(test_granite),
         cmocka_unit_test(test_glm),
+        cmocka_unit_test(test_smollm3),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama_bias_and_arch_fallback),
