@@ -837,6 +837,16 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
 
 sits_status_t sits_gguf_hf_name(const char *name, char *buf, size_t len)
 {
+    return sits_gguf_hf_name_arch("llama", name, buf, len);
+}
+
+sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *name, char *buf, size_t len)
+{
+    static const struct { const char *gguf, *hf; } gemma[] = {   /* [gguf gemma] checked first for gemma2 / gemma3 */
+        { "ffn_norm", "pre_feedforward_layernorm" }, { "post_attention_norm", "post_attention_layernorm" },
+        { "post_ffw_norm", "post_feedforward_layernorm" },
+    };
+    const int is_gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     static const struct { const char *gguf, *hf; } top[] = {
         { "token_embd", "model.embed_tokens" }, { "output_norm", "model.norm" }, { "output", "lm_head" },
     };
@@ -864,6 +874,12 @@ sits_status_t sits_gguf_hf_name(const char *name, char *buf, size_t len)
     if (q == p || q - p > 6 || *q != '.') return SITS_ERR_NOT_FOUND;
     const char *part = q + 1;
     size_t plen = (size_t)(dot - part);
+    for (size_t i = 0; is_gemma && i < sizeof gemma / sizeof gemma[0]; i++) {
+        if (strlen(gemma[i].gguf) == plen && !strncmp(part, gemma[i].gguf, plen)) {
+            n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, gemma[i].hf, dot);
+            return n >= 0 && (size_t)n < len ? SITS_OK : SITS_ERR_INVALID;
+        }
+    }
     for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
         if (strlen(blk[i].gguf) == plen && !strncmp(part, blk[i].gguf, plen)) {
             n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, blk[i].hf, dot);

@@ -115,6 +115,9 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
  * (the suffix .weight / .bias kept). SITS_ERR_NOT_FOUND (nothing logged) for a name without
  * an HF counterpart (rope_freqs, ...). */
 sits_status_t sits_gguf_hf_name(const char *gguf_name, char *buf, size_t len);
+/* [gguf gemma] The same for architecture arch: gemma2 / gemma3 name their four norms a layer otherwise
+ * (attn_norm, post_attention_norm, ffn_norm -> pre_feedforward_layernorm, post_ffw_norm); llama, qwen2, qwen3 as above. */
+sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *gguf_name, char *buf, size_t len);
 /* Undo llama.cpp's row permutation of attn_q / attn_k (convert_hf_to_gguf.py permute()) in place,
  * as transformers' LlamaTensorProcessor._reverse_permute_weights does: w is [rows, cols] with
  * rows = n_head * head_dim; HF row h*hd + j*(hd/2) + i comes from GGUF row h*hd + 2*i + j.

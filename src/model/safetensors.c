@@ -394,10 +394,10 @@ err_close:
     return s;
 }
 
-/* The architecture, and for llama the numbers the q/k un-permutation needs, from the GGUF metadata (as transformers
- * reads them: llama.attention.head_count, .head_count_kv defaulting to it). [gguf qwen] qwen2 / qwen3 GGUFs keep q / k
- * rows as transformers has them (*permute_p 0: no heads needed). */
-static sits_status_t gguf_heads(const sits_gguf_t *g, int *permute_p, int64_t *n_head_p, int64_t *n_kv_p)
+/* The architecture (into arch_out), and for llama the numbers the q/k un-permutation needs, from the GGUF metadata (as
+ * transformers reads them: llama.attention.head_count, .head_count_kv defaulting to it). [gguf qwen] qwen2 / qwen3 and
+ * [gguf gemma] gemma2 / gemma3 GGUFs keep q / k rows as transformers has them (*permute_p 0: no heads needed). */
+static sits_status_t gguf_heads(const sits_gguf_t *g, char arch_out[16], int *permute_p, int64_t *n_head_p, int64_t *n_kv_p)
 {
     const char *path = sits_gguf_path(g), *arch = NULL;
     size_t alen = 0;
@@ -406,14 +406,18 @@ static sits_status_t gguf_heads(const sits_gguf_t *g, int *permute_p, int64_t *n
         SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: missing or not a string", path);
         return SITS_ERR_FORMAT;
     }
-    *n_head_p = *n_kv_p = 0;
-    *permute_p = alen == 5 && !memcmp(arch, "llama", 5);
-    if ((alen == 5 && (!memcmp(arch, "qwen2", 5) || !memcmp(arch, "qwen3", 5)))) return SITS_OK;
-    if (!*permute_p) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2 and qwen3 GGUF files can be "
-                   "loaded", path, (int)(alen > 64 ? 64 : alen), arch);
+    static const char *const known[] = { "llama", "qwen2", "qwen3", "gemma2", "gemma3" };
+    size_t ai;
+    for (ai = 0; ai < sizeof known / sizeof known[0] && !(alen == strlen(known[ai]) && !memcmp(arch, known[ai], alen)); ai++) {}
+    if (ai == sizeof known / sizeof known[0]) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2, qwen3, gemma2 and gemma3 GGUF "
+                   "files can be loaded", path, (int)(alen > 64 ? 64 : alen), arch);
         return SITS_ERR_UNSUPPORTED;
     }
+    snprintf(arch_out, 16, "%s", known[ai]);
+    *n_head_p = *n_kv_p = 0;
+    *permute_p = ai == 0;
+    if (!*permute_p) return SITS_OK;
     const sits_gguf_kv_t *h = sits_gguf_kv_find(g, "llama.attention.head_count");
     const sits_gguf_kv_t *k = sits_gguf_kv_find(g, "llama.attention.head_count_kv");
     if (!h || h->type == SITS_GGUF_ARRAY || sits_gguf_kv_get_i64(h, 0, n_head_p) != SITS_OK || *n_head_p <= 0) {
@@ -441,13 +445,14 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
     uint64_t total = 0, max_qk = 0;
     int64_t n_head, n_kv;
     int permute;
-    char hf[320];
+    char hf[320], arch[16];
     SITS_CHECK(sits_gguf_open(path, &g));
-    SITS_CHECK_GOTO(gguf_heads(g, &permute, &n_head, &n_kv), s, out_close);
+    SITS_CHECK_GOTO(gguf_heads(g, arch, &permute, &n_head, &n_kv), s, out_close);
+    const int gemma = !strncmp(arch, "gemma", 5);
     size_t n = sits_gguf_tensor_count(g);
     for (size_t i = 0; i < n; i++) {
         const sits_gguf_tensor_t *t = sits_gguf_tensor_at(g, i);
-        if (sits_gguf_hf_name(t->name, hf, sizeof hf) != SITS_OK) continue;
+        if (sits_gguf_hf_name_arch(arch, t->name, hf, sizeof hf) != SITS_OK) continue;
         if (!sits_ggml_type_supported(t->ggml_type)) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
                        "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are)", path, t->name, sits_ggml_type_name(t->ggml_type));
@@ -486,13 +491,15 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
     float *dst = buf;
     for (size_t i = 0; i < n; i++) {
         const sits_gguf_tensor_t *t = sits_gguf_tensor_at(g, i);
-        if (sits_gguf_hf_name(t->name, hf, sizeof hf) != SITS_OK) {
+        if (sits_gguf_hf_name_arch(arch, t->name, hf, sizeof hf) != SITS_OK) {
             SITS_INFO(SITS_SUB_MODEL, "%s: tensor %s has no transformers counterpart: skipped", path, t->name);
             n_skip++;
             continue;
         }
         uint64_t numel = sits_gguf_tensor_numel(t);
         SITS_CHECK_GOTO(sits_gguf_dequantize(g, t, dst), s, err_unwind);
+        if (gemma && strstr(t->name, "norm.weight"))   /* [gguf gemma] llama.cpp stores Gemma's norms as 1 + w (Gemma2TensorProcessor) */
+            for (uint64_t j = 0; j < numel; j++) dst[j] -= 1.0f;
         if (permute && (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k."))) {
             int64_t rows = t->ndim >= 2 ? t->ne[1] : t->ne[0], cols = t->ndim >= 2 ? t->ne[0] : 1;
             SITS_CHECK_GOTO(sits_gguf_unpermute_qk(dst, rows, cols, strstr(t->name, ".attn_q.") ? n_head : n_kv, tmp),

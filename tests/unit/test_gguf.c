@@ -353,13 +353,14 @@ static void test_quants(void **state)
 
 static size_t after_str(const unsigned char *buf, size_t len, const char *s);
 
-/* [gguf qwen] qwen2 (q/k/v biases) and qwen3 (q/k norms) GGUF directories: every tensor under transformers' name with
- * transformers' values (load_gguf_checkpoint; no q/k permutation in these architectures), bit for bit */
-static void test_qwen_dirs(void **state)
+/* [gguf qwen] qwen2 (q/k/v biases), qwen3 (q/k norms) and [gguf gemma] gemma3 (sandwich norms stored as 1 + w) GGUF
+ * directories: every tensor under transformers' name with transformers' values (load_gguf_checkpoint; no q/k permutation
+ * in these architectures), bit for bit */
+static void test_arch_dirs(void **state)
 {
     (void)state;
-    static const char *const arch[] = { "qwen2", "qwen3" };
-    for (int a = 0; a < 2; a++) {
+    static const char *const arch[] = { "qwen2", "qwen3", "gemma3" };
+    for (int a = 0; a < 3; a++) {
         char src[512], dir[] = "/tmp/test_gguf_qwen_XXXXXX", path[600];
         size_t glen = 0, flen = 0;
         snprintf(src, sizeof src, "%s/%s.gguf", SITS_GGUF_DATA_DIR, arch[a]);
@@ -412,7 +413,7 @@ static void test_qwen_dirs(void **state)
             sits_status_t s = sits_st_open_dir(dir, &st);
             char *log = tm_capture_end(&cap);
             assert_int_equal(s, SITS_ERR_UNSUPPORTED);
-            assert_non_null(strstr(log, "\"gemma\": only llama, qwen2 and qwen3 GGUF files can be loaded"));
+            assert_non_null(strstr(log, "\"gemma\": only llama, qwen2, qwen3, gemma2 and gemma3 GGUF files can be loaded"));
             free(log);
             unlink(path);
             rmdir(dir);
@@ -607,7 +608,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_tensors),       cmocka_unit_test(test_hf_names),
         cmocka_unit_test(test_model_dir),    cmocka_unit_test(test_truncations),   cmocka_unit_test(test_corrupt_fields),
-        cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_quants),        cmocka_unit_test(test_qwen_dirs),
+        cmocka_unit_test(test_open_errors),  cmocka_unit_test(test_quants),        cmocka_unit_test(test_arch_dirs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
