@@ -15,7 +15,7 @@ Writes:
   qwen2.gguf     [gguf qwen] one-layer qwen2 (q/k/v biases), qwen3 (q/k norms) and [gguf gemma] gemma3 (sandwich
   qwen3.gguf     norms stored as 1 + w, tied head) GGUFs, and <arch>.json / <arch>.f32: every tensor under the name and
   gemma3.gguf    with the values transformers' load_gguf_checkpoint gives it (no q/k permutation in these architectures;
-                 Gemma2TensorProcessor's norm - 1).
+  gemma2.gguf    Gemma2TensorProcessor's norm - 1); gemma2 as gemma3 without q/k norms.
   `--quants-only` rewrites kquant.gguf, the quants.* and qwen* files alone (tiny.gguf and expected.* untouched).
   expected.json  for each tensor of tiny.gguf: the GGUF name, the transformers name (None when skipped),
                  the ggml type, the HF shape and where its expected fp32 values are in expected.f32;
@@ -166,7 +166,7 @@ def write_qwen(out, arch):
     them: no permutation)."""
     import torch
     from transformers import (Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Gemma3TextConfig,
-                              Gemma3ForCausalLM)
+                              Gemma3ForCausalLM, Gemma2Config, Gemma2ForCausalLM)
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
     path = os.path.join(out, arch + ".gguf")
     w = gguf.GGUFWriter(path, arch)
@@ -178,10 +178,10 @@ def write_qwen(out, arch):
     w.add_head_count_kv(KV_HEADS)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    if arch in ("qwen3", "gemma3"):
+    if arch in ("qwen3", "gemma3", "gemma2"):
         w.add_key_length(HEAD_DIM)
         w.add_value_length(HEAD_DIM)
-    if arch == "gemma3":
+    if arch.startswith("gemma"):
         w.add_sliding_window(8)
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(VOCAB)])
@@ -190,14 +190,14 @@ def write_qwen(out, arch):
                  ffn_down=Q.Q8_0)
     tensors = [("token_embd.weight", (VOCAB, HIDDEN), Q.F16), ("output_norm.weight", (HIDDEN,), Q.F32),
                ("blk.0.attn_norm.weight", (HIDDEN,), Q.F32), ("blk.0.ffn_norm.weight", (HIDDEN,), Q.F32)]
-    if arch != "gemma3":   # Gemma ties its head to the embedding
+    if not arch.startswith("gemma"):   # Gemma ties its head to the embedding
         tensors.append(("output.weight", (VOCAB, HIDDEN), Q.Q8_0))
     tensors += [(f"blk.0.{k}.weight", SHAPES[k], t) for k, t in types.items()]
     if arch == "qwen2":
         tensors += [(f"blk.0.{k}.bias", (SHAPES[k][0],), Q.F32) for k in ("attn_q", "attn_k", "attn_v")]
-    else:
+    elif arch != "gemma2":
         tensors += [("blk.0.attn_q_norm.weight", (HEAD_DIM,), Q.F32), ("blk.0.attn_k_norm.weight", (HEAD_DIM,), Q.F32)]
-    if arch == "gemma3":   # [gguf gemma] the sandwich norms; llama.cpp stores Gemma's norms as 1 + w (near 1 here too)
+    if arch.startswith("gemma"):   # [gguf gemma] the sandwich norms; llama.cpp stores Gemma's norms as 1 + w (near 1 here too)
         tensors += [("blk.0.post_attention_norm.weight", (HIDDEN,), Q.F32), ("blk.0.post_ffw_norm.weight", (HIDDEN,), Q.F32)]
     for name, shape, t in tensors:
         arr = value(name, shape, t) if not name.endswith(".bias") else (0.1 * rng.standard_normal(shape)).astype(np.float32)
@@ -212,7 +212,7 @@ def write_qwen(out, arch):
     w.close()
     parsed = load_gguf_checkpoint(path, return_tensors=False)
     cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
-                          "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM)}[arch]
+                          "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM), "gemma2": (Gemma2Config, Gemma2ForCausalLM)}[arch]
     cfg = cfg_cls(**{k: v for k, v in parsed["config"].items() if k not in ("model_type", "_model_name_or_path")})
     with torch.device("meta"):
         model = model_cls(cfg)
@@ -255,6 +255,7 @@ def main():
     write_qwen(OUT, "qwen2")
     write_qwen(OUT, "qwen3")
     write_qwen(OUT, "gemma3")
+    write_qwen(OUT, "gemma2")
     if "--quants-only" in sys.argv:
         return
 

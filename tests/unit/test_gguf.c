@@ -353,14 +353,14 @@ static void test_quants(void **state)
 
 static size_t after_str(const unsigned char *buf, size_t len, const char *s);
 
-/* [gguf qwen] qwen2 (q/k/v biases), qwen3 (q/k norms) and [gguf gemma] gemma3 (sandwich norms stored as 1 + w) GGUF
+/* [gguf qwen] qwen2 (q/k/v biases), qwen3 (q/k norms) and [gguf gemma] gemma3 / gemma2 (sandwich norms stored as 1 + w) GGUF
  * directories: every tensor under transformers' name with transformers' values (load_gguf_checkpoint; no q/k permutation
  * in these architectures), bit for bit */
 static void test_arch_dirs(void **state)
 {
     (void)state;
-    static const char *const arch[] = { "qwen2", "qwen3", "gemma3" };
-    for (int a = 0; a < 3; a++) {
+    static const char *const arch[] = { "qwen2", "qwen3", "gemma3", "gemma2" };
+    for (int a = 0; a < 4; a++) {
         char src[512], dir[] = "/tmp/test_gguf_qwen_XXXXXX", path[600];
         size_t glen = 0, flen = 0;
         snprintf(src, sizeof src, "%s/%s.gguf", SITS_GGUF_DATA_DIR, arch[a]);
