@@ -25,7 +25,12 @@
  * [int8 kv] [fp8 kv] sits_k_attention_q8 takes the same route over int8 / E4M3 caches (block units,
  * see sits_kernels.h): the decode kernel reads the 8-bit tiles straight into its f16 MMA operands
  * (attention_decode.cu), the prefill kernel stages each tile and widens it to bf16 in shared memory
- * (attention_mma.cuh), the generic kernel reads q * scale in fp32. */
+ * (attention_mma.cuh), the generic kernel reads q * scale in fp32.
+ *
+ * [gpt-oss] Attention sinks (sits_k_attention_softcap's sinks, fp32 [n_heads]): head h's e^sinks[h] joins each of its
+ * rows' softmax denominators, never the numerator. Every kernel adds att_sink (attention_mma.cuh) to a row's sum l
+ * where it normalises the row's output, and only there: the generic kernel after merging its warps, the prefill
+ * kernel's epilogue, the decode kernel's single-partition output or its split-K merge (not the partials). */
 #include "kernels/attention_mma.cuh"
 
 #include <stdlib.h>
@@ -42,7 +47,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                  const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                  int max_blocks, int block_size, int n_heads, int group, int head_dim, int kv_dim, int window,
-                 float scale_log2, long long kv_unit, int kv_qbytes, float softcap_log2)
+                 float scale_log2, long long kv_unit, int kv_qbytes, float softcap_log2, const float *sinks)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     __shared__ float s_acc[ATT_WARPS][ATT_MAX_HEAD_DIM];
@@ -143,6 +148,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
         wgt[w] = s_l[w] > 0.0f ? exp2f(s_m[w] - M) : 0.0f;
         L += s_l[w] * wgt[w];
     }
+    if (sinks) L += att_sink(sinks, h, M); /* [gpt-oss] the head's sink in the denominator (M: the row's maximum) */
     float inv_l = 1.0f / L;
     sits_bf16_t *o = out + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
@@ -156,7 +162,7 @@ attention_generic_kernel(sits_bf16_t *out, const sits_bf16_t *q, int q_row_strid
 static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                        const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim, int window,
-                       float scale, float softcap, int qm, cudaStream_t stream)
+                       float scale, float softcap, const float *sinks, int qm, cudaStream_t stream)
 {
     if (head_dim % 2 || head_dim > ATT_MAX_HEAD_DIM || q_row_stride % 2 ||
         ((uintptr_t)q | (uintptr_t)k_cache | (uintptr_t)v_cache) % 4)
@@ -170,7 +176,7 @@ static sits_status_t att_generic(sits_bf16_t *out, const sits_bf16_t *q, int q_r
     int qb = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
 #define ATT_LAUNCH(np_, q8_) attention_generic_kernel<np_, q8_><<<grid, block, 0, stream>>>(out, q, q_row_stride, k_cache, \
         v_cache, seq, pos, block_tables, max_blocks, block_size, n_heads, group, head_dim, kv_dim, window, scale_log2, unit, qb, \
-        softcap_log2)
+        softcap_log2, sinks)
 #define ATT_LAUNCH_NP(qm_) do { if (head_dim <= 64) ATT_LAUNCH(1, qm_); else if (head_dim <= 128) ATT_LAUNCH(2, qm_); \
         else if (head_dim <= 256) ATT_LAUNCH(4, qm_); else ATT_LAUNCH(8, qm_); } while (0)
     if (qm == SITS_K_KV_F8) ATT_LAUNCH_NP(SITS_K_KV_F8); /* [fp8 kv] */
@@ -193,7 +199,8 @@ static bool att_pf_order_on(void)
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                              int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                             int window, float scale, float softcap, const sits_k_attn_ws_t *ws, int qm, cudaStream_t stream)
+                             int window, float scale, float softcap, const float *sinks, const sits_k_attn_ws_t *ws, int qm,
+                             cudaStream_t stream)
 {
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads || head_dim <= 0 || block_size <= 0 ||
         max_blocks <= 0 || window < 0 || softcap < 0.0f)
@@ -205,7 +212,8 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     if (qm && !(sits_k_aligned16(k_cache) && sits_k_aligned16(v_cache))) return SITS_ERR_INVALID;
     if (!fast)
         return att_generic(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks,
-                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, softcap, qm, stream);
+                                          block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, softcap, sinks, qm,
+                                          stream);
 
     att_params p;
     p.out = out;
@@ -232,6 +240,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     p.window = window;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.softcap_log2 = softcap * 1.4426950408889634f;   /* [families] */
+    p.sinks = sinks;                                  /* [gpt-oss] */
     p.kv_f8 = qm == SITS_K_KV_F8;
     p.kv_qbytes = (int)sits_k_kv_i8_q_bytes(block_size, n_kv_heads, head_dim);
     p.kv_unit = (long long)sits_k_kv_i8_unit_bytes(block_size, n_kv_heads, head_dim);
@@ -290,7 +299,7 @@ extern "C" sits_status_t sits_k_attention(sits_bf16_t *out, const sits_bf16_t *q
                                           const sits_k_attn_ws_t *ws, cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, k_cache, v_cache, seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads,
-                   n_kv_heads, head_dim, window, scale, 0.0f, ws, SITS_K_KV_BF16, stream);
+                   n_kv_heads, head_dim, window, scale, 0.0f, NULL, ws, SITS_K_KV_BF16, stream);
 }
 
 /* [int8 kv] [fp8 kv] */
@@ -302,17 +311,19 @@ extern "C" sits_status_t sits_k_attention_q8(sits_bf16_t *out, const sits_bf16_t
 {
     return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
                    seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale, 0.0f,
-                   ws, fp8 ? SITS_K_KV_F8 : SITS_K_KV_I8, stream);
+                   NULL, ws, fp8 ? SITS_K_KV_F8 : SITS_K_KV_I8, stream);
 }
 
-/* [families] either entry point with attention-logit soft-capping (sits_kernels.h); kv: SITS_K_KV_* */
+/* [families] either entry point with attention-logit soft-capping and [gpt-oss] attention sinks (sits_kernels.h); kv:
+ * SITS_K_KV_* */
 extern "C" sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
                                                   const void *v_cache, const int32_t *seq, const int32_t *pos,
                                                   const int32_t *block_tables, int max_blocks, int block_size, int n_tokens,
                                                   int n_heads, int n_kv_heads, int head_dim, int window, float scale,
-                                                  float softcap, int kv, const sits_k_attn_ws_t *ws, cudaStream_t stream)
+                                                  float softcap, const float *sinks, int kv, const sits_k_attn_ws_t *ws,
+                                                  cudaStream_t stream)
 {
     return att_run(out, q, q_row_stride, static_cast<const sits_bf16_t *>(k_cache), static_cast<const sits_bf16_t *>(v_cache),
                    seq, pos, block_tables, max_blocks, block_size, n_tokens, n_heads, n_kv_heads, head_dim, window, scale,
-                   softcap, ws, kv, stream);
+                   softcap, sinks, ws, kv, stream);
 }

@@ -28,7 +28,8 @@ template <int D> static constexpr int att_dec_smem() { return (16 + 4 * ATT_KT) 
 
 /* The end of a work item, after each warp wrote its unnormalised O rows to sO [4][R][D + pad]
  * (and its m, l to s_m, s_l) and a barrier: merge the 4 warps (weight 2^(m_w - M); a warp that saw no
- * key has m = -inf, l = 0) and write the output (one partition) or the split-K partial. With several
+ * key has m = -inf, l = 0) and write the output (one partition; [gpt-oss] head h0 + r's sink added to its sum) or the
+ * split-K partial (no sink: att_dec_merge_splits adds it once to the merged sum). With several
  * partitions, the CTA that finishes its unit's (token, KV head, chunk) partitions last -- counted in
  * p.counters after a fence -- merges them (att_dec_merge_splits) and sets the counter back to zero:
  * no separate reduce launch. Called by all the CTA's threads; every condition here is uniform over it. */
@@ -53,6 +54,7 @@ static __device__ __forceinline__ void att_dec_merge(const att_params &p, float 
             acc += sO[(w * R + r) * OS + d] * wt;
         }
         if (n_active == 1) {
+            if (p.sinks) Lsum += att_sink(p.sinks, h0 + r, M); /* [gpt-oss] the final sum (one partition: no merge) */
             p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / Lsum);
         } else {
             long long pidx = pidx0 + (long long)r * S;
@@ -77,9 +79,9 @@ static __device__ __forceinline__ void att_dec_merge(const att_params &p, float 
     if (threadIdx.x == 0) p.counters[unit] = 0;
 }
 
-/* out[t, h0 + r] = sum_i 2^(m_i - M) o_i / sum_i 2^(m_i - M) l_i over the n_active partitions of rows r < n_rows,
- * read past L1 (other CTAs wrote them): warp w takes rows w, w + 4, .. for M, the weights (in sO: [R][ATT_MAX_SPLITS],
- * then the sums [R]); then the threads take the (row, column) elements, partitions in order. */
+/* out[t, h0 + r] = sum_i 2^(m_i - M) o_i / (sum_i 2^(m_i - M) l_i [+ [gpt-oss] att_sink]) over the n_active partitions
+ * of rows r < n_rows, read past L1 (other CTAs wrote them): warp w takes rows w, w + 4, .. for M, the weights (in sO:
+ * [R][ATT_MAX_SPLITS], then the sums [R]); then the threads take the (row, column) elements, partitions in order. */
 template <int D, int R>
 static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int n_rows, int n_active, int t, int li, int h0,
                                             int S)
@@ -100,6 +102,7 @@ static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int 
             l += __ldcg(ml + 1) * wt;
         }
         for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+        if (p.sinks) l += att_sink(p.sinks, h0 + r, M); /* [gpt-oss] once, to the merged sum (M: every lane's) */
         if (lane == 0) sl[r] = l;
     }
     __syncthreads();

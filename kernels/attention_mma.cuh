@@ -55,6 +55,7 @@ struct att_params {
     int kv_f8;                    /* [fp8 kv] with kv_i8: the 8-bit values are E4M3, not int8 */
     float softcap_log2;           /* [families] attention-logit soft-cap * log2(e); 0 = none (att_cap) */
     const int *pf_order;          /* prefill: [n_tiles] the tiles heaviest first (att_pf_order_kernel); NULL = from the last */
+    const float *sinks;           /* [gpt-oss] [n_heads] fp32 sink logits (unscaled); NULL = none (att_sink) */
 };
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
@@ -119,6 +120,16 @@ template <int NT> static __device__ __forceinline__ void att_cap_frag(float (&s)
         for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) s[j][e] = c * tanhf(s[j][e] / c);
+}
+
+/* [gpt-oss] Attention sinks: head h's sink logit as a term of a row's softmax sum l, relative to the row's running
+ * maximum m in the kernels' base-2 units: 2^(sink log2 e - m) = e^sink / 2^m (the sink is not scaled by the score
+ * scale). Added to l only where a row's output is finally normalised (never to a split-K partial, whose l the merge
+ * rescales and sums); the callers test sinks != NULL first, so the no-sinks path is one uniform branch. A row with
+ * no key (m = -inf: no such row is ever written) gets +inf, whose 1 / l is 0. */
+static __device__ __forceinline__ float att_sink(const float *sinks, int h, float m)
+{
+    return exp2f(fmaf(sinks[h], 1.4426950408889634f, -m));
 }
 
 /* First key position of token t's window. */

@@ -562,10 +562,10 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
 #ifdef SITS_ATT_PF_TRACE
         if (threadIdx.x == 0 && s_tr[7]++ == 0) ATT_PF_MARK(3);
 #endif
-        /* Epilogue: O / l for this pass's rows (bf16), staged in the warp's own rows of sQ (in Q's layout: no other warp
-         * reads them, and this warp's last MMA reading them has completed), then stored 16 bytes a thread: a row's
-         * 2 D bytes by D / 8 consecutive lanes (the fragments' 4-byte stores used half of every 32-byte sector they
-         * wrote). Rows of other sequences are left alone. */
+        /* Epilogue: O / l ([gpt-oss] l + head h's sink term) for this pass's rows (bf16), staged in the warp's own rows
+         * of sQ (in Q's layout: no other warp reads them, and this warp's last MMA reading them has completed), then
+         * stored 16 bytes a thread: a row's 2 D bytes by D / 8 consecutive lanes (the fragments' 4-byte stores used
+         * half of every 32-byte sector they wrote). Rows of other sequences are left alone. */
 #pragma unroll
         for (int f = 0; f < MF; f++) {
             float l0 = l[f][0], l1 = l[f][1];
@@ -573,6 +573,10 @@ static __global__ void __launch_bounds__(att_pf_threads<WG>(), WG == 2 ? 1 : 2) 
             for (int off = 1; off <= 2; off <<= 1) {
                 l0 += __shfl_xor_sync(0xffffffffu, l0, off);
                 l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+            }
+            if (p.sinks) { /* [gpt-oss] head h's sink in both rows' sums (m: the quad's, reduced in the softmax step) */
+                l0 += att_sink(p.sinks, h, m[f][0]);
+                l1 += att_sink(p.sinks, h, m[f][1]);
             }
             const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
             const int r0 = rw + 16 * f + g;

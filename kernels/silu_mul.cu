@@ -1,5 +1,7 @@
 /* silu_mul.cu -- the SwiGLU activation: out[n, dim] = silu(gu[:, :dim]) * gu[:, dim:]; [families] and GeGLU
- * (sits_k_gelu_tanh_mul: gelu(gate) with PyTorch's tanh approximation, 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))).
+ * (sits_k_gelu_tanh_mul: gelu(gate) with PyTorch's tanh approximation, 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))));
+ * [gpt-oss] and gpt-oss's clamped SwiGLU (sits_k_swiglu_oai: (clamp(u, -limit, limit) + 1) g sigmoid(alpha g),
+ * g = min(gate, limit)).
  * gu: [n, 2 * dim] bf16 (gate then up, the fused gate/up GEMM's output); out: [n, dim] bf16.
  * Elementwise in fp32; a grid-stride loop over groups of V elements (groups never cross a row
  * because V divides dim).
@@ -17,9 +19,23 @@ static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
     return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * (a * a * a)))) * b;
 }
 
-/* GELU: the gated activation, sits_k_silu_mul1 (SwiGLU, common.cuh) or gelu_tanh_mul1 (GeGLU). */
-template <int V, bool GELU>
-static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups)
+/* [gpt-oss] gpt-oss's experts' activation (transformers' GptOssExperts): the gate clamped above, the up projection
+ * on both sides, fp32. Comparisons, not fminf / fmaxf: a NaN stays NaN, as torch.clamp leaves it. */
+static __device__ __forceinline__ float swiglu_oai1(float a, float b, float alpha, float limit)
+{
+    a = a > limit ? limit : a;
+    b = b > limit ? limit : b < -limit ? -limit : b;
+    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
+}
+
+/* The gated activations of glu_launch. */
+enum { GLU_SILU = 0, GLU_GELU = 1, GLU_OAI = 2 };
+
+/* ACT: the gated activation, sits_k_silu_mul1 (SwiGLU, common.cuh), gelu_tanh_mul1 (GeGLU) or swiglu_oai1 (its alpha
+ * and limit; unused by the others). */
+template <int V, int ACT>
+static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups, float alpha,
+                                       float limit)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
     size_t groups_per_row = (size_t)dim / V;
@@ -30,7 +46,10 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
         sits_k_load<V>(gate, a);
         sits_k_load<V>(gate + dim, b);
 #pragma unroll
-        for (int k = 0; k < V; k++) a[k] = GELU ? gelu_tanh_mul1(a[k], b[k]) : sits_k_silu_mul1(a[k], b[k]);
+        for (int k = 0; k < V; k++)
+            a[k] = ACT == GLU_GELU  ? gelu_tanh_mul1(a[k], b[k])
+                   : ACT == GLU_OAI ? swiglu_oai1(a[k], b[k], alpha, limit)
+                                    : sits_k_silu_mul1(a[k], b[k]);
         sits_k_store<V>(out + t * (size_t)dim + i, a);
     }
 }
@@ -121,15 +140,16 @@ static __global__ void __launch_bounds__(512) silu_mul_fp8_reg_kernel(sits_bf16_
 }
 
 /* The elementwise form: a grid-stride loop over groups of 8 (vec) or 1 elements. */
-template <bool GELU>
-static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, bool vec, cudaStream_t stream)
+template <int ACT>
+static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, bool vec, cudaStream_t stream,
+                                float alpha = 0.0f, float limit = 0.0f)
 {
     size_t n_groups = (size_t)n * dim / (vec ? 8 : 1);
     const int threads = 256;
     size_t blocks = (n_groups + threads - 1) / threads;
     if (blocks > 132 * 32) blocks = 132 * 32; /* enough to fill an H100/H200; the loop strides over the rest */
-    if (vec) silu_mul_kernel<8, GELU><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
-    else silu_mul_kernel<1, GELU><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups);
+    if (vec) silu_mul_kernel<8, ACT><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups, alpha, limit);
+    else silu_mul_kernel<1, ACT><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups, alpha, limit);
     return SITS_K_LAUNCH_STATUS();
 }
 
@@ -152,7 +172,7 @@ extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_
         else silu_mul_fp8_kernel<1><<<n, threads, 0, stream>>>(out, q, q_scale, gu, dim);
         return SITS_K_LAUNCH_STATUS();
     }
-    return glu_launch<false>(out, gu, n, dim, vec, stream);
+    return glu_launch<GLU_SILU>(out, gu, n, dim, vec, stream);
 }
 
 /* [families] GeGLU: as sits_k_silu_mul without the fp8 form. */
@@ -160,5 +180,15 @@ extern "C" sits_status_t sits_k_gelu_tanh_mul(sits_bf16_t *out, const sits_bf16_
 {
     if (n < 0 || dim <= 0) return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    return glu_launch<true>(out, gu, n, dim, sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out), stream);
+    return glu_launch<GLU_GELU>(out, gu, n, dim, sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out), stream);
+}
+
+/* [gpt-oss] gpt-oss's clamped SwiGLU: as sits_k_gelu_tanh_mul (any dim: groups of 8 when dim % 8 == 0 and aligned,
+ * e.g. 2880 / tp for tp 1-8, else one element a thread). */
+extern "C" sits_status_t sits_k_swiglu_oai(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, float alpha, float limit,
+                                           cudaStream_t stream)
+{
+    if (n < 0 || dim <= 0 || !(limit >= 0.0f)) return SITS_ERR_INVALID;
+    if (n == 0) return SITS_OK;
+    return glu_launch<GLU_OAI>(out, gu, n, dim, sits_k_vec8_ok(gu, dim, dim) && sits_k_aligned16(out), stream, alpha, limit);
 }

@@ -276,17 +276,23 @@ sits_status_t sits_k_rope_sel(sits_bf16_t *x, int n, int row_stride, int n_rot_h
                               const float *inv_short, const float *inv_long, const int32_t *sel, cudaStream_t stream);
 /* [families] out[n, dim] = gelu_tanh(gu[:, :dim]) * gu[:, dim:] (GeGLU, PyTorch's tanh approximation). */
 sits_status_t sits_k_gelu_tanh_mul(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, cudaStream_t stream);
+/* [gpt-oss] out[n, dim] = (clamp(u, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit); gu [n, 2 * dim]
+ * (gate columns, then up columns), fp32 math, any dim (vectorised when dim % 8 == 0 and gu, out 16-byte aligned). */
+sits_status_t sits_k_swiglu_oai(sits_bf16_t *out, const sits_bf16_t *gu, int n, int dim, float alpha, float limit,
+                                cudaStream_t stream);
 /* [families] x [n] *= s, in place. */
 sits_status_t sits_k_scale(sits_bf16_t *x, size_t n, float s, cudaStream_t stream);
 /* [families] x [n] (fp32 when f32, else bf16) = cap * tanh(x / cap), in place; cap > 0. */
 sits_status_t sits_k_softcap(void *x, size_t n, int f32, float cap, cudaStream_t stream);
 /* [families] sits_k_attention / sits_k_attention_q8 (kv: SITS_K_KV_BF16 / _I8 / _F8) with attention-logit
- * soft-capping: each score s = scale * q.k becomes softcap * tanh(s / softcap) before the softmax (softcap 0 = none). */
+ * soft-capping: each score s = scale * q.k becomes softcap * tanh(s / softcap) before the softmax (softcap 0 = none);
+ * [gpt-oss] and attention sinks: sinks fp32 [n_heads] (device; NULL = none), head h's softmax denominator gains
+ * e^sinks[h] (unscaled): out = sum_p e^(s_p) v_p / (sum_p e^(s_p) + e^sinks[h]). Same kernels and conditions. */
 sits_status_t sits_k_attention_softcap(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const void *k_cache,
                                        const void *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
                                        int max_blocks, int block_size, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                                       int window, float scale, float softcap, int kv, const sits_k_attn_ws_t *ws,
-                                       cudaStream_t stream);
+                                       int window, float scale, float softcap, const float *sinks, int kv,
+                                       const sits_k_attn_ws_t *ws, cudaStream_t stream);
 /* ---- [moe] Mixture of Experts (kernels/moe.cu; contracts: backend.h moe_topk / moe_combine) ----
  * Router top-k: logits [n, E] bf16 -> ids [n, k] int32, wts [n, k] fp32 (softmax in fp32, the k largest
  * in descending order, lower index first on ties, renormalised when norm). k <= 32, k <= E <= 1024. */

@@ -118,6 +118,9 @@ typedef struct {
      * so the decode kernel takes every token without the prefill kernel's launch and token list first; a call whose
      * tokens break the bound is still computed right. */
     int max_seq_tokens;
+    /* [gpt-oss] attention sinks: one learned logit per head (fp32 device [n_heads], this rank's heads), added to each
+     * softmax's denominator only: out = sum_p e^(s_p) v_p / (sum_p e^(s_p) + e^(sinks[h])) (sinks[h] unscaled); NULL = none. */
+    const float *sinks;
 } sits_attn_args_t;
 #define SITS_ATTN_FEW_SEQ_TOKENS 16 /* max_seq_tokens below this: the cuda backend's decode kernel alone (ATT_PF_OWN_MIN) */
 
@@ -421,6 +424,9 @@ typedef struct sits_backend_ops {
     /* out[n, dim] = gelu_tanh(gu[:, :dim]) * gu[:, dim:] (GeGLU; gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi)
      * (a + 0.044715 a^3))), PyTorch's approximate="tanh"); gu [n, 2*dim] (gate then up). */
     sits_status_t (*gelu_tanh_mul)(sits_backend_t *be, void *out, const void *gu, int n, int dim);
+    /* [gpt-oss] out[n, dim] = (clamp(u, -limit, limit) + 1) * g sigmoid(alpha g), g = min(gate, limit), u = up;
+     * gu [n, 2*dim] (gate then up: the loader de-interleaves gpt-oss's alternating columns). */
+    sits_status_t (*swiglu_oai)(sits_backend_t *be, void *out, const void *gu, int n, int dim, float alpha, float limit);
     /* x [n_elems] = cap * tanh(x / cap) in place; x fp32 when f32, else act_dtype (final-logit soft-capping). */
     sits_status_t (*softcap)(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap);
     /* As rope, with token t rotated by inv_long when sel[t] != 0, else by inv_short (longrope's two sets,

@@ -365,6 +365,7 @@ static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q
             for (int i = 0; i < hd; i++) acc[i] = acc[i] * corr + e * v[i];
             m = m_new;
         }
+        if (a->sinks) l += expf(a->sinks[h] - m);   /* [gpt-oss] the sink's share of the denominator (backend.h) */
         float *o = out + (size_t)t * a->n_heads * hd + (size_t)h * hd;
         for (int i = 0; i < hd; i++) o[i] = acc[i] / l;
     }
@@ -1035,6 +1036,23 @@ static sits_status_t cpu_gelu_tanh_mul(sits_backend_t *be, void *out_, const voi
     return SITS_OK;
 }
 
+/* [gpt-oss] the experts' clamped SwiGLU (backend.h), as transformers' GptOssExperts._apply_gate */
+static sits_status_t cpu_swiglu_oai(sits_backend_t *be, void *out_, const void *gu_, int n, int dim, float alpha, float limit)
+{
+    float *out = out_;
+    const float *gu = gu_;
+    (void)be;
+#pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
+    for (int t = 0; t < n; t++) {
+        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
+        for (int i = 0; i < dim; i++) {
+            float a = g[i] < limit ? g[i] : limit, b = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+            out[(size_t)t * dim + i] = (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
+        }
+    }
+    return SITS_OK;
+}
+
 static sits_status_t cpu_softcap(sits_backend_t *be, void *x_, size_t n_elems, int f32, float cap)
 {
     float *x = x_;
@@ -1087,6 +1105,7 @@ static const sits_backend_ops_t cpu_ops = {
     .rmsnorm_heads = cpu_rmsnorm_heads,   /* [families] */
     .scale = cpu_scale,
     .gelu_tanh_mul = cpu_gelu_tanh_mul,
+    .swiglu_oai = cpu_swiglu_oai,
     .softcap = cpu_softcap,
     .rope_sel = cpu_rope_sel,
     .moe_topk = cpu_moe_topk,             /* [moe] */

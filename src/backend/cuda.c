@@ -665,10 +665,10 @@ static sits_status_t cuda_attention(sits_backend_t *be, void *out, const void *q
     sits_k_attn_ws_t ws = c->attn_ws;
     ws.max_seq_tokens = a->max_seq_tokens; /* [perf] below 16: the decode kernel alone */
     int kvq = be->kv_dtype == SITS_DT_F8_E4M3 ? SITS_K_KV_F8 : be->kv_dtype == SITS_DT_I8 ? SITS_K_KV_I8 : SITS_K_KV_BF16;
-    if (a->softcap > 0.0f) { /* [families] attention-logit soft-capping (Gemma 2) */
+    if (a->softcap > 0.0f || a->sinks) { /* [families] attention-logit soft-capping (Gemma 2), [gpt-oss] attention sinks */
         SITS_KERNEL_CHECK(sits_k_attention_softcap(out, q, q_row_stride, k_cache, v_cache, a->seq, a->pos, a->block_tables,
                                                    a->max_blocks, a->block_size, a->n_tokens, a->n_heads, a->n_kv_heads,
-                                                   a->head_dim, a->window, a->scale, a->softcap, kvq, &ws, c->stream));
+                                                   a->head_dim, a->window, a->scale, a->softcap, a->sinks, kvq, &ws, c->stream));
         return SITS_OK;
     }
     if (sits_kv_dtype_is_q8(be->kv_dtype)) { /* [int8 kv] [fp8 kv] */
@@ -1003,6 +1003,12 @@ static sits_status_t cuda_gelu_tanh_mul(sits_backend_t *be, void *out, const voi
     return SITS_OK;
 }
 
+static sits_status_t cuda_swiglu_oai(sits_backend_t *be, void *out, const void *gu, int n, int dim, float alpha, float limit)
+{
+    SITS_KERNEL_CHECK(sits_k_swiglu_oai(out, gu, n, dim, alpha, limit, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 static sits_status_t cuda_softcap(sits_backend_t *be, void *x, size_t n_elems, int f32, float cap)
 {
     SITS_KERNEL_CHECK(sits_k_softcap(x, n_elems, f32, cap, impl_of(be)->stream));
@@ -1194,6 +1200,7 @@ static const sits_backend_ops_t cuda_ops = {
     .rmsnorm_heads = cuda_rmsnorm_heads,   /* [families] */
     .scale = cuda_scale,
     .gelu_tanh_mul = cuda_gelu_tanh_mul,
+    .swiglu_oai = cuda_swiglu_oai,   /* [gpt-oss] */
     .softcap = cuda_softcap,
     .rope_sel = cuda_rope_sel,
     .moe_topk = cuda_moe_topk,   /* [moe] */

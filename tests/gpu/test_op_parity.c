@@ -34,6 +34,7 @@ typedef struct {
     sits_dtype_t kv_q8;
     float attn_softcap, attn_scale;   /* [families] attention cases with soft-capping / a query scale (0: none / 1/sqrt(hd)) */
     int attn_seq_bound;   /* [perf] attention cases' max_seq_tokens: 0 = the tokens' own (a sequence's most), else this value */
+    int attn_sinks;       /* [gpt-oss] attention cases with per-head attention sinks (attn_sink_of) */
 } ctx_t;
 
 /* A backend call that must succeed: a failure here is a test failure with the status named. */
@@ -900,7 +901,7 @@ static void tok_free(attn_tokens_t *tk)
 /* The per-element term of the bound above: u * min(sum p|v|, 7 sqrt(sum p^2 v^2)) / l. */
 static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int32_t *seq, const int32_t *pos, const int32_t *bt,
                             int max_blocks, const float *q, int q_stride, const float *kc, const float *vc, double scale,
-                            double softcap)
+                            double softcap, const float *sinks)
 {
     int hd = sh->head_dim, group = sh->n_heads / sh->n_kv, kv_dim = sh->n_kv * hd, bs = sh->block_size;
     float *bound = xmalloc((size_t)n_tok * sh->n_heads * hd * sizeof *bound);
@@ -940,6 +941,7 @@ static float *attn_pv_bound(const attn_shape_t *sh, int i8, int n_tok, const int
                 a2[i] += a * a;
             }
         }
+        if (sinks) l += exp((double)sinks[h] - m);   /* [gpt-oss] the sink's share of the denominator: every term / l */
         double d_max = 0.0; /* [int8 kv] the score term of the bound */
         for (int j = 0; i8 && j < n; j++) {
             int p = p_begin + j;
@@ -1006,8 +1008,18 @@ static void i8_fill(sits_backend_t *cpu, sits_dtype_t dt, float *kc, float *vc, 
     cpu->kv_dtype = saved;
 }
 
+/* [gpt-oss] Head h's attention sink in the cases with ctx attn_sinks: neighbouring heads differ (a kernel that reads
+ * another head's sink, or another GQA row's, fails), a period of 11 (no group size divides it), values around the
+ * scores' range (+-2, small ones) and a large +8 whose rows are mostly the sink's (their outputs shrink ~10-100x). */
+static float attn_sink_of(int h)
+{
+    static const float v[11] = { 2.0f, -2.0f, 0.5f, 8.0f, -1.25f, 1.0f, -0.5f, 2.5f, -3.0f, 0.0f, 1.5f };
+    return v[h % 11];
+}
+
 /* n_seqs sequences of lengths lens[] in a paged cache with shuffled block ids (and a few unused
- * blocks); the query tokens tk; q read from a fused qkv row. cpu vs cuda with the bound above. */
+ * blocks); the query tokens tk; q read from a fused qkv row. cpu vs cuda with the bound above.
+ * [gpt-oss] With ctx attn_sinks, both backends get the sinks attn_sink_of (fp32 [n_heads]). */
 static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n_seqs, const int *lens, const attn_tokens_t *tk)
 {
     char what[200];
@@ -1015,6 +1027,12 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
              sh->head_dim, sh->block_size, sh->window, tk->n);
     if (c->attn_softcap > 0.0f || c->attn_scale > 0.0f)   /* [families] */
         snprintf(what + strlen(what), sizeof what - strlen(what), " softcap %g scale %g", c->attn_softcap, c->attn_scale);
+    float *sinks = NULL;   /* [gpt-oss] */
+    if (c->attn_sinks) {
+        sinks = xmalloc((size_t)sh->n_heads * sizeof *sinks);
+        for (int h = 0; h < sh->n_heads; h++) sinks[h] = attn_sink_of(h);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " sinks");
+    }
     int bs = sh->block_size, max_blocks = 0, total_blocks = 0;
     for (int s = 0; s < n_seqs; s++) {
         int nb = (lens[s] + bs - 1) / bs;
@@ -1050,7 +1068,7 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
         for (int b = 0; b < N_BE; b++) TRY(sits_backend_set_kv_dtype(c->be[b], c->kv_q8));
     }
 
-    void *d_q[N_BE], *d_k[N_BE], *d_v[N_BE], *d_out[N_BE], *d_seq[N_BE], *d_pos[N_BE], *d_bt[N_BE];
+    void *d_q[N_BE], *d_k[N_BE], *d_v[N_BE], *d_out[N_BE], *d_seq[N_BE], *d_pos[N_BE], *d_bt[N_BE], *d_sk[N_BE];
     for (int b = 0; b < N_BE; b++) {
         sits_backend_t *be = c->be[b];
         d_q[b] = dev_acts(be, q, (size_t)n_tok * q_stride);
@@ -1067,18 +1085,20 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
         d_pos[b] = dev_i32(be, tk->pos, (size_t)n_tok);
         d_bt[b] = dev_i32(be, bt, (size_t)n_seqs * max_blocks);
         d_out[b] = dev_poison(be, out_n * sits_dtype_size(be->act_dtype));
+        d_sk[b] = sinks ? dev_vals(be, SITS_DT_F32, sinks, (size_t)sh->n_heads) : NULL;   /* [gpt-oss] */
         sits_attn_args_t a = {
             .n_tokens = n_tok, .seq = d_seq[b], .pos = d_pos[b], .block_tables = d_bt[b], .max_blocks = max_blocks,
             .block_size = bs, .n_heads = sh->n_heads, .n_kv_heads = sh->n_kv, .head_dim = hd, .window = sh->window,
             .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)hd), .softcap = c->attn_softcap,
             .max_seq_tokens = c->attn_seq_bound > 0 ? c->attn_seq_bound : attn_seq_tokens(tk, n_seqs),
+            .sinks = d_sk[b],
         };
         TRY(be->ops->attention(be, d_out[b], d_q[b], q_stride, d_k[b], d_v[b], &a));
     }
     for (int b = 0; b < N_BE; b++) c->be[b]->kv_dtype = saved_kv[b];
     float *ref = host_f32(c->be[0], d_out[0], out_n), *got = host_f32(c->be[1], d_out[1], out_n);
     float *pv = attn_pv_bound(sh, c->kv_i8, n_tok, tk->seq, tk->pos, bt, max_blocks, q, q_stride, kc, vc,
-                              c->attn_scale > 0.0f ? c->attn_scale : 1.0 / sqrt((double)hd), c->attn_softcap);
+                              c->attn_scale > 0.0f ? c->attn_scale : 1.0 / sqrt((double)hd), c->attn_softcap, sinks);
     const double atol = 2e-4, rtol = 8e-3;
     size_t bad = 0, worst = 0;
     double max_err = 0.0, max_ratio = 0.0;
@@ -1107,10 +1127,12 @@ static void attn_case(ctx_t *c, const char *label, const attn_shape_t *sh, int n
     for (int b = 0; b < N_BE; b++) {
         void *bufs[] = { d_q[b], d_k[b], d_v[b], d_out[b], d_seq[b], d_pos[b], d_bt[b] };
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(c->be[b], bufs[i]);
+        if (d_sk[b]) dev_free(c->be[b], d_sk[b]);
     }
     free(ref);
     free(got);
     free(pv);
+    free(sinks);
     free(perm);
     free(bt);
     free(q);
@@ -1291,6 +1313,55 @@ static void test_attention_softcap(ctx_t *c)
     c->attn_softcap = 0.0f;
 }
 
+/* [gpt-oss] Attention sinks (attn_sink_of: +-2, small, +8), gpt-oss's shape first -- head_dim 64, GQA 8 (64 / 8 heads,
+ * and a TP shard's 16 / 2), sliding window 128 on contexts past it and full attention -- on every kernel that finishes
+ * a row: the decode kernel with one partition (short contexts, the window) and with split-K merges (4100 / 5000
+ * positions), a 300-token decode step (no splits), the prefill kernel (a chunk after a cached prefix) and its listed
+ * rows (a mixed batch), [int8 kv] [fp8 kv] the 8-bit decode and prefill kernels; head_dim 128 for the warpgroup-MMA
+ * prefill (by default at 64 heads x 1280 tokens: past att_prefill_mf's two waves; the SITS_ATT_PF_ROWS reruns the
+ * rest), the generic kernel (head_dim 80 and 32), and sinks with soft-capping. */
+static void test_attention_sinks(ctx_t *c)
+{
+    c->attn_sinks = 1;
+    int lens[8] = { 1, 9, 127, 128, 129, 300, 4100, 1000 }, one[] = { 5000 };
+    int mixed[8] = { 700, 260, 1, 129, 4100, 64, 1000, 17 };   /* a chunk of 300 of sequence 0, all of 1 */
+    for (int w = 0; w <= 128; w += 128) {
+        test_attn_decode(c, (attn_shape_t){ 64, 8, 64, 16, w }, 8, lens);
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, w }, 8, lens);
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, w }, 1, one);
+        test_attn_prefill(c, (attn_shape_t){ 16, 2, 64, 16, w }, 300, 500);
+        test_attn_prefill(c, (attn_shape_t){ 64, 8, 64, 16, w }, 0, 200);
+        test_attn_mixed(c, (attn_shape_t){ 16, 2, 64, 16, w }, 8, mixed, 300);
+    }
+    {
+        int many[300];
+        for (int i = 0; i < 300; i++) many[i] = rand_int(c, 1, 1500);
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, 128 }, 300, many);
+    }
+    test_attn_prefill(c, (attn_shape_t){ 32, 4, 128, 16, 128 }, 200, 700);
+    test_attn_prefill(c, (attn_shape_t){ 64, 8, 128, 16, 0 }, 100, 1280);
+    test_attn_decode(c, (attn_shape_t){ 32, 4, 128, 16, 0 }, 8, lens);
+    int l3[] = { 300, 1025 };
+    test_attn_decode(c, (attn_shape_t){ 8, 1, 80, 16, 128 }, 2, l3);   /* the generic kernel */
+    test_attn_prefill(c, (attn_shape_t){ 4, 2, 32, 5, 0 }, 10, 100);
+    static const sits_dtype_t q8[2] = { SITS_DT_I8, SITS_DT_F8_E4M3 };   /* [int8 kv] [fp8 kv] */
+    for (int i = 0; i < 2; i++) {
+        c->kv_i8 = 1;
+        c->kv_q8 = q8[i];
+        test_attn_decode(c, (attn_shape_t){ 64, 8, 64, 16, 128 }, 8, lens);
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, 0 }, 1, one);
+        test_attn_prefill(c, (attn_shape_t){ 16, 2, 64, 16, 128 }, 300, 500);
+        test_attn_mixed(c, (attn_shape_t){ 16, 2, 64, 16, 0 }, 8, mixed, 300);
+        test_attn_prefill(c, (attn_shape_t){ 32, 4, 128, 16, 0 }, 200, 700);
+    }
+    c->kv_i8 = 0;
+    c->attn_softcap = 1.5f;   /* [families] both: the same entry point */
+    test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, 128 }, 8, lens);
+    test_attn_prefill(c, (attn_shape_t){ 16, 2, 64, 16, 0 }, 100, 300);
+    c->attn_softcap = 0.0f;
+    c->attn_sinks = 0;
+}
+
 static float *host_raw_f32(sits_backend_t *be, const void *d, size_t n);   /* fp32 buffers (below) */
 
 /* [families] scale (Gemma's embedding scale) and softcap (final logits, fp32 and bf16) in place. */
@@ -1430,6 +1501,76 @@ static void test_silu_mul(ctx_t *c, int n, int dim, int gelu)
         dev_free(c->be[b], d_out[b]);
     }
     free(gu);
+}
+
+/* [gpt-oss] swiglu_oai (alpha 1.702, limit 7: gpt-oss's) on values spanning +-10, so both clamps bend about 30 % of
+ * them (the gate's only above: a gate of -10 gives ~-4e-7); each row starts with the clamps' edges (gate / up at
+ * exactly +-limit, just past it, -1 - limit: up + 1 = -6). */
+static void test_swiglu_oai(ctx_t *c, int n, int dim)
+{
+    const float alpha = 1.702f, limit = 7.0f;
+    char what[128];
+    snprintf(what, sizeof what, "swiglu_oai n %d dim %d alpha %g limit %g", n, dim, alpha, limit);
+    for (int b = 0; b < N_BE; b++)
+        if (!c->be[b]->ops->swiglu_oai) {
+            fprintf(stderr, "FAIL %s: the %s backend has no swiglu_oai\n", what, c->be[b]->ops->name);
+            c->checks++;
+            c->failures++;
+            return;
+        }
+    float *gu = rand_vec(c, (size_t)n * 2 * dim, 0.0f, 10.0f);
+    static const float edge[][2] = { { 7.0f, 7.0f }, { -7.0f, -7.0f }, { 7.03125f, -7.03125f }, { -10.0f, -8.0f },
+                                     { 9.5f, 0.0f }, { 0.0f, 9.5f } };
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < (int)(sizeof edge / sizeof edge[0]) && i < dim; i++) {
+            gu[(size_t)t * 2 * dim + i] = edge[i][0];
+            gu[(size_t)t * 2 * dim + dim + i] = edge[i][1];
+        }
+    void *d_gu[N_BE], *d_out[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        sits_backend_t *be = c->be[b];
+        d_gu[b] = dev_acts(be, gu, (size_t)n * 2 * dim);
+        d_out[b] = dev_poison(be, (size_t)n * dim * sits_dtype_size(be->act_dtype));
+        TRY(be->ops->swiglu_oai(be, d_out[b], d_gu[b], n, dim, alpha, limit));
+    }
+    compare_bufs(c, what, d_out, (size_t)n * dim, TOL_ONE_ROUNDING, 0);
+    for (int b = 0; b < N_BE; b++) {
+        dev_free(c->be[b], d_gu[b]);
+        dev_free(c->be[b], d_out[b]);
+    }
+    free(gu);
+}
+
+/* [gpt-oss] 2880 (gpt-oss's intermediate size) and its TP shards (the vectorised kernel), odd sizes (one element a
+ * thread), one token and many */
+static void test_swiglu_oai_all(ctx_t *c)
+{
+    test_swiglu_oai(c, 5, 2880);
+    test_swiglu_oai(c, 1, 2880);
+    test_swiglu_oai(c, 33, 360);
+    test_swiglu_oai(c, 7, 37);
+    test_swiglu_oai(c, 3, 1);
+    test_swiglu_oai(c, 300, 1441);
+}
+
+/* [gpt-oss] OP_PARITY_ONLY=gptoss: swiglu_oai, and the attention-sink cases with the default prefill kernels and again
+ * with each forced one (64-row tiles are the default at these sizes but one: 128 rows, warpgroup MMAs with 64- and
+ * 128-key tiles), then in index tile order */
+static void test_gptoss_all(ctx_t *c)
+{
+    static const char *rows[] = { "128", "wg", "wg128" };
+    test_swiglu_oai_all(c);
+    test_attention_sinks(c);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        printf("-- attention sinks again, SITS_ATT_PF_ROWS=%s\n", rows[i]);
+        setenv("SITS_ATT_PF_ROWS", rows[i], 1);
+        test_attention_sinks(c);
+    }
+    unsetenv("SITS_ATT_PF_ROWS");
+    printf("-- attention sinks again, prefill tiles in index order (SITS_ATT_PF_ORDER=index)\n");
+    setenv("SITS_ATT_PF_ORDER", "index", 1);
+    test_attention_sinks(c);
+    unsetenv("SITS_ATT_PF_ORDER");
 }
 
 /* [families] rmsnorm_heads in place on a qkv-like buffer: only the n_heads heads from col0 change;
@@ -2761,7 +2902,8 @@ int main(void)
     printf("op parity: cpu vs %s (gpu %d of %d)\n", c.be[1]->ops->name, c.be[1]->device, n_dev);
     /* OP_PARITY_ONLY=int4 / moe / rope / dummy / attention / attention8: only the W4A16 cases (a quick check of the INT4
      * kernels) / the MoE ones / RoPE + KV write / the dummy weights / the attention kernels (default choices and both
-     * prefill tile orders) / the attention kernels on int8 and fp8 KV / matmul: the bf16 linears */
+     * prefill tile orders) / the attention kernels on int8 and fp8 KV / matmul: the bf16 linears / gptoss: [gpt-oss]
+     * attention sinks (every prefill kernel choice) and swiglu_oai */
     const char *only = getenv("OP_PARITY_ONLY");
     if (only && strcmp(only, "int4") == 0) goto int4_cases;
     if (only && strcmp(only, "rope") == 0) goto rope_cases;   /* OP_PARITY_ONLY=rope: the RoPE + KV write cases */
@@ -2776,7 +2918,12 @@ int main(void)
         test_attention_all(&c);
         test_attention_i8(&c, SITS_DT_I8);
         test_attention_i8(&c, SITS_DT_F8_E4M3);
+        test_attention_sinks(&c);   /* [gpt-oss] */
         goto attention_cases;
+    }
+    if (only && strcmp(only, "gptoss") == 0) {   /* OP_PARITY_ONLY=gptoss: [gpt-oss] sinks and swiglu_oai */
+        test_gptoss_all(&c);
+        goto out;
     }
     if (only && strcmp(only, "moe") == 0) {   /* OP_PARITY_ONLY=moe: the mixture-of-experts cases */
         test_moe_all(&c);
@@ -2945,9 +3092,11 @@ rope_cases:
     test_silu_mul(&c, 3, 9216, 1);   /* GeGLU, Gemma 2 2B */
     test_silu_mul(&c, 7, 37, 1);
     test_silu_mul(&c, 1, 8, 1);
+    test_swiglu_oai_all(&c);   /* [gpt-oss] */
     test_scale_softcap(&c, (size_t)5 * 2304, 48.0f, 30.0f);
     test_scale_softcap(&c, 1001, 59.75f, 5.0f);
     test_attention_softcap(&c);
+    test_attention_sinks(&c);   /* [gpt-oss] */
 attention_cases:
     /* [wgmma] the default choice at 128-row tiles (the warpgroup-MMA kernel; 128-key tiles with bf16 KV): 96 heads
      * x 768 tokens = 6 x 96 CTAs of 128 rows, past twice the H200's 132 SMs x 2 (att_prefill_mf), on each KV type */
@@ -2970,6 +3119,7 @@ attention_cases:
     test_attention_i8(&c, SITS_DT_I8);
     test_attention_i8(&c, SITS_DT_F8_E4M3);
     test_attention_softcap(&c);
+    test_attention_sinks(&c);
     /* [wgmma] the warpgroup-MMA kernel (head_dim 128; the rest falls back to 64 rows) on every KV type: by default
      * only 128-row tiles get it (bf16 KV with 128-key tiles) */
     printf("-- attention again, prefill with warpgroup MMAs (SITS_ATT_PF_ROWS=wg)\n");
@@ -2978,10 +3128,12 @@ attention_cases:
     test_attention_i8(&c, SITS_DT_I8);
     test_attention_i8(&c, SITS_DT_F8_E4M3);
     test_attention_softcap(&c);
+    test_attention_sinks(&c);
     printf("-- attention again, prefill with warpgroup MMAs and 128-key tiles (SITS_ATT_PF_ROWS=wg128, bf16 KV)\n");
     setenv("SITS_ATT_PF_ROWS", "wg128", 1);
     test_attention_all(&c);
     test_attention_softcap(&c);
+    test_attention_sinks(&c);
     unsetenv("SITS_ATT_PF_ROWS");
 index_order:
     /* the cases above ran the prefill tiles heaviest first (att_pf_order_kernel); the other order too */
