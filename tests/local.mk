@@ -85,6 +85,9 @@ EXTRA_DIST += tests/integration/logit_process_tp.sh tests/ref/gen_logit_process_
 # [families] model families beyond Llama / Mistral / Qwen2 against HF (CPU at TP 1/2/4; one GPU).
 TESTS += tests/integration/families.sh tests/gpu/families_cuda.sh
 EXTRA_DIST += tests/integration/families.sh tests/gpu/families_cuda.sh
+# [gpt-oss] attention sinks, biased experts with the clamped SwiGLU, MXFP4 experts (tests/ref/gen_oai_fixtures.py)
+TESTS += tests/integration/gpt_oss.sh
+EXTRA_DIST += tests/integration/gpt_oss.sh
 # [attention] the tensor-core prefill attention kernels (each forced variant) against HF on the head_dim-128 fixture
 TESTS += tests/gpu/prefill_kernels_cuda.sh
 EXTRA_DIST += tests/gpu/prefill_kernels_cuda.sh

@@ -695,6 +695,7 @@ static sits_status_t enqueue_forward(sits_engine_t *e, const meta_view_t *v, int
         const sits_layer_weights_t *lw = &w->layers[l];
         /* [families] per-layer window (sliding / global layers) and RoPE base (Gemma 3's local layers) */
         aa.window = sits_model_layer_window(c, l);
+        aa.sinks = lw->sinks;   /* [gpt-oss] NULL unless attn_sinks */
         const float *inv_freq = aa.window > 0 && w->inv_freq_local ? w->inv_freq_local : w->inv_freq;
         if (c->layer_nope[l] && w->inv_freq_none) inv_freq = w->inv_freq_none;   /* [smollm3] a NoPE layer */
         aa.scale = c->layer_nope[l] ? scale_nope : scale_rope;

@@ -122,6 +122,10 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         SITS_ERROR(SITS_SUB_ENGINE, "the %s backend has no mixture-of-experts ops (moe_topk, moe_combine)", op->name);
         return SITS_ERR_UNSUPPORTED;
     }
+    if (c->moe.act_oai && !op->swiglu_oai) {   /* [gpt-oss] */
+        SITS_ERROR(SITS_SUB_ENGINE, "the %s backend has no swiglu_oai op (gpt-oss experts)", op->name);
+        return SITS_ERR_UNSUPPORTED;
+    }
     if (w->dims.ep > 1 && comm->size != w->dims.ep) {
         SITS_ERROR(SITS_SUB_ENGINE, "expert parallelism over %d ranks needs a group of %d ranks (got %d)", w->dims.ep,
                    w->dims.ep, comm->size);
@@ -204,7 +208,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         for (int l = 0; l < L; l++) {
             const sits_layer_weights_t *lw = &w->layers[d->layer0 + l];
             int f8 = lw->exp_gu_scale && lw->exp_down_scale, f16 = !lw->exp_gu_scale && !lw->exp_down_scale;
-            m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 ? 0 : f8 ? 2 : f16 ? 1 : 0;
+            /* [gpt-oss] biased experts with the clamped SwiGLU: the host path (moe_experts has neither) */
+            m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 || lw->exp_gu_bias || w->cfg.moe.act_oai ? 0 : f8 ? 2 : f16 ? 1 : 0;
             m->dev_all &= m->dev_ok[l] != 0;
             any_f8 |= m->dev_ok[l] == 2;
             const void **lp = wp + (size_t)l * 4 * m->E;   /* by local expert: moe_route's plan indexes them so */
@@ -270,18 +275,21 @@ int sits_moe_graph_max(const sits_moe_t *m) { return m->dev_all ? m->dev_max : 0
  * (matmul_w4; gu_w / down_w then unused). */
 static sits_status_t run_ffn(sits_moe_t *m, void *y, const void *x, const float *xs, const void *gu_w, const float *gu_s,
                              const sits_w4_t *gu4, const void *down_w, const float *down_s, const sits_w4_t *down4, int c, int i,
-                             void *gu, void *act)
+                             void *gu, void *act, const void *gu_b, const void *down_b)
 {
     const sits_backend_ops_t *op = m->be->ops;
+    const sits_model_config_t *cfg = &m->w->cfg;
     if (c == 0) return SITS_OK;
-    if (xs) SITS_CHECK(op->matmul_fp8q(m->be, gu, 0, x, xs, gu_w, gu_s, NULL, c, m->H, 2 * i));   /* [moe fp8] x: E4M3 rows */
-    else if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, NULL, c, m->H, 2 * i));               /* [c, 2i] */
-    else if (gu4) SITS_CHECK(op->matmul_w4(m->be, gu, x, gu4, NULL, c, m->H, 2 * i));                          /* [moe int4] */
-    else SITS_CHECK(op->matmul(m->be, gu, x, gu_w, NULL, c, m->H, 2 * i));
-    SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));                                                            /* [c, i] */
-    if (down_s) return op->matmul_fp8(m->be, y, 0, act, down_w, down_s, NULL, c, i, m->H);                    /* [c, H] */
-    if (down4) return op->matmul_w4(m->be, y, act, down4, NULL, c, i, m->H);                                  /* [moe int4] */
-    return op->matmul(m->be, y, act, down_w, NULL, c, i, m->H);
+    /* [gpt-oss] gu_b [2 i] / down_b [H] (NULL: none) are the GEMMs' biases */
+    if (xs) SITS_CHECK(op->matmul_fp8q(m->be, gu, 0, x, xs, gu_w, gu_s, gu_b, c, m->H, 2 * i));   /* [moe fp8] x: E4M3 rows */
+    else if (gu_s) SITS_CHECK(op->matmul_fp8(m->be, gu, 0, x, gu_w, gu_s, gu_b, c, m->H, 2 * i));               /* [c, 2i] */
+    else if (gu4) SITS_CHECK(op->matmul_w4(m->be, gu, x, gu4, gu_b, c, m->H, 2 * i));                          /* [moe int4] */
+    else SITS_CHECK(op->matmul(m->be, gu, x, gu_w, gu_b, c, m->H, 2 * i));
+    if (cfg->moe.act_oai) SITS_CHECK(op->swiglu_oai(m->be, act, gu, c, i, cfg->moe.swiglu_alpha, cfg->moe.swiglu_limit));
+    else SITS_CHECK(op->silu_mul(m->be, act, gu, c, i));                                                       /* [c, i] */
+    if (down_s) return op->matmul_fp8(m->be, y, 0, act, down_w, down_s, down_b, c, i, m->H);                  /* [c, H] */
+    if (down4) return op->matmul_w4(m->be, y, act, down4, down_b, c, i, m->H);                                /* [moe int4] */
+    return op->matmul(m->be, y, act, down_w, down_b, c, i, m->H);
 }
 
 static void *row_at(const sits_moe_t *m, void *base, size_t r) { return (char *)base + r * m->row; }
@@ -302,7 +310,7 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     const sits_backend_ops_t *op = be->ops;
     int E = m->E, k = m->k;
     float *wts = (float *)(m->route_d + (size_t)n * k);
-    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
+    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, lw->router_bias, n, m->H, E));           /* [n, E] */
     SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
     SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E, m->w->dims.exp0, m->w->dims.n_exp_loc));
     if (m->N > 1) SITS_CHECK(op->memset0(be, m->ys, (size_t)n * k * m->row));   /* [n k, H]: other ranks' slots add 0 */
@@ -313,7 +321,7 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     if (lw->sh_route) {
         SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */
         SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, NULL, lw->sh_down,
-                           lw->sh_down_scale, NULL, n, m->w->dims.is_loc, gu, act));
+                           lw->sh_down_scale, NULL, n, m->w->dims.is_loc, gu, act, NULL, NULL));
     }
     return op->moe_combine_slots(be, out, m->ys, wts, lw->sh_route ? m->sg : NULL, n, k, m->H);
 }
@@ -330,7 +338,7 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     if (n < 1 || n > m->T) return SITS_ERR_INVALID;
     if (n <= m->dev_max && m->dev_ok[layer - d->layer0]) return forward_dev(m, lw, layer - d->layer0, h, out, gu, act, n, mask);
     /* 1. router, top-k and the shared expert's gate logit, back on the host */
-    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, NULL, n, m->H, E));                     /* [n, E] */
+    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, lw->router_bias, n, m->H, E));           /* [n, E] */
     size_t nk = (size_t)n * k;
     SITS_CHECK(op->moe_topk(be, m->route_d, (float *)(m->route_d + nk), m->logits, n, E, k, c->moe.norm_topk));
     if (lw->sh_route) {
@@ -388,7 +396,8 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
             SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), NULL, lw->exp_gu[e],
                                lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_gu_w4 ? &lw->exp_gu_w4[e] : NULL,
                                lw->exp_down[e], lw->exp_down_scale ? lw->exp_down_scale[e] : NULL,
-                               lw->exp_down_w4 ? &lw->exp_down_w4[e] : NULL, mine[e], d->ie_loc, gu, act));
+                               lw->exp_down_w4 ? &lw->exp_down_w4[e] : NULL, mine[e], d->ie_loc, gu, act,
+                               lw->exp_gu_bias ? lw->exp_gu_bias[e] : NULL, lw->exp_down_bias ? lw->exp_down_bias[e] : NULL));
     } else {
         /* send: to rank q the rows of its experts [q epr, (q + 1) epr); receive from s its tokens' rows
          * for this rank's experts, in s's send layout */
@@ -447,7 +456,8 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
             SITS_CHECK(run_ffn(m, row_at(m, m->ye, (size_t)off), xin, q8 ? m->se + off : NULL, lw->exp_gu[j],
                                lw->exp_gu_scale ? lw->exp_gu_scale[j] : NULL, lw->exp_gu_w4 ? &lw->exp_gu_w4[j] : NULL,
                                lw->exp_down[j], lw->exp_down_scale ? lw->exp_down_scale[j] : NULL,
-                               lw->exp_down_w4 ? &lw->exp_down_w4[j] : NULL, rows, d->ie_loc, gu, act));
+                               lw->exp_down_w4 ? &lw->exp_down_w4[j] : NULL, rows, d->ie_loc, gu, act,
+                               lw->exp_gu_bias ? lw->exp_gu_bias[j] : NULL, lw->exp_down_bias ? lw->exp_down_bias[j] : NULL));
             off += rows;
         }
         if (nr) SITS_CHECK(op->gather_rows(be, m->xr, m->ye, m->perm_d + nr, nr, m->H));      /* back to the recv layout */
@@ -456,6 +466,6 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     /* 5. the shared expert (TP slice, every token), then the weighted combine */
     if (lw->sh_route)
         SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)n * k), h, NULL, lw->sh_gu, lw->sh_gu_scale, NULL, lw->sh_down,
-                           lw->sh_down_scale, NULL, n, d->is_loc, gu, act));
+                           lw->sh_down_scale, NULL, n, d->is_loc, gu, act, NULL, NULL));
     return op->moe_combine(be, out, m->ys, pos_d, cw_d, n, kk, m->H);
 }

@@ -113,6 +113,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
         { "mixtral", "MixtralForCausalLM", SITS_ARCH_MISTRAL },      /* [moe] Mistral attention */
         { "qwen2_moe", "Qwen2MoeForCausalLM", SITS_ARCH_QWEN2 },     /* [moe] Qwen2 attention */
         { "qwen3_moe", "Qwen3MoeForCausalLM", SITS_ARCH_QWEN3 },     /* [moe] Qwen3 attention (q/k norms) */
+        { "gpt_oss", "GptOssForCausalLM", SITS_ARCH_LLAMA },         /* [gpt-oss] parse_gpt_oss */
     };
     const size_t n_known = sizeof known / sizeof known[0];
     const json_t *mt = json_object_get(root, "model_type");
@@ -128,7 +129,7 @@ static sits_status_t parse_arch(const json_t *root, const char *what, sits_model
                 return SITS_OK;
             }
         }
-        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, glm, glm4, smollm3, mixtral, qwen2_moe, qwen3_moe, "
+        SITS_ERROR(SITS_SUB_MODEL, "%s: model_type: \"%s\" is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, granite, glm, glm4, smollm3, mixtral, qwen2_moe, qwen3_moe, gpt_oss, "
                    "and the language model of gemma3, mistral3, qwen2_vl, qwen2_5_vl)", what,
                    json_string_value(mt));
         return SITS_ERR_UNSUPPORTED;
@@ -437,6 +438,63 @@ static sits_status_t get_cap(const json_t *root, const char *key, const char *wh
     return SITS_OK;
 }
 
+/* [families] layer_types (n_layers strings, "sliding_attention" or "full_attention") into layer_sliding[]; absent:
+ * every pattern-th layer full, the others sliding (transformers' default for Gemma 2 / 3 and gpt-oss) */
+static sits_status_t parse_layer_types(const json_t *root, const char *what, int pattern, sits_model_config_t *cfg)
+{
+    if (cfg->n_layers > SITS_MAX_LAYER_TYPES) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: num_hidden_layers: %d, at most %d supported for %s", what, cfg->n_layers,
+                   SITS_MAX_LAYER_TYPES, cfg->model_type);
+        return SITS_ERR_UNSUPPORTED;
+    }
+    cfg->has_layer_types = 1;
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (!lt || json_is_null(lt)) {
+        if (pattern < 1) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window_pattern: must be > 0 (got %d)", what, pattern);
+            return SITS_ERR_FORMAT;
+        }
+        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
+        return SITS_OK;
+    }
+    if (!json_is_array(lt) || json_array_size(lt) != (size_t)cfg->n_layers) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what, cfg->n_layers);
+        return SITS_ERR_FORMAT;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lt, i, e) {
+        const char *t = json_is_string(e) ? json_string_value(e) : "";
+        if (!strcmp(t, "sliding_attention")) cfg->layer_sliding[i] = 1;
+        else if (!strcmp(t, "full_attention")) cfg->layer_sliding[i] = 0;
+        else {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected \"sliding_attention\" or \"full_attention\"", what, i);
+            return SITS_ERR_UNSUPPORTED;
+        }
+    }
+    return SITS_OK;
+}
+
+/* [gpt-oss] GptOssConfig past the common keys: biases on q / k / v / o (attention_bias, default true), attention
+ * sinks, sliding-window layers alternating with full ones (sliding_window default 128); the MoE keys are
+ * moe_config.c's. */
+static sits_status_t parse_gpt_oss(const json_t *root, const char *what, sits_model_config_t *cfg)
+{
+    int ab;
+    SITS_CHECK(get_bool(root, "attention_bias", what, 1, &ab));
+    cfg->qkv_bias = cfg->o_bias = ab;
+    cfg->mlp_bias = 0;
+    cfg->attn_sinks = 1;
+    const json_t *sw = json_object_get(root, "sliding_window");   /* null: no window (transformers' None) */
+    if (sw && json_is_null(sw)) cfg->sliding_window = 0;
+    else SITS_CHECK(get_int(root, "sliding_window", what, "", 0, 128, &cfg->sliding_window));
+    if (cfg->sliding_window < 0) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
+        return SITS_ERR_FORMAT;
+    }
+    return parse_layer_types(root, what, 2, cfg);
+}
+
 /* [families] Gemma 2 / Gemma 3 text: everything past the common keys (see config.h). */
 static sits_status_t parse_gemma(const json_t *root, const char *what, sits_model_config_t *cfg)
 {
@@ -482,40 +540,9 @@ static sits_status_t parse_gemma(const json_t *root, const char *what, sits_mode
         SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window: must be >= 0 or null (got %d)", what, cfg->sliding_window);
         return SITS_ERR_FORMAT;
     }
-    if (cfg->n_layers > SITS_MAX_LAYER_TYPES) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: num_hidden_layers: %d, at most %d supported for %s", what, cfg->n_layers,
-                   SITS_MAX_LAYER_TYPES, cfg->model_type);
-        return SITS_ERR_UNSUPPORTED;
-    }
-    cfg->has_layer_types = 1;
-    const json_t *lt = json_object_get(root, "layer_types");
-    if (!lt || json_is_null(lt)) {
-        int pattern = 2;
-        if (g3) SITS_CHECK(get_int(root, "sliding_window_pattern", what, "", 0, 6, &pattern));
-        if (pattern < 1) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: sliding_window_pattern: must be > 0 (got %d)", what, pattern);
-            return SITS_ERR_FORMAT;
-        }
-        for (int l = 0; l < cfg->n_layers; l++) cfg->layer_sliding[l] = (l + 1) % pattern != 0;
-    } else {
-        if (!json_is_array(lt) || json_array_size(lt) != (size_t)cfg->n_layers) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types: expected an array of num_hidden_layers (%d) strings", what,
-                       cfg->n_layers);
-            return SITS_ERR_FORMAT;
-        }
-        size_t i;
-        const json_t *e;
-        json_array_foreach(lt, i, e) {
-            const char *t = json_is_string(e) ? json_string_value(e) : "";
-            if (!strcmp(t, "sliding_attention")) cfg->layer_sliding[i] = 1;
-            else if (!strcmp(t, "full_attention")) cfg->layer_sliding[i] = 0;
-            else {
-                SITS_ERROR(SITS_SUB_MODEL, "%s: layer_types[%zu]: expected \"sliding_attention\" or \"full_attention\"",
-                           what, i);
-                return SITS_ERR_UNSUPPORTED;
-            }
-        }
-    }
+    int pattern = 2;
+    if (g3) SITS_CHECK(get_int(root, "sliding_window_pattern", what, "", 0, 6, &pattern));
+    SITS_CHECK(parse_layer_types(root, what, pattern, cfg));
     /* RoPE: Gemma 3 keeps one set of parameters per layer type (transformers v5) or a local base
      * next to the global rope_theta / rope_scaling (older configs) */
     cfg->rope_local_theta = 0.0;
@@ -750,6 +777,7 @@ static sits_status_t parse_root(const json_t *root, const char *what, sits_model
     if (gemma) SITS_CHECK(parse_gemma(root, what, cfg));   /* [families] */
     if (!strcmp(cfg->model_type, "granite")) SITS_CHECK(parse_granite(root, what, cfg));
     if (!strcmp(cfg->model_type, "smollm3")) SITS_CHECK(parse_smollm3(root, what, cfg));
+    if (!strcmp(cfg->model_type, "gpt_oss")) SITS_CHECK(parse_gpt_oss(root, what, cfg));
     SITS_CHECK(get_int(root, "bos_token_id", what, "", 0, -1, &cfg->bos_token_id));
     SITS_CHECK(parse_eos(root, what, cfg));
 
@@ -840,8 +868,13 @@ static sits_status_t parse_quant(const json_t *root, const char *what, sits_mode
                 cfg->fp8_block[1] = b[1];
             }
         }
+    } else if (!strcmp(method, "mxfp4")) {   /* [gpt-oss] the experts' *_blocks / *_scales, dequantised at load */
+        if (strcmp(cfg->model_type, "gpt_oss") != 0) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"mxfp4\" is supported for gpt_oss only", what);
+            return SITS_ERR_UNSUPPORTED;
+        }
     } else {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, awq, gptq, "
+        SITS_ERROR(SITS_SUB_MODEL, "%s: quantization_config.quant_method \"%s\" is not supported (fp8, awq, gptq, mxfp4, "
                    "compressed-tensors FP8 or pack-quantized INT4)",
                    what, method);
         return SITS_ERR_UNSUPPORTED;

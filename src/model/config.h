@@ -128,6 +128,7 @@ typedef struct {
     unsigned char layer_sliding[SITS_MAX_LAYER_TYPES];   /* 1: layer l is a sliding_attention layer */
     int has_nope;             /* [smollm3] some layers use no positional embedding: layer_nope[] */
     unsigned char layer_nope[SITS_MAX_LAYER_TYPES];      /* 1: layer l skips RoPE (SmolLM3's no_rope_layers[l] == 0) */
+    int attn_sinks;           /* [gpt-oss] self_attn.sinks [nh]: one learned logit per head in each softmax's denominator */
     /* Phi-3 */
     int fused_qkv;            /* self_attn.qkv_proj.weight [(nh + 2 nkv) hd, H] instead of q/k/v_proj */
     int fused_gate_up;        /* mlp.gate_up_proj.weight [2 I, H] (gate rows, then up) instead of gate/up_proj */
@@ -139,6 +140,12 @@ typedef struct {
      * sigmoid(shared_expert_gate [1, H] . x) (Qwen2-MoE). */
     struct {
         int n_experts, top_k, moe_inter, norm_topk, shared_inter;
+        /* [gpt-oss] router_bias: the router has a bias [E]; expert_bias: each expert's gate / up / down have biases
+         * ([Ie], [Ie], [H]); act_oai: the experts' activation is swiglu_oai (backend.h) with swiglu_alpha / limit
+         * instead of SiLU(gate) * up. The checkpoint's fused, transposed experts are exposed per expert at load
+         * (layout.h sits_model_st_adapt). */
+        int router_bias, expert_bias, act_oai;
+        float swiglu_alpha, swiglu_limit;
     } moe;
     /* [int4] a weight-only INT4 checkpoint (model/int4.h): fmt SITS_W4_NONE = none */
     struct {

@@ -4,6 +4,7 @@
 #include "model/int4.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
@@ -35,6 +36,7 @@ static const char *const wkind_names[SITS_W_KIND_COUNT] = {
     [SITS_W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
     [SITS_W_QKV] = "self_attn.qkv_proj.weight",
     [SITS_W_GATE_UP] = "mlp.gate_up_proj.weight",
+    [SITS_W_SINKS] = "self_attn.sinks",   /* [gpt-oss] */
 };
 
 int sits_wkind_per_layer(sits_wkind_t kind)
@@ -57,6 +59,7 @@ int sits_wkind_present(const sits_model_config_t *cfg, sits_wkind_t kind)
     case SITS_W_QKV: return cfg->fused_qkv;
     case SITS_W_GATE_UP: return cfg->fused_gate_up;
     case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: return cfg->sandwich_norms;
+    case SITS_W_SINKS: return cfg->attn_sinks;
     case SITS_W_KIND_COUNT: return 0;
     default: return 1;
     }
@@ -93,6 +96,7 @@ int sits_wkind_shape(const sits_model_config_t *cfg, sits_wkind_t kind, int64_t 
     case SITS_W_POST_ATTN_NORM: case SITS_W_PRE_FFN_NORM: case SITS_W_POST_FFN_NORM: shape[0] = H; return 1;
     case SITS_W_QKV: shape[0] = q + 2 * kv; shape[1] = H; return 2;
     case SITS_W_GATE_UP: shape[0] = 2 * I; shape[1] = H; return 2;
+    case SITS_W_SINKS: shape[0] = cfg->n_heads; return 1;
     default: return 0;
     }
 }
@@ -245,12 +249,16 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
         }
         for (int p = 0; cfg->moe.n_experts && p < SITS_MOE_PART_COUNT; p++) {   /* [moe] */
             if (!sits_moe_part_present(cfg, (sits_moe_part_t)p)) continue;
-            int per_expert = p == SITS_MOE_GATE || p == SITS_MOE_UP || p == SITS_MOE_DOWN;
+            int per_expert = sits_moe_part_per_expert((sits_moe_part_t)p);
             int64_t want[2];
             sits_moe_part_shape(cfg, (sits_moe_part_t)p, want);
             for (int x = 0; x < (per_expert ? cfg->moe.n_experts : 1); x++) {
                 char name[160];
                 sits_moe_part_name(cfg, (sits_moe_part_t)p, l, x, name, sizeof name);
+                if (p >= SITS_MOE_ROUTER_BIAS) {   /* [gpt-oss] a bias [n] */
+                    SITS_CHECK(check_named(cfg, st, what, name, (sits_wkind_t)-1, 1, want + 1));
+                    continue;
+                }
                 char base[160];   /* [int4] name is "X.weight" */
                 snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 7), name);
                 if (!sits_st_find(st, name) && sits_w4_present(cfg, st, base)) {   /* [moe int4] checked here: the loader runs it as stored or dequantises it */
@@ -267,8 +275,122 @@ sits_status_t sits_model_check_tensors(const sits_model_config_t *cfg, const sit
     return SITS_OK;
 }
 
+/* [gpt-oss] The fused tensor NAME of layer l's experts ("mlp.experts." + leaf), NULL (logged) when missing or not
+ * `ndim`-d [E, d1, d2(, d3)] with a float dtype (fl) or U8 (MXFP4 blocks / scales). */
+static const sits_st_tensor_t *oai_fused(const sits_st_t *st, int l, const char *leaf, int fl, int ndim, const int64_t *want)
+{
+    char name[160], want_s[80], got_s[160];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, leaf);
+    const sits_st_tensor_t *t = sits_st_find(st, name);
+    if (!t) {
+        SITS_ERROR(SITS_SUB_MODEL, "model: tensor %s: missing", name);
+        return NULL;
+    }
+    int ok = t->ndim == ndim && (fl ? t->dtype == SITS_DT_F32 || t->dtype == SITS_DT_F16 || t->dtype == SITS_DT_BF16
+                                    : t->dtype == SITS_DT_U8);
+    for (int d = 0; ok && d < ndim; d++) ok = t->shape[d] == want[d];
+    if (!ok) {
+        shape_str(want, ndim, want_s, sizeof want_s);
+        shape_str(t->shape, t->ndim, got_s, sizeof got_s);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: shape %s dtype %s, config needs %s %s", t->file, name, got_s,
+                   sits_dtype_name(t->dtype), want_s, fl ? "F32 / F16 / BF16" : "U8");
+        return NULL;
+    }
+    return t;
+}
+
+static void set_view(sits_st_tensor_t *v, int kind, sits_dtype_t dt, const void *base, const void *scales, int64_t off,
+                     int64_t s0, int64_t s1)
+{
+    v->view.kind = kind;
+    v->view.dt = dt;
+    v->view.base = base;
+    v->view.scales = scales;
+    v->view.off = off;
+    v->view.s0 = s0;
+    v->view.s1 = s1;
+}
+
+/* [gpt-oss] layer l's experts as per-expert views (layout.h [moe] table): 6 a expert into proto / names */
+static sits_status_t oai_views(const sits_model_config_t *cfg, const sits_st_t *st, int l, sits_st_tensor_t *proto,
+                               char **names)
+{
+    const int64_t E = cfg->moe.n_experts, H = cfg->hidden_size, I = cfg->moe.moe_inter;
+    char probe[160];
+    snprintf(probe, sizeof probe, "model.layers.%d.mlp.experts.gate_up_proj_blocks", l);
+    const int mx = sits_st_find(st, probe) != NULL;
+    const sits_st_tensor_t *gu = NULL, *gus = NULL, *dn = NULL, *dns = NULL, *gub, *dnb;
+    if (mx) {
+        if (H % 32 || I % 32) {
+            SITS_ERROR(SITS_SUB_MODEL, "model: MXFP4 experts need hidden_size and intermediate_size multiples of 32 (%lld, %lld)",
+                       (long long)H, (long long)I);
+            return SITS_ERR_FORMAT;
+        }
+        const int64_t w1[4] = { E, 2 * I, H / 32, 16 }, s1[3] = { E, 2 * I, H / 32 };
+        const int64_t w2[4] = { E, H, I / 32, 16 }, s2[3] = { E, H, I / 32 };
+        if (!(gu = oai_fused(st, l, "gate_up_proj_blocks", 0, 4, w1)) || !(gus = oai_fused(st, l, "gate_up_proj_scales", 0, 3, s1)) ||
+            !(dn = oai_fused(st, l, "down_proj_blocks", 0, 4, w2)) || !(dns = oai_fused(st, l, "down_proj_scales", 0, 3, s2)))
+            return SITS_ERR_FORMAT;
+    } else {
+        const int64_t w1[3] = { E, H, 2 * I }, w2[3] = { E, I, H };
+        if (!(gu = oai_fused(st, l, "gate_up_proj", 1, 3, w1)) || !(dn = oai_fused(st, l, "down_proj", 1, 3, w2)))
+            return SITS_ERR_FORMAT;
+    }
+    const int64_t b1[2] = { E, 2 * I }, b2[2] = { E, H };
+    if (!(gub = oai_fused(st, l, "gate_up_proj_bias", 1, 2, b1)) || !(dnb = oai_fused(st, l, "down_proj_bias", 1, 2, b2)))
+        return SITS_ERR_FORMAT;
+    static const char *const leaf[3] = { "gate_proj", "up_proj", "down_proj" };
+    for (int64_t x = 0; x < E; x++) {
+        for (int p = 0; p < 6; p++) {
+            sits_st_tensor_t *v = &proto[x * 6 + p];
+            memset(v, 0, sizeof *v);
+            const int down = p % 3 == 2, up = p % 3 == 1, bias = p >= 3;
+            if (!(names[x * 6 + p] = malloc(160))) return SITS_ERR_NOMEM;
+            snprintf(names[x * 6 + p], 160, "model.layers.%d.mlp.experts.%lld.%s.%s", l, (long long)x, leaf[p % 3],
+                     bias ? "bias" : "weight");
+            if (bias) {   /* gate / up: the even / odd entries of gate_up_proj_bias[x]; down: down_proj_bias[x] */
+                v->ndim = 1;
+                v->shape[0] = down ? H : I;
+                set_view(v, SITS_ST_VIEW_STRIDED, (down ? dnb : gub)->dtype, (down ? dnb : gub)->data, NULL,
+                         down ? x * H : x * 2 * I + up, 0, down ? 1 : 2);
+                v->dtype = v->view.dt;
+                continue;
+            }
+            v->ndim = 2;
+            v->shape[0] = down ? H : I;
+            v->shape[1] = down ? I : H;
+            if (mx) {   /* rows of the [E * rows, cols] code matrix: gate / up alternate */
+                set_view(v, SITS_ST_VIEW_MXFP4, SITS_DT_F32, (down ? dn : gu)->data, (down ? dns : gus)->data,
+                         down ? x * H : x * 2 * I + up, down ? 1 : 2, 0);
+                v->dtype = SITS_DT_F32;
+            } else {   /* the checkpoint's [in, out] transposed: (i, j) = gate_up[x, j, 2 i (+ 1)], down[x, j, i] */
+                set_view(v, SITS_ST_VIEW_STRIDED, (down ? dn : gu)->dtype, (down ? dn : gu)->data, NULL,
+                         down ? x * I * H : x * H * 2 * I + up, down ? 1 : 2, down ? H : 2 * I);
+                v->dtype = v->view.dt;
+            }
+        }
+    }
+    return SITS_OK;
+}
+
 sits_status_t sits_model_st_adapt(const sits_model_config_t *cfg, sits_st_t *st)
 {
+    if (!strcmp(cfg->model_type, "gpt_oss") && cfg->moe.n_experts) {   /* [gpt-oss] */
+        size_t n = (size_t)cfg->moe.n_experts * 6;
+        sits_st_tensor_t *proto = calloc(n, sizeof *proto);
+        char **names = calloc(n, sizeof *names);
+        sits_status_t s = proto && names ? SITS_OK : SITS_ERR_NOMEM;
+        for (int l = 0; l < cfg->n_layers && s == SITS_OK; l++) {
+            if ((s = oai_views(cfg, st, l, proto, names)) == SITS_OK) s = sits_st_add_views(st, proto, names, n, "(gpt-oss experts)");
+            for (size_t i = 0; names && i < n; i++) {
+                free(names[i]);
+                names[i] = NULL;
+            }
+        }
+        free(proto);
+        free(names);
+        SITS_CHECK(s);
+    }
     if (!strcmp(cfg->model_type, "glm4")) {   /* [glm] its four norms a layer under Gemma 2's names, in an order that never clashes */
         static const char *const glm4[][2] = { { ".post_attention_layernorm.", ".pre_feedforward_layernorm." },
                                                { ".post_self_attn_layernorm.", ".post_attention_layernorm." },
@@ -301,10 +423,17 @@ float sits_model_fp8_scale_at(const sits_model_config_t *cfg, const sits_st_tens
 
 /* ---- [moe] ------------------------------------------------------------------------------------ */
 
+int sits_moe_part_per_expert(sits_moe_part_t part)
+{
+    return (part >= SITS_MOE_GATE && part <= SITS_MOE_DOWN) || (part >= SITS_MOE_GATE_BIAS && part <= SITS_MOE_DOWN_BIAS);
+}
+
 int sits_moe_part_present(const sits_model_config_t *cfg, sits_moe_part_t part)
 {
     if (!cfg->moe.n_experts) return 0;
     if (part >= SITS_MOE_SH_GATE && part <= SITS_MOE_SH_ROUTE) return cfg->moe.shared_inter > 0;
+    if (part == SITS_MOE_ROUTER_BIAS) return cfg->moe.router_bias;
+    if (part >= SITS_MOE_GATE_BIAS && part <= SITS_MOE_DOWN_BIAS) return cfg->moe.expert_bias;
     return part < SITS_MOE_PART_COUNT;
 }
 
@@ -313,16 +442,18 @@ void sits_moe_part_name(const sits_model_config_t *cfg, sits_moe_part_t part, in
     int mixtral = !strcmp(cfg->model_type, "mixtral");
     static const char *const mx[] = { "block_sparse_moe.gate", "w1", "w3", "w2" };
     static const char *const qw[] = { "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.shared_expert.gate_proj",
-                                      "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj", "mlp.shared_expert_gate" };
+                                      "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj", "mlp.shared_expert_gate",
+                                      "mlp.router", "gate_proj", "up_proj", "down_proj" };
     if ((unsigned)part >= SITS_MOE_PART_COUNT || (mixtral && part > SITS_MOE_DOWN)) {
         snprintf(buf, len, "?");
         return;
     }
-    const char *leaf = mixtral ? mx[part] : qw[part];
-    if (part >= SITS_MOE_GATE && part <= SITS_MOE_DOWN)
-        snprintf(buf, len, "model.layers.%d.%s.experts.%d.%s.weight", layer, mixtral ? "block_sparse_moe" : "mlp", expert, leaf);
+    const char *leaf = mixtral ? mx[part] : part == SITS_MOE_ROUTER && !strcmp(cfg->model_type, "gpt_oss") ? "mlp.router" : qw[part];
+    const char *what = part >= SITS_MOE_ROUTER_BIAS ? "bias" : "weight";
+    if (sits_moe_part_per_expert(part))
+        snprintf(buf, len, "model.layers.%d.%s.experts.%d.%s.%s", layer, mixtral ? "block_sparse_moe" : "mlp", expert, leaf, what);
     else
-        snprintf(buf, len, "model.layers.%d.%s.weight", layer, leaf);
+        snprintf(buf, len, "model.layers.%d.%s.%s", layer, leaf, what);
 }
 
 void sits_moe_part_shape(const sits_model_config_t *cfg, sits_moe_part_t part, int64_t shape[2])
@@ -335,6 +466,9 @@ void sits_moe_part_shape(const sits_model_config_t *cfg, sits_moe_part_t part, i
     case SITS_MOE_SH_GATE: case SITS_MOE_SH_UP: shape[0] = Is; shape[1] = H; break;
     case SITS_MOE_SH_DOWN: shape[0] = H; shape[1] = Is; break;
     case SITS_MOE_SH_ROUTE: shape[0] = 1; shape[1] = H; break;
+    case SITS_MOE_ROUTER_BIAS: shape[0] = 1; shape[1] = cfg->moe.n_experts; break;   /* [gpt-oss] stored 1-d */
+    case SITS_MOE_GATE_BIAS: case SITS_MOE_UP_BIAS: shape[0] = 1; shape[1] = Ie; break;
+    case SITS_MOE_DOWN_BIAS: shape[0] = 1; shape[1] = H; break;
     default: shape[0] = shape[1] = 0; break;
     }
 }

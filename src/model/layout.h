@@ -36,6 +36,7 @@ typedef enum {
     SITS_W_Q_NORM, SITS_W_K_NORM,                                     /* [families] per layer, qk_norm */
     SITS_W_POST_ATTN_NORM, SITS_W_PRE_FFN_NORM, SITS_W_POST_FFN_NORM, /* [families] per layer, sandwich_norms */
     SITS_W_QKV, SITS_W_GATE_UP,                                       /* [families] per layer, fused_qkv / fused_gate_up */
+    SITS_W_SINKS,                                                     /* [gpt-oss] per layer, attn_sinks: [nh] */
     SITS_W_KIND_COUNT
 } sits_wkind_t;
 
@@ -65,11 +66,12 @@ int sits_wkind_linear(sits_wkind_t kind);
  * A one-value weight_scale_inv without a block size is per tensor. Errors name the file and tensor. */
 sits_status_t sits_model_fp8_scale(const sits_model_config_t *cfg, const sits_st_t *st, const sits_st_tensor_t *w,
                                    const char *what, const sits_st_tensor_t **scale_p);
-/* [mm] The checkpoint's tensors under the names the loader asks for: a multimodal checkpoint's language model
+/* [mm] [gpt-oss] The checkpoint's tensors under the names the loader asks for: a multimodal checkpoint's language model
  * (cfg->mm_text) keeps them under language_model.model. (or model.language_model.) and its head under
  * language_model.lm_head.; renamed to model. / lm_head. (the vision tower's stay as they are, unread). [glm] GLM-4's
  * post_self_attn_layernorm / post_attention_layernorm / post_mlp_layernorm become post_attention_layernorm /
- * pre_feedforward_layernorm / post_feedforward_layernorm (the sandwich norms' names). */
+ * pre_feedforward_layernorm / post_feedforward_layernorm (the sandwich norms' names). [gpt-oss] the fused experts
+ * as per-expert views (the [moe] table below); a missing or misshapen fused tensor is refused here, with its name. */
 sits_status_t sits_model_st_adapt(const sits_model_config_t *cfg, sits_st_t *st);
 /* [fp8 block] the dequantisation factor of element (row, col) of an F8_E4M3 weight whose scale tensor
  * sits_model_fp8_scale returned (per tensor, per row, or the block of cfg->fp8_block holding it) */
@@ -83,13 +85,21 @@ float sits_model_fp8_scale_at(const sits_model_config_t *cfg, const sits_st_tens
  *              model.layers.N.mlp.experts.J.{gate,up}_proj.weight    [Ie, H]  down_proj [H, Ie]
  *              model.layers.N.mlp.shared_expert.{gate,up}_proj.weight [Is, H] down_proj [H, Is]
  *              model.layers.N.mlp.shared_expert_gate.weight          [1, H]
- * F32 / F16 / BF16 only (FP8 experts are refused). ---- */
+ *   gpt-oss    model.layers.N.mlp.router.{weight [E, H], bias [E]}; the checkpoint's mlp.experts.gate_up_proj
+ *              [E, H, 2 Ie] (gate and up in alternate columns) + gate_up_proj_bias [E, 2 Ie], down_proj [E, Ie, H] +
+ *              down_proj_bias [E, H] -- or [mxfp4] gate_up_proj_blocks [E, 2 Ie, H / 32, 16] + _scales [E, 2 Ie, H / 32],
+ *              down_proj_blocks [E, H, Ie / 32, 16] + _scales -- are exposed by sits_model_st_adapt as views named
+ *              model.layers.N.mlp.experts.J.{gate,up,down}_proj.{weight,bias} in Qwen's shapes ([Ie, H], [Ie]; [H, Ie], [H])
+ * F32 / F16 / BF16, or F8_E4M3 with scales; views as above. ---- */
 typedef enum {
     SITS_MOE_ROUTER, SITS_MOE_GATE, SITS_MOE_UP, SITS_MOE_DOWN,            /* GATE..DOWN: per expert */
     SITS_MOE_SH_GATE, SITS_MOE_SH_UP, SITS_MOE_SH_DOWN, SITS_MOE_SH_ROUTE, /* shared expert and its gate */
+    SITS_MOE_ROUTER_BIAS, SITS_MOE_GATE_BIAS, SITS_MOE_UP_BIAS, SITS_MOE_DOWN_BIAS,   /* [gpt-oss] [1, n]; GATE..DOWN_BIAS per expert */
     SITS_MOE_PART_COUNT
 } sits_moe_part_t;
-/* Whether the config has the part (the shared ones need shared_inter > 0). */
+/* 1 for the parts each expert has (GATE..DOWN, GATE_BIAS..DOWN_BIAS) */
+int sits_moe_part_per_expert(sits_moe_part_t part);
+/* Whether the config has the part (the shared ones need shared_inter > 0, the biases router_bias / expert_bias). */
 int sits_moe_part_present(const sits_model_config_t *cfg, sits_moe_part_t part);
 /* HF name of the part of layer `layer` (expert ignored except for GATE..DOWN). */
 void sits_moe_part_name(const sits_model_config_t *cfg, sits_moe_part_t part, int layer, int expert, char *buf, size_t len);

@@ -5,6 +5,7 @@
  * mlp_only_layers). Dense model_types leave cfg->moe zeroed. Every refusal names the file and the key. */
 #include "model/config.h"
 
+#include <math.h>
 #include <string.h>
 #include <jansson.h>
 
@@ -30,14 +31,40 @@ static sits_status_t moe_int(const json_t *root, const char *key, const char *wh
     return SITS_OK;
 }
 
+/* [gpt-oss] A positive finite number key (absent / null -> def). */
+static sits_status_t moe_float(const json_t *root, const char *key, const char *what, double def, float *out_p)
+{
+    const json_t *v = json_object_get(root, key);
+    double d = def;
+    if (v && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0) || !isfinite(json_number_value(v))) {
+            SITS_ERROR(SITS_SUB_MODEL, "%s: %s: expected a positive number", what, key);
+            return SITS_ERR_FORMAT;
+        }
+        d = json_number_value(v);
+    }
+    *out_p = (float)d;
+    return SITS_OK;
+}
+
 sits_status_t sits_model_moe_config_parse(const void *json_root, const char *what, sits_model_config_t *cfg)
 {
     const json_t *root = json_root;
     memset(&cfg->moe, 0, sizeof cfg->moe);
     int mixtral = !strcmp(cfg->model_type, "mixtral"), qwen2_moe = !strcmp(cfg->model_type, "qwen2_moe");
     int qwen3_moe = !strcmp(cfg->model_type, "qwen3_moe");   /* Qwen2-MoE's keys, no shared expert */
-    if (!mixtral && !qwen2_moe && !qwen3_moe) return SITS_OK;
-    if (mixtral) {
+    int gpt_oss = !strcmp(cfg->model_type, "gpt_oss");
+    if (!mixtral && !qwen2_moe && !qwen3_moe && !gpt_oss) return SITS_OK;
+    if (gpt_oss) {   /* [gpt-oss] softmax over the top-k logits (= renormalised top-k), biases, the clamped SwiGLU */
+        SITS_CHECK(moe_int(root, "num_local_experts", what, 0, 128, &cfg->moe.n_experts));
+        const json_t *ek = json_object_get(root, "num_experts_per_tok");
+        SITS_CHECK(moe_int(root, ek && !json_is_null(ek) ? "num_experts_per_tok" : "experts_per_token", what, 0, 4,
+                           &cfg->moe.top_k));
+        cfg->moe.moe_inter = cfg->intermediate_size;
+        cfg->moe.norm_topk = cfg->moe.router_bias = cfg->moe.expert_bias = cfg->moe.act_oai = 1;
+        SITS_CHECK(moe_float(root, "swiglu_alpha", what, 1.702, &cfg->moe.swiglu_alpha));
+        SITS_CHECK(moe_float(root, "swiglu_limit", what, 7.0, &cfg->moe.swiglu_limit));
+    } else if (mixtral) {
         SITS_CHECK(moe_int(root, "num_local_experts", what, 0, 8, &cfg->moe.n_experts));
         SITS_CHECK(moe_int(root, "num_experts_per_tok", what, 0, 2, &cfg->moe.top_k));
         cfg->moe.moe_inter = cfg->intermediate_size;
@@ -72,7 +99,7 @@ sits_status_t sits_model_moe_config_parse(const void *json_root, const char *wha
             return SITS_ERR_UNSUPPORTED;
         }
     }
-    const char *ekey = mixtral ? "num_local_experts" : "num_experts";
+    const char *ekey = mixtral || gpt_oss ? "num_local_experts" : "num_experts";
     if (cfg->moe.n_experts < 1) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0 (got %d)", what, ekey, cfg->moe.n_experts);
         return SITS_ERR_FORMAT;
@@ -83,11 +110,11 @@ sits_status_t sits_model_moe_config_parse(const void *json_root, const char *wha
         return SITS_ERR_FORMAT;
     }
     if (cfg->moe.moe_inter < 1) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0", what, mixtral ? "intermediate_size" : "moe_intermediate_size");
+        SITS_ERROR(SITS_SUB_MODEL, "%s: %s: must be > 0", what, mixtral || gpt_oss ? "intermediate_size" : "moe_intermediate_size");
         return SITS_ERR_FORMAT;
     }
-    SITS_INFO(SITS_SUB_MODEL, "%s: mixture of experts: %d experts, top %d%s, expert ffn %d, shared expert ffn %d", what,
+    SITS_INFO(SITS_SUB_MODEL, "%s: mixture of experts: %d experts, top %d%s, expert ffn %d, shared expert ffn %d%s", what,
               cfg->moe.n_experts, cfg->moe.top_k, cfg->moe.norm_topk ? " renormalised" : "", cfg->moe.moe_inter,
-              cfg->moe.shared_inter);
+              cfg->moe.shared_inter, cfg->moe.act_oai ? ", biases, clamped SwiGLU" : "");
     return SITS_OK;
 }

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -815,6 +816,60 @@ static sits_status_t st_rename(sits_st_t *st, const char *from, const char *to, 
     }
     if (n_p) *n_p = n;
     return n ? st_finish(st) : SITS_OK;   /* sorted again; a name now present twice is refused */
+}
+
+sits_status_t sits_st_add_views(sits_st_t *st, const sits_st_tensor_t *proto, char *const *names, size_t n, const char *file)
+{
+    if (n == 0) return SITS_OK;
+    SITS_CHECK(st_reserve(st, n, file));
+    for (size_t i = 0; i < n; i++) {
+        sits_st_tensor_t *t = &st->tensors[st->n];
+        *t = proto[i];
+        t->data = NULL;
+        t->nbytes = 0;
+        t->file = file;
+        if (!(t->name = strdup(names[i]))) return SITS_ERR_NOMEM;
+        st->n++;
+    }
+    return st_finish(st);
+}
+
+/* [gpt-oss] FP4 E2M1 codes (OCP MX): sign, 2 exponent bits, 1 mantissa bit */
+static const float st_fp4[16] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
+
+void sits_st_view_rows_f32(const sits_st_tensor_t *t, int64_t r, int64_t n, int64_t c0, int64_t w, float *out)
+{
+    const int64_t cols = t->shape[t->ndim - 1];
+    if (t->view.kind == SITS_ST_VIEW_MXFP4) {
+        const unsigned char *b = t->view.base, *sc = t->view.scales;
+#pragma omp parallel for schedule(static) if (n * w >= 65536)
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t row = t->view.off + (r + i) * t->view.s0;
+            const unsigned char *rb = b + (size_t)row * (size_t)(cols / 2), *rs = sc + (size_t)row * (size_t)(cols / 32);
+            float s = 0.0f;
+            for (int64_t j = 0; j < w; j++) {
+                const int64_t c = c0 + j;
+                if (j == 0 || c % 32 == 0) s = ldexpf(1.0f, (int)rs[c / 32] - 127);   /* exact: a power of two */
+                out[i * w + j] = st_fp4[(rb[c / 2] >> (4 * (c & 1))) & 15u] * s;
+            }
+        }
+        return;
+    }
+    const sits_dtype_t dt = t->view.dt;
+    const size_t es = sits_dtype_size(dt);
+#pragma omp parallel for schedule(static) if (n * w >= 65536)
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < w; j++) {
+            const int64_t e = t->view.off + (r + i) * t->view.s0 + (c0 + j) * t->view.s1;
+            const unsigned char *src = (const unsigned char *)t->view.base + (size_t)e * es;
+            if (dt == SITS_DT_BF16) {   /* the common case inline: the top half of an fp32 */
+                uint32_t u = (uint32_t)(src[0] | src[1] << 8) << 16;
+                memcpy(out + i * w + j, &u, 4);
+            } else {
+                sits_convert_to_f32(dt, src, out + i * w + j, 1);
+            }
+        }
 }
 
 sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char *to, size_t *n_p)

@@ -33,7 +33,20 @@ typedef struct {
     const void *data;        /* into the mapping; not aligned */
     size_t nbytes;
     const char *file;        /* path of the file that holds it */
+    /* [gpt-oss] a view (view.kind != SITS_ST_VIEW_NONE): data NULL, nbytes 0; its elements (i, j) of shape [rows, cols]
+     * ([cols] when 1-D, i = 0) live in another tensor's bytes and are read with sits_st_view_rows_f32 only:
+     *   STRIDED  element off + i s0 + j s1 of base, of dtype view.dt (F32 / F16 / BF16; dtype says the same)
+     *   MXFP4    row off + i s0 of an MXFP4 tensor pair: base [*, cols / 32, 16] bytes of FP4 E2M1 codes, two a byte
+     *            (element 2m in the low nibble), scales [*, cols / 32] E8M0 bytes (2^(b - 127)); dtype F32 */
+    struct {
+        int kind;
+        sits_dtype_t dt;
+        const void *base, *scales;
+        int64_t off, s0, s1;
+    } view;
 } sits_st_tensor_t;
+
+enum { SITS_ST_VIEW_NONE = 0, SITS_ST_VIEW_STRIDED = 1, SITS_ST_VIEW_MXFP4 = 2 };
 
 typedef struct sits_st sits_st_t;
 
@@ -53,6 +66,12 @@ sits_status_t sits_st_rename_prefix(sits_st_t *st, const char *from, const char 
 /* [glm] The same for `from` anywhere in a name (its first occurrence). */
 sits_status_t sits_st_rename_infix(sits_st_t *st, const char *from, const char *to, size_t *n_p);
 
+/* [gpt-oss] Add views (sits_st_tensor_t.view) named names[i] with the shapes and views of proto[i] (their name, data,
+ * nbytes and file fields are ignored; file is set to `file`), the index then sorted again. A name already taken is
+ * refused (SITS_ERR_FORMAT, logged). */
+sits_status_t sits_st_add_views(sits_st_t *st, const sits_st_tensor_t *proto, char *const *names, size_t n, const char *file);
+/* fp32 values of rows [r, r + n) x cols [c0, c0 + w) of view t into out [n, w]. */
+void sits_st_view_rows_f32(const sits_st_tensor_t *t, int64_t r, int64_t n, int64_t c0, int64_t w, float *out);
 size_t sits_st_count(const sits_st_t *st);
 const sits_st_tensor_t *sits_st_at(const sits_st_t *st, size_t i);
 /* NULL when absent. */

@@ -202,6 +202,10 @@ static int is_norm_kind(sits_wkind_t kind)
 static sits_status_t rows_f32(loader_t *L, const sits_st_tensor_t *t, sits_wkind_t kind, int layer, int64_t r, int64_t n,
                               int64_t c0, int64_t w, float *out)
 {
+    if (t && t->view.kind) {   /* [gpt-oss] a view of a fused or MXFP4 tensor (safetensors.h) */
+        sits_st_view_rows_f32(t, r, n, c0, w, out);
+        return SITS_OK;
+    }
     if (t) {
         const sits_st_tensor_t *s = NULL;
         int64_t cols = t->shape[t->ndim - 1];
@@ -259,7 +263,7 @@ static sits_status_t load_slice(loader_t *L, void *dst, int64_t dst_row0, sits_w
     const int scaled = row_scaled(L);   /* [rope] through staging, multiplied */
     if (L->st && !w4_ckpt(L, kind, layer)) {   /* [int4] an INT4 linear goes through staging, dequantised */
         if (!(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
-        if (t->dtype != SITS_DT_F8_E4M3 && !scaled)
+        if (t->dtype != SITS_DT_F8_E4M3 && !scaled && !t->view.kind)
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, cols, r0, r1, c0, c1);
     }
     int64_t w = c1 - c0;
@@ -374,6 +378,20 @@ static sits_status_t load_norm(loader_t *L, sits_wkind_t kind, int layer, int64_
         for (int64_t i = 0; i < n; i++) L->staging[i] = 1.0f + L->staging[i];
     if (kind == SITS_W_FINAL_NORM && L->cfg->logits_scale > 0.0f)   /* [granite] logits / logits_scaling: linear in w */
         for (int64_t i = 0; i < n; i++) L->staging[i] /= L->cfg->logits_scale;
+    return L->be->ops->upload(L->be, *p, L->staging, (size_t)n * sizeof(float));
+}
+
+/* [gpt-oss] entries [c0, c0 + n) of the 1-d tensor (kind, layer) as FP32 on the backend (attention sinks) */
+static sits_status_t load_f32_cols(loader_t *L, sits_wkind_t kind, int layer, int64_t c0, int64_t n, float **p)
+{
+    L->bytes += (size_t)n * sizeof(float);
+    *p = NULL;
+    if (L->count_only || n < 1) return SITS_OK;
+    const sits_st_tensor_t *t = NULL;
+    if (L->st && !(t = find_tensor(L, kind, layer))) return SITS_ERR_NOT_FOUND;
+    if ((size_t)n > L->staging_elems) return SITS_ERR_INTERNAL;
+    SITS_CHECK(L->be->ops->alloc(L->be, (size_t)n * sizeof(float), (void **)p));
+    SITS_CHECK(rows_f32(L, t, kind, layer, 0, 1, c0, n, L->staging));
     return L->be->ops->upload(L->be, *p, L->staging, (size_t)n * sizeof(float));
 }
 
@@ -815,6 +833,7 @@ static sits_status_t load_layer(loader_t *L, const sits_shard_dims_t *d, int tp_
         SITS_CHECK(load_norm(L, SITS_W_Q_NORM, l, hd, &lw->q_norm));
         SITS_CHECK(load_norm(L, SITS_W_K_NORM, l, hd, &lw->k_norm));
     }
+    if (c->attn_sinks) SITS_CHECK(load_f32_cols(L, SITS_W_SINKS, l, d->q_head0, d->nh_loc, &lw->sinks));   /* [gpt-oss] */
     {
         const part_t o = { SITS_W_O, 0, 0, H, q0, q0 + q_rows, c->residual_mult };   /* [granite] x residual_multiplier */
         SITS_CHECK(load_linear(L, want_prec(L, l, SITS_LIN_O, q_rows, H), l, H, q_rows, &o, 1, &lw->o, &lw->o_scale,
@@ -911,7 +930,7 @@ static sits_status_t moe_slice(loader_t *L, void *dst, int64_t dst_row0, sits_mo
     SITS_CHECK(st);
     if (L->st && !is_w4) {
         SITS_CHECK(moe_tensor(L, part, layer, expert, &t));
-        if (t->dtype != SITS_DT_F8_E4M3)
+        if (t->dtype != SITS_DT_F8_E4M3 && !t->view.kind)   /* [gpt-oss] views through the staging */
             return L->be->ops->upload_weight(L->be, dst, dst_row0, t->data, t->dtype, shape[1], r0, r1, c0, c1);
     }   /* [moe fp8] an FP8 checkpoint expert held in the backend dtype: dequantised through the staging */
     int64_t w = c1 - c0, chunk = (int64_t)(L->staging_elems / (size_t)w);
@@ -1158,6 +1177,15 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
     }
     SITS_CHECK(alloc_w(L, (size_t)(E * H), &lw->router));
     SITS_CHECK(moe_slice(L, lw->router, 0, SITS_MOE_ROUTER, l, 0, 0, E, 0, H));
+    if (c->moe.router_bias) {   /* [gpt-oss] */
+        SITS_CHECK(alloc_w(L, (size_t)E, &lw->router_bias));
+        SITS_CHECK(moe_slice(L, lw->router_bias, 0, SITS_MOE_ROUTER_BIAS, l, 0, 0, 1, 0, E));
+    }
+    if (c->moe.expert_bias && !L->count_only) {
+        lw->exp_gu_bias = calloc((size_t)d->n_exp_loc, sizeof(void *));
+        lw->exp_down_bias = calloc((size_t)d->n_exp_loc, sizeof(void *));
+        if (!lw->exp_gu_bias || !lw->exp_down_bias) return SITS_ERR_NOMEM;
+    }
     if (!L->count_only) {
         lw->exp_gu = calloc((size_t)d->n_exp_loc, sizeof(void *));
         lw->exp_down = calloc((size_t)d->n_exp_loc, sizeof(void *));
@@ -1169,6 +1197,19 @@ static sits_status_t moe_load_layer(loader_t *L, const sits_shard_dims_t *d, int
             return SITS_ERR_NOMEM;
     }
     int64_t ie0 = d->ep > 1 ? 0 : (int64_t)tp_rank * d->ie_loc;
+    for (int j = 0; c->moe.expert_bias && j < d->n_exp_loc; j++) {   /* [gpt-oss] weights.h: the down bias added once */
+        void *gb = NULL, *db = NULL;
+        SITS_CHECK(alloc_w(L, (size_t)(2 * d->ie_loc), &gb));
+        if (!L->count_only) lw->exp_gu_bias[j] = gb;
+        SITS_CHECK(moe_slice(L, gb, 0, SITS_MOE_GATE_BIAS, l, d->exp0 + j, 0, 1, ie0, ie0 + d->ie_loc));
+        SITS_CHECK(moe_slice(L, gb ? elem_at(L, gb, (size_t)d->ie_loc) : NULL, 0, SITS_MOE_UP_BIAS, l, d->exp0 + j, 0, 1, ie0,
+                             ie0 + d->ie_loc));
+        if (d->ep > 1 || tp_rank == 0) {
+            SITS_CHECK(alloc_w(L, (size_t)H, &db));
+            if (!L->count_only) lw->exp_down_bias[j] = db;
+            SITS_CHECK(moe_slice(L, db, 0, SITS_MOE_DOWN_BIAS, l, d->exp0 + j, 0, 1, 0, H));
+        }
+    }
     for (int j = 0; j < d->n_exp_loc; j++) {
         if (w4e) {
             sits_w4_t gu4, down4;
@@ -1416,7 +1457,8 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                 for (size_t k = 0; k < sizeof p4 / sizeof p4[0]; k++)
                     if (p4[k]) be->ops->free(be, p4[k]);
             }
-            void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route, lw->sh_gu_scale, lw->sh_down_scale };   /* [moe] */
+            void *moe[] = { lw->router, lw->sh_gu, lw->sh_down, lw->sh_route, lw->sh_gu_scale, lw->sh_down_scale,
+                            lw->sinks, lw->router_bias };   /* [moe] [gpt-oss] */
             for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
                 if (moe[i]) be->ops->free(be, moe[i]);
             for (int j = 0; j < w->dims.n_exp_loc; j++) {
@@ -1424,7 +1466,11 @@ void sits_model_weights_destroy(sits_model_weights_t *w)
                 if (lw->exp_down && lw->exp_down[j]) be->ops->free(be, lw->exp_down[j]);
                 if (lw->exp_gu_scale && lw->exp_gu_scale[j]) be->ops->free(be, lw->exp_gu_scale[j]);
                 if (lw->exp_down_scale && lw->exp_down_scale[j]) be->ops->free(be, lw->exp_down_scale[j]);
+                if (lw->exp_gu_bias && lw->exp_gu_bias[j]) be->ops->free(be, lw->exp_gu_bias[j]);   /* [gpt-oss] */
+                if (lw->exp_down_bias && lw->exp_down_bias[j]) be->ops->free(be, lw->exp_down_bias[j]);
             }
+            free(lw->exp_gu_bias);
+            free(lw->exp_down_bias);
             for (int j = 0; (lw->exp_gu_w4 || lw->exp_down_w4) && j < w->dims.n_exp_loc; j++) {   /* [moe int4] */
                 sits_w4_t *ws[2] = { lw->exp_gu_w4 ? &lw->exp_gu_w4[j] : NULL, lw->exp_down_w4 ? &lw->exp_down_w4[j] : NULL };
                 for (int k = 0; k < 2; k++) {

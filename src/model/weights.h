@@ -79,6 +79,12 @@ typedef struct {
      * matching qkv / o / gu / down buffer is NULL when it is): qkv_w4 [qkv_dim rows, H inputs], o_w4
      * [H, nh_loc * hd], gu_w4 [2 * I_loc, H], down_w4 [H, I_loc] -- rows fused as for the other dtypes. */
     sits_w4_t qkv_w4, o_w4, gu_w4, down_w4;
+    /* [gpt-oss] attention sinks [nh_loc] FP32 (this rank's heads; attn_sinks), else NULL; the router's bias [E]
+     * (router_bias); the experts' biases (expert_bias), host arrays [n_exp_loc] like exp_gu: exp_gu_bias[j] [2 * ie_loc]
+     * (gate, then up, this rank's slice), exp_down_bias[j] [H] on the rank that adds it (the expert's owner under EP,
+     * TP rank 0 of TP-sliced experts; NULL elsewhere) -- all in the backend's weight dtype but sinks. */
+    float *sinks;
+    void *router_bias, **exp_gu_bias, **exp_down_bias;
 } sits_layer_weights_t;
 
 typedef struct {
