@@ -185,6 +185,15 @@ static __device__ __forceinline__ void sits_k_bulk_load(void *dst, const void *s
  * kernels/gemv.cu: one definition, the same bits) */
 static __device__ __forceinline__ float sits_k_silu_mul1(float a, float b) { return a / (1.0f + expf(-a)) * b; }
 
+/* [gpt-oss] gpt-oss's experts' activation (transformers' GptOssExperts): the gate clamped above, the up projection
+ * on both sides, fp32. Comparisons, not fminf / fmaxf: a NaN stays NaN, as torch.clamp leaves it. */
+static __device__ __forceinline__ float sits_k_swiglu_oai1(float a, float b, float alpha, float limit)
+{
+    a = a > limit ? limit : a;
+    b = b > limit ? limit : b < -limit ? -limit : b;
+    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
+}
+
 /* ---- [fp8] per-row E4M3 quantisation of activations, the definition of util/dtype.h --------------
  * s = absmax(row) / 448 (1 for an all-zero row), q = e4m3(v / s): IEEE division, round to nearest
  * even, saturating. Row producers (kernels/fp8.cu, rmsnorm.cu, silu_mul.cu, allreduce.cu) track

@@ -267,7 +267,31 @@ struct moe_f8_args {
     const uint8_t *xq, *aq;
     const float *xs, *as;
     const float *const *s_gu, *const *s_down;
+    /* [gpt-oss] the epilogue (sits_k_moe_epi_t): biases by local expert (NULL array or entry: none), the activation */
+    const sits_bf16_t *const *b_gu, *const *b_down;
+    int oai;
+    float alpha, limit;
 };
+
+/* [gpt-oss] g, u of feature f of expert e (fp32 sums, scaled) -> act: each plus its bias, rounded to bf16 (a biased GEMM's
+ * output), then silu(g) u or the clamped SwiGLU */
+static __device__ __forceinline__ sits_bf16_t moe_act(const moe_f8_args &a, int e, int f, int I, float gs, float us)
+{
+    const sits_bf16_t *b = a.b_gu ? a.b_gu[e] : NULL;
+    if (b) {
+        gs += sits_k_bf2f(b[f]);
+        us += sits_k_bf2f(b[I + f]);
+    }
+    const float g = sits_k_bf2f(sits_k_f2bf(gs)), u = sits_k_bf2f(sits_k_f2bf(us));
+    return sits_k_f2bf(a.oai ? sits_k_swiglu_oai1(g, u, a.alpha, a.limit) : g / (1.0f + expf(-g)) * u);
+}
+
+/* [gpt-oss] output h of expert e's down projection (the fp32 sum, scaled) plus its bias, rounded to bf16 */
+static __device__ __forceinline__ sits_bf16_t moe_out(const moe_f8_args &a, int e, int h, float v)
+{
+    const sits_bf16_t *b = a.b_down ? a.b_down[e] : NULL;
+    return sits_k_f2bf(b ? v + sits_k_bf2f(b[h]) : v);
+}
 
 /* Block blockIdx.x's active expert of the plan (its id, its slots [s0, s1) of the list); false past the step's A */
 struct moe_blk {
@@ -336,8 +360,7 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
                         gs = gs * xs * f8.s_gu[e][r0 + r];
                         us = us * xs * f8.s_gu[e][I + r0 + r];
                     }
-                    const float g = sits_k_bf2f(sits_k_f2bf(gs)), u = sits_k_bf2f(sits_k_f2bf(us));
-                    act[(size_t)sl[c] * I + r0 + r] = sits_k_f2bf(g / (1.0f + expf(-g)) * u);
+                    act[(size_t)sl[c] * I + r0 + r] = moe_act(f8, e, r0 + r, I, gs, us);
                 }
     }
 }
@@ -378,7 +401,7 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
                 if (lane == (c * MOE_DN_ROWS + r) % 32 && sl[c] >= 0 && h0 + r < H) {
                     float v = acc[r][c];
                     if (F8) v = v * f8.as[sl[c]] * f8.s_down[e][h0 + r];
-                    y[(size_t)sl[c] * H + h0 + r] = sits_k_f2bf(v);
+                    y[(size_t)sl[c] * H + h0 + r] = moe_out(f8, e, h0 + r, v);
                 }
     }
 }
@@ -488,8 +511,7 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
                         gs = gs * xs * f8.s_gu[e][f];
                         us = us * xs * f8.s_gu[e][I + f];
                     }
-                    const float gv = sits_k_bf2f(sits_k_f2bf(gs)), uv = sits_k_bf2f(sits_k_f2bf(us));
-                    act[(size_t)sl * I + f] = sits_k_f2bf(gv / (1.0f + expf(-gv)) * uv);
+                    act[(size_t)sl * I + f] = moe_act(f8, e, f, I, gs, us);
                 }
             }
     }
@@ -528,7 +550,7 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
                     const int sl = b.slots[ci];
                     float v = c[0][nt][i];
                     if (F8) v = v * f8.as[sl] * f8.s_down[e][h];
-                    y[(size_t)sl * H + h] = sits_k_f2bf(v);
+                    y[(size_t)sl * H + h] = moe_out(f8, e, h, v);
                 }
             }
     }
@@ -574,13 +596,20 @@ static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16
 
 extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                             const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
-                                            const float *const *s_down, void *q8, int n, int k, int E, int H, int I,
-                                            cudaStream_t stream)
+                                            const float *const *s_down, void *q8, const sits_k_moe_epi_t *epi, int n, int k,
+                                            int E, int H, int I, cudaStream_t stream)
 {
     if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
         !sits_k_aligned16(act) || (s_gu == NULL) != (s_down == NULL) || (s_gu && !sits_k_aligned16(q8)))
         return SITS_ERR_INVALID;
-    moe_f8_args f8 = { NULL, NULL, NULL, NULL, s_gu, s_down };
+    moe_f8_args f8 = { NULL, NULL, NULL, NULL, s_gu, s_down, NULL, NULL, 0, 0.0f, 0.0f };
+    if (epi) {   /* [gpt-oss] */
+        f8.b_gu = reinterpret_cast<const sits_bf16_t *const *>(epi->b_gu);
+        f8.b_down = reinterpret_cast<const sits_bf16_t *const *>(epi->b_down);
+        f8.oai = epi->oai;
+        f8.alpha = epi->alpha;
+        f8.limit = epi->limit;
+    }
     if (s_gu) {   /* [moe fp8] backend.h SITS_MOE_Q8_BYTES: xs [n] | as [n k] fp32, then xq [n, H], aq [n k, I] bytes */
         const size_t nk = (size_t)n * k, o1 = (4 * ((size_t)n + nk) + 15) / 16 * 16, o2 = o1 + ((size_t)n * H + 15) / 16 * 16;
         f8.xs = static_cast<const float *>(q8);

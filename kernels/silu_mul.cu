@@ -19,20 +19,11 @@ static __device__ __forceinline__ float gelu_tanh_mul1(float a, float b)
     return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * (a * a * a)))) * b;
 }
 
-/* [gpt-oss] gpt-oss's experts' activation (transformers' GptOssExperts): the gate clamped above, the up projection
- * on both sides, fp32. Comparisons, not fminf / fmaxf: a NaN stays NaN, as torch.clamp leaves it. */
-static __device__ __forceinline__ float swiglu_oai1(float a, float b, float alpha, float limit)
-{
-    a = a > limit ? limit : a;
-    b = b > limit ? limit : b < -limit ? -limit : b;
-    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
-}
-
 /* The gated activations of glu_launch. */
 enum { GLU_SILU = 0, GLU_GELU = 1, GLU_OAI = 2 };
 
-/* ACT: the gated activation, sits_k_silu_mul1 (SwiGLU, common.cuh), gelu_tanh_mul1 (GeGLU) or swiglu_oai1 (its alpha
- * and limit; unused by the others). */
+/* ACT: the gated activation, sits_k_silu_mul1 (SwiGLU, common.cuh), gelu_tanh_mul1 (GeGLU) or sits_k_swiglu_oai1
+ * (common.cuh; its alpha and limit, unused by the others). */
 template <int V, int ACT>
 static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, int dim, size_t n_groups, float alpha,
                                        float limit)
@@ -48,7 +39,7 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
 #pragma unroll
         for (int k = 0; k < V; k++)
             a[k] = ACT == GLU_GELU  ? gelu_tanh_mul1(a[k], b[k])
-                   : ACT == GLU_OAI ? swiglu_oai1(a[k], b[k], alpha, limit)
+                   : ACT == GLU_OAI ? sits_k_swiglu_oai1(a[k], b[k], alpha, limit)
                                     : sits_k_silu_mul1(a[k], b[k]);
         sits_k_store<V>(out + t * (size_t)dim + i, a);
     }

@@ -308,9 +308,17 @@ sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t *y, const i
  * the combine over the slots (+ the shared expert gated by sigmoid(sg[t]) when sg). counts / mask may be NULL. */
 sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k,
                                int E, int e0, int ne, cudaStream_t stream);
+/* [gpt-oss] sits_k_moe_experts' epilogue (backend.h sits_moe_epi_t; NULL: silu(g) u, no biases): b_gu / b_down device
+ * arrays of E pointers to bf16 biases [2 I] / [H] (NULL array or entry: none); oai: the clamped SwiGLU. */
+typedef struct {
+    const void *const *b_gu, *const *b_down;
+    int oai;
+    float alpha, limit;
+} sits_k_moe_epi_t;
 sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                  const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
-                                 const float *const *s_down, void *q8, int n, int k, int E, int H, int I, cudaStream_t stream);
+                                 const float *const *s_down, void *q8, const sits_k_moe_epi_t *epi, int n, int k, int E, int H,
+                                 int I, cudaStream_t stream);
 sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg, int n,
                                        int k, int H, cudaStream_t stream);
 

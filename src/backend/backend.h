@@ -95,6 +95,15 @@ static inline size_t sits_kv_layer_block_bytes(sits_dtype_t dt, int block_size, 
 /* Inputs of one attention call: token t (of n) belongs to sequence seq[t] at position pos[t] and
  * attends to positions max(0, pos[t] - window + 1) .. pos[t] (window 0 = unlimited) of that sequence,
  * read through block_tables[seq[t] * max_blocks + j]. K/V of this step's tokens are already written. */
+/* [gpt-oss] moe_experts' epilogue (below; NULL: silu(g) * u without biases). b_gu / b_down: device arrays of pointers,
+ * by the plan's (local) expert index, to act_dtype biases [2 i] (gate, then up) / [H]; a NULL array or entry: none.
+ * oai: the activation is swiglu_oai with alpha and limit. */
+typedef struct {
+    const void *const *b_gu, *const *b_down;
+    int oai;
+    float alpha, limit;
+} sits_moe_epi_t;
+
 typedef struct {
     int n_tokens;
     const int32_t *seq;            /* [n_tokens] device */
@@ -470,6 +479,8 @@ typedef struct sits_backend_ops {
      *   row (x per token, act per slot, into q8: SITS_MOE_Q8_BYTES(n, nk, H, i) bytes of scratch), then
      *   g = dot(x8, w8[r]) * xs[t] * s_gu[e][r] (u, y likewise), each rounded to act_dtype.
      *   H % 8 == 0 and i % 8 == 0 on cuda (16-byte rows). A grid of min(E, nk) experts, idle past A.
+     *   [gpt-oss] epi non-NULL (sits_moe_epi_t): its biases join g, u and y before each is rounded (a biased GEMM's
+     *   output), and act[s] = swiglu_oai(g, u) when epi->oai (what matmul with bias then swiglu_oai make).
      * moe_combine_slots: moe_combine with the slots above: out [n, H] = sum_{j < k} wts[t k + j] y[t k + j]
      *   (+ sigmoid(sg[t]) y[n k + t] when sg: the shared expert's gate logits [n] act_dtype, its rows after the
      *   slots), fp32 in that order. */
@@ -477,7 +488,8 @@ typedef struct sits_backend_ops {
                                int n, int k, int E, int e0, int ne);
     sits_status_t (*moe_experts)(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
                                  const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
-                                 const float *const *s_down, void *q8, int n, int k, int E, int H, int i);
+                                 const float *const *s_down, void *q8, const sits_moe_epi_t *epi, int n, int k, int E, int H,
+                                 int i);
     sits_status_t (*moe_combine_slots)(sits_backend_t *be, void *out, const void *y, const float *wts, const void *sg, int n,
                                        int k, int H);
     /* ---- [int4] y [n, out] = x [n, in] . w^T (+ bias [out]) with w the packed INT4 weights above,

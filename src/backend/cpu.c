@@ -495,9 +495,24 @@ static void cpu_quant_fp8_rows(uint8_t *q, float *s, const float *x, int n, int 
 /* Each slot's expert MLP with the arithmetic of the host path (cpu_matmul's dot_f32 + 0, cpu_silu_mul, cpu_matmul;
  * [moe fp8] cpu_quant_fp8_rows + cpu_matmul_fp8q's dot of the decoded rows times xs, times the row scale, + 0): the
  * same floats bit for bit. */
+/* [gpt-oss] the experts' clamped SwiGLU of one (gate, up) pair (backend.h swiglu_oai), as transformers'
+ * GptOssExperts._apply_gate */
+static inline float swiglu_oai1(float g, float u, float alpha, float limit)
+{
+    float a = g < limit ? g : limit, b = u < -limit ? -limit : u > limit ? limit : u;
+    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
+}
+
+/* [gpt-oss] moe_experts' activation of (g, u) under epi (NULL: SwiGLU) */
+static inline float moe_act1(const sits_moe_epi_t *epi, float g, float u)
+{
+    return epi && epi->oai ? swiglu_oai1(g, u, epi->alpha, epi->limit) : g / (1.0f + expf(-g)) * u;
+}
+
 static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, const void *x_, const int32_t *plan,
                                      const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
-                                     const float *const *s_down, void *q8, int n, int k, int E, int H, int i)
+                                     const float *const *s_down, void *q8, const sits_moe_epi_t *epi, int n, int k, int E, int H,
+                                     int i)
 {
     (void)be;
     float *y = y_, *act = act_;
@@ -523,19 +538,22 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
     for (int a = 0; a < plan[0]; a++) {
         int e = plan[1 + a], c = off[a + 1] - off[a];
         const int32_t *sl = slots + off[a];
+        /* [gpt-oss] the expert's biases (NULL: none) */
+        const float *bg = epi && epi->b_gu ? epi->b_gu[e] : NULL, *bd = epi && epi->b_down ? epi->b_down[e] : NULL;
         if (!f8) {
             const float *gu = w_gu[e], *dn = w_down[e];
 #pragma omp parallel for schedule(static) if ((size_t)c * H * i * 3 >= CPU_PAR_MIN_WORK)
             for (int r = 0; r < i; r++)
                 for (int q = 0; q < c; q++) {
                     const float *xt = x + (size_t)(sl[q] / k) * H;
-                    float g = dot_f32(xt, gu + (size_t)r * H, H) + 0.0f, u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + 0.0f;
-                    act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
+                    float g = dot_f32(xt, gu + (size_t)r * H, H) + (bg ? bg[r] : 0.0f);
+                    float u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + (bg ? bg[i + r] : 0.0f);
+                    act[(size_t)sl[q] * i + r] = moe_act1(epi, g, u);
                 }
 #pragma omp parallel for schedule(static) if ((size_t)c * H * i >= CPU_PAR_MIN_WORK)
             for (int o = 0; o < H; o++)
                 for (int q = 0; q < c; q++)
-                    y[(size_t)sl[q] * H + o] = dot_f32(act + (size_t)sl[q] * i, dn + (size_t)o * i, i) + 0.0f;
+                    y[(size_t)sl[q] * H + o] = dot_f32(act + (size_t)sl[q] * i, dn + (size_t)o * i, i) + (bd ? bd[o] : 0.0f);
             continue;
         }
         /* [moe fp8] E4M3 weights, each row decoded once for all the expert's slots */
@@ -548,9 +566,9 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
             }
             for (int q = 0; q < c; q++) {
                 int t = sl[q] / k;
-                float g = dot_f32(xd + (size_t)t * H, wr, H) * xs[t] * gs[r] + 0.0f;
-                float u = dot_f32(xd + (size_t)t * H, wu, H) * xs[t] * gs[i + r] + 0.0f;
-                act[(size_t)sl[q] * i + r] = g / (1.0f + expf(-g)) * u;
+                float g = dot_f32(xd + (size_t)t * H, wr, H) * xs[t] * gs[r] + (bg ? bg[r] : 0.0f);
+                float u = dot_f32(xd + (size_t)t * H, wu, H) * xs[t] * gs[i + r] + (bg ? bg[i + r] : 0.0f);
+                act[(size_t)sl[q] * i + r] = moe_act1(epi, g, u);
             }
         }
         for (int q = 0; q < c; q++) {   /* the act rows quantised as matmul_fp8 does, then decoded once */
@@ -561,7 +579,7 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
         for (int o = 0; o < H; o++) {
             for (int kk = 0; kk < i; kk++) wr[kk] = lut[dq[(size_t)o * i + kk]];
             for (int q = 0; q < c; q++)
-                y[(size_t)sl[q] * H + o] = dot_f32(ad + (size_t)sl[q] * i, wr, i) * as[sl[q]] * ds[o] + 0.0f;
+                y[(size_t)sl[q] * H + o] = dot_f32(ad + (size_t)sl[q] * i, wr, i) * as[sl[q]] * ds[o] + (bd ? bd[o] : 0.0f);
         }
     }
     free(xd);
@@ -1045,10 +1063,7 @@ static sits_status_t cpu_swiglu_oai(sits_backend_t *be, void *out_, const void *
 #pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
     for (int t = 0; t < n; t++) {
         const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
-        for (int i = 0; i < dim; i++) {
-            float a = g[i] < limit ? g[i] : limit, b = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
-            out[(size_t)t * dim + i] = (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
-        }
+        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = swiglu_oai1(g[i], u[i], alpha, limit);
     }
     return SITS_OK;
 }

@@ -1049,10 +1049,14 @@ static sits_status_t cuda_moe_route(sits_backend_t *be, int32_t *plan, uint64_t 
 
 static sits_status_t cuda_moe_experts(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *plan,
                                       const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
-                                      const float *const *s_down, void *q8, int n, int k, int E, int H, int i)
+                                      const float *const *s_down, void *q8, const sits_moe_epi_t *epi, int n, int k, int E, int H,
+                                      int i)
 {
     if (be->weight_dtype != SITS_DT_BF16 || be->act_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
-    SITS_KERNEL_CHECK(sits_k_moe_experts(y, act, x, plan, w_gu, w_down, s_gu, s_down, q8, n, k, E, H, i, impl_of(be)->stream));
+    const sits_k_moe_epi_t ke = { epi ? epi->b_gu : NULL, epi ? epi->b_down : NULL, epi ? epi->oai : 0, epi ? epi->alpha : 0.0f,
+                                  epi ? epi->limit : 0.0f };   /* [gpt-oss] */
+    SITS_KERNEL_CHECK(sits_k_moe_experts(y, act, x, plan, w_gu, w_down, s_gu, s_down, q8, epi ? &ke : NULL, n, k, E, H, i,
+                                         impl_of(be)->stream));
     return SITS_OK;
 }
 

@@ -60,12 +60,17 @@ struct sits_moe {
     uint8_t *dev_ok;            /* [layers of this stage] 1: 16-bit experts, 2: FP8 ones, 0: the host path */
     int32_t *dplan;             /* [SITS_MOE_PLAN_WORDS(E, dev_max * k)] moe_route's plan */
     uint64_t *dcount;           /* [E] slots routed on the device path (device) */
-    const void **wptr;          /* [layers][4 E] device: exp_gu[e], exp_down[e], [moe fp8] exp_gu_scale[e], exp_down_scale[e] */
+    const void **wptr;          /* [layers][MOE_WPTRS E] device: exp_gu[e], exp_down[e], [moe fp8] exp_gu_scale[e], exp_down_scale[e],
+                                 * [gpt-oss] exp_gu_bias[e], exp_down_bias[e] */
     void *dact;                 /* [dev_max * k, ie_loc] */
     void *dq8;                  /* [moe fp8] SITS_MOE_Q8_BYTES(dev_max, dev_max * k, H, ie_loc): FP8 layers only */
     uint64_t *dcount_h, *total; /* [E] dcount as last read; tokens + dcount_h */
     double dcount_t;            /* when dcount was last read (monotonic s) */
 };
+
+/* [moe dev] Weight pointers a layer holds in wptr, E of each: gate/up, down, [moe fp8] their row scales, [gpt-oss] their
+ * biases (NULL entries: none) */
+#define MOE_WPTRS 6
 
 /* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0; fewer
  * where n k would pass SITS_MOE_DEV_MAX_SLOTS). */
@@ -93,7 +98,7 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
     size_t D = (size_t)dev_max_of(dev_max, max_tokens, (int)k);
     if (D)   /* [moe dev] dplan, dcount, wptr, dact, dq8 (counted whether or not the experts are FP8) */
         b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + E * sizeof(uint64_t) +
-             (size_t)(d->layer1 - d->layer0) * 4 * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
+             (size_t)(d->layer1 - d->layer0) * MOE_WPTRS * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
              SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
     return b;
 }
@@ -197,7 +202,7 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         m->dev_ok = calloc((size_t)L, 1);
         m->dcount_h = calloc((size_t)m->E, sizeof(uint64_t));
         m->total = calloc((size_t)m->E, sizeof(uint64_t));
-        const void **wp = calloc((size_t)L * 4 * m->E, sizeof(void *));
+        const void **wp = calloc((size_t)L * MOE_WPTRS * m->E, sizeof(void *));
         if (!m->dev_ok || !m->dcount_h || !m->total || !wp) {
             free(wp);
             st = SITS_ERR_NOMEM;
@@ -208,14 +213,15 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         for (int l = 0; l < L; l++) {
             const sits_layer_weights_t *lw = &w->layers[d->layer0 + l];
             int f8 = lw->exp_gu_scale && lw->exp_down_scale, f16 = !lw->exp_gu_scale && !lw->exp_down_scale;
-            /* [gpt-oss] biased experts with the clamped SwiGLU: the host path (moe_experts has neither) */
-            m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 || lw->exp_gu_bias || w->cfg.moe.act_oai ? 0 : f8 ? 2 : f16 ? 1 : 0;
+            m->dev_ok[l] = lw->exp_gu_w4 || lw->exp_down_w4 ? 0 : f8 ? 2 : f16 ? 1 : 0;
             m->dev_all &= m->dev_ok[l] != 0;
             any_f8 |= m->dev_ok[l] == 2;
-            const void **lp = wp + (size_t)l * 4 * m->E;   /* by local expert: moe_route's plan indexes them so */
+            const void **lp = wp + (size_t)l * MOE_WPTRS * m->E;   /* by local expert: moe_route's plan indexes them so */
             for (int e = 0; m->dev_ok[l] && e < d->n_exp_loc; e++) {
                 lp[e] = lw->exp_gu[e];
                 lp[m->E + e] = lw->exp_down[e];
+                lp[4 * m->E + e] = lw->exp_gu_bias ? lw->exp_gu_bias[e] : NULL;   /* [gpt-oss] */
+                lp[5 * m->E + e] = lw->exp_down_bias ? lw->exp_down_bias[e] : NULL;
                 if (f8) {
                     lp[2 * m->E + e] = lw->exp_gu_scale[e];
                     lp[3 * m->E + e] = lw->exp_down_scale[e];
@@ -225,8 +231,8 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         st = op->alloc(be, SITS_MOE_PLAN_WORDS(m->E, D) * sizeof(int32_t), (void **)&m->dplan);
         if (st == SITS_OK) st = op->alloc(be, (size_t)m->E * sizeof(uint64_t), (void **)&m->dcount);
         if (st == SITS_OK) st = op->memset0(be, m->dcount, (size_t)m->E * sizeof(uint64_t));
-        if (st == SITS_OK) st = op->alloc(be, (size_t)L * 4 * m->E * sizeof(void *), (void **)&m->wptr);
-        if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * 4 * m->E * sizeof(void *));
+        if (st == SITS_OK) st = op->alloc(be, (size_t)L * MOE_WPTRS * m->E * sizeof(void *), (void **)&m->wptr);
+        if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * MOE_WPTRS * m->E * sizeof(void *));
         if (st == SITS_OK) st = op->alloc(be, D * (size_t)d->ie_loc * es, &m->dact);
         if (st == SITS_OK && any_f8) st = op->alloc(be, SITS_MOE_Q8_BYTES(m->dev_max, D, m->H, d->ie_loc), &m->dq8);
         free(wp);
@@ -314,9 +320,13 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
     SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E, m->w->dims.exp0, m->w->dims.n_exp_loc));
     if (m->N > 1) SITS_CHECK(op->memset0(be, m->ys, (size_t)n * k * m->row));   /* [n k, H]: other ranks' slots add 0 */
-    const void *const *wp = m->wptr + (size_t)l * 4 * E;
+    const void *const *wp = m->wptr + (size_t)l * MOE_WPTRS * E;
     const float *const *sp = m->dev_ok[l] == 2 ? (const float *const *)(wp + 2 * E) : NULL;   /* [moe fp8] row scales */
-    SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8, n, k, E, m->H,
+    const sits_model_config_t *c = &m->w->cfg;   /* [gpt-oss] biases, the clamped SwiGLU */
+    const sits_moe_epi_t epi = { wp + 4 * E, wp + 5 * E, c->moe.act_oai, c->moe.swiglu_alpha, c->moe.swiglu_limit };
+    const int has_epi = lw->exp_gu_bias || c->moe.act_oai;
+    SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8, has_epi ? &epi : NULL,
+                               n, k, E, m->H,
                                m->w->dims.ie_loc));                                                                 /* [n k, H] */
     if (lw->sh_route) {
         SITS_CHECK(op->matmul(be, m->sg, h, lw->sh_route, NULL, n, m->H, 1));                   /* [n, 1] */

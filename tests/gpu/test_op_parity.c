@@ -2728,7 +2728,7 @@ static void test_moe_dev_q(ctx_t *c, int n, int k, int E, int H, int I, int shar
         TRY(be->ops->moe_route(be, d_plan[b], d_cnt[b], d_ids[b], d_mask[b], n, k, E, 0, E));
         TRY(be->ops->moe_experts(be, d_y[b], d_act[b], d_x[b], d_plan[b], (const void *const *)d_pgu[b],
                                  (const void *const *)d_pdn[b], (const float *const *)d_psg[b], (const float *const *)d_psd[b],
-                                 d_q8[b], n, k, E, H, I));
+                                 d_q8[b], NULL, n, k, E, H, I));
         TRY(be->ops->moe_combine_slots(be, d_out[b], d_y[b], d_wts[b], shared ? d_sg[b] : NULL, n, k, H));
     }
     snprintf(what, sizeof what, "moe_route n %d k %d E %d", n, k, E);

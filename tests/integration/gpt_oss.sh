@@ -6,7 +6,8 @@
 #   gpt_oss_mxfp4  the experts in MXFP4 (*_blocks / *_scales, quant_method mxfp4, the hub's config keys), reference =
 #                  HF on the dequantised weights (the generator checked transformers' dequantiser gives them exactly)
 #  1. logits within 1e-4 and greedy tokens identical at TP 1 / 2 / 4 (experts TP-sliced: the down bias added once) and
-#     EP 2 / 4 (experts whole);
+#     EP 2 / 4 (experts whole), with device routing (moe_experts' epilogue: biases, the clamped SwiGLU; steps of up to
+#     256 tokens, i.e. every step here), host routing (the GEMMs' biases, swiglu_oai) and the two mixed;
 #  2. the sits-dist CLI: prefill in 6-token steps across the window, through pipeline stages and with EP, == HF greedy;
 #  3. --quant fp8 (experts and attention re-quantised per row from the dequantised rows) within accuracy bounds set from
 #     measurement (bench/sits-fp8-accuracy against the dequantised model);
@@ -19,10 +20,11 @@ ACC="$top_builddir/bench/sits-fp8-accuracy"
 G="$FIX/gpt_oss" M="$FIX/gpt_oss_mxfp4"
 
 # 1. == HF
-for run in "1 0" "2 0" "4 0" "2 2" "4 4"; do
-  set -- $run
-  SITS_TEST_EP=$2 timeout 300 $SITS_MPIRUN -np $1 -x SITS_TEST_EP "$TF" "$G" "$M" > "$tmp/f$1$2" 2>&1 \
-    && ok "gpt_oss, gpt_oss_mxfp4 = HF (tp $1, ep $2)" || { bad "gpt_oss tp $1 ep $2"; grep -v '^ok' "$tmp/f$1$2" | head -20; }
+for run in "1 0 0" "2 0 0" "4 0 0" "2 2 0" "4 4 0" "1 0 -1" "2 2 -1" "4 0 4" "4 4 4"; do
+  set -- $run   # ranks, ep, device routing up to this many tokens a step (0: the default, -1: never)
+  SITS_TEST_EP=$2 SITS_TEST_MOE_DEV=$3 timeout 300 $SITS_MPIRUN -np $1 -x SITS_TEST_EP -x SITS_TEST_MOE_DEV "$TF" "$G" "$M" \
+    > "$tmp/f$1$2" 2>&1 && ok "gpt_oss, gpt_oss_mxfp4 = HF (tp $1, ep $2, device routing $3)" \
+    || { bad "gpt_oss tp $1 ep $2 routing $3"; grep -v '^ok' "$tmp/f$1$2" | head -20; }
 done
 
 # 2. the CLI: 6-token prefill steps (prompt 3 has 37 tokens, the window is 8), pipeline stages, EP
