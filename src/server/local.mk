@@ -1,7 +1,7 @@
 # src/server: the OpenAI-compatible HTTP front-end of the TP leader (libmicrohttpd, jansson).
 # Test: tests/server/test_server (a fake scheduler + the bytelevel fixture tokenizer, loopback sockets).
 libsits_a_SOURCES += src/server/server.h src/server/srv_internal.h src/server/server.c src/server/api.c \
-	src/server/textout.c src/server/metrics.c src/server/tools.c
+	src/server/textout.c src/server/metrics.c src/server/tools.c src/server/reasoning.c
 
 check_PROGRAMS += tests/server/test_server
 tests_server_test_server_SOURCES = tests/server/test_server.c tests/server/fake_sched.c tests/server/fake_sched.h \
@@ -14,3 +14,13 @@ check_PROGRAMS += tests/server/test_tools
 tests_server_test_tools_SOURCES = tests/server/test_tools.c
 tests_server_test_tools_LDADD = $(SITS_LIBS)
 TESTS += tests/server/test_tools
+
+# [reasoning] the reasoning parsers (deepseek_r1, qwen3): vLLM's own test cases whole and streamed at every
+# split, auto from real templates (cmocka).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/server/test_reasoning
+tests_server_test_reasoning_SOURCES = tests/server/test_reasoning.c
+tests_server_test_reasoning_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_server_test_reasoning_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/server/test_reasoning
+endif

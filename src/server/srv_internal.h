@@ -1,6 +1,7 @@
 /* srv_internal.h -- pieces of the HTTP front-end shared by its files (not a public contract):
  *   api.c      request parsing/validation and OpenAI-shaped JSON bodies (responses, chunks, errors)
  *   textout.c  incremental detokenization + stop-string matching with hold-back
+ *   reasoning.c [reasoning] a reasoning model's thinking apart from its answer (--reasoning-parser)
  *   metrics.c  counters and histograms, Prometheus text rendering
  *   server.c   libmicrohttpd daemon, routing, auth, body limits, the generation loops
  * Invariant: every text these files hand to a client is valid UTF-8. */
@@ -182,6 +183,43 @@ json_t *sits_srv_choice_tools_json(int index, const char *content, size_t conten
 /* api.c: a chat chunk of choice index with this delta (consumed). */
 char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, struct json_t *delta,
                                const char *finish, int usage_null, size_t *len_p);
+
+/* reasoning.c -- [reasoning] (see the file's opening comment) */
+enum { SITS_SRV_REASONING_NONE = 0, SITS_SRV_REASONING_DEEPSEEK_R1 = 1, SITS_SRV_REASONING_QWEN3 = 2,
+       SITS_SRV_REASONING_AUTO = 3 };
+int sits_srv_reasoning_from_name(const char *name);   /* NULL / "": none; -1: unknown name */
+const char *sits_srv_reasoning_name(int parser);
+/* auto: deepseek_r1 when gen_prompt (the template rendered on one user message with the generation prompt;
+ * NULL: it did not render) ends by opening <think>, qwen3 when the template's text holds <think> and
+ * </think>, else none. */
+int sits_srv_reasoning_detect(const char *template_text, const char *gen_prompt);
+/* --reasoning-parser auto: detect on the chat's default template, rendered on one user message with the
+ * generation prompt and enable_thinking true (templates that open <think> only when thinking is on). */
+int sits_srv_reasoning_auto(const sits_chat_t *chat);
+/* 1 when the last marker of a rendered prompt is </think> (the template closed the reasoning). */
+int sits_srv_reasoning_prompt_closed(const char *prompt, size_t len);
+/* A whole output: reasoning text[r_off, + r_len) when has_r (else none), content text[c_off, + c_len). */
+typedef struct {
+    size_t r_off, r_len, c_off, c_len;
+    int has_r;
+} sits_srv_reasoning_split_t;
+void sits_srv_reasoning_split(int parser, int closed, const char *text, size_t len, sits_srv_reasoning_split_t *out);
+/* A stream: push the text as it comes, then take segments with next until it returns 0 (nothing more is
+ * decided; final: the output is over and nothing is held). A segment is reasoning (*reasoning_p 1) or
+ * content, non-empty, in output order; *text_p stays valid until the next push / next. Content segments
+ * are also kept whole in content[content_len] (NUL-terminated when non-empty). next returns -1 out of memory. */
+typedef struct {
+    int parser, state;
+    char *in;                     /* pushed text; [in_off, in_len) not yet taken */
+    size_t in_off, in_len, in_cap;
+    char *content;                /* every content byte so far */
+    size_t content_len, content_cap;
+} sits_srv_reasoning_stream_t;
+sits_status_t sits_srv_reasoning_stream_init(sits_srv_reasoning_stream_t *r, int parser, int closed);
+sits_status_t sits_srv_reasoning_stream_push(sits_srv_reasoning_stream_t *r, const char *text, size_t len);
+int sits_srv_reasoning_stream_next(sits_srv_reasoning_stream_t *r, int final, int *reasoning_p, const char **text_p,
+                                   size_t *len_p);
+void sits_srv_reasoning_stream_fini(sits_srv_reasoning_stream_t *r);
 
 /* textout.c -- ids -> text that is safe to emit. Text that could still become the start of a stop string
  * is held back; once a stop string appears, the text before it is released and *stopped is set. */
