@@ -1058,6 +1058,7 @@ static int run_serve(const sits_config_t *cfg, const sits_layout_t *L, int rank,
                 .max_connections_per_client = (int)cfg->max_connections_per_client,
                 .http_threads = (int)cfg->http_threads, .read_timeout_s = cfg->request_read_timeout,
                 .drain_signals = 1, .tool_call_parser = cfg->tool_call_parser,
+                .reasoning_parser = cfg->reasoning_parser,
             };
             st = router ? sits_server_create(&hp, tok, &sits_router_api, router, &srv)
                         : sits_server_create(&hp, tok, &sits_sched_api, sched, &srv);

@@ -102,3 +102,6 @@ EXTRA_DIST += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
 # [bench] sits-bench-attention on the cpu backend: its rows and JSON accounting against the shapes, its refusals
 TESTS += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
 EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
+# [reasoning] --reasoning-parser deepseek_r1 / qwen3 / auto through the real server and the openai client
+TESTS += tests/integration/reasoning.sh
+EXTRA_DIST += tests/integration/reasoning.sh tests/integration/reasoning_check.py

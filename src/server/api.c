@@ -511,6 +511,10 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "chat template failed: %s", sits_status_str(st));
         goto out;
     }
+    /* [reasoning] the output is split after the prompt's own state: a template that closed the reasoning
+     * (enable_thinking false) leaves deepseek_r1 nothing to think */
+    req->reasoning = lim->reasoning;
+    req->reasoning_closed = sits_srv_reasoning_prompt_closed(rendered, len);
     /* the template writes BOS itself: encode without the post-processor (transformers, vLLM) */
     if (encode(lim, rendered, len, 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
     rc = 0;
@@ -941,11 +945,11 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
 }
 
 char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, json_t *delta,
-                               const char *finish, int usage_null, size_t *len_p)
+                               const char *finish, int usage_null, json_t *logprobs, size_t *len_p)
 {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:o}]}", "id", id, "object", "chat.completion.chunk",
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", id, "object", "chat.completion.chunk",
                           "created", (json_int_t)created, "model", model, "choices", "index", index, "delta", delta, "logprobs",
-                          "finish_reason", finish ? json_string(finish) : json_null());
+                          logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
     if (o && usage_null) json_object_set_new(o, "usage", json_null());
     return sse_event(o, len_p);
 }

@@ -156,6 +156,9 @@ typedef struct {
     int got;                /* tokens the scheduler delivered (an echo-scoring token included) */
     int echoed;             /* [logprobs] echo + stream: its prompt chunk went out */
     sits_srv_tool_stream_t ts;   /* [tool calls] the stream's calls so far (to.out keeps the whole text) */
+    int rs_on;              /* [reasoning] a chat output split into reasoning and content */
+    sits_srv_reasoning_stream_t rs;   /* [reasoning] the stream's splitter: it takes to.out's text as it comes
+                                       * and keeps the content part whole for the tool-call parser */
 } choice_t;
 
 struct conn {
@@ -505,19 +508,28 @@ static json_t *whole_choice(conn_t *c, int i)
         text = joined;
     }
     json_t *o = NULL;
+    /* [reasoning] the thinking apart; the content part is what the tool-call parser and content get */
+    sits_srv_reasoning_split_t rs = { .c_len = text_len };
+    if (g->rs_on) sits_srv_reasoning_split(c->rq.reasoning, c->rq.reasoning_closed, text, text_len, &rs);
+    const char *content = text + rs.c_off;
     if (c->rq.tool_parser && g->finish == SITS_FINISH_STOP) {
         /* [tool calls] the output parsed into calls when it ended by itself (not at max_tokens or an abort) */
         size_t content_len = 0;
-        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, text, text_len, tool_seed(c, i), &content_len);
+        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, content, rs.c_len, tool_seed(c, i), &content_len);
         if (calls && c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);
         if (calls) {
-            o = sits_srv_choice_tools_json(i, text, content_len, calls, lp);
+            o = sits_srv_choice_tools_json(i, content, content_len, calls, lp);
             json_decref(calls);
-            free(joined);
-            return o;
         }
     }
-    o = sits_srv_choice_json(c->rq.kind, i, text, text_len, sits_srv_finish_str(g->finish), lp);
+    if (!o) o = sits_srv_choice_json(c->rq.kind, i, content, rs.c_len, sits_srv_finish_str(g->finish), lp);
+    json_t *msg = json_object_get(o, "message");
+    if (g->rs_on && msg &&   /* vLLM: reasoning_content a string or null, content null when empty */
+        (json_object_set_new(msg, "reasoning_content", rs.has_r ? json_stringn(text + rs.r_off, rs.r_len) : json_null()) != 0 ||
+         (rs.c_len == 0 && json_object_set_new(msg, "content", json_null()) != 0))) {
+        json_decref(o);
+        o = NULL;
+    }
     free(joined);
     return o;
 }
@@ -587,6 +599,8 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
             return -1;
         }
         c->ch[i].to_valid = 1;
+        c->ch[i].rs_on = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning != SITS_SRV_REASONING_NONE;
+        if (c->ch[i].rs_on) sits_srv_reasoning_stream_init(&c->ch[i].rs, c->rq.reasoning, c->rq.reasoning_closed);
         c->ch[i].pi = i / per;
         c->ch[i].prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].ids : c->rq.prompt;
         c->ch[i].n_prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].n : c->rq.n_prompt;
@@ -756,6 +770,17 @@ static size_t lp_end(json_t *lp, size_t base)
     return base;
 }
 
+/* [logprobs] The logprobs of choice g's tokens that arrived since its last chunk (*lp_p NULL without logprobs). */
+static int chunk_logprobs(conn_t *c, choice_t *g, json_t **lp_p)
+{
+    *lp_p = NULL;
+    if (!c->rq.logprobs) return 0;
+    if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, lp_p) != 0) return -1;
+    g->n_lp = g->n_gen;
+    g->lp_off = lp_end(*lp_p, g->lp_off);
+    return 0;
+}
+
 /* text[len] of choice i -> one content chunk (with the logprobs of the tokens since the last one). */
 static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
 {
@@ -763,13 +788,22 @@ static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
     if (text_len == 0) return 0;
     size_t len = 0;
     json_t *lp = NULL;
-    if (c->rq.logprobs) {   /* the tokens that arrived since the last chunk */
-        if (logprobs_json(c, g, 0, g->n_lp, g->n_gen, g->lp_off, &lp) != 0) return -1;
-        g->n_lp = g->n_gen;
-        g->lp_off = lp_end(lp, g->lp_off);
-    }
+    if (chunk_logprobs(c, g, &lp) != 0) return -1;
     char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, text, text_len, NULL,
                                  c->rq.include_usage, lp, &len);
+    return pend_add(c, s, len);
+}
+
+/* [reasoning] text[len] of choice i -> one chunk with delta.reasoning_content (and the logprobs since the last chunk). */
+static int stream_reasoning_text(conn_t *c, int i, const char *text, size_t text_len)
+{
+    size_t len = 0;
+    json_t *lp = NULL;
+    if (text_len == 0) return 0;
+    if (chunk_logprobs(c, &c->ch[i], &lp) != 0) return -1;
+    json_t *d = json_pack("{s:s%}", "reasoning_content", text, text_len);
+    char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, lp, &len)
+                : (json_decref(lp), NULL);
     return pend_add(c, s, len);
 }
 
@@ -807,22 +841,35 @@ static int stream_echo(conn_t *c, int i)
     return pend_add(c, s, len);
 }
 
-/* [tool calls] Choice i's text so far (g->to.out keeps all of it) as OpenAI streams calls (tools.c's
+/* [tool calls] The text a stream's tool-call parser reads: choice g's whole output so far (to.out keeps all of
+ * it), or with a reasoning parser its content part so far (the splitter keeps it). */
+static const char *tool_text(choice_t *g, size_t *len_p)
+{
+    if (g->rs_on) {
+        *len_p = g->rs.content_len;
+        return g->rs.content ? g->rs.content : "";
+    }
+    *len_p = g->to.out_len;
+    return g->to.out ? g->to.out : "";
+}
+
+/* [tool calls] Choice i's text so far (tool_text) as OpenAI streams calls (tools.c's
  * sits_srv_tool_stream_step): the content that is content for sure, then one chunk per tool-call delta.
  * final: the output is over (it ended by itself: stop) -- what was held goes out as calls or content. */
 static int stream_tool_calls(conn_t *c, int i, int final)
 {
     choice_t *g = &c->ch[i];
-    const char *text = g->to.out ? g->to.out : "";
-    size_t from = 0, n = 0, len = 0;
+    size_t text_len = 0, from = 0, n = 0, len = 0;
+    const char *text = tool_text(g, &text_len);
     json_t *deltas = NULL;
-    if (sits_srv_tool_stream_step(c->rq.tool_parser, text, g->to.out_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
+    if (sits_srv_tool_stream_step(c->rq.tool_parser, text, text_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
                                   &from, &n, &deltas) != 0)
         return -1;
     int rc = stream_content(c, i, text + from, n);
     for (size_t k = 0; rc == 0 && k < json_array_size(deltas); k++) {
         json_t *d = json_pack("{s:[O]}", "tool_calls", json_array_get(deltas, k));
-        char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, &len) : NULL;
+        char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, NULL, &len)
+                    : NULL;
         rc = pend_add(c, s, len);
     }
     json_decref(deltas);
@@ -830,12 +877,33 @@ static int stream_tool_calls(conn_t *c, int i, int final)
     return rc;
 }
 
+/* [reasoning] Choice i's released text through its splitter, in output order: reasoning chunks
+ * (delta.reasoning_content), then content -- content chunks, or with a tool-call parser the tool-call
+ * stream over the content so far. final: the output is over; what the splitter held goes out too. */
+static int stream_reasoning(conn_t *c, int i, int final)
+{
+    choice_t *g = &c->ch[i];
+    if (sits_srv_reasoning_stream_push(&g->rs, g->to.out, g->to.out_len) != SITS_OK) return -1;
+    g->to.out_len = 0;
+    int reasoning = 0, r;
+    const char *t = NULL;
+    size_t n = 0;
+    while ((r = sits_srv_reasoning_stream_next(&g->rs, final, &reasoning, &t, &n)) == 1) {
+        int rc = reasoning ? stream_reasoning_text(c, i, t, n) : c->rq.tool_parser ? stream_tool_calls(c, i, 0)
+                                                                                 : stream_content(c, i, t, n);
+        if (rc != 0) return -1;
+    }
+    return r;
+}
+
 /* Released text of each choice -> one content chunk per choice that has some; [tool calls] with a
- * tool-call parser, content and tool-call deltas as the parser tells them apart. */
+ * tool-call parser, content and tool-call deltas as the parser tells them apart; [reasoning] with a
+ * reasoning parser, reasoning chunks first. */
 static int stream_text(conn_t *c)
 {
     for (int i = 0; i < c->n_ch; i++) {
-        int rc = c->rq.tool_parser ? stream_tool_calls(c, i, 0) : stream_echo(c, i) != 0 ? -1 : stream_choice_text(c, i);
+        int rc = c->ch[i].rs_on ? stream_reasoning(c, i, 0) : c->rq.tool_parser ? stream_tool_calls(c, i, 0)
+               : stream_echo(c, i) != 0 ? -1 : stream_choice_text(c, i);
         if (rc != 0) return -1;
     }
     return 0;
@@ -847,11 +915,16 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
-    for (int i = 0; c->rq.tool_parser && i < c->n_ch; i++) {   /* [tool calls] what was held */
+    for (int i = 0; i < c->n_ch; i++) {
         choice_t *g = &c->ch[i];
+        if (g->rs_on && stream_reasoning(c, i, 1) != 0) return -1;   /* [reasoning] what the splitter held */
+        if (!c->rq.tool_parser) continue;
+        /* [tool calls] what was held */
         if (stream_tool_calls(c, i, g->finish == SITS_FINISH_STOP) != 0) return -1;
+        size_t text_len = 0;
+        const char *text = tool_text(g, &text_len);
         if (g->finish != SITS_FINISH_STOP && g->ts.heads == 0 &&   /* cut short: no calls, as the whole response */
-            stream_content(c, i, g->to.out + g->ts.content_sent, g->to.out_len - g->ts.content_sent) != 0)
+            stream_content(c, i, text + g->ts.content_sent, text_len - g->ts.content_sent) != 0)
             return -1;
         g->to.out_len = 0;
     }
@@ -1278,8 +1351,10 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     }
     for (int i = 0; c->ch && i < c->n_ch; i++) srv->api->release(c->ch[i].req);
     int n = (c->rq.n > 0 ? c->rq.n : 1) * (1 + c->rq.n_more);
-    for (int i = 0; c->ch && i < n; i++)
+    for (int i = 0; c->ch && i < n; i++) {
         if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
+        sits_srv_reasoning_stream_fini(&c->ch[i].rs);
+    }
     free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
     free(c->body);
@@ -1512,6 +1587,16 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     if (tool_parser == SITS_SRV_TOOLS_AUTO && sits_chat_available(p->chat))
         SITS_INFO(SITS_SUB_HTTP, "tool calls: the chat template's format is %s",
                   sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
+    int reasoning = sits_srv_reasoning_from_name(p->reasoning_parser);
+    if (reasoning < 0) {
+        SITS_ERROR(SITS_SUB_HTTP, "--reasoning-parser '%s' is not one of deepseek_r1, qwen3, auto", p->reasoning_parser);
+        st = SITS_ERR_INVALID;
+        goto err_free;
+    }
+    if (reasoning == SITS_SRV_REASONING_AUTO) {
+        reasoning = sits_srv_reasoning_auto(p->chat);
+        SITS_INFO(SITS_SUB_HTTP, "reasoning: the chat template's parser is %s", sits_srv_reasoning_name(reasoning));
+    }
     sits_srv_gcache_t *gcache = NULL;
     SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){
@@ -1519,6 +1604,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
         .vocab_size = p->vocab_size > 0 ? p->vocab_size : (int)sits_tokenizer_vocab_size(tok),
         .default_max_tokens = p->default_max_tokens > 0 ? p->default_max_tokens : 16,
         .chat = p->chat, .gen = p->gen, .tool_parser = tool_parser, .n_stop_ids = (int)s->n_stop_ids, .gcache = gcache,
+        .reasoning = reasoning,
     };
     s->start_time = (long long)time(NULL);
     struct timespec ts;

@@ -61,6 +61,9 @@ typedef struct {
     sits_otlp_t *otlp;         /* --otlp-endpoint exporter, for its counters in /metrics; NULL: off */
     const char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | auto (NULL: auto, from the
                                 * chat template's text); an unknown name is SITS_ERR_INVALID */
+    const char *reasoning_parser; /* [reasoning] deepseek_r1 | qwen3 | auto (from the chat template) | NULL or "":
+                                * none. Chat responses then carry reasoning_content apart from content (see
+                                * reasoning.c); an unknown name is SITS_ERR_INVALID */
 } sits_server_params_t;
 
 typedef struct sits_server sits_server_t;

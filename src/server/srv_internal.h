@@ -62,6 +62,7 @@ typedef struct {
     sits_gen_defaults_t gen;     /* generation_config.json sampling defaults for fields a request leaves unset */
     int tool_parser;             /* [tool calls] SITS_SRV_TOOLS_* (--tool-call-parser); AUTO: from the template */
     int n_stop_ids;              /* the model's stop ids (constrained output needs one to end) */
+    int reasoning;               /* [reasoning] SITS_SRV_REASONING_* (--reasoning-parser; auto resolved at start) */
     sits_srv_gcache_t *gcache;   /* [structured output] shared grammars (the pointer is fixed; NULL: none) */
 } sits_srv_limits_t;
 
@@ -105,6 +106,8 @@ typedef struct {
     int tool_parser;          /* [tool calls] parse the output into tool_calls with this format (0: no) */
     int tool_forced;          /* tool_choice required / named: the grammar forces the call */
     int tool_single;          /* parallel_tool_calls false: at most one call is returned */
+    int reasoning;            /* [reasoning] chat: split the output with this parser (0: no) */
+    int reasoning_closed;     /* [reasoning] the rendered prompt's last marker is </think> */
 } sits_srv_request_t;
 
 /* [logprobs] The "logprobs" member of one choice: completions' {tokens, token_logprobs, top_logprobs,
@@ -180,9 +183,9 @@ int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int fina
  * "tool_calls"; calls borrowed, logprobs consumed (NULL -> null). New reference. */
 json_t *sits_srv_choice_tools_json(int index, const char *content, size_t content_len, struct json_t *calls,
                                    struct json_t *logprobs);
-/* api.c: a chat chunk of choice index with this delta (consumed). */
+/* api.c: a chat chunk of choice index with this delta (consumed) and logprobs (consumed; NULL -> null). */
 char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, struct json_t *delta,
-                               const char *finish, int usage_null, size_t *len_p);
+                               const char *finish, int usage_null, struct json_t *logprobs, size_t *len_p);
 
 /* reasoning.c -- [reasoning] (see the file's opening comment) */
 enum { SITS_SRV_REASONING_NONE = 0, SITS_SRV_REASONING_DEEPSEEK_R1 = 1, SITS_SRV_REASONING_QWEN3 = 2,

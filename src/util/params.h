@@ -32,6 +32,7 @@ typedef struct sits_config {
     char *detokenize;       /* ids to decode and print */
     char *chat_template;    /* chat template override: a file, a named template of the model, or a built-in */
     char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | auto */
+    char *reasoning_parser; /* [reasoning] deepseek_r1 | qwen3 | auto; NULL: none */
     char *render_chat;      /* --render-chat FILE: print the rendered chat prompt and exit */
     char *generation_config;/* auto | vllm | DIR: where request sampling defaults come from */
     int chat;               /* offline: render --prompt as a user message with the chat template */
