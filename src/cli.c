@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "sched/generate.h"
+#include "model/gguf.h"
 #include "model/precision.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -1130,6 +1131,31 @@ static void set_log_level(const sits_config_t *cfg)
         if (!strcasecmp(cfg->log_level, names[i])) sits_log_set_level((sits_log_level_t)i);
 }
 
+/* [gguf] --model FILE.gguf (or a directory whose one GGUF has no config.json): the config, tokenizer and chat
+ * template rebuilt from its metadata into a private directory (model/gguf.h sits_gguf_model_dir), which --model then
+ * names; the served model name stays the file's (without .gguf) unless --served-model-name gives one. */
+static sits_status_t resolve_gguf(sits_config_t *cfg)
+{
+    char *dir = NULL;
+    sits_status_t st = sits_gguf_model_dir(cfg->model, &dir);
+    if (st != SITS_OK) {
+        fprintf(stderr, "sits-dist: cannot serve %s on its own (see the log above)\n", cfg->model);
+        return st;
+    }
+    if (!dir) return SITS_OK;
+    if (!cfg->served_model_name || !cfg->served_model_name[0]) {
+        const char *b = strrchr(cfg->model, '/');
+        b = b && b[1] ? b + 1 : cfg->model;
+        size_t n = strlen(b);
+        if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+        free(cfg->served_model_name);
+        cfg->served_model_name = strndup(b, n);
+    }
+    free(cfg->model);
+    cfg->model = dir;
+    return SITS_OK;
+}
+
 /* --render-chat, --tokenize, --detokenize read files and print: no MPI needed. They run before MPI_Init
  * (on rank 0 of a launched job; the other ranks exit 0), so their exit never goes through MPI's teardown
  * (an Open MPI singleton's finalize once crashed in libgcc_s' unwinder under load). Returns -1 when none
@@ -1157,7 +1183,9 @@ static int run_text_mode(int argc, char **argv)
     }
     set_log_level(&cfg);
     int rc;
-    if (!cfg.model) {
+    if (resolve_gguf(&cfg) != SITS_OK) {
+        rc = 1;
+    } else if (!cfg.model) {
         fprintf(stderr, "sits-dist: --model DIR is required (see --help)\n");
         rc = EXIT_USAGE;
     } else {
@@ -1254,6 +1282,11 @@ int sits_cli_main(int argc, char **argv)
     free(args);
     set_log_level(&cfg);
     sits_config_log_nondefaults(&cfg);
+    if (resolve_gguf(&cfg) != SITS_OK) {
+        sits_config_free(&cfg);
+        MPI_Finalize();
+        return 1;
+    }
     if (print_config || (!cfg.model && !cfg.topology) || cfg.topology || cfg.prompt || cfg.prompt_ids)
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);   /* not serving: the default actions */
     if (print_config) {

@@ -124,4 +124,11 @@ sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *gguf_name, ch
  * n_head is num_attention_heads for q and num_key_value_heads for k. tmp holds rows * cols floats. */
 sits_status_t sits_gguf_unpermute_qk(float *w, int64_t rows, int64_t cols, int64_t n_head, float *tmp);
 
+/* [gguf] A GGUF served on its own (gguf_dir.c): when `model` is a *.gguf file, or a directory holding one GGUF and no
+ * config.json, *dir_p = a new private directory (removed at exit) with a link to the file and the config.json,
+ * tokenizer.json and tokenizer_config.json transformers would rebuild from its metadata (files the directory has are
+ * linked instead); else *dir_p = NULL (nothing to do). A file that cannot be served so is refused with the key and
+ * why (an architecture or tokenizer model not rebuilt here). */
+sits_status_t sits_gguf_model_dir(const char *model, char **dir_p);
+
 #endif

@@ -1,7 +1,7 @@
 # src/model: config.json, safetensors, tensor layout, sharded loading.
 libsits_a_SOURCES += src/model/config.c src/model/config.h src/model/safetensors.c src/model/safetensors.h \
 	src/model/layout.c src/model/layout.h src/model/weights.c src/model/weights.h \
-	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h \
+	src/model/precision.c src/model/precision.h src/model/gguf.c src/model/gguf.h src/model/gguf_dir.c \
 	src/model/moe_config.c src/model/int4.c src/model/int4.h
 
 # Unit tests of the model layer: config.json, safetensors validation, tensor layout.
