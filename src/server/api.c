@@ -514,7 +514,7 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
     /* [reasoning] the output is split after the prompt's own state: a template that closed the reasoning
      * (enable_thinking false) leaves deepseek_r1 nothing to think */
     req->reasoning = lim->reasoning;
-    req->reasoning_closed = sits_srv_reasoning_prompt_closed(rendered, len);
+    req->reasoning_closed = lim->reasoning && sits_srv_reasoning_prompt_closed(rendered, len);
     /* the template writes BOS itself: encode without the post-processor (transformers, vLLM) */
     if (encode(lim, rendered, len, 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
     rc = 0;
