@@ -108,3 +108,6 @@ EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh
 # [reasoning] --reasoning-parser deepseek_r1 / qwen3 / auto through the real server and the openai client
 TESTS += tests/integration/reasoning.sh
 EXTRA_DIST += tests/integration/reasoning.sh tests/integration/reasoning_check.py
+# [reasoning] --reasoning-parser openai_gptoss (gpt-oss's harmony) on gpt-oss's template, through the openai client
+TESTS += tests/integration/harmony.sh
+EXTRA_DIST += tests/integration/harmony.sh tests/integration/harmony_check.py

@@ -1,7 +1,8 @@
 # src/server: the OpenAI-compatible HTTP front-end of the TP leader (libmicrohttpd, jansson).
 # Test: tests/server/test_server (a fake scheduler + the bytelevel fixture tokenizer, loopback sockets).
 libsits_a_SOURCES += src/server/server.h src/server/srv_internal.h src/server/server.c src/server/api.c \
-	src/server/textout.c src/server/metrics.c src/server/tools.c src/server/reasoning.c
+	src/server/textout.c src/server/metrics.c src/server/tools.c src/server/reasoning.c \
+	src/server/harmony.c
 
 check_PROGRAMS += tests/server/test_server
 tests_server_test_server_SOURCES = tests/server/test_server.c tests/server/fake_sched.c tests/server/fake_sched.h \
@@ -23,4 +24,14 @@ tests_server_test_reasoning_SOURCES = tests/server/test_reasoning.c
 tests_server_test_reasoning_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_server_test_reasoning_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/server/test_reasoning
+endif
+
+# [reasoning] gpt-oss's harmony output (openai_gptoss): vLLM's / openai-harmony's cases and the real template's
+# turns, whole and streamed at every split; the detokenizer's keep list (cmocka).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/server/test_harmony
+tests_server_test_harmony_SOURCES = tests/server/test_harmony.c
+tests_server_test_harmony_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
+tests_server_test_harmony_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/server/test_harmony
 endif

@@ -12,6 +12,7 @@
  *   qwen3        Qwen3 (the model writes S itself): reasoning only between the first S and the first E after
  *                it; the text before S is dropped; no S or no E after it: everything is content, markers
  *                included (Qwen3ReasoningParser of vLLM 0.9 / 0.10, before the Qwen3.5 rework).
+ *   openai_gptoss gpt-oss's harmony messages (channels, not think markers): harmony.c.
  * Both: content is what follows E, as it is (the "\n\n" a template writes after E included), null when empty;
  * reasoning is a string, "" included ("</think>x": reasoning "" as vLLM), null when there is none.
  * Deviation from vLLM kept on purpose: S after the first E is content (vLLM's whole-text partition at the
@@ -41,16 +42,16 @@ enum { S_LEN = 7, E_LEN = 8 };
 /* stream states */
 enum { ST_PRE = 0, ST_THINK = 1, ST_DONE = 2 };
 
-static const char *const names[] = { "none", "deepseek_r1", "qwen3", "auto" };
+static const char *const names[] = { "none", "deepseek_r1", "qwen3", "auto", "openai_gptoss" };
 
 int sits_srv_reasoning_from_name(const char *name)
 {
     if (!name || !name[0]) return SITS_SRV_REASONING_NONE;
-    for (int i = 0; i < 4; i++) if (strcmp(name, names[i]) == 0) return i;
+    for (int i = 0; i < 5; i++) if (strcmp(name, names[i]) == 0) return i;
     return -1;
 }
 
-const char *sits_srv_reasoning_name(int parser) { return parser >= 0 && parser < 4 ? names[parser] : "?"; }
+const char *sits_srv_reasoning_name(int parser) { return parser >= 0 && parser < 5 ? names[parser] : "?"; }
 
 static const char *find(const char *s, size_t len, const char *m, size_t mlen)
 {
@@ -71,6 +72,7 @@ int sits_srv_reasoning_prompt_closed(const char *p, size_t len)
 int sits_srv_reasoning_detect(const char *tmpl, const char *gen_prompt)
 {
     if (!tmpl) return SITS_SRV_REASONING_NONE;
+    if (strstr(tmpl, "<|channel|>")) return SITS_SRV_REASONING_HARMONY;   /* gpt-oss's harmony (harmony.c) */
     if (gen_prompt) {   /* the generation prompt opens the reasoning: "...<think>" + white space */
         size_t n = strlen(gen_prompt);
         while (n > 0 && (gen_prompt[n - 1] == '\n' || gen_prompt[n - 1] == ' ' || gen_prompt[n - 1] == '\r')) n--;
@@ -141,7 +143,7 @@ void sits_srv_reasoning_stream_fini(sits_srv_reasoning_stream_t *r)
     memset(r, 0, sizeof *r);
 }
 
-static int grow(char **buf, size_t *cap, size_t need)
+int sits_srv_grow(char **buf, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
     size_t c = *cap ? *cap : 256;
@@ -153,18 +155,23 @@ static int grow(char **buf, size_t *cap, size_t need)
     return 0;
 }
 
+sits_status_t sits_srv_pending_push(char **in, size_t *off, size_t *len, size_t *cap, const char *text, size_t n)
+{
+    if (*off) {   /* drop what the last segments took */
+        memmove(*in, *in + *off, *len - *off);
+        *len -= *off;
+        *off = 0;
+    }
+    if (n == 0) return SITS_OK;
+    if (sits_srv_grow(in, cap, *len + n) != 0) return SITS_ERR_NOMEM;
+    memcpy(*in + *len, text, n);
+    *len += n;
+    return SITS_OK;
+}
+
 sits_status_t sits_srv_reasoning_stream_push(sits_srv_reasoning_stream_t *r, const char *text, size_t len)
 {
-    if (r->in_off) {   /* drop what the last segments took */
-        memmove(r->in, r->in + r->in_off, r->in_len - r->in_off);
-        r->in_len -= r->in_off;
-        r->in_off = 0;
-    }
-    if (len == 0) return SITS_OK;
-    if (grow(&r->in, &r->in_cap, r->in_len + len) != 0) return SITS_ERR_NOMEM;
-    memcpy(r->in + r->in_len, text, len);
-    r->in_len += len;
-    return SITS_OK;
+    return sits_srv_pending_push(&r->in, &r->in_off, &r->in_len, &r->in_cap, text, len);
 }
 
 /* The kind of text the state stands in: 1 reasoning, 0 content. */
@@ -214,7 +221,7 @@ int sits_srv_reasoning_stream_next(sits_srv_reasoning_stream_t *r, int final, in
         int reasoning = state_reasoning(r);
         r->in_off += take;
         if (!reasoning) {   /* content: also kept whole (the tool-call parser reads all of it) */
-            if (grow(&r->content, &r->content_cap, r->content_len + take + 1) != 0) return -1;
+            if (sits_srv_grow(&r->content, &r->content_cap, r->content_len + take + 1) != 0) return -1;
             memcpy(r->content + r->content_len, p, take);
             r->content_len += take;
             r->content[r->content_len] = 0;

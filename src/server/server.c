@@ -93,6 +93,8 @@ struct sits_server {
     sits_srv_limits_t lim;
     const int32_t *stop_ids;
     size_t n_stop_ids;
+    int32_t hm_ids[8];        /* [reasoning] openai_gptoss: harmony's markup tokens, kept as text for harmony.c */
+    int n_hm_ids;
     const sits_sched_api_t *api;
     void *sched;
     struct MHD_Daemon *mhd;
@@ -159,6 +161,8 @@ typedef struct {
     int rs_on;              /* [reasoning] a chat output split into reasoning and content */
     sits_srv_reasoning_stream_t rs;   /* [reasoning] the stream's splitter: it takes to.out's text as it comes
                                        * and keeps the content part whole for the tool-call parser */
+    int hm_on;              /* [reasoning] openai_gptoss: harmony messages -> reasoning, content, tool calls */
+    sits_srv_harmony_t hm;
 } choice_t;
 
 struct conn {
@@ -508,6 +512,30 @@ static json_t *whole_choice(conn_t *c, int i)
         text = joined;
     }
     json_t *o = NULL;
+    if (g->hm_on) {   /* [reasoning] harmony: the messages' reasoning, content and calls */
+        sits_srv_harmony_out_t h;
+        if (sits_srv_harmony_parse(text, text_len, c->rq.tool_parser == SITS_SRV_TOOLS_OPENAI, g->finish == SITS_FINISH_STOP,
+                                   tool_seed(c, i), &h) != SITS_OK) {
+            json_decref(lp);
+            free(joined);
+            return NULL;
+        }
+        if (h.calls && c->rq.tool_single) while (json_array_size(h.calls) > 1) json_array_remove(h.calls, 1);
+        /* as the other parsers: calls make finish_reason "tool_calls" when the output ended by itself */
+        o = h.calls && g->finish == SITS_FINISH_STOP ? sits_srv_choice_tools_json(i, h.content, h.c_len, h.calls, lp)
+                                                      : sits_srv_choice_json(c->rq.kind, i, h.content ? h.content : "", h.c_len,
+                                                                             sits_srv_finish_str(g->finish), lp);
+        json_t *msg = json_object_get(o, "message");
+        if (msg && h.calls && g->finish != SITS_FINISH_STOP && json_object_set(msg, "tool_calls", h.calls) != 0) msg = NULL;
+        if (!msg || json_object_set_new(msg, "reasoning_content", h.r_len ? json_stringn(h.reasoning, h.r_len) : json_null()) != 0 ||
+            (h.c_len == 0 && json_object_set_new(msg, "content", json_null()) != 0)) {
+            json_decref(o);
+            o = NULL;
+        }
+        sits_srv_harmony_out_free(&h);
+        free(joined);
+        return o;
+    }
     /* [reasoning] the thinking apart; the content part is what the tool-call parser and content get */
     sits_srv_reasoning_split_t rs = { .c_len = text_len };
     if (g->rs_on) sits_srv_reasoning_split(c->rq.reasoning, c->rq.reasoning_closed, text, text_len, &rs);
@@ -592,15 +620,21 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
+    /* [reasoning] harmony reads its markup: those special tokens stay text, the others go as usual */
+    int harmony = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning == SITS_SRV_REASONING_HARMONY;
+    int keep = harmony && c->rq.skip_special && srv->n_hm_ids > 0;
     for (int i = 0; i < n; i++) {
         if (sits_srv_textout_init_ex(&c->ch[i].to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
-                                     c->rq.skip_special, c->rq.include_stop_str) != SITS_OK) {
+                                     c->rq.skip_special && !keep, c->rq.include_stop_str) != SITS_OK) {
             sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
             return -1;
         }
         c->ch[i].to_valid = 1;
-        c->ch[i].rs_on = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning != SITS_SRV_REASONING_NONE;
+        if (keep) sits_srv_textout_keep(&c->ch[i].to, srv->hm_ids, srv->n_hm_ids);
+        c->ch[i].rs_on = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning != SITS_SRV_REASONING_NONE && !harmony;
         if (c->ch[i].rs_on) sits_srv_reasoning_stream_init(&c->ch[i].rs, c->rq.reasoning, c->rq.reasoning_closed);
+        c->ch[i].hm_on = harmony;
+        if (harmony) sits_srv_harmony_init(&c->ch[i].hm, c->rq.tool_parser == SITS_SRV_TOOLS_OPENAI);
         c->ch[i].pi = i / per;
         c->ch[i].prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].ids : c->rq.prompt;
         c->ch[i].n_prompt = c->ch[i].pi ? c->rq.more[c->ch[i].pi - 1].n : c->rq.n_prompt;
@@ -896,13 +930,52 @@ static int stream_reasoning(conn_t *c, int i, int final)
     return r;
 }
 
+/* [reasoning] Choice i's released text through its harmony parser: reasoning chunks, content chunks and
+ * tool-call deltas (a call's head {index, id, type, function {name, arguments ""}} once its header is
+ * complete, then its arguments as they come) in output order; parallel_tool_calls false: the first call
+ * only. final: the output is over; what the parser held goes out too. */
+static int stream_harmony(conn_t *c, int i, int final)
+{
+    choice_t *g = &c->ch[i];
+    if (sits_srv_harmony_push(&g->hm, g->to.out, g->to.out_len) != SITS_OK) return -1;
+    g->to.out_len = 0;
+    sits_srv_harmony_seg_t seg;
+    int r;
+    while ((r = sits_srv_harmony_next(&g->hm, final, &seg)) == 1) {
+        int rc = 0;
+        if (seg.kind == SITS_SRV_HARMONY_REASONING) {
+            rc = stream_reasoning_text(c, i, seg.text, seg.len);
+        } else if (seg.kind == SITS_SRV_HARMONY_CONTENT) {
+            rc = stream_content(c, i, seg.text, seg.len);
+        } else if (seg.call == 0 || !c->rq.tool_single) {
+            char id[40];
+            size_t len = 0;
+            json_t *d;
+            if (seg.kind == SITS_SRV_HARMONY_CALL) {
+                sits_srv_tool_call_id(tool_seed(c, i), seg.call, id);
+                d = json_pack("{s:[{s:i, s:s, s:s, s:{s:s%, s:s}}]}", "tool_calls", "index", seg.call, "id", id, "type",
+                              "function", "function", "name", seg.text, seg.len, "arguments", "");
+                g->tool_calls = 1;
+            } else {
+                d = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", seg.call, "function", "arguments", seg.text, seg.len);
+            }
+            char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, NULL, &len)
+                        : NULL;
+            rc = pend_add(c, s, len);
+        }
+        if (rc != 0) return -1;
+    }
+    return r;
+}
+
 /* Released text of each choice -> one content chunk per choice that has some; [tool calls] with a
  * tool-call parser, content and tool-call deltas as the parser tells them apart; [reasoning] with a
  * reasoning parser, reasoning chunks first. */
 static int stream_text(conn_t *c)
 {
     for (int i = 0; i < c->n_ch; i++) {
-        int rc = c->ch[i].rs_on ? stream_reasoning(c, i, 0) : c->rq.tool_parser ? stream_tool_calls(c, i, 0)
+        int rc = c->ch[i].hm_on ? stream_harmony(c, i, 0) : c->ch[i].rs_on ? stream_reasoning(c, i, 0)
+               : c->rq.tool_parser ? stream_tool_calls(c, i, 0)
                : stream_echo(c, i) != 0 ? -1 : stream_choice_text(c, i);
         if (rc != 0) return -1;
     }
@@ -917,6 +990,10 @@ static int stream_end(conn_t *c)
     char *s;
     for (int i = 0; i < c->n_ch; i++) {
         choice_t *g = &c->ch[i];
+        if (g->hm_on) {   /* [reasoning] harmony: what its parser held (it takes the calls too) */
+            if (stream_harmony(c, i, 1) != 0) return -1;
+            continue;
+        }
         if (g->rs_on && stream_reasoning(c, i, 1) != 0) return -1;   /* [reasoning] what the splitter held */
         if (!c->rq.tool_parser) continue;
         /* [tool calls] what was held */
@@ -1354,6 +1431,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     for (int i = 0; c->ch && i < n; i++) {
         if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
         sits_srv_reasoning_stream_fini(&c->ch[i].rs);
+        sits_srv_harmony_fini(&c->ch[i].hm);
     }
     free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
@@ -1580,7 +1658,8 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);
     int tool_parser = sits_srv_tool_parser_from_name(p->tool_call_parser);
     if (tool_parser < 0) {
-        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, auto", p->tool_call_parser);
+        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, openai, auto",
+                   p->tool_call_parser);
         st = SITS_ERR_INVALID;
         goto err_free;
     }
@@ -1589,13 +1668,22 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
                   sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
     int reasoning = sits_srv_reasoning_from_name(p->reasoning_parser);
     if (reasoning < 0) {
-        SITS_ERROR(SITS_SUB_HTTP, "--reasoning-parser '%s' is not one of deepseek_r1, qwen3, auto", p->reasoning_parser);
+        SITS_ERROR(SITS_SUB_HTTP, "--reasoning-parser '%s' is not one of deepseek_r1, qwen3, openai_gptoss, auto",
+                   p->reasoning_parser);
         st = SITS_ERR_INVALID;
         goto err_free;
     }
     if (reasoning == SITS_SRV_REASONING_AUTO) {
         reasoning = sits_srv_reasoning_auto(p->chat);
         SITS_INFO(SITS_SUB_HTTP, "reasoning: the chat template's parser is %s", sits_srv_reasoning_name(reasoning));
+    }
+    if (reasoning == SITS_SRV_REASONING_HARMONY) {   /* harmony's markup: special tokens the detokenizer keeps */
+        static const char *const mk[] = { "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                                          "<|return|>", "<|call|>" };
+        for (size_t k = 0; k < sizeof mk / sizeof mk[0]; k++) {
+            int32_t id = sits_tokenizer_token_to_id(tok, mk[k]);
+            if (id >= 0) s->hm_ids[s->n_hm_ids++] = id;
+        }
     }
     sits_srv_gcache_t *gcache = NULL;
     SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);

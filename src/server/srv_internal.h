@@ -2,6 +2,7 @@
  *   api.c      request parsing/validation and OpenAI-shaped JSON bodies (responses, chunks, errors)
  *   textout.c  incremental detokenization + stop-string matching with hold-back
  *   reasoning.c [reasoning] a reasoning model's thinking apart from its answer (--reasoning-parser)
+ *   harmony.c  [reasoning] gpt-oss's harmony messages: reasoning, content and tool calls (openai_gptoss)
  *   metrics.c  counters and histograms, Prometheus text rendering
  *   server.c   libmicrohttpd daemon, routing, auth, body limits, the generation loops
  * Invariant: every text these files hand to a client is valid UTF-8. */
@@ -68,7 +69,7 @@ typedef struct {
 
 /* [tool calls] output formats (tools.c) */
 enum { SITS_SRV_TOOLS_NONE = 0, SITS_SRV_TOOLS_HERMES = 1, SITS_SRV_TOOLS_LLAMA3 = 2, SITS_SRV_TOOLS_MISTRAL = 3,
-       SITS_SRV_TOOLS_AUTO = 4 };
+       SITS_SRV_TOOLS_AUTO = 4, SITS_SRV_TOOLS_OPENAI = 5 /* harmony (gpt-oss): harmony.c parses the calls */ };
 
 /* A validated request. */
 typedef struct {
@@ -161,6 +162,8 @@ int sits_srv_tool_parser_detect(const char *template_text);
  * arguments (a JSON string)}}) and *content_len_p, the length of the text before them; NULL when the text
  * holds no call that parses (it is then plain content). seed makes the call ids. */
 struct json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p);
+/* The id of a request's call k (0-based) made from seed, as the parsers above number them: call_ + 24 characters. */
+void sits_srv_tool_call_id(uint64_t seed, int k, char id[40]);
 /* [tool calls] A stream's tool calls as they come (OpenAI's deltas): per choice, the state below, zeroed at
  * the start; each step looks at all of the choice's text so far (final: the whole output, ended by itself)
  * and returns the content not sent yet that is content for sure ([*content_from_p, + *content_len_p):
@@ -188,11 +191,15 @@ char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *mo
                                const char *finish, int usage_null, struct json_t *logprobs, size_t *len_p);
 
 /* reasoning.c -- [reasoning] (see the file's opening comment) */
+/* buf (cap bytes) grown to hold need bytes (doubling). 0, or -1 out of memory. */
+int sits_srv_grow(char **buf, size_t *cap, size_t need);
+/* A parser's pending text (*in)[*off, *len): what was taken dropped, text[n] appended. */
+sits_status_t sits_srv_pending_push(char **in, size_t *off, size_t *len, size_t *cap, const char *text, size_t n);
 enum { SITS_SRV_REASONING_NONE = 0, SITS_SRV_REASONING_DEEPSEEK_R1 = 1, SITS_SRV_REASONING_QWEN3 = 2,
-       SITS_SRV_REASONING_AUTO = 3 };
+       SITS_SRV_REASONING_AUTO = 3, SITS_SRV_REASONING_HARMONY = 4 /* openai_gptoss: harmony.c */ };
 int sits_srv_reasoning_from_name(const char *name);   /* NULL / "": none; -1: unknown name */
 const char *sits_srv_reasoning_name(int parser);
-/* auto: deepseek_r1 when gen_prompt (the template rendered on one user message with the generation prompt;
+/* auto: openai_gptoss when the template's text holds <|channel|> (harmony), deepseek_r1 when gen_prompt (the template rendered on one user message with the generation prompt;
  * NULL: it did not render) ends by opening <think>, qwen3 when the template's text holds <think> and
  * </think>, else none. */
 int sits_srv_reasoning_detect(const char *template_text, const char *gen_prompt);
@@ -224,6 +231,44 @@ int sits_srv_reasoning_stream_next(sits_srv_reasoning_stream_t *r, int final, in
                                    size_t *len_p);
 void sits_srv_reasoning_stream_fini(sits_srv_reasoning_stream_t *r);
 
+/* harmony.c -- [reasoning] gpt-oss's harmony output (see the file's opening comment). A stream: push the
+ * text as it comes, take segments with next until it returns 0 (final: the output is over, nothing held).
+ * Segments in output order: REASONING / CONTENT text, a tool call's head CALL (text: its name) once its
+ * header is complete, then its ARGS as they come; call: the call's index (0, 1, ...). Non-empty except a
+ * CALL's name; *seg's text stays valid until the next push / next. tools: recipients functions.NAME are
+ * calls (the request has tools), else such messages are dropped. next returns -1 out of memory. */
+enum { SITS_SRV_HARMONY_REASONING = 0, SITS_SRV_HARMONY_CONTENT = 1, SITS_SRV_HARMONY_CALL = 2, SITS_SRV_HARMONY_ARGS = 3 };
+typedef struct {
+    int kind, call;
+    const char *text;
+    size_t len;
+} sits_srv_harmony_seg_t;
+typedef struct {
+    int tools;
+    int state, role_given;        /* header / body / between messages; a header without its role word */
+    int kind, sep, call;          /* the open message: its kind (-1 dropped), a "\n" owed before it, its call index */
+    int n_msgs[2], n_calls;       /* reasoning / content messages and calls begun */
+    char *name;                   /* the open call's name (malloc'd) */
+    size_t name_len;
+    char *in;                     /* pushed text; [in_off, in_len) not yet taken */
+    size_t in_off, in_len, in_cap;
+} sits_srv_harmony_t;
+sits_status_t sits_srv_harmony_init(sits_srv_harmony_t *h, int tools);
+sits_status_t sits_srv_harmony_push(sits_srv_harmony_t *h, const char *text, size_t len);
+int sits_srv_harmony_next(sits_srv_harmony_t *h, int final, sits_srv_harmony_seg_t *seg);
+void sits_srv_harmony_fini(sits_srv_harmony_t *h);
+/* A whole output: reasoning / content (malloc'd, NULL when empty) and calls (OpenAI tool_calls with ids
+ * from seed; NULL when none) -- the stream's segments joined. complete: the output ended by itself (its
+ * open message is complete); else an open call is dropped (its head was streamed). */
+typedef struct {
+    char *reasoning, *content;
+    size_t r_len, c_len;
+    struct json_t *calls;
+} sits_srv_harmony_out_t;
+sits_status_t sits_srv_harmony_parse(const char *text, size_t len, int tools, int complete, uint64_t seed,
+                                     sits_srv_harmony_out_t *out);
+void sits_srv_harmony_out_free(sits_srv_harmony_out_t *out);
+
 /* textout.c -- ids -> text that is safe to emit. Text that could still become the start of a stop string
  * is held back; once a stop string appears, the text before it is released and *stopped is set. */
 typedef struct {
@@ -237,6 +282,9 @@ typedef struct {
     size_t out_len, out_cap;
     int stopped;          /* a stop string matched; later pushes are ignored */
     int include_stop;     /* include_stop_str_in_output: the matched stop string is released too */
+    const sits_tokenizer_t *tok;
+    const int32_t *keep;  /* [reasoning] n_keep > 0: of the special tokens only these are text (harmony's markup) */
+    int n_keep;
 } sits_srv_textout_t;
 
 sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
@@ -244,6 +292,9 @@ sits_status_t sits_srv_textout_init(sits_srv_textout_t *t, const sits_tokenizer_
 /* [sampling controls] skip_special 0 keeps special tokens' text (skip_special_tokens false). */
 sits_status_t sits_srv_textout_init_ex(sits_srv_textout_t *t, const sits_tokenizer_t *tok, const char *const *stop,
                                        const size_t *stop_len, int n_stop, int skip_special, int include_stop);
+/* [reasoning] Keep the special tokens ids[n] as text and drop the other special tokens (t made with skip_special
+ * 0; ids must outlive t): a parser that reads a format's special-token markup (harmony.c). */
+void sits_srv_textout_keep(sits_srv_textout_t *t, const int32_t *ids, int n);
 sits_status_t sits_srv_textout_push(sits_srv_textout_t *t, const int32_t *ids, int n);
 /* End of generation: flush the detokenizer, release what is held (after a last stop check). */
 sits_status_t sits_srv_textout_finish(sits_srv_textout_t *t);

@@ -1,7 +1,8 @@
 /* textout.c -- generated ids -> text a client may see, with OpenAI stop strings.
  *
  * ids go through the incremental detokenizer (skip_special: eos / end-of-turn ids are not text), which
- * never releases a broken UTF-8 sequence. The decoded text collects in `held`; after each push:
+ * never releases a broken UTF-8 sequence; [reasoning] a keep list instead lets only those special tokens
+ * through as text (harmony's <|channel|> ... for its parser). The decoded text collects in `held`; after each push:
  *   - if a stop string occurs in held, the text before its first occurrence is released and the
  *     output is over (stopped = 1; the stop string itself is never shown);
  *   - else everything is released except the longest suffix of held that is a proper prefix of some
@@ -44,7 +45,21 @@ sits_status_t sits_srv_textout_init_ex(sits_srv_textout_t *t, const sits_tokeniz
     t->stop_len = stop_len;
     t->n_stop = n_stop;
     t->include_stop = include_stop;
+    t->tok = tok;
     return sits_detok_create(tok, skip_special, &t->dt);
+}
+
+void sits_srv_textout_keep(sits_srv_textout_t *t, const int32_t *ids, int n)
+{
+    t->keep = ids;
+    t->n_keep = n;
+}
+
+static int dropped(const sits_srv_textout_t *t, int32_t id)
+{
+    if (t->n_keep == 0 || !sits_tokenizer_is_special(t->tok, id)) return 0;
+    for (int i = 0; i < t->n_keep; i++) if (t->keep[i] == id) return 0;
+    return 1;
 }
 
 /* Move held[0, n) to out and drop it from held. */
@@ -91,6 +106,7 @@ sits_status_t sits_srv_textout_push(sits_srv_textout_t *t, const int32_t *ids, i
     for (int i = 0; i < n; i++) {
         const char *s;
         size_t len;
+        if (dropped(t, ids[i])) continue;
         sits_status_t st = sits_detok_push(t->dt, ids[i], &s, &len);
         if (st == SITS_ERR_INVALID) continue;   /* an id of the model's padded vocabulary: no text */
         SITS_CHECK(st);

@@ -11,6 +11,9 @@
  *   hermes       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Hermes, Qwen2.5, Qwen3)
  *   llama3_json  {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1 / 3.2)
  *   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
+ *   openai       gpt-oss's harmony: <|channel|>commentary to=functions.NAME ...<|message|>ARGS<|call|>, parsed
+ *                by harmony.c with --reasoning-parser openai_gptoss (which takes the calls whatever this says);
+ *                tool_choice auto only
  * auto picks one from the chat template's text (sits_srv_tool_parser_detect). */
 #include "server/srv_internal.h"
 #include "grammar/grammar.h"
@@ -22,21 +25,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const parser_names[] = { "none", "hermes", "llama3_json", "mistral" };
+static const char *const parser_names[] = { "none", "hermes", "llama3_json", "mistral", "auto", "openai" };
 
 int sits_srv_tool_parser_from_name(const char *name)
 {
     if (!name || !name[0] || strcmp(name, "auto") == 0) return SITS_SRV_TOOLS_AUTO;
-    for (int i = 1; i < 4; i++) if (strcmp(name, parser_names[i]) == 0) return i;
+    for (int i = 1; i < 6; i++) if (i != SITS_SRV_TOOLS_AUTO && strcmp(name, parser_names[i]) == 0) return i;
     if (strcmp(name, "qwen") == 0 || strcmp(name, "qwen3") == 0) return SITS_SRV_TOOLS_HERMES;
     return -1;
 }
 
-const char *sits_srv_tool_parser_name(int p) { return p >= 0 && p < 4 ? parser_names[p] : "auto"; }
+const char *sits_srv_tool_parser_name(int p) { return p >= 0 && p < 6 ? parser_names[p] : "auto"; }
 
 int sits_srv_tool_parser_detect(const char *tmpl)
 {
     if (!tmpl) return SITS_SRV_TOOLS_NONE;
+    if (strstr(tmpl, "<|channel|>")) return SITS_SRV_TOOLS_OPENAI;   /* gpt-oss's harmony */
     if (strstr(tmpl, "<tool_call>")) return SITS_SRV_TOOLS_HERMES;
     if (strstr(tmpl, "[TOOL_CALLS]")) return SITS_SRV_TOOLS_MISTRAL;
     if (strstr(tmpl, "<|python_tag|>") || strstr(tmpl, "\"parameters\"")) return SITS_SRV_TOOLS_LLAMA3;
@@ -361,6 +365,11 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
     if (strcmp(mode, "none") == 0) goto done;
     int parser = lim->tool_parser;
     if (parser == SITS_SRV_TOOLS_AUTO) parser = sits_srv_tool_parser_detect(sits_chat_template_text(lim->chat, 1));
+    if (lim->reasoning == SITS_SRV_REASONING_HARMONY) parser = SITS_SRV_TOOLS_OPENAI;   /* the harmony splitter's calls */
+    if (parser == SITS_SRV_TOOLS_OPENAI && lim->reasoning != SITS_SRV_REASONING_HARMONY)
+        FAIL("tools", "gpt-oss's tool calls (harmony) need the server started with --reasoning-parser openai_gptoss (or auto)");
+    if (parser == SITS_SRV_TOOLS_OPENAI && strcmp(mode, "auto") != 0)
+        FAIL("tool_choice", "tool_choice '%s' is not supported with the harmony format (gpt-oss): pass \"auto\"", mode);
     if (parser == SITS_SRV_TOOLS_NONE)
         FAIL("tools", "this model's chat template has no tool-call format this server recognises; start the server with "
                       "--tool-call-parser hermes|llama3_json|mistral, or pass tool_choice \"none\"");
@@ -419,6 +428,12 @@ static void call_id(uint64_t *rng, char id[40])
         id[o++] = abc[(*rng >> 33) % 62];
     }
     id[o] = 0;
+}
+
+void sits_srv_tool_call_id(uint64_t seed, int k, char id[40])
+{
+    uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i <= k; i++) call_id(&rng, id);
 }
 
 static json_t *call_obj(const char *name, const char *args, size_t args_len, uint64_t *rng)

@@ -44,7 +44,7 @@ fi
 timeout 120 $SITS_MPIRUN -np 1 "$SITS" --model "$tmp/m" --load-format dummy --port 0 --reasoning-parser granite \
   > "$tmp/out" 2> "$tmp/err"
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "reasoning-parser 'granite' is not one of deepseek_r1, qwen3, auto" "$tmp/err"; then
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "reasoning-parser 'granite' is not one of deepseek_r1, qwen3, openai_gptoss, auto" "$tmp/err"; then
   ok "unknown --reasoning-parser refused at start (exit $rc)"
 else
   bad "unknown --reasoning-parser: exit $rc"; tail -5 "$tmp/err"
