@@ -30,7 +30,8 @@ endif
 # turns, whole and streamed at every split; the detokenizer's keep list (cmocka).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/server/test_harmony
-tests_server_test_harmony_SOURCES = tests/server/test_harmony.c
+tests_server_test_harmony_SOURCES = tests/server/test_harmony.c tests/server/fake_sched.c tests/server/fake_sched.h \
+	tests/server/http_client.c tests/server/http_client.h
 tests_server_test_harmony_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS)
 tests_server_test_harmony_LDADD = $(SITS_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/server/test_harmony

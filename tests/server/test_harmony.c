@@ -17,14 +17,20 @@
  * Every case: the whole parse, then the stream cut at each single cut, each pair of cuts and byte by byte:
  * its segments joined by kind equal the expected reasoning / content / calls, no segment holds a marker,
  * at most 12 bytes of a body are held, call heads come once with increasing indices. Then the names, auto
- * on real templates, and the detokenizer's keep list (textout.c) on a tokenizer with special markup tokens.
- * Exit 0 pass, 1 fail (cmocka). */
+ * on real templates, the detokenizer's keep list (textout.c) on a tokenizer with special markup tokens, and
+ * the whole path through the HTTP server as gpt-oss would drive it: the byte-level fixture tokenizer with
+ * its reserved special tokens renamed to harmony's seven markers (ids inside the model's vocabulary, special
+ * as in gpt-oss's tokenizer), gpt-oss's chat template, a fake scheduler (tests/server/fake_sched.c) that
+ * returns the token ids of a harmony answer -- markup as single special ids, an unrelated special id among
+ * them -- and responses read whole and streamed. Exit 0 pass, 1 fail (cmocka). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "server/srv_internal.h"
+#include "fake_sched.h"
+#include "http_client.h"
 #include "tokenizer/chat.h"
 #include "util/log.h"
 
@@ -172,6 +178,14 @@ static void check_str(const char *what, const hcase_t *c, const char *got, size_
     assert_true(ok);
 }
 
+/* v is the JSON string want (printed when not). */
+static void json_str_is(const json_t *v, const char *want)
+{
+    const char *got = json_string_value(v);
+    if (!got || strcmp(got, want) != 0) print_error("got %s%s%s, want \"%s\"\n", got ? "\"" : "", got ? got : "no string", got ? "\"" : "", want);
+    assert_true(got && strcmp(got, want) == 0);
+}
+
 static void test_whole(void **state)
 {
     (void)state;
@@ -188,10 +202,10 @@ static void test_whole(void **state)
             json_t *call = json_array_get(o.calls, (size_t)i), *f = json_object_get(call, "function");
             char id[40];
             sits_srv_tool_call_id(7, i, id);
-            assert_string_equal(json_string_value(json_object_get(call, "id")), id);
-            assert_string_equal(json_string_value(json_object_get(call, "type")), "function");
-            assert_string_equal(json_string_value(json_object_get(f, "name")), c->calls[i][0]);
-            assert_string_equal(json_string_value(json_object_get(f, "arguments")), c->calls[i][1]);
+            json_str_is(json_object_get(call, "id"), id);
+            json_str_is(json_object_get(call, "type"), "function");
+            json_str_is(json_object_get(f, "name"), c->calls[i][0]);
+            json_str_is(json_object_get(f, "arguments"), c->calls[i][1]);
         }
         sits_srv_harmony_out_free(&o);
     }
@@ -400,6 +414,145 @@ static void test_keep_special(void **state)
     sits_tokenizer_destroy(tok);
 }
 
+/* The byte-level fixture tokenizer with harmony's markers in place of its reserved special tokens. */
+static sits_tokenizer_t *markup_tokenizer(const char *src)
+{
+    static const struct { int id; const char *content; } ren[] = {
+        { 3002, "<|start|>" }, { 3003, "<|end|>" }, { 3004, "<|message|>" }, { 3005, "<|channel|>" },
+        { 3008, "<|constrain|>" }, { 3010, "<|return|>" }, { 3011, "<|call|>" },
+    };
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tests/fixtures/tokenizers/bytelevel/tokenizer.json", src);
+    json_t *t = json_load_file(path, 0, NULL), *added = json_object_get(t, "added_tokens");
+    assert_non_null(added);
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *a = json_array_get(added, i);
+        for (size_t k = 0; k < sizeof ren / sizeof ren[0]; k++)
+            if (json_integer_value(json_object_get(a, "id")) == ren[k].id) {
+                json_object_set_new(a, "content", json_string(ren[k].content));
+                json_object_set_new(a, "lstrip", json_false());
+                json_object_set_new(a, "rstrip", json_false());
+                assert_true(json_is_true(json_object_get(a, "special")));
+            }
+    }
+    char *js = json_dumps(t, 0);
+    sits_tokenizer_t *tok = NULL;
+    assert_int_equal(sits_tokenizer_load_json_string(js, strlen(js), &tok), SITS_OK);
+    free(js);
+    json_decref(t);
+    return tok;
+}
+
+/* A stream's SSE body joined: reasoning, content, call 0's name / arguments, finish, and no markup anywhere. */
+static void join_stream(const char *body, acc_t *r, acc_t *c, acc_t *name, acc_t *args, char *finish)
+{
+    for (const char *p = body; (p = strstr(p, "data: ")) != NULL; p += 6) {
+        if (strncmp(p + 6, "[DONE]", 6) == 0) break;
+        json_error_t je;
+        json_t *ev = json_loadb(p + 6, strcspn(p + 6, "\n"), 0, &je), *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        json_t *d = json_object_get(ch, "delta"), *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+        const char *rv = json_string_value(json_object_get(d, "reasoning_content")), *cv = json_string_value(json_object_get(d, "content"));
+        if (rv) acc_add(r, rv, strlen(rv));
+        if (cv) acc_add(c, cv, strlen(cv));
+        json_t *f = json_object_get(tc, "function");
+        if (json_string_value(json_object_get(f, "name"))) acc_add(name, json_string_value(json_object_get(f, "name")), strlen(json_string_value(json_object_get(f, "name"))));
+        if (json_string_value(json_object_get(f, "arguments")))
+            acc_add(args, json_string_value(json_object_get(f, "arguments")), strlen(json_string_value(json_object_get(f, "arguments"))));
+        if (json_string_value(json_object_get(ch, "finish_reason"))) strcpy(finish, json_string_value(json_object_get(ch, "finish_reason")));
+        json_decref(ev);
+    }
+    for (size_t m = 0; m < sizeof markers / sizeof markers[0]; m++) assert_null(strstr(body, markers[m]));
+}
+
+static void test_server_markup_tokens(void **state)
+{
+    (void)state;
+    const char *src = getenv("top_srcdir");
+    if (!src) src = ".";
+    sits_tokenizer_t *tok = markup_tokenizer(src);
+    sits_chat_t *chat = load_template("openai-gpt-oss-120b.jinja");
+    static fake_sched_t f;
+    fake_sched_init(&f, tok, 3009);
+    f.delay_ms = 1;
+    sits_server_params_t p = { .host = "127.0.0.1", .port = 0, .model_name = "m", .max_model_len = 4096,
+                               .max_body_bytes = 65536, .default_max_tokens = 200, .seed = 1, .chat = chat,
+                               .reasoning_parser = "auto" };
+    sits_server_t *srv = NULL;
+    assert_int_equal(sits_server_create(&p, tok, &fake_sched_api, &f, &srv), SITS_OK);
+    int port = sits_server_port(srv);
+    /* the answer gpt-oss would give, as ids: each marker one special id; <|begin_of_text|> (special, not
+     * markup) slipped into the answer must not show */
+    const char *text = "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+                       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
+    int32_t *ids = NULL, script[256];
+    size_t n = 0;
+    assert_int_equal(sits_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n), SITS_OK);
+    int specials = 0;
+    for (size_t i = 0; i < n; i++) specials += ids[i] >= 3002 && ids[i] <= 3011;
+    assert_int_equal(specials, 7);   /* the markup came as single special ids */
+    assert_true(n + 1 < sizeof script / sizeof script[0]);
+    memcpy(script, ids, n * sizeof *ids);
+    free(ids);
+    const char *tail = "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.";
+    for (int with_tools = 1; with_tools >= 0; with_tools--) {
+        int32_t *tids = NULL;
+        size_t tn = 0;
+        if (with_tools) {
+            f.n_script = (int)n;
+        } else {   /* no tools: the final answer, a stray special id inside it */
+            assert_int_equal(sits_tokenizer_encode(tok, tail, strlen(tail), 0, &tids, &tn), SITS_OK);
+            memcpy(script, tids, (tn - 2) * sizeof *tids);
+            script[tn - 2] = 3000;
+            memcpy(script + tn - 1, tids + tn - 2, 2 * sizeof *tids);
+            f.n_script = (int)tn + 1;
+            free(tids);
+        }
+        f.script = script;
+        f.script_finish = SITS_FINISH_STOP;
+        char body[1024];
+        snprintf(body, sizeof body, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}]%s}",
+                 with_tools ? ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+                              "\"d\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]" : "");
+        http_resp_t r;
+        assert_int_equal(http_request(port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n", body, strlen(body), &r), 0);
+        if (r.status != 200) print_error("status %d: %s\n", r.status, r.body);
+        assert_int_equal(r.status, 200);
+        json_t *o = json_loads(r.body, 0, NULL), *ch = json_array_get(json_object_get(o, "choices"), 0);
+        json_t *msg = json_object_get(ch, "message"), *call = json_array_get(json_object_get(msg, "tool_calls"), 0);
+        json_str_is(json_object_get(msg, "reasoning_content"), "Need the weather.");
+        if (with_tools) {
+            assert_true(json_is_null(json_object_get(msg, "content")));
+            json_str_is(json_object_get(ch, "finish_reason"), "tool_calls");
+            json_str_is(json_object_get(json_object_get(call, "function"), "name"), "get_weather");
+            json_str_is(json_object_get(json_object_get(call, "function"), "arguments"), "{\"city\": \"Paris\"}");
+        } else {
+            json_str_is(json_object_get(msg, "content"), "Sunny.");
+            assert_null(call);
+            json_str_is(json_object_get(ch, "finish_reason"), "stop");
+        }
+        json_decref(o);
+        http_resp_free(&r);
+        /* streamed */
+        char sbody[1100];
+        snprintf(sbody, sizeof sbody, "%.*s, \"stream\": true}", (int)strlen(body) - 1, body);
+        assert_int_equal(http_request(port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n", sbody, strlen(sbody), &r), 0);
+        assert_int_equal(r.status, 200);
+        acc_t rs = { .n = 0 }, cs = { .n = 0 }, nm = { .n = 0 }, ar = { .n = 0 };
+        char fin[32] = "";
+        join_stream(r.body, &rs, &cs, &nm, &ar, fin);
+        check_str("server stream reasoning", &cases[0], rs.b, rs.n, "Need the weather.");
+        check_str("server stream content", &cases[0], cs.n ? cs.b : NULL, cs.n, with_tools ? NULL : "Sunny.");
+        check_str("server stream call", &cases[0], nm.n ? nm.b : NULL, nm.n, with_tools ? "get_weather" : NULL);
+        check_str("server stream arguments", &cases[0], ar.n ? ar.b : NULL, ar.n, with_tools ? "{\"city\": \"Paris\"}" : NULL);
+        assert_string_equal(fin, with_tools ? "tool_calls" : "stop");
+        http_resp_free(&r);
+    }
+    sits_server_destroy(srv);
+    fake_sched_fini(&f);
+    sits_chat_destroy(chat);
+    sits_tokenizer_destroy(tok);
+}
+
 int main(void)
 {
     sits_log_init(0);
@@ -410,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_auto),
         cmocka_unit_test(test_template),
         cmocka_unit_test(test_keep_special),
+        cmocka_unit_test(test_server_markup_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
