@@ -59,11 +59,12 @@ typedef struct {
                                 * another thread and calls sits_server_drain_signal) */
     int idle_timeout_s;        /* connections without a byte this long are closed (also stalled headers); 0: 60 */
     sits_otlp_t *otlp;         /* --otlp-endpoint exporter, for its counters in /metrics; NULL: off */
-    const char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | auto (NULL: auto, from the
-                                * chat template's text); an unknown name is SITS_ERR_INVALID */
-    const char *reasoning_parser; /* [reasoning] deepseek_r1 | qwen3 | auto (from the chat template) | NULL or "":
-                                * none. Chat responses then carry reasoning_content apart from content (see
-                                * reasoning.c); an unknown name is SITS_ERR_INVALID */
+    const char *tool_call_parser; /* [tool calls] hermes | llama3_json | mistral | openai | auto (NULL: auto, from
+                                * the chat template's text); an unknown name is SITS_ERR_INVALID */
+    const char *reasoning_parser; /* [reasoning] deepseek_r1 | qwen3 | openai_gptoss | auto (from the chat template)
+                                * | NULL or "": none. Chat responses then carry reasoning_content apart from
+                                * content (see reasoning.c; openai_gptoss: harmony.c, which also takes the
+                                * tool calls); an unknown name is SITS_ERR_INVALID */
 } sits_server_params_t;
 
 typedef struct sits_server sits_server_t;
