@@ -240,12 +240,16 @@ int sits_srv_harmony_next(sits_srv_harmony_t *h, int final, sits_srv_harmony_seg
             h->role_given = m == M_CHANNEL;
             continue;
         }
-        if (h->state == H_HEAD) {   /* held whole until <|message|> */
-            int m = first_mark(p, n, head_stop, &at);
+        if (h->state == H_HEAD) {   /* held whole until <|message|>; searched once (a marker's length back) */
+            size_t from = h->head_seen > 12 ? h->head_seen - 12 : 0;
+            int m = first_mark(p + from, n - from, head_stop, &at);
+            at += from;
             if (m < 0) {
+                h->head_seen = final ? 0 : n;
                 if (final) h->in_off += n;   /* cut off: dropped */
                 return 0;
             }
+            h->head_seen = 0;
             if (m == M_MESSAGE) {
                 if (open_message(h, p, at) != 0) return -1;
                 h->in_off += at + mark_len[M_MESSAGE];

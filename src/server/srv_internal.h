@@ -248,6 +248,7 @@ typedef struct {
     int state, role_given;        /* header / body / between messages; a header without its role word */
     int kind, sep, call;          /* the open message: its kind (-1 dropped), a "\n" owed before it, its call index */
     int n_msgs[2], n_calls;       /* reasoning / content messages and calls begun */
+    size_t head_seen;             /* bytes of the pending header already searched for its end */
     char *name;                   /* the open call's name (malloc'd) */
     size_t name_len;
     char *in;                     /* pushed text; [in_off, in_len) not yet taken */
