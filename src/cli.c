@@ -598,14 +598,15 @@ static int run_tokenizer_mode(const sits_config_t *cfg)
         return 1;
     }
     int rc = 0;
-    if (cfg->tokenize) {
+    if (cfg->tokenize || !cfg->detokenize) {   /* --tokenize "" reads as unset: the empty text (its special tokens) */
+        const char *text = cfg->tokenize ? cfg->tokenize : "";
         int32_t *ids = NULL;
         size_t n = 0;
         size_t bad = 0;
-        if (!sits_utf8_valid(cfg->tokenize, strlen(cfg->tokenize), &bad)) {
+        if (!sits_utf8_valid(text, strlen(text), &bad)) {
             fprintf(stderr, "sits-dist: --tokenize text is not valid UTF-8 (byte %zu)\n", bad);
             rc = EXIT_USAGE;
-        } else if (sits_tokenizer_encode(tok, cfg->tokenize, strlen(cfg->tokenize), 1, &ids, &n) != SITS_OK) {
+        } else if (sits_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) != SITS_OK) {
             rc = 1;
         } else {
             for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);

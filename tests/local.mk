@@ -74,6 +74,9 @@ EXTRA_DIST += tests/integration/real_model.sh
 # [gguf] the same GGUF served on its own: config, tokenizer and chat template from its metadata
 TESTS += tests/integration/gguf_standalone.sh
 EXTRA_DIST += tests/integration/gguf_standalone.sh tests/integration/real_gguf.sh
+# [gguf] sentencepiece and byte-level tokenizers rebuilt from GGUF metadata == transformers' rebuild (tests/ref/gen_gguf_tokenizers.py)
+TESTS += tests/integration/gguf_tokenizers.sh
+EXTRA_DIST += tests/integration/gguf_tokenizers.sh
 # [logprobs] the OpenAI API for real clients (issue 21): logprobs / echo against HF, lm-eval as a client
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh tests/integration/n_fork.sh tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh
 EXTRA_DIST += tests/integration/n_fork.sh tests/integration/choices.py tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \

@@ -18,8 +18,12 @@
  *                          without one (transformers' table; and "smollm" as llama.cpp splits it: each digit alone, then
  *                          GPT-2's regex -- the pre-tokenizer of SmolLM's own tokenizer.json, which transformers' table
  *                          lacks); control tokens (type 3) special, user-defined ones (type 4) added; BOS
- *                          prepended when tokenizer.ggml.add_bos_token. Sentencepiece files ("llama": Llama 2, Mistral
- *                          7B, Gemma) are refused with what to put beside the file instead.
+ *                          prepended when tokenizer.ggml.add_bos_token; [gguf spm] tokenizer.ggml.model "llama"
+ *                          (sentencepiece BPE: Llama 2, Mistral 7B) as transformers' LlamaTokenizer from the file: the
+ *                          tokens as stored, merges from the file or derived from the scores (generate_merges),
+ *                          Metaspace prepending to the first piece, byte fallback, its decoder, BOS unless the file
+ *                          says not to; the file's bos / eos / unk / pad tokens special. Gemma's sentencepiece files
+ *                          (transformers rebuilds them its own way) are refused with what to put beside the file.
  *   tokenizer_config.json  chat_template, add_bos_token / add_eos_token, the special tokens' names.
  * Files already in the directory (a tokenizer.json or generation_config.json beside the GGUF) are linked, not rebuilt. */
 #include "model/gguf.h"
@@ -245,24 +249,92 @@ static json_t *bytelevel(int use_regex)
     return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex", use_regex);
 }
 
-static sits_status_t make_tokenizer(const sits_gguf_t *g, json_t **tok_p, json_t **tcfg_p)
+/* [gguf spm] one candidate merge of transformers' generate_merges: pieces l, r (vocabulary ids) of a token whose score
+ * it carries, their lengths in code points, and its place in generate_merges' list before the final (stable) sort */
+typedef struct { int32_t l, r; double score; int ll, lr; size_t seq; } spm_merge_t;
+
+static int spm_local_cmp(const void *a, const void *b)   /* within one token: (vocab[l], vocab[r]) ascending */
+{
+    const spm_merge_t *x = a, *y = b;
+    return x->l != y->l ? (x->l < y->l ? -1 : 1) : x->r != y->r ? (x->r < y->r ? -1 : 1) : 0;
+}
+
+static int spm_cmp(const void *a, const void *b)   /* (score, len l, len r) descending, then the list order */
+{
+    const spm_merge_t *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->ll != y->ll) return x->ll > y->ll ? -1 : 1;
+    if (x->lr != y->lr) return x->lr > y->lr ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int utf8_len1(unsigned char c) { return c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1; }
+
+/* [gguf spm] transformers' generate_merges(vocab, scores) for a sentencepiece file without merges: every split of every
+ * token into two pieces both in the vocabulary, each token's splits by (vocab[l], vocab[r]), all of them sorted by the
+ * token's score, then the pieces' lengths, descending (Python's stable sort). Appends [l, r] pairs to ml. */
+static sits_status_t spm_merges(const sits_gguf_t *g, const sits_gguf_kv_t *scores, char *const *names, uint64_t n,
+                                const json_t *vocab, json_t *ml)
+{
+    size_t cap = 1024, cnt = 0;
+    spm_merge_t *m = malloc(cap * sizeof *m);
+    if (!m) return SITS_ERR_NOMEM;
+    sits_status_t st = SITS_OK;
+    for (uint64_t i = 0; i < n && st == SITS_OK; i++) {
+        if ((uint64_t)json_integer_value(json_object_get(vocab, names[i])) != i) continue;   /* a repeated token: its last copy */
+        double sc = 0.0;
+        if (sits_gguf_kv_get_f64(scores, i, &sc) != SITS_OK) {
+            st = SITS_ERR_FORMAT;
+            break;
+        }
+        const char *t = names[i];
+        size_t len = strlen(t), c0 = cnt;
+        int cps = 0;
+        for (size_t k = 0; k < len; k += (size_t)utf8_len1((unsigned char)t[k])) cps++;
+        int ll = 0;
+        for (size_t k = 0; k < len;) {
+            k += (size_t)utf8_len1((unsigned char)t[k]);
+            ll++;
+            if (k >= len) break;
+            char *left = strndup(t, k);
+            const json_t *jl = left ? json_object_get(vocab, left) : NULL, *jr = json_object_get(vocab, t + k);
+            free(left);
+            if (!jl || !jr) continue;
+            if (cnt == cap && !(m = realloc(m, (cap *= 2) * sizeof *m))) return SITS_ERR_NOMEM;
+            m[cnt++] = (spm_merge_t){ (int32_t)json_integer_value(jl), (int32_t)json_integer_value(jr), sc, ll, cps - ll, 0 };
+        }
+        qsort(m + c0, cnt - c0, sizeof *m, spm_local_cmp);
+    }
+    for (size_t k = 0; k < cnt; k++) m[k].seq = k;
+    qsort(m, cnt, sizeof *m, spm_cmp);
+    for (size_t k = 0; k < cnt && st == SITS_OK; k++)
+        if (json_array_append_new(ml, json_pack("[ss]", names[m[k].l], names[m[k].r])) != 0) st = SITS_ERR_NOMEM;
+    free(m);
+    if (st == SITS_ERR_FORMAT) SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.scores: missing or not numbers", sits_gguf_path(g));
+    return st;
+}
+
+static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json_t **tok_p, json_t **tcfg_p)
 {
     const char *path = sits_gguf_path(g);
     char *model = get_str(g, "tokenizer.ggml.model");
-    if (!model || strcmp(model, "gpt2") != 0) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.model \"%s\": only byte-level BPE (\"gpt2\") tokenizers are rebuilt from a "
-                   "GGUF; put the model's tokenizer.json and tokenizer_config.json beside the file", path, model ? model : "(none)");
+    const int spm = model && !strcmp(model, "llama");   /* sentencepiece BPE (Llama 2, Mistral 7B) */
+    if (!model || (strcmp(model, "gpt2") != 0 && !spm) || (spm && strncmp(arch, "gemma", 5) == 0)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.model \"%s\"%s: only byte-level BPE (\"gpt2\") and Llama's sentencepiece "
+                   "(\"llama\") tokenizers are rebuilt from a GGUF; put the model's tokenizer.json and tokenizer_config.json "
+                   "beside the file", path, model ? model : "(none)", spm ? " of a gemma file" : "");
         free(model);
         return SITS_ERR_UNSUPPORTED;
     }
     free(model);
     const sits_gguf_kv_t *tokens = sits_gguf_kv_find(g, "tokenizer.ggml.tokens"), *merges = sits_gguf_kv_find(g, "tokenizer.ggml.merges");
-    const sits_gguf_kv_t *types = sits_gguf_kv_find(g, "tokenizer.ggml.token_type");
-    if (!tokens || tokens->type != SITS_GGUF_ARRAY || tokens->elem_type != SITS_GGUF_STRING || !merges ||
-        merges->type != SITS_GGUF_ARRAY || merges->elem_type != SITS_GGUF_STRING ||
+    const sits_gguf_kv_t *types = sits_gguf_kv_find(g, "tokenizer.ggml.token_type"), *scores = sits_gguf_kv_find(g, "tokenizer.ggml.scores");
+    if (!tokens || tokens->type != SITS_GGUF_ARRAY || tokens->elem_type != SITS_GGUF_STRING ||
+        (merges && (merges->type != SITS_GGUF_ARRAY || merges->elem_type != SITS_GGUF_STRING)) || (!merges && !spm) ||
+        (!merges && (!scores || scores->type != SITS_GGUF_ARRAY || scores->n != tokens->n)) ||
         (types && (types->type != SITS_GGUF_ARRAY || types->n != tokens->n))) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.tokens / merges / token_type: missing or not arrays of the vocabulary's size",
-                   path);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.tokens / merges (or scores) / token_type: missing or not arrays of the "
+                   "vocabulary's size", path);
         return SITS_ERR_FORMAT;
     }
     sits_status_t st = SITS_ERR_NOMEM;
@@ -275,14 +347,15 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, json_t **tok_p, json_t
         if (sits_gguf_kv_get_str(g, tokens, i, &s, &n) != SITS_OK || !(names[i] = malloc(n + 1))) goto out;
         memcpy(names[i], s, n);
         names[i][n] = 0;
-        char *sp = spell(s, n);
+        char *sp = spm ? strdup(names[i]) : spell(s, n);
         if (!sp || json_object_set_new(vocab, sp, json_integer((json_int_t)i)) != 0) {
             free(sp);
             goto out;
         }
         free(sp);
     }
-    for (uint64_t i = 0; i < merges->n; i++) {
+    if (!merges) SITS_CHECK_GOTO(spm_merges(g, scores, names, tokens->n, vocab, ml), st, out);
+    for (uint64_t i = 0; merges && i < merges->n; i++) {
         const char *s;
         size_t n;
         if (sits_gguf_kv_get_str(g, merges, i, &s, &n) != SITS_OK) goto out;
@@ -300,7 +373,7 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, json_t **tok_p, json_t
         int64_t ty;
         if (sits_gguf_kv_get_i64(types, i, &ty) != SITS_OK) goto out;
         if (ty != 3 && ty != 4) continue;
-        if (ty == 3 && !in_alphabet((const unsigned char *)names[i], strlen(names[i]))) continue;
+        if (ty == 3 && !spm && !in_alphabet((const unsigned char *)names[i], strlen(names[i]))) continue;
         if (ty == 4 && !json_object_get(vocab, names[i])) continue;
         if (json_array_append_new(added, json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content", names[i],
                                                    "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special",
@@ -311,12 +384,26 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, json_t **tok_p, json_t
     const char *re = split_regex(pre);
     const int smollm = pre && !strcmp(pre, "smollm");   /* llama.cpp's: digits one by one, then GPT-2's regex */
     free(pre);
-    json_t *pt = re ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Split",
-                                "pattern", "Regex", re, "behavior", "Isolated", "invert", 0, bytelevel(0))
+    /* [gguf spm] LlamaTokenizer's: Metaspace (prepend to the first piece), byte fallback, its decoder */
+    json_t *pt = spm ? json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
+                                 "split", 0)
+                 : re ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Split",
+                                  "pattern", "Regex", re, "behavior", "Isolated", "invert", 0, bytelevel(0))
                  : smollm ? json_pack("{s:s, s:[{s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
                                       "individual_digits", 1, bytelevel(1))
                           : bytelevel(1);
-    int add_bos = get_bool(g, "tokenizer.ggml.add_bos_token", 0), add_eos = get_bool(g, "tokenizer.ggml.add_eos_token", 0);
+    json_t *dec = spm ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}, {s:s, s:s, s:i, s:i}]}", "type", "Sequence", "decoders",
+                                  "type", "Replace", "pattern", "String", "\u2581", "content", " ", "type", "ByteFallback", "type", "Fuse",
+                                  "type", "Strip", "content", " ", "start", 1, "stop", 0)
+                      : json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1);
+    json_t *bpe = spm ? json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout", "unk_token",
+                                  "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 1, "byte_fallback", 1, "ignore_merges", 0,
+                                  "vocab", vocab, "merges", ml)
+                      : json_pack("{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout", "unk_token",
+                                  "continuing_subword_prefix", "", "end_of_word_suffix", "", "fuse_unk", 0, "byte_fallback", 0,
+                                  "ignore_merges", 0, "vocab", vocab, "merges", ml);
+    /* transformers: a sentencepiece file adds BOS unless it says not to (llama.cpp's default) */
+    int add_bos = get_bool(g, "tokenizer.ggml.add_bos_token", spm), add_eos = get_bool(g, "tokenizer.ggml.add_eos_token", 0);
     int64_t bos = -1, eos = -1, unk = -1, pad = -1;
     get_id(g, "tokenizer.ggml.bos_token_id", &bos);
     get_id(g, "tokenizer.ggml.eos_token_id", &eos);
@@ -346,20 +433,33 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, json_t **tok_p, json_t
     if (ok && add_eos)
         ok = json_object_set_new(sp, names[eos], json_pack("{s:s, s:[I], s:[s]}", "id", names[eos], "ids", (json_int_t)eos, "tokens",
                                                            names[eos])) == 0;
-    if (!ok || !pt) {
+    ok = ok && pt && dec && bpe;
+    /* the special tokens the tokenizer is given by name (bos / eos / unk / pad of the file) are special too, as
+     * transformers adds them when it builds the tokenizer */
+    const int64_t named[4] = { bos, eos, unk, pad };
+    for (int k = 0; ok && k < 4; k++) {
+        if (named[k] < 0 || named[k] >= nv) continue;
+        int have = 0;
+        for (size_t a = 0; a < json_array_size(added) && !have; a++)
+            have = json_integer_value(json_object_get(json_array_get(added, a), "id")) == named[k];
+        if (!have)
+            ok = json_array_append_new(added, json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)named[k], "content",
+                                                        names[named[k]], "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                                        "normalized", 0, "special", 1)) == 0;
+    }
+    if (!ok) {
         json_decref(single);
         json_decref(pair);
         json_decref(sp);
         json_decref(pt);
+        json_decref(dec);
+        json_decref(bpe);
         goto out;
     }
-    tok = json_pack("{s:s, s:n, s:n, s:O, s:n, s:o, s:{s:s, s:o, s:o, s:o}, s:{s:s, s:b, s:b, s:b}, "
-                    "s:{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:O, s:O}}",
+    tok = json_pack("{s:s, s:n, s:n, s:O, s:n, s:o, s:{s:s, s:o, s:o, s:o}, s:o, s:o}",
                     "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "pre_tokenizer", pt,
                     "post_processor", "type", "TemplateProcessing", "single", single, "pair", pair, "special_tokens", sp,
-                    "decoder", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1,
-                    "model", "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "", "end_of_word_suffix", "",
-                    "fuse_unk", 0, "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", ml);
+                    "decoder", dec, "model", bpe);
     tcfg = json_pack("{s:b, s:b}", "add_bos_token", add_bos, "add_eos_token", add_eos);
     if (!tok || !tcfg) goto out;
     static const char *const special[4] = { "bos_token", "eos_token", "unk_token", "pad_token" };
@@ -465,7 +565,7 @@ sits_status_t sits_gguf_model_dir(const char *model, char **dir_p)
     if (!arch) SITS_ERROR(SITS_SUB_MODEL, "%s: general.architecture: missing", gguf);
     if (st == SITS_OK) st = make_config(g, arch, &cfg);
     int own_tok = !(have_src && exists_in(src, "tokenizer.json"));
-    if (st == SITS_OK && own_tok) st = make_tokenizer(g, &tok, &tcfg);
+    if (st == SITS_OK && own_tok) st = make_tokenizer(g, arch, &tok, &tcfg);
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/sits-gguf-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
