@@ -158,14 +158,19 @@ static sits_status_t make_config(const sits_gguf_t *g, const char *arch, json_t 
 
 /* ---- tokenizer.json (byte-level BPE) ---- */
 
-/* GPT-2's byte -> code point map (transformers' bytes_to_unicode) */
+/* GPT-2's byte -> code point map (transformers' bytes_to_unicode): printable bytes map to themselves, the other 68 to
+ * 256, 257, ... in byte order; every code point of the alphabet is below 324 */
 static uint32_t byte_cp(unsigned b)
 {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
-    unsigned n = 0;
-    for (unsigned x = 0; x < b; x++)
-        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174)) n++;
-    return 256 + n;
+    static uint32_t map[256];
+    static int made;
+    if (!made) {   /* (filled once: the loader runs on one thread) */
+        unsigned n = 0;
+        for (unsigned x = 0; x < 256; x++)
+            map[x] = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174 ? x : 256 + n++;
+        made = 1;
+    }
+    return map[b & 255];
 }
 
 static size_t put_utf8(char *o, uint32_t cp)
@@ -188,9 +193,8 @@ static int in_alphabet(const unsigned char *s, size_t n)
             cp = (uint32_t)(s[i] & 0x0f) << 12 | (uint32_t)(s[i + 1] & 0x3f) << 6 | (s[i + 2] & 0x3f);
             l = 3;
         } else return 0;
-        int found = 0;
-        for (unsigned b = 0; b < 256 && !found; b++) found = byte_cp(b) == cp;
-        if (!found) return 0;
+        /* the alphabet: code points 33-126, 161-172, 174-255 (the bytes themselves) and 256-323 (the others) */
+        if (!((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp < 324))) return 0;
         i += l;
     }
     return 1;
