@@ -372,15 +372,46 @@ static sits_status_t cpu_attention(sits_backend_t *be, void *out_, const void *q
     return SITS_OK;
 }
 
-static sits_status_t cpu_silu_mul(sits_backend_t *be, void *out_, const void *gu_, int n, int dim)
+/* PyTorch's gelu(approximate="tanh") in fp32 (aten GeluKernel: kBeta = sqrt(2) * 2/sqrt(pi) * 0.5,
+ * kKappa = 0.044715). */
+static inline float gelu_tanh1(float a)
 {
-    float *out = out_;
-    const float *gu = gu_;
+    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
+    float inner = beta * (a + kappa * (a * a * a));
+    return 0.5f * a * (1.0f + tanhf(inner));
+}
+
+/* [gpt-oss] the experts' clamped SwiGLU of one (gate, up) pair (backend.h swiglu_oai), as transformers'
+ * GptOssExperts._apply_gate */
+static inline float swiglu_oai1(float g, float u, float alpha, float limit)
+{
+    float a = g < limit ? g : limit, b = u < -limit ? -limit : u > limit ? limit : u;
+    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
+}
+
+/* The gated activations of silu_mul, gelu_tanh_mul and swiglu_oai (alpha, limit: the last one's) */
+enum { CPU_GLU_SILU, CPU_GLU_GELU_TANH, CPU_GLU_OAI };
+
+static inline float glu1(int act, float g, float u, float alpha, float limit)
+{
+    return act == CPU_GLU_OAI ? swiglu_oai1(g, u, alpha, limit) : act == CPU_GLU_GELU_TANH ? gelu_tanh1(g) * u
+                                                                                           : g / (1.0f + expf(-g)) * u;
+}
+
+/* out[n, dim] = act(gu[:, :dim], gu[:, dim:]); gu [n, 2 dim] (gate then up) */
+static void cpu_glu(float *out, const float *gu, int n, int dim, int act, float alpha, float limit)
+{
 #pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)   /* expf: ~16 multiply-adds */
     for (int t = 0; t < n; t++) {
         const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
-        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = glu1(act, g[i], u[i], alpha, limit);
     }
+}
+
+static sits_status_t cpu_silu_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
+{
+    (void)be;
+    cpu_glu(out, gu, n, dim, CPU_GLU_SILU, 0.0f, 0.0f);
     return SITS_OK;
 }
 
@@ -495,20 +526,6 @@ static void cpu_quant_fp8_rows(uint8_t *q, float *s, const float *x, int n, int 
 /* Each slot's expert MLP with the arithmetic of the host path (cpu_matmul's dot_f32 + 0, cpu_silu_mul, cpu_matmul;
  * [moe fp8] cpu_quant_fp8_rows + cpu_matmul_fp8q's dot of the decoded rows times xs, times the row scale, + 0): the
  * same floats bit for bit. */
-/* [gpt-oss] the experts' clamped SwiGLU of one (gate, up) pair (backend.h swiglu_oai), as transformers'
- * GptOssExperts._apply_gate */
-static inline float swiglu_oai1(float g, float u, float alpha, float limit)
-{
-    float a = g < limit ? g : limit, b = u < -limit ? -limit : u > limit ? limit : u;
-    return (b + 1.0f) * (a / (1.0f + expf(-alpha * a)));
-}
-
-/* [gpt-oss] moe_experts' activation of (g, u) under epi (NULL: SwiGLU) */
-static inline float moe_act1(const sits_moe_epi_t *epi, float g, float u)
-{
-    return epi && epi->oai ? swiglu_oai1(g, u, epi->alpha, epi->limit) : g / (1.0f + expf(-g)) * u;
-}
-
 static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, const void *x_, const int32_t *plan,
                                      const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
                                      const float *const *s_down, void *q8, const sits_moe_epi_t *epi, int n, int k, int E, int H,
@@ -520,6 +537,9 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
     const int32_t *off = plan + 1 + E, *slots = plan + 2 + 2 * (size_t)E;
     const int f8 = s_gu != NULL;
     if (f8 != (s_down != NULL) || (f8 && !q8)) return SITS_ERR_INVALID;
+    /* [gpt-oss] the activation (epi NULL: SwiGLU) */
+    const int act_kind = epi && epi->oai ? CPU_GLU_OAI : CPU_GLU_SILU;
+    const float alpha = epi ? epi->alpha : 0.0f, limit = epi ? epi->limit : 0.0f;
     const int nk = n * k;
     const size_t wmax = (size_t)(H > i ? H : i);
     float *xs = q8, *as = xs + n, *xd = NULL, *ad = NULL, *wr = NULL, *wu = NULL, lut[256];
@@ -548,7 +568,7 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
                     const float *xt = x + (size_t)(sl[q] / k) * H;
                     float g = dot_f32(xt, gu + (size_t)r * H, H) + (bg ? bg[r] : 0.0f);
                     float u = dot_f32(xt, gu + (size_t)(i + r) * H, H) + (bg ? bg[i + r] : 0.0f);
-                    act[(size_t)sl[q] * i + r] = moe_act1(epi, g, u);
+                    act[(size_t)sl[q] * i + r] = glu1(act_kind, g, u, alpha, limit);
                 }
 #pragma omp parallel for schedule(static) if ((size_t)c * H * i >= CPU_PAR_MIN_WORK)
             for (int o = 0; o < H; o++)
@@ -568,7 +588,7 @@ static sits_status_t cpu_moe_experts(sits_backend_t *be, void *y_, void *act_, c
                 int t = sl[q] / k;
                 float g = dot_f32(xd + (size_t)t * H, wr, H) * xs[t] * gs[r] + (bg ? bg[r] : 0.0f);
                 float u = dot_f32(xd + (size_t)t * H, wu, H) * xs[t] * gs[i + r] + (bg ? bg[i + r] : 0.0f);
-                act[(size_t)sl[q] * i + r] = moe_act1(epi, g, u);
+                act[(size_t)sl[q] * i + r] = glu1(act_kind, g, u, alpha, limit);
             }
         }
         for (int q = 0; q < c; q++) {   /* the act rows quantised as matmul_fp8 does, then decoded once */
@@ -1032,39 +1052,19 @@ static sits_status_t cpu_scale(sits_backend_t *be, void *x_, size_t n_elems, flo
     return SITS_OK;
 }
 
-/* PyTorch's gelu(approximate="tanh") in fp32 (aten GeluKernel: kBeta = sqrt(2) * 2/sqrt(pi) * 0.5,
- * kKappa = 0.044715). */
-static inline float gelu_tanh1(float a)
-{
-    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
-    float inner = beta * (a + kappa * (a * a * a));
-    return 0.5f * a * (1.0f + tanhf(inner));
-}
 
-static sits_status_t cpu_gelu_tanh_mul(sits_backend_t *be, void *out_, const void *gu_, int n, int dim)
+static sits_status_t cpu_gelu_tanh_mul(sits_backend_t *be, void *out, const void *gu, int n, int dim)
 {
-    float *out = out_;
-    const float *gu = gu_;
     (void)be;
-#pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
-    for (int t = 0; t < n; t++) {
-        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
-        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = gelu_tanh1(g[i]) * u[i];
-    }
+    cpu_glu(out, gu, n, dim, CPU_GLU_GELU_TANH, 0.0f, 0.0f);
     return SITS_OK;
 }
 
-/* [gpt-oss] the experts' clamped SwiGLU (backend.h), as transformers' GptOssExperts._apply_gate */
-static sits_status_t cpu_swiglu_oai(sits_backend_t *be, void *out_, const void *gu_, int n, int dim, float alpha, float limit)
+/* [gpt-oss] the experts' clamped SwiGLU (backend.h) */
+static sits_status_t cpu_swiglu_oai(sits_backend_t *be, void *out, const void *gu, int n, int dim, float alpha, float limit)
 {
-    float *out = out_;
-    const float *gu = gu_;
     (void)be;
-#pragma omp parallel for schedule(static) if ((size_t)n * dim * 16 >= CPU_PAR_MIN_WORK)
-    for (int t = 0; t < n; t++) {
-        const float *g = gu + (size_t)t * 2 * dim, *u = g + dim;
-        for (int i = 0; i < dim; i++) out[(size_t)t * dim + i] = swiglu_oai1(g[i], u[i], alpha, limit);
-    }
+    cpu_glu(out, gu, n, dim, CPU_GLU_OAI, alpha, limit);
     return SITS_OK;
 }
 
