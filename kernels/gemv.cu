@@ -721,13 +721,18 @@ static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *
                              n, in, out, stages, gr_strided());
 }
 
+extern "C" int sits_k_gemv_mma_mode(void)
+{
+    const char *e = getenv("SITS_GEMV_MMA");
+    return e ? atoi(e) : GM_DEFAULT;
+}
+
 template <bool GLU>
 static cudaError_t gm_launch(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias,
                              int fp8, int n, int in, int out, cudaStream_t stream, bool *taken)
 {
     *taken = false;
-    const char *e = getenv("SITS_GEMV_MMA");
-    const int mode = e ? atoi(e) : GM_DEFAULT;
+    const int mode = sits_k_gemv_mma_mode();
     if (mode <= 0 || n < (mode >= 2 ? 1 : 2) || n > 16) return cudaSuccess;
     *taken = true;
     if (fp8) return n <= 8 ? gm_launch_nb<1, 1, GLU>(y, y_f32, x, xs, w, ws, bias, n, in, out, stream)

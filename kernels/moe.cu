@@ -9,6 +9,8 @@
 #include "kernels/common.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 static __device__ __forceinline__ void warp_argmax(float &v, int &e)
 {
@@ -20,16 +22,14 @@ static __device__ __forceinline__ void warp_argmax(float &v, int &e)
 }
 
 /* V = ceil(E / 32) <= 32 logits a lane, held in registers (read once: the max, the sum and the k rounds of
- * argmax run on them); entries past E are never taken. Same order of the sum and the same picks as before. */
+ * argmax run on them); entries past E are never taken. Same order of the sum and the same picks as before.
+ * One warp, the token of logits row l (read through L2: [moe fuse] other blocks of the grid wrote it). */
 template <int V>
-static __global__ void moe_topk_kernel(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm)
+static __device__ __forceinline__ void moe_topk_warp(int32_t *ids, float *wts, const sits_bf16_t *l, int E, int k, int norm, int lane)
 {
-    int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (t >= n) return;   /* whole warps leave together */
-    const sits_bf16_t *l = logits + (size_t)t * E;
     float v[V];
 #pragma unroll
-    for (int i = 0; i < V; i++) v[i] = lane + 32 * i < E ? sits_k_bf2f(l[lane + 32 * i]) : -INFINITY;
+    for (int i = 0; i < V; i++) v[i] = lane + 32 * i < E ? sits_k_bf2f(__ldcg(l + lane + 32 * i)) : -INFINITY;
     float mx = -INFINITY, sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < V; i++)
@@ -53,13 +53,21 @@ static __global__ void moe_topk_kernel(int32_t *ids, float *wts, const sits_bf16
         if ((be & 31) == lane) taken |= 1u << (be >> 5);
         if (lane == 0) {
             float w = expf(bv - mx) / sum;
-            ids[(size_t)t * k + j] = be;
-            wts[(size_t)t * k + j] = w;
+            ids[j] = be;
+            wts[j] = w;
             wsum += w;
         }
     }
     if (norm && lane == 0)
-        for (int j = 0; j < k; j++) wts[(size_t)t * k + j] /= wsum;
+        for (int j = 0; j < k; j++) wts[j] /= wsum;
+}
+
+template <int V>
+static __global__ void moe_topk_kernel(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm)
+{
+    int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (t >= n) return;   /* whole warps leave together */
+    moe_topk_warp<V>(ids + (size_t)t * k, wts + (size_t)t * k, logits + (size_t)t * E, E, k, norm, lane);
 }
 
 extern "C" sits_status_t sits_k_moe_topk(int32_t *ids, float *wts, const sits_bf16_t *logits, int n, int E, int k, int norm,
@@ -109,9 +117,8 @@ extern "C" sits_status_t sits_k_moe_combine(sits_bf16_t *out, const sits_bf16_t 
 /* One block: counts per expert (shared atomics: the counts do not depend on their order), the active experts
  * and offsets by a scan in warp 0 (lane l takes a contiguous run of experts), then each warp takes active
  * experts a = warp, warp + 8, ... and walks the slots 32 at a time: a ballot keeps them in order. */
-static __global__ void __launch_bounds__(MOE_ROUTE_THREADS)
-moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k, int E, int e0,
-                 int ne)
+static __device__ __forceinline__ void moe_route_block(int32_t *plan, unsigned long long *counts, const int32_t *ids,
+                                                       const int32_t *mask, int n, int k, int E, int e0, int ne)
 {
     __shared__ int sid[MOE_DEV_MAX_SLOTS];
     __shared__ int cnt[1024], mcnt[1024], alist[1024], aoff[1025];
@@ -120,7 +127,7 @@ moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, 
     for (int e = tid; e < E; e += blockDim.x) cnt[e] = mcnt[e] = 0;
     __syncthreads();
     for (int s = tid; s < nk; s += blockDim.x) {
-        const int e = ids[s];
+        const int e = __ldcg(ids + s);   /* [moe fuse] this block may have just written them */
         sid[s] = e;
         if (e >= 0 && e < E) {   /* an id out of range is dropped (moe_topk makes none) */
             atomicAdd(&cnt[e], 1);
@@ -178,12 +185,127 @@ moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, 
     }
 }
 
+static __global__ void __launch_bounds__(MOE_ROUTE_THREADS)
+moe_route_kernel(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n, int k, int E, int e0,
+                 int ne)
+{
+    moe_route_block(plan, counts, ids, mask, n, k, E, e0, ne);
+}
+
 extern "C" sits_status_t sits_k_moe_route(int32_t *plan, unsigned long long *counts, const int32_t *ids, const int32_t *mask, int n,
                                           int k, int E, int e0, int ne, cudaStream_t stream)
 {
     if (n < 1 || k < 1 || E < 1 || E > 1024 || n * k > MOE_DEV_MAX_SLOTS || e0 < 0 || ne < 1 || e0 + ne > E) return SITS_ERR_INVALID;
     moe_route_kernel<<<1, MOE_ROUTE_THREADS, 0, stream>>>(plan, counts, ids, mask, n, k, E, e0, ne);
     return SITS_K_LAUNCH_STATUS();
+}
+
+/* ---- [moe fuse] one token's router in one launch: the router GEMV, top-k and route (sits_k_moe_gate1) ----
+ * Block b computes logits rows o0 = MOE_G1_ROWS b .. + MOE_G1_ROWS - 1 as kernels/gemv.cu's one-token kernels do (the
+ * same bits: warp w, lane l takes 16-byte units s 256 + 32 w + l of each row in order, a unit's 8 products in order by
+ * fmaf; the lanes by the butterfly of masks 16 .. 1; the 8 warps in order from 0; + bias; rounded to bf16), writes
+ * them, and counts itself in on sync (threadfence reduction); the last block to arrive resets sync to 0 and runs
+ * moe_topk's warp and moe_route's block on the logits of all blocks. Launched as a programmatic dependent launch:
+ * the first weights are loaded before waiting for the kernel that wrote x. */
+#define MOE_G1_ROWS 4
+
+template <int V>
+static __global__ void __launch_bounds__(MOE_ROUTE_THREADS)
+moe_gate1_kernel(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, unsigned long long *counts, unsigned *sync,
+                 const sits_bf16_t *x, const sits_bf16_t *w, const sits_bf16_t *bias, const int32_t *mask, int H, int E, int k,
+                 int norm, int e0, int ne)
+{
+    __shared__ float red[MOE_ROUTE_THREADS / 32][MOE_G1_ROWS];
+    __shared__ int last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = MOE_ROUTE_THREADS / 32;
+    const int o0 = blockIdx.x * MOE_G1_ROWS, units = H / 8;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x), *wr[MOE_G1_ROWS];
+#pragma unroll
+    for (int r = 0; r < MOE_G1_ROWS; r++) wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)min(o0 + r, E - 1) * H);
+    float acc[MOE_G1_ROWS];
+#pragma unroll
+    for (int r = 0; r < MOE_G1_ROWS; r++) acc[r] = 0.0f;
+    int u = warp * 32 + lane;
+    uint4 wv[MOE_G1_ROWS];
+    if (u < units)
+#pragma unroll
+        for (int r = 0; r < MOE_G1_ROWS; r++) wv[r] = __ldcs(wr[r] + u);
+    sits_k_pdl_wait();   /* x comes from the previous kernel */
+    for (; u < units; u += 32 * nw) {
+        const uint4 xv = __ldg(xr + u);
+        uint4 cur[MOE_G1_ROWS];
+#pragma unroll
+        for (int r = 0; r < MOE_G1_ROWS; r++) {
+            cur[r] = wv[r];
+            if (u + 32 * nw < units) wv[r] = __ldcs(wr[r] + u + 32 * nw);   /* one unit ahead */
+        }
+        const uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float x0 = __uint_as_float(xw[q] << 16), x1 = __uint_as_float(xw[q] & 0xffff0000u);   /* bf16 pair */
+#pragma unroll
+            for (int r = 0; r < MOE_G1_ROWS; r++) {
+                const uint32_t ww = q == 0 ? cur[r].x : q == 1 ? cur[r].y : q == 2 ? cur[r].z : cur[r].w;
+                acc[r] = fmaf(__uint_as_float(ww << 16), x0, acc[r]);
+                acc[r] = fmaf(__uint_as_float(ww & 0xffff0000u), x1, acc[r]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < MOE_G1_ROWS; r++) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    if (tid < MOE_G1_ROWS && o0 + tid < E) {
+        float sum = 0.0f;
+        for (int j = 0; j < nw; j++) sum += red[j][tid];
+        if (bias) sum += sits_k_bf2f(bias[o0 + tid]);
+        logits[o0 + tid] = sits_k_f2bf(sum);
+        __threadfence();   /* the logits before the arrival below */
+    }
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(sync, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();   /* every block's logits, after its arrival */
+    if (tid == 0) *sync = 0u;   /* for the next launch (stream order) */
+    if (warp == 0) moe_topk_warp<V>(ids, wts, logits, E, k, norm, lane);
+    __syncthreads();
+    moe_route_block(plan, counts, ids, mask, 1, k, E, e0, ne);
+}
+
+/* [moe fuse] SITS_MOE_FUSE=1 turns on the one-token fused kernels (sits_k_moe_gate1, sits_k_moe_experts_combine1); off
+ * (SITS_ERR_UNSUPPORTED: the caller runs the separate ops) until measured on a GPU: bench/RESULTS.md */
+static int moe_fuse_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SITS_MOE_FUSE");
+        on = e && !strcmp(e, "1");
+    }
+    return on;
+}
+
+extern "C" sits_status_t sits_k_moe_gate1(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, unsigned long long *counts,
+                                          unsigned *sync, const sits_bf16_t *x, const sits_bf16_t *w, const sits_bf16_t *bias,
+                                          const int32_t *mask, int H, int E, int k, int norm, int e0, int ne, cudaStream_t stream)
+{
+    if (H < 8 || E < 1 || E > 1024 || k < 1 || k > E || k > 32 || e0 < 0 || ne < 1 || e0 + ne > E || !sync) return SITS_ERR_INVALID;
+    /* the bits of sits_k_gemv's one-token CUDA-core kernels: not where SITS_GEMV_MMA puts one token on tensor cores */
+    if (!moe_fuse_on() || H % 8 || !sits_k_aligned16(x) || !sits_k_aligned16(w) || sits_k_gemv_mma_mode() >= 2)
+        return SITS_ERR_UNSUPPORTED;
+    const unsigned grid = (unsigned)((E + MOE_G1_ROWS - 1) / MOE_G1_ROWS);
+    cudaError_t c;
+#define MOE_G1_LAUNCH(V)                                                                                                       \
+    c = sits_k_launch_pdl(moe_gate1_kernel<V>, grid, MOE_ROUTE_THREADS, 0, stream, true, logits, ids, wts, plan, counts, sync, x, \
+                          w, bias, mask, H, E, k, norm, e0, ne)
+    if (E <= 128) MOE_G1_LAUNCH(4);
+    else if (E <= 256) MOE_G1_LAUNCH(8);
+    else MOE_G1_LAUNCH(32);
+#undef MOE_G1_LAUNCH
+    return c == cudaSuccess ? SITS_OK : SITS_ERR_CUDA;
 }
 
 /* ---- the expert kernels, on bf16 rows or ([moe fp8] F8) E4M3 rows ----
@@ -406,6 +528,71 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
     }
 }
 
+/* [moe fuse] Down and combine of one token (sits_k_moe_experts_combine1): block rows h0 = MOE_DC_WARPS MOE_DC_ROWS
+ * blockIdx.x ..; warp w takes rows h0 + MOE_DC_ROWS w .. of every slot j < k (expert ids[j], act row j) at once -- K
+ * MOE_DC_ROWS weight loads in flight a lane -- with moe_down_kernel's sums (lane l: inputs 8 l, 8 l + 256, ... in
+ * order, moe_dot8, the butterfly), y_j = moe_out(...) as it rounds them, then out[h] = sum_j wts[j] y_j by fmaf in j
+ * order: the bits of moe_down_kernel then moe_combine_slots8_kernel, without y's round trip or the combine's launch. */
+#define MOE_DC_WARPS 4
+#define MOE_DC_ROWS 2
+template <bool F8, int K>
+static __global__ void __launch_bounds__(32 * MOE_DC_WARPS)
+moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t *ids, const float *wts, const void *const *w_down,
+                         moe_f8_args f8, int k, int H, int I)
+{
+    typedef typename moe_el<F8>::T T;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int h0 = (blockIdx.x * MOE_DC_WARPS + warp) * MOE_DC_ROWS;
+    if (h0 >= H) return;
+    const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
+    const T *wr[K][MOE_DC_ROWS];
+    int ex[K];
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        ex[j] = j < k ? ids[j] : ids[0];   /* slots past k: read (expert ids[0]), never summed */
+        const T *W = static_cast<const T *>(w_down[ex[j]]);
+#pragma unroll
+        for (int r = 0; r < MOE_DC_ROWS; r++) wr[j][r] = W + (size_t)min(h0 + r, H - 1) * I;
+    }
+    float acc[K][MOE_DC_ROWS];
+#pragma unroll
+    for (int j = 0; j < K; j++)
+#pragma unroll
+        for (int r = 0; r < MOE_DC_ROWS; r++) acc[j][r] = 0.0f;
+    for (int kb = 8 * lane; kb < I; kb += 256) {
+        uint4 wv[K][MOE_DC_ROWS], xv[K];
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            xv[j] = moe_el<F8>::ld8(A + (size_t)min(j, k - 1) * I, kb);
+#pragma unroll
+            for (int r = 0; r < MOE_DC_ROWS; r++) wv[j][r] = moe_el<F8>::ld8(wr[j][r], kb);
+        }
+#pragma unroll
+        for (int j = 0; j < K; j++)
+#pragma unroll
+            for (int r = 0; r < MOE_DC_ROWS; r++) acc[j][r] = moe_dot8<F8>(wv[j][r], xv[j], acc[j][r]);
+    }
+    float o[MOE_DC_ROWS];
+#pragma unroll
+    for (int r = 0; r < MOE_DC_ROWS; r++) o[r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; j++)
+#pragma unroll
+        for (int r = 0; r < MOE_DC_ROWS; r++) {
+            float v = acc[j][r];
+#pragma unroll
+            for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+            if (j < k) {
+                const int h = min(h0 + r, H - 1);
+                if (F8) v = v * f8.as[j] * f8.s_down[ex[j]][h];
+                o[r] = fmaf(wts[j], sits_k_bf2f(moe_out(f8, ex[j], h, v)), o[r]);
+            }
+        }
+#pragma unroll
+    for (int r = 0; r < MOE_DC_ROWS; r++)
+        if (lane == r && h0 + r < H) out[h0 + r] = sits_k_f2bf(o[r]);
+}
+
 /* ---- the same on tensor cores, for steps whose experts hold several slots each ----
  * mma.sync m16n8k16 (bf16, F8: f16 -- E4M3 converts to f16 exactly) -> fp32 with 16 weight rows as A and 8 slots'
  * input rows as B (x^T): a warp takes 16 rows (gate/up: 16 gate rows and the 16 up rows of the same features, two
@@ -594,34 +781,82 @@ static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16
 #undef MOE_LAUNCH
 }
 
+/* sits_k_moe_experts' checks and its FP8 / epilogue arguments (the x rows quantised into q8 when s_gu) */
+static sits_status_t moe_experts_args(moe_f8_args *f8, const sits_bf16_t *x, const sits_bf16_t *act, const float *const *s_gu,
+                                      const float *const *s_down, void *q8, const sits_k_moe_epi_t *epi, int n, int k, int E, int H,
+                                      int I, cudaStream_t stream)
+{
+    if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
+        !sits_k_aligned16(act) || (s_gu == NULL) != (s_down == NULL) || (s_gu && !sits_k_aligned16(q8)))
+        return SITS_ERR_INVALID;
+    *f8 = { NULL, NULL, NULL, NULL, s_gu, s_down, NULL, NULL, 0, 0.0f, 0.0f };
+    if (epi) {   /* [gpt-oss] */
+        f8->b_gu = reinterpret_cast<const sits_bf16_t *const *>(epi->b_gu);
+        f8->b_down = reinterpret_cast<const sits_bf16_t *const *>(epi->b_down);
+        f8->oai = epi->oai;
+        f8->alpha = epi->alpha;
+        f8->limit = epi->limit;
+    }
+    if (!s_gu) return SITS_OK;
+    /* [moe fp8] backend.h SITS_MOE_Q8_BYTES: xs [n] | as [n k] fp32, then xq [n, H], aq [n k, I] bytes */
+    const size_t nk = (size_t)n * k, o1 = (4 * ((size_t)n + nk) + 15) / 16 * 16, o2 = o1 + ((size_t)n * H + 15) / 16 * 16;
+    f8->xs = static_cast<const float *>(q8);
+    f8->as = f8->xs + n;
+    f8->xq = static_cast<const uint8_t *>(q8) + o1;
+    f8->aq = static_cast<const uint8_t *>(q8) + o2;
+    return sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8->xq), const_cast<float *>(f8->xs), x, n, H, stream);
+}
+
 extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                             const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
                                             const float *const *s_down, void *q8, const sits_k_moe_epi_t *epi, int n, int k,
                                             int E, int H, int I, cudaStream_t stream)
 {
-    if (n < 1 || k < 1 || E < 1 || H < 8 || I < 8 || H % 8 || I % 8 || n * k > MOE_DEV_MAX_SLOTS || !sits_k_aligned16(x) ||
-        !sits_k_aligned16(act) || (s_gu == NULL) != (s_down == NULL) || (s_gu && !sits_k_aligned16(q8)))
-        return SITS_ERR_INVALID;
-    moe_f8_args f8 = { NULL, NULL, NULL, NULL, s_gu, s_down, NULL, NULL, 0, 0.0f, 0.0f };
-    if (epi) {   /* [gpt-oss] */
-        f8.b_gu = reinterpret_cast<const sits_bf16_t *const *>(epi->b_gu);
-        f8.b_down = reinterpret_cast<const sits_bf16_t *const *>(epi->b_down);
-        f8.oai = epi->oai;
-        f8.alpha = epi->alpha;
-        f8.limit = epi->limit;
-    }
-    if (s_gu) {   /* [moe fp8] backend.h SITS_MOE_Q8_BYTES: xs [n] | as [n k] fp32, then xq [n, H], aq [n k, I] bytes */
-        const size_t nk = (size_t)n * k, o1 = (4 * ((size_t)n + nk) + 15) / 16 * 16, o2 = o1 + ((size_t)n * H + 15) / 16 * 16;
-        f8.xs = static_cast<const float *>(q8);
-        f8.as = f8.xs + n;
-        f8.xq = static_cast<const uint8_t *>(q8) + o1;
-        f8.aq = static_cast<const uint8_t *>(q8) + o2;
-        sits_status_t st = sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.xq), const_cast<float *>(f8.xs), x, n, H, stream);
-        if (st != SITS_OK) return st;
-        moe_experts_launch<true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    moe_f8_args f8;
+    sits_status_t st = moe_experts_args(&f8, x, act, s_gu, s_down, q8, epi, n, k, E, H, I, stream);
+    if (st != SITS_OK) return st;
+    if (s_gu) moe_experts_launch<true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    else moe_experts_launch<false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* [moe fuse] One token: gate/up as sits_k_moe_experts, then moe_down_combine1_kernel (K: k rounded up to 1, 2, 4, 8) */
+template <bool F8, int K>
+static void moe_experts_combine1_launch(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                        const int32_t *ids, const float *wts, const void *const *w_gu, const void *const *w_down,
+                                        const moe_f8_args &f8, int k, int E, int H, int I, cudaStream_t stream)
+{
+    const dim3 ggu((unsigned)min(E, k), (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
+    moe_gu_kernel<F8, 1><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);
+    if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, k, I, stream);
+    const unsigned gdc = (unsigned)((H + MOE_DC_WARPS * MOE_DC_ROWS - 1) / (MOE_DC_WARPS * MOE_DC_ROWS));
+    moe_down_combine1_kernel<F8, K><<<gdc, 32 * MOE_DC_WARPS, 0, stream>>>(out, act, ids, wts, w_down, f8, k, H, I);
+}
+
+extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                                     const int32_t *ids, const float *wts, const void *const *w_gu,
+                                                     const void *const *w_down, const float *const *s_gu, const float *const *s_down,
+                                                     void *q8, const sits_k_moe_epi_t *epi, int k, int E, int H, int I,
+                                                     cudaStream_t stream)
+{
+    if (!out || !ids || !wts || k > E) return SITS_ERR_INVALID;
+    if (!moe_fuse_on() || k > 8) return SITS_ERR_UNSUPPORTED;
+    moe_f8_args f8;
+    sits_status_t st = moe_experts_args(&f8, x, act, s_gu, s_down, q8, epi, 1, k, E, H, I, stream);
+    if (st != SITS_OK) return st;
+#define MOE_EC1(F8, K) moe_experts_combine1_launch<F8, K>(out, act, x, plan, ids, wts, w_gu, w_down, f8, k, E, H, I, stream)
+    if (s_gu) {
+        if (k == 1) MOE_EC1(true, 1);
+        else if (k == 2) MOE_EC1(true, 2);
+        else if (k <= 4) MOE_EC1(true, 4);
+        else MOE_EC1(true, 8);
     } else {
-        moe_experts_launch<false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+        if (k == 1) MOE_EC1(false, 1);
+        else if (k == 2) MOE_EC1(false, 2);
+        else if (k <= 4) MOE_EC1(false, 4);
+        else MOE_EC1(false, 8);
     }
+#undef MOE_EC1
     return SITS_K_LAUNCH_STATUS();
 }
 
@@ -660,8 +895,8 @@ moe_combine_slots8_kernel(sits_bf16_t *out, const sits_bf16_t *y, const float *w
         const float wj = w[j];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            acc[2 * i] += wj * moe_el<false>::lo(u[i]);
-            acc[2 * i + 1] += wj * moe_el<false>::hi(u[i]);
+            acc[2 * i] = fmaf(wj, moe_el<false>::lo(u[i]), acc[2 * i]);
+            acc[2 * i + 1] = fmaf(wj, moe_el<false>::hi(u[i]), acc[2 * i + 1]);
         }
     }
     if (sg) {
@@ -670,8 +905,8 @@ moe_combine_slots8_kernel(sits_bf16_t *out, const sits_bf16_t *y, const float *w
         const uint32_t u[4] = { v.x, v.y, v.z, v.w };
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            acc[2 * i] += ws * moe_el<false>::lo(u[i]);
-            acc[2 * i + 1] += ws * moe_el<false>::hi(u[i]);
+            acc[2 * i] = fmaf(ws, moe_el<false>::lo(u[i]), acc[2 * i]);
+            acc[2 * i + 1] = fmaf(ws, moe_el<false>::hi(u[i]), acc[2 * i + 1]);
         }
     }
     uint32_t o[4];

@@ -321,6 +321,19 @@ sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf
                                  int I, cudaStream_t stream);
 sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, const float *wts, const sits_bf16_t *sg, int n,
                                        int k, int H, cudaStream_t stream);
+/* [moe fuse] One token (backend.h moe_select / moe_experts_combine): the router linear (x [H], w [E, H] bf16, bias [E]
+ * or NULL; the bits of sits_k_gemv's one token) into logits [E], moe_topk and moe_route in one launch (sync: a device
+ * word, 0 at the call and after it); and moe_experts then moe_combine_slots without a shared expert or EP (ids [k]:
+ * slot j's expert, wts [k]; k <= 8; y not written) in three launches (four with FP8). SITS_ERR_UNSUPPORTED unless
+ * SITS_MOE_FUSE=1, or for a shape they do not take. */
+sits_status_t sits_k_moe_gate1(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, unsigned long long *counts,
+                               unsigned *sync, const sits_bf16_t *x, const sits_bf16_t *w, const sits_bf16_t *bias,
+                               const int32_t *mask, int H, int E, int k, int norm, int e0, int ne, cudaStream_t stream);
+sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
+                                          const int32_t *ids, const float *wts, const void *const *w_gu,
+                                          const void *const *w_down, const float *const *s_gu, const float *const *s_down,
+                                          void *q8, const sits_k_moe_epi_t *epi, int k, int E, int H, int I,
+                                          cudaStream_t stream);
 
 /* [int4] y [n, out] = x [n, in] . w^T (+ bias [out], may be NULL); w packed INT4 (backend.h sits_w4_t):
  * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]
@@ -348,6 +361,9 @@ sits_status_t sits_k_gemv_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t
 #define SITS_K_GEMV_MAX_N 16
 sits_status_t sits_k_gemv(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
                           const sits_bf16_t *bias, int fp8, int n, int in, int out, cudaStream_t stream);
+/* [perf: mma gemv] SITS_GEMV_MMA's mode (>= 2: one token on the tensor cores too; [moe fuse] then not the bits of
+ * sits_k_moe_gate1's router) */
+int sits_k_gemv_mma_mode(void);
 /* [perf: swiglu gemv] act [n, inter] = bf16(silu(g) * u) with [g | u] = sits_k_gemv of w [2 inter, in] (gate rows,
  * then up rows; no bias) rounded to bf16: the bits of sits_k_gemv then sits_k_silu_mul, in one launch (no [n, 2 inter]
  * round trip, no second kernel). SITS_ERR_UNSUPPORTED, nothing launched, for what sits_k_gemv refuses and for 2-16

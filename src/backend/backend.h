@@ -504,6 +504,22 @@ typedef struct sits_backend_ops {
      * then runs the two ops. */
     sits_status_t (*matmul_swiglu)(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
                                    const float *w_scale, int n, int in, int inter);
+    /* [moe fuse] Optional (NULL: none): the [moe dev] ops of one token fused, where the backend has kernels for the shape;
+     * SITS_ERR_UNSUPPORTED, nothing done, otherwise (the caller then runs the separate ops).
+     * moe_select: the router of one token in one launch: logits [1, E] act_dtype = matmul(x [1, H], w [E, H], bias [E] or
+     *   NULL) -- the same bits --, then moe_topk of them (ids, wts [k]) and moe_route (plan, counts, mask [1] or NULL, the
+     *   range e0 .. e0 + ne - 1). sync: a device uint32 that is 0 at the call and 0 again after it (the kernel's
+     *   arrival counter).
+     * moe_experts_combine: one token without EP (the plan's expert indices are the ids; e0 0): moe_experts, then
+     *   moe_combine_slots without a shared expert -- the same bits of out [1, H] --, y not written; ids [k] the slots'
+     *   experts (moe_topk's), wts [k] their weights. */
+    sits_status_t (*moe_select)(sits_backend_t *be, void *logits, int32_t *ids, float *wts, int32_t *plan, uint64_t *counts,
+                                uint32_t *sync, const void *x, const void *w, const void *bias, const int32_t *mask, int H, int E,
+                                int k, int norm, int e0, int ne);
+    sits_status_t (*moe_experts_combine)(sits_backend_t *be, void *out, void *act, const void *x, const int32_t *plan,
+                                         const int32_t *ids, const float *wts, const void *const *w_gu, const void *const *w_down,
+                                         const float *const *s_gu, const float *const *s_down, void *q8, const sits_moe_epi_t *epi,
+                                         int k, int E, int H, int i);
 } sits_backend_ops_t;
 
 /* [moe] The reference router top-k and combine (host memory, fp32 logits / rows): the cpu backend's

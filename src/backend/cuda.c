@@ -1067,6 +1067,36 @@ static sits_status_t cuda_moe_combine_slots(sits_backend_t *be, void *out, const
     return SITS_OK;
 }
 
+/* [moe fuse] backend.h moe_select / moe_experts_combine (kernels/moe.cu: SITS_MOE_FUSE=1 turns them on). moe_select's
+ * logits are the GEMV's bits: declined where matmul would not run the GEMV for one token (SITS_GEMV_MAX_TOKENS=0). */
+static sits_status_t cuda_moe_select(sits_backend_t *be, void *logits, int32_t *ids, float *wts, int32_t *plan, uint64_t *counts,
+                                     uint32_t *sync, const void *x, const void *w, const void *bias, const int32_t *mask, int H,
+                                     int E, int k, int norm, int e0, int ne)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (c->gemv_max_n < 1 || be->act_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
+    sits_status_t st = sits_k_moe_gate1(logits, ids, wts, plan, (unsigned long long *)counts, sync, x, w, bias, mask, H, E, k, norm,
+                                        e0, ne, c->stream);
+    if (st == SITS_ERR_UNSUPPORTED) return st;
+    SITS_KERNEL_CHECK(st);
+    return SITS_OK;
+}
+
+static sits_status_t cuda_moe_experts_combine(sits_backend_t *be, void *out, void *act, const void *x, const int32_t *plan,
+                                              const int32_t *ids, const float *wts, const void *const *w_gu,
+                                              const void *const *w_down, const float *const *s_gu, const float *const *s_down,
+                                              void *q8, const sits_moe_epi_t *epi, int k, int E, int H, int i)
+{
+    if (be->weight_dtype != SITS_DT_BF16 || be->act_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
+    const sits_k_moe_epi_t ke = { epi ? epi->b_gu : NULL, epi ? epi->b_down : NULL, epi ? epi->oai : 0, epi ? epi->alpha : 0.0f,
+                                  epi ? epi->limit : 0.0f };   /* [gpt-oss] */
+    sits_status_t st = sits_k_moe_experts_combine1(out, act, x, plan, ids, wts, w_gu, w_down, s_gu, s_down, q8, epi ? &ke : NULL, k,
+                                                   E, H, i, impl_of(be)->stream);
+    if (st == SITS_ERR_UNSUPPORTED) return st;
+    SITS_KERNEL_CHECK(st);
+    return SITS_OK;
+}
+
 /* ---- [op times] the timed ops: each table entry below calls its op between two events when
  * SITS_CUDA_OP_TIMES=1 and no capture is open (cuda_optime.h); otherwise the op alone ------------ */
 
@@ -1212,6 +1242,8 @@ static const sits_backend_ops_t cuda_ops = {
     .moe_route = cuda_moe_route,   /* [moe dev] */
     .moe_experts = cuda_moe_experts,
     .moe_combine_slots = cuda_moe_combine_slots,
+    .moe_select = cuda_moe_select,   /* [moe fuse] */
+    .moe_experts_combine = cuda_moe_experts_combine,
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

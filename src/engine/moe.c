@@ -20,6 +20,9 @@
  * from wptr, uploaded once), the shared expert as on the host path, and moe_combine_slots adds them up.
  * Nothing comes back to the host, so such steps can be CUDA graphs. The floats are the host path's (cpu:
  * bit for bit; cuda: up to the fp32 summation order of the GEMV vs cuBLASLt).
+ * [moe fuse] A one-token step tries the backend's optional fused ops first, with the same bits: moe_select (router
+ * linear + moe_topk + moe_route, one launch) and, without EP or a shared expert, moe_experts_combine (the experts
+ * straight into out: no y rows, no combine launch).
  * With EP every rank holds every token (the TP group's attention output), so no token moves: a rank routes
  * them all, runs the slots of its own experts (moe_route's range), zeroes the other slots' rows, and its
  * combine is a partial sum that the all-reduce after the layer completes, as for TP-sliced experts; the
@@ -59,7 +62,8 @@ struct sits_moe {
     int dev_max, dev_all;       /* dev_max 0: off; dev_all: every layer of this stage can take it */
     uint8_t *dev_ok;            /* [layers of this stage] 1: 16-bit experts, 2: FP8 ones, 0: the host path */
     int32_t *dplan;             /* [SITS_MOE_PLAN_WORDS(E, dev_max * k)] moe_route's plan */
-    uint64_t *dcount;           /* [E] slots routed on the device path (device) */
+    uint64_t *dcount;           /* [E] slots routed on the device path (device), then one word more: */
+    uint32_t *dsync;            /* [moe fuse] in dcount's word E: moe_select's arrival counter (0 between calls) */
     const void **wptr;          /* [layers][MOE_WPTRS E] device: exp_gu[e], exp_down[e], [moe fp8] exp_gu_scale[e], exp_down_scale[e],
                                  * [gpt-oss] exp_gu_bias[e], exp_down_bias[e] */
     void *dact;                 /* [dev_max * k, ie_loc] */
@@ -97,7 +101,7 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
     if (d->ep > 1) b += 3 * T * k * row + T * k * ((size_t)cfg->hidden_size + 3 * sizeof(float));   /* [moe fp8] qs, ss, sr, se */
     size_t D = (size_t)dev_max_of(dev_max, max_tokens, (int)k);
     if (D)   /* [moe dev] dplan, dcount, wptr, dact, dq8 (counted whether or not the experts are FP8) */
-        b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + E * sizeof(uint64_t) +
+        b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + (E + 1) * sizeof(uint64_t) +
              (size_t)(d->layer1 - d->layer0) * MOE_WPTRS * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
              SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
     return b;
@@ -229,8 +233,9 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
             }
         }
         st = op->alloc(be, SITS_MOE_PLAN_WORDS(m->E, D) * sizeof(int32_t), (void **)&m->dplan);
-        if (st == SITS_OK) st = op->alloc(be, (size_t)m->E * sizeof(uint64_t), (void **)&m->dcount);
-        if (st == SITS_OK) st = op->memset0(be, m->dcount, (size_t)m->E * sizeof(uint64_t));
+        if (st == SITS_OK) st = op->alloc(be, ((size_t)m->E + 1) * sizeof(uint64_t), (void **)&m->dcount);
+        if (st == SITS_OK) st = op->memset0(be, m->dcount, ((size_t)m->E + 1) * sizeof(uint64_t));
+        if (st == SITS_OK) m->dsync = (uint32_t *)(m->dcount + m->E);
         if (st == SITS_OK) st = op->alloc(be, (size_t)L * MOE_WPTRS * m->E * sizeof(void *), (void **)&m->wptr);
         if (st == SITS_OK) st = op->upload(be, (void *)m->wptr, wp, (size_t)L * MOE_WPTRS * m->E * sizeof(void *));
         if (st == SITS_OK) st = op->alloc(be, D * (size_t)d->ie_loc * es, &m->dact);
@@ -316,15 +321,28 @@ static sits_status_t forward_dev(sits_moe_t *m, const sits_layer_weights_t *lw, 
     const sits_backend_ops_t *op = be->ops;
     int E = m->E, k = m->k;
     float *wts = (float *)(m->route_d + (size_t)n * k);
-    SITS_CHECK(op->matmul(be, m->logits, h, lw->router, lw->router_bias, n, m->H, E));           /* [n, E] */
-    SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
-    SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E, m->w->dims.exp0, m->w->dims.n_exp_loc));
+    sits_status_t st = SITS_ERR_UNSUPPORTED;
+    if (n == 1 && op->moe_select)   /* [moe fuse] the three below in one launch */
+        st = op->moe_select(be, m->logits, m->route_d, wts, m->dplan, m->dcount, m->dsync, h, lw->router, lw->router_bias, mask,
+                            m->H, E, k, m->w->cfg.moe.norm_topk, m->w->dims.exp0, m->w->dims.n_exp_loc);
+    if (st != SITS_ERR_UNSUPPORTED) {
+        SITS_CHECK(st);
+    } else {
+        SITS_CHECK(op->matmul(be, m->logits, h, lw->router, lw->router_bias, n, m->H, E));           /* [n, E] */
+        SITS_CHECK(op->moe_topk(be, m->route_d, wts, m->logits, n, E, k, m->w->cfg.moe.norm_topk));   /* [n, k] ids, wts */
+        SITS_CHECK(op->moe_route(be, m->dplan, m->dcount, m->route_d, mask, n, k, E, m->w->dims.exp0, m->w->dims.n_exp_loc));
+    }
     if (m->N > 1) SITS_CHECK(op->memset0(be, m->ys, (size_t)n * k * m->row));   /* [n k, H]: other ranks' slots add 0 */
     const void *const *wp = m->wptr + (size_t)l * MOE_WPTRS * E;
     const float *const *sp = m->dev_ok[l] == 2 ? (const float *const *)(wp + 2 * E) : NULL;   /* [moe fp8] row scales */
     const sits_model_config_t *c = &m->w->cfg;   /* [gpt-oss] biases, the clamped SwiGLU */
     const sits_moe_epi_t epi = { wp + 4 * E, wp + 5 * E, c->moe.act_oai, c->moe.swiglu_alpha, c->moe.swiglu_limit };
     const int has_epi = lw->exp_gu_bias || c->moe.act_oai;
+    if (n == 1 && m->N == 1 && !lw->sh_route && op->moe_experts_combine) {   /* [moe fuse] experts and combine, no y */
+        st = op->moe_experts_combine(be, out, m->dact, h, m->dplan, m->route_d, wts, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8,
+                                     has_epi ? &epi : NULL, k, E, m->H, m->w->dims.ie_loc);
+        if (st != SITS_ERR_UNSUPPORTED) return st;
+    }
     SITS_CHECK(op->moe_experts(be, m->ys, m->dact, h, m->dplan, wp, wp + E, sp, sp ? sp + E : NULL, m->dq8, has_epi ? &epi : NULL,
                                n, k, E, m->H,
                                m->w->dims.ie_loc));                                                                 /* [n k, H] */

@@ -2850,6 +2850,159 @@ static void test_moe_route_range(ctx_t *c, int n, int k, int E, int e0, int ne)
     free(ids);
 }
 
+/* [moe fuse] The one-token fused ops against the separate ones on the same device, byte for byte (backend.h: the same
+ * bits): moe_select's logits, ids, weights, plan and counts against matmul + moe_topk + moe_route, called twice (its
+ * arrival counter must be back at 0: the second call's results equal, the counts doubled); moe_experts_combine's out
+ * against moe_experts + moe_combine_slots. f8: E4M3 experts; epi: gpt-oss's biases (router, gate/up, down) and its
+ * clamped SwiGLU. Needs SITS_MOE_FUSE=1 (set here before the first fused call: the kernels read it once). */
+static void test_moe_fused(ctx_t *c, int E, int k, int H, int I, int f8, int epi)
+{
+    sits_backend_t *be = c->be[1];
+    const sits_backend_ops_t *op = be->ops;
+    char what[160];
+    snprintf(what, sizeof what, "moe fused n 1 E %d k %d H %d I %d%s%s", E, k, H, I, f8 ? " fp8" : "", epi ? " +bias oai" : "");
+    if (!op->moe_select || !op->moe_experts_combine) {
+        c->checks++;
+        c->failures++;
+        printf("FAIL %-58s the cuda backend has no fused ops\n", what);
+        return;
+    }
+    float *x = rand_vec(c, (size_t)H, 0.0f, 1.0f), *wr = rand_vec(c, (size_t)E * H, 0.0f, 1.0f / sqrtf((float)H));
+    float *br = rand_vec(c, (size_t)E, 0.0f, 0.5f);
+    void *d_x = dev_acts(be, x, (size_t)H), *d_wr = dev_weight(be, wr, E, H), *d_br = epi ? dev_acts(be, br, (size_t)E) : NULL;
+    const size_t pw = SITS_MOE_PLAN_WORDS(E, k), es = sits_dtype_size(be->act_dtype);
+    void *d_log[2], *d_ids[2], *d_wts[2], *d_plan[2], *d_cnt[2], *d_out[2], *d_act = dev_poison(be, (size_t)k * I * es);
+    void *d_y = dev_poison(be, (size_t)(k + 1) * H * es), *d_q8 = f8 ? dev_poison(be, SITS_MOE_Q8_BYTES(1, k, H, I)) : NULL;
+    for (int v = 0; v < 2; v++) {
+        d_log[v] = dev_poison(be, (size_t)E * es);
+        d_ids[v] = dev_poison(be, (size_t)k * 4);
+        d_wts[v] = dev_poison(be, (size_t)k * 4);
+        d_plan[v] = dev_poison(be, pw * 4);
+        d_out[v] = dev_poison(be, (size_t)H * es);
+        TRY(op->alloc(be, ((size_t)E + 1) * 8, &d_cnt[v]));   /* the counts, then the fused op's arrival counter */
+        TRY(op->memset0(be, d_cnt[v], ((size_t)E + 1) * 8));
+    }
+    /* the experts: bf16 weights or E4M3 bytes + row scales; [gpt-oss] biases */
+    void **wgu = xmalloc((size_t)E * sizeof *wgu), **wdn = xmalloc((size_t)E * sizeof *wdn), **sgu = xmalloc((size_t)E * sizeof *sgu),
+         **sdn = xmalloc((size_t)E * sizeof *sdn), **bgu = xmalloc((size_t)E * sizeof *bgu), **bdn = xmalloc((size_t)E * sizeof *bdn);
+    for (int e = 0; e < E; e++) {
+        if (f8) {
+            uint8_t *q = rand_e4m3(c, (size_t)2 * I * H), *qd = rand_e4m3(c, (size_t)H * I);
+            float *s1 = rand_vec(c, (size_t)2 * I, 1.0f / (128.0f * sqrtf((float)H)), 0.5f / (128.0f * sqrtf((float)H)));
+            float *s2 = rand_vec(c, (size_t)H, 1.0f / (128.0f * sqrtf((float)I)), 0.5f / (128.0f * sqrtf((float)I)));
+            wgu[e] = dev_bytes(be, q, (size_t)2 * I * H);
+            wdn[e] = dev_bytes(be, qd, (size_t)H * I);
+            sgu[e] = dev_vals(be, SITS_DT_F32, s1, (size_t)2 * I);
+            sdn[e] = dev_vals(be, SITS_DT_F32, s2, (size_t)H);
+            free(q);
+            free(qd);
+            free(s1);
+            free(s2);
+        } else {
+            float *g = rand_vec(c, (size_t)2 * I * H, 0.0f, 1.0f / sqrtf((float)H)), *d = rand_vec(c, (size_t)H * I, 0.0f, 1.0f / sqrtf((float)I));
+            wgu[e] = dev_weight(be, g, 2 * I, H);
+            wdn[e] = dev_weight(be, d, H, I);
+            sgu[e] = sdn[e] = NULL;
+            free(g);
+            free(d);
+        }
+        bgu[e] = bdn[e] = NULL;
+        if (epi) {
+            float *b1 = rand_vec(c, (size_t)2 * I, 0.0f, 0.3f), *b2 = rand_vec(c, (size_t)H, 0.0f, 0.1f);
+            bgu[e] = dev_acts(be, b1, (size_t)2 * I);
+            bdn[e] = dev_acts(be, b2, (size_t)H);
+            free(b1);
+            free(b2);
+        }
+    }
+    void *ptrs[6][1] = { { NULL } }, **host[6] = { wgu, wdn, sgu, sdn, bgu, bdn };
+    for (int a = 0; a < 6; a++) {
+        TRY(op->alloc(be, (size_t)E * sizeof(void *), &ptrs[a][0]));
+        TRY(op->upload(be, ptrs[a][0], host[a], (size_t)E * sizeof(void *)));
+    }
+    const void *const *pgu = (const void *const *)ptrs[0][0], *const *pdn = (const void *const *)ptrs[1][0];
+    const float *const *psg = f8 ? (const float *const *)ptrs[2][0] : NULL, *const *psd = f8 ? (const float *const *)ptrs[3][0] : NULL;
+    const sits_moe_epi_t ep = { (const void *const *)ptrs[4][0], (const void *const *)ptrs[5][0], epi, 1.702f, 7.0f };
+    /* v 0: the separate ops */
+    TRY(op->matmul(be, d_log[0], d_x, d_wr, d_br, 1, H, E));
+    TRY(op->moe_topk(be, d_ids[0], d_wts[0], d_log[0], 1, E, k, 1));
+    TRY(op->moe_route(be, d_plan[0], d_cnt[0], d_ids[0], NULL, 1, k, E, 0, E));
+    TRY(op->moe_experts(be, d_y, d_act, d_x, d_plan[0], pgu, pdn, psg, psd, d_q8, epi ? &ep : NULL, 1, k, E, H, I));
+    TRY(op->moe_combine_slots(be, d_out[0], d_y, d_wts[0], NULL, 1, k, H));
+    /* v 1: the fused ops, the router twice */
+    setenv("SITS_MOE_FUSE", "1", 1);
+    uint32_t *sync = (uint32_t *)((uint64_t *)d_cnt[1] + E);
+    size_t bad = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        sits_status_t st = op->moe_select(be, d_log[1], d_ids[1], d_wts[1], d_plan[1], d_cnt[1], sync, d_x, d_wr, d_br, NULL, H, E, k,
+                                          1, 0, E);
+        if (st != SITS_OK) {
+            printf("FAIL %-58s moe_select returned %d\n", what, (int)st);
+            bad++;
+        }
+    }
+    sits_status_t st = op->moe_experts_combine(be, d_out[1], d_act, d_x, d_plan[1], d_ids[1], d_wts[1], pgu, pdn, psg, psd, d_q8,
+                                               epi ? &ep : NULL, k, E, H, I);
+    if (st != SITS_OK) {
+        printf("FAIL %-58s moe_experts_combine returned %d\n", what, (int)st);
+        bad++;
+    }
+    TRY(op->sync(be));
+    const size_t bytes[5] = { (size_t)E * es, (size_t)k * 4, (size_t)k * 4, pw * 4, ((size_t)E + 1) * 8 };
+    void **bufs[5] = { d_log, d_ids, d_wts, d_plan, d_cnt };
+    const char *names[5] = { "logits", "ids", "weights", "plan", "counts" };
+    for (int i = 0; i < 5; i++) {
+        unsigned char *a = xmalloc(bytes[i]), *b = xmalloc(bytes[i]);
+        TRY(op->download(be, a, bufs[i][0], bytes[i]));
+        TRY(op->download(be, b, bufs[i][1], bytes[i]));
+        if (i == 4) {   /* two calls: twice the counts; the counter word back at 0 */
+            uint64_t *ca = (uint64_t *)a, *cb = (uint64_t *)b;
+            for (int e = 0; e < E; e++) ca[e] *= 2;
+            if (cb[E] != 0) printf("FAIL %-58s arrival counter left at %llu\n", what, (unsigned long long)cb[E]);
+        }
+        if (memcmp(a, b, i == 3 ? (size_t)(2 + 2 * E + k) * 4 : bytes[i]) != 0) {
+            printf("FAIL %-58s %s differ from the separate ops'\n", what, names[i]);
+            bad++;
+        }
+        free(a);
+        free(b);
+    }
+    uint16_t *oa = xmalloc((size_t)H * es), *ob = xmalloc((size_t)H * es);
+    TRY(op->download(be, oa, d_out[0], (size_t)H * es));
+    TRY(op->download(be, ob, d_out[1], (size_t)H * es));
+    size_t nd = 0;
+    for (int h = 0; h < H; h++) nd += oa[h] != ob[h];
+    if (nd) printf("FAIL %-58s out: %zu of %d values differ from moe_experts + moe_combine_slots\n", what, nd, H);
+    bad += nd != 0;
+    c->checks++;
+    if (bad) c->failures++;
+    else printf("ok   %-58s router, plan and out == the separate ops, byte for byte\n", what);
+    free(oa);
+    free(ob);
+    for (int e = 0; e < E; e++) {
+        void *d[6] = { wgu[e], wdn[e], sgu[e], sdn[e], bgu[e], bdn[e] };
+        for (int a = 0; a < 6; a++)
+            if (d[a]) dev_free(be, d[a]);
+    }
+    for (int a = 0; a < 6; a++) {
+        dev_free(be, ptrs[a][0]);
+        free(host[a]);
+    }
+    for (int v = 0; v < 2; v++) {
+        void *d[6] = { d_log[v], d_ids[v], d_wts[v], d_plan[v], d_out[v], d_cnt[v] };
+        for (int a = 0; a < 6; a++) dev_free(be, d[a]);
+    }
+    dev_free(be, d_x);
+    dev_free(be, d_wr);
+    if (d_br) dev_free(be, d_br);
+    dev_free(be, d_act);
+    dev_free(be, d_y);
+    if (d_q8) dev_free(be, d_q8);
+    free(x);
+    free(wr);
+    free(br);
+}
+
 static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared) { test_moe_dev_q(c, n, k, E, H, I, shared, 0); }
 
 static void test_moe_all(ctx_t *c)
@@ -2878,6 +3031,12 @@ static void test_moe_all(ctx_t *c)
     test_moe_dev_q(c, 5, 4, 60, 256, 40, 1, 1);
     test_moe_dev_q(c, 64, 8, 128, 512, 96, 0, 1);
     test_moe_dev_q(c, 256, 8, 16, 256, 192, 1, 1);
+    test_moe_fused(c, 128, 8, 2048, 768, 0, 0);   /* [moe fuse] Qwen3-30B-A3B, batch 1 */
+    test_moe_fused(c, 128, 8, 2048, 768, 1, 0);   /* FP8 experts */
+    test_moe_fused(c, 32, 4, 2880, 2880, 0, 1);   /* gpt-oss-20b: biases, the clamped SwiGLU, H not a multiple of 2048 */
+    test_moe_fused(c, 8, 2, 4096, 1024, 0, 0);    /* Mixtral-like: two router blocks */
+    test_moe_fused(c, 60, 4, 256, 40, 1, 1);      /* E not a multiple of the router's rows; short rows */
+    test_moe_fused(c, 256, 1, 512, 64, 0, 0);     /* top 1; 8 logits a lane */
 }
 
 int main(void)

@@ -17,6 +17,8 @@
  * [moe] SITS_TEST_EP=N splits the experts of MoE models over the N ranks (expert parallelism, N = world size).
  * [moe dev] SITS_TEST_MOE_DEV=N: MoE steps of up to N tokens take the device path (engine param moe_dev_max;
  * -1: never, the host path for every step; unset: the default, 256).
+ * SITS_TEST_STEPWISE=1: on the GPU the teacher-forced check runs the prompt, then one token a step (decode steps of
+ * one token, as longrope models always do: [moe fuse] the one-token MoE kernels), instead of one forward.
  * SITS_TEST_QUANT=SPEC loads with that --quant policy ([fp8]: bf16 dequantises an FP8 checkpoint such
  * as llama3_fp8, whose reference.json is HF on the dequantised weights).
  * Exit 0 pass, 1 fail, 77 skip. */
@@ -164,9 +166,10 @@ static void teacher_forced(sits_runner_t *r, const int32_t *prompt, int plen, js
     int V = r->w->dims.v_count;
     float *steps = NULL;
     sits_status_t fst;
-    if (r->w->cfg.rope_type == SITS_ROPE_LONGROPE) {
+    const char *sw = getenv("SITS_TEST_STEPWISE");
+    if (r->w->cfg.rope_type == SITS_ROPE_LONGROPE || (sw && !strcmp(sw, "1"))) {
         /* [families] longrope picks its factor set per step from the sequence's length (the reference's
-         * cached_greedy): the prompt, then one token a step, each step's logits row kept */
+         * cached_greedy): the prompt, then one token a step, each step's logits row kept (also SITS_TEST_STEPWISE) */
         steps = malloc(sizeof(float) * (size_t)ng * (V ? V : 1));
         fst = steps ? SITS_OK : SITS_ERR_NOMEM;
         for (int j = 0; j < ng && fst == SITS_OK; j++) {
