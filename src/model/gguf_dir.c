@@ -22,8 +22,11 @@
  *                          (sentencepiece BPE: Llama 2, Mistral 7B) as transformers' LlamaTokenizer from the file: the
  *                          tokens as stored, merges from the file or derived from the scores (generate_merges),
  *                          Metaspace prepending to the first piece, byte fallback, its decoder, BOS unless the file
- *                          says not to; the file's bos / eos / unk / pad tokens special. Gemma's sentencepiece files
- *                          (transformers rebuilds them its own way) are refused with what to put beside the file.
+ *                          says not to; the file's bos / eos / unk / pad tokens special; [gguf gemma] the sentencepiece
+ *                          files of gemma architectures as transformers' gemma_tokenizer (GemmaTokenizer): tokens of
+ *                          spaces respelled as U+2581s, merges derived from the file order (not the scores), spaces
+ *                          replaced by U+2581 without a prefix, a split after each, no strip in the decoder, <mask>
+ *                          special. Other tokenizer models are refused with what to put beside the file.
  *   tokenizer_config.json  chat_template, add_bos_token / add_eos_token, the special tokens' names.
  * Files already in the directory (a tokenizer.json or generation_config.json beside the GGUF) are linked, not rebuilt. */
 #include "model/gguf.h"
@@ -276,9 +279,10 @@ static int utf8_len1(unsigned char c) { return c < 0x80 ? 1 : (c & 0xe0) == 0xc0
 
 /* [gguf spm] transformers' generate_merges(vocab, scores) for a sentencepiece file without merges: every split of every
  * token into two pieces both in the vocabulary, each token's splits by (vocab[l], vocab[r]), all of them sorted by the
- * token's score, then the pieces' lengths, descending (Python's stable sort). Appends [l, r] pairs to ml. */
+ * token's score, then the pieces' lengths, descending (Python's stable sort). Appends [l, r] pairs to ml. by_pos: the
+ * score of token i is -i (transformers' gemma_tokenizer: Gemma's scores do not follow its merge order, its file order does). */
 static sits_status_t spm_merges(const sits_gguf_t *g, const sits_gguf_kv_t *scores, char *const *names, uint64_t n,
-                                const json_t *vocab, json_t *ml)
+                                const json_t *vocab, json_t *ml, int by_pos)
 {
     size_t cap = 1024, cnt = 0;
     spm_merge_t *m = malloc(cap * sizeof *m);
@@ -286,8 +290,8 @@ static sits_status_t spm_merges(const sits_gguf_t *g, const sits_gguf_kv_t *scor
     sits_status_t st = SITS_OK;
     for (uint64_t i = 0; i < n && st == SITS_OK; i++) {
         if ((uint64_t)json_integer_value(json_object_get(vocab, names[i])) != i) continue;   /* a repeated token: its last copy */
-        double sc = 0.0;
-        if (sits_gguf_kv_get_f64(scores, i, &sc) != SITS_OK) {
+        double sc = -(double)i;
+        if (!by_pos && sits_gguf_kv_get_f64(scores, i, &sc) != SITS_OK) {
             st = SITS_ERR_FORMAT;
             break;
         }
@@ -322,11 +326,12 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
 {
     const char *path = sits_gguf_path(g);
     char *model = get_str(g, "tokenizer.ggml.model");
-    const int spm = model && !strcmp(model, "llama");   /* sentencepiece BPE (Llama 2, Mistral 7B) */
-    if (!model || (strcmp(model, "gpt2") != 0 && !spm) || (spm && strncmp(arch, "gemma", 5) == 0)) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.model \"%s\"%s: only byte-level BPE (\"gpt2\") and Llama's sentencepiece "
+    const int spm = model && !strcmp(model, "llama");   /* sentencepiece BPE (Llama 2, Mistral 7B; Gemma) */
+    const int gemma = spm && !strncmp(arch, "gemma", 5);   /* [gguf gemma] transformers' gemma_tokenizer */
+    if (!model || (strcmp(model, "gpt2") != 0 && !spm)) {
+        SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.model \"%s\": only byte-level BPE (\"gpt2\") and sentencepiece BPE "
                    "(\"llama\") tokenizers are rebuilt from a GGUF; put the model's tokenizer.json and tokenizer_config.json "
-                   "beside the file", path, model ? model : "(none)", spm ? " of a gemma file" : "");
+                   "beside the file", path, model ? model : "(none)");
         free(model);
         return SITS_ERR_UNSUPPORTED;
     }
@@ -351,6 +356,11 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
         if (sits_gguf_kv_get_str(g, tokens, i, &s, &n) != SITS_OK || !(names[i] = malloc(n + 1))) goto out;
         memcpy(names[i], s, n);
         names[i][n] = 0;
+        if (gemma && n && strspn(names[i], " ") == n) {   /* [gguf gemma] a token of spaces is looked up as U+2581s */
+            free(names[i]);
+            if (!(names[i] = malloc(3 * n + 1))) goto out;
+            for (size_t k = 0; k <= n; k++) strcpy(names[i] + 3 * k, k < n ? "\u2581" : "");
+        }
         char *sp = spm ? strdup(names[i]) : spell(s, n);
         if (!sp || json_object_set_new(vocab, sp, json_integer((json_int_t)i)) != 0) {
             free(sp);
@@ -358,7 +368,7 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
         }
         free(sp);
     }
-    if (!merges) SITS_CHECK_GOTO(spm_merges(g, scores, names, tokens->n, vocab, ml), st, out);
+    if (!merges) SITS_CHECK_GOTO(spm_merges(g, scores, names, tokens->n, vocab, ml, gemma), st, out);
     for (uint64_t i = 0; merges && i < merges->n; i++) {
         const char *s;
         size_t n;
@@ -388,21 +398,27 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
     const char *re = split_regex(pre);
     const int smollm = pre && !strcmp(pre, "smollm");   /* llama.cpp's: digits one by one, then GPT-2's regex */
     free(pre);
-    /* [gguf spm] LlamaTokenizer's: Metaspace (prepend to the first piece), byte fallback, its decoder */
-    json_t *pt = spm ? json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
+    /* [gguf spm] LlamaTokenizer's: Metaspace (prepend to the first piece), byte fallback, its decoder; [gguf gemma]
+     * GemmaTokenizer's: spaces replaced by U+2581 (no prefix), split after each space, the decoder without the strip */
+    json_t *norm = gemma ? json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", "\u2581") : json_null();
+    json_t *pt = gemma ? json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "String", " ", "behavior",
+                                   "MergedWithPrevious", "invert", 0)
+                 : spm ? json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
                                  "split", 0)
                  : re ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Split",
                                   "pattern", "Regex", re, "behavior", "Isolated", "invert", 0, bytelevel(0))
                  : smollm ? json_pack("{s:s, s:[{s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
                                       "individual_digits", 1, bytelevel(1))
                           : bytelevel(1);
-    json_t *dec = spm ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}, {s:s, s:s, s:i, s:i}]}", "type", "Sequence", "decoders",
+    json_t *dec = gemma ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]}", "type", "Sequence", "decoders", "type", "Replace",
+                                    "pattern", "String", "\u2581", "content", " ", "type", "ByteFallback", "type", "Fuse")
+                  : spm ? json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}, {s:s, s:s, s:i, s:i}]}", "type", "Sequence", "decoders",
                                   "type", "Replace", "pattern", "String", "\u2581", "content", " ", "type", "ByteFallback", "type", "Fuse",
                                   "type", "Strip", "content", " ", "start", 1, "stop", 0)
                       : json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1);
-    json_t *bpe = spm ? json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout", "unk_token",
-                                  "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 1, "byte_fallback", 1, "ignore_merges", 0,
-                                  "vocab", vocab, "merges", ml)
+    json_t *bpe = spm ? json_pack("{s:s, s:n, s:o, s:n, s:n, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout", "unk_token",
+                                  gemma ? json_string("<unk>") : json_null(), "continuing_subword_prefix", "end_of_word_suffix",
+                                  "fuse_unk", 1, "byte_fallback", 1, "ignore_merges", 0, "vocab", vocab, "merges", ml)
                       : json_pack("{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout", "unk_token",
                                   "continuing_subword_prefix", "", "end_of_word_suffix", "", "fuse_unk", 0, "byte_fallback", 0,
                                   "ignore_merges", 0, "vocab", vocab, "merges", ml);
@@ -437,11 +453,12 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
     if (ok && add_eos)
         ok = json_object_set_new(sp, names[eos], json_pack("{s:s, s:[I], s:[s]}", "id", names[eos], "ids", (json_int_t)eos, "tokens",
                                                            names[eos])) == 0;
-    ok = ok && pt && dec && bpe;
+    ok = ok && norm && pt && dec && bpe;
     /* the special tokens the tokenizer is given by name (bos / eos / unk / pad of the file) are special too, as
      * transformers adds them when it builds the tokenizer */
-    const int64_t named[4] = { bos, eos, unk, pad };
-    for (int k = 0; ok && k < 4; k++) {
+    const json_t *jm = gemma ? json_object_get(vocab, "<mask>") : NULL;   /* [gguf gemma] GemmaTokenizer's mask token */
+    const int64_t named[5] = { bos, eos, unk, pad, jm ? (int64_t)json_integer_value(jm) : -1 };
+    for (int k = 0; ok && k < 5; k++) {
         if (named[k] < 0 || named[k] >= nv) continue;
         int have = 0;
         for (size_t a = 0; a < json_array_size(added) && !have; a++)
@@ -455,13 +472,14 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
         json_decref(single);
         json_decref(pair);
         json_decref(sp);
+        json_decref(norm);
         json_decref(pt);
         json_decref(dec);
         json_decref(bpe);
         goto out;
     }
-    tok = json_pack("{s:s, s:n, s:n, s:O, s:n, s:o, s:{s:s, s:o, s:o, s:o}, s:o, s:o}",
-                    "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "pre_tokenizer", pt,
+    tok = json_pack("{s:s, s:n, s:n, s:O, s:o, s:o, s:{s:s, s:o, s:o, s:o}, s:o, s:o}",
+                    "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", norm, "pre_tokenizer", pt,
                     "post_processor", "type", "TemplateProcessing", "single", single, "pair", pair, "special_tokens", sp,
                     "decoder", dec, "model", bpe);
     tcfg = json_pack("{s:b, s:b}", "add_bos_token", add_bos, "add_eos_token", add_eos);

@@ -3,7 +3,7 @@
 
 A GGUF served on its own (src/model/gguf_dir.c) gets its tokenizer rebuilt from tokenizer.ggml.*; the reference is
 transformers' own rebuild, AutoTokenizer.from_pretrained(dir, gguf_file=...) (integrations/gguf/
-gguf_tokenizer_mapping.py). Two files, metadata only (a llama architecture's shape keys, no tensors), written with
+gguf_tokenizer_mapping.py). Three files, metadata only (a llama architecture's shape keys, no tensors), written with
 gguf-py's GGUFWriter from committed tokenizer fixtures:
   tok_spm.gguf  tokenizer.ggml.model "llama" (sentencepiece BPE: Llama 2, Mistral 7B): the tokens of
                 tests/fixtures/tokenizers/spm/tokenizer.json with scores -id (so the merges transformers derives from
@@ -12,8 +12,10 @@ gguf-py's GGUFWriter from committed tokenizer fixtures:
                 add_space_prefix true, a chat template;
   tok_bpe.gguf  tokenizer.ggml.model "gpt2", pre "llama-bpe": tests/fixtures/tokenizers/bytelevel's vocabulary and merges,
                 two of its tokens marked CONTROL (one the BOS, add_bos_token true) and one USER_DEFINED.
-  tok_gemma_spm.gguf  a gemma2 file with a three-token sentencepiece vocabulary: sits-dist refuses it (transformers
-                builds gemma's sentencepiece tokenizers its own way, not done here); no reference.
+  tok_gemma.gguf  a gemma2 file (transformers' gemma_tokenizer: GemmaTokenizer, all-space tokens respelled, merges
+                from the file order): Gemma's specials, the spm fixture's pieces, tokens of spaces stored as spaces,
+                scores rising with the id (not the merge order), add_bos_token true.
+  tok_bert.gguf  tokenizer.ggml.model "bert" (WordPiece): neither rebuilds it; sits-dist refuses it. No reference.
 expected.json: for each file, transformers' ids of CASES (add_special_tokens=True, as sits-dist --tokenize encodes)
 and its decode of them (skip_special_tokens=False), plus the versions.
 
@@ -118,11 +120,47 @@ def write_bpe(path):
 
 
 def write_gemma(path):
+    """A gemma2 file as llama.cpp writes Gemma's sentencepiece vocabulary: Gemma's five specials first, then the spm
+    fixture's pieces (its own specials left out), tokens of two or more spaces stored as real spaces; scores that rise
+    with the id (transformers derives Gemma's merges from the file order, not the scores: a rebuild that sorts by
+    score gets other merges); add_bos_token true, add_space_prefix false."""
+    j = json.load(open(os.path.join(ROOT, "fixtures", "tokenizers", "spm", "tokenizer.json")))
+    vocab = j["model"]["vocab"]
+    spm = [None] * len(vocab)
+    for t, i in vocab.items():
+        spm[i] = t
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+    tokens += [" " * len(t) if len(t) >= 2 and set(t) == {"\u2581"} else t for t in spm if t not in ("<unk>", "<s>", "</s>")]
+    T = gguf.TokenType
+    types = [T.UNKNOWN if t == "<unk>" else T.CONTROL if t in ("<pad>", "<eos>", "<bos>", "<mask>") else
+             T.BYTE if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else T.NORMAL for t in tokens]
     w = gguf.GGUFWriter(path, "gemma2")
-    shape_keys(w, 3)
+    shape_keys(w, len(tokens))
     w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"])
-    w.add_token_scores([0.0, 0.0, 0.0])
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([float(i) for i in range(len(tokens))])
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+    w.add_chat_template(TEMPLATE)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_bert(path):
+    """A tokenizer.ggml.model neither transformers nor sits-dist rebuilds (BERT's WordPiece): refused."""
+    w = gguf.GGUFWriter(path, "llama")
+    shape_keys(w, 3)
+    w.add_tokenizer_model("bert")
+    w.add_token_list(["[UNK]", "[CLS]", "[SEP]"])
     w.add_token_types([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL])
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -149,25 +187,25 @@ def main():
     try:
         doc = {"generator": {"script": "tests/ref/gen_gguf_tokenizers.py", "transformers": transformers.__version__,
                              "tokenizers": tokenizers.__version__, "gguf": getattr(gguf, "__version__", "?")}, "files": {}}
-        for name, fn in (("tok_spm.gguf", write_spm), ("tok_bpe.gguf", write_bpe)):
+        for name, fn in (("tok_spm.gguf", write_spm), ("tok_bpe.gguf", write_bpe), ("tok_gemma.gguf", write_gemma)):
             sub = os.path.join(tmp, name[:-5])
             os.makedirs(sub)
             fn(os.path.join(sub, name))
             doc["files"][name] = reference(os.path.join(sub, name))
-        write_gemma(os.path.join(tmp, "tok_gemma_spm.gguf"))
+        write_bert(os.path.join(tmp, "tok_bert.gguf"))
         text = json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
         if args.check:
             old = open(os.path.join(OUT, "expected.json"), encoding="utf-8").read()
             same = old == text and all(open(os.path.join(tmp, n[:-5], n), "rb").read() == open(os.path.join(OUT, n), "rb").read()
                                        for n in doc["files"])
-            same = same and open(os.path.join(tmp, "tok_gemma_spm.gguf"), "rb").read() == \
-                open(os.path.join(OUT, "tok_gemma_spm.gguf"), "rb").read()
+            same = same and open(os.path.join(tmp, "tok_bert.gguf"), "rb").read() == \
+                open(os.path.join(OUT, "tok_bert.gguf"), "rb").read()
             print("matches" if same else "DIFFERS")
             return 0 if same else 1
         os.makedirs(OUT, exist_ok=True)
         for n in doc["files"]:
             shutil.copy(os.path.join(tmp, n[:-5], n), os.path.join(OUT, n))
-        shutil.copy(os.path.join(tmp, "tok_gemma_spm.gguf"), os.path.join(OUT, "tok_gemma_spm.gguf"))
+        shutil.copy(os.path.join(tmp, "tok_bert.gguf"), os.path.join(OUT, "tok_bert.gguf"))
         open(os.path.join(OUT, "expected.json"), "w", encoding="utf-8").write(text)
         for n, cases in doc["files"].items():
             print(n, [len(c["ids"]) for c in cases])
