@@ -124,6 +124,18 @@ def write_gemma(path):
     fixture's pieces (its own specials left out), tokens of two or more spaces stored as real spaces; scores that rise
     with the id (transformers derives Gemma's merges from the file order, not the scores: a rebuild that sorts by
     score gets other merges); add_bos_token true, add_space_prefix false."""
+    w = gguf.GGUFWriter(path, "gemma2")
+    tokens = gemma_tokens()
+    shape_keys(w, len(tokens))
+    gemma_tokenizer_keys(w, tokens)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def gemma_tokens():
+    """tok_gemma.gguf's vocabulary (also tests/ref/gen_gguf_gemma.py's model file)"""
     j = json.load(open(os.path.join(ROOT, "fixtures", "tokenizers", "spm", "tokenizer.json")))
     vocab = j["model"]["vocab"]
     spm = [None] * len(vocab)
@@ -131,11 +143,14 @@ def write_gemma(path):
         spm[i] = t
     tokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
     tokens += [" " * len(t) if len(t) >= 2 and set(t) == {"\u2581"} else t for t in spm if t not in ("<unk>", "<s>", "</s>")]
+    return tokens
+
+
+def gemma_tokenizer_keys(w, tokens):
+    """tok_gemma.gguf's tokenizer keys for the vocabulary of gemma_tokens()"""
     T = gguf.TokenType
     types = [T.UNKNOWN if t == "<unk>" else T.CONTROL if t in ("<pad>", "<eos>", "<bos>", "<mask>") else
              T.BYTE if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else T.NORMAL for t in tokens]
-    w = gguf.GGUFWriter(path, "gemma2")
-    shape_keys(w, len(tokens))
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -149,10 +164,6 @@ def write_gemma(path):
     w.add_add_eos_token(False)
     w.add_add_space_prefix(False)
     w.add_chat_template(TEMPLATE)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 def write_bert(path):
