@@ -77,9 +77,10 @@ EXTRA_DIST += tests/integration/gguf_standalone.sh tests/integration/real_gguf.s
 # [gguf] sentencepiece and byte-level tokenizers rebuilt from GGUF metadata == transformers' rebuild (tests/ref/gen_gguf_tokenizers.py)
 TESTS += tests/integration/gguf_tokenizers.sh
 EXTRA_DIST += tests/integration/gguf_tokenizers.sh
-# [gguf gemma] a Gemma 2 GGUF alone (config, Gemma's tokenizer, quantised weights) == transformers (tests/ref/gen_gguf_gemma.py)
-TESTS += tests/integration/gguf_gemma.sh
-EXTRA_DIST += tests/integration/gguf_gemma.sh
+# [gguf gemma] [gguf phi3] Gemma 2 and Phi-3 GGUFs alone (config, tokenizer, quantised weights) == transformers
+# (tests/ref/gen_gguf_models.py)
+TESTS += tests/integration/gguf_models.sh
+EXTRA_DIST += tests/integration/gguf_models.sh
 # [logprobs] the OpenAI API for real clients (issue 21): logprobs / echo against HF, lm-eval as a client
 TESTS += tests/integration/logprobs.sh tests/integration/lm_eval.sh tests/integration/n_fork.sh tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh
 EXTRA_DIST += tests/integration/n_fork.sh tests/integration/choices.py tests/gpu/n_fork_cuda.sh tests/integration/tool_stream.sh tests/integration/logprobs.sh tests/integration/logprobs_check.py tests/integration/controls_check.py tests/integration/lm_eval.sh \

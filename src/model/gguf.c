@@ -833,7 +833,7 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
     }
 }
 
-/* ---- llama / qwen2 / qwen3 -> HF names ------------------------------------------------------------ */
+/* ---- llama / qwen2 / qwen3 / gemma2 / gemma3 / phi3 -> HF names ------------------------------------- */
 
 sits_status_t sits_gguf_hf_name(const char *name, char *buf, size_t len)
 {
@@ -847,6 +847,10 @@ sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *name, char *b
         { "post_ffw_norm", "post_feedforward_layernorm" },
     };
     const int is_gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
+    static const struct { const char *gguf, *hf; } phi3[] = {   /* [gguf phi3] the fused linears, as Phi-3's checkpoints have them */
+        { "attn_qkv", "self_attn.qkv_proj" }, { "ffn_up", "mlp.gate_up_proj" },
+    };
+    const int is_phi3 = !strcmp(arch, "phi3");
     static const struct { const char *gguf, *hf; } top[] = {
         { "token_embd", "model.embed_tokens" }, { "output_norm", "model.norm" }, { "output", "lm_head" },
     };
@@ -877,6 +881,12 @@ sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *name, char *b
     for (size_t i = 0; is_gemma && i < sizeof gemma / sizeof gemma[0]; i++) {
         if (strlen(gemma[i].gguf) == plen && !strncmp(part, gemma[i].gguf, plen)) {
             n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, gemma[i].hf, dot);
+            return n >= 0 && (size_t)n < len ? SITS_OK : SITS_ERR_INVALID;
+        }
+    }
+    for (size_t i = 0; is_phi3 && i < sizeof phi3 / sizeof phi3[0]; i++) {
+        if (strlen(phi3[i].gguf) == plen && !strncmp(part, phi3[i].gguf, plen)) {
+            n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, phi3[i].hf, dot);
             return n >= 0 && (size_t)n < len ? SITS_OK : SITS_ERR_INVALID;
         }
     }

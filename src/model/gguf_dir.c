@@ -5,9 +5,9 @@
  * GGUF, exactly as transformers rebuilds them from the same metadata (from_pretrained(dir, gguf_file=...)), which is
  * the reference the tests compare with:
  *   config.json            transformers' GGUF_CONFIG_MAPPING for the architectures gguf.c maps (llama, mistral --
- *                          llama with "mistral" in general.name --, qwen2, qwen3, gemma2, gemma3 -> gemma3_text):
- *                          context_length, block_count, feed_forward_length, embedding_length, attention.head_count,
- *                          head_count_kv, layer_norm_rms_epsilon, rope.freq_base, vocab_size, llama / mistral's
+ *                          llama with "mistral" in general.name --, qwen2, qwen3, gemma2, gemma3 -> gemma3_text,
+ *                          [gguf phi3] phi3): context_length, block_count, feed_forward_length, embedding_length,
+ *                          attention.head_count, head_count_kv, layer_norm_rms_epsilon, rope.freq_base, vocab_size, llama / mistral's
  *                          rope.dimension_count and gemma's attention.key_length as head_dim, gemma's
  *                          attention.sliding_window; tie_word_embeddings when there is no output.weight; the
  *                          tokenizer's bos / eos / pad ids. Keys the file lacks keep the config class's defaults.
@@ -26,7 +26,9 @@
  *                          files of gemma architectures as transformers' gemma_tokenizer (GemmaTokenizer): tokens of
  *                          spaces respelled as U+2581s, merges derived from the file order (not the scores), spaces
  *                          replaced by U+2581 without a prefix, a split after each, no strip in the decoder, <mask>
- *                          special. Other tokenizer models are refused with what to put beside the file.
+ *                          special; [gguf phi3] phi3 files as transformers' phi3_tokenizer: LlamaTokenizer's with the
+ *                          prefix and the spaces done by a normalizer (Prepend U+2581, Replace ' ') and no
+ *                          pre-tokenizer. Other tokenizer models are refused with what to put beside the file.
  *   tokenizer_config.json  chat_template, add_bos_token / add_eos_token, the special tokens' names.
  * Files already in the directory (a tokenizer.json or generation_config.json beside the GGUF) are linked, not rebuilt. */
 #include "model/gguf.h"
@@ -110,13 +112,13 @@ static int get_bool(const sits_gguf_t *g, const char *key, int def)
 static sits_status_t make_config(const sits_gguf_t *g, const char *arch, json_t **out_p)
 {
     static const char *const archs[][2] = { { "llama", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
-                                            { "gemma2", "gemma2" }, { "gemma3", "gemma3_text" } };
+                                            { "gemma2", "gemma2" }, { "gemma3", "gemma3_text" }, { "phi3", "phi3" } };
     const char *mt = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (!strcmp(arch, archs[i][0])) mt = archs[i][1];
     if (!mt) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: general.architecture \"%s\": a GGUF of this architecture needs its config.json beside it "
-                   "(built from the file: llama, mistral, qwen2, qwen3, gemma2, gemma3)", sits_gguf_path(g), arch);
+                   "(built from the file: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)", sits_gguf_path(g), arch);
         return SITS_ERR_UNSUPPORTED;
     }
     char *name = get_str(g, "general.name");
@@ -328,6 +330,7 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
     char *model = get_str(g, "tokenizer.ggml.model");
     const int spm = model && !strcmp(model, "llama");   /* sentencepiece BPE (Llama 2, Mistral 7B; Gemma) */
     const int gemma = spm && !strncmp(arch, "gemma", 5);   /* [gguf gemma] transformers' gemma_tokenizer */
+    const int phi3 = spm && !strcmp(arch, "phi3");          /* [gguf phi3] transformers' phi3_tokenizer */
     if (!model || (strcmp(model, "gpt2") != 0 && !spm)) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: tokenizer.ggml.model \"%s\": only byte-level BPE (\"gpt2\") and sentencepiece BPE "
                    "(\"llama\") tokenizers are rebuilt from a GGUF; put the model's tokenizer.json and tokenizer_config.json "
@@ -399,9 +402,13 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
     const int smollm = pre && !strcmp(pre, "smollm");   /* llama.cpp's: digits one by one, then GPT-2's regex */
     free(pre);
     /* [gguf spm] LlamaTokenizer's: Metaspace (prepend to the first piece), byte fallback, its decoder; [gguf gemma]
-     * GemmaTokenizer's: spaces replaced by U+2581 (no prefix), split after each space, the decoder without the strip */
-    json_t *norm = gemma ? json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", "\u2581") : json_null();
-    json_t *pt = gemma ? json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "String", " ", "behavior",
+     * GemmaTokenizer's: spaces replaced by U+2581 (no prefix), split after each space, the decoder without the strip;
+     * [gguf phi3] the prefix and the spaces by the normalizer (Prepend + Replace), no pre-tokenizer */
+    json_t *norm = gemma ? json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", "\u2581")
+                   : phi3 ? json_pack("{s:s, s:[{s:s, s:s}, {s:s, s:{s:s}, s:s}]}", "type", "Sequence", "normalizers", "type",
+                                      "Prepend", "prepend", "\u2581", "type", "Replace", "pattern", "String", " ", "content", "\u2581")
+                          : json_null();
+    json_t *pt = phi3 ? json_null() : gemma ? json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "String", " ", "behavior",
                                    "MergedWithPrevious", "invert", 0)
                  : spm ? json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
                                  "split", 0)

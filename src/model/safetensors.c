@@ -396,8 +396,9 @@ err_close:
 }
 
 /* The architecture (into arch_out), and for llama the numbers the q/k un-permutation needs, from the GGUF metadata (as
- * transformers reads them: llama.attention.head_count, .head_count_kv defaulting to it). [gguf qwen] qwen2 / qwen3 and
- * [gguf gemma] gemma2 / gemma3 GGUFs keep q / k rows as transformers has them (*permute_p 0: no heads needed). */
+ * transformers reads them: llama.attention.head_count, .head_count_kv defaulting to it). [gguf qwen] qwen2 / qwen3,
+ * [gguf gemma] gemma2 / gemma3 and [gguf phi3] phi3 GGUFs keep q / k rows as transformers has them (*permute_p 0: no
+ * heads needed). */
 static sits_status_t gguf_heads(const sits_gguf_t *g, char arch_out[16], int *permute_p, int64_t *n_head_p, int64_t *n_kv_p)
 {
     const char *path = sits_gguf_path(g), *arch = NULL;
@@ -407,12 +408,12 @@ static sits_status_t gguf_heads(const sits_gguf_t *g, char arch_out[16], int *pe
         SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: missing or not a string", path);
         return SITS_ERR_FORMAT;
     }
-    static const char *const known[] = { "llama", "qwen2", "qwen3", "gemma2", "gemma3" };
+    static const char *const known[] = { "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" };
     size_t ai;
     for (ai = 0; ai < sizeof known / sizeof known[0] && !(alen == strlen(known[ai]) && !memcmp(arch, known[ai], alen)); ai++) {}
     if (ai == sizeof known / sizeof known[0]) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2, qwen3, gemma2 and gemma3 GGUF "
-                   "files can be loaded", path, (int)(alen > 64 ? 64 : alen), arch);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2, qwen3, gemma2, gemma3 and phi3 "
+                   "GGUF files can be loaded", path, (int)(alen > 64 ? 64 : alen), arch);
         return SITS_ERR_UNSUPPORTED;
     }
     snprintf(arch_out, 16, "%s", known[ai]);
