@@ -515,6 +515,8 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
      * (enable_thinking false) leaves deepseek_r1 nothing to think */
     req->reasoning = lim->reasoning;
     req->reasoning_closed = lim->reasoning && sits_srv_reasoning_prompt_closed(rendered, len);
+    req->include_reasoning = 1;   /* vLLM's include_reasoning: false keeps the split, drops the reasoning */
+    if (get_bool(root, "include_reasoning", &req->include_reasoning, err) != 0) goto out;
     /* the template writes BOS itself: encode without the post-processor (transformers, vLLM) */
     if (encode(lim, rendered, len, 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
     rc = 0;

@@ -494,6 +494,15 @@ static uint64_t tool_seed(const conn_t *c, int i)
     return mix64(c->srv->id_salt ^ (uint64_t)c->created) + (uint64_t)i * 0x9e3779b97f4a7c15ull;
 }
 
+/* [reasoning] msg.reasoning and msg.reasoning_content (vLLM's field and its older name, both set: clients read either)
+ * = r[len] when has and the request includes reasoning, else null */
+static int set_reasoning(json_t *msg, const conn_t *c, const char *r, size_t len, int has)
+{
+    const int on = has && c->rq.include_reasoning;
+    return json_object_set_new(msg, "reasoning", on ? json_stringn(r, len) : json_null()) != 0 ||
+           json_object_set_new(msg, "reasoning_content", on ? json_stringn(r, len) : json_null()) != 0;
+}
+
 /* Choice i of a whole response (a new reference; NULL when out of memory). */
 static json_t *whole_choice(conn_t *c, int i)
 {
@@ -527,7 +536,7 @@ static json_t *whole_choice(conn_t *c, int i)
                                                                              sits_srv_finish_str(g->finish), lp);
         json_t *msg = json_object_get(o, "message");
         if (msg && h.calls && g->finish != SITS_FINISH_STOP && json_object_set(msg, "tool_calls", h.calls) != 0) msg = NULL;
-        if (!msg || json_object_set_new(msg, "reasoning_content", h.r_len ? json_stringn(h.reasoning, h.r_len) : json_null()) != 0 ||
+        if (!msg || set_reasoning(msg, c, h.reasoning, h.r_len, h.r_len > 0) ||
             (h.c_len == 0 && json_object_set_new(msg, "content", json_null()) != 0)) {
             json_decref(o);
             o = NULL;
@@ -552,8 +561,8 @@ static json_t *whole_choice(conn_t *c, int i)
     }
     if (!o) o = sits_srv_choice_json(c->rq.kind, i, content, rs.c_len, sits_srv_finish_str(g->finish), lp);
     json_t *msg = json_object_get(o, "message");
-    if (g->rs_on && msg &&   /* vLLM: reasoning_content a string or null, content null when empty */
-        (json_object_set_new(msg, "reasoning_content", rs.has_r ? json_stringn(text + rs.r_off, rs.r_len) : json_null()) != 0 ||
+    if (g->rs_on && msg &&   /* vLLM: reasoning a string or null, content null when empty */
+        (set_reasoning(msg, c, text + rs.r_off, rs.r_len, rs.has_r) ||
          (rs.c_len == 0 && json_object_set_new(msg, "content", json_null()) != 0))) {
         json_decref(o);
         o = NULL;
@@ -828,14 +837,15 @@ static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
     return pend_add(c, s, len);
 }
 
-/* [reasoning] text[len] of choice i -> one chunk with delta.reasoning_content (and the logprobs since the last chunk). */
+/* [reasoning] text[len] of choice i -> one chunk with delta.reasoning and delta.reasoning_content (vLLM's DeltaMessage
+ * sets both) and the logprobs since the last chunk; nothing when the request does not include reasoning. */
 static int stream_reasoning_text(conn_t *c, int i, const char *text, size_t text_len)
 {
     size_t len = 0;
     json_t *lp = NULL;
-    if (text_len == 0) return 0;
+    if (text_len == 0 || !c->rq.include_reasoning) return 0;
     if (chunk_logprobs(c, &c->ch[i], &lp) != 0) return -1;
-    json_t *d = json_pack("{s:s%}", "reasoning_content", text, text_len);
+    json_t *d = json_pack("{s:s%, s:s%}", "reasoning", text, text_len, "reasoning_content", text, text_len);
     char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, lp, &len)
                 : (json_decref(lp), NULL);
     return pend_add(c, s, len);

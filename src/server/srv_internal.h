@@ -109,6 +109,7 @@ typedef struct {
     int tool_single;          /* parallel_tool_calls false: at most one call is returned */
     int reasoning;            /* [reasoning] chat: split the output with this parser (0: no) */
     int reasoning_closed;     /* [reasoning] the rendered prompt's last marker is </think> */
+    int include_reasoning;    /* [reasoning] vLLM's include_reasoning (default true): false drops the reasoning */
 } sits_srv_request_t;
 
 /* [logprobs] The "logprobs" member of one choice: completions' {tokens, token_logprobs, top_logprobs,

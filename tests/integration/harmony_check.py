@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """harmony_check.py URL with|without -- [reasoning] what harmony.sh asks of a server started on gpt-oss's chat
-template (see harmony.sh), through the official openai client; reasoning_content is not in the client's types
-and is read through model_extra. A guided choice forces the model's text (the harmony markup spelled in
+template (see harmony.sh), through the official openai client; reasoning / reasoning_content (vLLM's field and its
+older name, always equal here) are not in the client's types and are read through model_extra. A guided choice forces the model's text (the harmony markup spelled in
 ordinary tokens), so each result is known in advance. `with`: --reasoning-parser openai_gptoss (by auto);
 `without`: no reasoning parser. Prints the mismatches; exit 0 / 1."""
 import json
@@ -26,13 +26,17 @@ def check(cond, what):
 
 
 def rc(msg):
-    return (msg.model_extra or {}).get("reasoning_content")
+    """the reasoning of a message or delta: reasoning and reasoning_content must agree"""
+    extra = msg.model_extra or {}
+    check(extra.get("reasoning") == extra.get("reasoning_content"), "reasoning %r != reasoning_content %r" %
+          (extra.get("reasoning"), extra.get("reasoning_content")))
+    return extra.get("reasoning_content")
 
 
-def forced(text, max_tokens=200, **kw):
+def forced(text, max_tokens=200, extra=None, **kw):
     """request arguments whose output is text (cut at max_tokens)"""
     return dict(model="m", messages=ask, max_tokens=max_tokens, temperature=0,
-                extra_body={"structured_outputs": {"choice": [text]}}, **kw)
+                extra_body=dict({"structured_outputs": {"choice": [text]}}, **(extra or {})), **kw)
 
 
 def streamed(**kw):
@@ -44,7 +48,7 @@ def streamed(**kw):
             continue
         ch = ev.choices[0]
         d = ch.delta
-        r = (d.model_extra or {}).get("reasoning_content")
+        r = rc(d)
         kinds = [k for k in (r, d.content, d.tool_calls) if k]
         check(len(kinds) <= 1, "a chunk with two kinds: %s" % d)
         for t in (r or "", d.content or ""):
@@ -83,6 +87,12 @@ def with_parser():
     toks1 = toks
     check(spelled(toks) == t1, "streamed logprobs spell %r" % toks)
     check(n_r > 1, "the reasoning came in %d chunk(s), not as it was written" % n_r)
+    # include_reasoning false (vLLM's harmony path: the analysis channel dropped): null whole, no reasoning chunk
+    w = c.chat.completions.create(**forced(t1, extra={"include_reasoning": False})).choices[0]
+    check((rc(w.message), w.message.content) == (None, "It is sunny in Paris."), "include_reasoning false: %s" % w.message)
+    r, ct, calls, toks, fin, n_r = streamed(**forced(t1, extra={"include_reasoning": False}))
+    check((r, ct, fin, n_r) == (None, "It is sunny in Paris.", "stop", 0), "include_reasoning false streamed: %r %r %s %d" %
+          (r, ct, fin, n_r))
 
     # a tool call (the generation would stop at <|call|>): tool_calls, content null, finish tool_calls
     t2 = ("<|channel|>analysis<|message|>I need the weather tool.<|end|><|start|>assistant<|channel|>commentary "

@@ -3,10 +3,11 @@
 # fixture tokenizer: it spells "<think>" / "</think>" in several tokens) and the official openai client.
 # A guided choice (structured_outputs {"choice": [...]}) forces the model's exact text, so the split is known
 # (the checks: reasoning_check.py):
-#   qwen3 on Qwen3's template: message.reasoning_content / content (read through model_extra), the "\n\n"
+#   qwen3 on Qwen3's template: message.reasoning (== reasoning_content) / content (read through model_extra), the "\n\n"
 #     after </think> kept in content; streamed: delta.reasoning_content chunks (more than one: the 8-layer
 #     model streams token by token), then content, no marker in any delta, joined equal to the whole
 #     response; logprobs ride on the chunks (their tokens spell the whole output, markers included);
+#     include_reasoning false -> reasoning null, no reasoning chunk, the same content ("no" -> 400);
 #     enable_thinking false -> content only; hermes tool calls parsed from the content part only (a call
 #     written inside the reasoning is no call), whole and streamed; /v1/completions untouched;
 #   deepseek_r1 picked by auto from DeepSeek-R1-Distill-Qwen-32B's template (the choice logged at start):

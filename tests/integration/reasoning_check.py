@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """reasoning_check.py URL qwen3|deepseek_r1 -- [reasoning] what reasoning.sh asks of a server started with that
---reasoning-parser (see reasoning.sh), through the official openai client: message.reasoning_content and
-delta.reasoning_content are not in the client's types and are read through model_extra. A guided choice
-forces the model's text, so each split is known in advance. Prints the mismatches; exit 0 / 1."""
+--reasoning-parser (see reasoning.sh), through the official openai client: message.reasoning / reasoning_content and
+delta.reasoning / reasoning_content (vLLM's field and its older name, always equal here) are not in the client's
+types and are read through model_extra. A guided choice forces the model's text, so each split is known in advance.
+Prints the mismatches; exit 0 / 1."""
 import json
 import sys
 
@@ -22,14 +23,19 @@ def check(cond, what):
 
 
 def rc(msg):
-    return (msg.model_extra or {}).get("reasoning_content")
+    """the reasoning of a message or delta: reasoning and reasoning_content must agree"""
+    extra = msg.model_extra or {}
+    check(extra.get("reasoning") == extra.get("reasoning_content"), "reasoning %r != reasoning_content %r" %
+          (extra.get("reasoning"), extra.get("reasoning_content")))
+    return extra.get("reasoning_content")
 
 
-def forced(text, max_tokens=80, kwargs=None, **kw):
+def forced(text, max_tokens=80, kwargs=None, extra_body_add=None, **kw):
     """request arguments whose output is text (cut at max_tokens)"""
     body = {"structured_outputs": {"choice": [text]}}
     if kwargs is not None:
         body["chat_template_kwargs"] = kwargs
+    body.update(extra_body_add or {})
     return dict(model="m", messages=ask, max_tokens=max_tokens, temperature=0, extra_body=body, **kw)
 
 
@@ -43,7 +49,7 @@ def streamed(**kw):
             continue
         ch = ev.choices[0]
         d = ch.delta
-        r = (d.model_extra or {}).get("reasoning_content")
+        r = rc(d)
         check(not (r and d.content), "a chunk with both reasoning and content: %s" % d)
         if r:
             check(not content and not calls, "reasoning after the answer began: %r" % r)
@@ -77,6 +83,19 @@ def qwen3():
     check((r, ct, fin) == (rc(w.message), w.message.content, "stop"), "streamed: %r %r %s" % (r, ct, fin))
     check(spelled(toks) == t1, "streamed logprobs spell %r" % toks)
     check(n_r > 1, "the reasoning came in %d chunk(s), not as it was written" % n_r)
+
+    # include_reasoning false (vLLM's): the same split, the reasoning dropped -- null whole, no reasoning chunk streamed
+    w = c.chat.completions.create(**forced(t1, extra_body_add={"include_reasoning": False})).choices[0]
+    check(rc(w.message) is None and w.message.content == "\n\nHello there!" and
+          (w.message.model_extra or {}).get("reasoning", 1) is None, "include_reasoning false: %s" % w.message)
+    r, ct, calls, toks, fin, n_r = streamed(**forced(t1, extra_body_add={"include_reasoning": False}))
+    check((r, ct, fin, n_r) == (None, "\n\nHello there!", "stop", 0), "include_reasoning false streamed: %r %r %s %d" %
+          (r, ct, fin, n_r))
+    try:
+        c.chat.completions.create(**forced(t1, extra_body_add={"include_reasoning": "no"}))
+        check(False, "include_reasoning \"no\" was taken")
+    except openai.BadRequestError as e:
+        check("include_reasoning" in str(e), "include_reasoning \"no\": %s" % e)
 
     # enable_thinking false: the template closes the thinking, the model answers: content only
     kw = forced("Just an answer.", kwargs={"enable_thinking": False})
