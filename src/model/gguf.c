@@ -851,6 +851,11 @@ sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *name, char *b
         { "attn_qkv", "self_attn.qkv_proj" }, { "ffn_up", "mlp.gate_up_proj" },
     };
     const int is_phi3 = !strcmp(arch, "phi3");
+    static const struct { const char *gguf, *hf; } moe[] = {   /* [gguf moe] qwen3moe: the router and the experts' 3D tensors */
+        { "ffn_gate_inp", "mlp.gate" },            { "ffn_gate_exps", "mlp.experts.*.gate_proj" },
+        { "ffn_up_exps", "mlp.experts.*.up_proj" }, { "ffn_down_exps", "mlp.experts.*.down_proj" },
+    };
+    const int is_moe = !strcmp(arch, "qwen3moe");
     static const struct { const char *gguf, *hf; } top[] = {
         { "token_embd", "model.embed_tokens" }, { "output_norm", "model.norm" }, { "output", "lm_head" },
     };
@@ -887,6 +892,12 @@ sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *name, char *b
     for (size_t i = 0; is_phi3 && i < sizeof phi3 / sizeof phi3[0]; i++) {
         if (strlen(phi3[i].gguf) == plen && !strncmp(part, phi3[i].gguf, plen)) {
             n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, phi3[i].hf, dot);
+            return n >= 0 && (size_t)n < len ? SITS_OK : SITS_ERR_INVALID;
+        }
+    }
+    for (size_t i = 0; is_moe && i < sizeof moe / sizeof moe[0]; i++) {
+        if (strlen(moe[i].gguf) == plen && !strncmp(part, moe[i].gguf, plen)) {
+            n = snprintf(buf, len, "model.layers.%.*s.%s%s", (int)(q - p), p, moe[i].hf, dot);
             return n >= 0 && (size_t)n < len ? SITS_OK : SITS_ERR_INVALID;
         }
     }

@@ -116,7 +116,10 @@ sits_status_t sits_gguf_dequantize(const sits_gguf_t *g, const sits_gguf_tensor_
  * an HF counterpart (rope_freqs, ...). */
 sits_status_t sits_gguf_hf_name(const char *gguf_name, char *buf, size_t len);
 /* [gguf gemma] The same for architecture arch: gemma2 / gemma3 name their four norms a layer otherwise
- * (attn_norm, post_attention_norm, ffn_norm -> pre_feedforward_layernorm, post_ffw_norm); llama, qwen2, qwen3 as above. */
+ * (attn_norm, post_attention_norm, ffn_norm -> pre_feedforward_layernorm, post_ffw_norm); llama, qwen2, qwen3 as above;
+ * [gguf phi3] phi3's fused attn_qkv / ffn_up -> self_attn.qkv_proj / mlp.gate_up_proj; [gguf moe] qwen3moe's router
+ * ffn_gate_inp -> mlp.gate and its experts' 3D tensors ffn_{gate,up,down}_exps [E, rows, cols] ->
+ * mlp.experts.*.{gate,up,down}_proj: a '*' the caller replaces with each expert's index (one slice each). */
 sits_status_t sits_gguf_hf_name_arch(const char *arch, const char *gguf_name, char *buf, size_t len);
 /* Undo llama.cpp's row permutation of attn_q / attn_k (convert_hf_to_gguf.py permute()) in place,
  * as transformers' LlamaTensorProcessor._reverse_permute_weights does: w is [rows, cols] with

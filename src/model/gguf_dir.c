@@ -6,10 +6,14 @@
  * the reference the tests compare with:
  *   config.json            transformers' GGUF_CONFIG_MAPPING for the architectures gguf.c maps (llama, mistral --
  *                          llama with "mistral" in general.name --, qwen2, qwen3, gemma2, gemma3 -> gemma3_text,
- *                          [gguf phi3] phi3): context_length, block_count, feed_forward_length, embedding_length,
+ *                          [gguf phi3] phi3, [gguf moe] qwen3moe -> qwen3_moe): context_length, block_count,
+ *                          feed_forward_length, embedding_length,
  *                          attention.head_count, head_count_kv, layer_norm_rms_epsilon, rope.freq_base, vocab_size, llama / mistral's
  *                          rope.dimension_count and gemma's attention.key_length as head_dim, gemma's
- *                          attention.sliding_window; tie_word_embeddings when there is no output.weight; the
+ *                          attention.sliding_window; qwen3moe's attention.key_length, expert_count, expert_used_count,
+ *                          expert_feed_forward_length (moe_intermediate_size: not in transformers' mapping, which keeps
+ *                          the class default 768) and norm_topk_prob true (transformers' GGUF default);
+ *                          tie_word_embeddings when there is no output.weight; the
  *                          tokenizer's bos / eos / pad ids. Keys the file lacks keep the config class's defaults.
  *   tokenizer.json         tokenizer.ggml.model "gpt2" (byte-level BPE: Llama 3, Qwen, SmolLM, Phi-4, Mistral-Nemo...),
  *                          as transformers' byte_level_tokenizer + add_gguf_special_tokens + set_split_regex: the
@@ -112,13 +116,14 @@ static int get_bool(const sits_gguf_t *g, const char *key, int def)
 static sits_status_t make_config(const sits_gguf_t *g, const char *arch, json_t **out_p)
 {
     static const char *const archs[][2] = { { "llama", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
-                                            { "gemma2", "gemma2" }, { "gemma3", "gemma3_text" }, { "phi3", "phi3" } };
+                                            { "gemma2", "gemma2" }, { "gemma3", "gemma3_text" }, { "phi3", "phi3" },
+                                            { "qwen3moe", "qwen3_moe" } };
     const char *mt = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (!strcmp(arch, archs[i][0])) mt = archs[i][1];
     if (!mt) {
         SITS_ERROR(SITS_SUB_MODEL, "%s: general.architecture \"%s\": a GGUF of this architecture needs its config.json beside it "
-                   "(built from the file: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)", sits_gguf_path(g), arch);
+                   "(built from the file: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe)", sits_gguf_path(g), arch);
         return SITS_ERR_UNSUPPORTED;
     }
     char *name = get_str(g, "general.name");
@@ -139,6 +144,14 @@ static sits_status_t make_config(const sits_gguf_t *g, const char *arch, json_t 
     if (st == SITS_OK && (!strcmp(mt, "llama") || !strcmp(mt, "mistral"))) st = put_num(c, g, arch, "rope.dimension_count", "head_dim", 0);
     if (st == SITS_OK && gemma) st = put_num(c, g, arch, "attention.key_length", "head_dim", 0);
     if (st == SITS_OK && gemma) st = put_num(c, g, arch, "attention.sliding_window", "sliding_window", 0);
+    if (!strcmp(mt, "qwen3_moe")) {   /* [gguf moe] transformers' qwen3_moe keys, and its GGUF default norm_topk_prob true */
+        if (st == SITS_OK) st = put_num(c, g, arch, "attention.key_length", "head_dim", 0);
+        if (st == SITS_OK) st = put_num(c, g, arch, "expert_count", "num_experts", 0);
+        if (st == SITS_OK) st = put_num(c, g, arch, "expert_used_count", "num_experts_per_tok", 0);
+        /* not in transformers' mapping (it keeps Qwen3MoeConfig's 768, Qwen3-30B-A3B's): llama.cpp writes the width */
+        if (st == SITS_OK) st = put_num(c, g, arch, "expert_feed_forward_length", "moe_intermediate_size", 0);
+        if (st == SITS_OK && json_object_set_new(c, "norm_topk_prob", json_true()) != 0) st = SITS_ERR_NOMEM;
+    }
     if (st == SITS_OK && !json_object_get(c, "vocab_size")) {   /* transformers: len(tokenizer.ggml.tokens) where the key is absent */
         const sits_gguf_kv_t *t = sits_gguf_kv_find(g, "tokenizer.ggml.tokens");
         if (t && t->type == SITS_GGUF_ARRAY) st = json_object_set_new(c, "vocab_size", json_integer((json_int_t)t->n)) ? SITS_ERR_NOMEM : SITS_OK;

@@ -73,9 +73,10 @@ sits_status_t sits_model_moe_config_parse(const void *json_root, const char *wha
         /* the Hub's Qwen configs say num_experts; transformers 5 writes its attribute name num_local_experts */
         const json_t *ne = json_object_get(root, "num_experts");
         int alias = (!ne || json_is_null(ne)) && json_object_get(root, "num_local_experts");
-        SITS_CHECK(moe_int(root, alias ? "num_local_experts" : "num_experts", what, 0, 60, &cfg->moe.n_experts));
-        SITS_CHECK(moe_int(root, "num_experts_per_tok", what, 0, 4, &cfg->moe.top_k));
-        SITS_CHECK(moe_int(root, "moe_intermediate_size", what, 0, 1408, &cfg->moe.moe_inter));
+        /* the config classes' defaults where a key is absent: Qwen2MoeConfig 60 / 4 / 1408, Qwen3MoeConfig 128 / 8 / 768 */
+        SITS_CHECK(moe_int(root, alias ? "num_local_experts" : "num_experts", what, 0, qwen3_moe ? 128 : 60, &cfg->moe.n_experts));
+        SITS_CHECK(moe_int(root, "num_experts_per_tok", what, 0, qwen3_moe ? 8 : 4, &cfg->moe.top_k));
+        SITS_CHECK(moe_int(root, "moe_intermediate_size", what, 0, qwen3_moe ? 768 : 1408, &cfg->moe.moe_inter));
         SITS_CHECK(moe_int(root, "shared_expert_intermediate_size", what, 0, qwen3_moe ? 0 : 5632, &cfg->moe.shared_inter));
         if (qwen3_moe && cfg->moe.shared_inter) {
             SITS_ERROR(SITS_SUB_MODEL, "%s: shared_expert_intermediate_size: qwen3_moe has no shared expert", what);

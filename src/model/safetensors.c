@@ -408,12 +408,12 @@ static sits_status_t gguf_heads(const sits_gguf_t *g, char arch_out[16], int *pe
         SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: missing or not a string", path);
         return SITS_ERR_FORMAT;
     }
-    static const char *const known[] = { "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" };
+    static const char *const known[] = { "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe" };
     size_t ai;
     for (ai = 0; ai < sizeof known / sizeof known[0] && !(alen == strlen(known[ai]) && !memcmp(arch, known[ai], alen)); ai++) {}
     if (ai == sizeof known / sizeof known[0]) {
-        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2, qwen3, gemma2, gemma3 and phi3 "
-                   "GGUF files can be loaded", path, (int)(alen > 64 ? 64 : alen), arch);
+        SITS_ERROR(SITS_SUB_MODEL, "%s: key general.architecture: \"%.*s\": only llama, qwen2, qwen3, gemma2, gemma3, phi3 and "
+                   "qwen3moe GGUF files can be loaded", path, (int)(alen > 64 ? 64 : alen), arch);
         return SITS_ERR_UNSUPPORTED;
     }
     snprintf(arch_out, 16, "%s", known[ai]);
@@ -443,7 +443,7 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
     sits_status_t s;
     sits_gguf_t *g = NULL;
     float *buf = NULL, *tmp = NULL;
-    size_t fi, n_before = st->n, n_skip = 0, n_type[64] = { 0 };
+    size_t fi, n_before = st->n, n_skip = 0, n_type[64] = { 0 }, n_entries = 0;
     uint64_t total = 0, max_qk = 0;
     int64_t n_head, n_kv;
     int permute;
@@ -462,6 +462,12 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
             goto out_close;
         }
         uint64_t numel = sits_gguf_tensor_numel(t);
+        if (strchr(hf, '*') && (t->ndim != 3 || t->ne[2] < 1 || t->ne[2] > 4096)) {   /* [gguf moe] one entry an expert */
+            SITS_ERROR(SITS_SUB_MODEL, "%s: tensor %s: expected [experts, rows, cols] with 1 to 4096 experts", path, t->name);
+            s = SITS_ERR_FORMAT;
+            goto out_close;
+        }
+        n_entries += strchr(hf, '*') ? (size_t)t->ne[2] : 1;
         if (permute && (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k."))) {
             int64_t nh = strstr(t->name, ".attn_q.") ? n_head : n_kv, rows = t->ndim >= 2 ? t->ne[1] : t->ne[0];
             if (t->ndim > 2 || rows % nh != 0 || (rows / nh) % 2 != 0) {
@@ -489,7 +495,7 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
     }
     SITS_CHECK_GOTO(st_add_file(st, path, NULL, 0, &fi), s, out_free);
     st->files[fi].owned = buf; /* st frees it from now on */
-    SITS_CHECK_GOTO(st_reserve(st, n, path), s, out_free_tmp);
+    SITS_CHECK_GOTO(st_reserve(st, n_entries, path), s, out_free_tmp);
     float *dst = buf;
     for (size_t i = 0; i < n; i++) {
         const sits_gguf_tensor_t *t = sits_gguf_tensor_at(g, i);
@@ -507,20 +513,29 @@ static sits_status_t st_gguf_into(sits_st_t *st, const char *path)
             SITS_CHECK_GOTO(sits_gguf_unpermute_qk(dst, rows, cols, strstr(t->name, ".attn_q.") ? n_head : n_kv, tmp),
                             s, err_unwind);
         }
-        sits_st_tensor_t *e = &st->tensors[st->n];
-        memset(e, 0, sizeof *e);
-        if (!(e->name = strdup(hf))) {
-            SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", path);
-            s = SITS_ERR_NOMEM;
-            goto err_unwind;
+        /* [gguf moe] a 3D experts tensor [E, rows, cols] becomes E entries [rows, cols] (its contiguous slices), the
+         * name's '*' the expert's index: the per-expert names of the HF checkpoints */
+        const char *star = strchr(hf, '*');
+        const int parts = star ? (int)t->ne[2] : 1;
+        const uint64_t per = numel / (uint64_t)parts;
+        for (int x = 0; x < parts; x++) {
+            sits_st_tensor_t *e = &st->tensors[st->n];
+            memset(e, 0, sizeof *e);
+            char name[352];
+            if (star) snprintf(name, sizeof name, "%.*s%d%s", (int)(star - hf), hf, x, star + 1);
+            if (!(e->name = strdup(star ? name : hf))) {
+                SITS_ERROR(SITS_SUB_MODEL, "%s: out of memory", path);
+                s = SITS_ERR_NOMEM;
+                goto err_unwind;
+            }
+            e->dtype = SITS_DT_F32;
+            e->ndim = star ? 2 : t->ndim;
+            for (int d = 0; d < e->ndim; d++) e->shape[d] = t->ne[e->ndim - 1 - d];
+            e->data = dst + (size_t)x * per;
+            e->nbytes = (size_t)per * sizeof *dst;
+            e->file = st->files[fi].path;
+            st->n++;
         }
-        e->dtype = SITS_DT_F32;
-        e->ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) e->shape[d] = t->ne[t->ndim - 1 - d];
-        e->data = dst;
-        e->nbytes = (size_t)numel * sizeof *dst;
-        e->file = st->files[fi].path;
-        st->n++;
         dst += numel;
         n_type[t->ggml_type & 63]++;
     }

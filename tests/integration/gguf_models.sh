@@ -1,10 +1,12 @@
 #!/bin/bash
-# [gguf gemma] [gguf phi3] GGUFs served on their own: `sits-dist --model NAME.gguf` with nothing beside it -- config (the
+# [gguf gemma] [gguf phi3] [gguf moe] GGUFs served on their own: `sits-dist --model NAME.gguf` with nothing beside it -- config (the
 # class's defaults for what the file does not state: Gemma's soft-capping and query_pre_attn_scalar), tokenizer
 # (gguf_dir.c's gemma_tokenizer / phi3_tokenizer) and weights (F16 / Q8_0 / Q4_0; Gemma's norms stored as 1 + w,
-# Phi-3's fused attn_qkv and gate/up ffn_up) all from the file:
+# Phi-3's fused attn_qkv and gate/up ffn_up, Qwen3-MoE's ffn_*_exps) all from the file:
 #   gemma2_model.gguf  Gemma 2 with a sliding-window layer and Gemma's sentencepiece vocabulary;
-#   phi3_model.gguf    Phi-3 with a Llama sentencepiece vocabulary (prefix space by the normalizer), its chat tokens.
+#   phi3_model.gguf    Phi-3 with a Llama sentencepiece vocabulary (prefix space by the normalizer), its chat tokens;
+#   qwen3moe_model.gguf  Qwen3-MoE (4 experts, top 2, 3D expert tensors split per expert) with a byte-level vocabulary
+#                      and Qwen's split regex; also at EP 2.
 # Reference: tests/unit/data/gguf/NAME.json, transformers' from_pretrained(dir, gguf_file=...) of the same file
 # (tests/ref/gen_gguf_models.py: fp32, eager, 12 greedy tokens a text). Checks for each: --tokenize == HF's ids;
 # --prompt-ids greedy == HF's 12 tokens for every text at TP 1, and for the first at TP 2; the rebuilt directory gone.
@@ -14,7 +16,7 @@ command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is needed to read th
 D="$top_srcdir/tests/unit/data/gguf"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export TMPDIR=$tmp
-for name in gemma2_model phi3_model; do
+for name in gemma2_model phi3_model qwen3moe_model; do
   m="$D/$name.gguf"
   python3 - "$D/$name.json" "$SITS" "$m" > "$tmp/cases" 2> "$tmp/tok" <<'PYEOF'
 import json, subprocess, sys
@@ -38,6 +40,9 @@ PYEOF
   IFS=$'\t' read -r ids want nnew tok_ok < "$tmp/cases"
   got=$(timeout 300 $SITS_MPIRUN -np 2 -x TMPDIR "$SITS" --model "$m" --prompt-ids "$ids" --temperature 0 --max-tokens "$nnew" --ignore-eos 2> "$tmp/e" < /dev/null | tail -1)
   [ "$got" = "$want" ] && ok "$name: TP 2: HF's greedy tokens" || { bad "$name: TP 2: '$got' want '$want'"; tail -3 "$tmp/e"; }
+  [ "$name" = qwen3moe_model ] || continue   # [gguf moe] the experts split over the ranks too
+  got=$(timeout 300 $SITS_MPIRUN -np 2 -x TMPDIR "$SITS" --model "$m" --ep 2 --prompt-ids "$ids" --temperature 0 --max-tokens "$nnew" --ignore-eos 2> "$tmp/e" < /dev/null | tail -1)
+  [ "$got" = "$want" ] && ok "$name: EP 2: HF's greedy tokens" || { bad "$name: EP 2: '$got' want '$want'"; tail -3 "$tmp/e"; }
 done
 [ -z "$(ls "$tmp" | grep sits-gguf-)" ] && ok "no rebuilt directory left in \$TMPDIR" || bad "sits-gguf-* left in \$TMPDIR"
 finish

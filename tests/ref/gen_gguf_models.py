@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""[gguf gemma] [gguf phi3] GGUFs served on their own (tests/integration/gguf_models.sh) and what transformers makes of them.
+"""[gguf gemma] [gguf phi3] [gguf moe] GGUFs served on their own (tests/integration/gguf_models.sh) and what transformers makes of them.
 
 Writes into tests/unit/data/gguf/, for each model, NAME.gguf and NAME.json (the reference):
   gemma2_model  a 2-layer gemma2 (hidden 64, 4 heads / 2 KV heads, head_dim 16, ffn 128, sliding window 4 on layer 0,
@@ -7,7 +7,11 @@ Writes into tests/unit/data/gguf/, for each model, NAME.gguf and NAME.json (the 
                 (gen_gguf_tokenizers.py: Gemma's sentencepiece vocabulary, merges by file order);
   phi3_model    a 2-layer phi3 (hidden 64, 4 heads / 4 KV heads, ffn 128, its own head) with the fused attn_qkv and
                 ffn_up (gate and up) llama.cpp writes, and a Llama sentencepiece vocabulary (the spm fixture's, scores
-                -id, no merges) plus Phi-3's chat tokens, add_bos_token false.
+                -id, no merges) plus Phi-3's chat tokens, add_bos_token false;
+  qwen3moe_model  a 2-layer qwen3moe (hidden 64, 4 / 2 heads, head_dim 16, q / k norms, 4 experts of ffn 768 -- the
+                Qwen3MoeConfig default transformers keeps for GGUFs --, top 2) with the router ffn_gate_inp and the 3D
+                expert tensors ffn_{gate,up,down}_exps llama.cpp writes, and tok_bpe.gguf's byte-level vocabulary with
+                tokenizer.ggml.pre "qwen2".
 Random weights in the types llama.cpp uses (F16 embeddings, Q8_0 / Q4_0 / F16 linears, F32 norms) and only the
 metadata llama.cpp's converters write: the config keys a file lacks (Gemma's soft-capping and query_pre_attn_scalar...)
 take the config class's defaults, in transformers as in sits-dist.
@@ -34,7 +38,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_gguf_tokenizers import ROOT, TEMPLATE, gemma_tokens, gemma_tokenizer_keys  # noqa: E402
+from gen_gguf_tokenizers import ROOT, TEMPLATE, bpe_tokenizer_keys, bpe_vocab, gemma_tokens, gemma_tokenizer_keys  # noqa: E402
 
 OUT = os.path.normpath(os.path.join(HERE, "..", "unit", "data", "gguf"))
 HIDDEN, HD, FFN, LAYERS = 64, 16, 128, 2
@@ -43,6 +47,7 @@ TEXTS = ["The quick brown fox jumps over the lazy dog", "Hello world, numbers 12
 PHI3_TEXTS = ["<|user|>\nHow are you?<|end|>\n<|assistant|>\n"]
 PHI3_CHAT = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"]
 NEW = 12
+EXPERTS, TOP_K, EXPERT_FFN = 4, 2, 768   # qwen3moe: 768 is Qwen3MoeConfig's default, which transformers keeps for GGUFs
 
 
 def phi3_tokenizer_keys(w):
@@ -73,9 +78,9 @@ def phi3_tokenizer_keys(w):
 
 
 def write(path, arch):
-    rng = np.random.default_rng(23 if arch == "gemma2" else 29)
-    gemma = arch == "gemma2"
-    heads, kv = (4, 2) if gemma else (4, 4)
+    rng = np.random.default_rng({"gemma2": 23, "phi3": 29, "qwen3moe": 31}[arch])
+    gemma, moe = arch == "gemma2", arch == "qwen3moe"
+    heads, kv = (4, 2) if gemma or moe else (4, 4)
     w = gguf.GGUFWriter(path, arch)
     w.add_block_count(LAYERS)
     w.add_context_length(256)
@@ -83,11 +88,15 @@ def write(path, arch):
     w.add_feed_forward_length(FFN)
     w.add_head_count(heads)
     w.add_head_count_kv(kv)
-    if gemma:
+    if gemma or moe:
         w.add_key_length(HD)
         w.add_value_length(HD)
     else:
         w.add_rope_dimension_count(HD)
+    if moe:
+        w.add_expert_count(EXPERTS)
+        w.add_expert_used_count(TOP_K)
+        w.add_expert_feed_forward_length(EXPERT_FFN)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-6 if gemma else 1e-5)
     if gemma:
@@ -95,6 +104,10 @@ def write(path, arch):
         tokens = gemma_tokens()
         gemma_tokenizer_keys(w, tokens)
         V = len(tokens)
+    elif moe:
+        vocab = bpe_vocab()
+        bpe_tokenizer_keys(w, "qwen2", vocab)
+        V = len(vocab[0])
     else:
         V = phi3_tokenizer_keys(w)
 
@@ -116,6 +129,12 @@ def write(path, arch):
                    attn_output=((HIDDEN, heads * HD), Q.Q8_0), ffn_gate=((FFN, HIDDEN), Q.Q4_0), ffn_up=((FFN, HIDDEN), Q.Q8_0),
                    ffn_down=((HIDDEN, FFN), Q.F16))
         norms = ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm")
+    elif moe:   # [gguf moe] q / k norms; the router and the experts' 3D tensors [experts, rows, cols]
+        lin = dict(attn_q=((heads * HD, HIDDEN), Q.Q8_0), attn_k=((kv * HD, HIDDEN), Q.Q4_0), attn_v=((kv * HD, HIDDEN), Q.F16),
+                   attn_output=((HIDDEN, heads * HD), Q.Q8_0), ffn_gate_inp=((EXPERTS, HIDDEN), Q.F32),
+                   ffn_gate_exps=((EXPERTS, EXPERT_FFN, HIDDEN), Q.Q8_0), ffn_up_exps=((EXPERTS, EXPERT_FFN, HIDDEN), Q.Q4_0),
+                   ffn_down_exps=((EXPERTS, HIDDEN, EXPERT_FFN), Q.Q8_0))
+        norms = ("attn_norm", "ffn_norm")
     else:   # [gguf phi3] q, k, v rows in one tensor; gate rows, then up rows in ffn_up
         lin = dict(attn_qkv=(((heads + 2 * kv) * HD, HIDDEN), Q.Q8_0), attn_output=((HIDDEN, heads * HD), Q.Q4_0),
                    ffn_up=((2 * FFN, HIDDEN), Q.Q8_0), ffn_down=((HIDDEN, FFN), Q.F16))
@@ -123,8 +142,11 @@ def write(path, arch):
     for l in range(LAYERS):
         for k in norms:
             add(f"blk.{l}.{k}.weight", 1.0 + 0.1 * rng.standard_normal(HIDDEN), Q.F32)
+        if moe:
+            for k in ("attn_q_norm", "attn_k_norm"):
+                add(f"blk.{l}.{k}.weight", 1.0 + 0.1 * rng.standard_normal(HD), Q.F32)
         for k, (shape, t) in lin.items():
-            add(f"blk.{l}.{k}.weight", 3.0 * rng.standard_normal(shape) / np.sqrt(shape[1]), t)
+            add(f"blk.{l}.{k}.weight", 3.0 * rng.standard_normal(shape) / np.sqrt(shape[-1]), t)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -155,7 +177,9 @@ def reference(path, texts, keys):
 MODELS = [("gemma2_model", "gemma2", TEXTS, ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
                                              "sliding_window", "head_dim", "vocab_size", "hidden_activation")),
           ("phi3_model", "phi3", TEXTS + PHI3_TEXTS, ("sliding_window", "head_dim", "vocab_size", "hidden_act",
-                                                     "tie_word_embeddings", "rope_parameters"))]
+                                                     "tie_word_embeddings", "rope_parameters")),
+          ("qwen3moe_model", "qwen3moe", TEXTS, ("head_dim", "vocab_size", "num_experts", "num_experts_per_tok",
+                                                 "moe_intermediate_size", "norm_topk_prob", "tie_word_embeddings"))]
 
 
 def main():

@@ -85,7 +85,9 @@ def write_spm(path):
     w.close()
 
 
-def write_bpe(path):
+def bpe_vocab():
+    """the bytelevel fixture's vocabulary as a GGUF lists it: (tokens, types, merges, bos id); two of its tokens
+    CONTROL (the specials, the first of them the BOS) and one USER_DEFINED"""
     j = json.load(open(os.path.join(ROOT, "fixtures", "tokenizers", "bytelevel", "tokenizer.json")))
     vocab = dict(j["model"]["vocab"])
     for a in j.get("added_tokens", []):
@@ -101,10 +103,14 @@ def write_bpe(path):
     user = tokens.index("Ġthe") if "Ġthe" in tokens else 300
     types[user] = T.USER_DEFINED
     bos = vocab[specials[0]] if specials else 0
-    w = gguf.GGUFWriter(path, "llama")
-    shape_keys(w, len(tokens))
+    return tokens, types, merges, bos
+
+
+def bpe_tokenizer_keys(w, pre, vocab):
+    """tok_bpe.gguf's tokenizer keys (pre: tokenizer.ggml.pre) for bpe_vocab()'s vocabulary"""
+    tokens, types, merges, bos = vocab
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("llama-bpe")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -112,11 +118,17 @@ def write_bpe(path):
     w.add_eos_token_id(bos)
     w.add_add_bos_token(True)
     w.add_chat_template(TEMPLATE)
+
+
+def write_bpe(path):
+    vocab = bpe_vocab()
+    w = gguf.GGUFWriter(path, "llama")
+    shape_keys(w, len(vocab[0]))
+    bpe_tokenizer_keys(w, "llama-bpe", vocab)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return specials
 
 
 def write_gemma(path):

@@ -413,7 +413,7 @@ static void test_arch_dirs(void **state)
             sits_status_t s = sits_st_open_dir(dir, &st);
             char *log = tm_capture_end(&cap);
             assert_int_equal(s, SITS_ERR_UNSUPPORTED);
-            assert_non_null(strstr(log, "\"gemma\": only llama, qwen2, qwen3, gemma2, gemma3 and phi3 GGUF files can be loaded"));
+            assert_non_null(strstr(log, "\"gemma\": only llama, qwen2, qwen3, gemma2, gemma3, phi3 and qwen3moe GGUF files can be loaded"));
             free(log);
             unlink(path);
             rmdir(dir);
