@@ -9,7 +9,10 @@ no WebSocket client is needed). The script:
   2. types the key, then a message into the text box and presses Enter (real input events);
   3. waits until the streamed answer is complete, checks it holds words and that tokens/s shows;
   4. opens BASE_URL/?q=... (the key is remembered for the session): the page sends it by itself;
-  5. saves a screenshot (PNG) of the conversation.
+  5. with THINK_URL set (a server with --reasoning-parser deepseek_r1 on DeepSeek-R1's template, no key): opens
+     THINK_URL/?q=...&thinking=on: the reasoning streams into the message's "thinking" block (the demo model never
+     closes it, so all of the output is thinking and the answer is empty);
+  6. saves a screenshot (PNG) of the conversation.
 Prints what it saw and "PASS", or the reason and exits 1. Exit 77 if Chromium cannot start.
 """
 import base64
@@ -207,7 +210,23 @@ def main():
             if st["user"] != ["How do I open a file?"]:
                 fails.append("?q= message: %r" % st["user"])
             check_answer(st, 1, fails)
-            # 4. screenshot
+            # 5. [reasoning] the thinking block
+            think_url = os.environ.get("THINK_URL")
+            if think_url:
+                cdp.call("Page.navigate", {"url": think_url + "/?q=Hello&temperature=0&max_tokens=24&thinking=on"})
+                cdp.wait_event("Page.loadEventFired")
+                cdp.wait_for("document.querySelectorAll('.msg.assistant').length === 1 && "
+                             "document.body.dataset.state === 'idle'", "the thinking answer", 90)
+                th = cdp.eval("(() => { const d = document.querySelector('.msg.assistant details.thinking'); "
+                              "return d ? { text: d.lastChild.textContent, summary: d.firstChild.textContent, "
+                              "answer: document.querySelector('.msg.assistant > span').textContent, "
+                              "errors: document.querySelectorAll('.msg.error').length } : null; })()")
+                print("thinking: %r" % th)
+                if not th or not re.search(r"\S", th["text"]) or th["errors"]:
+                    fails.append("no thinking block with text: %r" % th)
+                elif th["answer"] != "(no text)":
+                    fails.append("an answer beside an unclosed thinking: %r" % th)
+            # 6. screenshot
             png = base64.b64decode(cdp.call("Page.captureScreenshot", {"format": "png"})["data"])
             with open(shot, "wb") as f:
                 f.write(png)
