@@ -3033,9 +3033,9 @@ static void test_moe_all(ctx_t *c)
     test_moe_dev_q(c, 256, 8, 16, 256, 192, 1, 1);
     test_moe_fused(c, 128, 8, 2048, 768, 0, 0);   /* [moe fuse] Qwen3-30B-A3B, batch 1 */
     test_moe_fused(c, 128, 8, 2048, 768, 1, 0);   /* FP8 experts */
-    test_moe_fused(c, 32, 4, 2880, 2880, 0, 1);   /* gpt-oss-20b: biases, the clamped SwiGLU, H not a multiple of 2048 */
+    test_moe_fused(c, 32, 4, 2880, 64, 0, 1);     /* gpt-oss-20b-like: biases, the clamped SwiGLU, H not a multiple of 2048 */
     test_moe_fused(c, 8, 2, 4096, 1024, 0, 0);    /* Mixtral-like: two router blocks */
-    test_moe_fused(c, 60, 4, 256, 40, 1, 1);      /* E not a multiple of the router's rows; short rows */
+    test_moe_fused(c, 62, 4, 256, 40, 1, 1);      /* E not a multiple of the router's 4 rows a block; short rows */
     test_moe_fused(c, 256, 1, 512, 64, 0, 0);     /* top 1; 8 logits a lane */
 }
 
