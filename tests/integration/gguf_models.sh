@@ -4,6 +4,7 @@
 # (gguf_dir.c's gemma_tokenizer / phi3_tokenizer) and weights (F16 / Q8_0 / Q4_0; Gemma's norms stored as 1 + w,
 # Phi-3's fused attn_qkv and gate/up ffn_up, Qwen3-MoE's ffn_*_exps) all from the file:
 #   gemma2_model.gguf  Gemma 2 with a sliding-window layer and Gemma's sentencepiece vocabulary;
+#   gemma3_model.gguf  Gemma 3: five sliding layers and a global one (their two RoPE bases), q / k norms;
 #   phi3_model.gguf    Phi-3 with a Llama sentencepiece vocabulary (prefix space by the normalizer), its chat tokens;
 #   qwen3moe_model.gguf  Qwen3-MoE (4 experts, top 2, 3D expert tensors split per expert) with a byte-level vocabulary
 #                      and Qwen's split regex; also at EP 2.
@@ -16,7 +17,7 @@ command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is needed to read th
 D="$top_srcdir/tests/unit/data/gguf"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export TMPDIR=$tmp
-for name in gemma2_model phi3_model qwen3moe_model; do
+for name in gemma2_model gemma3_model phi3_model qwen3moe_model; do
   m="$D/$name.gguf"
   python3 - "$D/$name.json" "$SITS" "$m" > "$tmp/cases" 2> "$tmp/tok" <<'PYEOF'
 import json, subprocess, sys

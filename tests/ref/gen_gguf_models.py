@@ -8,6 +8,8 @@ Writes into tests/unit/data/gguf/, for each model, NAME.gguf and NAME.json (the 
   phi3_model    a 2-layer phi3 (hidden 64, 4 heads / 4 KV heads, ffn 128, its own head) with the fused attn_qkv and
                 ffn_up (gate and up) llama.cpp writes, and a Llama sentencepiece vocabulary (the spm fixture's, scores
                 -id, no merges) plus Phi-3's chat tokens, add_bos_token false;
+  gemma3_model  a 6-layer gemma3 (five sliding-window layers, then a global one: the two RoPE bases), q / k norms,
+                otherwise as gemma2_model;
   qwen3moe_model  a 2-layer qwen3moe (hidden 64, 4 / 2 heads, head_dim 16, q / k norms, 4 experts of ffn 768 -- the
                 Qwen3MoeConfig default transformers keeps for GGUFs --, top 2) with the router ffn_gate_inp and the 3D
                 expert tensors ffn_{gate,up,down}_exps llama.cpp writes, and tok_bpe.gguf's byte-level vocabulary with
@@ -78,11 +80,12 @@ def phi3_tokenizer_keys(w):
 
 
 def write(path, arch):
-    rng = np.random.default_rng({"gemma2": 23, "phi3": 29, "qwen3moe": 31}[arch])
-    gemma, moe = arch == "gemma2", arch == "qwen3moe"
+    rng = np.random.default_rng({"gemma2": 23, "phi3": 29, "qwen3moe": 31, "gemma3": 37}[arch])
+    gemma, moe, gemma3 = arch.startswith("gemma"), arch == "qwen3moe", arch == "gemma3"
     heads, kv = (4, 2) if gemma or moe else (4, 4)
+    layers = 6 if gemma3 else LAYERS   # Gemma 3: five sliding layers, then a global one
     w = gguf.GGUFWriter(path, arch)
-    w.add_block_count(LAYERS)
+    w.add_block_count(layers)
     w.add_context_length(256)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
@@ -97,7 +100,7 @@ def write(path, arch):
         w.add_expert_count(EXPERTS)
         w.add_expert_used_count(TOP_K)
         w.add_expert_feed_forward_length(EXPERT_FFN)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_freq_base(1000000.0 if gemma3 else 10000.0)
     w.add_layer_norm_rms_eps(1e-6 if gemma else 1e-5)
     if gemma:
         w.add_sliding_window(4)
@@ -139,10 +142,10 @@ def write(path, arch):
         lin = dict(attn_qkv=(((heads + 2 * kv) * HD, HIDDEN), Q.Q8_0), attn_output=((HIDDEN, heads * HD), Q.Q4_0),
                    ffn_up=((2 * FFN, HIDDEN), Q.Q8_0), ffn_down=((HIDDEN, FFN), Q.F16))
         norms = ("attn_norm", "ffn_norm")
-    for l in range(LAYERS):
+    for l in range(layers):
         for k in norms:
             add(f"blk.{l}.{k}.weight", 1.0 + 0.1 * rng.standard_normal(HIDDEN), Q.F32)
-        if moe:
+        if moe or gemma3:
             for k in ("attn_q_norm", "attn_k_norm"):
                 add(f"blk.{l}.{k}.weight", 1.0 + 0.1 * rng.standard_normal(HD), Q.F32)
         for k, (shape, t) in lin.items():
@@ -179,7 +182,9 @@ MODELS = [("gemma2_model", "gemma2", TEXTS, ("query_pre_attn_scalar", "attn_logi
           ("phi3_model", "phi3", TEXTS + PHI3_TEXTS, ("sliding_window", "head_dim", "vocab_size", "hidden_act",
                                                      "tie_word_embeddings", "rope_parameters")),
           ("qwen3moe_model", "qwen3moe", TEXTS, ("head_dim", "vocab_size", "num_experts", "num_experts_per_tok",
-                                                 "moe_intermediate_size", "norm_topk_prob", "tie_word_embeddings"))]
+                                                 "moe_intermediate_size", "norm_topk_prob", "tie_word_embeddings")),
+          ("gemma3_model", "gemma3", TEXTS, ("query_pre_attn_scalar", "sliding_window", "head_dim", "vocab_size",
+                                             "layer_types", "rope_parameters", "final_logit_softcapping"))]
 
 
 def main():
