@@ -372,7 +372,9 @@ static sits_status_t make_tokenizer(const sits_gguf_t *g, const char *arch, json
         if (sits_gguf_kv_get_str(g, tokens, i, &s, &n) != SITS_OK || !(names[i] = malloc(n + 1))) goto out;
         memcpy(names[i], s, n);
         names[i][n] = 0;
-        if (gemma && n && strspn(names[i], " ") == n) {   /* [gguf gemma] a token of spaces is looked up as U+2581s */
+        /* [gguf gemma] a blank token with a space in it (" ", "  ", " \n": transformers' `" " in t and not t.strip()`,
+         * ASCII whitespace here) is looked up as that many U+2581s */
+        if (gemma && n && memchr(names[i], ' ', n) && strspn(names[i], " \t\n\r\v\f") == n) {
             free(names[i]);
             if (!(names[i] = malloc(3 * n + 1))) goto out;
             for (size_t k = 0; k <= n; k++) strcpy(names[i] + 3 * k, k < n ? "\u2581" : "");
