@@ -493,10 +493,36 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "documents", "'documents' must be an array");
         return -1;
     }
+    /* [reasoning] reasoning_effort (OpenAI's; vLLM's values): a template variable (gpt-oss's "Reasoning: low"), and
+     * enable_thinking = (effort != "none") unless chat_template_kwargs sets it, as vLLM's build_chat_params does */
+    json_t *effort = field(root, "reasoning_effort"), *kw_owned = NULL;
+    if (effort && !json_is_null(effort)) {
+        static const char *const efforts[] = { "none", "minimal", "low", "medium", "high", "xhigh", "max" };
+        size_t ei = 0;
+        while (json_is_string(effort) && ei < sizeof efforts / sizeof efforts[0] && strcmp(json_string_value(effort), efforts[ei]) != 0)
+            ei++;
+        if (!json_is_string(effort) || ei == sizeof efforts / sizeof efforts[0]) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, "reasoning_effort",
+                               "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max");
+            return -1;
+        }
+        kw_owned = kwargs ? json_deep_copy(kwargs) : json_object();
+        if (!kw_owned || json_object_set(kw_owned, "reasoning_effort", effort) != 0 ||
+            (!json_object_get(kw_owned, "enable_thinking") &&
+             json_object_set_new(kw_owned, "enable_thinking", json_boolean(ei != 0)) != 0)) {
+            json_decref(kw_owned);
+            sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        kwargs = kw_owned;
+    }
     int rc = -1;
     char *rendered = NULL;
     json_t *msgs = chat_messages(m, err);
-    if (!msgs) return -1;
+    if (!msgs) {
+        json_decref(kw_owned);
+        return -1;
+    }
     sits_chat_input_t in = { .messages = msgs, .tools = tools, .documents = docs, .kwargs = kwargs,
                              .add_generation_prompt = add_gen, .continue_final_message = cont };
     sits_tmpl_error_t terr = { 0 };
@@ -522,6 +548,7 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
     rc = 0;
 out:
     json_decref(msgs);
+    json_decref(kw_owned);
     free(rendered);
     return rc;
 }

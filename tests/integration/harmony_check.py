@@ -137,6 +137,21 @@ def with_parser():
     got = streamed(**forced(t1, max_tokens=cut))[:2]
     check(got == (rc(w.message), None), "truncated streamed: %r" % (got,))
 
+    # reasoning_effort (the openai client's own parameter) is the template's reasoning_effort ("Reasoning: low" in the
+    # system message): the same prompt as passing it in chat_template_kwargs, another than the default (medium)
+    def prompt_tokens(**kw):
+        return c.chat.completions.create(model="m", messages=ask, max_tokens=1, temperature=0, **kw).usage.prompt_tokens
+    low = prompt_tokens(reasoning_effort="low")
+    check(low == prompt_tokens(extra_body={"chat_template_kwargs": {"reasoning_effort": "low", "enable_thinking": True}}) and
+          low != prompt_tokens() and prompt_tokens(reasoning_effort="medium") == prompt_tokens(),
+          "reasoning_effort low: %d prompt tokens, kwargs %d, default %d" %
+          (low, prompt_tokens(extra_body={"chat_template_kwargs": {"reasoning_effort": "low"}}), prompt_tokens()))
+    try:
+        prompt_tokens(extra_body={"reasoning_effort": "extreme"})
+        check(False, "reasoning_effort extreme was accepted")
+    except openai.BadRequestError as e:
+        check("reasoning_effort" in str(e), "reasoning_effort extreme: %s" % e)
+
     # tool_choice required cannot be forced in harmony: refused
     try:
         c.chat.completions.create(model="m", messages=ask, max_tokens=5, tools=TOOLS, tool_choice="required")

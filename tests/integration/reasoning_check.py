@@ -104,6 +104,15 @@ def qwen3():
     r, ct = streamed(**kw)[:2]
     check(r is None and ct == "Just an answer.", "enable_thinking false streamed: %r %r" % (r, ct))
 
+    # reasoning_effort "none" (vLLM): enable_thinking false unless chat_template_kwargs says otherwise -- the same prompt
+    def prompt_tokens(**kw):
+        return c.chat.completions.create(model="m", messages=ask, max_tokens=1, temperature=0, **kw).usage.prompt_tokens
+    off, on = (prompt_tokens(extra_body={"chat_template_kwargs": {"enable_thinking": v}}) for v in (False, True))
+    check(off != on and prompt_tokens(reasoning_effort="none") == off and prompt_tokens(reasoning_effort="high") == on and
+          prompt_tokens(reasoning_effort="none", extra_body={"chat_template_kwargs": {"enable_thinking": True}}) == on,
+          "reasoning_effort: none %d high %d, enable_thinking false %d true %d" %
+          (prompt_tokens(reasoning_effort="none"), prompt_tokens(reasoning_effort="high"), off, on))
+
     # tools: the hermes parser reads the content part only
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
               "properties": {"location": {"type": "string"}}, "required": ["location"]}}},
