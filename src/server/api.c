@@ -387,7 +387,8 @@ fail:
     return NULL;
 }
 
-/* messages -> the template's messages: role, content (string), and name / tool_calls / tool_call_id kept. */
+/* messages -> the template's messages: role, content (string), and name / tool_calls / tool_call_id kept; an assistant's
+ * reasoning (or reasoning_content) as reasoning. */
 static json_t *chat_messages(json_t *m, sits_srv_error_t *err)
 {
     json_t *out = json_array();
@@ -435,6 +436,17 @@ static json_t *chat_messages(json_t *m, sits_srv_error_t *err)
             json_t *tc = message_tool_calls(calls, i, err);
             if (!tc) goto fail;
             json_object_set_new(msg, "tool_calls", tc);
+        }
+        /* [reasoning] an assistant turn's thinking, sent back as vLLM takes it: reasoning, or its older name
+         * reasoning_content (the template sees both names and thinking: tokenizer/chat.c) */
+        json_t *rs = json_object_get(e, "reasoning");
+        if (!rs || json_is_null(rs)) rs = json_object_get(e, "reasoning_content");
+        if (rs && !json_is_null(rs)) {
+            if (!json_is_string(rs)) {
+                sits_srv_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%zu].reasoning must be a string", i);
+                goto fail;
+            }
+            if (strcmp(r, "assistant") == 0) json_object_set(msg, "reasoning", rs);
         }
         static const char *const keep[] = { "name", "tool_call_id" };
         for (int k = 0; k < 2; k++) {

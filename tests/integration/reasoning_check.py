@@ -113,6 +113,22 @@ def qwen3():
           "reasoning_effort: none %d high %d, enable_thinking false %d true %d" %
           (prompt_tokens(reasoning_effort="none"), prompt_tokens(reasoning_effort="high"), off, on))
 
+    # the thinking sent back in the history (vLLM takes reasoning, or reasoning_content): Qwen3's template writes an
+    # assistant turn's reasoning_content after the last user message -- the same prompt under either name, another
+    # without; a non-string is refused
+    def hist(**extra):
+        return [{"role": "user", "content": "Hello"}, dict({"role": "assistant", "content": "Hi there."}, **extra)]
+    def hist_tokens(msgs):
+        return c.chat.completions.create(model="m", messages=msgs, max_tokens=1, temperature=0,
+                                         extra_body={"add_generation_prompt": False, "continue_final_message": True}).usage.prompt_tokens
+    a, b, plain = hist_tokens(hist(reasoning="I greet back.")), hist_tokens(hist(reasoning_content="I greet back.")), hist_tokens(hist())
+    check(a == b and a != plain, "history reasoning: %d (reasoning) %d (reasoning_content) %d (none)" % (a, b, plain))
+    try:
+        hist_tokens(hist(reasoning=5))
+        check(False, "a numeric reasoning was accepted")
+    except openai.BadRequestError as e:
+        check("reasoning" in str(e), "numeric reasoning: %s" % e)
+
     # tools: the hermes parser reads the content part only
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
               "properties": {"location": {"type": "string"}}, "required": ["location"]}}},
