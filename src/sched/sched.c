@@ -1391,7 +1391,7 @@ static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t
     sp->n_bias = q->n_bias + ban;
     sp->n_hist = 0;
     if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
-    memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);
+    if (q->n_bias) memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);   /* (NULL when none) */
     s->n_pbias += (size_t)q->n_bias;
     for (int i = 0; i < ban; i++)
         s->pbias[s->n_pbias++] = (sits_sample_bias_t){ i < c->n_eos ? c->eos_token_ids[i] : q->stop_ids[i - c->n_eos], -INFINITY };

@@ -51,6 +51,10 @@ static int first_mark(const char *s, size_t n, unsigned want, size_t *at_p)
 {
     int best = -1;
     size_t at = n;
+    if (n == 0) {   /* s may be NULL then (an empty buffer): memchr must not see it */
+        *at_p = 0;
+        return -1;
+    }
     for (const char *p = s; (p = memchr(p, '<', (size_t)(s + n - p))) != NULL && (size_t)(p - s) < at; p++)
         for (int m = 0; m < N_MARK; m++)
             if ((want >> m & 1) && (size_t)(s + n - p) >= mark_len[m] && memcmp(p, marks[m], mark_len[m]) == 0) {
