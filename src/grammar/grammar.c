@@ -447,14 +447,14 @@ sits_status_t gb_finish(gram_builder_t *b, sits_grammar_t **g_p)
         g->alt_n[r] = b->rule_nalts[r];
         for (int k = 0; k < b->rule_nalts[r]; k++) {
             g->alts[aa++] = ea;
-            memcpy(g->elems + ea, b->alts[r][k].e, sizeof *g->elems * (size_t)b->alts[r][k].n);
+            if (b->alts[r][k].n) memcpy(g->elems + ea, b->alts[r][k].e, sizeof *g->elems * (size_t)b->alts[r][k].n);   /* e NULL when empty */
             ea += b->alts[r][k].n;
             g->elems[ea++] = (gram_elem_t){ GE_END, 0 };
         }
     }
     g->n_elems = ea;
     g->n_rules = b->n_rules;
-    memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
+    if (b->n_sets) memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
     g->n_sets = b->n_sets;
     if (arena_grow(g) != 0) goto nomem;
     atomic_init(&g->refs, 1);
