@@ -40,7 +40,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_gguf_tokenizers import ROOT, TEMPLATE, bpe_tokenizer_keys, bpe_vocab, gemma_tokens, gemma_tokenizer_keys  # noqa: E402
+from gen_gguf_tokenizers import (TEMPLATE, bpe_tokenizer_keys, bpe_vocab, gemma_tokens, gemma_tokenizer_keys,  # noqa: E402
+                                 spm_token_keys, spm_vocab)
 
 OUT = os.path.normpath(os.path.join(HERE, "..", "unit", "data", "gguf"))
 HIDDEN, HD, FFN, LAYERS = 64, 16, 128, 2
@@ -55,20 +56,8 @@ EXPERTS, TOP_K, EXPERT_FFN = 4, 2, 768   # qwen3moe: 768 is Qwen3MoeConfig's def
 def phi3_tokenizer_keys(w):
     """The spm fixture's vocabulary as llama.cpp writes a sentencepiece file (scores -id, no merges), Phi-3's chat
     tokens after it (CONTROL), <|endoftext|> the EOS and pad, add_bos_token false; returns the vocabulary's size."""
-    j = json.load(open(os.path.join(ROOT, "fixtures", "tokenizers", "spm", "tokenizer.json")))
-    vocab = j["model"]["vocab"]
-    tokens = [None] * len(vocab)
-    for t, i in vocab.items():
-        tokens[i] = t
-    tokens += PHI3_CHAT
-    T = gguf.TokenType
-    types = [T.UNKNOWN if t == "<unk>" else T.CONTROL if t in ("<s>", "</s>") or t in PHI3_CHAT else
-             T.BYTE if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else T.NORMAL for t in tokens]
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores([-float(i) for i in range(len(tokens))])
-    w.add_token_types(types)
+    vocab, tokens, types = spm_vocab(PHI3_CHAT)
+    spm_token_keys(w, tokens, types)
     w.add_bos_token_id(vocab["<s>"])
     w.add_eos_token_id(tokens.index("<|endoftext|>"))
     w.add_pad_token_id(tokens.index("<|endoftext|>"))   # Phi3Config's default pad id (32000) is past this vocabulary

@@ -56,22 +56,35 @@ def shape_keys(w, vocab):
     w.add_vocab_size(vocab)
 
 
-def write_spm(path):
+def spm_vocab(extra_control=()):
+    """the spm fixture's vocabulary as llama.cpp lists a sentencepiece file: (its vocab dict, the tokens with
+    extra_control appended, their types: UNKNOWN, CONTROL for <s> </s> and extra_control, BYTE, NORMAL)"""
     j = json.load(open(os.path.join(ROOT, "fixtures", "tokenizers", "spm", "tokenizer.json")))
     vocab = j["model"]["vocab"]
     tokens = [None] * len(vocab)
     for t, i in vocab.items():
         tokens[i] = t
+    tokens += list(extra_control)
     T = gguf.TokenType
-    types = [T.UNKNOWN if t == "<unk>" else T.CONTROL if t in ("<s>", "</s>") else
+    types = [T.UNKNOWN if t == "<unk>" else T.CONTROL if t in ("<s>", "</s>") or t in extra_control else
              T.BYTE if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else T.NORMAL for t in tokens]
-    w = gguf.GGUFWriter(path, "llama")
-    shape_keys(w, len(tokens))
+    return vocab, tokens, types
+
+
+def spm_token_keys(w, tokens, types):
+    """a sentencepiece file's model, pre, tokens, scores (-id, no merges: transformers derives them) and types"""
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_scores([-float(i) for i in range(len(tokens))])
     w.add_token_types(types)
+
+
+def write_spm(path):
+    vocab, tokens, types = spm_vocab()
+    w = gguf.GGUFWriter(path, "llama")
+    shape_keys(w, len(tokens))
+    spm_token_keys(w, tokens, types)
     w.add_bos_token_id(vocab["<s>"])
     w.add_eos_token_id(vocab["</s>"])
     w.add_unk_token_id(vocab["<unk>"])
