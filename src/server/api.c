@@ -182,6 +182,7 @@ static int parse_controls(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
         }
     }
     req->skip_special = 1;
+    if (get_bool(root, "return_token_ids", &req->return_ids, err) != 0) return -1;
     if (get_bool(root, "include_stop_str_in_output", &req->include_stop_str, err) != 0) return -1;
     return get_bool(root, "skip_special_tokens", &req->skip_special, err);
 }
@@ -922,12 +923,20 @@ json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, 
 }
 
 char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
-                             int n_prompt, int n_gen, int cached)
+                             int n_prompt, int n_gen, int cached, json_t *extra)
 {
-    if (!choices) return NULL;
+    if (!choices) {
+        json_decref(extra);
+        return NULL;
+    }
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion", "created",
                           (json_int_t)created, "model", model, "choices", choices, "usage", usage_obj(n_prompt, n_gen, cached));
+    if (o && extra && json_object_update(o, extra) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    json_decref(extra);
     if (!o) return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -943,7 +952,7 @@ json_t *sits_srv_choice_tools_json(int index, const char *content, size_t conten
 }
 
 /* "data: " + json + "\n\n" (consumes o). */
-static char *sse_event(json_t *o, size_t *len_p)
+char *sits_srv_sse(json_t *o, size_t *len_p)
 {
     if (!o) return NULL;
     char *j = json_dumps(o, JSON_COMPACT);
@@ -961,9 +970,9 @@ static char *sse_event(json_t *o, size_t *len_p)
     return s;
 }
 
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
-                         const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
-                         json_t *logprobs, size_t *len_p)
+json_t *sits_srv_chunk(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
+                       const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
+                       json_t *logprobs)
 {
     json_t *choice;
     json_t *fin = finish ? json_string(finish) : json_null();
@@ -982,17 +991,17 @@ char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
                           (json_int_t)created, "model", model, "choices", choice);
     if (o && usage_null) json_object_set_new(o, "usage", json_null());
-    return sse_event(o, len_p);
+    return o;
 }
 
-char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, json_t *delta,
-                               const char *finish, int usage_null, json_t *logprobs, size_t *len_p)
+json_t *sits_srv_chunk_delta(const char *id, long long created, const char *model, int index, json_t *delta,
+                             const char *finish, int usage_null, json_t *logprobs)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", id, "object", "chat.completion.chunk",
                           "created", (json_int_t)created, "model", model, "choices", "index", index, "delta", delta, "logprobs",
                           logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
     if (o && usage_null) json_object_set_new(o, "usage", json_null());
-    return sse_event(o, len_p);
+    return o;
 }
 
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int n_prompt,
@@ -1001,7 +1010,7 @@ char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
                           kind == SITS_SRV_COMPLETIONS ? "text_completion" : "chat.completion.chunk", "created",
                           (json_int_t)created, "model", model, "choices", "usage", usage_obj(n_prompt, n_gen, cached));
-    return sse_event(o, len_p);
+    return sits_srv_sse(o, len_p);
 }
 
 char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p)
@@ -1009,7 +1018,7 @@ char *sits_srv_error_sse(const sits_srv_error_t *err, size_t *len_p)
     json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", err->message, "type", err->type, "param",
                           err->param ? json_string(err->param) : json_null(), "code",
                           err->code ? json_string(err->code) : json_null());
-    return sse_event(o, len_p);
+    return sits_srv_sse(o, len_p);
 }
 
 /* ---- /tokenize and /detokenize (vLLM's shapes) ----

@@ -163,6 +163,10 @@ typedef struct {
                                        * and keeps the content part whole for the tool-call parser */
     int hm_on;              /* [reasoning] openai_gptoss: harmony messages -> reasoning, content, tool calls */
     sits_srv_harmony_t hm;
+    int32_t *ids;           /* [token ids] return_token_ids: the n_gen ids of the output (malloc'd) */
+    int ids_cap;
+    int ids_sent;           /* [token ids] of them, in chunks sent */
+    int head_sent;          /* [token ids] its first chunk (with the prompt's ids) went out */
 } choice_t;
 
 struct conn {
@@ -384,6 +388,21 @@ static int is_stop_id(const conn_t *c, int32_t id)
     return 0;
 }
 
+/* [token ids] ids[n] appended to choice g's output ids. */
+static sits_status_t ids_push(choice_t *g, const int32_t *ids, int n)
+{
+    if (g->n_gen + n > g->ids_cap) {
+        int cap = g->ids_cap ? g->ids_cap : 64;
+        while (cap < g->n_gen + n) cap *= 2;
+        int32_t *p = realloc(g->ids, sizeof *p * (size_t)cap);
+        if (!p) return SITS_ERR_NOMEM;
+        g->ids = p;
+        g->ids_cap = cap;
+    }
+    if (n > 0) memcpy(g->ids + g->n_gen, ids, sizeof *ids * (size_t)n);
+    return SITS_OK;
+}
+
 /* Takes choice g's tokens that arrived (without waiting) and turns them into text (g->to.out). Returns 1
  * when something changed (tokens or the end). Caller holds c->mu. */
 static int choice_poll(conn_t *c, choice_t *g)
@@ -413,6 +432,7 @@ static int choice_poll(conn_t *c, choice_t *g)
             if (c->rq.ignore_eos || !is_stop_id(c, toks[used])) st = sits_srv_textout_push(&g->to, toks + used, 1);
             used++;
         }
+        if (c->rq.return_ids && st == SITS_OK) st = ids_push(g, toks, used);
         c->n_gen += used;
         g->n_gen += used;
         if (st != SITS_OK) {
@@ -607,6 +627,53 @@ static int pend_add(conn_t *c, char *s, size_t len)
     return 0;
 }
 
+/* [token ids] ids[n] as a JSON array (a new reference; NULL out of memory). */
+static json_t *ids_json(const int32_t *ids, int n)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < n; k++) {
+        if (json_array_append_new(a, json_integer(ids[k])) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+/* [token ids] Choice g's whole output ids as choice o's token_ids; completions: its prompt's ids beside them (vLLM's
+ * CompletionResponseChoice). 0, or -1 out of memory. */
+static int set_ids(const conn_t *c, const choice_t *g, json_t *o)
+{
+    return json_object_set_new(o, "token_ids", ids_json(g->ids, g->n_gen)) != 0 ||
+           (c->rq.kind == SITS_SRV_COMPLETIONS && json_object_set_new(o, "prompt_token_ids", ids_json(g->prompt, g->n_prompt)) != 0)
+               ? -1 : 0;
+}
+
+/* Choice i's chunk o (consumed; NULL: out of memory) -> the pending output. [token ids] With return_token_ids a chunk
+ * carries the ids generated since the choice's last chunk (choices[0].token_ids), and the choice's first chunk its
+ * prompt's ids: chat at the top (vLLM's ChatCompletionStreamResponse), completions in the choice. */
+static int pend_chunk(conn_t *c, int i, json_t *o)
+{
+    choice_t *g = &c->ch[i];
+    if (o && c->rq.return_ids) {
+        json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        int bad = !ch || json_object_set_new(ch, "token_ids", ids_json(g->ids ? g->ids + g->ids_sent : NULL,
+                                                                       g->n_gen - g->ids_sent)) != 0;
+        if (!bad && !g->head_sent)
+            bad = json_object_set_new(c->rq.kind == SITS_SRV_CHAT ? o : ch, "prompt_token_ids", ids_json(g->prompt, g->n_prompt)) != 0;
+        if (bad) {
+            json_decref(o);
+            o = NULL;
+        } else {
+            g->ids_sent = g->n_gen;
+            g->head_sent = 1;
+        }
+    }
+    size_t len = 0;
+    char *s = sits_srv_sse(o, &len);
+    return pend_add(c, s, len);
+}
+
 /* Submits the validated request: one scheduler sequence per choice, then hands the connection to the
  * pump. Returns 0, or -1 with err set. */
 static int gen_start(conn_t *c, sits_srv_error_t *err)
@@ -654,10 +721,8 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         return -1;
     }
     for (int i = 0; c->rq.stream && c->rq.kind == SITS_SRV_CHAT && i < n; i++) {   /* each choice's first chunk carries the role, before any token */
-        size_t len = 0;
-        char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, "assistant", "", 0, NULL,
-                                     c->rq.include_usage, NULL, &len);
-        if (pend_add(c, s, len) != 0) {
+        if (pend_chunk(c, i, sits_srv_chunk(c->rq.kind, c->id, c->created, srv->model_name, i, "assistant", "", 0, NULL,
+                                            c->rq.include_usage, NULL)) != 0) {
             sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
             return -1;
         }
@@ -790,6 +855,10 @@ static enum MHD_Result run_whole(conn_t *c)
     json_t *choices = json_array();
     for (int i = 0; choices && i < c->n_ch; i++) {
         json_t *o = whole_choice(c, i);
+        if (o && c->rq.return_ids && set_ids(c, &c->ch[i], o) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
         if (!o || json_array_append_new(choices, o) != 0) {
             json_decref(choices);
             choices = NULL;
@@ -800,8 +869,15 @@ static enum MHD_Result run_whole(conn_t *c)
         return reply_error(c, &err);
     }
     int n_gen = c->rq.max_tokens == 0 ? 0 : c->n_gen;
+    json_t *extra = NULL;   /* [token ids] chat: the prompt's ids at the top (vLLM's ChatCompletionResponse) */
+    if (c->rq.return_ids && c->rq.kind == SITS_SRV_CHAT && !(extra = json_pack("{s:o}", "prompt_token_ids",
+                                                                                 ids_json(c->rq.prompt, c->rq.n_prompt)))) {
+        json_decref(choices);
+        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
+        return reply_error(c, &err);
+    }
     char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->prompt_tokens, n_gen,
-                                        cached_tokens(c));
+                                        cached_tokens(c), extra);
     return reply_json(c, 200, body);
 }
 
@@ -829,26 +905,22 @@ static int stream_content(conn_t *c, int i, const char *text, size_t text_len)
 {
     choice_t *g = &c->ch[i];
     if (text_len == 0) return 0;
-    size_t len = 0;
     json_t *lp = NULL;
     if (chunk_logprobs(c, g, &lp) != 0) return -1;
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, text, text_len, NULL,
-                                 c->rq.include_usage, lp, &len);
-    return pend_add(c, s, len);
+    return pend_chunk(c, i, sits_srv_chunk(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, text, text_len, NULL,
+                                           c->rq.include_usage, lp));
 }
 
 /* [reasoning] text[len] of choice i -> one chunk with delta.reasoning and delta.reasoning_content (vLLM's DeltaMessage
  * sets both) and the logprobs since the last chunk; nothing when the request does not include reasoning. */
 static int stream_reasoning_text(conn_t *c, int i, const char *text, size_t text_len)
 {
-    size_t len = 0;
     json_t *lp = NULL;
     if (text_len == 0 || !c->rq.include_reasoning) return 0;
     if (chunk_logprobs(c, &c->ch[i], &lp) != 0) return -1;
     json_t *d = json_pack("{s:s%, s:s%}", "reasoning", text, text_len, "reasoning_content", text, text_len);
-    char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, lp, &len)
-                : (json_decref(lp), NULL);
-    return pend_add(c, s, len);
+    return pend_chunk(c, i, d ? sits_srv_chunk_delta(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, lp)
+                              : (json_decref(lp), NULL));
 }
 
 /* Choice i's released text -> one content chunk. */
@@ -868,7 +940,7 @@ static int stream_echo(conn_t *c, int i)
     choice_t *g = &c->ch[i];
     if (!c->rq.echo || g->echoed || (g->got == 0 && !g->over)) return 0;
     g->echoed = 1;
-    size_t plen = 0, len = 0;
+    size_t plen = 0;
     char *ptext = echo_text(c, g, "", 0, &plen);
     if (!ptext) return -1;
     json_t *lp = NULL;
@@ -879,10 +951,10 @@ static int stream_echo(conn_t *c, int i)
         }
         g->lp_off = lp_end(lp, 0);
     }
-    char *s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, ptext, plen, NULL,
-                                 c->rq.include_usage, lp, &len);
+    json_t *o = sits_srv_chunk(c->rq.kind, c->id, c->created, c->srv->model_name, i, NULL, ptext, plen, NULL,
+                               c->rq.include_usage, lp);
     free(ptext);
-    return pend_add(c, s, len);
+    return pend_chunk(c, i, o);
 }
 
 /* [tool calls] The text a stream's tool-call parser reads: choice g's whole output so far (to.out keeps all of
@@ -903,7 +975,7 @@ static const char *tool_text(choice_t *g, size_t *len_p)
 static int stream_tool_calls(conn_t *c, int i, int final)
 {
     choice_t *g = &c->ch[i];
-    size_t text_len = 0, from = 0, n = 0, len = 0;
+    size_t text_len = 0, from = 0, n = 0;
     const char *text = tool_text(g, &text_len);
     json_t *deltas = NULL;
     if (sits_srv_tool_stream_step(c->rq.tool_parser, text, text_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
@@ -912,9 +984,8 @@ static int stream_tool_calls(conn_t *c, int i, int final)
     int rc = stream_content(c, i, text + from, n);
     for (size_t k = 0; rc == 0 && k < json_array_size(deltas); k++) {
         json_t *d = json_pack("{s:[O]}", "tool_calls", json_array_get(deltas, k));
-        char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, NULL, &len)
-                    : NULL;
-        rc = pend_add(c, s, len);
+        rc = pend_chunk(c, i, d ? sits_srv_chunk_delta(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, NULL)
+                                : NULL);
     }
     json_decref(deltas);
     if (g->ts.heads > 0) g->tool_calls = 1;
@@ -959,7 +1030,6 @@ static int stream_harmony(conn_t *c, int i, int final)
             rc = stream_content(c, i, seg.text, seg.len);
         } else if (seg.call == 0 || !c->rq.tool_single) {
             char id[40];
-            size_t len = 0;
             json_t *d;
             if (seg.kind == SITS_SRV_HARMONY_CALL) {
                 sits_srv_tool_call_id(tool_seed(c, i), seg.call, id);
@@ -969,9 +1039,9 @@ static int stream_harmony(conn_t *c, int i, int final)
             } else {
                 d = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", seg.call, "function", "arguments", seg.text, seg.len);
             }
-            char *s = d ? sits_srv_chunk_delta_sse(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage, NULL, &len)
-                        : NULL;
-            rc = pend_add(c, s, len);
+            rc = pend_chunk(c, i, d ? sits_srv_chunk_delta(c->id, c->created, c->srv->model_name, i, d, NULL, c->rq.include_usage,
+                                                           NULL)
+                                    : NULL);
         }
         if (rc != 0) return -1;
     }
@@ -1031,10 +1101,11 @@ static int stream_end(conn_t *c)
                 g->n_lp = g->n_gen;
                 g->lp_off = lp_end(lp, g->lp_off);
             }
-            s = sits_srv_chunk_sse(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
-                                   g->tool_calls && g->finish == SITS_FINISH_STOP ? "tool_calls" : sits_srv_finish_str(g->finish),
-                                   c->rq.include_usage, lp, &len);
-            if (pend_add(c, s, len) != 0) return -1;
+            json_t *o = sits_srv_chunk(c->rq.kind, c->id, c->created, srv->model_name, i, NULL, empty, 0,
+                                       g->tool_calls && g->finish == SITS_FINISH_STOP ? "tool_calls"
+                                                                                      : sits_srv_finish_str(g->finish),
+                                       c->rq.include_usage, lp);
+            if (pend_chunk(c, i, o) != 0) return -1;
         }
     }
     if (c->rq.include_usage) {
@@ -1440,6 +1511,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     int n = (c->rq.n > 0 ? c->rq.n : 1) * (1 + c->rq.n_more);
     for (int i = 0; c->ch && i < n; i++) {
         if (c->ch[i].to_valid) sits_srv_textout_fini(&c->ch[i].to);
+        free(c->ch[i].ids);
         sits_srv_reasoning_stream_fini(&c->ch[i].rs);
         sits_srv_harmony_fini(&c->ch[i].hm);
     }

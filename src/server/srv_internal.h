@@ -94,6 +94,8 @@ typedef struct {
      * prompt tokens are scored. max_tokens 0 (echo only): scoring, no output tokens. */
     int logprobs, top_logprobs, echo;
     int lp_ids;               /* return_tokens_as_token_ids (vLLM): tokens as "token_id:N" */
+    int return_ids;           /* return_token_ids (vLLM): prompt_token_ids and the output's token_ids beside the text
+                               * (streamed: the prompt's in the first chunk, each chunk's own ids) */
     /* [sampling controls] (penalties and min_p are in sample) */
     sits_sample_bias_t *bias;      /* logit_bias, malloc'd */
     int n_bias, min_tokens;
@@ -133,15 +135,18 @@ const char *sits_srv_finish_str(sits_finish_t f);   /* "stop", "length", "abort"
 json_t *sits_srv_choice_json(sits_srv_kind_t kind, int index, const char *text, size_t text_len, const char *finish,
                              json_t *logprobs);
 /* Whole (non-streaming) response body: choices (consumed), usage (cached:
- * usage.prompt_tokens_details.cached_tokens, < 0: no details). */
+ * usage.prompt_tokens_details.cached_tokens, < 0: no details), extra (consumed; NULL: none): members set at the top
+ * level (chat's prompt_token_ids). */
 char *sits_srv_response_json(sits_srv_kind_t kind, const char *id, long long created, const char *model, json_t *choices,
-                             int n_prompt, int n_gen, int cached);
-/* One SSE event "data: {...}\n\n" (malloc'd, *len_p set). text may be NULL (no content key in the chat
+                             int n_prompt, int n_gen, int cached, json_t *extra);
+/* One chunk object of a stream (a new reference; NULL out of memory). text may be NULL (no content key in the chat
  * delta), role non-NULL only in the first chat chunk, finish NULL while running. usage_null adds
- * "usage": null (stream_options.include_usage). */
-char *sits_srv_chunk_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
-                         const char *role, const char *text, size_t text_len, const char *finish,
-                         int usage_null, json_t *logprobs, size_t *len_p);
+ * "usage": null (stream_options.include_usage). logprobs consumed (NULL -> null). */
+json_t *sits_srv_chunk(sits_srv_kind_t kind, const char *id, long long created, const char *model, int index,
+                       const char *role, const char *text, size_t text_len, const char *finish, int usage_null,
+                       json_t *logprobs);
+/* One SSE event "data: {...}\n\n" of o (consumed; malloc'd, *len_p set; NULL out of memory or o NULL). */
+char *sits_srv_sse(json_t *o, size_t *len_p);
 /* The usage chunk: choices [] and usage. */
 char *sits_srv_usage_sse(sits_srv_kind_t kind, const char *id, long long created, const char *model,
                          int n_prompt, int n_gen, int cached, size_t *len_p);
@@ -187,9 +192,9 @@ int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int fina
  * "tool_calls"; calls borrowed, logprobs consumed (NULL -> null). New reference. */
 json_t *sits_srv_choice_tools_json(int index, const char *content, size_t content_len, struct json_t *calls,
                                    struct json_t *logprobs);
-/* api.c: a chat chunk of choice index with this delta (consumed) and logprobs (consumed; NULL -> null). */
-char *sits_srv_chunk_delta_sse(const char *id, long long created, const char *model, int index, struct json_t *delta,
-                               const char *finish, int usage_null, struct json_t *logprobs, size_t *len_p);
+/* api.c: a chat chunk object of choice index with this delta (consumed) and logprobs (consumed; NULL -> null). */
+json_t *sits_srv_chunk_delta(const char *id, long long created, const char *model, int index, struct json_t *delta,
+                             const char *finish, int usage_null, struct json_t *logprobs);
 
 /* reasoning.c -- [reasoning] (see the file's opening comment) */
 /* buf (cap bytes) grown to hold need bytes (doubling). 0, or -1 out of memory. */

@@ -79,8 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* what the server then does with it: an SSE chunk and a whole response of some text */
         size_t len = 0;
-        char *c = sits_srv_chunk_sse(kind, "id-1", 1, "m", 0, kind == SITS_SRV_CHAT ? "assistant" : NULL,
-                                     req.stop[0] ? req.stop[0] : "x", req.stop[0] ? req.stop_len[0] : 1, NULL, 0, NULL, &len);
+        char *c = sits_srv_sse(sits_srv_chunk(kind, "id-1", 1, "m", 0, kind == SITS_SRV_CHAT ? "assistant" : NULL,
+                                              req.stop[0] ? req.stop[0] : "x", req.stop[0] ? req.stop_len[0] : 1, NULL, 0, NULL),
+                               &len);
         FUZZ_ASSERT(c && len > 0);
         free(c);
         sits_srv_request_free(&req);
