@@ -33,6 +33,9 @@
 #   prefill  8B FP8 prefill of PREFILL_TOKENS (8192): ms, the kernel table of one prefill, the FP8 GEMM plan log (issue 22)
 #   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16 with device routing and with host routing, ffn=fp8, ffn=int4 experts) beside the active-parameter
 #            floor; offline 128/2048 and 2048/128 with FP8 experts (issue 24)
+#   moefuse  the one-token fused MoE kernels (SITS_MOE_FUSE=1, off by default until measured): op parity (fused == the
+#            separate ops byte for byte) and moe_cuda.sh, then batch 1 A/B separate vs fused (Qwen3-30B-A3B, gpt-oss-20b;
+#            bench/env_ab.py) and a kernel profile of a 4-layer Qwen3-30B-A3B copy with them (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   gptfast  8B bf16 decode at batch 1 beside gpt-fast's compiled step, both of its SDPA choices (bench/run_decode.sh
 #            --peer gpt-fast; GPT_FAST_DIR: a gpt-fast checkout carried to the machine; GPTFAST_CONTEXTS, 128,2048; issue 23)
@@ -300,6 +303,25 @@ part_moe() {   # [moe] issue 24's benchmarks: the Qwen3-30B-A3B shape (dummy wei
       --json "$out/moe/off-${io/:/-}.json" > "$out/moe/off-${io/:/-}.log" 2>&1
     row "moe offline 30B-A3B ffn=fp8 ${io/:/\/}" "rc $?"; tail -2 "$out/moe/off-${io/:/-}.log" | sed 's/^/    /'
   done
+}
+
+part_moefuse() {   # [moe fuse] issue 24: see the parts list above (about 7 minutes on one H200)
+  mkdir -p "$out/moefuse"
+  ( export OP_PARITY_ONLY=moe TESTS1_ONLY="test_op_parity moe_cuda"; part_tests1 )
+  grep -hE "fused|FAIL" "$out"/tests/*op_parity*.log 2>/dev/null | head -12 | sed 's/^/    /'
+  for m in qwen3-30b-a3b gpt-oss-20b; do
+    timeout 200 python3 "$top/bench/env_ab.py" --bench "$B/bench/sits-bench-decode" --reps 2 --out "$out/moefuse/ab-$m" \
+      --json "$out/moefuse/ab-$m.json" --variant "sep:SITS_MOE_FUSE=0" --variant "fuse:SITS_MOE_FUSE=1" -- \
+      --model "$top/bench/configs/$m" --load-format dummy --device cuda --fill none --batch 1 --context 128,2048 --iters 20 \
+      --warmup 3 --kv-cache-dtype fp8 > "$out/moefuse/ab-$m.log" 2>&1
+    row "moe fuse A/B $m batch 1" "rc $?"; tail -6 "$out/moefuse/ab-$m.log" | sed 's/^/    /'
+  done
+  local m4=$out/moefuse/q3moe4   # the profile reads 4 layers (the kernels of one layer repeat)
+  mkdir -p "$m4" && python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 4
+json.dump(c, open(sys.argv[2], "w"), indent=1)' "$top/bench/configs/qwen3-30b-a3b/config.json" "$m4/config.json"
+  SITS_MOE_FUSE=1 timeout 150 bash "$top/bench/profile_decode.sh" "$B" "$out/moefuse/prof" --model "$m4" --kv-cache-dtype fp8 \
+    > "$out/moefuse/prof.txt" 2>&1
+  row "moe fuse profile 4-layer 30B-A3B batch 1" "rc $?"; grep -v '^==PROF==' "$out/moefuse/prof.txt" | tail -24 | sed 's/^/    /'
 }
 
 part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
