@@ -112,6 +112,9 @@ EXTRA_DIST += tests/integration/dummy_weights.sh tests/gpu/dummy_cuda.sh
 # [bench] sits-bench-attention on the cpu backend: its rows and JSON accounting against the shapes, its refusals
 TESTS += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
 EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh tests/integration/bench_offline.sh tests/integration/bench_env_ab.sh
+# [tool calls] qwen3_coder's XML calls (Qwen3-Coder / Qwen3.5) through the server and the openai client
+TESTS += tests/integration/tool_xml.sh
+EXTRA_DIST += tests/integration/tool_xml.sh
 # [token ids] vLLM's return_token_ids (prompt_token_ids, token_ids) against HF transformers' tokenizer
 TESTS += tests/integration/token_ids.sh
 EXTRA_DIST += tests/integration/token_ids.sh tests/integration/token_ids_check.py

@@ -801,6 +801,8 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->n_stop = 0;
     sits_grammar_destroy(req->grammar);
     req->grammar = NULL;
+    json_decref(req->tools);
+    req->tools = NULL;
 }
 
 char *sits_srv_error_json(const sits_srv_error_t *err)

@@ -572,7 +572,7 @@ static json_t *whole_choice(conn_t *c, int i)
     if (c->rq.tool_parser && g->finish == SITS_FINISH_STOP) {
         /* [tool calls] the output parsed into calls when it ended by itself (not at max_tokens or an abort) */
         size_t content_len = 0;
-        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, content, rs.c_len, tool_seed(c, i), &content_len);
+        json_t *calls = sits_srv_tool_calls_parse(c->rq.tool_parser, c->rq.tools, content, rs.c_len, tool_seed(c, i), &content_len);
         if (calls && c->rq.tool_single) while (json_array_size(calls) > 1) json_array_remove(calls, 1);
         if (calls) {
             o = sits_srv_choice_tools_json(i, content, content_len, calls, lp);
@@ -978,7 +978,7 @@ static int stream_tool_calls(conn_t *c, int i, int final)
     size_t text_len = 0, from = 0, n = 0;
     const char *text = tool_text(g, &text_len);
     json_t *deltas = NULL;
-    if (sits_srv_tool_stream_step(c->rq.tool_parser, text, text_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
+    if (sits_srv_tool_stream_step(c->rq.tool_parser, c->rq.tools, text, text_len, final, tool_seed(c, i), c->rq.tool_single, &g->ts,
                                   &from, &n, &deltas) != 0)
         return -1;
     int rc = stream_content(c, i, text + from, n);
@@ -1740,7 +1740,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
     s->n_stop_ids = sits_tokenizer_stop_ids(tok, &s->stop_ids);
     int tool_parser = sits_srv_tool_parser_from_name(p->tool_call_parser);
     if (tool_parser < 0) {
-        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, openai, auto",
+        SITS_ERROR(SITS_SUB_HTTP, "--tool-call-parser '%s' is not one of hermes, llama3_json, mistral, qwen3_coder, openai, auto",
                    p->tool_call_parser);
         st = SITS_ERR_INVALID;
         goto err_free;

@@ -3,6 +3,7 @@
  *   textout.c  incremental detokenization + stop-string matching with hold-back
  *   reasoning.c [reasoning] a reasoning model's thinking apart from its answer (--reasoning-parser)
  *   harmony.c  [reasoning] gpt-oss's harmony messages: reasoning, content and tool calls (openai_gptoss)
+ *   responses.c [responses] POST /v1/responses as a chat request, its output in Responses shapes (responses.h)
  *   metrics.c  counters and histograms, Prometheus text rendering
  *   server.c   libmicrohttpd daemon, routing, auth, body limits, the generation loops
  * Invariant: every text these files hand to a client is valid UTF-8. */
@@ -69,7 +70,8 @@ typedef struct {
 
 /* [tool calls] output formats (tools.c) */
 enum { SITS_SRV_TOOLS_NONE = 0, SITS_SRV_TOOLS_HERMES = 1, SITS_SRV_TOOLS_LLAMA3 = 2, SITS_SRV_TOOLS_MISTRAL = 3,
-       SITS_SRV_TOOLS_AUTO = 4, SITS_SRV_TOOLS_OPENAI = 5 /* harmony (gpt-oss): harmony.c parses the calls */ };
+       SITS_SRV_TOOLS_AUTO = 4, SITS_SRV_TOOLS_OPENAI = 5 /* harmony (gpt-oss): harmony.c parses the calls */,
+       SITS_SRV_TOOLS_QWEN3_CODER = 6 /* XML calls (Qwen3-Coder, Qwen3.5): the values typed by the request's tools */ };
 
 /* A validated request. */
 typedef struct {
@@ -109,6 +111,7 @@ typedef struct {
     int tool_parser;          /* [tool calls] parse the output into tool_calls with this format (0: no) */
     int tool_forced;          /* tool_choice required / named: the grammar forces the call */
     int tool_single;          /* parallel_tool_calls false: at most one call is returned */
+    struct json_t *tools;     /* [tool calls] qwen3_coder: the request's tools (a reference), which type the values */
     int reasoning;            /* [reasoning] chat: split the output with this parser (0: no) */
     int reasoning_closed;     /* [reasoning] the rendered prompt's last marker is </think> */
     int include_reasoning;    /* [reasoning] vLLM's include_reasoning (default true): false drops the reasoning */
@@ -166,8 +169,10 @@ const char *sits_srv_tool_parser_name(int parser);
 int sits_srv_tool_parser_detect(const char *template_text);
 /* The tool calls in a model's output: a new array of OpenAI tool_calls ({id, type, function: {name,
  * arguments (a JSON string)}}) and *content_len_p, the length of the text before them; NULL when the text
- * holds no call that parses (it is then plain content). seed makes the call ids. */
-struct json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p);
+ * holds no call that parses (it is then plain content). seed makes the call ids; tools (the request's, NULL:
+ * none) type qwen3_coder's values. */
+struct json_t *sits_srv_tool_calls_parse(int parser, struct json_t *tools, const char *text, size_t len, uint64_t seed,
+                                         size_t *content_len_p);
 /* The id of a request's call k (0-based) made from seed, as the parsers above number them: call_ + 24 characters. */
 void sits_srv_tool_call_id(uint64_t seed, int k, char id[40]);
 /* [tool calls] A stream's tool calls as they come (OpenAI's deltas): per choice, the state below, zeroed at
@@ -186,7 +191,7 @@ typedef struct {
     int heads;                   /* calls whose first delta went out */
     size_t args_sent;            /* bytes of the last of them's arguments sent */
 } sits_srv_tool_stream_t;
-int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int final, uint64_t seed, int single,
+int sits_srv_tool_stream_step(int parser, struct json_t *tools, const char *text, size_t len, int final, uint64_t seed, int single,
                               sits_srv_tool_stream_t *st, size_t *content_from_p, size_t *content_len_p, struct json_t **deltas_p);
 /* api.c: choice index of a whole chat response carrying tool calls (content null when empty), finish
  * "tool_calls"; calls borrowed, logprobs consumed (NULL -> null). New reference. */

@@ -11,6 +11,8 @@
  *   hermes       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Hermes, Qwen2.5, Qwen3)
  *   llama3_json  {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1 / 3.2)
  *   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
+ *   qwen3_coder  <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n</function>\n</tool_call> (Qwen3-Coder,
+ *                Qwen3.5, Nemotron 3 Nano, Step 3.5); the values typed by the request's tools
  *   openai       gpt-oss's harmony: <|channel|>commentary to=functions.NAME ...<|message|>ARGS<|call|>, parsed
  *                by harmony.c with --reasoning-parser openai_gptoss (which takes the calls whatever this says);
  *                tool_choice auto only
@@ -20,27 +22,33 @@
 #include "util/log.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-static const char *const parser_names[] = { "none", "hermes", "llama3_json", "mistral", "auto", "openai" };
+static const char *const parser_names[] = { "none", "hermes", "llama3_json", "mistral", "auto", "openai", "qwen3_coder" };
+enum { N_PARSERS = 7 };
 
 int sits_srv_tool_parser_from_name(const char *name)
 {
     if (!name || !name[0] || strcmp(name, "auto") == 0) return SITS_SRV_TOOLS_AUTO;
-    for (int i = 1; i < 6; i++) if (i != SITS_SRV_TOOLS_AUTO && strcmp(name, parser_names[i]) == 0) return i;
+    for (int i = 1; i < N_PARSERS; i++) if (i != SITS_SRV_TOOLS_AUTO && strcmp(name, parser_names[i]) == 0) return i;
     if (strcmp(name, "qwen") == 0 || strcmp(name, "qwen3") == 0) return SITS_SRV_TOOLS_HERMES;
     return -1;
 }
 
-const char *sits_srv_tool_parser_name(int p) { return p >= 0 && p < 6 ? parser_names[p] : "auto"; }
+const char *sits_srv_tool_parser_name(int p) { return p >= 0 && p < N_PARSERS ? parser_names[p] : "auto"; }
 
 int sits_srv_tool_parser_detect(const char *tmpl)
 {
     if (!tmpl) return SITS_SRV_TOOLS_NONE;
     if (strstr(tmpl, "<|channel|>")) return SITS_SRV_TOOLS_OPENAI;   /* gpt-oss's harmony */
+    if (strstr(tmpl, "<tool_call>") && strstr(tmpl, "<function=") && strstr(tmpl, "<parameter="))
+        return SITS_SRV_TOOLS_QWEN3_CODER;   /* before hermes: the same <tool_call> marker, XML inside */
     if (strstr(tmpl, "<tool_call>")) return SITS_SRV_TOOLS_HERMES;
     if (strstr(tmpl, "[TOOL_CALLS]")) return SITS_SRV_TOOLS_MISTRAL;
     if (strstr(tmpl, "<|python_tag|>") || strstr(tmpl, "\"parameters\"")) return SITS_SRV_TOOLS_LLAMA3;
@@ -213,10 +221,14 @@ fail:
     return -1;
 }
 
+static int xml_tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parallel, sits_grammar_t **g_p,
+                            sits_srv_error_t *err);
+
 /* the grammar of one or more calls in the family's format, over the tools (all, or the one named) */
 static int tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parser, int parallel,
                         sits_grammar_t **g_p, sits_srv_error_t *err)
 {
+    if (parser == SITS_SRV_TOOLS_QWEN3_CODER) return xml_tool_grammar(lim, tools, only, parallel, g_p, err);
     const char *argkey = parser == SITS_SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
     json_t *any = json_array();
     int rc = -1;
@@ -372,9 +384,10 @@ int sits_srv_structured_parse(const sits_srv_limits_t *lim, json_t *root, sits_s
         FAIL("tool_choice", "tool_choice '%s' is not supported with the harmony format (gpt-oss): pass \"auto\"", mode);
     if (parser == SITS_SRV_TOOLS_NONE)
         FAIL("tools", "this model's chat template has no tool-call format this server recognises; start the server with "
-                      "--tool-call-parser hermes|llama3_json|mistral, or pass tool_choice \"none\"");
+                      "--tool-call-parser hermes|llama3_json|mistral|qwen3_coder, or pass tool_choice \"none\"");
     req->tool_parser = parser;
     req->tool_single = !parallel;
+    if (parser == SITS_SRV_TOOLS_QWEN3_CODER) req->tools = json_incref(tools);   /* the values' types */
     if (strcmp(mode, "auto") != 0) {
         if (which) FAIL("tool_choice", "tool_choice '%s' and '%s' both constrain the output: pass one", mode, which);
         if (tool_grammar(lim, tools, named, parser, parallel && !named, &g, err) != 0) goto fail;
@@ -678,8 +691,396 @@ static json_t *span_call(const char *text, const call_span_t *c, uint64_t *rng)
     return o;
 }
 
-json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint64_t seed, size_t *content_len_p)
+/* ---------------- [qwen3_coder] calls written as XML ----------------
+ * Qwen3-Coder, Qwen3.5, Nemotron 3 Nano and Step 3.5 write a call as
+ *   <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n ... </function>\n</tool_call>
+ * Read as vLLM's qwen3_coder parser reads it: the calls are the <function=...> blocks inside each
+ * <tool_call> ... </tool_call> (the last one may be unclosed), or anywhere when the text has no <tool_call>;
+ * a block runs to its </function> or the end of its region; a parameter runs to its </parameter>, the next
+ * <parameter= or the block's end, less one leading and one trailing newline. The content is the text before
+ * the first <tool_call> (else the first <function=), not trimmed. A value takes the type its parameter has
+ * in the request's tools (integer; number: an integer when whole; boolean; object / array: JSON); "null" is
+ * null; a parameter the schema does not list, or a value that does not convert, stays a string (vLLM's
+ * ast.literal_eval for other types is JSON here, plus True / False / None). The arguments are the JSON
+ * object of the parameters in order, written as Python's json.dumps writes it (", " and ": "). A stream
+ * sends a call's head once its name is complete, then "{" and each parameter once it is complete, "}" at the
+ * block's end: the same bytes as the whole response. */
+
+typedef struct {
+    size_t name_off, name_len;   /* NAME, once its '>' came */
+    int named;
+    char *args;                  /* the arguments decided so far (malloc'd): "{", the complete parameters, "}" when done */
+    size_t args_len, args_cap;
+    int done;                    /* the block ended (its </function> or its region's end; the text's at the end) */
+} xml_call_t;
+
+typedef struct {
+    size_t content_len;
+    int marker, n, bad;          /* bad: a name without its '>' (vLLM: then no calls at all) */
+    xml_call_t call[TOOL_MAX_CALLS];
+} xml_scan_t;
+
+static void xml_scan_free(xml_scan_t *s)
 {
+    for (int k = 0; k < s->n; k++) free(s->call[k].args);
+}
+
+static int put(const char *s, size_t n, char **buf, size_t *len, size_t *cap)
+{
+    if (sits_srv_grow(buf, cap, *len + n + 1) != 0) return -1;
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+/* Python's json.dumps of v (ensure_ascii off): ", " between items, ": " after keys; a real in the shortest form
+ * that reads back the same, ".0" added to a whole one (Python's repr). Appended to *buf. -1 out of memory. */
+static int py_dump(json_t *v, char **buf, size_t *len, size_t *cap)
+{
+    if (json_is_object(v) || json_is_array(v)) {
+        int obj = json_is_object(v);
+        if (put(obj ? "{" : "[", 1, buf, len, cap) != 0) return -1;
+        size_t i = 0;
+        json_t *x;
+        if (obj) {
+            const char *key;
+            json_object_foreach(v, key, x) {
+                json_t *k = json_string(key);
+                int rc = !k || (i++ && put(", ", 2, buf, len, cap)) || py_dump(k, buf, len, cap) || put(": ", 2, buf, len, cap) ||
+                         py_dump(x, buf, len, cap);
+                json_decref(k);
+                if (rc) return -1;
+            }
+        } else {
+            json_array_foreach(v, i, x)
+                if ((i && put(", ", 2, buf, len, cap)) || py_dump(x, buf, len, cap)) return -1;
+        }
+        return put(obj ? "}" : "]", 1, buf, len, cap);
+    }
+    if (json_is_real(v)) {
+        char t[48];
+        double d = json_real_value(v);
+        for (int p = 1; p <= 17; p++) {
+            snprintf(t, sizeof t - 2, "%.*g", p, d);
+            if (strtod(t, NULL) == d) break;
+        }
+        if (!strpbrk(t, ".eEn")) strcat(t, ".0");
+        return put(t, strlen(t), buf, len, cap);
+    }
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    int rc = s ? put(s, strlen(s), buf, len, cap) : -1;
+    free(s);
+    return rc;
+}
+
+/* [qwen3_coder] The parameter properties of the tool named name[n] in tools: its parameters' "properties", else the
+ * parameters themselves (vLLM's _get_arguments_config); NULL when the tool or its schema is missing. */
+static json_t *xml_props(json_t *tools, const char *name, size_t n)
+{
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        const char *fname = json_string_value(json_object_get(fn, "name"));
+        if (!fname || strlen(fname) != n || memcmp(fname, name, n) != 0) continue;
+        json_t *p = opt(fn, "parameters");
+        if (!json_is_object(p)) return NULL;
+        json_t *props = json_object_get(p, "properties");
+        return props ? props : p;
+    }
+    return NULL;
+}
+
+/* the whole of s[n] (white space around it allowed) as a number: 1 and *d set, else 0 */
+static int whole_number(const char *s, size_t n, int integer, double *d, long long *ll)
+{
+    char b[64];
+    while (n && isspace((unsigned char)*s)) s++, n--;
+    while (n && isspace((unsigned char)s[n - 1])) n--;
+    if (n == 0 || n >= sizeof b) return 0;
+    memcpy(b, s, n);
+    b[n] = 0;
+    char *e = NULL;
+    errno = 0;
+    if (integer) *ll = strtoll(b, &e, 10);
+    else *d = strtod(b, &e);
+    return e == b + n && errno == 0 && (integer || isfinite(*d));
+}
+
+/* [qwen3_coder] value v[n] of parameter p[pn] converted by its type in props (vLLM's _convert_param_value). New reference. */
+static json_t *xml_value(json_t *props, const char *p, size_t pn, const char *v, size_t n)
+{
+    if (n == 4 && strncasecmp(v, "null", 4) == 0) return json_null();
+    char *pname = strndup(p, pn);
+    json_t *schema = pname && props ? json_object_get(props, pname) : NULL;
+    free(pname);
+    if (!schema) return json_stringn(v, n);
+    json_t *t = json_is_object(schema) ? json_object_get(schema, "type") : NULL;
+    char type[32] = "string";
+    if (t) {   /* str(type).strip().lower(); a list of types reads as none of the names below */
+        const char *ts = json_is_string(t) ? json_string_value(t) : "[";
+        while (isspace((unsigned char)*ts)) ts++;
+        size_t k = 0;
+        for (; ts[k] && k < sizeof type - 1; k++) type[k] = (char)tolower((unsigned char)ts[k]);
+        while (k && isspace((unsigned char)type[k - 1])) k--;
+        type[k] = 0;
+    }
+    static const char *const strs[] = { "string", "str", "text", "varchar", "char", "enum", NULL };
+    for (int i = 0; strs[i]; i++) if (strcmp(type, strs[i]) == 0) return json_stringn(v, n);
+    double d;
+    long long ll;
+    if (!strncmp(type, "int", 3) || !strncmp(type, "uint", 4) || !strncmp(type, "long", 4) || !strncmp(type, "short", 5) ||
+        !strncmp(type, "unsigned", 8))
+        return whole_number(v, n, 1, &d, &ll) ? json_integer(ll) : json_stringn(v, n);
+    if (!strncmp(type, "num", 3) || !strncmp(type, "float", 5)) {
+        if (!whole_number(v, n, 0, &d, &ll)) return json_stringn(v, n);
+        return d == trunc(d) && fabs(d) < 9.2e18 ? json_integer((json_int_t)d) : json_real(d);
+    }
+    if (!strcmp(type, "boolean") || !strcmp(type, "bool") || !strcmp(type, "binary"))
+        return json_boolean(n == 4 && strncasecmp(v, "true", 4) == 0);
+    json_t *j = json_loadb(v, n, JSON_DECODE_ANY, NULL);   /* json.loads (objects, arrays), or literal_eval's JSON part */
+    if (j) return j;
+    if (n == 4 && !memcmp(v, "True", 4)) return json_true();
+    if (n == 5 && !memcmp(v, "False", 5)) return json_false();
+    if (n == 4 && !memcmp(v, "None", 4)) return json_null();
+    return json_stringn(v, n);
+}
+
+/* [qwen3_coder] call c's block body [b, e) after "<function=" (closed: its end is decided; else more may come): its
+ * name and the arguments decided so far. -1 out of memory. */
+static int xml_call(const char *text, size_t b, size_t e, int closed, json_t *tools, xml_call_t *c, int *bad)
+{
+    const char *p = text + b, *end = text + e;
+    const char *gt = memchr(p, '>', (size_t)(end - p));
+    if (!gt) {
+        if (closed) *bad = 1;
+        return 0;
+    }
+    c->named = 1;
+    c->name_off = b;
+    c->name_len = (size_t)(gt - p);
+    json_t *props = xml_props(tools, p, c->name_len);
+    if (put("{", 1, &c->args, &c->args_len, &c->args_cap) != 0) return -1;
+    int nparams = 0;
+    for (p = gt + 1;;) {
+        const char *q = memfind(p, end, "<parameter=");
+        if (!q) break;
+        q += strlen("<parameter=");
+        const char *cl = memfind(q, end, "</parameter>"), *nx = memfind(q, end, "<parameter="), *fe = memfind(q, end, "</function>");
+        const char *ve = end;   /* the first of the three, or the block's end */
+        if (cl && cl < ve) ve = cl;
+        if (nx && nx < ve) ve = nx;
+        if (fe && fe < ve) ve = fe;
+        if (ve == end && !closed) break;   /* the value may go on */
+        const char *pg = memchr(q, '>', (size_t)(ve - q));
+        if (!pg) {
+            *bad = 1;
+            break;
+        }
+        const char *v = pg + 1, *vend = ve;
+        if (v < vend && *v == '\n') v++;
+        if (vend > v && vend[-1] == '\n') vend--;
+        json_t *val = xml_value(props, q, (size_t)(pg - q), v, (size_t)(vend - v)), *key = json_stringn(q, (size_t)(pg - q));
+        int rc = !val || !key || (nparams++ && put(", ", 2, &c->args, &c->args_len, &c->args_cap)) ||
+                 py_dump(key, &c->args, &c->args_len, &c->args_cap) || put(": ", 2, &c->args, &c->args_len, &c->args_cap) ||
+                 py_dump(val, &c->args, &c->args_len, &c->args_cap);
+        json_decref(val);
+        json_decref(key);
+        if (rc) return -1;
+        p = ve == cl ? cl + strlen("</parameter>") : ve;
+    }
+    if (closed && !*bad) {
+        c->done = 1;
+        return put("}", 1, &c->args, &c->args_len, &c->args_cap);
+    }
+    return 0;
+}
+
+/* s[n] appended to *re with the regex metacharacters escaped. -1 out of memory. */
+static int re_quote(const char *s, size_t n, char **re, size_t *len, size_t *cap)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((strchr("\\.^$|?*+()[]{}", s[i]) && put("\\", 1, re, len, cap) != 0) || put(s + i, 1, re, len, cap) != 0) return -1;
+    return 0;
+}
+
+/* [qwen3_coder] tool_grammar for the XML format: a regex of one call (or calls, one a line) of the tools (all, or the one
+ * named), each <function=NAME> with parameters of its schema's names (any name when it lists none), a value any
+ * text without "</" in it. The values' types and the required parameters are not forced (the format has no JSON
+ * to hold them); the parser types the values as it reads them. */
+static int xml_tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parallel, sits_grammar_t **g_p,
+                            sits_srv_error_t *err)
+{
+    char *re = NULL;
+    size_t len = 0, cap = 0;
+    int nf = 0, oom = 0;
+#define ADD(s_) (oom = oom || put(s_, strlen(s_), &re, &len, &cap) != 0)
+#define QUOTE(s_) (oom = oom || re_quote(s_, strlen(s_), &re, &len, &cap) != 0)
+    ADD("(?:");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        const char *name = json_string_value(json_object_get(fn, "name")), *key;
+        if (only && strcmp(only, name) != 0) continue;
+        if (nf++) ADD("|");
+        ADD("<tool_call>\n<function=");
+        QUOTE(name);
+        ADD(">\n(?:<parameter=");
+        json_t *props = xml_props(tools, name, strlen(name)), *v;
+        if (json_is_object(props) && json_object_size(props) > 0) {
+            int np = 0;
+            ADD("(?:");
+            json_object_foreach(props, key, v) {
+                if (np++) ADD("|");
+                QUOTE(key);
+            }
+            ADD(")");
+        } else {
+            ADD("[^>\n]+");
+        }
+        ADD(">\n(?:[^<]|<[^/])*\n</parameter>\n)*</function>\n</tool_call>");
+    }
+    ADD(")");
+#undef ADD
+#undef QUOTE
+    if (nf == 0) {
+        free(re);
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                           "tool_choice names the function '%.64s', which 'tools' does not define", only ? only : "");
+        return -1;
+    }
+    json_t *s = oom ? NULL : parallel ? json_sprintf("%s(?:\n%s)*", re, re) : json_string(re);   /* parallel: one a line */
+    free(re);
+    if (!s) {
+        sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    int rc = compile_regex(lim, s, "tools", g_p, err);
+    json_decref(s);
+    return rc;
+}
+
+/* [qwen3_coder] text[len] so far (final: all of it). -1 out of memory (s freed). */
+static int xml_scan(const char *text, size_t len, int final, json_t *tools, xml_scan_t *s)
+{
+    const char *end = text + len;
+    memset(s, 0, sizeof *s);
+    const char *tc = memfind(text, end, "<tool_call>"), *fn = memfind(text, end, "<function=");
+    if (!fn) {   /* no call (yet): content, less what could still become a marker */
+        size_t hold = final ? 0 : marker_prefix(text, len, "<function=");
+        if (!final && !tc) {
+            size_t h2 = marker_prefix(text, len, "<tool_call>");
+            if (h2 > hold) hold = h2;
+        }
+        s->content_len = tc ? (size_t)(tc - text) : len - hold;
+        return 0;
+    }
+    s->marker = 1;
+    s->content_len = (size_t)((tc ? tc : fn) - text);
+    const char *r = tc ? tc : text;
+    while (r < end && s->n < TOOL_MAX_CALLS && !s->bad) {   /* regions: <tool_call> .. </tool_call> (or the text's end) */
+        const char *ra = text, *rb = end;
+        if (tc) {
+            ra = memfind(r, end, "<tool_call>");
+            if (!ra) break;
+            ra += strlen("<tool_call>");
+            const char *rc_ = memfind(ra, end, "</tool_call>");
+            rb = rc_ ? rc_ : end;
+        }
+        int region_closed = rb != end;
+        for (const char *p = ra; p < rb && s->n < TOOL_MAX_CALLS && !s->bad;) {
+            const char *f = memfind(p, rb, "<function=");
+            if (!f) break;
+            f += strlen("<function=");
+            const char *fe = memfind(f, rb, "</function>");
+            int closed = fe || region_closed || final;   /* its end is decided */
+            xml_call_t *c = &s->call[s->n++];
+            if (xml_call(text, (size_t)(f - text), (size_t)((fe ? fe : rb) - text), closed, tools, c, &s->bad) != 0) {
+                xml_scan_free(s);
+                return -1;
+            }
+            if (!fe) break;
+            p = fe + strlen("</function>");
+        }
+        if (!tc || !region_closed) break;
+        r = rb + strlen("</tool_call>");
+    }
+    return 0;
+}
+
+/* [qwen3_coder] sits_srv_tool_calls_parse */
+static json_t *xml_calls_parse(const char *text, size_t len, json_t *tools, uint64_t seed, size_t *content_len_p)
+{
+    xml_scan_t s;
+    if (xml_scan(text, len, 1, tools, &s) != 0) return NULL;
+    json_t *calls = s.marker && !s.bad && s.n > 0 ? json_array() : NULL;
+    uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
+    for (int k = 0; calls && k < s.n; k++) {
+        char *name = strndup(text + s.call[k].name_off, s.call[k].name_len);
+        json_t *c = name ? call_obj(name, s.call[k].args, s.call[k].args_len, &rng) : NULL;
+        free(name);
+        if (!c || json_array_append_new(calls, c) != 0) {
+            json_decref(calls);
+            calls = NULL;
+        }
+    }
+    if (calls) *content_len_p = s.content_len;
+    xml_scan_free(&s);
+    return calls;
+}
+
+/* [qwen3_coder] sits_srv_tool_stream_step */
+static int xml_stream_step(const char *text, size_t len, int final, json_t *tools, uint64_t seed, int single,
+                           sits_srv_tool_stream_t *st, size_t *content_from_p, size_t *content_len_p, json_t **deltas_p)
+{
+    xml_scan_t s;
+    *deltas_p = NULL;
+    *content_from_p = st->content_sent;
+    *content_len_p = 0;
+    if (xml_scan(text, len, final, tools, &s) != 0) return -1;
+    if ((final || s.bad) && !(s.marker && !s.bad && s.n > 0)) {
+        /* [the whole response's rule] no calls after all: whatever was not sent is content */
+        if (st->heads > 0) {
+            xml_scan_free(&s);
+            return 0;
+        }
+        xml_scan_free(&s);
+        s.content_len = len;
+        s.n = 0;
+    }
+    if (s.content_len > st->content_sent && st->heads == 0) {
+        *content_len_p = s.content_len - st->content_sent;
+        st->content_sent = s.content_len;
+    }
+    json_t *d = json_array();
+    uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
+    int n = single && s.n > 1 ? 1 : s.n, rc = d ? 0 : -1;
+    for (int k = 0; rc == 0 && k < n; k++) {
+        const xml_call_t *c = &s.call[k];
+        char id[40];
+        call_id(&rng, id);   /* call k's id, as the whole response numbers them */
+        if (k >= st->heads) {
+            if (!c->named) break;
+            json_t *head = json_pack("{s:I, s:s, s:s, s:{s:s%, s:s}}", "index", (json_int_t)k, "id", id, "type", "function",
+                                     "function", "name", text + c->name_off, c->name_len, "arguments", "");
+            if (!head || json_array_append_new(d, head) != 0) rc = -1;
+            st->heads = k + 1;
+            st->args_sent = 0;
+        }
+        if (rc == 0 && k == st->heads - 1 && c->args_len > st->args_sent) {
+            json_t *a = json_pack("{s:I, s:{s:s%}}", "index", (json_int_t)k, "function", "arguments", c->args + st->args_sent,
+                                  c->args_len - st->args_sent);
+            if (!a || json_array_append_new(d, a) != 0) rc = -1;
+            st->args_sent = c->args_len;
+        }
+    }
+    xml_scan_free(&s);
+    if (rc != 0 || json_array_size(d) == 0) json_decref(d);
+    else *deltas_p = d;
+    return rc;
+}
+
+json_t *sits_srv_tool_calls_parse(int parser, json_t *tools, const char *text, size_t len, uint64_t seed, size_t *content_len_p)
+{
+    if (parser == SITS_SRV_TOOLS_QWEN3_CODER) return xml_calls_parse(text, len, tools, seed, content_len_p);
     tool_scan_t s;
     tool_scan(parser, text, len, 1, &s);
     if (!s.marker || s.bad || !s.complete || s.n == 0) return NULL;
@@ -697,9 +1098,11 @@ json_t *sits_srv_tool_calls_parse(int parser, const char *text, size_t len, uint
     return calls;
 }
 
-int sits_srv_tool_stream_step(int parser, const char *text, size_t len, int final, uint64_t seed, int single,
+int sits_srv_tool_stream_step(int parser, json_t *tools, const char *text, size_t len, int final, uint64_t seed, int single,
                               sits_srv_tool_stream_t *st, size_t *content_from_p, size_t *content_len_p, json_t **deltas_p)
 {
+    if (parser == SITS_SRV_TOOLS_QWEN3_CODER)
+        return xml_stream_step(text, len, final, tools, seed, single, st, content_from_p, content_len_p, deltas_p);
     tool_scan_t s;
     tool_scan(parser, text, len, final, &s);
     *deltas_p = NULL;

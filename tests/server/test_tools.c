@@ -6,7 +6,8 @@
  * name from a call's first delta, arguments concatenated), must give the expected calls and content,
  * every call's first delta with arguments "" and no content once a call began.
  * Expected calls are written from the formats' definitions (Hermes / Qwen2.5 function-calling docs,
- * Llama 3.1 model card, Mistral's [TOOL_CALLS]) -- not produced by the code under test.
+ * Llama 3.1 model card, Mistral's [TOOL_CALLS]) -- not produced by the code under test; qwen3_coder's are
+ * vLLM's own cases (tests/tool_use/test_qwen3coder_tool_parser.py: outputs, tools, expected calls and content).
  * usage: test_tools [SRCDIR] (top_srcdir from the environment otherwise). Exit 0 pass, 1 fail. */
 #include "server/srv_internal.h"
 #include "grammar/grammar.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 
 static int failures;
+static json_t *g_tools;   /* [qwen3_coder] the request's tools (they type the values); NULL for the other formats */
 
 #define CHECK(cond_, ...) do { if (!(cond_)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
     printf("\n"); failures++; } } while (0)
@@ -25,7 +27,7 @@ static int failures;
 static void expect_whole(int parser, const char *text, int n, const char *const *names, const char *const *args, const char *content)
 {
     size_t clen = 0;
-    json_t *calls = sits_srv_tool_calls_parse(parser, text, strlen(text), 7, &clen);
+    json_t *calls = sits_srv_tool_calls_parse(parser, g_tools, text, strlen(text), 7, &clen);
     if (n == 0) {
         CHECK(!calls, "%s: %.60s... parsed as %zu calls", sits_srv_tool_parser_name(parser), text, json_array_size(calls));
         json_decref(calls);
@@ -64,7 +66,7 @@ static void expect_stream(int parser, const char *text, int n, const char *const
         size_t from = 0, cn = 0;
         json_t *d = NULL;
         int final = k == len + 1;
-        CHECK(sits_srv_tool_stream_step(parser, text, final ? len : k, final, 7, 0, &st, &from, &cn, &d) == 0, "step");
+        CHECK(sits_srv_tool_stream_step(parser, g_tools, text, final ? len : k, final, 7, 0, &st, &from, &cn, &d) == 0, "step");
         CHECK(cn == 0 || (from == got_len && json_array_size(acc) == 0), "%s: content at %zu (%zu sent, %zu calls)",
               sits_srv_tool_parser_name(parser), from, got_len, json_array_size(acc));
         memcpy(got + got_len, text + from, cn);
@@ -91,7 +93,7 @@ static void expect_stream(int parser, const char *text, int n, const char *const
         json_decref(d);
     }
     size_t clen = 0;
-    json_t *whole = sits_srv_tool_calls_parse(parser, text, len, 7, &clen);
+    json_t *whole = sits_srv_tool_calls_parse(parser, g_tools, text, len, 7, &clen);
     CHECK((int)json_array_size(acc) == n, "%s: %.50s...: streamed %zu calls, want %d", sits_srv_tool_parser_name(parser), text,
           json_array_size(acc), n);
     for (int i = 0; i < n && i < (int)json_array_size(acc); i++) {
@@ -189,6 +191,70 @@ int main(int argc, char **argv)
            "\\\"unit\\\": \\\"celsius\\\"}\"}]", 1, w, wa, "");
     expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]not json", 0, NULL, NULL, NULL);
 
+    /* qwen3_coder (Qwen3-Coder, Qwen3.5): vLLM's test cases, their sample tools */
+    g_tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"get_current_weather\", \"parameters\": {\"type\": "
+                         "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"state\": {\"type\": \"string\"}, \"unit\": "
+                         "{\"type\": \"string\", \"enum\": [\"fahrenheit\", \"celsius\"]}}, \"required\": [\"city\", \"state\"]}}}, "
+                         "{\"type\": \"function\", \"function\": {\"name\": \"calculate_area\", \"parameters\": {\"type\": \"object\", "
+                         "\"properties\": {\"shape\": {\"type\": \"string\"}, \"dimensions\": {\"type\": \"object\"}, \"precision\": "
+                         "{\"type\": \"integer\"}}}}}]", 0, NULL);
+    CHECK(g_tools, "sample tools");
+    const int Q = SITS_SRV_TOOLS_QWEN3_CODER;
+    const char *qw[] = { "get_current_weather", "get_current_weather" }, *qa[] = { "calculate_area" };
+    const char *dallas = "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\n"
+                         "TX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>";
+    const char *dallas_a[] = { "{\"city\": \"Dallas\", \"state\": \"TX\", \"unit\": \"fahrenheit\"}",
+                               "{\"city\": \"Orlando\", \"state\": \"FL\", \"unit\": \"fahrenheit\"}" };
+    expect(Q, dallas, 1, qw, dallas_a, "");
+    char buf[1024];
+    snprintf(buf, sizeof buf, "Sure! Let me check the weather for you.%s", dallas);
+    expect(Q, buf, 1, qw, dallas_a, "Sure! Let me check the weather for you.");
+    const char *rect_a[] = { "{\"shape\": \"rectangle\", \"dimensions\": {\"width\": 10, \"height\": 20}, \"precision\": 2}" };
+    expect(Q, "<tool_call>\n<function=calculate_area>\n<parameter=shape>\nrectangle\n</parameter>\n<parameter=dimensions>\n"
+              "{\"width\": 10, \n \"height\": 20}\n</parameter>\n<parameter=precision>\n2\n</parameter>\n</function>\n</tool_call>",
+           1, qa, rect_a, "");
+    snprintf(buf, sizeof buf, "%s\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nOrlando\n</parameter>\n"
+             "<parameter=state>\nFL\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>", dallas);
+    expect(Q, buf, 2, qw, dallas_a, "");
+    const char *circle_a[] = { "{\"shape\": \"circle\", \"dimensions\": {\"radius\": 15.5}, \"precision\": 3}" };
+    expect(Q, "Let me calculate that area for you.<tool_call>\n<function=calculate_area>\n<parameter=shape>\ncircle\n</parameter>\n"
+              "<parameter=dimensions>\n{\"radius\": 15.5}\n</parameter>\n<parameter=precision>\n3\n</parameter>\n</function>\n</tool_call>",
+           1, qa, circle_a, "Let me calculate that area for you.");
+    expect(Q, "This is a test response without any tool calls", 0, NULL, NULL, NULL);
+    /* no <tool_call> tags: the bare <function=...> block (vLLM's fallback) */
+    const char *dts_a[] = { "{\"city\": \"Dallas\", \"state\": \"TX\"}" };
+    expect(Q, "<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n</parameter>\n</function>",
+           1, qw, dts_a, "");
+    /* a missing </parameter>: the value ends at the next <parameter= */
+    expect(Q, "Let me check the weather for you:\n<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n"
+              "<parameter=state>\nTX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
+           1, qw, dallas_a, "Let me check the weather for you:\n");
+    /* the arguments are written as Python's json.dumps writes them (vLLM's bytes) */
+    size_t clen = 0;
+    json_t *calls = sits_srv_tool_calls_parse(Q, g_tools, dallas, strlen(dallas), 7, &clen);
+    const char *args = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments"));
+    CHECK(args && !strcmp(args, dallas_a[0]), "qwen3_coder arguments bytes %s, want %s", args ? args : "(none)", dallas_a[0]);
+    json_decref(calls);
+    json_decref(g_tools);
+    /* vLLM's type conversion case: integer, float, boolean, string, object; plus null, a whole number, an unlisted name */
+    g_tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"test_types\", \"parameters\": {\"type\": \"object\", "
+                         "\"properties\": {\"int_param\": {\"type\": \"integer\"}, \"float_param\": {\"type\": \"float\"}, "
+                         "\"bool_param\": {\"type\": \"boolean\"}, \"str_param\": {\"type\": \"string\"}, \"obj_param\": "
+                         "{\"type\": \"object\"}, \"num_param\": {\"type\": \"number\"}, \"bad_int\": {\"type\": \"integer\"}}}}}]",
+                         0, NULL);
+    const char *tt[] = { "test_types" };
+    const char *tt_a[] = { "{\"int_param\": 42, \"float_param\": 3.14, \"bool_param\": true, \"str_param\": \"hello world\", "
+                           "\"obj_param\": {\"key\": \"value\"}, \"num_param\": 2, \"bad_int\": \"4x\", \"extra\": \"7\", \"n\": null}" };
+    expect(Q, "<tool_call>\n<function=test_types>\n<parameter=int_param>\n42\n</parameter>\n<parameter=float_param>\n3.14\n"
+              "</parameter>\n<parameter=bool_param>\ntrue\n</parameter>\n<parameter=str_param>\nhello world\n</parameter>\n"
+              "<parameter=obj_param>\n{\"key\": \"value\"}\n</parameter>\n<parameter=num_param>\n2.0\n</parameter>\n"
+              "<parameter=bad_int>\n4x\n</parameter>\n<parameter=extra>\n7\n</parameter>\n<parameter=n>\nnull\n</parameter>\n"
+              "</function>\n</tool_call>", 1, tt, tt_a, "");
+    /* a name without its '>': no calls (vLLM's parse fails: the text is content) */
+    expect(Q, "<tool_call>\n<function=test_types\n</function>\n</tool_call>", 0, NULL, NULL, NULL);
+    json_decref(g_tools);
+    g_tools = NULL;
+
     /* the parser picked from real templates */
     static const struct { const char *file; int parser; } tmpl[] = {
         { "Qwen-Qwen2.5-7B-Instruct.jinja", SITS_SRV_TOOLS_HERMES },
@@ -196,6 +262,10 @@ int main(int argc, char **argv)
         { "Qwen-Qwen3-0.6B.jinja", SITS_SRV_TOOLS_HERMES },
         { "meta-llama-Llama-3.1-8B-Instruct.jinja", SITS_SRV_TOOLS_LLAMA3 },
         { "mistralai-Mistral-Nemo-Instruct-2407.jinja", SITS_SRV_TOOLS_MISTRAL },
+        { "Qwen3-Coder.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
+        { "Qwen3.5-4B.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
+        { "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
+        { "StepFun3.5-Flash.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
     };
     for (size_t i = 0; i < sizeof tmpl / sizeof tmpl[0]; i++) {
         char path[1024];
@@ -229,6 +299,36 @@ int main(int argc, char **argv)
                  (const char *const[]){ "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}]", NULL },
                  (const char *const[]){ "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"a\"}}, {\"name\": "
                                         "\"get_weather\", \"arguments\": {\"location\": \"b\"}}]", NULL });
+    /* qwen3_coder forced calls: the grammar sits_srv_structured_parse builds for tool_choice required / named */
+    static const char *const forced[][3] = {
+        { "\"required\"", "<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n</function>\n</tool_call>\n"
+                          "<tool_call>\n<function=get_weather>\n<parameter=location>\na < b > c\n</parameter>\n</function>\n</tool_call>",
+          "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>" },
+        { "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}",
+          "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>",
+          "<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n</function>\n</tool_call>" },
+    };
+    sits_srv_gcache_t *gc = NULL;
+    CHECK(sits_srv_gcache_create(&gc) == SITS_OK, "gcache");
+    sits_srv_limits_t lim = { .tool_parser = SITS_SRV_TOOLS_QWEN3_CODER, .n_stop_ids = 1, .gcache = gc, .vocab_size = 100 };
+    for (int i = 0; i < 2; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+                 "{\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}}}}, {\"type\": \"function\", "
+                 "\"function\": {\"name\": \"get_time\"}}], \"tool_choice\": %s}", forced[i][0]);
+        json_t *root = json_loads(body, 0, NULL);
+        sits_srv_request_t req = { 0 };
+        sits_srv_error_t err = { 0 };
+        CHECK(root && sits_srv_structured_parse(&lim, root, SITS_SRV_CHAT, &req, &err) == 0 && req.grammar && req.tool_forced &&
+              req.tools, "qwen3_coder forced %s: %s", forced[i][0], err.message);
+        if (req.grammar) {
+            CHECK(sits_grammar_matches(req.grammar, forced[i][1], strlen(forced[i][1])), "qwen3_coder grammar refuses %s", forced[i][1]);
+            CHECK(!sits_grammar_matches(req.grammar, forced[i][2], strlen(forced[i][2])), "qwen3_coder grammar accepts %s", forced[i][2]);
+        }
+        sits_srv_request_free(&req);
+        json_decref(root);
+    }
+    sits_srv_gcache_destroy(gc);
     printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
