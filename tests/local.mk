@@ -115,6 +115,9 @@ EXTRA_DIST += tests/integration/bench_attention.sh tests/integration/bench_w4.sh
 # [tool calls] qwen3_coder's XML calls (Qwen3-Coder / Qwen3.5) through the server and the openai client
 TESTS += tests/integration/tool_xml.sh
 EXTRA_DIST += tests/integration/tool_xml.sh
+# [tool calls] Mistral: 9-character call ids back through its template, its markup tokens kept for the parser
+TESTS += tests/integration/tool_mistral.sh
+EXTRA_DIST += tests/integration/tool_mistral.sh
 # [token ids] vLLM's return_token_ids (prompt_token_ids, token_ids) against HF transformers' tokenizer
 TESTS += tests/integration/token_ids.sh
 EXTRA_DIST += tests/integration/token_ids.sh tests/integration/token_ids_check.py

@@ -95,6 +95,8 @@ struct sits_server {
     size_t n_stop_ids;
     int32_t hm_ids[8];        /* [reasoning] openai_gptoss: harmony's markup tokens, kept as text for harmony.c */
     int n_hm_ids;
+    int32_t ms_ids[4];        /* [tool calls] Mistral's call markup tokens that are special, kept as text for its parser */
+    int n_ms_ids;
     const sits_sched_api_t *api;
     void *sched;
     struct MHD_Daemon *mhd;
@@ -696,9 +698,12 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    /* [reasoning] harmony reads its markup: those special tokens stay text, the others go as usual */
+    /* [reasoning] harmony reads its markup: those special tokens stay text, the others go as usual; [tool calls] so does
+     * the mistral parser ([TOOL_CALLS], [ARGS], [CALL_ID]: control tokens in Mistral's tokenizers, as vLLM keeps the special
+     * tokens for it) */
     int harmony = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning == SITS_SRV_REASONING_HARMONY;
-    int keep = harmony && c->rq.skip_special && srv->n_hm_ids > 0;
+    int mistral = !harmony && c->rq.tool_parser == SITS_SRV_TOOLS_MISTRAL && srv->n_ms_ids > 0;
+    int keep = c->rq.skip_special && ((harmony && srv->n_hm_ids > 0) || mistral);
     for (int i = 0; i < n; i++) {
         if (sits_srv_textout_init_ex(&c->ch[i].to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
                                      c->rq.skip_special && !keep, c->rq.include_stop_str) != SITS_OK) {
@@ -706,7 +711,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
             return -1;
         }
         c->ch[i].to_valid = 1;
-        if (keep) sits_srv_textout_keep(&c->ch[i].to, srv->hm_ids, srv->n_hm_ids);
+        if (keep) sits_srv_textout_keep(&c->ch[i].to, mistral ? srv->ms_ids : srv->hm_ids, mistral ? srv->n_ms_ids : srv->n_hm_ids);
         c->ch[i].rs_on = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning != SITS_SRV_REASONING_NONE && !harmony;
         if (c->ch[i].rs_on) sits_srv_reasoning_stream_init(&c->ch[i].rs, c->rq.reasoning, c->rq.reasoning_closed);
         c->ch[i].hm_on = harmony;
@@ -1766,6 +1771,11 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
             int32_t id = sits_tokenizer_token_to_id(tok, mk[k]);
             if (id >= 0) s->hm_ids[s->n_hm_ids++] = id;
         }
+    }
+    static const char *const ms[] = { "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]" };
+    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {   /* [tool calls] Mistral's markup, where the vocabulary has it */
+        int32_t id = sits_tokenizer_token_to_id(tok, ms[k]);
+        if (id >= 0 && sits_tokenizer_is_special(tok, id)) s->ms_ids[s->n_ms_ids++] = id;
     }
     sits_srv_gcache_t *gcache = NULL;
     SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);

@@ -416,10 +416,11 @@ fail:
 
 typedef struct {
     size_t start, end;           /* the call object [start, end) once complete */
-    size_t name_off, name_len;   /* the name's JSON string token, once complete (name_len 0 before) */
+    size_t name_off, name_len;   /* the name's JSON string token, once complete (name_len 0 before); name_raw: its text */
     size_t args_off, args_len;   /* the arguments value's bytes seen so far */
     int has_args, args_done, args_str;
     int done;
+    int name_raw;                /* mistral v11: [TOOL_CALLS]NAME[ARGS]{...}, the name as written */
 } call_span_t;
 
 typedef struct {
@@ -431,12 +432,14 @@ typedef struct {
     int bad;                     /* text after the marker that is not a call: it was all content */
 } tool_scan_t;
 
-/* The next call id of the request's id stream rng: call_ + 24 letters and digits. */
-static void call_id(uint64_t *rng, char id[40])
+/* The next call id of the request's id stream rng: call_ + 24 letters and digits; mistral: 9 letters and digits
+ * (Mistral's templates refuse any other id when the call comes back in the history, as vLLM's MistralToolCall). */
+static void call_id(int parser, uint64_t *rng, char id[40])
 {
     static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    int o = snprintf(id, 40, "call_");
-    for (int i = 0; i < 24; i++) {
+    const int mistral = parser == SITS_SRV_TOOLS_MISTRAL;
+    int o = mistral ? 0 : snprintf(id, 40, "call_");
+    for (int i = 0; i < (mistral ? 9 : 24); i++) {
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         id[o++] = abc[(*rng >> 33) % 62];
     }
@@ -446,13 +449,13 @@ static void call_id(uint64_t *rng, char id[40])
 void sits_srv_tool_call_id(uint64_t seed, int k, char id[40])
 {
     uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i <= k; i++) call_id(&rng, id);
+    for (int i = 0; i <= k; i++) call_id(SITS_SRV_TOOLS_OPENAI, &rng, id);
 }
 
-static json_t *call_obj(const char *name, const char *args, size_t args_len, uint64_t *rng)
+static json_t *call_obj(int parser, const char *name, const char *args, size_t args_len, uint64_t *rng)
 {
     char id[40];
-    call_id(rng, id);
+    call_id(parser, rng, id);
     return json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name", name, "arguments", args,
                      args_len);
 }
@@ -611,6 +614,74 @@ static void scan_calls(int parser, const char *text, const char *p, const char *
     }
 }
 
+/* 1: tag is at q; 0: [q, end) is a proper start of it (the text goes on); -1: not it */
+static int tag_at(const char *q, const char *end, const char *tag)
+{
+    size_t n = strlen(tag), have = (size_t)(end - q);
+    if (memcmp(q, tag, have < n ? have : n) != 0) return -1;
+    return have >= n ? 1 : 0;
+}
+
+/* [mistral] Tokenizers v11 and later (Mistral Small 3.2, Devstral, Magistral, Ministral 3): each call is
+ * [TOOL_CALLS]NAME[ARGS]{...}, perhaps [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} (Small 3.2's template), or
+ * [TOOL_CALLS]NAME{...} when the markup tokens were dropped (vLLM's v11 reading: the name ends at the '{'). m: the
+ * first marker. */
+static void mistral_v11_scan(const char *text, const char *m, const char *end, int final, tool_scan_t *s)
+{
+    static const char mk[] = "[TOOL_CALLS]";
+    for (const char *p = m; p && p < end && !s->bad;) {
+        if (s->n == TOOL_MAX_CALLS) { s->bad = 1; return; }
+        call_span_t *c = &s->call[s->n++];
+        memset(c, 0, sizeof *c);
+        c->name_raw = 1;
+        c->start = (size_t)(p - text);
+        const char *nm = p + strlen(mk), *q = nm;
+        while (q < end && *q != '{' && *q != '[' && !isspace((unsigned char)*q)) q++;
+        const char *ne = q;
+        q = skip_ws(q, end);
+        if (q >= end) return;   /* the name goes on */
+        if (ne == nm || (*q != '{' && *q != '[')) { s->bad = 1; return; }
+        for (int tags = 0; q < end && *q == '[' && tags < 2; tags++) {   /* [CALL_ID]ID, then [ARGS] */
+            int id = tag_at(q, end, "[CALL_ID]"), args = tag_at(q, end, "[ARGS]");
+            if (id < 0 && args < 0) { s->bad = 1; return; }
+            if (id == 0 || args == 0) {   /* the tag goes on */
+                if (final) s->bad = 1;
+                return;
+            }
+            if (args == 1) {
+                q += strlen("[ARGS]");
+                break;
+            }
+            for (q += strlen("[CALL_ID]"); q < end && isalnum((unsigned char)*q);) q++;
+        }
+        c->name_off = (size_t)(nm - text);
+        c->name_len = (size_t)(ne - nm);
+        q = skip_ws(q, end);
+        if (q >= end) return;
+        if (*q != '{') { s->bad = 1; return; }
+        c->has_args = 1;
+        c->args_off = (size_t)(q - text);
+        const char *v;
+        int r = skip_value(q, end, &v);
+        if (r < 0) { s->bad = 1; return; }
+        if (r == 0) {
+            c->args_len = (size_t)(end - q);
+            return;
+        }
+        c->args_len = (size_t)(v - q);
+        c->args_done = c->done = 1;
+        c->end = (size_t)(v - text);
+        p = skip_ws(v, end);
+        if (p >= end) { s->complete = 1; return; }
+        if ((size_t)(end - p) < strlen(mk)) {   /* maybe the next marker */
+            if (memcmp(p, mk, (size_t)(end - p)) != 0) s->bad = 1;
+            else s->complete = final;
+            return;
+        }
+        if (memcmp(p, mk, strlen(mk)) != 0) { s->bad = 1; return; }
+    }
+}
+
 /* text[len] so far (final: all of it) in the parser's format. */
 static void tool_scan(int parser, const char *text, size_t len, int final, tool_scan_t *s)
 {
@@ -628,7 +699,10 @@ static void tool_scan(int parser, const char *text, size_t len, int final, tool_
         const char *p = skip_ws(m + strlen(mk), end);
         if (parser == SITS_SRV_TOOLS_MISTRAL) {
             if (p >= end) return;
-            if (*p != '[') { s->bad = 1; return; }
+            if (*p != '[') {   /* v11 and later: NAME[ARGS]{...} after each marker */
+                mistral_v11_scan(text, m, end, final, s);
+                return;
+            }
             p++;
         }
         scan_calls(parser, text, p, end, s);
@@ -670,6 +744,12 @@ static int call_ok(const char *text, const call_span_t *c)
 {
     json_error_t jerr;
     if (!c->done || !c->name_len || !c->has_args || !c->args_done) return 0;
+    if (c->name_raw) {   /* mistral v11: the arguments must be an object */
+        json_t *a = json_loadb(text + c->args_off, c->args_len, 0, &jerr);
+        int ok = json_is_object(a);
+        json_decref(a);
+        return ok;
+    }
     json_t *o = json_loadb(text + c->start, c->end - c->start, 0, &jerr);
     json_t *a = json_object_get(o, "arguments");
     if (!a) a = json_object_get(o, "parameters");
@@ -679,13 +759,13 @@ static int call_ok(const char *text, const call_span_t *c)
 }
 
 /* Call k's OpenAI object; rng advanced as for the calls before it. */
-static json_t *span_call(const char *text, const call_span_t *c, uint64_t *rng)
+static json_t *span_call(int parser, const char *text, const call_span_t *c, uint64_t *rng)
 {
-    char *name = json_str(text + c->name_off, c->name_len, NULL), *sv = NULL;
+    char *name = c->name_raw ? strndup(text + c->name_off, c->name_len) : json_str(text + c->name_off, c->name_len, NULL), *sv = NULL;
     size_t alen = c->args_len;
     const char *args = text + c->args_off;
     if (c->args_str) args = sv = json_str(args, c->args_len, &alen);
-    json_t *o = name && args ? call_obj(name, args, alen, rng) : NULL;
+    json_t *o = name && args ? call_obj(parser, name, args, alen, rng) : NULL;
     free(name);
     free(sv);
     return o;
@@ -1015,7 +1095,7 @@ static json_t *xml_calls_parse(const char *text, size_t len, json_t *tools, uint
     uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
     for (int k = 0; calls && k < s.n; k++) {
         char *name = strndup(text + s.call[k].name_off, s.call[k].name_len);
-        json_t *c = name ? call_obj(name, s.call[k].args, s.call[k].args_len, &rng) : NULL;
+        json_t *c = name ? call_obj(SITS_SRV_TOOLS_QWEN3_CODER, name, s.call[k].args, s.call[k].args_len, &rng) : NULL;
         free(name);
         if (!c || json_array_append_new(calls, c) != 0) {
             json_decref(calls);
@@ -1056,7 +1136,7 @@ static int xml_stream_step(const char *text, size_t len, int final, json_t *tool
     for (int k = 0; rc == 0 && k < n; k++) {
         const xml_call_t *c = &s.call[k];
         char id[40];
-        call_id(&rng, id);   /* call k's id, as the whole response numbers them */
+        call_id(SITS_SRV_TOOLS_QWEN3_CODER, &rng, id);   /* call k's id, as the whole response numbers them */
         if (k >= st->heads) {
             if (!c->named) break;
             json_t *head = json_pack("{s:I, s:s, s:s, s:{s:s%, s:s}}", "index", (json_int_t)k, "id", id, "type", "function",
@@ -1088,7 +1168,7 @@ json_t *sits_srv_tool_calls_parse(int parser, json_t *tools, const char *text, s
     json_t *calls = json_array();
     uint64_t rng = seed ^ 0x9e3779b97f4a7c15ull;
     for (int k = 0; calls && k < s.n; k++) {
-        json_t *c = span_call(text, &s.call[k], &rng);
+        json_t *c = span_call(parser, text, &s.call[k], &rng);
         if (!c || json_array_append_new(calls, c) != 0) {
             json_decref(calls);
             return NULL;
@@ -1130,10 +1210,10 @@ int sits_srv_tool_stream_step(int parser, json_t *tools, const char *text, size_
     for (int k = 0; k < n; k++) {
         const call_span_t *c = &s.call[k];
         char id[40];
-        call_id(&rng, id);   /* call k's id, as the whole response numbers them */
+        call_id(parser, &rng, id);   /* call k's id, as the whole response numbers them */
         if (k >= st->heads) {
             if (!c->name_len) break;   /* its name is not complete yet */
-            char *name = json_str(text + c->name_off, c->name_len, NULL);
+            char *name = c->name_raw ? strndup(text + c->name_off, c->name_len) : json_str(text + c->name_off, c->name_len, NULL);
             json_t *head = name ? json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)k, "id", id, "type", "function",
                                             "function", "name", name, "arguments", "")
                                 : NULL;

@@ -38,7 +38,9 @@ static void expect_whole(int parser, const char *text, int n, const char *const 
     for (int i = 0; calls && i < n && i < (int)json_array_size(calls); i++) {
         json_t *c = json_array_get(calls, i), *fn = json_object_get(c, "function");
         const char *id = json_string_value(json_object_get(c, "id"));
-        CHECK(id && strncmp(id, "call_", 5) == 0 && strlen(id) == 29, "call id %s", id ? id : "(none)");
+        /* mistral: 9 letters and digits (its templates refuse other ids in the history, as vLLM's MistralToolCall) */
+        CHECK(id && (parser == SITS_SRV_TOOLS_MISTRAL ? strlen(id) == 9 && strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 9
+                                                       : strncmp(id, "call_", 5) == 0 && strlen(id) == 29), "call id %s", id ? id : "(none)");
         CHECK(!strcmp(json_string_value(json_object_get(c, "type")), "function"), "type");
         CHECK(!strcmp(json_string_value(json_object_get(fn, "name")), names[i]), "name %s, want %s",
               json_string_value(json_object_get(fn, "name")), names[i]);
@@ -190,6 +192,22 @@ int main(int argc, char **argv)
     expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": \"{\\\"location\\\": \\\"Paris\\\", "
            "\\\"unit\\\": \\\"celsius\\\"}\"}]", 1, w, wa, "");
     expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]not json", 0, NULL, NULL, NULL);
+    /* vLLM's mistral cases (tests/tool_use/test_mistral_tool_parser.py): the JSON list (pre-v11 tokenizers), the name
+     * after its arguments, and v11's [TOOL_CALLS]NAME{...}; with the markup tokens kept as text (HF tokenizers, as
+     * Mistral Small 3.2 / Devstral templates write them): NAME[ARGS]{...} and NAME[CALL_ID]ID[ARGS]{...} */
+    const char *add[] = { "add", "get_current_weather" }, *add_a[] = { "{\"a\": 3.5, \"b\": 4}",
+                                                                        "{\"city\": \"San Francisco\", \"state\": \"CA\", \"unit\": \"celsius\"}" };
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\":{\"a\": 3.5, \"b\": 4}}]", 1, add, add_a, "");
+    const char *age[] = { "get_age" }, *age_a[] = { "{\"name\": \"John Doe\"}" };
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS] [{\"arguments\":{\"name\": \"John Doe\"}, \"name\": \"get_age\"}]", 1, age, age_a, "");
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]add{\"a\": 3.5, \"b\": 4}", 1, add, add_a, "");
+    expect(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]get_current_weather{\"city\": \"San Francisco\", \"state\": \"CA\", \"unit\": \"celsius\"}", 1,
+           add + 1, add_a + 1, "");
+    expect(SITS_SRV_TOOLS_MISTRAL, "Sure.[TOOL_CALLS]add[ARGS]{\"a\": 3.5, \"b\": 4}[TOOL_CALLS]get_current_weather[CALL_ID]a1B2c3D4e"
+           "[ARGS]{\"city\": \"San Francisco\", \"state\": \"CA\", \"unit\": \"celsius\"}", 2, add, add_a, "Sure.");
+    /* cut short, or text after the call: no calls in the whole response (a stream has sent the head by then) */
+    expect_whole(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]add[ARGS]{\"a\": 3.5", 0, NULL, NULL, NULL);
+    expect_whole(SITS_SRV_TOOLS_MISTRAL, "[TOOL_CALLS]add[ARGS]{\"a\": 3.5} and more", 0, NULL, NULL, NULL);
 
     /* qwen3_coder (Qwen3-Coder, Qwen3.5): vLLM's test cases, their sample tools */
     g_tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"get_current_weather\", \"parameters\": {\"type\": "
@@ -262,6 +280,8 @@ int main(int argc, char **argv)
         { "Qwen-Qwen3-0.6B.jinja", SITS_SRV_TOOLS_HERMES },
         { "meta-llama-Llama-3.1-8B-Instruct.jinja", SITS_SRV_TOOLS_LLAMA3 },
         { "mistralai-Mistral-Nemo-Instruct-2407.jinja", SITS_SRV_TOOLS_MISTRAL },
+        { "Mistral-Small-3.2-24B-Instruct-2506.jinja", SITS_SRV_TOOLS_MISTRAL },
+        { "unsloth-mistral-Devstral-Small-2507.jinja", SITS_SRV_TOOLS_MISTRAL },
         { "Qwen3-Coder.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
         { "Qwen3.5-4B.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
         { "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", SITS_SRV_TOOLS_QWEN3_CODER },
