@@ -127,3 +127,7 @@ EXTRA_DIST += tests/integration/reasoning.sh tests/integration/reasoning_check.p
 # [reasoning] --reasoning-parser openai_gptoss (gpt-oss's harmony) on gpt-oss's template, through the openai client
 TESTS += tests/integration/harmony.sh
 EXTRA_DIST += tests/integration/harmony.sh tests/integration/harmony_check.py
+# [responses] POST /v1/responses == /v1/chat/completions on the same conversation (qwen3 + hermes, gpt-oss's harmony),
+# whole and streamed through the openai client; its refusals, /metrics, the trace, a client leaving mid-stream
+TESTS += tests/integration/responses.sh
+EXTRA_DIST += tests/integration/responses.sh tests/integration/responses_check.py

@@ -43,6 +43,7 @@
 #include "server/server.h"
 #include "server/chat_page.h"   /* chat page (issue 12) */
 #include "server/srv_internal.h"
+#include "server/responses.h"   /* [responses] */
 #include "grammar/grammar.h"
 #include "util/log.h"
 
@@ -133,12 +134,13 @@ struct sits_server {
     sits_grammar_vocab_t *gvocab;
 };
 
-typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE } route_t;
+typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE,
+               R_RESPONSES, R_RESPONSE_ID /* [responses] POST /v1/responses, /v1/responses/{id} */ } route_t;
 
 /* Routes that take a POST body. */
 static int has_body(route_t r)
 {
-    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_RESPONSES;
 }
 
 /* [n] One choice of a request: its own sequence in the scheduler, its own text. */
@@ -206,6 +208,7 @@ struct conn {
     int suspended;          /* parked by an MHD callback, waiting for the pump */
     int gone;               /* the client left or the stream failed: no response */
     double t_check;         /* last peer_closed check */
+    sits_srv_resp_t *resp;  /* [responses] /v1/responses: its translation state (NULL: another endpoint) */
 };
 
 static double now_s(void)
@@ -610,6 +613,7 @@ static const sits_grammar_vocab_t *grammar_vocab(sits_server_t *srv)
 /* Appends an SSE event (malloc'd s) to the pending output. */
 static int pend_add(conn_t *c, char *s, size_t len)
 {
+    if (s && c->resp) s = sits_srv_resp_sse(c->resp, s, len, &len);   /* [responses] the chat event as Responses events */
     if (!s) return -1;
     if (c->pend_off == c->pend_len) c->pend_off = c->pend_len = 0;
     if (c->pend_len + len > c->pend_cap) {
@@ -689,7 +693,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     uint64_t k = atomic_fetch_add(&srv->counter, 1);
     if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
     c->rq.sample.step = 0;
-    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->resp ? "resp_" : c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
     int per = c->rq.n > 0 ? c->rq.n : 1, n = per * (1 + c->rq.n_more);
@@ -883,6 +887,7 @@ static enum MHD_Result run_whole(conn_t *c)
     }
     char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->prompt_tokens, n_gen,
                                         cached_tokens(c), extra);
+    if (c->resp) body = sits_srv_resp_body(c->resp, body);   /* [responses] the chat body as a Response */
     return reply_json(c, 200, body);
 }
 
@@ -1264,7 +1269,8 @@ static enum MHD_Result handle_generate(conn_t *c)
         return reply_error(c, &err);
     }
     sits_srv_kind_t kind = c->route == R_CHAT ? SITS_SRV_CHAT : SITS_SRV_COMPLETIONS;
-    if (sits_srv_request_parse(&srv->lim, kind, c->body ? c->body : "", c->body_len, &c->rq, &err) != 0)
+    if (c->route == R_RESPONSES ? sits_srv_resp_parse(&srv->lim, c->body ? c->body : "", c->body_len, &c->rq, &c->resp, &err) != 0
+                                : sits_srv_request_parse(&srv->lim, kind, c->body ? c->body : "", c->body_len, &c->rq, &err) != 0)
         return reply_error(c, &err);
     c->rq_valid = 1;
     free(c->body);
@@ -1340,6 +1346,8 @@ static route_t route_of(const char *url)
 {
     if (strcmp(url, "/v1/completions") == 0) return R_COMPLETIONS;
     if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
+    if (strcmp(url, "/v1/responses") == 0) return R_RESPONSES;
+    if (strncmp(url, "/v1/responses/", 14) == 0) return R_RESPONSE_ID;
     if (strcmp(url, "/v1/models") == 0) return R_MODELS;
     if (strncmp(url, "/v1/models/", 11) == 0 && url[11]) return R_MODEL;
     if (strcmp(url, "/health") == 0) return R_HEALTH;
@@ -1404,7 +1412,7 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     } else if (!srv->tenants && srv->api_key && authed && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
                            "missing or invalid API key: send 'Authorization: Bearer <key>'");
-    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT) && draining(srv)) {
+    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT || c->route == R_RESPONSES) && draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
     } else {
@@ -1467,7 +1475,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     switch (c->route) {
     case R_COMPLETIONS:
-    case R_CHAT: return handle_generate(c);
+    case R_CHAT:
+    case R_RESPONSES: return handle_generate(c);
+    case R_RESPONSE_ID: {   /* [responses] nothing is stored */
+        sits_srv_error_t err;
+        sits_srv_resp_not_found(url + 14, &err);
+        return reply_error(c, &err);
+    }
     case R_MODELS:
     case R_MODEL: return handle_models(c, url);
     case R_METRICS: return handle_metrics(c);
@@ -1522,6 +1536,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     }
     free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
+    sits_srv_resp_free(c->resp);
     free(c->body);
     free(c->pend);
     pthread_mutex_destroy(&c->mu);

@@ -1,7 +1,8 @@
 /* server.h -- the OpenAI-compatible HTTP front-end of the TP leader (libmicrohttpd).
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (JSON or SSE streaming in OpenAI's
- * chunk format), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text).
+ * chunk format), POST /v1/responses (generated as a chat request: responses.h), GET /v1/models,
+ * GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text).
  * The server owns no model: it validates requests, tokenizes them, submits them to the scheduler
  * through the sits_sched_api_t table (thread-safe, see sched/sched.h), waits for tokens, detokenizes
  * them incrementally, applies stop strings and writes the responses.
