@@ -463,8 +463,8 @@ void sits_srv_resp_free(sits_srv_resp_t *r)
 void sits_srv_resp_not_found(const char *id, sits_srv_error_t *err)
 {
     sits_srv_error_set(err, 404, "invalid_request_error", "response_not_found", NULL,
-                       "Response with id '%.100s' not found: this server stores no responses (as vLLM without "
-                       "VLLM_ENABLE_RESPONSES_API_STORE)", id);
+                       "Response with id '%.*s' not found: this server stores no responses (as vLLM without "
+                       "VLLM_ENABLE_RESPONSES_API_STORE)", (int)(strcspn(id, "/") < 100 ? strcspn(id, "/") : 100), id);
 }
 
 /* ---------------- the output ---------------- */

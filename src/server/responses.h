@@ -36,7 +36,7 @@ char *sits_srv_resp_body(sits_srv_resp_t *r, char *chat_body);
  * response.incomplete, response.failed) -- no "[DONE]" line. NULL when out of memory. */
 char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t *len_p);
 
-/* GET (or any method on) /v1/responses/{id}: the error (404, nothing is stored). */
+/* Any method on /v1/responses/{id}[/...] (GET, DELETE, POST .../cancel): the error (404, nothing is stored). */
 void sits_srv_resp_not_found(const char *id, sits_srv_error_t *err);
 
 #endif

@@ -1402,7 +1402,7 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
     if (c->route == R_NONE) {
         sits_srv_error_set(&err, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %.200s",
                            method, url);
-    } else if (is_post_route ? strcmp(method, "POST") != 0 : !get) {
+    } else if (is_post_route ? strcmp(method, "POST") != 0 : !get && c->route != R_RESPONSE_ID /* [responses] 404 for any */) {
         sits_srv_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
                            "method %s is not allowed on %.200s (use %s)", method, url, is_post_route ? "POST" : "GET");
     } else if (srv->tenants && authed && (c->tenant = auth_tenant(srv, c->mc)) < 0) {

@@ -11,8 +11,10 @@
 #     (named, required, parallel_tool_calls false) and auto after reasoning; a history of reasoning /
 #     function_call / function_call_output items == the chat messages vLLM joins them into; text.format
 #     json_schema (parses, validates) / json_object; the request echoed; the wire (event: lines, no [DONE]);
-#     every refusal's status and error.param; GET /v1/responses/{id} 404 (nothing is stored); /metrics and the
-#     trace file count it as a chat request; a client leaving mid-stream cancels it (abort, blocks back);
+#     every refusal's status and error.param; /v1/responses/{id} get / cancel / delete 404 (nothing is stored);
+#     /metrics and the trace file count it as a chat request; a client leaving mid-stream cancels it (abort, blocks
+#     back); where the OpenAI Agents SDK is installed, an agent's forced call (whole and streamed runs) carries the
+#     chat endpoint's arguments and its tool's result is the final output;
 #   openai_gptoss on gpt-oss's template: analysis -> a reasoning item, final -> the message, a call -> a
 #     function_call item.
 . "$top_srcdir/tests/integration/lib.sh"

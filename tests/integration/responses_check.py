@@ -243,6 +243,12 @@ def errors():
         check(False, "GET %s answered" % rid)
     except openai.NotFoundError as ex:
         check(rid in str(ex.body.get("message")), "GET: %s" % ex.body)
+    for what, call in (("cancel", c.responses.cancel), ("delete", c.responses.delete)):   # nor cancelled or deleted
+        try:
+            call(rid)
+            check(False, "%s %s answered" % (what, rid))
+        except openai.NotFoundError as ex:
+            check(rid in str(ex.body.get("message")), "%s: %s" % (what, ex.body))
 
 
 def common():
@@ -406,6 +412,38 @@ def harmony():
     same("cut in the analysis", ask, "Hello", max_tokens=8, extra=forced(t1))
 
 
+def agents_sdk():
+    """the OpenAI Agents SDK (when installed) runs an agent on the server, whole and streamed: its forced call's
+    arguments are the chat endpoint's for the same conversation, the tool runs, its result is the final output"""
+    import asyncio
+    from agents import Agent, FunctionTool, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
+    set_tracing_disabled(True)
+    got = []
+
+    async def invoke(ctx, args):
+        got.append(args)
+        return "sunny"
+    fn = CHAT_TOOLS[0]["function"]
+    tool = FunctionTool(name=fn["name"], description=fn["description"], params_json_schema=fn["parameters"],
+                        on_invoke_tool=invoke, strict_json_schema=False)
+    agent = Agent(name="a", instructions="Be brief.", tools=[tool], tool_use_behavior="stop_on_first_tool",
+                  model=OpenAIResponsesModel(model="m", openai_client=openai.AsyncOpenAI(base_url=url + "/v1", api_key="none")),
+                  model_settings=ModelSettings(tool_choice=fn["name"], max_tokens=120, temperature=0))
+    want = c.chat.completions.create(model="m", messages=[{"role": "system", "content": "Be brief."},
+                                                          {"role": "user", "content": "Weather in Paris?"}],
+                                     tools=CHAT_TOOLS[:1], tool_choice=chat_tool_choice({"name": fn["name"]}), temperature=0,
+                                     max_completion_tokens=120).choices[0].message.tool_calls[0].function.arguments
+
+    async def run():
+        whole = await Runner.run(agent, "Weather in Paris?", max_turns=2)
+        st = Runner.run_streamed(agent, "Weather in Paris?", max_turns=2)
+        async for _ in st.stream_events():
+            pass
+        return whole.final_output, st.final_output
+    outs = asyncio.run(run())
+    check(got == [want, want] and outs == ("sunny", "sunny"), "agents sdk: calls %s (chat: %s), outputs %s" % (got, want, outs))
+
+
 errors()
 common()
 echo_and_wire()
@@ -413,6 +451,12 @@ echo_and_wire()
 if mode == "qwen3":
     structured()
     metrics_and_disconnect()
+    try:
+        import agents  # noqa: F401 -- optional: the OpenAI Agents SDK, a client of /v1/responses
+    except ImportError:
+        print("(the OpenAI Agents SDK is not installed: its check skipped)")
+    else:
+        agents_sdk()
 if trace:   # the request trace names each response by its id, with the same token counts
     for _ in range(50):
         lines = {}
