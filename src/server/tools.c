@@ -673,9 +673,8 @@ static void mistral_v11_scan(const char *text, const char *m, const char *end, i
         c->end = (size_t)(v - text);
         p = skip_ws(v, end);
         if (p >= end) { s->complete = 1; return; }
-        if ((size_t)(end - p) < strlen(mk)) {   /* maybe the next marker */
-            if (memcmp(p, mk, (size_t)(end - p)) != 0) s->bad = 1;
-            else s->complete = final;
+        if ((size_t)(end - p) < strlen(mk)) {   /* maybe the next marker (at the end: text after the calls) */
+            if (memcmp(p, mk, (size_t)(end - p)) != 0 || final) s->bad = 1;
             return;
         }
         if (memcmp(p, mk, strlen(mk)) != 0) { s->bad = 1; return; }
