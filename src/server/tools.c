@@ -224,14 +224,63 @@ fail:
 static int xml_tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parallel, sits_grammar_t **g_p,
                             sits_srv_error_t *err);
 
+/* [mistral] tokenizer v11+ templates (Mistral Small 3.2, Devstral, Magistral) write [TOOL_CALLS]NAME[ARGS]{...}: a call of
+ * one function (the one named, or the only tool) is forced in that form -- the name is outside the JSON, so several
+ * functions cannot share one framed grammar, and those keep the JSON list form (which the parser reads as well).
+ * 1 when done (*g_p set, or err on failure: rc), 0 when this does not apply. */
+static int mistral_v11_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parallel, sits_grammar_t **g_p,
+                               sits_srv_error_t *err, int *rc)
+{
+    const char *tt = lim->chat ? sits_chat_template_text(lim->chat, 1) : NULL;
+    if (!tt || !strstr(tt, "[ARGS]") || (!only && json_array_size(tools) != 1)) return 0;
+    json_t *fn = NULL;
+    for (size_t i = 0; i < json_array_size(tools) && !fn; i++) {
+        json_t *f = json_object_get(json_array_get(tools, i), "function");
+        if (!only || strcmp(only, json_string_value(json_object_get(f, "name"))) == 0) fn = f;
+    }
+    *rc = -1;
+    if (!fn) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                           "tool_choice names the function '%.64s', which 'tools' does not define", only);
+        return 1;
+    }
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    json_t *params = opt(fn, "parameters");
+    char *schema = params ? json_dumps(params, JSON_COMPACT) : strdup("{\"type\":\"object\"}");
+    char *open = malloc(strlen(name) + 32), *key = schema ? malloc(strlen(name) + strlen(schema) + 2) : NULL;
+    char msg[256] = "";
+    sits_status_t st = SITS_ERR_NOMEM;
+    if (open && key) {
+        sprintf(open, "[TOOL_CALLS]%s[ARGS]", name);
+        sprintf(key, "%s\n%s", name, schema);
+        sits_grammar_frame_t fr = { .before = "", .item_open = open, .item_close = "", .sep = "", .after = "",
+                                    .max_items = parallel ? -1 : 1 };
+        char kind = parallel ? 'M' : 'm';
+        if ((*g_p = gcache_get(lim->gcache, kind, key))) {
+            st = SITS_OK;
+        } else {
+            st = sits_grammar_from_json_schema_framed(schema, strlen(schema), &fr, msg, sizeof msg, g_p);
+            if (st == SITS_OK) gcache_put(lim->gcache, kind, key, *g_p);
+        }
+    }
+    free(open);
+    free(key);
+    free(schema);
+    if (st == SITS_ERR_INVALID) sits_srv_error_set(err, 400, "invalid_request_error", NULL, "tools", "tools: a function's parameters: %s", msg);
+    else if (st != SITS_OK) sits_srv_error_set(err, 500, "server_error", NULL, NULL, "grammar compilation failed: %s", sits_status_str(st));
+    else *rc = 0;
+    return 1;
+}
+
 /* the grammar of one or more calls in the family's format, over the tools (all, or the one named) */
 static int tool_grammar(const sits_srv_limits_t *lim, json_t *tools, const char *only, int parser, int parallel,
                         sits_grammar_t **g_p, sits_srv_error_t *err)
 {
     if (parser == SITS_SRV_TOOLS_QWEN3_CODER) return xml_tool_grammar(lim, tools, only, parallel, g_p, err);
+    int rc = -1;
+    if (parser == SITS_SRV_TOOLS_MISTRAL && mistral_v11_grammar(lim, tools, only, parallel, g_p, err, &rc)) return rc;
     const char *argkey = parser == SITS_SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
     json_t *any = json_array();
-    int rc = -1;
     for (size_t i = 0; i < json_array_size(tools); i++) {
         json_t *fn = json_object_get(json_array_get(tools, i), "function");
         const char *name = json_string_value(json_object_get(fn, "name"));

@@ -349,6 +349,46 @@ int main(int argc, char **argv)
         json_decref(root);
     }
     sits_srv_gcache_destroy(gc);
+    /* mistral forced calls: v11 templates (Devstral: [TOOL_CALLS]NAME[ARGS]{...}) force one function in that form, several
+     * in the JSON list; Nemo's (pre-v11) the list */
+    static const struct { const char *tmpl, *choice; int n_tools; const char *good, *bad; } mc[] = {
+        { "unsloth-mistral-Devstral-Small-2507.jinja", "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}", 2,
+          "[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Paris\"}", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}]" },
+        { "unsloth-mistral-Devstral-Small-2507.jinja", "\"required\"", 1,
+          "[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Paris\"}", "[TOOL_CALLS]get_weather[ARGS]{}" },
+        { "unsloth-mistral-Devstral-Small-2507.jinja", "\"required\"", 2,
+          "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}]", "[TOOL_CALLS]get_time[ARGS]{}" },
+        { "mistralai-Mistral-Nemo-Instruct-2407.jinja", "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}", 2,
+          "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}]",
+          "[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Paris\"}" },
+    };
+    for (size_t i = 0; i < sizeof mc / sizeof mc[0]; i++) {
+        char dir[1024], tpath[1024], body[1024];
+        snprintf(dir, sizeof dir, "%s/tests/fixtures/tokenizers/bytelevel", src);
+        snprintf(tpath, sizeof tpath, "%s/tests/fixtures/templates/%s", src, mc[i].tmpl);
+        sits_chat_t *chat = NULL;
+        CHECK(sits_chat_load(dir, tpath, &chat) == SITS_OK, "load %s", tpath);
+        gc = NULL;
+        CHECK(sits_srv_gcache_create(&gc) == SITS_OK, "gcache");
+        sits_srv_limits_t ml = { .tool_parser = SITS_SRV_TOOLS_MISTRAL, .n_stop_ids = 1, .gcache = gc, .vocab_size = 100, .chat = chat };
+        snprintf(body, sizeof body, "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+                 "{\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}, \"required\": [\"location\"]}}}%s], "
+                 "\"tool_choice\": %s, \"parallel_tool_calls\": false}",
+                 mc[i].n_tools == 2 ? ", {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}" : "", mc[i].choice);
+        json_t *root = json_loads(body, 0, NULL);
+        sits_srv_request_t req = { 0 };
+        sits_srv_error_t err = { 0 };
+        CHECK(root && sits_srv_structured_parse(&ml, root, SITS_SRV_CHAT, &req, &err) == 0 && req.grammar, "mistral forced %zu: %s", i,
+              err.message);
+        if (req.grammar) {
+            CHECK(sits_grammar_matches(req.grammar, mc[i].good, strlen(mc[i].good)), "mistral %zu: grammar refuses %s", i, mc[i].good);
+            CHECK(!sits_grammar_matches(req.grammar, mc[i].bad, strlen(mc[i].bad)), "mistral %zu: grammar accepts %s", i, mc[i].bad);
+        }
+        sits_srv_request_free(&req);
+        json_decref(root);
+        sits_srv_gcache_destroy(gc);
+        sits_chat_destroy(chat);
+    }
     printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
