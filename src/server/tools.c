@@ -897,6 +897,11 @@ static int py_dump(json_t *v, char **buf, size_t *len, size_t *cap)
         return put(t, strlen(t), buf, len, cap);
     }
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    for (size_t i = 0; s && s[i]; i++) {   /* Python writes \u escapes in lower-case hex */
+        if (s[i] != '\\') continue;
+        if (s[++i] == 'u')
+            for (int k = 1; k <= 4 && s[i + k]; k++) s[i + k] = (char)tolower((unsigned char)s[i + k]);
+    }
     int rc = s ? put(s, strlen(s), buf, len, cap) : -1;
     free(s);
     return rc;

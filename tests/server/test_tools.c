@@ -253,6 +253,13 @@ int main(int argc, char **argv)
     const char *args = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments"));
     CHECK(args && !strcmp(args, dallas_a[0]), "qwen3_coder arguments bytes %s, want %s", args ? args : "(none)", dallas_a[0]);
     json_decref(calls);
+    /* non-ASCII as it is, a control character as \u001f (Python's json.dumps(..., ensure_ascii=False)) */
+    const char *zu = "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nZ\xc3\xbc\x1frich\n</parameter>\n<parameter=state>\n"
+                     "TX\n</parameter>\n</function>\n</tool_call>";
+    calls = sits_srv_tool_calls_parse(Q, g_tools, zu, strlen(zu), 7, &clen);
+    args = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments"));
+    CHECK(args && !strcmp(args, "{\"city\": \"Z\xc3\xbc\\u001frich\", \"state\": \"TX\"}"), "qwen3_coder escapes: %s", args ? args : "(none)");
+    json_decref(calls);
     json_decref(g_tools);
     /* vLLM's type conversion case: integer, float, boolean, string, object; plus null, a whole number, an unlisted name */
     g_tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"test_types\", \"parameters\": {\"type\": \"object\", "
