@@ -730,10 +730,12 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     if (so) {
         if (!json_is_object(so)) BAD("stream_options", "'stream_options' must be an object");
         if (!req->stream) BAD("stream_options", "'stream_options' is only allowed with stream = true");
-        if (get_bool(so, "include_usage", &req->include_usage, err) != 0) {
+        if (get_bool(so, "include_usage", &req->include_usage, err) != 0 ||
+            get_bool(so, "continuous_usage_stats", &req->usage_each, err) != 0) {
             err->param = "stream_options";
             goto fail;
         }
+        req->usage_each = req->usage_each && req->include_usage;   /* vLLM: only with include_usage */
     }
     if (parse_stop(root, req, err) != 0) goto fail;
 

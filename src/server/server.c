@@ -657,7 +657,8 @@ static int set_ids(const conn_t *c, const choice_t *g, json_t *o)
 
 /* Choice i's chunk o (consumed; NULL: out of memory) -> the pending output. [token ids] With return_token_ids a chunk
  * carries the ids generated since the choice's last chunk (choices[0].token_ids), and the choice's first chunk its
- * prompt's ids: chat at the top (vLLM's ChatCompletionStreamResponse), completions in the choice. */
+ * prompt's ids: chat at the top (vLLM's ChatCompletionStreamResponse), completions in the choice. With
+ * continuous_usage_stats, its usage so far. */
 static int pend_chunk(conn_t *c, int i, json_t *o)
 {
     choice_t *g = &c->ch[i];
@@ -674,6 +675,12 @@ static int pend_chunk(conn_t *c, int i, json_t *o)
             g->ids_sent = g->n_gen;
             g->head_sent = 1;
         }
+    }
+    if (o && c->rq.usage_each &&   /* continuous_usage_stats: the choice's usage so far (vLLM's per-choice counts) */
+        json_object_set_new(o, "usage", json_pack("{s:i, s:i, s:i}", "prompt_tokens", g->n_prompt, "completion_tokens", g->n_gen,
+                                                  "total_tokens", g->n_prompt + g->n_gen)) != 0) {
+        json_decref(o);
+        o = NULL;
     }
     size_t len = 0;
     char *s = sits_srv_sse(o, &len);

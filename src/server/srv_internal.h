@@ -88,6 +88,8 @@ typedef struct {
     int n_stop;
     int stream;
     int include_usage;
+    int usage_each;           /* vLLM's stream_options.continuous_usage_stats (with include_usage): every chunk carries the
+                               * usage of its choice so far */
     int n;                    /* [n] choices per prompt, each its own sequence (1..SITS_SRV_MAX_N) */
     sits_srv_prompt_t *more;  /* [n] prompts 2.. of a batched completions prompt (choice i: prompt i / n) */
     int n_more;

@@ -121,6 +121,24 @@ for ev in c.completions.create(model="m", prompt=prompts, n=2, max_tokens=6, tem
         if ex(ch, "prompt_token_ids") is not None:
             heads.setdefault(ch.index, []).append(ex(ch, "prompt_token_ids"))
 check(got == whole, "completions stream ids %s != whole %s" % (got, whole))
+
+# ---- stream_options.continuous_usage_stats (vLLM): every chunk carries its choice's usage so far, which counts the ids
+# the chunks carried up to it; the last usage chunk is the totals ----
+seen, last = {}, None
+for ev in c.completions.create(model="m", prompt=prompts, n=2, max_tokens=6, temperature=0, stream=True, extra_body=IDS,
+                               stream_options={"include_usage": True, "continuous_usage_stats": True}):
+    if not ev.choices:
+        last = ev.usage
+        continue
+    for ch in ev.choices:
+        seen[ch.index] = seen.get(ch.index, 0) + len(ex(ch, "token_ids") or [])
+        u = ev.usage
+        check(u is not None and u.completion_tokens == seen[ch.index] and u.prompt_tokens == len(want[ch.index // 2]) and
+              u.total_tokens == u.prompt_tokens + u.completion_tokens, "continuous usage %s after %d ids" % (u, seen[ch.index]))
+check(last is not None and last.completion_tokens == sum(seen.values()) == 24, "final usage %s (%s)" % (last, seen))
+ev = next(iter(c.completions.create(model="m", prompt=prompts[0], max_tokens=2, temperature=0, stream=True,
+                                    stream_options={"include_usage": True})))
+check(ev.usage is None, "usage in a chunk without continuous_usage_stats: %s" % ev.usage)
 check(heads == {i: [want[i // 2]] for i in range(4)}, "completions stream prompt ids: %s" % heads)
 
 # ---- a stop token id ends the output and is the last id, counted in the usage ----
