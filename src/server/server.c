@@ -1291,22 +1291,18 @@ static enum MHD_Result handle_generate(conn_t *c)
 static enum MHD_Result handle_models(conn_t *c, const char *url)
 {
     sits_server_t *srv = c->srv;
-    char one[1024];
-    snprintf(one, sizeof one,
-             "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sits-dist\",\"max_model_len\":%d}",
-             srv->model_name, srv->start_time, srv->lim.max_model_len);
-    if (c->route == R_MODEL) {
-        const char *id = url + strlen("/v1/models/");
-        if (strcmp(id, srv->model_name) != 0) {
-            sits_srv_error_t err;
-            sits_srv_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
-                               "The model '%.200s' does not exist", id);
-            return reply_error(c, &err);
-        }
-        return reply_json(c, 200, strdup(one));
+    if (c->route == R_MODEL && strcmp(url + strlen("/v1/models/"), srv->model_name) != 0) {
+        sits_srv_error_t err;
+        sits_srv_error_set(&err, 404, "invalid_request_error", "model_not_found", "model", "The model '%.200s' does not exist",
+                           url + strlen("/v1/models/"));
+        return reply_error(c, &err);
     }
-    char *body = malloc(strlen(one) + 64);
-    if (body) sprintf(body, "{\"object\":\"list\",\"data\":[%s]}", one);
+    /* the card; the name as a JSON string (--served-model-name may hold any character) */
+    json_t *one = json_pack("{s:s, s:s, s:I, s:s, s:i}", "id", srv->model_name, "object", "model", "created",
+                            (json_int_t)srv->start_time, "owned_by", "sits-dist", "max_model_len", srv->lim.max_model_len);
+    json_t *o = c->route == R_MODEL ? one : json_pack("{s:s, s:[o]}", "object", "list", "data", one);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
     return reply_json(c, 200, body);
 }
 

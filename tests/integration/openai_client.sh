@@ -117,4 +117,20 @@ PYEOF
 for r in 0 1; do p=$(rank_pid $r "$tmp/m") && kill -TERM "$p"; done
 wait $srv; rc=$?; srv=
 [ $rc -eq 0 ] && ok "server stopped cleanly" || bad "server exit $rc"
+
+# a served name with JSON's special characters (--served-model-name takes any string): /v1/models stays JSON, the
+# client lists and addresses it
+name='org/a "quoted" \ name'
+serve_np 1 "$tmp/m" --load-format dummy --served-model-name "$name" || finish
+  "$PY" - "$url" "$name" <<'PYEOF' && ok "a served name with quotes and a backslash: /v1/models lists it, chat answers to it" || bad "served name"
+import sys, urllib.parse, urllib.request, json, openai
+url, name = sys.argv[1], sys.argv[2]
+c = openai.OpenAI(base_url=url + "/v1", api_key="none")
+assert [m.id for m in c.models.list().data] == [name]
+card = json.load(urllib.request.urlopen(url + "/v1/models/" + urllib.parse.quote(name, safe="")))
+assert card["id"] == name and card["object"] == "model", card
+r = c.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}], max_tokens=2, temperature=0)
+assert r.model == name, r.model
+PYEOF
+stop_np "$tmp/m" || bad "server did not stop cleanly"
 finish
