@@ -64,6 +64,7 @@ struct sits_req {
     int n_blocks;
     int n_dead;                  /* [sliding window] leading entries of bt given back (-1: no layer reads them) */
     uint64_t *hashes;            /* [max_blocks_per_seq] prefix-cache hash of each full block */
+    uint64_t salt;               /* [prefix cache] the hash chain's root (cache_salt; 0: none) */
     int n_hashed;                /* leading blocks registered (or found) in the prefix cache */
     int take;                    /* tokens in the current step */
     /* [kv offload] */
@@ -310,6 +311,7 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->top_logprobs = p->top_logprobs;
     q->tenant = p->tenant;
     q->no_spec = p->no_speculation != 0;
+    q->salt = p->cache_salt;
     q->spec_k = s->p.spec.num_speculative_tokens;
     if (p->id) snprintf(q->id, sizeof q->id, "%s", p->id);
     q->refs = 2;
@@ -928,7 +930,7 @@ static int total_tokens(sits_req_t *q)
 static void prefix_lookup(sits_sched_t *s, sits_req_t *q, int total)
 {
     int bs = s->r->ep.block_size, max_blocks = (total - 1) / bs;
-    uint64_t parent = 0;
+    uint64_t parent = q->salt;   /* the chain's root: the request's cache_salt, 0 without */
     while (q->n_blocks < max_blocks) {
         uint64_t h = sits_kv_block_hash(parent, q->tokens + (size_t)q->n_blocks * bs, bs);
         int32_t id = sits_kv_blocks_lookup(s->r->blocks, h);
@@ -953,7 +955,7 @@ static void prefix_register(sits_sched_t *s, sits_req_t *q)
 {
     int bs = s->r->ep.block_size, full = q->n_computed / bs;
     for (int b = q->n_hashed; b < full; b++) {
-        uint64_t h = sits_kv_block_hash(b ? q->hashes[b - 1] : 0, q->tokens + (size_t)b * bs, bs);
+        uint64_t h = sits_kv_block_hash(b ? q->hashes[b - 1] : q->salt, q->tokens + (size_t)b * bs, bs);
         if (b >= q->n_dead) sits_kv_blocks_register(s->r->blocks, q->bt[b], h);   /* [sliding window] not a placeholder */
         q->hashes[b] = h;
     }

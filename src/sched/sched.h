@@ -65,6 +65,10 @@ typedef struct {
     /* [speculative] 1: never draft for this request (the API's "speculative": false) even when the
      * server runs with --speculative-config */
     int no_speculation;
+    /* [prefix cache] vLLM's cache_salt (0: none): the request's blocks are looked up and registered under hashes chained
+     * from it, so a request with another salt (or none) never starts from them -- what one user sent cannot be probed
+     * through another's time to first token */
+    uint64_t cache_salt;
 } sits_req_params_t;
 
 

@@ -700,6 +700,13 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     int speculative = 1;   /* [speculative] vLLM-style extension field; default: as the server is configured */
     if (get_bool(root, "speculative", &speculative, err) != 0) goto fail;
     req->no_speculation = !speculative;
+    json_t *salt = field(root, "cache_salt");   /* [prefix cache] vLLM's: a non-empty string */
+    if (salt) {
+        if (!json_is_string(salt) || json_string_length(salt) == 0) BAD("cache_salt", "'cache_salt' must be a non-empty string");
+        uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a over its bytes; never 0 (0: no salt) */
+        for (size_t i = 0; i < json_string_length(salt); i++) h = (h ^ (unsigned char)json_string_value(salt)[i]) * 0x100000001b3ull;
+        req->cache_salt = h ? h : 1;
+    }
     if (parse_logprobs(root, kind, req, err) != 0) goto fail;
     if (parse_controls(lim, root, req, err) != 0) goto fail;
     json_int_t min_tokens = 0;

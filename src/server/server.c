@@ -749,7 +749,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .stop_ids = c->rq.ignore_eos ? NULL : srv->stop_ids, .n_stop_ids = c->rq.ignore_eos ? 0 : (int)srv->n_stop_ids,
         .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
         .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens, .grammar_vocab = gv,
-        .no_speculation = c->rq.no_speculation,
+        .no_speculation = c->rq.no_speculation, .cache_salt = c->rq.cache_salt,
     };
     int32_t *stops = NULL;
     if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */

@@ -33,6 +33,31 @@ workload "$tmp/on.json" || bad "workload with the prefix cache"
 hits=$(curl -s "$url/metrics" | awk '$1 == "sits_prefix_cache_hits_total" { print $2 }')
 rate=$(curl -s "$url/metrics" | awk '$1 == "sits_prefix_cache_hit_rate" { print $2 }')
 [ "${hits:-0}" -gt 0 ] && ok "prefix cache hits: $hits tokens (hit rate $rate)" || bad "no prefix cache hits"
+# [cache_salt] vLLM's: a salted request starts only from blocks of the same salt (usage's cached_tokens says), the
+# output is the same; an empty salt is refused
+"$PY" - "$url" <<'PYEOF' && ok "cache_salt: only the same salt hits, outputs unchanged, '' refused" || bad "cache_salt"
+import json, sys, urllib.error, urllib.request
+url = sys.argv[1]
+doc = "Slurm partitions, QOS limits and fair-share factors decide who runs first on the cluster. " * 4
+def ask(salt, code=200):
+    body = {"model": "m", "temperature": 0, "max_tokens": 4, "messages": [{"role": "user", "content": doc}]}
+    if salt is not None:
+        body["cache_salt"] = salt
+    try:
+        r = json.load(urllib.request.urlopen(urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
+                                                                    {"Content-Type": "application/json"}), timeout=120))
+    except urllib.error.HTTPError as e:
+        assert e.code == code and json.load(e)["error"]["param"] == "cache_salt", e.code
+        return None, None
+    assert code == 200
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"], r["choices"][0]["message"]["content"]
+got = [ask("alice"), ask("alice"), ask("bob"), ask(None), ask(None), ask("alice")]
+cached = [g[0] for g in got]
+assert cached[0] == 0 and cached[1] > 0 and cached[2] == 0 and cached[3] == 0 and cached[4] > 0 and cached[5] > 0, cached
+assert len({g[1] for g in got}) == 1, got
+ask("", 400)
+ask(7, 400)
+PYEOF
 stop
 serve_start "$tmp/m" --block-size 8 --no-enable-prefix-caching ${PC_FLAGS:-} || finish
 workload "$tmp/off.json" || bad "workload without the prefix cache"
