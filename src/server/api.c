@@ -753,6 +753,23 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
         if (parse_messages(lim, root, req, err) != 0) goto fail;
     }
     const char *pparam = kind == SITS_SRV_COMPLETIONS ? "prompt" : "messages";
+    json_int_t keep = 0;   /* vLLM's truncate_prompt_tokens: only the last k tokens of each prompt (-1: the context) */
+    int has_keep = 0;
+    if (get_int(root, "truncate_prompt_tokens", &keep, &has_keep, err) != 0) goto fail;
+    if (has_keep && keep == -1) keep = lim->max_model_len;
+    if (has_keep && (keep < 1 || keep > lim->max_model_len))
+        BAD("truncate_prompt_tokens", "'truncate_prompt_tokens' must be -1 or in [1, %d], got %lld", lim->max_model_len,
+            (long long)keep);
+    for (int i = -1; has_keep && i < req->n_more; i++) {
+        int32_t *ids = i < 0 ? req->prompt : req->more[i].ids;
+        int *np = i < 0 ? &req->n_prompt : &req->more[i].n;
+        if (*np <= keep) continue;
+        memmove(ids, ids + (*np - keep), sizeof *ids * (size_t)keep);
+        *np = (int)keep;
+        char **echo = i < 0 ? &req->echo_text : &req->more[i].echo;   /* echo: the kept tokens' text, decoded */
+        free(*echo);
+        *echo = NULL;
+    }
     int longest = req->n_prompt;
     for (int i = -1; i < req->n_more; i++) {   /* every prompt of a batch */
         int np = i < 0 ? req->n_prompt : req->more[i].n;

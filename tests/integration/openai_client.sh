@@ -101,6 +101,23 @@ for ch in b.choices:
 assert b.usage.prompt_tokens == sum(x.usage.prompt_tokens for x in single) and b.usage.completion_tokens == 12, b.usage
 ids = c.completions.create(model="m", prompt=[[5, 6, 7], [8, 9]], max_tokens=2, temperature=0)
 assert len(ids.choices) == 2 and ids.usage.prompt_tokens == 5, ids
+# vLLM's truncate_prompt_tokens: the last k tokens of each prompt, as if sent alone (-1: the whole context)
+t = c.completions.create(model="m", prompt=[list(range(5, 21)), [8, 9]], max_tokens=3, temperature=0, echo=True,
+                         extra_body={"truncate_prompt_tokens": 4})
+alone = c.completions.create(model="m", prompt=[list(range(17, 21)), [8, 9]], max_tokens=3, temperature=0, echo=True)
+assert t.usage.prompt_tokens == 4 + 2 and [x.text for x in t.choices] == [x.text for x in alone.choices], (t, alone)
+t = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi there, a longer message"}], max_tokens=2,
+                              temperature=0, extra_body={"truncate_prompt_tokens": -1})
+assert t.usage.prompt_tokens > 8, t.usage
+t = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi there, a longer message"}], max_tokens=2,
+                              temperature=0, extra_body={"truncate_prompt_tokens": 8})
+assert t.usage.prompt_tokens == 8, t.usage
+for k in (0, -2, 10 ** 6):
+    try:
+        c.completions.create(model="m", prompt="x", max_tokens=1, extra_body={"truncate_prompt_tokens": k})
+        raise SystemExit(f"truncate_prompt_tokens {k} accepted")
+    except openai.BadRequestError as ex:
+        assert ex.body["param"] == "truncate_prompt_tokens", ex.body
 # sampling controls pass through the client (extra_body for vLLM's names); bad values name the parameter
 c.completions.create(model="m", prompt="Once", max_tokens=3, presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"5": 3},
                      extra_body={"repetition_penalty": 1.2, "min_p": 0.1, "min_tokens": 1, "stop_token_ids": [7]})
