@@ -256,9 +256,9 @@ static int encode(const sits_srv_limits_t *lim, const char *s, size_t len, int a
     return 0;
 }
 
-/* One prompt: text (tokenized with the post-processor; kept as echo text when echo) or token ids. */
-static int parse_one_prompt(const sits_srv_limits_t *lim, json_t *p, int echo, int32_t **ids_p, int *n_p, char **echo_p,
-                            size_t *echo_len_p, sits_srv_error_t *err)
+/* One prompt: text (tokenized with the post-processor when add_special; kept as echo text when echo) or token ids. */
+static int parse_one_prompt(const sits_srv_limits_t *lim, json_t *p, int echo, int add_special, int32_t **ids_p, int *n_p,
+                            char **echo_p, size_t *echo_len_p, sits_srv_error_t *err)
 {
     if (json_is_string(p)) {
         if (echo) {
@@ -269,7 +269,7 @@ static int parse_one_prompt(const sits_srv_limits_t *lim, json_t *p, int echo, i
                 return -1;
             }
         }
-        return encode(lim, json_string_value(p), json_string_length(p), 1, "prompt", ids_p, n_p, err);
+        return encode(lim, json_string_value(p), json_string_length(p), add_special, "prompt", ids_p, n_p, err);
     }
     if (json_is_array(p)) return get_ids(p, lim->vocab_size, ids_p, n_p, err);
     sits_srv_error_set(err, 400, "invalid_request_error", NULL, "prompt",
@@ -301,12 +301,14 @@ static int parse_prompt(const sits_srv_limits_t *lim, json_t *root, sits_srv_req
         for (size_t i = 1; i < nb; i++) {
             sits_srv_prompt_t *m = &req->more[i - 1];
             req->n_more = (int)i;
-            if (parse_one_prompt(lim, json_array_get(p, i), req->echo, &m->ids, &m->n, &m->echo, &m->echo_len, err) != 0)
+            if (parse_one_prompt(lim, json_array_get(p, i), req->echo, req->add_special, &m->ids, &m->n, &m->echo, &m->echo_len,
+                                 err) != 0)
                 return -1;
         }
         p = json_array_get(p, 0);
     }
-    return parse_one_prompt(lim, p, req->echo, &req->prompt, &req->n_prompt, &req->echo_text, &req->echo_len, err);
+    return parse_one_prompt(lim, p, req->echo, req->add_special, &req->prompt, &req->n_prompt, &req->echo_text, &req->echo_len,
+                            err);
 }
 
 /* message content: a string, or an array of {"type": "text", "text": "..."} parts, joined with "\n" as
@@ -556,8 +558,9 @@ static int parse_messages(const sits_srv_limits_t *lim, json_t *root, sits_srv_r
     req->reasoning_closed = lim->reasoning && sits_srv_reasoning_prompt_closed(rendered, len);
     req->include_reasoning = 1;   /* vLLM's include_reasoning: false keeps the split, drops the reasoning */
     if (get_bool(root, "include_reasoning", &req->include_reasoning, err) != 0) goto out;
-    /* the template writes BOS itself: encode without the post-processor (transformers, vLLM) */
-    if (encode(lim, rendered, len, 0, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
+    /* the template writes BOS itself: encode without the post-processor (transformers, vLLM), unless the request's
+     * add_special_tokens asks for it on top (vLLM's) */
+    if (encode(lim, rendered, len, req->add_special, "messages", &req->prompt, &req->n_prompt, err) != 0) goto out;
     rc = 0;
 out:
     json_decref(msgs);
@@ -746,7 +749,10 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     }
     if (parse_stop(root, req, err) != 0) goto fail;
 
-    /* the prompt, tokenized */
+    /* the prompt, tokenized; add_special_tokens (vLLM's): the tokenizer's special tokens (BOS) around it -- default
+     * on for completions, off for chat (the template writes them) */
+    req->add_special = kind == SITS_SRV_COMPLETIONS;
+    if (get_bool(root, "add_special_tokens", &req->add_special, err) != 0) goto fail;
     if (kind == SITS_SRV_COMPLETIONS) {
         if (parse_prompt(lim, root, req, err) != 0) goto fail;
     } else {
@@ -1082,7 +1088,8 @@ char *sits_srv_tokenize(const sits_srv_limits_t *lim, int detok, const char *bod
     } else {
         int add_special = 1;
         if (get_bool(root, "add_special_tokens", &add_special, err) != 0) goto fail;
-        if (field(root, "messages")) {
+        if (field(root, "messages")) {   /* vLLM's chat default: false (the template writes them) */
+            req.add_special = field(root, "add_special_tokens") ? add_special : 0;
             if (parse_messages(lim, root, &req, err) != 0) goto fail;
         } else {
             json_t *p = field(root, "prompt");

@@ -84,6 +84,7 @@ typedef struct {
     int ignore_eos;
     int no_speculation;       /* [speculative] "speculative": false opts out of --speculative-config */
     uint64_t cache_salt;      /* [prefix cache] vLLM's cache_salt, hashed (0: none) */
+    int add_special;          /* add_special_tokens (vLLM's; default: completions 1, chat 0) */
     char *stop[SITS_SRV_MAX_STOP];   /* malloc'd, non-empty, valid UTF-8 */
     size_t stop_len[SITS_SRV_MAX_STOP];
     int n_stop;

@@ -101,6 +101,24 @@ for ch in b.choices:
 assert b.usage.prompt_tokens == sum(x.usage.prompt_tokens for x in single) and b.usage.completion_tokens == 12, b.usage
 ids = c.completions.create(model="m", prompt=[[5, 6, 7], [8, 9]], max_tokens=2, temperature=0)
 assert len(ids.choices) == 2 and ids.usage.prompt_tokens == 5, ids
+# vLLM's add_special_tokens: completions add the tokenizer's special tokens (BOS) unless false; chat adds none (the
+# template writes BOS) unless true; counts as /tokenize gives them (checked against HF tokenizers in logprobs.sh)
+import json as _json, urllib.request as _ur
+def ntok(body):
+    return _json.load(_ur.urlopen(_ur.Request(sys.argv[1] + "/tokenize", _json.dumps(body).encode(),
+                                              {"Content-Type": "application/json"})))["count"]
+with_bos, without = ntok({"prompt": "Once upon a time"}), ntok({"prompt": "Once upon a time", "add_special_tokens": False})
+assert with_bos == without + 1, (with_bos, without)
+for flag, want in ((None, with_bos), (False, without), (True, with_bos)):
+    eb = {} if flag is None else {"add_special_tokens": flag}
+    r = c.completions.create(model="m", prompt="Once upon a time", max_tokens=1, temperature=0, extra_body=eb)
+    assert r.usage.prompt_tokens == want, (flag, r.usage, want)
+msgs = [{"role": "user", "content": "Hi"}]
+plain = c.chat.completions.create(model="m", messages=msgs, max_tokens=1, temperature=0).usage.prompt_tokens
+assert plain == ntok({"messages": msgs}), plain
+extra = c.chat.completions.create(model="m", messages=msgs, max_tokens=1, temperature=0,
+                                  extra_body={"add_special_tokens": True}).usage.prompt_tokens
+assert extra == plain + 1 == ntok({"messages": msgs, "add_special_tokens": True}), (extra, plain)
 # vLLM's truncate_prompt_tokens: the last k tokens of each prompt, as if sent alone (-1: the whole context)
 t = c.completions.create(model="m", prompt=[list(range(5, 21)), [8, 9]], max_tokens=3, temperature=0, echo=True,
                          extra_body={"truncate_prompt_tokens": 4})
