@@ -131,3 +131,8 @@ EXTRA_DIST += tests/integration/harmony.sh tests/integration/harmony_check.py
 # whole and streamed through the openai client; its refusals, /metrics, the trace, a client leaving mid-stream
 TESTS += tests/integration/responses.sh
 EXTRA_DIST += tests/integration/responses.sh tests/integration/responses_check.py
+# [anthropic] POST /v1/messages (Anthropic's Messages API) == /v1/chat/completions on the same conversation (qwen3 +
+# hermes), whole and streamed through the anthropic SDK; count_tokens, stop sequences, tool round trips, its errors
+TESTS += tests/integration/anthropic.sh
+EXTRA_DIST += tests/integration/anthropic.sh tests/integration/anthropic_check.py \
+	tests/integration/stream_checks.py   # (responses_check.py uses it too)

@@ -2,7 +2,8 @@
 # Test: tests/server/test_server (a fake scheduler + the bytelevel fixture tokenizer, loopback sockets).
 libsits_a_SOURCES += src/server/server.h src/server/srv_internal.h src/server/server.c src/server/api.c \
 	src/server/textout.c src/server/metrics.c src/server/tools.c src/server/reasoning.c \
-	src/server/harmony.c src/server/responses.h src/server/responses.c
+	src/server/harmony.c src/server/responses.h src/server/responses.c src/server/translate.c \
+	src/server/anthropic.h src/server/anthropic.c
 
 check_PROGRAMS += tests/server/test_server
 tests_server_test_server_SOURCES = tests/server/test_server.c tests/server/fake_sched.c tests/server/fake_sched.h \

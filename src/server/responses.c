@@ -369,28 +369,13 @@ static void rename_param(sits_srv_error_t *err)
     }
 }
 
-/* The body as a JSON object (400 when it is not). */
-static json_t *load_object(const char *body, size_t len, sits_srv_error_t *err)
-{
-    size_t bad = 0;
-    json_error_t jerr;
-    json_t *root = NULL;
-    if (!sits_utf8_valid(body, len, &bad)) BAD(NULL, "request body is not valid UTF-8 (byte %zu)", bad);
-    if (!(root = json_loadb(body, len, 0, &jerr))) BAD(NULL, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-    if (!json_is_object(root)) BAD(NULL, "the request body must be a JSON object");
-    return root;
-fail:
-    json_decref(root);
-    return NULL;
-}
-
 int sits_srv_resp_parse(const sits_srv_limits_t *lim, const char *body, size_t len, sits_srv_request_t *req,
                         sits_srv_resp_t **resp_p, sits_srv_error_t *err)
 {
     memset(req, 0, sizeof *req);
     sits_srv_resp_t *r = NULL;
     char *text = NULL;
-    json_t *chat = NULL, *root = load_object(body, len, err);
+    json_t *chat = NULL, *root = sits_srv_json_object_body(body, len, err);
     if (!root || refuse(root, err) != 0) goto fail;
     if (!(chat = json_object()) || json_object_set_new(chat, "messages", json_array()) != 0) NOMEM();
     /* passed as they are (the chat parser checks them): OpenAI's, then vLLM's extras */
@@ -598,29 +583,17 @@ done:
 
 /* ---------------- the stream ---------------- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sse_buf_t;
+typedef sits_srv_sse_buf_t sse_buf_t;
 
 /* "event: TYPE\ndata: {...}\n\n" of ev (consumed) with its type and sequence number. */
 static void emit(sits_srv_resp_t *r, sse_buf_t *b, const char *type, json_t *ev)
 {
-    char *j = NULL;
-    if (ev && json_object_set_new(ev, "type", json_string(type)) == 0 &&
-        json_object_set_new(ev, "sequence_number", json_integer(r->seq)) == 0)
-        j = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
-    size_t tl = strlen(type), jl = j ? strlen(j) : 0;
-    if (!j || sits_srv_grow(&b->p, &b->cap, b->len + tl + jl + 17) != 0) {
-        b->failed = 1;
-        free(j);
-        return;
+    if (ev && (json_object_set_new(ev, "type", json_string(type)) != 0 ||
+               json_object_set_new(ev, "sequence_number", json_integer(r->seq)) != 0)) {
+        json_decref(ev);
+        ev = NULL;
     }
-    b->len += (size_t)sprintf(b->p + b->len, "event: %s\ndata: %s\n\n", type, j);
-    r->seq++;
-    free(j);
+    if (sits_srv_sse_named(b, type, ev) == 0) r->seq++;
 }
 
 /* Closes the open item: its done events, and it joins the closed items with status. */
@@ -700,25 +673,28 @@ static void delta(sits_srv_resp_t *r, sse_buf_t *b, int kind, const char *text, 
                                                            "content_index", 0, "delta", text, len, "logprobs"));
 }
 
+/* One piece of a chat chunk (sits_srv_chunk_pieces): its delta event, a call's head opening its item. */
+typedef struct {
+    sits_srv_resp_t *r;
+    sse_buf_t *b;
+} walk_t;
+
+static void piece(void *ctx, int kind, int index, const char *id, const char *name, const char *text, size_t len)
+{
+    walk_t *w = ctx;
+    if (kind == SITS_SRV_PIECE_CALL && (id || w->r->open != OPEN_CALL || index != w->r->call_index)) {   /* a call's head */
+        open_item(w->r, w->b, OPEN_CALL, id ? id : "", name);
+        w->r->call_index = index;
+    }
+    delta(w->r, w->b, kind == SITS_SRV_PIECE_REASONING ? OPEN_REASONING : kind == SITS_SRV_PIECE_CONTENT ? OPEN_MESSAGE : OPEN_CALL,
+          text, len);
+}
+
 /* One chat chunk's choice delta. */
 static void chunk(sits_srv_resp_t *r, sse_buf_t *b, json_t *ch)
 {
-    json_t *d = json_object_get(ch, "delta"), *rs = json_object_get(d, "reasoning_content"), *c = json_object_get(d, "content");
-    json_t *call;
-    size_t k;
-    delta(r, b, OPEN_REASONING, json_string_value(rs), json_string_length(rs));
-    delta(r, b, OPEN_MESSAGE, json_string_value(c), json_string_length(c));
-    json_array_foreach(json_object_get(d, "tool_calls"), k, call) {
-        json_t *fn = json_object_get(call, "function"), *id = json_object_get(call, "id"), *args = json_object_get(fn, "arguments");
-        int index = (int)json_integer_value(json_object_get(call, "index"));
-        if (json_is_string(id) || r->open != OPEN_CALL || index != r->call_index) {   /* a call's head */
-            open_item(r, b, OPEN_CALL, json_is_string(id) ? json_string_value(id) : "",
-                      json_string_value(json_object_get(fn, "name")) ? json_string_value(json_object_get(fn, "name")) : "");
-            r->call_index = index;
-        }
-        delta(r, b, OPEN_CALL, json_string_value(args), json_string_length(args));
-    }
-    const char *fin = json_string_value(json_object_get(ch, "finish_reason"));
+    walk_t w = { r, b };
+    const char *fin = sits_srv_chunk_pieces(ch, piece, &w);
     if (fin) snprintf(r->finish, sizeof r->finish, "%s", fin);
 }
 
@@ -754,11 +730,24 @@ char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t
     }
     json_decref(ev);
     free(chat_event);
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    if (!b.p && !(b.p = malloc(1))) return NULL;
-    *len_p = b.len;
-    return b.p;
+    return sits_srv_sse_take(&b, len_p);
 }
+
+/* ---------------- the hooks server.c calls ---------------- */
+
+static char *dl_body(void *st, char *chat_body)
+{
+    return sits_srv_resp_body(st, chat_body);
+}
+
+static char *dl_sse(void *st, char *chat_event, size_t len, size_t *len_p)
+{
+    return sits_srv_resp_sse(st, chat_event, len, len_p);
+}
+
+static void dl_free(void *st)
+{
+    sits_srv_resp_free(st);
+}
+
+const sits_srv_dialect_t sits_srv_resp_dialect = { "resp_", dl_body, dl_sse, NULL, NULL, dl_free };

@@ -36,6 +36,9 @@ char *sits_srv_resp_body(sits_srv_resp_t *r, char *chat_body);
  * response.incomplete, response.failed) -- no "[DONE]" line. NULL when out of memory. */
 char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t *len_p);
 
+/* The hooks server.c calls on a /v1/responses request's state (srv_internal.h): the functions above. */
+extern const sits_srv_dialect_t sits_srv_resp_dialect;
+
 /* Any method on /v1/responses/{id}[/...] (GET, DELETE, POST .../cancel): the error (404, nothing is stored). */
 void sits_srv_resp_not_found(const char *id, sits_srv_error_t *err);
 

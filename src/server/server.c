@@ -44,6 +44,7 @@
 #include "server/chat_page.h"   /* chat page (issue 12) */
 #include "server/srv_internal.h"
 #include "server/responses.h"   /* [responses] */
+#include "server/anthropic.h"   /* [anthropic] */
 #include "grammar/grammar.h"
 #include "util/log.h"
 
@@ -135,12 +136,20 @@ struct sits_server {
 };
 
 typedef enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_PAGE, R_TOKENIZE, R_DETOKENIZE,
-               R_RESPONSES, R_RESPONSE_ID /* [responses] POST /v1/responses, /v1/responses/{id} */ } route_t;
+               R_RESPONSES, R_RESPONSE_ID /* [responses] POST /v1/responses, /v1/responses/{id} */,
+               R_MESSAGES, R_MESSAGES_COUNT /* [anthropic] POST /v1/messages, /v1/messages/count_tokens */ } route_t;
 
 /* Routes that take a POST body. */
 static int has_body(route_t r)
 {
-    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_RESPONSES;
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_RESPONSES || r == R_MESSAGES ||
+           r == R_MESSAGES_COUNT;
+}
+
+/* [translated APIs] The API a route translates into a chat request (NULL: none; srv_internal.h). */
+static const sits_srv_dialect_t *dialect_of(route_t r)
+{
+    return r == R_RESPONSES ? &sits_srv_resp_dialect : r == R_MESSAGES || r == R_MESSAGES_COUNT ? &sits_srv_anth_dialect : NULL;
 }
 
 /* [n] One choice of a request: its own sequence in the scheduler, its own text. */
@@ -208,7 +217,8 @@ struct conn {
     int suspended;          /* parked by an MHD callback, waiting for the pump */
     int gone;               /* the client left or the stream failed: no response */
     double t_check;         /* last peer_closed check */
-    sits_srv_resp_t *resp;  /* [responses] /v1/responses: its translation state (NULL: another endpoint) */
+    const sits_srv_dialect_t *dl;   /* [translated APIs] /v1/responses, /v1/messages: the hooks (NULL: another endpoint) */
+    void *dl_st;                    /* their translation state */
 };
 
 static double now_s(void)
@@ -288,7 +298,8 @@ static enum MHD_Result reply_error(conn_t *c, const sits_srv_error_t *err)
     }
     if (err->status == 500) SITS_WARN(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
     else SITS_DEBUG(SITS_SUB_HTTP, "answering %d: %s", err->status, err->message);
-    char *body = sits_srv_error_json(err);
+    const sits_srv_dialect_t *dl = dialect_of(c->route);   /* [translated APIs] the API's error shape */
+    char *body = dl && dl->error_json ? dl->error_json(err) : sits_srv_error_json(err);
     return reply(c, err->status, "application/json", body, body ? strlen(body) : 0, hdrs);
 }
 
@@ -613,7 +624,7 @@ static const sits_grammar_vocab_t *grammar_vocab(sits_server_t *srv)
 /* Appends an SSE event (malloc'd s) to the pending output. */
 static int pend_add(conn_t *c, char *s, size_t len)
 {
-    if (s && c->resp) s = sits_srv_resp_sse(c->resp, s, len, &len);   /* [responses] the chat event as Responses events */
+    if (s && c->dl) s = c->dl->sse(c->dl_st, s, len, &len);   /* [translated APIs] the chat event as the API's events */
     if (!s) return -1;
     if (c->pend_off == c->pend_len) c->pend_off = c->pend_len = 0;
     if (c->pend_len + len > c->pend_cap) {
@@ -700,7 +711,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     uint64_t k = atomic_fetch_add(&srv->counter, 1);
     if (!c->rq.has_seed) c->rq.sample.seed = mix64(srv->seed + k);
     c->rq.sample.step = 0;
-    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->resp ? "resp_" : c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", c->dl ? c->dl->id_prefix : c->rq.kind == SITS_SRV_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)mix64(srv->id_salt ^ k), (unsigned long long)(k & 0xffffffffu));
     c->created = (long long)time(NULL);
     int per = c->rq.n > 0 ? c->rq.n : 1, n = per * (1 + c->rq.n_more);
@@ -846,6 +857,13 @@ static void gen_park(conn_t *c)
     MHD_suspend_connection(c->mc);
 }
 
+/* [anthropic] The translator learns which stop string ended the output (its stop_sequence), before the finish. */
+static void dl_stopped(conn_t *c)
+{
+    if (c->dl->stopped && c->n_ch > 0 && c->ch[0].to.stopped > 0 && c->ch[0].to.stopped <= c->rq.n_stop)
+        c->dl->stopped(c->dl_st, c->rq.stop[c->ch[0].to.stopped - 1]);
+}
+
 /* Whole response: called when the request was submitted and again each time the pump resumes the
  * connection; queues the body (every choice) once the output of every choice is over. */
 static enum MHD_Result run_whole(conn_t *c)
@@ -894,7 +912,10 @@ static enum MHD_Result run_whole(conn_t *c)
     }
     char *body = sits_srv_response_json(c->rq.kind, c->id, c->created, srv->model_name, choices, c->prompt_tokens, n_gen,
                                         cached_tokens(c), extra);
-    if (c->resp) body = sits_srv_resp_body(c->resp, body);   /* [responses] the chat body as a Response */
+    if (c->dl) {   /* [translated APIs] the chat body in the API's shape */
+        dl_stopped(c);
+        body = c->dl->body(c->dl_st, body);
+    }
     return reply_json(c, 200, body);
 }
 
@@ -1085,6 +1106,7 @@ static int stream_end(conn_t *c)
     sits_server_t *srv = c->srv;
     size_t len = 0;
     char *s;
+    if (c->dl) dl_stopped(c);
     for (int i = 0; i < c->n_ch; i++) {
         choice_t *g = &c->ch[i];
         if (g->hm_on) {   /* [reasoning] harmony: what its parser held (it takes the calls too) */
@@ -1276,9 +1298,15 @@ static enum MHD_Result handle_generate(conn_t *c)
         return reply_error(c, &err);
     }
     sits_srv_kind_t kind = c->route == R_CHAT ? SITS_SRV_CHAT : SITS_SRV_COMPLETIONS;
-    if (c->route == R_RESPONSES ? sits_srv_resp_parse(&srv->lim, c->body ? c->body : "", c->body_len, &c->rq, &c->resp, &err) != 0
-                                : sits_srv_request_parse(&srv->lim, kind, c->body ? c->body : "", c->body_len, &c->rq, &err) != 0)
-        return reply_error(c, &err);
+    const char *body = c->body ? c->body : "";
+    sits_srv_resp_t *resp = NULL;   /* [translated APIs] the request's translation state */
+    sits_srv_anth_t *anth = NULL;
+    int rc = c->route == R_RESPONSES ? sits_srv_resp_parse(&srv->lim, body, c->body_len, &c->rq, &resp, &err)
+             : c->route == R_MESSAGES ? sits_srv_anth_parse(&srv->lim, body, c->body_len, &c->rq, &anth, &err)
+                                      : sits_srv_request_parse(&srv->lim, kind, body, c->body_len, &c->rq, &err);
+    if (rc != 0) return reply_error(c, &err);
+    c->dl = dialect_of(c->route);
+    c->dl_st = resp ? (void *)resp : (void *)anth;
     c->rq_valid = 1;
     free(c->body);
     c->body = NULL;
@@ -1339,7 +1367,9 @@ static enum MHD_Result handle_tokenize(conn_t *c)
         sits_srv_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL, "the request body is too large");
         return reply_error(c, &err);
     }
-    char *out = sits_srv_tokenize(&c->srv->lim, c->route == R_DETOKENIZE, c->body ? c->body : "", c->body_len, &err);
+    const char *body = c->body ? c->body : "";
+    char *out = c->route == R_MESSAGES_COUNT ? sits_srv_anth_count_tokens(&c->srv->lim, body, c->body_len, &err)   /* [anthropic] */
+                                             : sits_srv_tokenize(&c->srv->lim, c->route == R_DETOKENIZE, body, c->body_len, &err);
     return out ? reply_json(c, 200, out) : reply_error(c, &err);
 }
 
@@ -1351,6 +1381,8 @@ static route_t route_of(const char *url)
     if (strcmp(url, "/v1/chat/completions") == 0) return R_CHAT;
     if (strcmp(url, "/v1/responses") == 0) return R_RESPONSES;
     if (strncmp(url, "/v1/responses/", 14) == 0) return R_RESPONSE_ID;
+    if (strcmp(url, "/v1/messages") == 0) return R_MESSAGES;   /* [anthropic] */
+    if (strcmp(url, "/v1/messages/count_tokens") == 0) return R_MESSAGES_COUNT;
     if (strcmp(url, "/v1/models") == 0) return R_MODELS;
     if (strncmp(url, "/v1/models/", 11) == 0 && url[11]) return R_MODEL;
     if (strcmp(url, "/health") == 0) return R_HEALTH;
@@ -1361,23 +1393,29 @@ static route_t route_of(const char *url)
     return R_NONE;
 }
 
-/* With a tenants file: the tenant of the request's bearer key, -1 when missing or unknown. */
-static int auth_tenant(const sits_server_t *srv, struct MHD_Connection *mc)
+/* The request's API key: the Authorization header's "Bearer <key>", else [anthropic] the x-api-key header that
+ * Anthropic's clients send (NULL: neither). */
+static const char *request_key(struct MHD_Connection *mc)
 {
     const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return -1;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
     h += 7;
     while (*h == ' ') h++;
-    return sits_tenants_find_key(srv->tenants, h);
+    return h;
 }
 
-/* Constant-time comparison of the Authorization header with "Bearer <key>". */
+/* With a tenants file: the tenant of the request's key, -1 when missing or unknown. */
+static int auth_tenant(const sits_server_t *srv, struct MHD_Connection *mc)
+{
+    const char *h = request_key(mc);
+    return h ? sits_tenants_find_key(srv->tenants, h) : -1;
+}
+
+/* Constant-time comparison of the request's key with the server's. */
 static int auth_ok(const sits_server_t *srv, struct MHD_Connection *mc)
 {
-    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
-    while (*h == ' ') h++;
+    const char *h = request_key(mc);
+    if (!h) return 0;
     size_t a = strlen(h), b = strlen(srv->api_key);
     unsigned char diff = (unsigned char)(a != b);
     for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ srv->api_key[i]);
@@ -1414,8 +1452,8 @@ static int early_checks(conn_t *c, const char *url, const char *method, enum MHD
                            "missing or unknown API key: send 'Authorization: Bearer <key>' with a key of the tenants file");
     } else if (!srv->tenants && srv->api_key && authed && !auth_ok(srv, c->mc)) {
         sits_srv_error_set(&err, 401, "authentication_error", "invalid_api_key", NULL,
-                           "missing or invalid API key: send 'Authorization: Bearer <key>'");
-    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT || c->route == R_RESPONSES) && draining(srv)) {
+                           "missing or invalid API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')");
+    } else if ((c->route == R_COMPLETIONS || c->route == R_CHAT || c->route == R_RESPONSES || c->route == R_MESSAGES) && draining(srv)) {
         sits_srv_error_set(&err, 503, "server_error", "service_unavailable", NULL,
                            "the server is draining and admits no new requests");
     } else {
@@ -1479,7 +1517,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     switch (c->route) {
     case R_COMPLETIONS:
     case R_CHAT:
-    case R_RESPONSES: return handle_generate(c);
+    case R_RESPONSES:
+    case R_MESSAGES: return handle_generate(c);
     case R_RESPONSE_ID: {   /* [responses] nothing is stored */
         sits_srv_error_t err;
         sits_srv_resp_not_found(url + 14, &err);
@@ -1490,7 +1529,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     case R_METRICS: return handle_metrics(c);
     case R_PAGE: return handle_page(c);   /* chat page (issue 12) */
     case R_TOKENIZE:
-    case R_DETOKENIZE: return handle_tokenize(c);
+    case R_DETOKENIZE:
+    case R_MESSAGES_COUNT: return handle_tokenize(c);
     case R_HEALTH:
         if (draining(srv)) return reply_json(c, 503, strdup("{\"status\":\"draining\"}"));
         return reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
@@ -1539,7 +1579,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
     }
     free(c->ch);
     if (c->rq_valid) sits_srv_request_free(&c->rq);
-    sits_srv_resp_free(c->resp);
+    if (c->dl) c->dl->free(c->dl_st);
     free(c->body);
     free(c->pend);
     pthread_mutex_destroy(&c->mu);

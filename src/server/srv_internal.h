@@ -4,6 +4,8 @@
  *   reasoning.c [reasoning] a reasoning model's thinking apart from its answer (--reasoning-parser)
  *   harmony.c  [reasoning] gpt-oss's harmony messages: reasoning, content and tool calls (openai_gptoss)
  *   responses.c [responses] POST /v1/responses as a chat request, its output in Responses shapes (responses.h)
+ *   anthropic.c [anthropic] POST /v1/messages (Anthropic's Messages API) the same way (anthropic.h)
+ *   translate.c [translated APIs] what those two share: the hooks server.c calls, the body, named SSE events
  *   metrics.c  counters and histograms, Prometheus text rendering
  *   server.c   libmicrohttpd daemon, routing, auth, body limits, the generation loops
  * Invariant: every text these files hand to a client is valid UTF-8. */
@@ -296,7 +298,7 @@ typedef struct {
     size_t held_len, held_cap;
     char *out;            /* released, not yet taken by the caller */
     size_t out_len, out_cap;
-    int stopped;          /* a stop string matched; later pushes are ignored */
+    int stopped;          /* a stop string matched (1 + its index in stop); later pushes are ignored */
     int include_stop;     /* include_stop_str_in_output: the matched stop string is released too */
     const sits_tokenizer_t *tok;
     const int32_t *keep;  /* [reasoning] n_keep > 0: of the special tokens only these are text (harmony's markup) */
@@ -355,5 +357,43 @@ void sits_srv_metrics_done(sits_srv_metrics_t *m, double e2e_s, int n_prompt, in
 /* otlp: the exporter's counters, NULL when --otlp-endpoint is off. */
 char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *st, const sits_otlp_stats_t *otlp, int inflight,
                               size_t *len_p);
+
+/* translate.c -- [translated APIs] An API served as the chat request it means (responses.c: OpenAI's Responses API,
+ * anthropic.c: Anthropic's Messages API): its parser fills a chat request and the request's translation state, the
+ * server generates it as a chat request, and these hooks translate the chat output back. server.c calls them on the
+ * state (st) of the request's route. */
+typedef struct {
+    const char *id_prefix;                                     /* the request id's ("resp_", "msg_") */
+    char *(*body)(void *st, char *chat_body);                 /* the whole body (chat_body consumed; NULL: no memory) */
+    /* one event the chat stream queued ("data: ...\n\n", consumed) as the API's events (malloc'd, *len_p set,
+     * possibly empty; NULL: no memory) */
+    char *(*sse)(void *st, char *chat_event, size_t len, size_t *len_p);
+    void (*stopped)(void *st, const char *stop);              /* the stop string that ended the output (NULL: unused) */
+    char *(*error_json)(const sits_srv_error_t *err);         /* an error body in the API's shape (NULL: OpenAI's) */
+    void (*free)(void *st);
+} sits_srv_dialect_t;
+
+/* The body (len bytes) as a JSON object (a new reference), or NULL with err set (400: not UTF-8, malformed, not an
+ * object). */
+json_t *sits_srv_json_object_body(const char *body, size_t len, sits_srv_error_t *err);
+
+/* Named SSE events ("event: TYPE\ndata: {...}\n\n") built up in a buffer; failed: out of memory. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sits_srv_sse_buf_t;
+/* ev (consumed; NULL: out of memory) as event type, its "type" member set to type (first when ev has none). 0, or -1
+ * (b->failed set). */
+int sits_srv_sse_named(sits_srv_sse_buf_t *b, const char *type, json_t *ev);
+/* The buffer's text (malloc'd, possibly empty; *len_p set), or NULL (freed) when it failed or is out of memory. */
+char *sits_srv_sse_take(sits_srv_sse_buf_t *b, size_t *len_p);
+
+/* The pieces of a chat stream chunk's choice, in the order the translated streams show them: its reasoning text, its
+ * content text, then each tool_calls delta (index; id NULL unless the delta has one, i.e. starts a call; name "" when
+ * absent; its arguments' text). fn is called on each with ctx; returns the choice's finish_reason (NULL: none yet). */
+enum { SITS_SRV_PIECE_REASONING = 0, SITS_SRV_PIECE_CONTENT, SITS_SRV_PIECE_CALL };
+typedef void sits_srv_piece_fn(void *ctx, int kind, int index, const char *id, const char *name, const char *text, size_t len);
+const char *sits_srv_chunk_pieces(json_t *ch, sits_srv_piece_fn *fn, void *ctx);
 
 #endif

@@ -4,7 +4,7 @@
  * never releases a broken UTF-8 sequence; [reasoning] a keep list instead lets only those special tokens
  * through as text (harmony's <|channel|> ... for its parser). The decoded text collects in `held`; after each push:
  *   - if a stop string occurs in held, the text before its first occurrence is released and the
- *     output is over (stopped = 1; the stop string itself is never shown);
+ *     output is over (stopped = 1 + the stop string's index; the stop string itself is never shown);
  *   - else everything is released except the longest suffix of held that is a proper prefix of some
  *     stop string (it could still become a match with the next token).
  * held is therefore shorter than the longest stop string between pushes, so a match that spans any
@@ -74,18 +74,20 @@ static sits_status_t release(sits_srv_textout_t *t, size_t n)
 static sits_status_t scan(sits_srv_textout_t *t, int final)
 {
     size_t first = (size_t)-1, first_len = 0;
+    int which = 0;
     for (int i = 0; i < t->n_stop; i++) {
         if (t->stop_len[i] > t->held_len) continue;
         const char *p = memmem(t->held, t->held_len, t->stop[i], t->stop_len[i]);
         if (p && (size_t)(p - t->held) < first) {
             first = (size_t)(p - t->held);
             first_len = t->stop_len[i];
+            which = i;
         }
     }
     if (first != (size_t)-1) {
         SITS_CHECK(release(t, first + (t->include_stop ? first_len : 0)));   /* include_stop_str_in_output */
         t->held_len = 0;
-        t->stopped = 1;
+        t->stopped = 1 + which;   /* [anthropic] which one: its stop_sequence */
         return SITS_OK;
     }
     size_t keep = 0;

@@ -56,7 +56,7 @@ const sits_param_t sits_params[] = {
     { "kv-offload-lz4", "SITS_KV_OFFLOAD_LZ4", SITS_PT_STR, "auto", NULL, OFF(kv_offload_lz4), "LZ4 for offloaded KV (64 KiB frames, host threads): on | off | auto (measured at the first swap: on only when it beats a host memory copy)" },
     { "host", "SITS_HOST", SITS_PT_STR, "127.0.0.1", NULL, OFF(host), "server: address to bind (0.0.0.0 for all)" },
     { "port", "SITS_PORT", SITS_PT_INT, "8000", NULL, OFF(port), "server: TCP port (0: any free port)" },
-    { "api-key", "SITS_API_KEY", SITS_PT_STR, "", NULL, OFF(api_key), "server: require 'Authorization: Bearer KEY'" },
+    { "api-key", "SITS_API_KEY", SITS_PT_STR, "", NULL, OFF(api_key), "server: require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')" },
     { "served-model-name", NULL, SITS_PT_STR, "", NULL, OFF(served_model_name), "server: model id in the API (default: the model directory's name)" },
     { "max-body-bytes", "SITS_MAX_BODY_BYTES", SITS_PT_SIZE, "1M", NULL, OFF(max_body_bytes), "server: larger request bodies get 413" },
     { "max-connections", "SITS_MAX_CONNECTIONS", SITS_PT_INT, "10000", NULL, OFF(max_connections), "server: open connections answered normally; beyond, new requests get 503 with Retry-After (served from an event loop: idle connections cost no thread)" },

@@ -7,7 +7,6 @@ whole and streamed. A guided choice (vLLM's structured_outputs, passed to both) 
 a split must be known; free greedy text (random weights) checks that both render the same prompt.
 Prints the mismatches; exit 0 / 1."""
 import json
-import socket
 import sys
 import time
 import urllib.error
@@ -16,18 +15,15 @@ import urllib.request
 import jsonschema
 import openai
 
+import stream_checks
+
 url, mode = sys.argv[1], sys.argv[2]
 trace = sys.argv[3] if len(sys.argv) > 3 else None
 c = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
 fails = 0
 ids = []   # (response id, input_tokens, output_tokens) for the trace check
 
-CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "current weather",
-               "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
-                              "required": ["city"]}}},
-              {"type": "function", "function": {"name": "get_time", "description": "local time",
-               "parameters": {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 8}},
-                              "required": ["tz"]}}}]
+CHAT_TOOLS = stream_checks.CHAT_TOOLS
 # the same tools in the Responses API's flat shape
 TOOLS = [dict({"type": "function", "strict": False}, **t["function"]) for t in CHAT_TOOLS]
 
@@ -193,12 +189,8 @@ scrapes = 0
 def metric(name):
     """one /metrics scrape's value of name (a series with its labels), 0 when absent; counts the scrapes (each is a 200)"""
     global scrapes
-    text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
     scrapes += 1
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
+    return stream_checks.metric(url, name)
 
 
 def errors():
@@ -303,12 +295,8 @@ def echo_and_wire():
            [t.name for t in r.tools], r.text.format.type) ==
           (0.5, 0.9, 3, {"k": "v"}, "u1", "none", True, ["get_weather", "get_time"], "text"), "echo: %s" % r)
     # streams end with the terminal event and no [DONE]; a raw look at the wire
-    raw = urllib.request.urlopen(urllib.request.Request(
-        url + "/v1/responses", data=json.dumps({"model": "m", "input": "Hello", "max_output_tokens": 3, "stream": True}).encode(),
-        headers={"Content-Type": "application/json"}), timeout=60).read().decode()
-    blocks = [b for b in raw.split("\n\n") if b]
-    check(all(b.startswith("event: ") and json.loads(b.split("\ndata: ", 1)[1])["type"] == b[7:b.index("\n")] for b in blocks) and
-          "[DONE]" not in raw, "the wire: %r" % raw[-300:])
+    _, wrong = stream_checks.wire(url, "/v1/responses", {"model": "m", "input": "Hello", "max_output_tokens": 3, "stream": True})
+    check(wrong is None, wrong)
 
 
 def metrics_and_disconnect():
@@ -326,27 +314,10 @@ def metrics_and_disconnect():
            metric("sits_generation_tokens_total") - mg)
     check(got == (1, r.usage.input_tokens, r.usage.output_tokens), "/metrics moved by %s for %s" % (got, r.usage))
     # a client that leaves mid-stream: its request is cancelled (finish abort), nothing left running, blocks back
-    blocks, aborted = metric("sits_kv_blocks_free"), metric('sits_request_finished_total{finish_reason="abort"}')
-    body = json.dumps({"model": "m", "input": "Hello", "max_output_tokens": 3000, "stream": True, "ignore_eos": True})
-    s = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
-    s.sendall(("POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-               % (len(body), body)).encode())
-    buf = b""
-    while b"response.output_text.delta" not in buf:
-        got = s.recv(4096)
-        check(got, "the stream ended before its first delta: %r" % buf[-300:])
-        if not got:
-            return
-        buf += got
-    s.close()
-    t0 = time.time()
-    while time.time() - t0 < 10 and (metric("sits_num_requests_running") or
-                                     metric('sits_request_finished_total{finish_reason="abort"}') == aborted):
-        time.sleep(0.1)
-    check(metric('sits_request_finished_total{finish_reason="abort"}') == aborted + 1 and metric("sits_num_requests_running") == 0
-          and metric("sits_kv_blocks_free") == blocks, "disconnect: abort %s running %s blocks %s of %s" %
-          (metric('sits_request_finished_total{finish_reason="abort"}') - aborted, metric("sits_num_requests_running"),
-           metric("sits_kv_blocks_free"), blocks))
+    wrong = stream_checks.leave_mid_stream(url, "/v1/responses", {"model": "m", "input": "Hello", "max_output_tokens": 3000,
+                                                                  "stream": True, "ignore_eos": True},
+                                           "response.output_text.delta", metric)
+    check(wrong is None, wrong)
 
 
 def qwen3():
@@ -458,17 +429,7 @@ if mode == "qwen3":
     else:
         agents_sdk()
 if trace:   # the request trace names each response by its id, with the same token counts
-    for _ in range(50):
-        lines = {}
-        for line in open(trace):
-            rec = json.loads(line)
-            lines[rec["request"]] = rec
-        if all(i in lines for i, _, _ in ids):
-            break
-        time.sleep(0.1)
-    for i, n_in, n_out in ids:
-        rec = lines.get(i)
-        check(rec is not None and (rec["prompt_tokens"], rec["generated_tokens"]) == (n_in, n_out),
-              "trace of %s: %s, usage %d + %d" % (i, rec, n_in, n_out))
+    for wrong in stream_checks.trace_counts(trace, ids):
+        check(False, wrong)
 print("%d mismatch(es)" % fails if fails else "ok")
 sys.exit(1 if fails else 0)

@@ -701,7 +701,8 @@ static void test_http_errors(client_t *c, fake_sched_t *f)
     }
 }
 
-/* The scheduler reports an engine failure: 500 for a whole response, an error event then [DONE] in a stream. */
+/* The scheduler reports an engine failure: 500 for a whole response, an error event then [DONE] in a stream ([anthropic]
+ * /v1/messages: in Anthropic's shapes). */
 static void test_engine_error(client_t *c, fake_sched_t *f)
 {
     static const int32_t script[3] = { 70, 71, 72 };
@@ -721,6 +722,25 @@ static void test_engine_error(client_t *c, fake_sched_t *f)
               "engine error in a stream: %s", r.body);
         json_decref(e);
         sse_free(ev, n > 0 ? n : 0);
+        http_resp_free(&r);
+    }
+    /* [anthropic] /v1/messages: the 500 in Anthropic's shape; a stream's failure is its last event, "event: error" */
+    static const char msg[] = "{\"model\":\"tiny-llama\",\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char body[256];
+    snprintf(body, sizeof body, "%s}", msg);
+    if (call(c, "POST", "/v1/messages", body, &r) == 0) {
+        json_t *o = parse(r.body), *e = json_object_get(o, "error");
+        CHECK(r.status == 500 && jstr(o, "type") && strcmp(jstr(o, "type"), "error") == 0 && jstr(e, "message") && jstr(e, "type") &&
+                  strcmp(jstr(e, "type"), "api_error") == 0, "engine error, /v1/messages: %d %s", r.status, r.body);
+        json_decref(o);
+        http_resp_free(&r);
+    }
+    snprintf(body, sizeof body, "%s,\"stream\":true}", msg);
+    if (call(c, "POST", "/v1/messages", body, &r) == 0) {
+        const char *last = strstr(r.body, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"");
+        CHECK(r.status == 200 && strncmp(r.body, "event: message_start\n", 21) == 0 && last && !strstr(last + 1, "event: ") &&
+                  !strstr(r.body, "message_stop") && !strstr(r.body, "[DONE]"),
+              "engine error in a /v1/messages stream: %s", r.body);
         http_resp_free(&r);
     }
     f->script = NULL;
@@ -870,8 +890,8 @@ static void test_metrics(client_t *c, fake_sched_t *f)
     CHECK(metric(text, "sits_requests_total{status=\"404\"}") == c->n_status[404] &&
           metric(text, "sits_requests_total{status=\"413\"}") == 2 &&
           metric(text, "sits_requests_total{status=\"429\"}") == 1 &&
-          metric(text, "sits_requests_total{status=\"500\"}") == 1 &&
-          metric(text, "sits_request_finished_total{finish_reason=\"error\"}") == 2, "/metrics error counts");
+          metric(text, "sits_requests_total{status=\"500\"}") == 2 &&   /* test_engine_error's: completions, messages */
+          metric(text, "sits_request_finished_total{finish_reason=\"error\"}") == 4, "/metrics error counts");
     CHECK(metric(text, "sits_num_requests_running") == 3 && metric(text, "sits_num_requests_waiting") == 2 &&
           metric(text, "sits_kv_blocks_used") == 42 && metric(text, "sits_kv_blocks_free") == 58 &&
           metric(text, "sits_preemptions_total") == 7, "/metrics scheduler gauges");
