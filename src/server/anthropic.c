@@ -8,8 +8,8 @@
  * thinking -> reasoning, redacted_thinking skipped as vLLM skips it), system (a string or text blocks: one system
  * message first, the texts joined as vLLM joins them), stop_sequences, temperature, top_p, top_k, stream, metadata,
  * tools ({name, description, input_schema}; type absent or "custom"), tool_choice ({type: auto | any | tool (name) |
- * none, disable_parallel_tool_use}), thinking ({type: enabled, budget_tokens} | {type: disabled}: the template's
- * enable_thinking; the budget is not a cap), and vLLM's chat_template_kwargs. Refused with 400 naming the parameter:
+ * none, disable_parallel_tool_use}), thinking ({type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}:
+ * the template's enable_thinking; the budget is not a cap), and vLLM's chat_template_kwargs. Refused with 400 naming the parameter:
  * image / document / other blocks, server tools, a role other than user / assistant. Other fields are ignored, as
  * vLLM's request model ignores them.
  *
@@ -268,10 +268,12 @@ static int thinking_chat(json_t *root, json_t *chat, sits_srv_error_t *err)
 {
     json_t *th = opt(root, "thinking"), *type = json_object_get(th, "type"), *budget = json_object_get(th, "budget_tokens");
     if (!th) return 0;
-    int on = is_str(type, "enabled");
-    if (!(on || is_str(type, "disabled")) || (on && !(json_is_integer(budget) && json_integer_value(budget) >= 1))) {
+    int on = is_str(type, "enabled") || is_str(type, "adaptive");   /* adaptive: thinking on, the model decides how much */
+    if (!(on || is_str(type, "disabled")) ||
+        (is_str(type, "enabled") && !(json_is_integer(budget) && json_integer_value(budget) >= 1))) {
         sits_srv_error_set(err, 400, "invalid_request_error", NULL, "thinking",
-                           "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": integer >= 1} or {\"type\": \"disabled\"}");
+                           "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": integer >= 1}, {\"type\": "
+                           "\"adaptive\"} or {\"type\": \"disabled\"}");
         return -1;
     }
     json_t *kw = json_object_get(chat, "chat_template_kwargs");

@@ -5,8 +5,8 @@
  * chat messages: tool_use -> an assistant's tool_calls, tool_result -> tool messages, thinking -> the assistant's
  * reasoning; tools {name, description, input_schema} -> chat function tools, tool_choice auto / any / tool / none ->
  * auto / required / named / none, disable_parallel_tool_use -> parallel_tool_calls false, stop_sequences -> stop,
- * max_tokens -> max_completion_tokens, thinking enabled / disabled -> chat_template_kwargs.enable_thinking) and parsed
- * by the chat endpoint's own parser; the server generates it as a chat request. Its output -- the chat endpoint's
+ * max_tokens -> max_completion_tokens, thinking enabled / adaptive / disabled -> chat_template_kwargs.enable_thinking)
+ * and parsed by the chat endpoint's own parser; the server generates it as a chat request. Its output -- the chat endpoint's
  * whole body, or each event of its stream -- is translated into Anthropic's shapes (a message with thinking / text /
  * tool_use blocks; message_start, content_block_start / delta / stop, message_delta, message_stop), so the text,
  * thinking, tool calls and token counts are the chat endpoint's by construction. Errors take Anthropic's shape

@@ -318,6 +318,10 @@ def count_tokens():
     st, tok = post(url, "/tokenize", {"model": "m", "messages": ask, "chat_template_kwargs": {"enable_thinking": False}})
     check(got == tok["count"] and got > client.messages.count_tokens(model="m", messages=ask).input_tokens,
           "count_tokens with thinking disabled: %d, /tokenize %s" % (got, tok))
+    st, tok = post(url, "/tokenize", {"model": "m", "messages": ask, "chat_template_kwargs": {"enable_thinking": True}})
+    for th in ({"type": "adaptive"}, {"type": "enabled", "budget_tokens": 2048}):
+        got = client.messages.count_tokens(model="m", messages=ask, thinking=th).input_tokens
+        check(got == tok["count"], "count_tokens with thinking %s: %d, /tokenize %s" % (th, got, tok))
 
 
 def conversations():
