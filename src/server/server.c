@@ -99,6 +99,7 @@ struct sits_server {
     int n_hm_ids;
     int32_t ms_ids[4];        /* [tool calls] Mistral's call markup tokens that are special, kept as text for its parser */
     int n_ms_ids;
+    int32_t own_eos;          /* the tokenizer's own eos (stop_reason null for it, as vLLM), -1: none */
     const sits_sched_api_t *api;
     void *sched;
     struct MHD_Daemon *mhd;
@@ -180,6 +181,7 @@ typedef struct {
     int ids_cap;
     int ids_sent;           /* [token ids] of them, in chunks sent */
     int head_sent;          /* [token ids] its first chunk (with the prompt's ids) went out */
+    int32_t last_id;        /* the last token generated (stop_reason: the stop id that ended it) */
 } choice_t;
 
 struct conn {
@@ -449,6 +451,7 @@ static int choice_poll(conn_t *c, choice_t *g)
             used++;
         }
         if (c->rq.return_ids && st == SITS_OK) st = ids_push(g, toks, used);
+        if (used > 0) g->last_id = toks[used - 1];
         c->n_gen += used;
         g->n_gen += used;
         if (st != SITS_OK) {
@@ -642,6 +645,18 @@ static int pend_add(conn_t *c, char *s, size_t len)
     c->pend_len += len;
     free(s);
     return 0;
+}
+
+/* vLLM's stop_reason of choice g (a new reference): the stop string that ended it, or the stop id -- a request's
+ * stop_token_ids or a model stop id other than the tokenizer's own eos (vLLM adds generation_config's others to the
+ * stop ids) --, null when the tokenizer's eos, max_tokens or an abort ended it. */
+static json_t *stop_reason(const conn_t *c, const choice_t *g)
+{
+    if (g->finish != SITS_FINISH_STOP) return json_null();
+    if (g->to.stopped > 0 && g->to.stopped <= c->rq.n_stop)
+        return json_stringn(c->rq.stop[g->to.stopped - 1], c->rq.stop_len[g->to.stopped - 1]);
+    if (g->n_gen > 0 && g->last_id != c->srv->own_eos && is_stop_id(c, g->last_id)) return json_integer(g->last_id);
+    return json_null();
 }
 
 /* [token ids] ids[n] as a JSON array (a new reference; NULL out of memory). */
@@ -889,7 +904,8 @@ static enum MHD_Result run_whole(conn_t *c)
     json_t *choices = json_array();
     for (int i = 0; choices && i < c->n_ch; i++) {
         json_t *o = whole_choice(c, i);
-        if (o && c->rq.return_ids && set_ids(c, &c->ch[i], o) != 0) {
+        if (o && ((c->rq.return_ids && set_ids(c, &c->ch[i], o) != 0) ||
+                  json_object_set_new(o, "stop_reason", stop_reason(c, &c->ch[i])) != 0)) {
             json_decref(o);
             o = NULL;
         }
@@ -1144,6 +1160,10 @@ static int stream_end(conn_t *c)
                                        g->tool_calls && g->finish == SITS_FINISH_STOP ? "tool_calls"
                                                                                       : sits_srv_finish_str(g->finish),
                                        c->rq.include_usage, lp);
+            if (o && json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "stop_reason", stop_reason(c, g)) != 0) {
+                json_decref(o);
+                o = NULL;
+            }
             if (pend_chunk(c, i, o) != 0) return -1;
         }
     }
@@ -1835,6 +1855,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
         int32_t id = sits_tokenizer_token_to_id(tok, ms[k]);
         if (id >= 0 && sits_tokenizer_is_special(tok, id)) s->ms_ids[s->n_ms_ids++] = id;
     }
+    s->own_eos = sits_tokenizer_own_eos_id(tok);
     sits_srv_gcache_t *gcache = NULL;
     SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){

@@ -314,6 +314,12 @@ size_t sits_tokenizer_vocab_size(const sits_tokenizer_t *t) { return t->vocab_si
 int32_t sits_tokenizer_bos_id(const sits_tokenizer_t *t) { return t->bos_id; }
 int32_t sits_tokenizer_eos_id(const sits_tokenizer_t *t) { return t->n_stop_ids ? t->stop_ids[0] : -1; }
 
+int32_t sits_tokenizer_own_eos_id(const sits_tokenizer_t *t)
+{
+    int32_t id = t->eos_token ? sits_tokenizer_token_to_id(t, t->eos_token) : -1;
+    return id >= 0 ? id : sits_tokenizer_eos_id(t);
+}
+
 size_t sits_tokenizer_stop_ids(const sits_tokenizer_t *t, const int32_t **ids_p)
 {
     *ids_p = t->stop_ids;

@@ -46,6 +46,9 @@ sits_status_t sits_tokenizer_decode(const sits_tokenizer_t *tok, const int32_t *
 size_t sits_tokenizer_vocab_size(const sits_tokenizer_t *tok);      /* max id + 1 over model and added tokens */
 int32_t sits_tokenizer_bos_id(const sits_tokenizer_t *tok);         /* -1 when none */
 int32_t sits_tokenizer_eos_id(const sits_tokenizer_t *tok);         /* first stop id, -1 when none */
+/* The tokenizer's own eos: tokenizer_config.json's eos_token when it names a token (what HF's / vLLM's
+ * tokenizer.eos_token_id is), else the first stop id; -1 when none. */
+int32_t sits_tokenizer_own_eos_id(const sits_tokenizer_t *tok);
 /* Ids that end generation: eos ids of generation_config.json (one or a list, in its order), then
  * config.json's, then tokenizer_config.json's eos_token -- what transformers' generate and vLLM stop on. */
 size_t sits_tokenizer_stop_ids(const sits_tokenizer_t *tok, const int32_t **ids_p);

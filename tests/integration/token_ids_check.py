@@ -148,6 +148,27 @@ r = c.completions.create(model="m", prompt=prompts[0], max_tokens=6, temperature
 ids = ex(r.choices[0], "token_ids")
 check(r.choices[0].finish_reason == "stop" and ids == whole[0][:whole[0].index(stop) + 1] and
       len(ids) == r.usage.completion_tokens, "stop id %d: %s %s" % (stop, ids, r.choices[0]))
+check(ex(r.choices[0], "stop_reason") == stop, "stop_reason of a stop id: %s" % ex(r.choices[0], "stop_reason"))
+
+# ---- vLLM's stop_reason: the stop string, or the stop id -- null for the tokenizer's own eos (HF's eos_token_id),
+# the id for the model's other eos ids (vLLM adds generation_config's, config.json's here, to the stop ids) -- and null
+# at max_tokens; the stream's last chunk carries the same ----
+cfg_eos = json.load(open(model_dir + "/config.json"))["eos_token_id"]
+check(cfg_eos != hf.eos_token_id, "the fixture's eos ids must differ (config %s, tokenizer %s)" % (cfg_eos, hf.eos_token_id))
+cases = [({"stop": ["beta"], "max_tokens": 30, "extra_body": {"structured_outputs": {"choice": ["alpha beta gamma"]}}}, "beta",
+          "alpha "),
+         ({"logit_bias": {str(hf.eos_token_id): 100}}, None, ""), ({"logit_bias": {str(cfg_eos): 100}}, cfg_eos, ""),
+         ({}, None, None)]
+for kw, want, text in cases:
+    kw = dict({"max_tokens": 3}, **kw)
+    r = c.completions.create(model="m", prompt="Once upon a time", temperature=0, **kw).choices[0]
+    check(ex(r, "stop_reason") == want and (text is None or (r.text == text and r.finish_reason == "stop")),
+          "stop_reason %s: %r (%r, %s)" % (kw, ex(r, "stop_reason"), r.text, r.finish_reason))
+    last = [ev.choices[0] for ev in c.completions.create(model="m", prompt="Once upon a time", temperature=0, stream=True,
+                                                         **kw) if ev.choices][-1]
+    check(last.finish_reason == r.finish_reason and ex(last, "stop_reason") == want, "streamed stop_reason %s: %s" % (kw, last))
+r = c.chat.completions.create(model="m", messages=ask, max_tokens=3, temperature=0, logit_bias={str(cfg_eos): 100})
+check(ex(r.choices[0], "stop_reason") == cfg_eos and r.choices[0].finish_reason == "stop", "chat stop_reason: %s" % r.choices[0])
 
 # ---- without the flag: no ids; a bad value: 400 naming it ----
 r = c.completions.create(model="m", prompt=prompts[0], max_tokens=2, temperature=0)

@@ -257,7 +257,7 @@ static json_t *completion(client_t *c, const char *body, const char *what)
     CHECK(r.status == 200, "%s: status %d %s", what, r.status, r.body);
     json_t *o = parse(r.body);
     static const char *const top[] = { "id", "object", "created", "model", "choices", "usage", NULL };
-    static const char *const ch[] = { "index", "text", "logprobs", "finish_reason", NULL };
+    static const char *const ch[] = { "index", "text", "logprobs", "finish_reason", "stop_reason", NULL };   /* + vLLM's */
     static const char *const us[] = { "prompt_tokens", "completion_tokens", "total_tokens", NULL };
     json_t *c0 = json_array_get(json_object_get(o, "choices"), 0);
     json_t *u = json_object_get(o, "usage");
@@ -397,7 +397,8 @@ static void stream(client_t *c, const char *path, const char *body, int chat, in
             piece = jstr(d, "content");
         } else {
             static const char *const ck[] = { "index", "text", "logprobs", "finish_reason", NULL };
-            CHECK(keys_are(c0, ck), "%s: completion chunk keys: %s", what, ev[i]);
+            static const char *const ckf[] = { "index", "text", "logprobs", "finish_reason", "stop_reason", NULL };   /* the last */
+            CHECK(keys_are(c0, json_is_string(fr) ? ckf : ck), "%s: completion chunk keys: %s", what, ev[i]);
             piece = jstr(c0, "text");
             CHECK(json_is_string(fr) || (piece && piece[0]), "%s: empty text chunk", what);
         }
@@ -476,7 +477,7 @@ static void test_streaming(client_t *c, fake_sched_t *f, const fixtures_t *fx, c
     if (call(c, "POST", "/v1/chat/completions", body, &r) == 0) {
         json_t *o = parse(r.body);
         static const char *const top[] = { "id", "object", "created", "model", "choices", "usage", NULL };
-        static const char *const ch[] = { "index", "message", "logprobs", "finish_reason", NULL };
+        static const char *const ch[] = { "index", "message", "logprobs", "finish_reason", "stop_reason", NULL };
         static const char *const msg[] = { "role", "content", NULL };
         json_t *c0 = json_array_get(json_object_get(o, "choices"), 0), *m = json_object_get(c0, "message");
         CHECK(r.status == 200 && keys_are(o, top) && keys_are(c0, ch) && keys_are(m, msg) &&
