@@ -703,6 +703,10 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     int speculative = 1;   /* [speculative] vLLM-style extension field; default: as the server is configured */
     if (get_bool(root, "speculative", &speculative, err) != 0) goto fail;
     req->no_speculation = !speculative;
+    json_int_t prio = 0;   /* vLLM's priority: like vLLM without --scheduling-policy priority, only 0 (tenants set priorities) */
+    int has_prio = 0;
+    if (get_int(root, "priority", &prio, &has_prio, err) != 0) goto fail;
+    if (prio != 0) BAD("priority", "'priority' other than 0 is not supported: request priorities come from the tenants file (--tenants)");
     json_t *salt = field(root, "cache_salt");   /* [prefix cache] vLLM's: a non-empty string */
     if (salt) {
         if (!json_is_string(salt) || json_string_length(salt) == 0) BAD("cache_salt", "'cache_salt' must be a non-empty string");

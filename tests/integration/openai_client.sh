@@ -130,6 +130,12 @@ assert t.usage.prompt_tokens > 8, t.usage
 t = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi there, a longer message"}], max_tokens=2,
                               temperature=0, extra_body={"truncate_prompt_tokens": 8})
 assert t.usage.prompt_tokens == 8, t.usage
+try:   # vLLM without priority scheduling: priority 0 only
+    c.completions.create(model="m", prompt="x", max_tokens=1, extra_body={"priority": 3})
+    raise SystemExit("priority 3 accepted")
+except openai.BadRequestError as ex:
+    assert ex.body["param"] == "priority", ex.body
+c.completions.create(model="m", prompt="x", max_tokens=1, extra_body={"priority": 0})
 for k in (0, -2, 10 ** 6):
     try:
         c.completions.create(model="m", prompt="x", max_tokens=1, extra_body={"truncate_prompt_tokens": k})
