@@ -12,6 +12,11 @@
  *   qwen3        Qwen3 (the model writes S itself): reasoning only between the first S and the first E after
  *                it; the text before S is dropped; no S or no E after it: everything is content, markers
  *                included (Qwen3ReasoningParser of vLLM 0.9 / 0.10, before the Qwen3.5 rework).
+ *   mistral      Magistral / Ministral 3 reasoning models: the markers are "[THINK]" and "[/THINK]" (control tokens in
+ *                Mistral's tokenizers; the server keeps them as text for this parser). As qwen3, except that a [THINK]
+ *                never closed makes the rest reasoning (vLLM's MistralReasoningParser: "only BOT" -> reasoning), and
+ *                the text before [THINK] is dropped (vLLM joins it to the content; a model prompted as trained writes
+ *                none) and a [/THINK] without [THINK] stays in the content (vLLM removes it).
  *   openai_gptoss gpt-oss's harmony messages (channels, not think markers): harmony.c.
  * Both: content is what follows E, as it is (the "\n\n" a template writes after E included), null when empty;
  * reasoning is a string, "" included ("</think>x": reasoning "" as vLLM), null when there is none.
@@ -42,16 +47,27 @@ enum { S_LEN = 7, E_LEN = 8 };
 /* stream states */
 enum { ST_PRE = 0, ST_THINK = 1, ST_DONE = 2 };
 
-static const char *const names[] = { "none", "deepseek_r1", "qwen3", "auto", "openai_gptoss" };
+static const char *const names[] = { "none", "deepseek_r1", "qwen3", "auto", "openai_gptoss", "mistral" };
+enum { N_NAMES = 6 };
 
 int sits_srv_reasoning_from_name(const char *name)
 {
     if (!name || !name[0]) return SITS_SRV_REASONING_NONE;
-    for (int i = 0; i < 5; i++) if (strcmp(name, names[i]) == 0) return i;
+    for (int i = 0; i < N_NAMES; i++) if (strcmp(name, names[i]) == 0) return i;
     return -1;
 }
 
-const char *sits_srv_reasoning_name(int parser) { return parser >= 0 && parser < 5 ? names[parser] : "?"; }
+const char *sits_srv_reasoning_name(int parser) { return parser >= 0 && parser < N_NAMES ? names[parser] : "?"; }
+
+/* The parser's markers: mistral's [THINK] / [/THINK], the others' <think> / </think>. */
+static void marks(int parser, const char **s, size_t *sl, const char **e, size_t *el)
+{
+    const int m = parser == SITS_SRV_REASONING_MISTRAL;
+    *s = m ? "[THINK]" : S_MARK;
+    *e = m ? "[/THINK]" : E_MARK;
+    *sl = strlen(*s);
+    *el = strlen(*e);
+}
 
 static const char *find(const char *s, size_t len, const char *m, size_t mlen)
 {
@@ -81,6 +97,7 @@ int sits_srv_reasoning_detect(const char *tmpl, const char *gen_prompt)
         return SITS_SRV_REASONING_DEEPSEEK_R1;
     }
     if (strstr(tmpl, S_MARK) && strstr(tmpl, E_MARK)) return SITS_SRV_REASONING_QWEN3;   /* the model writes <think> */
+    if (strstr(tmpl, "[THINK]") && strstr(tmpl, "[/THINK]")) return SITS_SRV_REASONING_MISTRAL;
     return SITS_SRV_REASONING_NONE;
 }
 
@@ -102,27 +119,30 @@ void sits_srv_reasoning_split(int parser, int closed, const char *t, size_t len,
 {
     memset(out, 0, sizeof *out);
     out->c_len = len;   /* everything content unless the rules below say otherwise */
-    const char *s = find(t, len, S_MARK, S_LEN), *e;
+    const char *sm, *em;
+    size_t sl, el;
+    marks(parser, &sm, &sl, &em, &el);
+    const char *s = find(t, len, sm, sl), *e;
     if (parser == SITS_SRV_REASONING_DEEPSEEK_R1 && !closed) {
-        e = find(t, len, E_MARK, E_LEN);
+        e = find(t, len, em, el);
         if (s && e && s > e) s = NULL;   /* an S after the first E is content (see the opening comment) */
-    } else if (parser == SITS_SRV_REASONING_QWEN3 && s) {
-        e = find(s + S_LEN, len - (size_t)(s - t) - S_LEN, E_MARK, E_LEN);
-        if (!e) return;   /* S never closed: all content */
+    } else if ((parser == SITS_SRV_REASONING_QWEN3 || parser == SITS_SRV_REASONING_MISTRAL) && s) {
+        e = find(s + sl, len - (size_t)(s - t) - sl, em, el);
+        if (!e && parser == SITS_SRV_REASONING_QWEN3) return;   /* qwen3: S never closed: all content */
     } else {
         return;
     }
-    size_t from = s ? (size_t)(s - t) + S_LEN : 0;
+    size_t from = s ? (size_t)(s - t) + sl : 0;
     out->has_r = 1;
     out->r_off = from;
-    if (!e) {   /* deepseek_r1 without E: all reasoning */
+    if (!e) {   /* deepseek_r1 or mistral without E: all reasoning */
         out->r_len = len - from;
         out->c_off = len;
         out->c_len = 0;
         return;
     }
     out->r_len = (size_t)(e - t) - from;
-    out->c_off = (size_t)(e - t) + E_LEN;
+    out->c_off = (size_t)(e - t) + el;
     out->c_len = len - out->c_off;
 }
 
@@ -201,11 +221,14 @@ int sits_srv_reasoning_stream_next(sits_srv_reasoning_stream_t *r, int final, in
          * reasoning: E; in the answer: none */
         int want_s = r->state == ST_PRE, want_e = r->state == ST_THINK ||
                      (r->state == ST_PRE && r->parser == SITS_SRV_REASONING_DEEPSEEK_R1);
-        const char *s = want_s ? find(p, n, S_MARK, S_LEN) : NULL, *e = want_e ? find(p, n, E_MARK, E_LEN) : NULL;
+        const char *sm, *em;
+        size_t sl, el;
+        marks(r->parser, &sm, &sl, &em, &el);
+        const char *s = want_s ? find(p, n, sm, sl) : NULL, *e = want_e ? find(p, n, em, el) : NULL;
         const char *m = s && (!e || s < e) ? s : e;
         size_t take;
         if (m == p) {   /* a marker right here: drop it, change state */
-            r->in_off += m == s ? S_LEN : E_LEN;
+            r->in_off += m == s ? sl : el;
             r->state = m == s ? ST_THINK : ST_DONE;
             continue;
         }
@@ -213,8 +236,8 @@ int sits_srv_reasoning_stream_next(sits_srv_reasoning_stream_t *r, int final, in
             take = (size_t)(m - p);
         } else {
             size_t keep = 0, k;
-            if (!final && want_s && (k = partial(p, n, S_MARK, S_LEN)) > keep) keep = k;
-            if (!final && want_e && (k = partial(p, n, E_MARK, E_LEN)) > keep) keep = k;
+            if (!final && want_s && (k = partial(p, n, sm, sl)) > keep) keep = k;
+            if (!final && want_e && (k = partial(p, n, em, el)) > keep) keep = k;
             take = n - keep;
         }
         if (take == 0) return 0;

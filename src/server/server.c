@@ -99,6 +99,8 @@ struct sits_server {
     int n_hm_ids;
     int32_t ms_ids[4];        /* [tool calls] Mistral's call markup tokens that are special, kept as text for its parser */
     int n_ms_ids;
+    int32_t th_ids[2];        /* [reasoning] mistral's [THINK] / [/THINK] where special, kept as text for its parser */
+    int n_th_ids;
     int32_t own_eos;          /* the tokenizer's own eos (stop_reason null for it, as vLLM), -1: none */
     const sits_sched_api_t *api;
     void *sched;
@@ -212,6 +214,8 @@ struct conn {
     char *pend;
     size_t pend_len, pend_off, pend_cap;
     int stream_done;        /* [DONE] is in pend */
+    int32_t keep[16];       /* [reasoning] [tool calls] the special tokens its parsers read as text (textout_keep) */
+    int n_keep;
     /* the pump (guarded by mu once the request was submitted) */
     pthread_mutex_t mu;
     int in_gen;             /* on the pump's list (gen_mu) */
@@ -737,10 +741,19 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
     }
     /* [reasoning] harmony reads its markup: those special tokens stay text, the others go as usual; [tool calls] so does
      * the mistral parser ([TOOL_CALLS], [ARGS], [CALL_ID]: control tokens in Mistral's tokenizers, as vLLM keeps the special
-     * tokens for it) */
+     * tokens for it) and [reasoning] the mistral reasoning parser ([THINK], [/THINK]) */
     int harmony = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning == SITS_SRV_REASONING_HARMONY;
-    int mistral = !harmony && c->rq.tool_parser == SITS_SRV_TOOLS_MISTRAL && srv->n_ms_ids > 0;
-    int keep = c->rq.skip_special && ((harmony && srv->n_hm_ids > 0) || mistral);
+    c->n_keep = 0;
+    if (harmony) {
+        memcpy(c->keep, srv->hm_ids, sizeof *c->keep * (size_t)srv->n_hm_ids);
+        c->n_keep = srv->n_hm_ids;
+    } else {
+        if (c->rq.tool_parser == SITS_SRV_TOOLS_MISTRAL)
+            for (int k = 0; k < srv->n_ms_ids; k++) c->keep[c->n_keep++] = srv->ms_ids[k];
+        if (c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning == SITS_SRV_REASONING_MISTRAL)
+            for (int k = 0; k < srv->n_th_ids; k++) c->keep[c->n_keep++] = srv->th_ids[k];
+    }
+    int keep = c->rq.skip_special && c->n_keep > 0;
     for (int i = 0; i < n; i++) {
         if (sits_srv_textout_init_ex(&c->ch[i].to, srv->lim.tok, (const char *const *)c->rq.stop, c->rq.stop_len, c->rq.n_stop,
                                      c->rq.skip_special && !keep, c->rq.include_stop_str) != SITS_OK) {
@@ -748,7 +761,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
             return -1;
         }
         c->ch[i].to_valid = 1;
-        if (keep) sits_srv_textout_keep(&c->ch[i].to, mistral ? srv->ms_ids : srv->hm_ids, mistral ? srv->n_ms_ids : srv->n_hm_ids);
+        if (keep) sits_srv_textout_keep(&c->ch[i].to, c->keep, c->n_keep);
         c->ch[i].rs_on = c->rq.kind == SITS_SRV_CHAT && c->rq.reasoning != SITS_SRV_REASONING_NONE && !harmony;
         if (c->ch[i].rs_on) sits_srv_reasoning_stream_init(&c->ch[i].rs, c->rq.reasoning, c->rq.reasoning_closed);
         c->ch[i].hm_on = harmony;
@@ -1833,7 +1846,7 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
                   sits_srv_tool_parser_name(sits_srv_tool_parser_detect(sits_chat_template_text(p->chat, 1))));
     int reasoning = sits_srv_reasoning_from_name(p->reasoning_parser);
     if (reasoning < 0) {
-        SITS_ERROR(SITS_SUB_HTTP, "--reasoning-parser '%s' is not one of deepseek_r1, qwen3, openai_gptoss, auto",
+        SITS_ERROR(SITS_SUB_HTTP, "--reasoning-parser '%s' is not one of deepseek_r1, qwen3, mistral, openai_gptoss, auto",
                    p->reasoning_parser);
         st = SITS_ERR_INVALID;
         goto err_free;
@@ -1856,6 +1869,11 @@ sits_status_t sits_server_create(const sits_server_params_t *p, const sits_token
         if (id >= 0 && sits_tokenizer_is_special(tok, id)) s->ms_ids[s->n_ms_ids++] = id;
     }
     s->own_eos = sits_tokenizer_own_eos_id(tok);
+    static const char *const th[] = { "[THINK]", "[/THINK]" };
+    for (size_t k = 0; k < sizeof th / sizeof th[0]; k++) {   /* [reasoning] mistral's markup, where the vocabulary has it */
+        int32_t id = sits_tokenizer_token_to_id(tok, th[k]);
+        if (id >= 0 && sits_tokenizer_is_special(tok, id)) s->th_ids[s->n_th_ids++] = id;
+    }
     sits_srv_gcache_t *gcache = NULL;
     SITS_CHECK_GOTO(sits_srv_gcache_create(&gcache), st, err_free);
     s->lim = (sits_srv_limits_t){

@@ -213,7 +213,8 @@ int sits_srv_grow(char **buf, size_t *cap, size_t need);
 /* A parser's pending text (*in)[*off, *len): what was taken dropped, text[n] appended. */
 sits_status_t sits_srv_pending_push(char **in, size_t *off, size_t *len, size_t *cap, const char *text, size_t n);
 enum { SITS_SRV_REASONING_NONE = 0, SITS_SRV_REASONING_DEEPSEEK_R1 = 1, SITS_SRV_REASONING_QWEN3 = 2,
-       SITS_SRV_REASONING_AUTO = 3, SITS_SRV_REASONING_HARMONY = 4 /* openai_gptoss: harmony.c */ };
+       SITS_SRV_REASONING_AUTO = 3, SITS_SRV_REASONING_HARMONY = 4 /* openai_gptoss: harmony.c */,
+       SITS_SRV_REASONING_MISTRAL = 5 /* [THINK] ... [/THINK] (Magistral, Ministral 3 reasoning) */ };
 int sits_srv_reasoning_from_name(const char *name);   /* NULL / "": none; -1: unknown name */
 const char *sits_srv_reasoning_name(int parser);
 /* auto: openai_gptoss when the template's text holds <|channel|> (harmony), deepseek_r1 when gen_prompt (the template rendered on one user message with the generation prompt;

@@ -13,6 +13,9 @@
 #   deepseek_r1 picked by auto from DeepSeek-R1-Distill-Qwen-32B's template (the choice logged at start):
 #     reasoning until </think>; cut at max_tokens: all reasoning, content null; a prompt the template
 #     closed itself (this llama.cpp copy writes </think> unless enable_thinking) -> content only;
+#   mistral picked by auto from Ministral 3 Reasoning's template: [THINK] ... [/THINK] apart, a [THINK] never closed all
+#     reasoning, no [THINK] all content (vLLM's MistralReasoningParser), whole and streamed; with [THINK] a control token
+#     (as in Mistral's tokenizers) the parser still reads it;
 #   an unknown parser name refuses to start, naming the choices.
 . "$top_srcdir/tests/integration/lib.sh"
 need_py_curl
@@ -41,11 +44,59 @@ if SITS_LOG_LEVEL=info serve_np 1 "$tmp/m" --load-format dummy --chat-template "
   stop_np "$tmp/m" || bad "deepseek_r1 server did not stop cleanly"
 fi
 
+# ---- mistral by auto (Ministral 3 Reasoning's template: [THINK] ... [/THINK]); the tokenizer's [THINK] / [/THINK] are control
+# tokens as in Mistral's tokenizers (two reserved special tokens of the fixture renamed), which the parser must see ----
+cp -r "$tmp/m" "$tmp/mi"
+"$PY" - "$tmp/mi" <<'PYEOF' || bad "tokenizer patch"
+import json, sys
+d, names = sys.argv[1], {3002: "[THINK]", 3003: "[/THINK]"}
+for f, key in (("tokenizer.json", None), ("tokenizer_config.json", "added_tokens_decoder")):
+    t = json.load(open(d + "/" + f))
+    for a in (t["added_tokens"] if key is None else [dict(v, id=int(k)) for k, v in t.get(key, {}).items()]):
+        if a["id"] in names:
+            (a if key is None else t[key][str(a["id"])])["content"] = names[a["id"]]
+    json.dump(t, open(d + "/" + f, "w"))
+PYEOF
+if SITS_LOG_LEVEL=info serve_np 1 "$tmp/mi" --load-format dummy --chat-template "$T/mistralai-Ministral-3-14B-Reasoning-2512.jinja" \
+     --reasoning-parser auto --served-model-name m; then
+  grep -q "reasoning: the chat template's parser is mistral" "$tmp/err" && ok "auto: mistral from Ministral 3 Reasoning's template (logged)" ||
+    bad "auto did not log mistral: $(grep -i reasoning "$tmp/err" | head -2)"
+  "$PY" - "$url" <<'PYEOF' && ok "mistral: [THINK] ... [/THINK] apart, whole and streamed; [THINK] control tokens reach the parser" || bad "mistral"
+import sys, openai
+c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
+fails = 0
+def check(cond, what):
+    global fails
+    if not cond:
+        fails += 1
+        print("MISMATCH mistral:", what)
+ask = [{"role": "user", "content": "Hello"}]
+def rc(m):
+    return (m.model_extra or {}).get("reasoning_content")
+for text, r, ct in (("[THINK]Let me think.[/THINK]The answer.", "Let me think.", "The answer."),
+                    ("[THINK]Still thinking", "Still thinking", None), ("No thoughts.", None, "No thoughts.")):
+    kw = dict(model="m", messages=ask, max_tokens=60, temperature=0, extra_body={"structured_outputs": {"choice": [text]}})
+    w = c.chat.completions.create(**kw).choices[0].message
+    check(rc(w) == r and w.content == ct, "whole %r: %r / %r" % (text, rc(w), w.content))
+    sr, sc = "", ""
+    for ev in c.chat.completions.create(stream=True, **kw):
+        if ev.choices:
+            sr += rc(ev.choices[0].delta) or ""
+            sc += ev.choices[0].delta.content or ""
+    check((sr or None) == r and (sc or None) == ct, "streamed %r: %r / %r" % (text, sr, sc))
+# the control token 3002 ([THINK]) at every step: the parser reads it (the rest is reasoning), not dropped as special
+w = c.chat.completions.create(model="m", messages=ask, max_tokens=3, temperature=0, logit_bias={"3002": 100}).choices[0].message
+check(rc(w) == "[THINK][THINK]" and w.content is None, "special [THINK]: %r / %r" % (rc(w), w.content))
+sys.exit(1 if fails else 0)
+PYEOF
+  stop_np "$tmp/mi" || bad "mistral server did not stop cleanly"
+fi
+
 # ---- an unknown name: refused at start, with the list ----
 timeout 120 $SITS_MPIRUN -np 1 "$SITS" --model "$tmp/m" --load-format dummy --port 0 --reasoning-parser granite \
   > "$tmp/out" 2> "$tmp/err"
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "reasoning-parser 'granite' is not one of deepseek_r1, qwen3, openai_gptoss, auto" "$tmp/err"; then
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "reasoning-parser 'granite' is not one of deepseek_r1, qwen3, mistral, openai_gptoss, auto" "$tmp/err"; then
   ok "unknown --reasoning-parser refused at start (exit $rc)"
 else
   bad "unknown --reasoning-parser: exit $rc"; tail -5 "$tmp/err"

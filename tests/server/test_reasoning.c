@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DS = SITS_SRV_REASONING_DEEPSEEK_R1, QW = SITS_SRV_REASONING_QWEN3 };
+enum { DS = SITS_SRV_REASONING_DEEPSEEK_R1, QW = SITS_SRV_REASONING_QWEN3, MI = SITS_SRV_REASONING_MISTRAL };
 
 typedef struct {
     const char *name;
@@ -61,6 +61,18 @@ static const rcase_t cases[] = {
     { "COMPLETE_REASONING", QW, 0, "<think>This is a reasoning section</think>", "This is a reasoning section", NULL, 0, NULL, NULL },
     { "MULTILINE_REASONING", QW, 0, "<think>This is a reasoning\nsection</think>This is the rest\nThat", "This is a reasoning\nsection", "This is the rest\nThat", 0, NULL, NULL },
     { "ONLY_OPEN_TAG", QW, 0, "<think>This is a reasoning section", NULL, "<think>This is a reasoning section", 1, "This is a reasoning section", NULL },
+    /* vLLM's MistralReasoningParser (vllm/reasoning/mistral_reasoning_parser.py: [THINK] then [/THINK] -> reasoning between,
+     * content after; only [THINK] -> the rest is reasoning; neither -> content) and the [THINK] cases of its
+     * test_mistral_reasoning_parser.py */
+    { "REASONING_WITH_THINK", MI, 0, "[THINK]This is a reasoning section[/THINK]This is the rest", "This is a reasoning section", "This is the rest", 0, NULL, NULL },
+    { "COMPLETE_REASONING_WITH_THINK", MI, 0, "[THINK]This is a reasoning section[/THINK]", "This is a reasoning section", NULL, 0, NULL, NULL },
+    { "MULTIPLE_LINES_WITH_THINK", MI, 0, "[THINK]This\nThat[/THINK]This is the rest\nThat", "This\nThat", "This is the rest\nThat", 0, NULL, NULL },
+    { "THINK_NO_END", MI, 0, "[THINK]This is a reasoning section", "This is a reasoning section", NULL, 0, NULL, NULL },
+    { "NEW_LINE", MI, 0, "\n[THINK]This is a reasoning section[/THINK]\nThis is the rest", "This is a reasoning section", "\nThis is the rest",
+      1, "This is a reasoning section", "\n\nThis is the rest" },
+    { "no [THINK]: content", MI, 0, "This is content", NULL, "This is content", 0, NULL, NULL },
+    { "mistral <think> is not its marker", MI, 0, "<think>a</think>b", NULL, "<think>a</think>b", 0, NULL, NULL },
+    { "mistral cut inside [/THINK]", MI, 0, "[THINK]abc[/THI", "abc[/THI", NULL, 0, NULL, NULL },
     /* ours */
     { "qwen3 template output", QW, 0, "<think>\nThe user greets me.\n</think>\n\nHello there!", "\nThe user greets me.\n", "\n\nHello there!", 0, NULL, NULL },
     { "r1 template output", DS, 0, "\nThe user greets me.\n</think>\n\nHello there!", "\nThe user greets me.\n", "\n\nHello there!", 0, NULL, NULL },
@@ -189,6 +201,8 @@ static void test_names(void **state)
     assert_int_equal(sits_srv_reasoning_from_name(""), SITS_SRV_REASONING_NONE);
     assert_int_equal(sits_srv_reasoning_from_name("deepseek_r1"), DS);
     assert_int_equal(sits_srv_reasoning_from_name("qwen3"), QW);
+    assert_int_equal(sits_srv_reasoning_from_name("mistral"), MI);
+    assert_string_equal(sits_srv_reasoning_name(MI), "mistral");
     assert_int_equal(sits_srv_reasoning_from_name("auto"), SITS_SRV_REASONING_AUTO);
     assert_true(sits_srv_reasoning_from_name("granite") < 0);
     assert_string_equal(sits_srv_reasoning_name(DS), "deepseek_r1");
@@ -217,6 +231,7 @@ static void test_auto_templates(void **state)
         { "meta-llama-Llama-3.1-8B-Instruct.jinja", SITS_SRV_REASONING_NONE },
         { "Qwen-Qwen2.5-7B-Instruct.jinja", SITS_SRV_REASONING_NONE },
         { "mistralai-Mistral-Nemo-Instruct-2407.jinja", SITS_SRV_REASONING_NONE },
+        { "mistralai-Ministral-3-14B-Reasoning-2512.jinja", MI },       /* [THINK] ... [/THINK] */
     };
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/templates", src);
