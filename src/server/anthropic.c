@@ -311,7 +311,7 @@ static int parse_chat(const sits_srv_limits_t *lim, json_t *root, int count, sit
     if (!count && !(json_is_integer(mt) && json_integer_value(mt) >= 1)) BAD("'max_tokens' is required: an integer >= 1");
     /* passed as they are (the chat parser checks them): Anthropic's, then vLLM's extras */
     static const char *const same[] = { "model", "chat_template_kwargs", "temperature", "top_p", "top_k", "stream", "seed",
-                                        "repetition_penalty", "ignore_eos", "structured_outputs" };
+                                        "repetition_penalty", "ignore_eos", "structured_outputs", "logit_bias" };
     for (size_t k = 0; k < (count ? 2 : sizeof same / sizeof same[0]); k++)
         if (json_object_get(root, same[k])) json_object_set(chat, same[k], json_object_get(root, same[k]));
     if (!count) json_object_set(chat, "max_completion_tokens", mt);
@@ -415,7 +415,7 @@ static char *anth_body(void *vst, char *chat_body)
 {
     sits_srv_anth_t *st = vst;
     if (!chat_body) return NULL;
-    json_t *chat = json_loads(chat_body, 0, NULL), *content = json_array(), *call;
+    json_t *chat = json_loads(chat_body, JSON_ALLOW_NUL, NULL), *content = json_array(), *call;
     free(chat_body);
     char *s = NULL;
     if (!chat || !content) goto done;
@@ -530,7 +530,7 @@ static char *anth_sse(void *vst, char *chat_event, size_t len, size_t *len_p)
     const char *data = chat_event && len > 6 ? chat_event + 6 : "";   /* after "data: " */
     json_t *ev = NULL, *e;
     if (!chat_event) return NULL;
-    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK, NULL))) b.failed = 1;
+    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL))) b.failed = 1;
     free(chat_event);
     if (st->failed || b.failed) goto out;   /* after an error event: nothing more */
     if ((e = json_object_get(ev, "error"))) {

@@ -550,7 +550,7 @@ static void last_status(json_t *output, const char *status)
 char *sits_srv_resp_body(sits_srv_resp_t *r, char *chat_body)
 {
     if (!chat_body) return NULL;
-    json_t *chat = json_loads(chat_body, 0, NULL), *out = json_array();
+    json_t *chat = json_loads(chat_body, JSON_ALLOW_NUL, NULL), *out = json_array();
     free(chat_body);
     char *s = NULL;
     if (!chat || !out) goto done;
@@ -704,7 +704,7 @@ char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t
     const char *data = chat_event && len > 6 ? chat_event + 6 : "";   /* after "data: " */
     json_t *ev = NULL;
     if (!chat_event) return NULL;
-    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK, NULL))) b.failed = 1;
+    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL))) b.failed = 1;
     if (ev) take_id(r, ev);
     if (!r->started && !b.failed) {   /* the first event: the response as it starts */
         r->started = 1;

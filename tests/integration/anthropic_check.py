@@ -328,6 +328,8 @@ def conversations():
     ask = [{"role": "user", "content": "Hello"}]
     # free greedy text: the prompt rendered from messages / system is the chat one
     same("a string content", ask, ask, max_tokens=12)
+    # a NUL character in the output (a byte-level token): the chat JSON's \u0000 survives the translation
+    same("a NUL character in the output", ask, ask, max_tokens=3, extra={"logit_bias": {"188": 100}})   # 188: byte 0x00
     same("system as a string", [{"role": "system", "content": "Be brief."}] + ask, ask, system="Be brief.", max_tokens=12)
     same("system as text blocks", [{"role": "system", "content": "Be brief."}] + ask, ask,
          system=[{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}], max_tokens=12)

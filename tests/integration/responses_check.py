@@ -260,6 +260,8 @@ def common():
     e = expect(ask, 5, {"ignore_eos": True})
     check(e["finish"] == "length", "the chat oracle did not cut: %s" % e)
     same("cut at max_output_tokens", ask, "Hello", max_tokens=5, extra={"ignore_eos": True})
+    # a NUL character in the output (a byte-level token): the chat JSON's \u0000 survives the translation
+    same("a NUL character in the output", ask, "Hello", max_tokens=3, extra={"logit_bias": {"188": 100}})   # 188: byte 0x00
 
 
 
