@@ -62,6 +62,23 @@ serve_setup_slow() {
  "hidden_act": "silu", "bos_token_id": 3000, "eos_token_id": 3001}
 JSON
 }
+# rename_special DIR ID=NAME...: the fixture tokenizer's added (special) tokens ID renamed NAME in DIR's tokenizer.json
+# and tokenizer_config.json -- a model's control tokens (Mistral's [TOOL_CALLS], [THINK]) on the byte-level fixture
+rename_special() {
+  local d=$1; shift
+  "${PYTHON:-python3}" - "$d" "$@" <<'PYEOF'
+import json, sys
+d, names = sys.argv[1], {int(a.split("=", 1)[0]): a.split("=", 1)[1] for a in sys.argv[2:]}
+t = json.load(open(d + "/tokenizer.json"))
+for a in t["added_tokens"]:
+    a["content"] = names.get(a["id"], a["content"])
+json.dump(t, open(d + "/tokenizer.json", "w"))
+c = json.load(open(d + "/tokenizer_config.json"))
+for k, v in c.get("added_tokens_decoder", {}).items():
+    v["content"] = names.get(int(k), v["content"])
+json.dump(c, open(d + "/tokenizer_config.json", "w"))
+PYEOF
+}
 # serve_tmp: a temporary directory $tmp, removed (and any rank still running from it killed) on exit
 serve_tmp() {
   tmp=$(mktemp -d)

@@ -47,29 +47,17 @@ fi
 # ---- mistral by auto (Ministral 3 Reasoning's template: [THINK] ... [/THINK]); the tokenizer's [THINK] / [/THINK] are control
 # tokens as in Mistral's tokenizers (two reserved special tokens of the fixture renamed), which the parser must see ----
 cp -r "$tmp/m" "$tmp/mi"
-"$PY" - "$tmp/mi" <<'PYEOF' || bad "tokenizer patch"
-import json, sys
-d, names = sys.argv[1], {3002: "[THINK]", 3003: "[/THINK]"}
-for f, key in (("tokenizer.json", None), ("tokenizer_config.json", "added_tokens_decoder")):
-    t = json.load(open(d + "/" + f))
-    for a in (t["added_tokens"] if key is None else [dict(v, id=int(k)) for k, v in t.get(key, {}).items()]):
-        if a["id"] in names:
-            (a if key is None else t[key][str(a["id"])])["content"] = names[a["id"]]
-    json.dump(t, open(d + "/" + f, "w"))
-PYEOF
+rename_special "$tmp/mi" "3002=[THINK]" "3003=[/THINK]" || bad "tokenizer patch"
 if SITS_LOG_LEVEL=info serve_np 1 "$tmp/mi" --load-format dummy --chat-template "$T/mistralai-Ministral-3-14B-Reasoning-2512.jinja" \
      --reasoning-parser auto --served-model-name m; then
   grep -q "reasoning: the chat template's parser is mistral" "$tmp/err" && ok "auto: mistral from Ministral 3 Reasoning's template (logged)" ||
     bad "auto did not log mistral: $(grep -i reasoning "$tmp/err" | head -2)"
-  "$PY" - "$url" <<'PYEOF' && ok "mistral: [THINK] ... [/THINK] apart, whole and streamed; [THINK] control tokens reach the parser" || bad "mistral"
+  "$PY" - "$url" "$top_srcdir/tests/integration" <<'PYEOF' && ok "mistral: [THINK] ... [/THINK] apart, whole and streamed; [THINK] control tokens reach the parser" || bad "mistral"
 import sys, openai
+sys.path.insert(0, sys.argv[2])
+from stream_checks import Checker
 c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
-fails = 0
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("MISMATCH mistral:", what)
+check = Checker("mistral")
 ask = [{"role": "user", "content": "Hello"}]
 def rc(m):
     return (m.model_extra or {}).get("reasoning_content")
@@ -87,7 +75,7 @@ for text, r, ct in (("[THINK]Let me think.[/THINK]The answer.", "Let me think.",
 # the control token 3002 ([THINK]) at every step: the parser reads it (the rest is reasoning), not dropped as special
 w = c.chat.completions.create(model="m", messages=ask, max_tokens=3, temperature=0, logit_bias={"3002": 100}).choices[0].message
 check(rc(w) == "[THINK][THINK]" and w.content is None, "special [THINK]: %r / %r" % (rc(w), w.content))
-sys.exit(1 if fails else 0)
+check.done()
 PYEOF
   stop_np "$tmp/mi" || bad "mistral server did not stop cleanly"
 fi

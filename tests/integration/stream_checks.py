@@ -1,10 +1,27 @@
 """stream_checks.py -- checks that the tests of the APIs translated into chat requests share (responses_check.py,
 anthropic_check.py): their tools, a named-event stream's wire, a client leaving mid-stream, the request trace's counts.
-Each check returns what went wrong (None / [] when nothing did)."""
+Each check returns what went wrong (None / [] when nothing did). Checker: the counting check() of the servers' inline
+test scripts (tool_xml.sh, tool_mistral.sh, reasoning.sh)."""
 import json
 import socket
+import sys
 import time
 import urllib.request
+
+
+class Checker:
+    """check(cond, what): a mismatch is printed (with the label) and counted; done() exits 1 when any was"""
+
+    def __init__(self, label=""):
+        self.fails, self.label = 0, label
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.fails += 1
+            print("MISMATCH%s:" % (" " + self.label if self.label else ""), what)
+
+    def done(self):
+        sys.exit(1 if self.fails else 0)
 
 # two function tools in chat's shape (the tests give them to the other APIs in theirs)
 CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "current weather",

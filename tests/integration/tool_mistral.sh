@@ -12,32 +12,15 @@ need_py_curl
 "$PY" -c 'import openai' 2>/dev/null || { echo "SKIP: python openai is needed"; exit 77; }
 serve_tmp
 serve_setup_slow "$tmp/m"
-"$PY" - "$tmp/m" <<'PYEOF' || { bad "tokenizer patch"; finish; }
-import json, sys
-d = sys.argv[1]
-names = {3002: "[TOOL_CALLS]", 3003: "[ARGS]", 3005: "[CALL_ID]"}
-t = json.load(open(d + "/tokenizer.json"))
-for a in t["added_tokens"]:
-    if a["id"] in names:
-        a["content"] = names[a["id"]]
-json.dump(t, open(d + "/tokenizer.json", "w"))
-c = json.load(open(d + "/tokenizer_config.json"))
-for k, v in c.get("added_tokens_decoder", {}).items():
-    if int(k) in names:
-        v["content"] = names[int(k)]
-json.dump(c, open(d + "/tokenizer_config.json", "w"))
-PYEOF
+rename_special "$tmp/m" "3002=[TOOL_CALLS]" "3003=[ARGS]" "3005=[CALL_ID]" || { bad "tokenizer patch"; finish; }
 T=$top_srcdir/tests/fixtures/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja
 if serve_np 1 "$tmp/m" --load-format dummy --chat-template "$T"; then
-  "$PY" - "$url" <<'PYEOF' && ok "mistral: 9-character call ids go back through the template; the markup tokens reach the parser" || bad "mistral"
+  "$PY" - "$url" "$top_srcdir/tests/integration" <<'PYEOF' && ok "mistral: 9-character call ids go back through the template; the markup tokens reach the parser" || bad "mistral"
 import sys, openai, re
+sys.path.insert(0, sys.argv[2])
+from stream_checks import Checker
 c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
-fails = 0
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("MISMATCH:", what)
+check = Checker()
 tools = [{"type": "function", "function": {"name": "get_weather", "description": "current weather",
           "parameters": {"type": "object", "properties": {"location": {"type": "string", "maxLength": 12}},
                          "required": ["location"]}}}]
@@ -69,7 +52,7 @@ r = c.chat.completions.create(model="m", messages=ask, tools=tools, max_tokens=3
 check(r.choices[0].message.content == "[TOOL_CALLS]" * 3 and not r.choices[0].message.tool_calls, "kept: %s" % r.choices[0])
 r = c.chat.completions.create(model="m", messages=ask, max_tokens=3, temperature=0, logit_bias={"3002": 100})
 check(r.choices[0].message.content == "" and r.usage.completion_tokens == 3, "without tools: %s" % r.choices[0])
-sys.exit(1 if fails else 0)
+check.done()
 PYEOF
   stop_np "$tmp/m" || bad "server did not stop cleanly"
 fi

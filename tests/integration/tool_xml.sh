@@ -16,15 +16,12 @@ T=$top_srcdir/tests/fixtures/templates/Qwen3-Coder.jinja
 if SITS_LOG_LEVEL=info serve_np 1 "$tmp/m" --load-format dummy --chat-template "$T"; then
   grep -q "qwen3_coder" "$tmp/err" && ok "auto: qwen3_coder from Qwen3-Coder's template (logged)" ||
     bad "auto did not pick qwen3_coder: $(grep -i "tool" "$tmp/err" | head -3)"
-  "$PY" - "$url" <<'PYEOF' && ok "qwen3_coder: vLLM's typed call, whole and streamed; forced calls; the call renders back" || bad "qwen3_coder"
+  "$PY" - "$url" "$top_srcdir/tests/integration" <<'PYEOF' && ok "qwen3_coder: vLLM's typed call, whole and streamed; forced calls; the call renders back" || bad "qwen3_coder"
 import json, sys, openai
+sys.path.insert(0, sys.argv[2])
+from stream_checks import Checker
 c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none")
-fails = 0
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("MISMATCH:", what)
+check = Checker()
 tools = [{"type": "function", "function": {"name": "get_current_weather", "description": "Get the current weather",
           "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"},
                                                           "state": {"type": "string", "description": "The state code"},
@@ -84,7 +81,7 @@ req = urllib.request.Request(sys.argv[1] + "/detokenize", data=json.dumps({"mode
 prompt = json.load(urllib.request.urlopen(req))["prompt"]
 check("<function=calculate_area>\n<parameter=shape>\ncircle\n</parameter>\n" in prompt and "754.77" in prompt,
       "the call did not render back: %r" % prompt[-400:])
-sys.exit(1 if fails else 0)
+check.done()
 PYEOF
   stop_np "$tmp/m" || bad "server did not stop cleanly"
 fi
