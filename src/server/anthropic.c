@@ -523,16 +523,12 @@ static json_t *error_obj(const char *type, const char *message)
     return json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", message);
 }
 
-static char *anth_sse(void *vst, char *chat_event, size_t len, size_t *len_p)
+static char *anth_sse(void *vst, json_t *ev, size_t *len_p)
 {
     sits_srv_anth_t *st = vst;
     sits_srv_sse_buf_t b = { 0 };
-    const char *data = chat_event && len > 6 ? chat_event + 6 : "";   /* after "data: " */
-    json_t *ev = NULL, *e;
-    if (!chat_event) return NULL;
-    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL))) b.failed = 1;
-    free(chat_event);
-    if (st->failed || b.failed) goto out;   /* after an error event: nothing more */
+    json_t *e;
+    if (st->failed) goto out;   /* after an error event: nothing more */
     if ((e = json_object_get(ev, "error"))) {
         st->failed = 1;
         sits_srv_sse_named(&b, "error", error_obj("api_error", str_or(json_object_get(e, "message"), "error")));

@@ -698,13 +698,9 @@ static void chunk(sits_srv_resp_t *r, sse_buf_t *b, json_t *ch)
     if (fin) snprintf(r->finish, sizeof r->finish, "%s", fin);
 }
 
-char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t *len_p)
+char *sits_srv_resp_sse(sits_srv_resp_t *r, json_t *ev, size_t *len_p)
 {
     sse_buf_t b = { 0 };
-    const char *data = chat_event && len > 6 ? chat_event + 6 : "";   /* after "data: " */
-    json_t *ev = NULL;
-    if (!chat_event) return NULL;
-    if (strncmp(data, "[DONE]", 6) != 0 && !(ev = json_loadb(data, len - 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL))) b.failed = 1;
     if (ev) take_id(r, ev);
     if (!r->started && !b.failed) {   /* the first event: the response as it starts */
         r->started = 1;
@@ -729,7 +725,6 @@ char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t
              json_pack("{s:o}", "response", o));
     }
     json_decref(ev);
-    free(chat_event);
     return sits_srv_sse_take(&b, len_p);
 }
 
@@ -740,9 +735,9 @@ static char *dl_body(void *st, char *chat_body)
     return sits_srv_resp_body(st, chat_body);
 }
 
-static char *dl_sse(void *st, char *chat_event, size_t len, size_t *len_p)
+static char *dl_sse(void *st, json_t *chat_event, size_t *len_p)
 {
-    return sits_srv_resp_sse(st, chat_event, len, len_p);
+    return sits_srv_resp_sse(st, chat_event, len_p);
 }
 
 static void dl_free(void *st)

@@ -29,12 +29,12 @@ void sits_srv_resp_free(sits_srv_resp_t *r);
  * (malloc'd; NULL when out of memory or chat_body is NULL). */
 char *sits_srv_resp_body(sits_srv_resp_t *r, char *chat_body);
 
-/* A stream: one event the chat stream queued (SSE text "data: ...\n\n", consumed) as the Responses events
+/* A stream: one event of the chat stream (a chunk object, consumed; NULL: its "[DONE]") as the Responses events
  * it makes ("event: TYPE\ndata: {...}\n\n" each, sequence_number counting from 0; malloc'd, *len_p set,
  * possibly empty): response.created / in_progress first, the output items as the deltas open and close them,
  * and for the chat stream's "[DONE]" the terminal event with the whole response (response.completed,
  * response.incomplete, response.failed) -- no "[DONE]" line. NULL when out of memory. */
-char *sits_srv_resp_sse(sits_srv_resp_t *r, char *chat_event, size_t len, size_t *len_p);
+char *sits_srv_resp_sse(sits_srv_resp_t *r, json_t *ev, size_t *len_p);
 
 /* The hooks server.c calls on a /v1/responses request's state (srv_internal.h): the functions above. */
 extern const sits_srv_dialect_t sits_srv_resp_dialect;

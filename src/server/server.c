@@ -628,10 +628,9 @@ static const sits_grammar_vocab_t *grammar_vocab(sits_server_t *srv)
     return srv->gvocab;
 }
 
-/* Appends an SSE event (malloc'd s) to the pending output. */
-static int pend_add(conn_t *c, char *s, size_t len)
+/* Appends s[len] (malloc'd, consumed; NULL: out of memory) to the pending output as it is. */
+static int pend_raw(conn_t *c, char *s, size_t len)
 {
-    if (s && c->dl) s = c->dl->sse(c->dl_st, s, len, &len);   /* [translated APIs] the chat event as the API's events */
     if (!s) return -1;
     if (c->pend_off == c->pend_len) c->pend_off = c->pend_len = 0;
     if (c->pend_len + len > c->pend_cap) {
@@ -649,6 +648,23 @@ static int pend_add(conn_t *c, char *s, size_t len)
     c->pend_len += len;
     free(s);
     return 0;
+}
+
+/* Appends an SSE event ("data: ...\n\n", malloc'd s, consumed) to the pending output; [translated APIs] as the API's
+ * events (the text parsed back: the usage chunk, an error, [DONE] -- the chunks go as objects, pend_chunk). */
+static int pend_add(conn_t *c, char *s, size_t len)
+{
+    if (s && c->dl) {
+        json_t *ev = NULL;
+        int done = len >= 12 && strncmp(s + 6, "[DONE]", 6) == 0;
+        if (!done && (len < 6 || !(ev = json_loadb(s + 6, len - 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL)))) {
+            free(s);
+            return -1;
+        }
+        free(s);
+        s = c->dl->sse(c->dl_st, ev, &len);
+    }
+    return pend_raw(c, s, len);
 }
 
 /* vLLM's stop_reason of choice g (a new reference): the stop string that ended it, or the stop id -- a request's
@@ -713,8 +729,10 @@ static int pend_chunk(conn_t *c, int i, json_t *o)
         o = NULL;
     }
     size_t len = 0;
-    char *s = sits_srv_sse(o, &len);
-    return pend_add(c, s, len);
+    if (c->dl && !o) return -1;
+    /* [translated APIs] the chunk object straight to the API's events */
+    char *s = c->dl ? c->dl->sse(c->dl_st, o, &len) : sits_srv_sse(o, &len);
+    return pend_raw(c, s, len);
 }
 
 /* Submits the validated request: one scheduler sequence per choice, then hands the connection to the

@@ -366,9 +366,10 @@ char *sits_srv_metrics_render(sits_srv_metrics_t *m, const sits_sched_stats_t *s
 typedef struct {
     const char *id_prefix;                                     /* the request id's ("resp_", "msg_") */
     char *(*body)(void *st, char *chat_body);                 /* the whole body (chat_body consumed; NULL: no memory) */
-    /* one event the chat stream queued ("data: ...\n\n", consumed) as the API's events (malloc'd, *len_p set,
-     * possibly empty; NULL: no memory) */
-    char *(*sse)(void *st, char *chat_event, size_t len, size_t *len_p);
+    /* one event of the chat stream -- a chunk object (consumed), or NULL for its "[DONE]" -- as the API's events
+     * (malloc'd, *len_p set, possibly empty; NULL: no memory). server.c hands the chunks it builds over as objects (no
+     * text round trip) and parses the few events it queues as text (the usage chunk, an error) */
+    char *(*sse)(void *st, json_t *chat_event, size_t *len_p);
     void (*stopped)(void *st, const char *stop);              /* the stop string that ended the output (NULL: unused) */
     char *(*error_json)(const sits_srv_error_t *err);         /* an error body in the API's shape (NULL: OpenAI's) */
     void (*free)(void *st);
