@@ -421,7 +421,8 @@ def wire():
 def metrics_and_disconnect():
     def metric(name):
         return stream_checks.metric(url, name)
-    # /metrics counts a Messages request as a chat one: its prompt and generated tokens
+    # /metrics counts a Messages request as a chat one: its prompt and generated tokens (the earlier streams all counted)
+    stream_checks.settle(url)
     mp, mg = metric("sits_prompt_tokens_total"), metric("sits_generation_tokens_total")
     m = client.messages.create(model="m", max_tokens=7, messages=[{"role": "user", "content": "Hello"}],
                                extra_body={"ignore_eos": True, "temperature": 0})

@@ -302,7 +302,9 @@ def echo_and_wire():
 
 
 def metrics_and_disconnect():
-    # /metrics counts a Responses request as a chat one: a 200, its prompt and generated tokens
+    # /metrics counts a Responses request as a chat one: a 200, its prompt and generated tokens (the earlier streams all
+    # counted first)
+    stream_checks.settle(url)
     s0 = scrapes   # every scrape from this one on is a 200 the later ones count
     m200 = metric('sits_requests_total{status="200"}')
     mp, mg = metric("sits_prompt_tokens_total"), metric("sits_generation_tokens_total")

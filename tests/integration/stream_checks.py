@@ -41,6 +41,14 @@ def metric(url, name):
     return 0.0
 
 
+def settle(url, timeout=30.0):
+    """wait until no generation request is in flight (sits_num_requests_inflight 0): a stream the client has read to its
+    end is counted in /metrics when the server completes its connection, which can be a moment later"""
+    end = time.time() + timeout
+    while metric(url, "sits_num_requests_inflight") > 0 and time.time() < end:
+        time.sleep(0.05)
+
+
 def wire(url, path, body):
     """(the SSE blocks of a raw stream, what is wrong with them): each "event: T" with data whose type is T, no [DONE]"""
     raw = urllib.request.urlopen(urllib.request.Request(url + path, data=json.dumps(body).encode(),
