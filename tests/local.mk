@@ -121,6 +121,9 @@ EXTRA_DIST += tests/integration/tool_mistral.sh
 # [token ids] vLLM's return_token_ids (prompt_token_ids, token_ids) against HF transformers' tokenizer
 TESTS += tests/integration/token_ids.sh
 EXTRA_DIST += tests/integration/token_ids.sh tests/integration/token_ids_check.py
+# [allowed_token_ids, bad_words] vLLM's sampling params against HF transformers' tokenizer and vLLM's rule
+TESTS += tests/integration/token_limits.sh
+EXTRA_DIST += tests/integration/token_limits.sh tests/integration/token_limits_check.py
 # [reasoning] --reasoning-parser deepseek_r1 / qwen3 / auto through the real server and the openai client
 TESTS += tests/integration/reasoning.sh
 EXTRA_DIST += tests/integration/reasoning.sh tests/integration/reasoning_check.py

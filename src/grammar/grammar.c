@@ -75,6 +75,10 @@ struct sits_grammar {
     const sits_grammar_vocab_t *cache_vocab;
     size_t cache_bytes;
     long hits, misses;
+    /* [allowed_token_ids] a token-id set (sits_grammar_from_token_ids): ids[n_ids], sorted, unique; NULL for a grammar of
+     * bytes (everything above unused when set) */
+    int32_t *ids;
+    int n_ids;
 };
 
 /* [loop classes] the vocabulary's view of one byte class (see the opening comment) */
@@ -468,6 +472,35 @@ nomem:
     return SITS_ERR_NOMEM;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+sits_status_t sits_grammar_from_token_ids(const int32_t *ids, int n, sits_grammar_t **g_p)
+{
+    if (n < 1) return SITS_ERR_INVALID;
+    sits_grammar_t *g = calloc(1, sizeof *g);
+    if (!g || !(g->ids = malloc(sizeof *g->ids * (size_t)n))) {
+        free(g);
+        return SITS_ERR_NOMEM;
+    }
+    memcpy(g->ids, ids, sizeof *g->ids * (size_t)n);
+    qsort(g->ids, (size_t)n, sizeof *g->ids, cmp_id);
+    g->n_ids = 1;
+    for (int i = 1; i < n; i++)
+        if (g->ids[i] != g->ids[g->n_ids - 1]) g->ids[g->n_ids++] = g->ids[i];
+    atomic_init(&g->refs, 1);
+    *g_p = g;
+    return SITS_OK;
+}
+
+static int has_id(const sits_grammar_t *g, int32_t id)
+{
+    return bsearch(&id, g->ids, (size_t)g->n_ids, sizeof id, cmp_id) != NULL;
+}
+
 sits_grammar_t *sits_grammar_ref(sits_grammar_t *g)
 {
     atomic_fetch_add(&g->refs, 1);
@@ -501,6 +534,7 @@ void sits_grammar_destroy(sits_grammar_t *g)
     free(g->hslots);
     free(g->mark);
     free(g->buf);
+    free(g->ids);
     free(g);
 }
 
@@ -521,6 +555,7 @@ static size_t start_set(sits_grammar_t *g)
 
 int sits_grammar_matches(sits_grammar_t *g, const char *text, size_t len)
 {
+    if (g->ids) return 0;
     size_t n = start_set(g), from = 0;
     for (size_t i = 0; i < len && n > 0; i++) {
         size_t at = g->nbuf;
@@ -871,6 +906,10 @@ sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vo
     if (!st) return SITS_ERR_NOMEM;
     st->g = g;
     st->v = vocab;
+    if (g->ids) {   /* [allowed_token_ids] no state */
+        *st_p = st;
+        return SITS_OK;
+    }
     start_set(g);
     st->set = intern_buf(g, 0);
     if (st->set < 0) {   /* a grammar with an empty language is not compiled; -2 cannot happen */
@@ -889,6 +928,7 @@ void sits_grammar_state_destroy(sits_grammar_state_t *st)
 int sits_grammar_state_complete(const sits_grammar_state_t *st)
 {
     const sits_grammar_t *g = st->g;
+    if (g->ids) return 1;   /* [allowed_token_ids] a listed stop id may end it at any step */
     return g->s_n[st->set] > 0 && g->sdata[g->s_off[st->set]] == 0;
 }
 
@@ -903,6 +943,7 @@ int sits_grammar_state_accepts(sits_grammar_state_t *st, int32_t token)
     const sits_grammar_vocab_t *v = st->v;
     sits_grammar_t *g = st->g;
     if (token < 0 || token >= v->vocab_size) return 0;
+    if (g->ids) return has_id(g, token);
     if (is_stop(v, token)) return sits_grammar_state_complete(st);
     if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return 0;
     int32_t sid = st->set;
@@ -916,6 +957,7 @@ sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
     const sits_grammar_vocab_t *v = st->v;
     sits_grammar_t *g = st->g;
     if (token < 0 || token >= v->vocab_size) return SITS_ERR_INVALID;
+    if (g->ids) return has_id(g, token) ? SITS_OK : SITS_ERR_INVALID;
     if (is_stop(v, token)) return sits_grammar_state_complete(st) ? SITS_OK : SITS_ERR_INVALID;
     if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return SITS_ERR_INVALID;
     int32_t sid = st->set;
@@ -1135,6 +1177,12 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
     sits_grammar_t *g = st->g;
     const sits_grammar_vocab_t *v = st->v;
     size_t words = SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
+    if (g->ids) {   /* [allowed_token_ids] the set (ids past the vocabulary: none) */
+        memset(mask, 0, words * 4);
+        for (int i = 0; i < g->n_ids; i++)
+            if (g->ids[i] >= 0 && g->ids[i] < v->vocab_size) mask[g->ids[i] >> 5] |= 1u << (g->ids[i] & 31);
+        return SITS_OK;
+    }
     if (g->cache_vocab == v && st->set < g->cap_smask && g->smask[st->set]) {
         g->hits++;
         memcpy(mask, g->smask[st->set], words * 4);

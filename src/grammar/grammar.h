@@ -69,6 +69,9 @@ sits_status_t sits_grammar_from_json_object(sits_grammar_t **g_p);
 sits_status_t sits_grammar_from_regex(const char *re, size_t len, char *err, size_t err_len, sits_grammar_t **g_p);
 /* One of n literal strings. */
 sits_status_t sits_grammar_from_choice(const char *const *choices, const size_t *lens, int n, sits_grammar_t **g_p);
+/* [allowed_token_ids] vLLM's allowed_token_ids: not a language of bytes but a set of n >= 1 token ids (copied), every
+ * step's mask -- nothing else is sampled, eos and stop ids only when listed (a listed one ends the output). */
+sits_status_t sits_grammar_from_token_ids(const int32_t *ids, int n, sits_grammar_t **g_p);
 /* Grammars are reference-counted (a server shares one among the requests of the same constraint): ref adds
  * one (any thread), destroy drops one and frees at zero. The matcher state inside (arena, transitions, mask
  * cache) is still one thread's at a time: the scheduler's. */
@@ -87,7 +90,7 @@ sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
 int sits_grammar_state_accepts(sits_grammar_state_t *st, int32_t token);
 /* Bytes fed so far form a complete document (a stop token is allowed now). */
 int sits_grammar_state_complete(const sits_grammar_state_t *st);
-/* Whether text (len bytes) is a complete document of the grammar (tests). */
+/* Whether text (len bytes) is a complete document of the grammar (tests; 0 for a token-id set). */
 int sits_grammar_matches(sits_grammar_t *g, const char *text, size_t len);
 
 /* Counters of the mask cache (bench). */

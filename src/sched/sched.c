@@ -43,6 +43,8 @@ struct sits_req {
     /* [sampling controls] logit_bias (copied), min_tokens */
     sits_sample_bias_t *bias;
     int n_bias, min_tokens;
+    int32_t *bad;                /* [bad_words] bad_off [n_bad + 1] then bad_ids (sits_req_params_t), one allocation */
+    int n_bad;
     sits_req_t *leader;          /* [n] share_prompt_with (a reference held), NULL when none */
     int n_sharing;               /* [n] requests that will name this one as their leader */
     int n_joined;                /* [n] of which submitted so far (under mu) */
@@ -187,6 +189,7 @@ static void req_unref(sits_req_t *q)
     free(q->glp);
     free(q->plp);
     free(q->bias);
+    free(q->bad);
     sits_spec_dseq_fini(&q->dseq);   /* [speculative] its blocks went back when it finished */
     sits_req_t *leader = q->leader;
     sits_grammar_state_destroy(q->gstate);
@@ -277,12 +280,19 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->stop_ids = p->n_stop_ids > 0 ? malloc(sizeof(int32_t) * (size_t)p->n_stop_ids) : NULL;
     q->glp = p->logprobs ? calloc((size_t)p->max_tokens, sizeof *q->glp) : NULL;
     q->bias = p->n_bias > 0 ? malloc(sizeof *q->bias * (size_t)p->n_bias) : NULL;
-    if (p->n_bias > 0 && !q->bias) {
-        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q);
+    const size_t n_bad = p->n_bad > 0 ? (size_t)p->n_bad + 1 + (size_t)p->bad_off[p->n_bad] : 0;   /* [bad_words] */
+    q->bad = n_bad ? malloc(sizeof *q->bad * n_bad) : NULL;
+    if ((p->n_bias > 0 && !q->bias) || (n_bad && !q->bad)) {
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->bias); free(q->bad); free(q);
         return SITS_ERR_NOMEM;
     }
     if (p->n_bias > 0) memcpy(q->bias, p->bias, sizeof *q->bias * (size_t)p->n_bias);
     q->n_bias = p->n_bias > 0 ? p->n_bias : 0;
+    if (n_bad) {
+        memcpy(q->bad, p->bad_off, sizeof *q->bad * ((size_t)p->n_bad + 1));
+        memcpy(q->bad + p->n_bad + 1, p->bad_ids, sizeof *q->bad * (size_t)p->bad_off[p->n_bad]);
+        q->n_bad = p->n_bad;
+    }
     q->min_tokens = p->min_tokens;
     q->n_sharing = p->n_sharing > 0 ? p->n_sharing : 0;
     q->owner = s;
@@ -296,7 +306,8 @@ static sits_status_t api_submit(void *sched, const sits_req_params_t *p, sits_re
     q->plp = p->prompt_logprobs ? calloc((size_t)p->n_prompt, sizeof *q->plp) : NULL;
     if (!q->tokens || !q->bt || !q->hashes || (p->n_stop_ids > 0 && !q->stop_ids) || (p->logprobs && !q->glp) ||
         (p->prompt_logprobs && !q->plp)) {
-        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q->bias); free(q);
+        free(q->tokens); free(q->bt); free(q->hashes); free(q->stop_ids); free(q->glp); free(q->plp); free(q->bias); free(q->bad);
+        free(q);
         return SITS_ERR_NOMEM;
     }
     memcpy(q->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
@@ -1095,7 +1106,7 @@ static int spec_may(const sits_sched_t *s, const sits_req_t *q)
 {
     const sits_sample_params_t *sp = &q->sample;
     /* n_gen >= 1: decoding (a prompt whose last token is all that is left to compute samples plainly) */
-    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && q->n_gen >= 1 && q->n_gen >= q->min_tokens &&
+    return s->p.spec.method != SITS_SPEC_OFF && !q->no_spec && !q->grammar && !q->n_bad && q->n_gen >= 1 && q->n_gen >= q->min_tokens &&
            sp->presence_penalty == 0 && sp->frequency_penalty == 0 &&
            (sp->repetition_penalty <= 0 || sp->repetition_penalty == 1.0f);
 }
@@ -1382,21 +1393,38 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* [bad_words] the bans of q's next token (sits_req_params_t bad_ids): their count, written to out unless NULL */
+static int bad_bans(const sits_req_t *q, sits_sample_bias_t *out)
+{
+    const int32_t *off = q->bad, *ids = q->bad + q->n_bad + 1, *gen = q->tokens + q->n_prompt;
+    int n = 0;
+    for (int b = 0; b < q->n_bad; b++) {
+        const int32_t *w = ids + off[b];
+        const int pre = off[b + 1] - off[b] - 1;   /* the ids the output must end with */
+        if (pre > q->n_gen || memcmp(w, gen + q->n_gen - pre, sizeof *w * (size_t)pre) != 0) continue;
+        if (out) out[n] = (sits_sample_bias_t){ w[pre], -INFINITY };
+        n++;
+    }
+    return n;
+}
+
 /* [sampling controls] q's sampled row sp: its logit_bias, the min_tokens bans (eos and stop ids
- * while fewer than min_tokens were generated, unless may_ban is 0) and, when a penalty is on, its
+ * while fewer than min_tokens were generated, unless may_ban is 0), its bad_words bans and, when a penalty is on, its
  * token history (unique ids, generated counts, prompt presence), appended to the step's lists.
  * sp->bias / hist are set by the caller once every row is in. 0 ok, -1 out of memory. */
 static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t *sp, int may_ban)
 {
     const sits_model_config_t *c = &s->r->cfg;
     int ban = may_ban && q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
-    sp->n_bias = q->n_bias + ban;
+    int bad = q->n_bad ? bad_bans(q, NULL) : 0;
+    sp->n_bias = q->n_bias + ban + bad;
     sp->n_hist = 0;
     if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
     if (q->n_bias) memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);   /* (NULL when none) */
     s->n_pbias += (size_t)q->n_bias;
     for (int i = 0; i < ban; i++)
         s->pbias[s->n_pbias++] = (sits_sample_bias_t){ i < c->n_eos ? c->eos_token_ids[i] : q->stop_ids[i - c->n_eos], -INFINITY };
+    if (bad) s->n_pbias += (size_t)bad_bans(q, s->pbias + s->n_pbias);
     int rep = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
     if (!rep && sp->presence_penalty == 0 && sp->frequency_penalty == 0) return 0;
     /* keys: id * 2 + (generated), sorted: runs of one id, prompt occurrences first */

@@ -47,6 +47,11 @@ typedef struct {
     const sits_sample_bias_t *bias;
     int n_bias;
     int min_tokens;
+    /* [bad_words] vLLM's bad_words as token sequences (copied): word b is bad_ids[bad_off[b] .. bad_off[b + 1]), each of
+     * one id or more; at every step the last id of a word is banned where the generated tokens (not the prompt) end with
+     * the ids before it -- a word of one id always (vLLM's rule) */
+    const int32_t *bad_ids, *bad_off;
+    int n_bad;
     /* [n] a request of the same prompt submitted before (n > 1: choice 0), or NULL; n_sharing: on that
      * first request, how many requests will name it here (they are submitted right after it; it is
      * not started before they are in). The prompt is computed once: when its last chunk runs, the

@@ -8,7 +8,7 @@
  * Features we do not implement (suffix) are refused with 400 rather than silently ignored.
  * [logprobs] completions' logprobs N and echo, chat's logprobs + top_logprobs. [sampling controls]
  * presence / frequency / repetition penalties, logit_bias, min_p, min_tokens, stop_token_ids,
- * include_stop_str_in_output, skip_special_tokens (vLLM's names and ranges). Structured output and
+ * include_stop_str_in_output, skip_special_tokens, allowed_token_ids, bad_words (vLLM's names and ranges). Structured output and
  * tools are tools.c's (sits_srv_structured_parse). */
 #include "server/srv_internal.h"
 #include "grammar/grammar.h"
@@ -613,6 +613,99 @@ static int parse_stop(json_t *root, sits_srv_request_t *req, sits_srv_error_t *e
     return 0;
 }
 
+/* [allowed_token_ids, bad_words] vLLM's: the output only of the listed ids (a token-id grammar, so not beside another
+ * constraint), and words it must not write -- each word, its leading whitespace dropped, encoded as written and after a
+ * space (the second kept when it starts with another token and has as many), vLLM's update_from_tokenizer. */
+#define SITS_SRV_MAX_BAD_WORDS 128   /* token sequences after encoding */
+static int parse_token_limits(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
+{
+    int32_t *ids = NULL, *one = NULL;
+    json_t *a = field(root, "allowed_token_ids");
+    if (a) {
+        if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > (size_t)lim->vocab_size)
+            BAD("allowed_token_ids", "'allowed_token_ids' must be a non-empty array of token ids");
+        if (req->grammar)
+            BAD("allowed_token_ids", "'allowed_token_ids' cannot be combined with response_format, structured_outputs or a "
+                                     "forced tool call");
+        if (!(ids = malloc(sizeof *ids * json_array_size(a)))) goto nomem;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            json_t *e = json_array_get(a, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= lim->vocab_size)
+                BAD("allowed_token_ids", "allowed_token_ids[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
+            ids[i] = (int32_t)json_integer_value(e);
+        }
+        if (sits_grammar_from_token_ids(ids, (int)json_array_size(a), &req->grammar) != SITS_OK) goto nomem;
+        free(ids);
+        ids = NULL;
+    }
+    json_t *b = field(root, "bad_words");
+    if (!b) return 0;
+    if (!json_is_array(b)) BAD("bad_words", "'bad_words' must be an array of strings");
+    size_t cap = 0, used = 0;
+    for (size_t i = 0; i < json_array_size(b); i++) {
+        json_t *e = json_array_get(b, i);
+        if (!json_is_string(e)) BAD("bad_words", "bad_words[%zu] must be a string", i);
+        const char *w = json_string_value(e);
+        size_t len = json_string_length(e);
+        while (len && strchr(" \t\n\r\f\v", *w) && *w) w++, len--;   /* lstrip() */
+        if (!len) BAD("bad_words", "bad_words[%zu] holds no word (only whitespace)", i);
+        char *sp = malloc(len + 1);
+        if (!sp) goto nomem;
+        sp[0] = ' ';
+        memcpy(sp + 1, w, len);
+        for (int pre = 0; pre < 2; pre++) {
+            int n = 0;
+            int rc = encode(lim, pre ? sp : w, len + (size_t)pre, 0, "bad_words", &one, &n, err);
+            if (rc != 0) {
+                free(sp);
+                goto fail;
+            }
+            int prev = req->n_bad ? req->bad_off[req->n_bad] - req->bad_off[req->n_bad - 1] : 0;
+            if (n > 0 && (!pre || (one[0] != req->bad_ids[req->bad_off[req->n_bad - 1]] && n == prev))) {
+                for (int k = 0; k < n; k++)
+                    if (one[k] < 0 || one[k] >= lim->vocab_size) {
+                        free(sp);
+                        BAD("bad_words", "bad_words[%zu] encodes to token %d, outside the model's vocabulary (%d)", i, one[k],
+                            lim->vocab_size);
+                    }
+                if (req->n_bad == SITS_SRV_MAX_BAD_WORDS) {
+                    free(sp);
+                    BAD("bad_words", "too many bad words after tokenization: the most is %d", SITS_SRV_MAX_BAD_WORDS);
+                }
+                if (used + (size_t)n > cap) {
+                    cap = 2 * (used + (size_t)n);
+                    int32_t *nb = realloc(req->bad_ids, sizeof *nb * cap);
+                    if (!nb) {
+                        free(sp);
+                        goto nomem;
+                    }
+                    req->bad_ids = nb;
+                }
+                if (!req->bad_off && !(req->bad_off = calloc(SITS_SRV_MAX_BAD_WORDS + 1, sizeof *req->bad_off))) {
+                    free(sp);
+                    goto nomem;
+                }
+                memcpy(req->bad_ids + used, one, sizeof *one * (size_t)n);
+                used += (size_t)n;
+                req->bad_off[++req->n_bad] = (int32_t)used;
+            } else if (n == 0 && !pre) {
+                free(sp);
+                BAD("bad_words", "bad_words[%zu] encodes to no tokens", i);
+            }
+            free(one);
+            one = NULL;
+        }
+        free(sp);
+    }
+    return 0;
+nomem:
+    sits_srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+fail:
+    free(ids);
+    free(one);
+    return -1;
+}
+
 /* Fields we refuse when they ask for something we do not do. */
 static int refuse_unsupported(json_t *root, sits_srv_kind_t kind, sits_srv_error_t *err)
 {
@@ -720,6 +813,7 @@ int sits_srv_request_parse(const sits_srv_limits_t *lim, sits_srv_kind_t kind, c
     if (get_int(root, "min_tokens", &min_tokens, NULL, err) != 0) goto fail;
     /* [structured output + tool calls] response_format, structured_outputs, guided_*, tools, tool_choice */
     if (sits_srv_structured_parse(lim, root, kind, req, err) != 0) goto fail;
+    if (parse_token_limits(lim, root, req, err) != 0) goto fail;
 
     /* max_tokens (chat: max_completion_tokens wins, as in OpenAI's newer API) */
     int has_mct = 0;
@@ -837,6 +931,10 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->n_stop = 0;
     sits_grammar_destroy(req->grammar);
     req->grammar = NULL;
+    free(req->bad_ids);
+    free(req->bad_off);
+    req->bad_ids = req->bad_off = NULL;
+    req->n_bad = 0;
     json_decref(req->tools);
     req->tools = NULL;
 }

@@ -807,6 +807,7 @@ static int gen_start(conn_t *c, sits_srv_error_t *err)
         .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs, .prompt_logprobs = c->rq.logprobs && c->rq.echo,
         .bias = c->rq.bias, .n_bias = c->rq.n_bias, .min_tokens = c->rq.min_tokens, .grammar_vocab = gv,
         .no_speculation = c->rq.no_speculation, .cache_salt = c->rq.cache_salt,
+        .bad_ids = c->rq.bad_ids, .bad_off = c->rq.bad_off, .n_bad = c->rq.n_bad,
     };
     int32_t *stops = NULL;
     if (c->rq.n_stop_token_ids > 0 && !c->rq.ignore_eos) {   /* the model's stop ids + the request's */

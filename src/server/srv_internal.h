@@ -109,6 +109,8 @@ typedef struct {
     int n_bias, min_tokens;
     int32_t *stop_token_ids;       /* malloc'd; with the model's stop ids they end generation */
     int n_stop_token_ids;
+    int32_t *bad_ids, *bad_off;    /* [bad_words] the words' token sequences (sits_req_params_t), malloc'd */
+    int n_bad;
     int include_stop_str, skip_special;
     char *echo_text;
     size_t echo_len;

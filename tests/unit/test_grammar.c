@@ -325,6 +325,43 @@ int main(int argc, char **argv)
         }
         sits_grammar_destroy(g);
     }
+    /* [allowed_token_ids] a token-id set: the mask is the set on both vocabularies (ids past one: not in its mask), accept
+     * and accepts agree with it, the stop id only when listed, nothing of bytes (matches: 0); none: refused */
+    {
+        const int32_t ids[] = { 70, 3, 200, 3, vbs[0].stop };   /* below both vocabularies' sizes */
+        sits_grammar_t *g = NULL;
+        if (sits_grammar_from_token_ids(ids, 0, &g) != SITS_ERR_INVALID) { printf("FAIL token ids: an empty set\n"); failures++; }
+        for (int n = 4; n <= 5; n++) {   /* without and with the synthetic vocabulary's stop id */
+            if (sits_grammar_from_token_ids(ids, n, &g) != SITS_OK) { printf("FAIL token ids\n"); failures++; continue; }
+            for (int k = 0; k < 2; k++) {
+                sits_grammar_state_t *st = NULL;
+                int words = (int)SITS_GRAMMAR_MASK_WORDS(vbs[k].n), bad = 0;
+                uint32_t *m = calloc((size_t)words, 4);
+                if (!m || sits_grammar_state_create(g, vbs[k].v, &st) != SITS_OK || sits_grammar_state_mask(st, m) != SITS_OK) {
+                    printf("FAIL token ids: no state / mask\n");
+                    failures++;
+                    free(m);
+                    sits_grammar_state_destroy(st);
+                    continue;
+                }
+                for (int32_t id = 0; id < vbs[k].n; id++) {
+                    int want = 0;
+                    for (int j = 0; j < n; j++) want |= ids[j] == id;
+                    bad += allowed(m, id) != want || sits_grammar_state_accepts(st, id) != want;
+                }
+                int stop_listed = 0;
+                for (int j = 0; j < n; j++) stop_listed |= ids[j] == vbs[k].stop;
+                bad += sits_grammar_state_accept(st, 5) != SITS_ERR_INVALID || sits_grammar_state_accept(st, 200) != SITS_OK ||
+                       sits_grammar_state_accept(st, vbs[k].stop) != (stop_listed ? SITS_OK : SITS_ERR_INVALID) ||
+                       sits_grammar_matches(g, "a", 1) != 0 || sits_grammar_state_accept(st, -1) != SITS_ERR_INVALID;
+                if (bad) { printf("FAIL token ids (%d ids) on vocabulary %s: %d wrong\n", n, vbs[k].name, bad); failures++; }
+                free(m);
+                sits_grammar_state_destroy(st);
+            }
+            sits_grammar_destroy(g);
+        }
+        printf("token-id sets: checked\n");
+    }
     fclose(out);
     free_vocab(&vbs[0]);
     free_vocab(&vbs[1]);
