@@ -33,7 +33,7 @@
 #   prefill  8B FP8 prefill of PREFILL_TOKENS (8192): ms, the kernel table of one prefill, the FP8 GEMM plan log (issue 22)
 #   moe      Qwen3-30B-A3B shape: decode batch 1/32/256 (bf16 with device routing and with host routing, ffn=fp8, ffn=int4 experts) beside the active-parameter
 #            floor; offline 128/2048 and 2048/128 with FP8 experts (issue 24)
-#   moefuse  the one-token fused MoE kernels (SITS_MOE_FUSE=1, off by default until measured): op parity (fused == the
+#   moefuse  the one-token fused MoE kernels (the default; SITS_MOE_FUSE=0: the separate ops): op parity (fused == the
 #            separate ops byte for byte) and moe_cuda.sh, then batch 1 A/B separate vs fused (Qwen3-30B-A3B, gpt-oss-20b;
 #            bench/env_ab.py) and a kernel profile of a 4-layer Qwen3-30B-A3B copy with them (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)

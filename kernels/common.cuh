@@ -292,14 +292,14 @@ static inline int sits_k_row_pdl(void)
 }
 /* The launch itself: as a programmatic dependent when pdl, else plainly (the linears of kernels/gemv.cu: always). */
 template <typename... P, typename... A>
-static inline cudaError_t sits_k_launch_pdl(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+static inline cudaError_t sits_k_launch_pdl(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t stream,
                                            bool pdl, A... args)
 {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
+    cfg.gridDim = grid;
     cfg.blockDim = dim3(block);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
@@ -308,7 +308,7 @@ static inline cudaError_t sits_k_launch_pdl(void (*kernel)(P...), unsigned grid,
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 template <typename... P, typename... A>
-static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+static inline cudaError_t sits_k_launch_dep(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t stream,
                                            A... args)
 {
     return sits_k_launch_pdl(kernel, grid, block, smem, stream, sits_k_row_pdl(), args...);

@@ -230,7 +230,8 @@ moe_gate1_kernel(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, u
     if (u < units)
 #pragma unroll
         for (int r = 0; r < MOE_G1_ROWS; r++) wv[r] = __ldcs(wr[r] + u);
-    sits_k_pdl_wait();   /* x comes from the previous kernel */
+    sits_k_pdl_wait();      /* x comes from the previous kernel */
+    sits_k_pdl_trigger();   /* after the wait: the expert kernels' blocks are placed while the route runs (below) */
     for (; u < units; u += 32 * nw) {
         const uint4 xv = __ldg(xr + u);
         uint4 cur[MOE_G1_ROWS];
@@ -276,14 +277,15 @@ moe_gate1_kernel(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, u
     moe_route_block(plan, counts, ids, mask, 1, k, E, e0, ne);
 }
 
-/* [moe fuse] SITS_MOE_FUSE=1 turns on the one-token fused kernels (sits_k_moe_gate1, sits_k_moe_experts_combine1); off
- * (SITS_ERR_UNSUPPORTED: the caller runs the separate ops) until measured on a GPU: bench/RESULTS.md */
+/* [moe fuse] the one-token fused kernels (sits_k_moe_gate1, sits_k_moe_experts_combine1), on by default since measured
+ * (bench/RESULTS.md: Qwen3-30B-A3B batch 1 3.58 -> 3.12 ms on an H200, the same bits); SITS_MOE_FUSE=0 turns them off
+ * (SITS_ERR_UNSUPPORTED: the caller runs the separate ops) for A/B runs */
 static int moe_fuse_on(void)
 {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("SITS_MOE_FUSE");
-        on = e && !strcmp(e, "1");
+        on = !(e && !strcmp(e, "0"));
     }
     return on;
 }
@@ -448,6 +450,10 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
               int H, int I)
 {
     typedef typename moe_el<F8>::T T;
+    if (blockIdx.y == 0 && (int)threadIdx.x * 16 < E)   /* the experts' row pointers (constant) into L2, 16 a line */
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w_gu + 16 * threadIdx.x));
+    sits_k_pdl_wait();      /* [moe fuse] launched as a dependent of moe_gate1: the plan is its (a no-op otherwise) */
+    sits_k_pdl_trigger();   /* after the wait: the down kernel's blocks are placed and load their first weights */
     moe_blk b;
     if (!moe_blk_of(plan, E, b)) return;
     const int e = b.e, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -545,6 +551,9 @@ moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t
     const int h0 = (blockIdx.x * MOE_DC_WARPS + warp) * MOE_DC_ROWS;
     if (h0 >= H) return;
     const T *A = F8 ? reinterpret_cast<const T *>(f8.aq) : reinterpret_cast<const T *>(act);
+    /* Launched as a dependent of the gate/up kernel (FP8: of the act rows' quantisation), which triggers after its own
+     * wait for moe_gate1: ids (moe_gate1's) are final when this starts, act only after the wait below. The expert
+     * rows and the first unit of each are loaded before it. */
     const T *wr[K][MOE_DC_ROWS];
     int ex[K];
 #pragma unroll
@@ -559,13 +568,22 @@ moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t
     for (int j = 0; j < K; j++)
 #pragma unroll
         for (int r = 0; r < MOE_DC_ROWS; r++) acc[j][r] = 0.0f;
+    uint4 wv[K][MOE_DC_ROWS];
+    if (8 * lane < I)
+#pragma unroll
+        for (int j = 0; j < K; j++)
+#pragma unroll
+            for (int r = 0; r < MOE_DC_ROWS; r++) wv[j][r] = moe_el<F8>::ld8(wr[j][r], 8 * lane);
+    sits_k_pdl_wait();      /* act */
+    sits_k_pdl_trigger();   /* the next layer's first kernel may be placed */
     for (int kb = 8 * lane; kb < I; kb += 256) {
-        uint4 wv[K][MOE_DC_ROWS], xv[K];
+        uint4 xv[K];
 #pragma unroll
         for (int j = 0; j < K; j++) {
             xv[j] = moe_el<F8>::ld8(A + (size_t)min(j, k - 1) * I, kb);
+            if (kb != 8 * lane)
 #pragma unroll
-            for (int r = 0; r < MOE_DC_ROWS; r++) wv[j][r] = moe_el<F8>::ld8(wr[j][r], kb);
+                for (int r = 0; r < MOE_DC_ROWS; r++) wv[j][r] = moe_el<F8>::ld8(wr[j][r], kb);
         }
 #pragma unroll
         for (int j = 0; j < K; j++)
@@ -827,10 +845,11 @@ static void moe_experts_combine1_launch(sits_bf16_t *out, sits_bf16_t *act, cons
                                         const moe_f8_args &f8, int k, int E, int H, int I, cudaStream_t stream)
 {
     const dim3 ggu((unsigned)min(E, k), (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
-    moe_gu_kernel<F8, 1><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);
+    /* [perf: pdl] both as programmatic dependents (SITS_ROW_PDL=0: plainly): see the kernels' waits and triggers */
+    sits_k_launch_dep(moe_gu_kernel<F8, 1>, ggu, 32 * MOE_WARPS, 0, stream, act, x, plan, w_gu, f8, k, E, H, I);
     if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, k, I, stream);
     const unsigned gdc = (unsigned)((H + MOE_DC_WARPS * MOE_DC_ROWS - 1) / (MOE_DC_WARPS * MOE_DC_ROWS));
-    moe_down_combine1_kernel<F8, K><<<gdc, 32 * MOE_DC_WARPS, 0, stream>>>(out, act, ids, wts, w_down, f8, k, H, I);
+    sits_k_launch_dep(moe_down_combine1_kernel<F8, K>, gdc, 32 * MOE_DC_WARPS, 0, stream, out, act, ids, wts, w_down, f8, k, H, I);
 }
 
 extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,

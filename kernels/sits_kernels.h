@@ -324,8 +324,8 @@ sits_status_t sits_k_moe_combine_slots(sits_bf16_t *out, const sits_bf16_t *y, c
 /* [moe fuse] One token (backend.h moe_select / moe_experts_combine): the router linear (x [H], w [E, H] bf16, bias [E]
  * or NULL; the bits of sits_k_gemv's one token) into logits [E], moe_topk and moe_route in one launch (sync: a device
  * word, 0 at the call and after it); and moe_experts then moe_combine_slots without a shared expert or EP (ids [k]:
- * slot j's expert, wts [k]; k <= 8; y not written) in three launches (four with FP8). SITS_ERR_UNSUPPORTED unless
- * SITS_MOE_FUSE=1, or for a shape they do not take. */
+ * slot j's expert, wts [k]; k <= 8; y not written) in three launches (four with FP8). SITS_ERR_UNSUPPORTED with
+ * SITS_MOE_FUSE=0, or for a shape they do not take. */
 sits_status_t sits_k_moe_gate1(sits_bf16_t *logits, int32_t *ids, float *wts, int32_t *plan, unsigned long long *counts,
                                unsigned *sync, const sits_bf16_t *x, const sits_bf16_t *w, const sits_bf16_t *bias,
                                const int32_t *mask, int H, int E, int k, int norm, int e0, int ne, cudaStream_t stream);

@@ -1067,7 +1067,7 @@ static sits_status_t cuda_moe_combine_slots(sits_backend_t *be, void *out, const
     return SITS_OK;
 }
 
-/* [moe fuse] backend.h moe_select / moe_experts_combine (kernels/moe.cu: SITS_MOE_FUSE=1 turns them on). moe_select's
+/* [moe fuse] backend.h moe_select / moe_experts_combine (kernels/moe.cu; SITS_MOE_FUSE=0 turns them off). moe_select's
  * logits are the GEMV's bits: declined where matmul would not run the GEMV for one token (SITS_GEMV_MAX_TOKENS=0). */
 static sits_status_t cuda_moe_select(sits_backend_t *be, void *logits, int32_t *ids, float *wts, int32_t *plan, uint64_t *counts,
                                      uint32_t *sync, const void *x, const void *w, const void *bias, const int32_t *mask, int H,

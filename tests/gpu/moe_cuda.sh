@@ -12,9 +12,10 @@ n=$(sits_gpu_count)
 # and the decode steps replay as CUDA graphs; then the host path for every step, then device routing up to 4 tokens
 SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || exit 1
 SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=-1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, host routing"; exit 1; }
-SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=4 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, device routing up to 4 tokens"; exit 1; }
-# [moe fuse] the one-token fused kernels (moe_select; moe_experts_combine where there is no shared expert) on
-# one-token decode steps (SITS_TEST_STEPWISE), gpt-oss's biases and clamped SwiGLU included
+# (with SITS_MOE_FUSE=0: one-token steps on the separate ops, which the fused kernels replace by default)
+SITS_MOE_FUSE=0 SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=4 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, device routing up to 4 tokens"; exit 1; }
+# [moe fuse] the one-token fused kernels (moe_select; moe_experts_combine where there is no shared expert; the default)
+# on one-token decode steps (SITS_TEST_STEPWISE), gpt-oss's biases and clamped SwiGLU included
 SITS_MOE_FUSE=1 SITS_TEST_STEPWISE=1 SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" "$m/gpt_oss" ||
   { echo "FAIL: moe fixtures on cuda, SITS_MOE_FUSE=1"; exit 1; }
 # [moe fp8] the FP8 MoE checkpoint dequantised (== HF on its dequantised weights), then FP8 experts on the
