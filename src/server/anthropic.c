@@ -9,7 +9,9 @@
  * message first, the texts joined as vLLM joins them), stop_sequences, temperature, top_p, top_k, stream, metadata,
  * tools ({name, description, input_schema}; type absent or "custom"), tool_choice ({type: auto | any | tool (name) |
  * none, disable_parallel_tool_use}), thinking ({type: enabled, budget_tokens} | {type: adaptive} | {type: disabled}:
- * the template's enable_thinking; the budget is not a cap), and vLLM's chat_template_kwargs. Refused with 400 naming the parameter:
+ * the template's enable_thinking; the budget is not a cap), output_config ({effort, format: {type: json_schema,
+ * schema}}: reasoning_effort and a response_format the grammar enforces; the beta's top-level output_format too), and
+ * vLLM's chat_template_kwargs. Refused with 400 naming the parameter:
  * image / document / other blocks, server tools, a role other than user / assistant. Other fields are ignored, as
  * vLLM's request model ignores them.
  *
@@ -284,13 +286,54 @@ static int thinking_chat(json_t *root, json_t *chat, sits_srv_error_t *err)
     return json_object_set_new(kw, "enable_thinking", json_boolean(on));
 }
 
+/* output_config {effort, format {type json_schema, schema}} (and the structured-outputs beta's top-level output_format,
+ * the same format) -> reasoning_effort and response_format json_schema: a format is enforced by the grammar as the chat
+ * endpoint's response_format is, an effort is a template variable (gpt-oss's "Reasoning: high"; the chat parser checks
+ * its value). */
+static int output_chat(json_t *root, json_t *chat, sits_srv_error_t *err)
+{
+    json_t *oc = opt(root, "output_config"), *of = opt(root, "output_format");
+    const char *where = "output_config.format";
+    if (oc && !json_is_object(oc)) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "output_config", "'output_config' must be an object");
+        return -1;
+    }
+    json_t *fmt = oc ? opt(oc, "format") : NULL;
+    if (fmt && of) {
+        sits_srv_error_set(err, 400, "invalid_request_error", NULL, "output_format",
+                           "give the format once: output_config.format or output_format");
+        return -1;
+    }
+    if (!fmt && of) {
+        fmt = of;
+        where = "output_format";
+    }
+    if (fmt) {
+        json_t *schema = json_is_object(fmt) ? opt(fmt, "schema") : NULL;
+        if (!json_is_object(fmt) || !is_str(json_object_get(fmt, "type"), "json_schema") || !json_is_object(schema)) {
+            sits_srv_error_set(err, 400, "invalid_request_error", NULL, where,
+                               "'%s' must be {\"type\": \"json_schema\", \"schema\": a JSON schema object}", where);
+            return -1;
+        }
+        if (json_object_set_new(chat, "response_format", json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema",
+                                                                   "name", "output", "schema", schema)) != 0)
+            return -1;
+    }
+    json_t *effort = oc ? opt(oc, "effort") : NULL;
+    if (effort && json_object_set(chat, "reasoning_effort", effort) != 0) return -1;
+    return 0;
+}
+
 /* The chat parser's parameter names -> the Messages ones, in err's param and message. */
 static void rename_param(sits_srv_error_t *err)
 {
     static const char *const param[][2] = { { "max_completion_tokens", "max_tokens" }, { "stop", "stop_sequences" },
-                                            { "stream_options", "stream" }, { "parallel_tool_calls", "tool_choice" } };
+                                            { "stream_options", "stream" }, { "parallel_tool_calls", "tool_choice" },
+                                            { "response_format", "output_config.format" },
+                                            { "reasoning_effort", "output_config.effort" } };
     static const char *const text[][2] = { { "max_completion_tokens", "max_tokens" }, { "'stop'", "'stop_sequences'" },
-                                           { "stream_options", "stream" }, { "parallel_tool_calls", "disable_parallel_tool_use" } };
+                                           { "stream_options", "stream" }, { "parallel_tool_calls", "disable_parallel_tool_use" },
+                                           { "'reasoning_effort'", "'output_config.effort'" } };
     for (size_t k = 0; err->param && k < sizeof param / sizeof param[0]; k++)
         if (strcmp(err->param, param[k][0]) == 0) err->param = param[k][1];
     for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) {
@@ -323,7 +366,7 @@ static int parse_chat(const sits_srv_limits_t *lim, json_t *root, int count, sit
     if ((v = opt(root, "metadata")) && !json_is_object(v)) BAD("'metadata' must be an object");
     json_t *msgs = json_object_get(chat, "messages");
     if (system_chat(opt(root, "system"), msgs, err) != 0 || messages_chat(json_object_get(root, "messages"), msgs, err) != 0 ||
-        tools_chat(root, chat, err) != 0 || thinking_chat(root, chat, err) != 0) {
+        tools_chat(root, chat, err) != 0 || thinking_chat(root, chat, err) != 0 || (!count && output_chat(root, chat, err) != 0)) {
         if (err->status == 0) NOMEM();
         goto fail;
     }

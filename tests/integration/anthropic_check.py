@@ -182,7 +182,7 @@ def want_of(e, stop=None):
 
 
 def same(what, chat_messages, messages, max_tokens=40, extra=None, system=None, tools=False, tool_choice=None,
-         stop_sequences=None, thinking=None, stop_hit=None):
+         stop_sequences=None, thinking=None, stop_hit=None, output=None):
     """/v1/messages (whole, and the stream helper) == /v1/chat/completions on the same conversation; the streamed final
     message == the whole one where the chat oracle's stream == its whole answer"""
     extra = extra or {}
@@ -205,6 +205,12 @@ def same(what, chat_messages, messages, max_tokens=40, extra=None, system=None, 
     if thinking is not None:
         kw["thinking"] = thinking
         body["chat_template_kwargs"] = {"enable_thinking": thinking["type"] == "enabled"}
+    if output is not None:   # (name, value): output_config or the beta's output_format; the oracle's response_format
+        kw["extra_body"][output[0]] = output[1]
+        fmt = output[1].get("format") if output[0] == "output_config" else output[1]
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
+        if output[0] == "output_config" and "effort" in output[1]:
+            body["reasoning_effort"] = output[1]["effort"]
     e, es = chat(body, False), chat(body, True)
     w = summary(client.messages.create(**kw))
     check(w == want_of(e, stop_hit), "%s whole:\n  got  %s\n  want %s" % (what, w, want_of(e, stop_hit)))
@@ -213,6 +219,10 @@ def same(what, chat_messages, messages, max_tokens=40, extra=None, system=None, 
     if e == es:
         check(s == w, "%s: the streamed message %s != the whole one %s" % (what, s, w))
     return e
+
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}, "ok": {"type": "boolean"}},
+          "required": ["city", "ok"], "additionalProperties": False}
 
 
 def forced(text):
@@ -268,6 +278,13 @@ def errors():
         (dict(ok, top_p="x"), 400, "invalid_request_error", ["top_p"]),
         (dict(ok, stream="yes"), 400, "invalid_request_error", ["stream"]),
         (dict(ok, metadata=[1]), 400, "invalid_request_error", ["metadata"]),
+        (dict(ok, output_config="high"), 400, "invalid_request_error", ["output_config"]),
+        (dict(ok, output_config={"format": {"type": "xml"}}), 400, "invalid_request_error", ["output_config.format"]),
+        (dict(ok, output_config={"format": {"type": "json_schema"}}), 400, "invalid_request_error", ["schema"]),
+        (dict(ok, output_format={"type": "json_schema", "schema": 1}), 400, "invalid_request_error", ["output_format"]),
+        (dict(ok, output_config={"format": {"type": "json_schema", "schema": {}}},
+              output_format={"type": "json_schema", "schema": {}}), 400, "invalid_request_error", ["once"]),
+        (dict(ok, output_config={"effort": "extreme"}), 400, "invalid_request_error", ["output_config.effort"]),
         (dict(ok, messages=[{"role": "user", "content": "x " * 5000}]), 400, "invalid_request_error", []),   # > context
     ]
     for body, status, etype, words in cases:
@@ -339,6 +356,16 @@ def conversations():
          [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
           {"role": "assistant", "content": [{"type": "text", "text": "Hey."}]}, {"role": "user", "content": "Again"}],
          max_tokens=12)
+    # output_config.format (and the beta's output_format): the chat oracle with that response_format; its text is the schema's
+    for name, value in (("output_config", {"format": {"type": "json_schema", "schema": SCHEMA}, "effort": "high"}),
+                        ("output_format", {"type": "json_schema", "schema": SCHEMA})):
+        e = same(name, ask, ask, max_tokens=60, output=(name, value))
+        try:
+            doc = json.loads(e["text"])
+            check(e["fin"] == "stop" and doc["city"] in ("Paris", "Rome") and isinstance(doc["ok"], bool) and len(doc) == 2,
+                  "%s: the constrained answer %r" % (name, e["text"]))
+        except (ValueError, KeyError, TypeError) as ex:
+            check(False, "%s: the answer %r is not the schema's JSON (%s)" % (name, e["text"], ex))
     # max_tokens -> stop_reason max_tokens
     e = same("cut at max_tokens", ask, ask, max_tokens=5, extra={"ignore_eos": True})
     check(e["fin"] == "length", "the chat oracle did not cut: %s" % e)
