@@ -1393,7 +1393,7 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* [bad_words] the bans of q's next token (sits_req_params_t bad_ids): their count, written to out unless NULL */
+/* [bad_words] the bans of q's next token (sits_req_params_t bad_ids) into out (room for q->n_bad): their count */
 static int bad_bans(const sits_req_t *q, sits_sample_bias_t *out)
 {
     const int32_t *off = q->bad, *ids = q->bad + q->n_bad + 1, *gen = q->tokens + q->n_prompt;
@@ -1402,8 +1402,7 @@ static int bad_bans(const sits_req_t *q, sits_sample_bias_t *out)
         const int32_t *w = ids + off[b];
         const int pre = off[b + 1] - off[b] - 1;   /* the ids the output must end with */
         if (pre > q->n_gen || memcmp(w, gen + q->n_gen - pre, sizeof *w * (size_t)pre) != 0) continue;
-        if (out) out[n] = (sits_sample_bias_t){ w[pre], -INFINITY };
-        n++;
+        out[n++] = (sits_sample_bias_t){ w[pre], -INFINITY };
     }
     return n;
 }
@@ -1416,15 +1415,15 @@ static int proc_lists(sits_sched_t *s, const sits_req_t *q, sits_sample_params_t
 {
     const sits_model_config_t *c = &s->r->cfg;
     int ban = may_ban && q->n_gen < q->min_tokens && !q->ignore_eos ? c->n_eos + q->n_stop : 0;
-    int bad = q->n_bad ? bad_bans(q, NULL) : 0;
-    sp->n_bias = q->n_bias + ban + bad;
     sp->n_hist = 0;
-    if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)sp->n_bias, sizeof *s->pbias) != 0) return -1;
+    if (grow((void **)&s->pbias, &s->cap_pbias, s->n_pbias + (size_t)(q->n_bias + ban + q->n_bad), sizeof *s->pbias) != 0) return -1;
     if (q->n_bias) memcpy(s->pbias + s->n_pbias, q->bias, sizeof *q->bias * (size_t)q->n_bias);   /* (NULL when none) */
     s->n_pbias += (size_t)q->n_bias;
     for (int i = 0; i < ban; i++)
         s->pbias[s->n_pbias++] = (sits_sample_bias_t){ i < c->n_eos ? c->eos_token_ids[i] : q->stop_ids[i - c->n_eos], -INFINITY };
-    if (bad) s->n_pbias += (size_t)bad_bans(q, s->pbias + s->n_pbias);
+    const int bad = q->n_bad ? bad_bans(q, s->pbias + s->n_pbias) : 0;   /* room for all: grown above */
+    s->n_pbias += (size_t)bad;
+    sp->n_bias = q->n_bias + ban + bad;
     int rep = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
     if (!rep && sp->presence_penalty == 0 && sp->frequency_penalty == 0) return 0;
     /* keys: id * 2 + (generated), sorted: runs of one id, prompt occurrences first */
