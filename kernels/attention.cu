@@ -195,6 +195,22 @@ static bool att_pf_order_on(void)
     return !(e && !strcmp(e, "index"));
 }
 
+/* SITS_ATT_MIN_PART=N: a decode split-K partition takes at least N positions (rounded up to whole ATT_KT-key tiles;
+ * default one tile): contexts of <= N positions run one CTA a (token, KV head, chunk) and write their output without
+ * the split-K merge. Read once. */
+static int att_min_part(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SITS_ATT_MIN_PART");
+        long n = e ? strtol(e, NULL, 10) : 0;
+        if (n < ATT_KT) n = ATT_KT;
+        if (n > 1 << 20) n = 1 << 20;
+        v = (int)((n + ATT_KT - 1) / ATT_KT * ATT_KT);
+    }
+    return v;
+}
+
 /* Both entry points; qm: what the caches hold (SITS_K_KV_BF16, or [int8 kv] [fp8 kv] 8-bit block units). */
 static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_stride, const sits_bf16_t *k_cache,
                              const sits_bf16_t *v_cache, const int32_t *seq, const int32_t *pos, const int32_t *block_tables,
@@ -251,6 +267,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     if (per_sm < 1) per_sm = 1;
     int cap = ws->n_sms * per_sm;
     p.target_ctas = cap;
+    p.min_part = att_min_part();
 
     /* The workspace's scratch: [0, ATT_SCRATCH_HDR) the list's length, then (prefill mode) the
      * list [n_tokens] int32 rounded to 256 bytes and the tiles' order [n_tiles] int32 rounded to 256 bytes,

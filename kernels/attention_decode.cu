@@ -6,7 +6,7 @@
  * (the group's heads of that token, padded to 16 with zeros) are the A operand of
  * mma.m16n8k16; each K/V element of the token's context is read from memory once per token and
  * KV head, whatever the group size. The token's window [b, e] of L positions is cut into S
- * partitions of att_part_len(L, S) positions (whole 64-key tiles); split i takes the i-th (none
+ * partitions of att_part_len(L, S, p.min_part) positions (whole 64-key tiles, at least p.min_part); split i takes the i-th (none
  * past the end). A CTA (4 warps) streams its partition through double-buffered swizzled K/V
  * tiles (cp.async); warp w takes keys 16w .. 16w+15 of each tile (S = Q K^T, online softmax in
  * fp32, O += P V with P in bf16) and the 4 warps' states are merged through shared memory. A
@@ -79,6 +79,46 @@ static __device__ __forceinline__ void att_dec_merge(const att_params &p, float 
     if (threadIdx.x == 0) p.counters[unit] = 0;
 }
 
+/* Elements e = e0 + threadIdx.x + k ATT_THREADS (k < ATT_DEC_MPER, e < n_el) of att_dec_merge_splits' output (n_el = n_rows x
+ * D): out[t, h0 + e / D, e % D] = sum_i o_i[e] w_i / sl (i in order). The partials are read ATT_DEC_MU at a time for
+ * all of a thread's elements, MPER x MU loads in flight (a partial at a time for one element at a time -- an L2 round
+ * trip each -- was most of a split token's time at batch 1). MPER x MU = 16: more (8 x 2) took the bf16 kernel from
+ * 164 to 202 registers. */
+#define ATT_DEC_MPER 4
+#define ATT_DEC_MU 4
+template <int D>
+static __device__ __forceinline__ void att_dec_merge_o(const att_params &p, const float *sw, const float *sl, int e0, int n_el,
+                                                       int n_active, int t, int li, int h0, int S, int n_list)
+{
+    constexpr int PER = ATT_DEC_MPER, U = ATT_DEC_MU;
+    const float *po = att_part_o(p, n_list, S, D, ((long long)li * p.n_heads + h0) * S);   /* row r, partial i: po + (r S + i) D */
+    float acc[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) acc[k] = 0.0f;
+    for (int i0 = 0; i0 < n_active; i0 += U) {
+        float v[PER][U];
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int e = e0 + threadIdx.x + k * ATT_THREADS, r = e / D;
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                v[k][j] = e < n_el && i0 + j < n_active ? __ldcg(po + ((long long)r * S + i0 + j) * D + e % D) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int r = (e0 + threadIdx.x + k * ATT_THREADS) / D;
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                if (i0 + j < n_active) acc[k] += v[k][j] * sw[r * ATT_MAX_SPLITS + i0 + j];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const int e = e0 + threadIdx.x + k * ATT_THREADS;
+        if (e < n_el) p.out[(size_t)t * p.n_heads * D + (size_t)h0 * D + e] = sits_k_f2bf(acc[k] / sl[e / D]);
+    }
+}
+
 /* out[t, h0 + r] = sum_i 2^(m_i - M) o_i / (sum_i 2^(m_i - M) l_i [+ [gpt-oss] att_sink]) over the n_active partitions
  * of rows r < n_rows, read past L1 (other CTAs wrote them): warp w takes rows w, w + 4, .. for M, the weights (in sO:
  * [R][ATT_MAX_SPLITS], then the sums [R]); then the threads take the (row, column) elements, partitions in order. */
@@ -106,13 +146,8 @@ static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int 
         if (lane == 0) sl[r] = l;
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < n_rows * D; e += ATT_THREADS) {
-        const int r = e / D, d = e % D;
-        const long long pr = ((long long)li * p.n_heads + h0 + r) * S;
-        float acc = 0.0f;
-        for (int i = 0; i < n_active; i++) acc += __ldcg(att_part_o(p, n_list, S, D, pr + i) + d) * sw[r * ATT_MAX_SPLITS + i];
-        p.out[(size_t)t * p.n_heads * D + (size_t)(h0 + r) * D + d] = sits_k_f2bf(acc / sl[r]);
-    }
+    for (int e0 = 0; e0 < n_rows * D; e0 += ATT_DEC_MPER * ATT_THREADS)
+        att_dec_merge_o<D>(p, sw, sl, e0, n_rows * D, n_active, t, li, h0, S, n_list);
 }
 
 /* A warp's row sums over its quad, then m, l of rows g and g + 8 to s_m, s_l. */
@@ -157,7 +192,7 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
         const int kvh = (int)(rest % p.n_kv_heads), li = (int)(rest / p.n_kv_heads);
         const int t = p.list_count ? p.list[li] : li;
         const int p_end = p.pos[t], p_begin = att_window_begin(p.window, p_end);
-        const int L = p_end - p_begin + 1, part = att_part_len(L, S), n_active = (L + part - 1) / part;
+        const int L = p_end - p_begin + 1, part = att_part_len(L, S, p.min_part), n_active = (L + part - 1) / part;
         if (split >= n_active) continue; /* uniform over the CTA */
         const int kb = p_begin + split * part, ke = min(kb + part, p_end + 1) - 1;
         const int h0 = kvh * p.group + chunk * 16, n_rows = min(16, p.group - chunk * 16);
@@ -351,7 +386,7 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
         const int kvh = (int)(rest % p.n_kv_heads), li = (int)(rest / p.n_kv_heads);
         const int t = p.list_count ? p.list[li] : li;
         const int p_end = p.pos[t], p_begin = att_window_begin(p.window, p_end);
-        const int L = p_end - p_begin + 1, part = att_part_len(L, S), n_active = (L + part - 1) / part;
+        const int L = p_end - p_begin + 1, part = att_part_len(L, S, p.min_part), n_active = (L + part - 1) / part;
         if (split >= n_active) continue; /* uniform over the CTA */
         const int kb = p_begin + split * part, ke = min(kb + part, p_end + 1) - 1;
         const int h0 = kvh * p.group + chunk * 8, n_rows = min(8, p.group - chunk * 8);

@@ -47,6 +47,7 @@ struct att_params {
     int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16), 8-bit KV: ceil(group / 8) */
     int window;
     int target_ctas;              /* split-K aims at about this many decode work items */
+    int min_part;                 /* decode: fewest positions a split-K partition takes (a multiple of ATT_KT; att_part_len) */
     float scale_log2;             /* scale * log2(e) */
     /* [int8 kv] kv_i8: k_cache / v_cache hold int8 block units (sits_kernels.h) of kv_unit bytes,
      * the scales kv_qbytes into each unit */
@@ -84,11 +85,18 @@ static __host__ __device__ __forceinline__ int att_splits(int n_list, int n_kv_h
     return s < 1 ? 1 : (int)s;
 }
 
-/* Positions per partition for a context of L positions cut in S: ceil(L / S) rounded up to whole tiles. */
-static __device__ __forceinline__ int att_part_len(int L, int S)
+/* Positions per partition for a context of L positions cut in S: ceil(L / S) rounded up to whole tiles; when that is
+ * under min_part, L cut in ceil(L / min_part) instead (so a context of <= min_part positions is one partition, no
+ * split-K merge, and longer ones get partitions of about min_part positions, as even as whole tiles allow). */
+static __device__ __forceinline__ int att_part_len(int L, int S, int min_part)
 {
     int per = (L + S - 1) / S;
-    return (per + ATT_KT - 1) / ATT_KT * ATT_KT;
+    per = (per + ATT_KT - 1) / ATT_KT * ATT_KT;
+    if (per < min_part) {
+        const int n = (L + min_part - 1) / min_part;
+        per = ((L + n - 1) / n + ATT_KT - 1) / ATT_KT * ATT_KT;
+    }
+    return per;
 }
 
 /* Partials of n_list tokens: ml [n_list, n_heads, S, 2] (m in base 2, l), then o [n_list, n_heads, S, D]
