@@ -370,7 +370,7 @@ static __device__ __forceinline__ void gm_mma(float (&d)[4], uint32_t a0, uint32
 template <int F8, int NB, bool GLU>
 static __global__ void __launch_bounds__((GV_WARPS + 1) * 32, 2)   /* 2 blocks an SM */
 gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws, const sits_bf16_t *bias, int n,
-                int in, int out, int stages, int strided)
+                int in, int out, int stages, int strided, int early)
 {
     constexpr int R = 16, RH = GLU ? R / 2 : R, CH = GM_ROWB / 64 / GV_WARPS, ROWB = GM_ROWB, PITCH = GM_PITCH;   /* CH: chunks a warp a stage (4) */
     constexpr int CP = NB == 2 && !F8 ? CH / 2 : CH;   /* chunks a pass: bf16 16 tokens in two (8B b9 / b16 -2.7 / -2.4 %, FP8 not) */
@@ -417,9 +417,9 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
                     wa[j] = off < cb ? *reinterpret_cast<const uint4 *>(sg + g * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
                     wb[j] = off < cb ? *reinterpret_cast<const uint4 *>(sg + (g + 8) * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
                 }
-                if (h == CH / CP - 1) {
+                if (early && h == CH / CP - 1) {   /* SITS_GEMV_EARLY_RELEASE=1: the old release, before the MMAs (A/B) */
                     __syncwarp();
-                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);   /* release: the loads above are ordered before it */
+                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);
                 }
 #pragma unroll
                 for (int j = 0; j < CP; j++)
@@ -436,6 +436,10 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
                             gm_mma<F8>(acc[b], wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j][b].z, xv[j][b].w);
                         }
                     }
+                if (!early && h == CH / CP - 1) {   /* the stage's words are in the MMAs: its reads are done (gm_release) */
+                    __syncwarp();
+                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);
+                }
             }
         }
 #pragma unroll
@@ -610,10 +614,6 @@ gemv_w4_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const flo
                     wa[jj] = in_row ? *reinterpret_cast<const uint4 *>(sg + g * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
                     wb[jj] = in_row ? *reinterpret_cast<const uint4 *>(sg + (g + 8) * PITCH + off) : make_uint4(0u, 0u, 0u, 0u);
                 }
-                if (h == CH / 2 - 1) {
-                    __syncwarp();
-                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);   /* release: the loads above are ordered before it */
-                }
 #pragma unroll
                 for (int jj = 0; jj < 2; jj++) {
                     if (XJ == 1) load_x(2 * h + jj, xv[0]);
@@ -665,6 +665,10 @@ gemv_w4_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const flo
                         acc[b][3] = fmaf(d[b][3], sb[jj], acc[b][3]);
                     }
                 }
+                if (h == CH / 2 - 1) {   /* the stage's words are in the math: its reads are done (gm_release) */
+                    __syncwarp();
+                    if (lane == 0) sits_k_mbar_arrive(&empty[st]);
+                }
             }
         }
 #pragma unroll
@@ -699,6 +703,23 @@ static int gr_strided(void)
  * default 3) and SITS_GEMV_MMA_BPS (blocks an SM, 1-2, default 2) shape the ring (stages clamped so the blocks fit an
  * SM's 228 KB); defaults from the H200 sweep in RESULTS.md. */
 #define GM_DEFAULT 1
+/* gm_release: a consumer warp gives a stage back (its empty barrier) only once the MMAs have taken the words it read
+ * from it. Given back right after its shared-memory loads (as until 2026-12-05), a 16-token E4M3 linear once came back
+ * with the first 8 rows of one tile wrong for every token (test_fp8_parity, H200): those rows are a stage's first bulk
+ * copies, as if the producer's next copies into the stage had landed before the loads were performed -- nothing
+ * orders generic-proxy loads still in flight at the arrive before the async-proxy writes the producer issues once it
+ * sees the barrier. Using the values first makes the loads complete. test_fp8_parity's run_repeat_case (400 calls on
+ * the same inputs): with the old order 1 call of 399 differed in each of 3 runs (bf16 weights, H100), none with this
+ * one; whole 8B steps at batch 8 / 16 unchanged (-0.9 .. +0.1 %). SITS_GEMV_EARLY_RELEASE=1: the old order (A/B). */
+static int gm_early_release(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SITS_GEMV_EARLY_RELEASE");
+        v = e && atoi(e) != 0;
+    }
+    return v;
+}
 #define GM_SM_SMEM (228 * 1024 - 2048)   /* an sm_90 SM's shared memory less the blocks' reserved 1 KB each */
 template <int F8, int NB, bool GLU>
 static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *xs, const void *w, const float *ws,
@@ -718,7 +739,7 @@ static cudaError_t gm_launch_nb(void *y, int y_f32, const void *x, const float *
     const int tiles = GLU ? (out / 2 + 7) / 8 : (out + 15) / 16;
     const unsigned grid = (unsigned)min(tiles, n_sms * bps);
     return sits_k_launch_pdl(gemv_mma_kernel<F8, NB, GLU>, grid, (GV_WARPS + 1) * 32, smem, stream, true, y, y_f32, x, xs, w, ws, bias,
-                             n, in, out, stages, gr_strided());
+                             n, in, out, stages, gr_strided(), gm_early_release());
 }
 
 extern "C" int sits_k_gemv_mma_mode(void)

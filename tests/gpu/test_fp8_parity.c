@@ -14,7 +14,8 @@
  * all-zero token row.
  * Then the fused producers (add_rmsnorm_f32res_fp8, silu_mul_fp8) and matmul_fp8q, bit for bit:
  * see run_fused_case; [perf: swiglu gemv] matmul_swiglu against matmul (or matmul_fp8q) + silu_mul, bit for bit
- * (run_swiglu_case); [perf: ring gemv] the one-token linears through the bulk-copy ring GEMV against gemv_kernel, bit
+ * (run_swiglu_case); the 16-token GEMV called 400 times on the same inputs, every output the same bytes (run_repeat_case:
+ * the weight ring's release); [perf: ring gemv] the one-token linears through the bulk-copy ring GEMV against gemv_kernel, bit
  * for bit (run_ring_case, and all E4M3 byte values: run_f8_bytes_case). Last, with SITS_FP8_SCALES=outer, the outer-vector scales at token counts outer_pays
  * leaves unit-scaled (8B's down projection at 16 / 32 tokens).
  * Exit 0 pass, 1 fail, 77 skip (no CUDA build or no usable GPU). */
@@ -194,6 +195,46 @@ static int run_rows_case(sits_backend_t *gpu, int in, int out)
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dwq); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dws);
     free(x); free(w); free(ws); free(wq);
     return bad;
+}
+
+/* [perf: mma gemv] gm_release (kernels/gemv.cu): the 16-token tensor-core GEMV (the 70B qkv shape, E4M3 and bf16
+ * weights) called `reps` times back to back on the same inputs, each into its own output, then every output compared
+ * with the first, byte for byte: a stage of the weight ring given back to the producer before its reads were done
+ * shows as a tile of rows that differs in some call (seen once in a 16-token E4M3 call before the fix). */
+static int run_repeat_case(sits_backend_t *gpu, int fp8, int n, int in, int out, int reps)
+{
+    float *x = malloc(sizeof(float) * (size_t)n * in), *w = malloc(sizeof(float) * (size_t)out * in), *ws = malloc(sizeof(float) * out);
+    uint8_t *wq = malloc((size_t)out * in);
+    for (size_t i = 0; i < (size_t)n * in; i++) x[i] = bf(3.0f * (2 * urand() - 1));
+    rand_fp8_weights(w, ws, wq, out, in);
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = bf(w[i]);
+    void *dx = dev(gpu, gpu->act_dtype, x, (size_t)n * in);
+    void *dwt = fp8 ? dev_bytes(gpu, wq, (size_t)out * in) : dev(gpu, SITS_DT_BF16, w, (size_t)out * in);
+    float *dws = dev(gpu, SITS_DT_F32, ws, (size_t)out);
+    const size_t row = (size_t)n * out * 2;   /* bf16 y [n, out] */
+    void *ys = NULL;
+    TRY(gpu->ops->alloc(gpu, row * reps, &ys));
+    for (int r = 0; r < reps; r++) {
+        void *y = (char *)ys + row * r;
+        if (fp8) TRY(gpu->ops->matmul_fp8(gpu, y, 0, dx, dwt, dws, NULL, n, in, out));
+        else TRY(gpu->ops->matmul(gpu, y, dx, dwt, NULL, n, in, out));
+    }
+    TRY(gpu->ops->sync(gpu));
+    unsigned char *h = dl(gpu, ys, row * reps);
+    int calls = 0;
+    size_t first = 0;
+    for (int r = 1; r < reps; r++) {
+        size_t d = 0;
+        for (size_t i = 0; i < row; i++) d += h[row * r + i] != h[i];
+        if (d && !calls++) first = d;
+    }
+    printf("%s gemv repeat %s n %d in %d out %d: %d calls == the first (%d differ; the first of them in %zu bytes)\n",
+           calls ? "FAIL" : "ok  ", fp8 ? "e4m3" : "bf16", n, in, out, reps - 1 - calls, calls, first);
+    free(h);
+    gpu->ops->free(gpu, ys);
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dwt); gpu->ops->free(gpu, dws);
+    free(x); free(w); free(ws); free(wq);
+    return calls != 0;
 }
 
 /* ---- [fp8: fused activation quantisation] ----------------------------------------------------------
@@ -662,6 +703,7 @@ int main(void)
         for (size_t s = 0; s < sizeof fshapes / sizeof fshapes[0]; s++) fails += run_fused_case(gpu, fshapes[s][0], fshapes[s][1]);
     }
     fails += run_f8_bytes_case(gpu);
+    for (int fp8 = 1; fp8 >= 0; fp8--) fails += run_repeat_case(gpu, fp8, 16, 8192, 10240, 400);   /* [perf: mma gemv] gm_release */
     {   /* [perf: mma gemv] 8B / 70B row lengths, a row ending inside a stage and inside a chunk; 1, 8 and 16 tokens */
         static const int mshapes[][3] = { { 1, 4096, 64 }, { 8, 4096, 80 }, { 16, 14336, 48 }, { 5, 8192, 48 }, { 3, 1040, 1008 },
                                           { 16, 2064, 32 }, { 9, 48, 16 }, { 2, 6160, 1000 } };   /* out % 16: matmul_fp8q's */
