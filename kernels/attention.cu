@@ -195,9 +195,9 @@ static bool att_pf_order_on(void)
     return !(e && !strcmp(e, "index"));
 }
 
-/* SITS_ATT_MIN_PART=N: a decode split-K partition takes at least N positions (rounded up to whole ATT_KT-key tiles;
- * default one tile): contexts of <= N positions run one CTA a (token, KV head, chunk) and write their output without
- * the split-K merge. Read once. */
+/* SITS_ATT_MIN_PART=N (rounded up to whole ATT_KT-key tiles; default one tile, the split as before): decode contexts of
+ * <= N positions are one partition -- one CTA a (token, KV head, chunk), no split-K merge -- and longer ones whose even
+ * cut in S would be shorter are cut into ceil(L / N) partitions instead (att_part_len). For A/B; read once. */
 static int att_min_part(void)
 {
     static int v = -1;

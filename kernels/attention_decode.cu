@@ -6,8 +6,9 @@
  * (the group's heads of that token, padded to 16 with zeros) are the A operand of
  * mma.m16n8k16; each K/V element of the token's context is read from memory once per token and
  * KV head, whatever the group size. The token's window [b, e] of L positions is cut into S
- * partitions of att_part_len(L, S, p.min_part) positions (whole 64-key tiles, at least p.min_part); split i takes the i-th (none
- * past the end). A CTA (4 warps) streams its partition through double-buffered swizzled K/V
+ * partitions of att_part_len(L, S, p.min_part) positions (whole 64-key tiles; about p.min_part when
+ * ceil(L / S) is fewer); split i takes the i-th (none past the end). A CTA (4 warps) streams its
+ * partition through double-buffered swizzled K/V
  * tiles (cp.async); warp w takes keys 16w .. 16w+15 of each tile (S = Q K^T, online softmax in
  * fp32, O += P V with P in bf16) and the 4 warps' states are merged through shared memory. A
  * token with one partition writes its output directly; otherwise the partial (m, l, O) goes to

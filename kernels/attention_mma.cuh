@@ -47,7 +47,7 @@ struct att_params {
     int n_tokens, n_heads, n_kv_heads, group, n_chunks; /* n_chunks = ceil(group / 16), 8-bit KV: ceil(group / 8) */
     int window;
     int target_ctas;              /* split-K aims at about this many decode work items */
-    int min_part;                 /* decode: fewest positions a split-K partition takes (a multiple of ATT_KT; att_part_len) */
+    int min_part;                 /* decode: a partition's length when ceil(L / S) is shorter (a multiple of ATT_KT; att_part_len) */
     float scale_log2;             /* scale * log2(e) */
     /* [int8 kv] kv_i8: k_cache / v_cache hold int8 block units (sits_kernels.h) of kv_unit bytes,
      * the scales kv_qbytes into each unit */
