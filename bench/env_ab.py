@@ -10,7 +10,8 @@ writes one JSON. Not a test.
 e.g. bench/env_ab.py --bench build-gpu/bench/sits-bench-decode --variant "plain:SITS_GEMV_RING=0" --variant ring: -- \\
          --model bench/configs/llama3-8b --load-format dummy --device cuda --fill none --batch 1 --context 128,2048 --quant fp8
 
-A variant's settings are added to the caller's environment (an empty list: the caller's as is). Each run writes its
+A variant's settings are added to the caller's environment (an empty list: the caller's as is); BENCH=PATH among them
+is not a variable but that variant's own sits-bench-decode (another build: bench/commit_ab.sh times commits so). Each run writes its
 output to OUT/NAME.repR.txt and its JSON beside it; a run that fails stops the A/B with its output's tail. Rows are
 sits-bench-decode's (kind, batch, context[, k]); the median is over the repetitions' medians."""
 import argparse
@@ -55,6 +56,7 @@ def main():
     if args.reps < 1:
         sys.exit("env_ab.py: --reps must be >= 1")
     variants = [parse_variant(v) for v in args.variant]
+    benches = {n: e.pop("BENCH", args.bench) for n, e in variants}   # BENCH=PATH: the variant's own binary
     if len({n for n, _ in variants}) != len(variants):
         sys.exit("env_ab.py: variant names must differ")
     if "--json" in bench_args:
@@ -70,7 +72,7 @@ def main():
     for rep in range(args.reps):
         for name, env in variants:
             base = os.path.join(out, "%s.rep%d" % (name, rep + 1))
-            cmd = [args.bench] + bench_args + ["--json", base + ".json"]
+            cmd = [benches[name]] + bench_args + ["--json", base + ".json"]
             with open(base + ".txt", "w") as f:
                 rc = subprocess.run(cmd, env=dict(os.environ, **env), stdout=f, stderr=subprocess.STDOUT).returncode
             if rc != 0:
@@ -85,7 +87,8 @@ def main():
     first = variants[0][0]
     print("sits-bench-decode %s" % " ".join(bench_args))
     for name, env in variants:
-        print("  %-12s %s" % (name, " ".join("%s=%s" % kv for kv in env.items()) or "(the caller's environment)"))
+        print("  %-12s %s%s" % (name, " ".join("%s=%s" % kv for kv in env.items()) or "(the caller's environment)",
+                                "" if benches[name] == args.bench else "  [" + benches[name] + "]"))
     print("%-8s %6s %8s %3s %-12s %-24s %10s %9s" % ("kind", "batch", "context", "k", "variant", "ms (each rep)", "median ms",
                                                         "vs " + first))
     rows = []
@@ -103,7 +106,8 @@ def main():
                          "ms_median": med, "vs_first": change})
     if args.json:
         json.dump({"bench": "env_ab", "bench_args": bench_args, "reps": args.reps,
-                   "variants": [{"name": n, "env": e} for n, e in variants], "rows": rows}, open(args.json, "w"), indent=1)
+                   "variants": [{"name": n, "env": e, "bench": benches[n]} for n, e in variants], "rows": rows},
+                  open(args.json, "w"), indent=1)
         print("wrote " + args.json)
     if tmp:
         tmp.cleanup()

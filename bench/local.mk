@@ -6,7 +6,7 @@ noinst_PROGRAMS += bench/sits-bench-decode
 bench_sits_bench_decode_SOURCES = bench/bench_decode.c bench/bench_common.c bench/bench_common.h
 bench_sits_bench_decode_LDADD = $(SITS_LIBS)
 EXTRA_DIST += bench/README.md bench/RESULTS.md bench/run_decode.sh bench/hf_decode.py bench/gpt_fast_decode.py bench/run_pp_mb.sh bench/trtllm_table.sh bench/sched_scale.sh \
-	bench/kv_step.sh bench/spec_bench.py bench/spec_project.py bench/env_ab.py \
+	bench/kv_step.sh bench/spec_bench.py bench/spec_project.py bench/env_ab.py bench/commit_ab.sh \
 	bench/configs/llama3-8b/config.json bench/configs/llama3-70b/config.json bench/configs/llama3.1-8b/config.json bench/configs/llama3.3-70b/config.json bench/configs/qwen3-30b-a3b/config.json
 # [fp8] accuracy of the --quant policies vs bf16 (top-1 agreement, KL); tests/integration/fp8_accuracy.sh bounds it.
 noinst_PROGRAMS += bench/sits-fp8-accuracy
