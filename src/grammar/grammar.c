@@ -79,6 +79,7 @@ struct sits_grammar {
      * bytes (everything above unused when set) */
     int32_t *ids;
     int n_ids;
+    sits_grammar_t *inner;             /* with ids: the byte grammar the set restricts (sits_grammar_restrict), or NULL */
 };
 
 /* [loop classes] the vocabulary's view of one byte class (see the opening comment) */
@@ -119,6 +120,7 @@ struct sits_grammar_state {
     sits_grammar_t *g;
     const sits_grammar_vocab_t *v;
     int32_t set;       /* interned stack set */
+    sits_grammar_state_t *in;   /* [allowed_token_ids] a restricted grammar's: the inner grammar's state */
 };
 
 /* ---------------- builder ---------------- */
@@ -496,6 +498,14 @@ sits_status_t sits_grammar_from_token_ids(const int32_t *ids, int n, sits_gramma
     return SITS_OK;
 }
 
+sits_status_t sits_grammar_restrict(sits_grammar_t *inner, const int32_t *ids, int n, sits_grammar_t **g_p)
+{
+    if (!inner || inner->ids) return SITS_ERR_INVALID;
+    sits_status_t st = sits_grammar_from_token_ids(ids, n, g_p);
+    if (st == SITS_OK) (*g_p)->inner = sits_grammar_ref(inner);
+    return st;
+}
+
 static int has_id(const sits_grammar_t *g, int32_t id)
 {
     return bsearch(&id, g->ids, (size_t)g->n_ids, sizeof id, cmp_id) != NULL;
@@ -535,11 +545,13 @@ void sits_grammar_destroy(sits_grammar_t *g)
     free(g->mark);
     free(g->buf);
     free(g->ids);
+    sits_grammar_destroy(g->inner);
     free(g);
 }
 
 void sits_grammar_cache_stats(const sits_grammar_t *g, long *hits_p, long *misses_p)
 {
+    if (g->inner) g = g->inner;   /* [allowed_token_ids] the masks are the inner grammar's */
     *hits_p = g->hits;
     *misses_p = g->misses;
 }
@@ -555,7 +567,7 @@ static size_t start_set(sits_grammar_t *g)
 
 int sits_grammar_matches(sits_grammar_t *g, const char *text, size_t len)
 {
-    if (g->ids) return 0;
+    if (g->ids) return g->inner ? sits_grammar_matches(g->inner, text, len) : 0;   /* text: the set has no say */
     size_t n = start_set(g), from = 0;
     for (size_t i = 0; i < len && n > 0; i++) {
         size_t at = g->nbuf;
@@ -906,7 +918,12 @@ sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vo
     if (!st) return SITS_ERR_NOMEM;
     st->g = g;
     st->v = vocab;
-    if (g->ids) {   /* [allowed_token_ids] no state */
+    if (g->ids) {   /* [allowed_token_ids] no state of its own; a restricted grammar's inner one */
+        sits_status_t rc = g->inner ? sits_grammar_state_create(g->inner, vocab, &st->in) : SITS_OK;
+        if (rc != SITS_OK) {
+            free(st);
+            return rc;
+        }
         *st_p = st;
         return SITS_OK;
     }
@@ -922,13 +939,15 @@ sits_status_t sits_grammar_state_create(sits_grammar_t *g, const sits_grammar_vo
 
 void sits_grammar_state_destroy(sits_grammar_state_t *st)
 {
+    if (st) sits_grammar_state_destroy(st->in);
     free(st);
 }
 
 int sits_grammar_state_complete(const sits_grammar_state_t *st)
 {
     const sits_grammar_t *g = st->g;
-    if (g->ids) return 1;   /* [allowed_token_ids] a listed stop id may end it at any step */
+    if (g->ids) return st->in ? sits_grammar_state_complete(st->in) : 1;   /* [allowed_token_ids] a listed stop id may end
+                                                                          * it at any step (restricted: when the inner may) */
     return g->s_n[st->set] > 0 && g->sdata[g->s_off[st->set]] == 0;
 }
 
@@ -943,7 +962,7 @@ int sits_grammar_state_accepts(sits_grammar_state_t *st, int32_t token)
     const sits_grammar_vocab_t *v = st->v;
     sits_grammar_t *g = st->g;
     if (token < 0 || token >= v->vocab_size) return 0;
-    if (g->ids) return has_id(g, token);
+    if (g->ids) return has_id(g, token) ? (st->in ? sits_grammar_state_accepts(st->in, token) : 1) : 0;
     if (is_stop(v, token)) return sits_grammar_state_complete(st);
     if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return 0;
     int32_t sid = st->set;
@@ -957,7 +976,7 @@ sits_status_t sits_grammar_state_accept(sits_grammar_state_t *st, int32_t token)
     const sits_grammar_vocab_t *v = st->v;
     sits_grammar_t *g = st->g;
     if (token < 0 || token >= v->vocab_size) return SITS_ERR_INVALID;
-    if (g->ids) return has_id(g, token) ? SITS_OK : SITS_ERR_INVALID;
+    if (g->ids) return !has_id(g, token) ? SITS_ERR_INVALID : st->in ? sits_grammar_state_accept(st->in, token) : SITS_OK;
     if (is_stop(v, token)) return sits_grammar_state_complete(st) ? SITS_OK : SITS_ERR_INVALID;
     if (!v->has[token] || v->b_off[token + 1] == v->b_off[token]) return SITS_ERR_INVALID;
     int32_t sid = st->set;
@@ -1177,10 +1196,21 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
     sits_grammar_t *g = st->g;
     const sits_grammar_vocab_t *v = st->v;
     size_t words = SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
-    if (g->ids) {   /* [allowed_token_ids] the set (ids past the vocabulary: none) */
+    if (g->ids) {   /* [allowed_token_ids] the set (ids past the vocabulary: none); restricted: and the inner mask */
+        uint32_t *in = NULL;
+        if (st->in) {
+            if (!(in = malloc(words * 4))) return SITS_ERR_NOMEM;
+            sits_status_t rc = sits_grammar_state_mask(st->in, in);
+            if (rc != SITS_OK) {
+                free(in);
+                return rc;
+            }
+        }
         memset(mask, 0, words * 4);
         for (int i = 0; i < g->n_ids; i++)
             if (g->ids[i] >= 0 && g->ids[i] < v->vocab_size) mask[g->ids[i] >> 5] |= 1u << (g->ids[i] & 31);
+        for (size_t w = 0; in && w < words; w++) mask[w] &= in[w];
+        free(in);
         return SITS_OK;
     }
     if (g->cache_vocab == v && st->set < g->cap_smask && g->smask[st->set]) {

@@ -72,6 +72,10 @@ sits_status_t sits_grammar_from_choice(const char *const *choices, const size_t 
 /* [allowed_token_ids] vLLM's allowed_token_ids: not a language of bytes but a set of n >= 1 token ids (copied), every
  * step's mask -- nothing else is sampled, eos and stop ids only when listed (a listed one ends the output). */
 sits_status_t sits_grammar_from_token_ids(const int32_t *ids, int n, sits_grammar_t **g_p);
+/* [allowed_token_ids] inner (a grammar of bytes, kept by a reference) restricted to n >= 1 token ids: every mask is
+ * inner's and the set's, a token is accepted when both take it (vLLM applies allowed_token_ids beside structured
+ * output). A step where they share no token has an empty mask. */
+sits_status_t sits_grammar_restrict(sits_grammar_t *inner, const int32_t *ids, int n, sits_grammar_t **g_p);
 /* Grammars are reference-counted (a server shares one among the requests of the same constraint): ref adds
  * one (any thread), destroy drops one and frees at zero. The matcher state inside (arena, transitions, mask
  * cache) is still one thread's at a time: the scheduler's. */

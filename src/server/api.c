@@ -613,9 +613,10 @@ static int parse_stop(json_t *root, sits_srv_request_t *req, sits_srv_error_t *e
     return 0;
 }
 
-/* [allowed_token_ids, bad_words] vLLM's: the output only of the listed ids (a token-id grammar, so not beside another
- * constraint), and words it must not write -- each word, its leading whitespace dropped, encoded as written and after a
- * space (the second kept when it starts with another token and has as many), vLLM's update_from_tokenizer. */
+/* [allowed_token_ids, bad_words] vLLM's: the output only of the listed ids (a token-id grammar; beside another
+ * constraint, that grammar restricted to the ids: sits_grammar_restrict), and words it must not write -- each word, its
+ * leading whitespace dropped, encoded as written and after a space (the second kept when it starts with another token
+ * and has as many), vLLM's update_from_tokenizer. */
 #define SITS_SRV_MAX_BAD_WORDS 128   /* token sequences after encoding */
 static int parse_token_limits(const sits_srv_limits_t *lim, json_t *root, sits_srv_request_t *req, sits_srv_error_t *err)
 {
@@ -624,9 +625,6 @@ static int parse_token_limits(const sits_srv_limits_t *lim, json_t *root, sits_s
     if (a) {
         if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > (size_t)lim->vocab_size)
             BAD("allowed_token_ids", "'allowed_token_ids' must be a non-empty array of token ids");
-        if (req->grammar)
-            BAD("allowed_token_ids", "'allowed_token_ids' cannot be combined with response_format, structured_outputs or a "
-                                     "forced tool call");
         if (!(ids = malloc(sizeof *ids * json_array_size(a)))) goto nomem;
         for (size_t i = 0; i < json_array_size(a); i++) {
             json_t *e = json_array_get(a, i);
@@ -634,7 +632,15 @@ static int parse_token_limits(const sits_srv_limits_t *lim, json_t *root, sits_s
                 BAD("allowed_token_ids", "allowed_token_ids[%zu] is not a token id in [0, %d)", i, lim->vocab_size);
             ids[i] = (int32_t)json_integer_value(e);
         }
-        if (sits_grammar_from_token_ids(ids, (int)json_array_size(a), &req->grammar) != SITS_OK) goto nomem;
+        if (req->grammar) {   /* beside response_format / structured_outputs / a forced tool call: both apply (vLLM) */
+            sits_grammar_t *r = NULL;
+            if (sits_grammar_restrict(req->grammar, ids, (int)json_array_size(a), &r) != SITS_OK) goto nomem;
+            sits_grammar_destroy(req->grammar);   /* r holds its own reference */
+            req->grammar = r;
+            req->restricted = 1;
+        } else if (sits_grammar_from_token_ids(ids, (int)json_array_size(a), &req->grammar) != SITS_OK) {
+            goto nomem;
+        }
         free(ids);
         ids = NULL;
     }
@@ -931,6 +937,7 @@ void sits_srv_request_free(sits_srv_request_t *req)
     req->n_stop = 0;
     sits_grammar_destroy(req->grammar);
     req->grammar = NULL;
+    req->restricted = 0;
     free(req->bad_ids);
     free(req->bad_off);
     req->bad_ids = req->bad_off = NULL;

@@ -911,6 +911,15 @@ static void dl_stopped(conn_t *c)
         c->dl->stopped(c->dl_st, c->rq.stop[c->ch[0].to.stopped - 1]);
 }
 
+/* The error of a generation that ended in SITS_FINISH_ERROR (logged by the scheduler); a request whose structured-output
+ * constraint is restricted to allowed_token_ids says so: a step where the two share no token ends it this way. */
+static void gen_failed(const conn_t *c, sits_srv_error_t *err)
+{
+    sits_srv_error_set(err, 500, "server_error", NULL, NULL,
+                       c->rq.restricted ? "generation failed: with allowed_token_ids beside a structured-output constraint, a "
+                                          "step where the two share no token ends the request" : "generation failed");
+}
+
 /* Whole response: called when the request was submitted and again each time the pump resumes the
  * connection; queues the body (every choice) once the output of every choice is over. */
 static enum MHD_Result run_whole(conn_t *c)
@@ -929,7 +938,7 @@ static enum MHD_Result run_whole(conn_t *c)
     gen_restore_timeout(c);
     sits_srv_error_t err;
     if (gen_finish(c) == SITS_FINISH_ERROR) {
-        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
+        gen_failed(c, &err);
         return reply_error(c, &err);
     }
     /* finish "abort" (shutdown timeout / immediate stop): the text so far, still a whole response */
@@ -1175,7 +1184,7 @@ static int stream_end(conn_t *c)
     if (stream_text(c) != 0) return -1;
     if (gen_finish(c) == SITS_FINISH_ERROR) {
         sits_srv_error_t err;
-        sits_srv_error_set(&err, 500, "server_error", NULL, NULL, "generation failed");
+        gen_failed(c, &err);
         s = sits_srv_error_sse(&err, &len);
         if (pend_add(c, s, len) != 0) return -1;
     } else {

@@ -116,6 +116,7 @@ typedef struct {
     size_t echo_len;
     /* [structured output] the compiled constraint (NULL: none), handed to the scheduler at submit */
     struct sits_grammar *grammar;
+    int restricted;                /* [allowed_token_ids] grammar is another constraint restricted to the ids */
     int tool_parser;          /* [tool calls] parse the output into tool_calls with this format (0: no) */
     int tool_forced;          /* tool_choice required / named: the grammar forces the call */
     int tool_single;          /* parallel_tool_calls false: at most one call is returned */

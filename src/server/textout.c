@@ -66,7 +66,7 @@ static int dropped(const sits_srv_textout_t *t, int32_t id)
 static sits_status_t release(sits_srv_textout_t *t, size_t n)
 {
     SITS_CHECK(append(&t->out, &t->out_len, &t->out_cap, t->held, n));
-    memmove(t->held, t->held + n, t->held_len - n);
+    if (t->held_len > n) memmove(t->held, t->held + n, t->held_len - n);   /* (held may be NULL when empty) */
     t->held_len -= n;
     return SITS_OK;
 }

@@ -3,7 +3,10 @@
 openai client (extra_body), on a server started by token_limits.sh (random weights, the byte-level fixture tokenizer).
 The expected values are not the server's own:
   - allowed_token_ids: every output id (return_token_ids) is one of the listed, whole and streamed, sampled at
-    temperature 1 (unconstrained, a 3013-token vocabulary would leave the set at once);
+    temperature 1 (unconstrained, a 3013-token vocabulary would leave the set at once); beside a choice of two phrases
+    (structured_outputs) restricted to HF's token ids of the phrase the choice alone does not write greedily, the
+    output is that phrase, whole and streamed; restricted to eos alone (no phrase starts there), an error naming
+    allowed_token_ids;
   - bad_words: the token sequences are HF transformers' encodings of the words under vLLM's rule
     (SamplingParams.update_from_tokenizer: the word with its leading whitespace dropped, then after a space, the second
     kept when its first token differs and it has as many tokens); the greedy output with them never holds a sequence
@@ -86,6 +89,36 @@ if eos is not None:   # only the eos id: the first token ends the output, finish
     check(ids_of(r.choices[0]) == [eos] and r.choices[0].finish_reason == "stop",
           "allowed_token_ids [eos]: %s %s" % (ids_of(r.choices[0]), r.choices[0].finish_reason))
 
+# ---- allowed_token_ids beside structured output (vLLM applies both): a choice of two phrases; greedy with the choice
+# alone writes one of them, restricted to HF's tokens of the other (and eos) it must write the other ----
+CHOICES = ["once more with feeling", "the little red hen"]
+def choose(**extra):
+    r = c.completions.create(model="m", prompt=PROMPT, max_tokens=24, temperature=0,
+                             extra_body=dict(return_token_ids=True, structured_outputs={"choice": CHOICES}, **extra))
+    return r.choices[0].text, ids_of(r.choices[0]), r.choices[0].finish_reason
+text0, _, _ = choose()
+check(text0 in CHOICES, "the choice alone wrote %r" % text0)
+if text0 in CHOICES:
+    other = CHOICES[1 - CHOICES.index(text0)]
+    allowed2 = sorted(set(hf.encode(other, add_special_tokens=False)) | ({eos} if eos is not None else set()))
+    text1, ids1, fin1 = choose(allowed_token_ids=allowed2)
+    check(text1 == other and set(ids1) <= set(allowed2),
+          "choice %r restricted to %s: wrote %r (ids %s, finish %s)" % (other, allowed2, text1, ids1, fin1))
+    streamed2 = ""
+    for ch in c.completions.create(model="m", prompt=PROMPT, max_tokens=24, temperature=0, stream=True,
+                                   extra_body=dict(structured_outputs={"choice": CHOICES}, allowed_token_ids=allowed2)):
+        for cc in ch.choices:
+            streamed2 += cc.text or ""
+    check(streamed2 == text1, "streamed %r != whole %r" % (streamed2, text1))
+# the two sharing no token (no phrase starts with eos): an error that says so, whole (500) and streamed (an error event)
+dead = dict(model="m", prompt=PROMPT, max_tokens=8, allowed_token_ids=[eos if eos is not None else 0],
+            structured_outputs={"choice": CHOICES})
+r = requests.post(url + "/v1/completions", json=dead, timeout=60)
+msg = ((r.json() if r.headers.get("content-type", "").startswith("application/json") else {}).get("error") or {}).get("message", "")
+check(r.status_code == 500 and "allowed_token_ids" in msg, "no shared token: %d %r" % (r.status_code, msg))
+r = requests.post(url + "/v1/completions", json=dict(dead, stream=True), timeout=60)
+check("allowed_token_ids" in r.text and r.text.rstrip().endswith("data: [DONE]"), "no shared token, streamed: %r" % r.text[-300:])
+
 # ---- bad_words: one-token and several-token words taken from the greedy output ----
 tried = 0
 for i in range(2, len(base) - 2):
@@ -142,7 +175,6 @@ def status(extra, path="/v1/completions"):
 for extra, param in [({"allowed_token_ids": []}, "allowed_token_ids"), ({"allowed_token_ids": [-1]}, "allowed_token_ids"),
                      ({"allowed_token_ids": [3013]}, "allowed_token_ids"), ({"allowed_token_ids": ["1"]}, "allowed_token_ids"),
                      ({"allowed_token_ids": 5}, "allowed_token_ids"),
-                     ({"allowed_token_ids": [5], "response_format": {"type": "json_object"}}, "allowed_token_ids"),
                      ({"bad_words": "the"}, "bad_words"), ({"bad_words": [1]}, "bad_words"),
                      ({"bad_words": ["  \t"]}, "bad_words"), ({"bad_words": ["w%d" % i for i in range(200)]}, "bad_words")]:
     got = status(extra)

@@ -362,6 +362,74 @@ int main(int argc, char **argv)
         }
         printf("token-id sets: checked\n");
     }
+    /* [allowed_token_ids] beside another constraint (sits_grammar_restrict): along walks of a regex grammar on both
+     * vocabularies, the restricted mask is the inner mask and the set (ids % 3 != 1, and the stop id), accepts /
+     * accept agree with it, the inner state follows the same tokens; matches is the inner grammar's; a set of a set and
+     * an empty set are refused */
+    {
+        const char *re = "(yes|no|maybe)[a-z ]{0,12}!";
+        sits_grammar_t *inner = NULL, *g = NULL, *set = NULL;
+        const int32_t one[] = { 3 };
+        if (sits_grammar_from_regex(re, strlen(re), err, sizeof err, &inner) != SITS_OK) {
+            printf("FAIL restrict: regex not compiled: %s\n", err);
+            failures++;
+        } else {
+            int bad = 0, steps = 0, ended = 0;
+            for (int k = 0; k < 2; k++) {
+                int32_t *ids = malloc(sizeof *ids * (size_t)vbs[k].n);
+                int n_ids = 0;
+                for (int32_t id = 0; ids && id < vbs[k].n; id++)
+                    if (id % 3 != 1 || id == vbs[k].stop) ids[n_ids++] = id;
+                if (!ids || sits_grammar_restrict(inner, ids, n_ids, &g) != SITS_OK) { bad++; free(ids); continue; }
+                int words = (int)SITS_GRAMMAR_MASK_WORDS(vbs[k].n);
+                uint32_t *mi = calloc((size_t)words, 4), *mr = calloc((size_t)words, 4);
+                for (int w = 0; w < 6 && mi && mr; w++) {
+                    sits_grammar_state_t *si = NULL, *sr = NULL;
+                    if (sits_grammar_state_create(inner, vbs[k].v, &si) != SITS_OK || sits_grammar_state_create(g, vbs[k].v, &sr) != SITS_OK) {
+                        bad++;
+                        sits_grammar_state_destroy(si);
+                        break;
+                    }
+                    uint64_t rs = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1) + (uint64_t)k;
+                    for (int step = 0; step < 40; step++, steps++) {
+                        if (sits_grammar_state_mask(si, mi) != SITS_OK || sits_grammar_state_mask(sr, mr) != SITS_OK) { bad++; break; }
+                        int n_ok = 0;
+                        for (int32_t id = 0; id < vbs[k].n; id++) {
+                            const int want = allowed(mi, id) && (id % 3 != 1 || id == vbs[k].stop);
+                            bad += allowed(mr, id) != want || sits_grammar_state_accepts(sr, id) != want;
+                            n_ok += want;
+                        }
+                        bad += sits_grammar_state_complete(sr) != sits_grammar_state_complete(si);
+                        if (!n_ok) { ended++; break; }   /* the two share no token here (or the walk is done) */
+                        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+                        int pick = (int)((rs >> 33) % (uint64_t)n_ok), t = -1;
+                        for (int32_t id = 0; id < vbs[k].n && t < 0; id++)
+                            if (allowed(mr, id) && pick-- == 0) t = id;
+                        if (t % 3 == 1 && t != vbs[k].stop) bad++;
+                        bad += sits_grammar_state_accept(sr, t) != SITS_OK || sits_grammar_state_accept(si, t) != SITS_OK;
+                        if (t == vbs[k].stop) { ended++; break; }
+                    }
+                    for (int32_t id = 1; id < vbs[k].n; id += 3)   /* outside the set: refused whatever the inner says */
+                        if (id != vbs[k].stop && sits_grammar_state_accept(sr, id) == SITS_OK) { bad++; break; }
+                    sits_grammar_state_destroy(si);
+                    sits_grammar_state_destroy(sr);
+                }
+                bad += sits_grammar_matches(g, "maybe so!", 9) != 1 || sits_grammar_matches(g, "maybe so", 8) != 0;
+                free(mi);
+                free(mr);
+                free(ids);
+                sits_grammar_destroy(g);
+                g = NULL;
+            }
+            if (sits_grammar_from_token_ids(one, 1, &set) != SITS_OK || sits_grammar_restrict(set, one, 1, &g) != SITS_ERR_INVALID ||
+                sits_grammar_restrict(inner, one, 0, &g) != SITS_ERR_INVALID)
+                bad++;
+            sits_grammar_destroy(set);
+            if (bad || !ended) { printf("FAIL restrict: %d wrong over %d steps (%d walks ended)\n", bad, steps, ended); failures++; }
+            else printf("restricted grammars: %d steps, %d walks ended: checked\n", steps, ended);
+        }
+        sits_grammar_destroy(inner);
+    }
     fclose(out);
     free_vocab(&vbs[0]);
     free_vocab(&vbs[1]);
