@@ -1196,21 +1196,21 @@ sits_status_t sits_grammar_state_mask(sits_grammar_state_t *st, uint32_t *mask)
     sits_grammar_t *g = st->g;
     const sits_grammar_vocab_t *v = st->v;
     size_t words = SITS_GRAMMAR_MASK_WORDS(v->vocab_size);
-    if (g->ids) {   /* [allowed_token_ids] the set (ids past the vocabulary: none); restricted: and the inner mask */
-        uint32_t *in = NULL;
-        if (st->in) {
-            if (!(in = malloc(words * 4))) return SITS_ERR_NOMEM;
-            sits_status_t rc = sits_grammar_state_mask(st->in, in);
-            if (rc != SITS_OK) {
-                free(in);
-                return rc;
-            }
+    if (g->ids) {   /* [allowed_token_ids] the set (ids past the vocabulary: none); restricted: the inner mask and it */
+        if (!st->in) {
+            memset(mask, 0, words * 4);
+            for (int i = 0; i < g->n_ids; i++)
+                if (g->ids[i] >= 0 && g->ids[i] < v->vocab_size) mask[g->ids[i] >> 5] |= 1u << (g->ids[i] & 31);
+            return SITS_OK;
         }
-        memset(mask, 0, words * 4);
-        for (int i = 0; i < g->n_ids; i++)
-            if (g->ids[i] >= 0 && g->ids[i] < v->vocab_size) mask[g->ids[i] >> 5] |= 1u << (g->ids[i] & 31);
-        for (size_t w = 0; in && w < words; w++) mask[w] &= in[w];
-        free(in);
+        SITS_CHECK(sits_grammar_state_mask(st->in, mask));
+        int i = 0;
+        while (i < g->n_ids && g->ids[i] < 0) i++;
+        for (size_t w = 0; w < words; w++) {   /* each word ANDed with the set's bits in it (ids sorted) */
+            uint32_t set = 0;
+            for (; i < g->n_ids && (size_t)g->ids[i] < 32 * (w + 1); i++) set |= 1u << (g->ids[i] & 31);
+            mask[w] &= set;
+        }
         return SITS_OK;
     }
     if (g->cache_vocab == v && st->set < g->cap_smask && g->smask[st->set]) {
