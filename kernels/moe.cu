@@ -7,6 +7,7 @@
  *   combine: out [n, dim] bf16 = sum_j wts[t*kk + j] * y[pos[t*kk + j]] (fp32, j order, pos -1 skipped).
  *            One block per token, threads over the columns: no atomics, deterministic. */
 #include "kernels/common.cuh"
+#include "kernels/attention_mma.cuh"   /* [moe grouped] cp.async, ldmatrix, mma.sync helpers */
 
 #include <math.h>
 #include <stdlib.h>
@@ -399,21 +400,23 @@ struct moe_f8_args {
 
 /* [gpt-oss] g, u of feature f of expert e (fp32 sums, scaled) -> act: each plus its bias, rounded to bf16 (a biased GEMM's
  * output), then silu(g) u or the clamped SwiGLU */
+template <bool EPI = true>
 static __device__ __forceinline__ sits_bf16_t moe_act(const moe_f8_args &a, int e, int f, int I, float gs, float us)
 {
-    const sits_bf16_t *b = a.b_gu ? a.b_gu[e] : NULL;
+    const sits_bf16_t *b = EPI && a.b_gu ? a.b_gu[e] : NULL;
     if (b) {
         gs += sits_k_bf2f(b[f]);
         us += sits_k_bf2f(b[I + f]);
     }
     const float g = sits_k_bf2f(sits_k_f2bf(gs)), u = sits_k_bf2f(sits_k_f2bf(us));
-    return sits_k_f2bf(a.oai ? sits_k_swiglu_oai1(g, u, a.alpha, a.limit) : g / (1.0f + expf(-g)) * u);
+    return sits_k_f2bf(EPI && a.oai ? sits_k_swiglu_oai1(g, u, a.alpha, a.limit) : g / (1.0f + expf(-g)) * u);
 }
 
 /* [gpt-oss] output h of expert e's down projection (the fp32 sum, scaled) plus its bias, rounded to bf16 */
+template <bool EPI = true>
 static __device__ __forceinline__ sits_bf16_t moe_out(const moe_f8_args &a, int e, int h, float v)
 {
-    const sits_bf16_t *b = a.b_down ? a.b_down[e] : NULL;
+    const sits_bf16_t *b = EPI && a.b_down ? a.b_down[e] : NULL;
     return sits_k_f2bf(b ? v + sits_k_bf2f(b[h]) : v);
 }
 
@@ -444,7 +447,7 @@ static __device__ __forceinline__ const T *moe_row(const moe_blk &b, int ci, con
  * gate rows r0 + 2 w, + 1 and the up rows of the same features, over the expert's slots CT at a time:
  * act[s, r] = silu(bf16(g)) * bf16(u) rounded to bf16 (what the GEMM's bf16 output then silu_mul make);
  * F8: g = dot * xs[t] * s_gu[e][r] (matmul_fp8's). */
-template <bool F8, int CT>
+template <bool F8, int CT, bool EPI>
 static __global__ void __launch_bounds__(32 * MOE_WARPS)
 moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu, moe_f8_args f8, int k, int E,
               int H, int I)
@@ -488,7 +491,7 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
                         gs = gs * xs * f8.s_gu[e][r0 + r];
                         us = us * xs * f8.s_gu[e][I + r0 + r];
                     }
-                    act[(size_t)sl[c] * I + r0 + r] = moe_act(f8, e, r0 + r, I, gs, us);
+                    act[(size_t)sl[c] * I + r0 + r] = moe_act<EPI>(f8, e, r0 + r, I, gs, us);
                 }
     }
 }
@@ -496,7 +499,7 @@ moe_gu_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const
 /* Down: block (a, rows h0 = MOE_WARPS MOE_DN_ROWS blockIdx.y ..); warp w takes rows h0 + 4 w .. + 3 of the
  * expert's down [H, I] over its slots' act rows, CT at a time: y[s, h] = bf16(act[s] . down[h]) (F8: the act
  * row's E4M3 copy, times as[s] * s_down[e][h]). */
-template <bool F8, int CT>
+template <bool F8, int CT, bool EPI>
 static __global__ void __launch_bounds__(32 * MOE_WARPS)
 moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const void *const *w_down, moe_f8_args f8, int E,
                 int H, int I)
@@ -529,7 +532,7 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
                 if (lane == (c * MOE_DN_ROWS + r) % 32 && sl[c] >= 0 && h0 + r < H) {
                     float v = acc[r][c];
                     if (F8) v = v * f8.as[sl[c]] * f8.s_down[e][h0 + r];
-                    y[(size_t)sl[c] * H + h0 + r] = moe_out(f8, e, h0 + r, v);
+                    y[(size_t)sl[c] * H + h0 + r] = moe_out<EPI>(f8, e, h0 + r, v);
                 }
     }
 }
@@ -541,7 +544,7 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
  * order: the bits of moe_down_kernel then moe_combine_slots8_kernel, without y's round trip or the combine's launch. */
 #define MOE_DC_WARPS 4
 #define MOE_DC_ROWS 2
-template <bool F8, int K>
+template <bool F8, int K, bool EPI>
 static __global__ void __launch_bounds__(32 * MOE_DC_WARPS)
 moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t *ids, const float *wts, const void *const *w_down,
                          moe_f8_args f8, int k, int H, int I)
@@ -603,7 +606,7 @@ moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t
             if (j < k) {
                 const int h = min(h0 + r, H - 1);
                 if (F8) v = v * f8.as[j] * f8.s_down[ex[j]][h];
-                o[r] = fmaf(wts[j], sits_k_bf2f(moe_out(f8, ex[j], h, v)), o[r]);
+                o[r] = fmaf(wts[j], sits_k_bf2f(moe_out<EPI>(f8, ex[j], h, v)), o[r]);
             }
         }
 #pragma unroll
@@ -677,7 +680,7 @@ static __device__ __forceinline__ void moe_mma_rows(float (&c)[MT][NT8][4], cons
 }
 
 /* Gate/up + SiLU * up on tensor cores: block (a, 16 MOE_MMA_WARPS features a block), warp w: features r0 .. r0 + 15 */
-template <bool F8, int NT8>
+template <bool F8, int NT8, bool EPI>
 static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
 moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu, moe_f8_args f8, int k,
                   int E, int H, int I)
@@ -716,14 +719,14 @@ moe_gu_mma_kernel(sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, c
                         gs = gs * xs * f8.s_gu[e][f];
                         us = us * xs * f8.s_gu[e][I + f];
                     }
-                    act[(size_t)sl * I + f] = moe_act(f8, e, f, I, gs, us);
+                    act[(size_t)sl * I + f] = moe_act<EPI>(f8, e, f, I, gs, us);
                 }
             }
     }
 }
 
 /* Down on tensor cores: block (a, 16 MOE_MMA_WARPS outputs a block), warp w: outputs h0 .. h0 + 15 */
-template <bool F8, int NT8>
+template <bool F8, int NT8, bool EPI>
 static __global__ void __launch_bounds__(32 * MOE_MMA_WARPS)
 moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, const void *const *w_down, moe_f8_args f8,
                     int E, int H, int I)
@@ -755,7 +758,7 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
                     const int sl = b.slots[ci];
                     float v = c[0][nt][i];
                     if (F8) v = v * f8.as[sl] * f8.s_down[e][h];
-                    y[(size_t)sl * H + h] = moe_out(f8, e, h, v);
+                    y[(size_t)sl * H + h] = moe_out<EPI>(f8, e, h, v);
                 }
             }
     }
@@ -763,7 +766,7 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
 
 /* The two kernels of one kind (GEMV CT, or MMA NT8) for the step: tensor cores once the experts average 4 slots
  * or more (the CUDA-core GEMV would then be bound by its FMAs). */
-template <bool F8>
+template <bool F8, bool EPI>
 static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu,
                                const void *const *w_down, const moe_f8_args &f8, int n, int k, int E, int H, int I,
                                cudaStream_t stream)
@@ -774,9 +777,9 @@ static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16
         const dim3 mdn(A, (unsigned)((H + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
 #define MOE_MMA_LAUNCH(NT8)                                                                                        \
     do {                                                                                                           \
-        moe_gu_mma_kernel<F8, NT8><<<mgu, 32 * MOE_MMA_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);    \
+        moe_gu_mma_kernel<F8, NT8, EPI><<<mgu, 32 * MOE_MMA_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);    \
         if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, n * k, I, stream); \
-        moe_down_mma_kernel<F8, NT8><<<mdn, 32 * MOE_MMA_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);   \
+        moe_down_mma_kernel<F8, NT8, EPI><<<mdn, 32 * MOE_MMA_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);   \
     } while (0)
         if (n * k < 16 * E) MOE_MMA_LAUNCH(1);   /* about 4 .. 16 slots an expert: one n-tile of 8 */
         else if (n * k < 32 * E) MOE_MMA_LAUNCH(2);
@@ -788,9 +791,9 @@ static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16
     const dim3 gdn(A, (unsigned)((H + MOE_WARPS * MOE_DN_ROWS - 1) / (MOE_WARPS * MOE_DN_ROWS)));
 #define MOE_LAUNCH(CT)                                                                                             \
     do {                                                                                                           \
-        moe_gu_kernel<F8, CT><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);             \
+        moe_gu_kernel<F8, CT, EPI><<<ggu, 32 * MOE_WARPS, 0, stream>>>(act, x, plan, w_gu, f8, k, E, H, I);             \
         if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, n * k, I, stream); \
-        moe_down_kernel<F8, CT><<<gdn, 32 * MOE_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);            \
+        moe_down_kernel<F8, CT, EPI><<<gdn, 32 * MOE_WARPS, 0, stream>>>(y, act, plan, w_down, f8, E, H, I);            \
     } while (0)
     if (n == 1) MOE_LAUNCH(1);       /* an expert has at most n slots (a token takes an expert once) */
     else if (n == 2) MOE_LAUNCH(2);
@@ -825,6 +828,19 @@ static sits_status_t moe_experts_args(moe_f8_args *f8, const sits_bf16_t *x, con
     return sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8->xq), const_cast<float *>(f8->xs), x, n, H, stream);
 }
 
+/* [gpt-oss] whether the kernels take the epilogue's biases / clamped SwiGLU (an instantiation of their own: without it,
+ * 13eda74 took a Qwen3-30B-A3B batch-32 step from 25.17 to 27.09 ms on an H100). SITS_MOE_EPI_ALWAYS=1: the epilogue
+ * kernels for every model (A/B; the same bits) */
+static bool moe_epi_on(const moe_f8_args &f8)
+{
+    static int always = -1;
+    if (always < 0) {
+        const char *e = getenv("SITS_MOE_EPI_ALWAYS");
+        always = e && atoi(e) != 0;
+    }
+    return always || f8.b_gu || f8.b_down || f8.oai;
+}
+
 extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                             const void *const *w_gu, const void *const *w_down, const float *const *s_gu,
                                             const float *const *s_down, void *q8, const sits_k_moe_epi_t *epi, int n, int k,
@@ -833,23 +849,26 @@ extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, co
     moe_f8_args f8;
     sits_status_t st = moe_experts_args(&f8, x, act, s_gu, s_down, q8, epi, n, k, E, H, I, stream);
     if (st != SITS_OK) return st;
-    if (s_gu) moe_experts_launch<true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
-    else moe_experts_launch<false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    const bool ep = moe_epi_on(f8);
+    if (s_gu && ep) moe_experts_launch<true, true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    else if (s_gu) moe_experts_launch<true, false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    else if (ep) moe_experts_launch<false, true>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+    else moe_experts_launch<false, false>(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
     return SITS_K_LAUNCH_STATUS();
 }
 
 /* [moe fuse] One token: gate/up as sits_k_moe_experts, then moe_down_combine1_kernel (K: k rounded up to 1, 2, 4, 8) */
-template <bool F8, int K>
+template <bool F8, int K, bool EPI>
 static void moe_experts_combine1_launch(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                         const int32_t *ids, const float *wts, const void *const *w_gu, const void *const *w_down,
                                         const moe_f8_args &f8, int k, int E, int H, int I, cudaStream_t stream)
 {
     const dim3 ggu((unsigned)min(E, k), (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
     /* [perf: pdl] both as programmatic dependents (SITS_ROW_PDL=0: plainly): see the kernels' waits and triggers */
-    sits_k_launch_dep(moe_gu_kernel<F8, 1>, ggu, 32 * MOE_WARPS, 0, stream, act, x, plan, w_gu, f8, k, E, H, I);
+    sits_k_launch_dep(moe_gu_kernel<F8, 1, EPI>, ggu, 32 * MOE_WARPS, 0, stream, act, x, plan, w_gu, f8, k, E, H, I);
     if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, k, I, stream);
     const unsigned gdc = (unsigned)((H + MOE_DC_WARPS * MOE_DC_ROWS - 1) / (MOE_DC_WARPS * MOE_DC_ROWS));
-    sits_k_launch_dep(moe_down_combine1_kernel<F8, K>, gdc, 32 * MOE_DC_WARPS, 0, stream, out, act, ids, wts, w_down, f8, k, H, I);
+    sits_k_launch_dep(moe_down_combine1_kernel<F8, K, EPI>, gdc, 32 * MOE_DC_WARPS, 0, stream, out, act, ids, wts, w_down, f8, k, H, I);
 }
 
 extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
@@ -863,7 +882,9 @@ extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16
     moe_f8_args f8;
     sits_status_t st = moe_experts_args(&f8, x, act, s_gu, s_down, q8, epi, 1, k, E, H, I, stream);
     if (st != SITS_OK) return st;
-#define MOE_EC1(F8, K) moe_experts_combine1_launch<F8, K>(out, act, x, plan, ids, wts, w_gu, w_down, f8, k, E, H, I, stream)
+    /* the epilogue kernels for every model here: the split of moe_experts (moe_epi_on) measured 1.4 % slower on the
+     * Qwen3-30B-A3B batch-1 step (3.612 vs 3.561 ms, H100), where it gains 7-8 % at batch 8 and 32 */
+#define MOE_EC1(F8, K) moe_experts_combine1_launch<F8, K, true>(out, act, x, plan, ids, wts, w_gu, w_down, f8, k, E, H, I, stream)
     if (s_gu) {
         if (k == 1) MOE_EC1(true, 1);
         else if (k == 2) MOE_EC1(true, 2);
@@ -876,6 +897,142 @@ extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16
         else MOE_EC1(false, 8);
     }
 #undef MOE_EC1
+    return SITS_K_LAUNCH_STATUS();
+}
+
+/* ---- [moe grouped] a host-routed step's experts as two grouped GEMMs on tensor cores (sits_k_moe_grouped) ----
+ * Rows [off[e], off[e + 1]) of x [rows, H] (expert-major, as the host path gathers them) go through expert e:
+ * act[r, f] = moe_act(x_r . Wgu[e][f], x_r . Wgu[e][I + f]) [rows, I], then y[r, h] = moe_out(act_r . Wdown[e][h]) [rows, H].
+ * A block computes MG_BM rows of one expert (the caller's tile list: {e, r0} pairs, rows r0 .. min(r0 + MG_BM, off[e + 1]))
+ * by MG_BN columns (gate/up: 64 features' gate rows, then the same features' up rows, so a lane holds a feature's gate and
+ * up sums) -- grid (column tiles, row tiles): the blocks of one row tile run together and share its x rows in L2, an
+ * expert's row tiles follow each other and share its weights. K in steps of MG_BK (64-byte rows) through an MG_ST-stage
+ * cp.async ring (zero-filled past the rows, the columns and K), 8 warps of 32 rows x 32 columns (wm = warp % 2, wn =
+ * warp / 2), mma.sync m16n8k16 bf16 -> fp32 from ldmatrix. A stage row's 16-byte chunk c sits at c ^ ((row / 2) % 4): the
+ * 8 rows of an ldmatrix phase land on distinct banks. The sums are in fp32 in k order within a thread's MMAs (not the
+ * cuBLASLt order of the per-expert GEMMs: the same values up to fp32 rounding). */
+#define MG_BM 64    /* rows a block: backend.h SITS_MOE_GROUPED_ROWS */
+#define MG_BN 128   /* columns a block */
+#define MG_BK 32    /* K a stage */
+#define MG_ST 3     /* stages */
+#define MG_THREADS 256
+
+static __device__ __forceinline__ int mg_off(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
+
+template <bool GLU>
+static __global__ void __launch_bounds__(MG_THREADS)
+moe_grouped_kernel(sits_bf16_t *out, const sits_bf16_t *in, const int32_t *tiles, const int32_t *off, const void *const *w,
+                   moe_f8_args epi, int K, int N)
+{
+    __shared__ __align__(128) unsigned char sa[MG_ST][MG_BM * 64];
+    __shared__ __align__(128) unsigned char sb[MG_ST][MG_BN * 64];
+    const int e = tiles[2 * blockIdx.y], r0 = tiles[2 * blockIdx.y + 1], r1 = min(r0 + MG_BM, off[e + 1]);
+    const int n0 = blockIdx.x * (GLU ? MG_BN / 2 : MG_BN);
+    const sits_bf16_t *W = static_cast<const sits_bf16_t *>(w[e]);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    /* loads: thread -> row lr of A (and rows lr, lr + 64 of B), chunk lc */
+    const int lr = tid >> 2, lc = tid & 3;
+    const bool va = r0 + lr < r1;
+    const sits_bf16_t *ga = in + (size_t)(va ? r0 + lr : r0) * K + lc * 8;
+    int ra, rb;
+    bool vb0, vb1;
+    if (GLU) {   /* row lr: gate of feature n0 + lr; row lr + 64: its up */
+        vb0 = vb1 = n0 + lr < N;
+        ra = vb0 ? n0 + lr : 0;
+        rb = vb0 ? N + n0 + lr : 0;
+    } else {
+        vb0 = n0 + lr < N;
+        vb1 = n0 + 64 + lr < N;
+        ra = vb0 ? n0 + lr : 0;
+        rb = vb1 ? n0 + 64 + lr : 0;
+    }
+    const sits_bf16_t *gb0 = W + (size_t)ra * K + lc * 8, *gb1 = W + (size_t)rb * K + lc * 8;
+    const int ks_n = (K + MG_BK - 1) / MG_BK;
+    auto load = [&](int ks, int st) {
+        const bool kin = ks * MG_BK + lc * 8 < K;
+        att_cp16(sa[st] + mg_off(lr, lc), ga + ks * MG_BK, va && kin);
+        att_cp16(sb[st] + mg_off(lr, lc), gb0 + ks * MG_BK, vb0 && kin);
+        att_cp16(sb[st] + mg_off(lr + 64, lc), gb1 + ks * MG_BK, vb1 && kin);
+    };
+    float acc[2][4][4];   /* [m-tile of 16 rows][n-tile of 8 columns][C fragment] */
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < MG_ST - 1; s++) {
+        if (s < ks_n) load(s, s);
+        att_cp_commit();
+    }
+    /* the warp's n-tile pairs: column bases (GLU: pair 0 = its 16 features' gate rows, pair 1 = their up rows) */
+    const int cb0 = GLU ? wn * 16 : wn * 32, cb1 = GLU ? 64 + wn * 16 : wn * 32 + 16;
+    for (int ks = 0; ks < ks_n; ks++) {
+        att_cp_wait<MG_ST - 2>();   /* stage ks landed (this thread's copies), */
+        __syncthreads();            /* everyone's, and stage ks - 1 is no longer read */
+        if (ks + MG_ST - 1 < ks_n) load(ks + MG_ST - 1, (ks + MG_ST - 1) % MG_ST);
+        att_cp_commit();
+        const unsigned char *A = sa[ks % MG_ST], *B = sb[ks % MG_ST];
+#pragma unroll
+        for (int kh = 0; kh < 2; kh++) {   /* the two k16 halves of the stage: chunks 2 kh, 2 kh + 1 */
+            uint32_t a[2][4], b[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) att_ldsm4(a[mt], A + mg_off(wm * 32 + mt * 16 + (lane & 15), 2 * kh + (lane >> 4)));
+#pragma unroll
+            for (int p = 0; p < 2; p++)   /* regs: n-tile 2 p (b0, b1), n-tile 2 p + 1 (b0, b1) */
+                att_ldsm4(b[p], B + mg_off((p ? cb1 : cb0) + ((lane >> 4) << 3) + (lane & 7), 2 * kh + ((lane >> 3) & 1)));
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) att_mma(acc[mt][nt], a[mt], b[nt >> 1][(nt & 1) * 2], b[nt >> 1][(nt & 1) * 2 + 1]);
+        }
+    }
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {   /* C rows g, g + 8 */
+            const int r = r0 + wm * 32 + mt * 16 + g + 8 * h;
+            if (r >= r1) continue;
+            if (GLU) {
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const int f = n0 + wn * 16 + nt * 8 + 2 * tq;
+                    if (f >= N) continue;   /* N % 8 == 0: f + 1 < N too */
+                    const sits_bf16_t v0 = moe_act(epi, e, f, N, acc[mt][nt][2 * h], acc[mt][nt + 2][2 * h]);
+                    const sits_bf16_t v1 = moe_act(epi, e, f + 1, N, acc[mt][nt][2 * h + 1], acc[mt][nt + 2][2 * h + 1]);
+                    *reinterpret_cast<uint32_t *>(out + (size_t)r * N + f) = (uint32_t)v0 | (uint32_t)v1 << 16;   /* bf16 bits */
+                }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const int c = n0 + wn * 32 + nt * 8 + 2 * tq;
+                    if (c >= N) continue;
+                    const sits_bf16_t v0 = moe_out(epi, e, c, acc[mt][nt][2 * h]), v1 = moe_out(epi, e, c + 1, acc[mt][nt][2 * h + 1]);
+                    *reinterpret_cast<uint32_t *>(out + (size_t)r * N + c) = (uint32_t)v0 | (uint32_t)v1 << 16;
+                }
+            }
+        }
+}
+
+extern "C" sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *tiles, int n_tiles,
+                                            const int32_t *off, const void *const *w_gu, const void *const *w_down,
+                                            const sits_k_moe_epi_t *epi, int H, int I, cudaStream_t stream)
+{
+    if (n_tiles < 0 || n_tiles > 65535 || H < 8 || I < 8 || H % 8 || I % 8 || !sits_k_aligned16(x) || !sits_k_aligned16(act) ||
+        !sits_k_aligned16(y))
+        return SITS_ERR_INVALID;
+    if (n_tiles == 0) return SITS_OK;
+    moe_f8_args a = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0f, 0.0f };
+    if (epi) {   /* [gpt-oss] */
+        a.b_gu = reinterpret_cast<const sits_bf16_t *const *>(epi->b_gu);
+        a.b_down = reinterpret_cast<const sits_bf16_t *const *>(epi->b_down);
+        a.oai = epi->oai;
+        a.alpha = epi->alpha;
+        a.limit = epi->limit;
+    }
+    const dim3 ggu((unsigned)((I + MG_BN / 2 - 1) / (MG_BN / 2)), (unsigned)n_tiles), gdn((unsigned)((H + MG_BN - 1) / MG_BN), (unsigned)n_tiles);
+    moe_grouped_kernel<true><<<ggu, MG_THREADS, 0, stream>>>(act, x, tiles, off, w_gu, a, H, I);      /* act [rows, I] */
+    moe_grouped_kernel<false><<<gdn, MG_THREADS, 0, stream>>>(y, act, tiles, off, w_down, a, I, H);   /* y [rows, H] */
     return SITS_K_LAUNCH_STATUS();
 }
 

@@ -335,6 +335,15 @@ sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, co
                                           void *q8, const sits_k_moe_epi_t *epi, int k, int E, int H, int I,
                                           cudaStream_t stream);
 
+/* [moe grouped] backend.h moe_grouped: the experts of a host-routed step, rows [off[e], off[e + 1]) of x [rows, H] (bf16,
+ * expert-major) through expert e's bf16 SwiGLU MLP (w_gu[e] [2 I, H], w_down[e] [H, I]; device pointer tables; epi as
+ * sits_k_moe_experts' or NULL) into act [rows, I] and y [rows, H]: two launches over the caller's tiles [n_tiles] of
+ * {e, r0} (rows r0 .. min(r0 + 64, off[e + 1]) of expert e; off and tiles on the device). H % 8 == 0, I % 8 == 0,
+ * 16-byte aligned x, act, y. */
+sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *tiles, int n_tiles,
+                                 const int32_t *off, const void *const *w_gu, const void *const *w_down,
+                                 const sits_k_moe_epi_t *epi, int H, int I, cudaStream_t stream);
+
 /* [int4] y [n, out] = x [n, in] . w^T (+ bias [out], may be NULL); w packed INT4 (backend.h sits_w4_t):
  * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]
  * or NULL (group = k / group_size); w = (q - zero) * scale dequantised in registers, fp32 accumulation.

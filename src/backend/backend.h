@@ -520,6 +520,17 @@ typedef struct sits_backend_ops {
                                          const int32_t *ids, const float *wts, const void *const *w_gu, const void *const *w_down,
                                          const float *const *s_gu, const float *const *s_down, void *q8, const sits_moe_epi_t *epi,
                                          int k, int E, int H, int i);
+    /* [moe grouped] Optional (NULL: none): the experts of a host-routed step (the MoE path of steps past the device path's,
+     * e.g. prefill) in one call instead of a matmul / silu_mul / matmul per expert: rows [off[e], off[e + 1]) of x
+     * [rows, H] (expert-major; off [E + 1] device int32) through expert e, as moe_experts does for a slot (g, u rounded to
+     * act_dtype, silu(g) u or epi's; y its down projection) into act [rows, i] and y [rows, H]; w_gu / w_down as
+     * moe_experts' (bf16 weights only). tiles [n_tiles] device pairs {e, r0}: the caller's cut of every expert's rows into
+     * runs of SITS_MOE_GROUPED_ROWS from off[e] (the last one shorter). fp32 sums, not in a given order (cuda: tensor
+     * cores; the per-expert GEMMs' values up to rounding). SITS_ERR_UNSUPPORTED, nothing done: the caller runs the
+     * experts one by one. */
+    sits_status_t (*moe_grouped)(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *off, const int32_t *tiles,
+                                 int n_tiles, const void *const *w_gu, const void *const *w_down, const sits_moe_epi_t *epi, int H,
+                                 int i);
 } sits_backend_ops_t;
 
 /* [moe] The reference router top-k and combine (host memory, fp32 logits / rows): the cpu backend's
@@ -529,6 +540,8 @@ void sits_backend_cpu_moe_combine(float *out, const float *y, const int32_t *pos
 /* [moe dev] The int32 words of a moe_route plan for E experts and nk slots, and the most slots it takes. */
 #define SITS_MOE_PLAN_WORDS(E, nk) (2 + 2 * (size_t)(E) + (size_t)(nk))
 #define SITS_MOE_DEV_MAX_SLOTS 2048
+/* [moe grouped] rows of one expert a moe_grouped tile (kernels/moe.cu MG_BM) */
+#define SITS_MOE_GROUPED_ROWS 64
 /* [moe dev] [moe fp8] moe_experts' scratch for FP8 experts: the row scales of x (n) and act (nk) as fp32, then
  * x (n rows of H) and act (nk rows of i) as E4M3 bytes, each part 16-byte aligned. */
 #define SITS_MOE_Q8_PAD16(b) (((size_t)(b) + 15) / 16 * 16)

@@ -1067,6 +1067,19 @@ static sits_status_t cuda_moe_combine_slots(sits_backend_t *be, void *out, const
     return SITS_OK;
 }
 
+/* [moe grouped] */
+_Static_assert(SITS_MOE_GROUPED_ROWS == 64, "kernels/moe.cu MG_BM");
+static sits_status_t cuda_moe_grouped(sits_backend_t *be, void *y, void *act, const void *x, const int32_t *off, const int32_t *tiles,
+                                      int n_tiles, const void *const *w_gu, const void *const *w_down, const sits_moe_epi_t *epi,
+                                      int H, int i)
+{
+    if (be->weight_dtype != SITS_DT_BF16 || be->act_dtype != SITS_DT_BF16) return SITS_ERR_UNSUPPORTED;
+    const sits_k_moe_epi_t ke = { epi ? epi->b_gu : NULL, epi ? epi->b_down : NULL, epi ? epi->oai : 0, epi ? epi->alpha : 0.0f,
+                                  epi ? epi->limit : 0.0f };
+    SITS_KERNEL_CHECK(sits_k_moe_grouped(y, act, x, tiles, n_tiles, off, w_gu, w_down, epi ? &ke : NULL, H, i, impl_of(be)->stream));
+    return SITS_OK;
+}
+
 /* [moe fuse] backend.h moe_select / moe_experts_combine (kernels/moe.cu; SITS_MOE_FUSE=0 turns them off). moe_select's
  * logits are the GEMV's bits: declined where matmul would not run the GEMV for one token (SITS_GEMV_MAX_TOKENS=0). */
 static sits_status_t cuda_moe_select(sits_backend_t *be, void *logits, int32_t *ids, float *wts, int32_t *plan, uint64_t *counts,
@@ -1244,6 +1257,7 @@ static const sits_backend_ops_t cuda_ops = {
     .moe_combine_slots = cuda_moe_combine_slots,
     .moe_select = cuda_moe_select,   /* [moe fuse] */
     .moe_experts_combine = cuda_moe_experts_combine,
+    .moe_grouped = cuda_moe_grouped,   /* [moe grouped] */
 };
 
 static sits_status_t impl_create(cuda_impl_t **impl_p)

@@ -70,7 +70,14 @@ struct sits_moe {
     void *dq8;                  /* [moe fp8] SITS_MOE_Q8_BYTES(dev_max, dev_max * k, H, ie_loc): FP8 layers only */
     uint64_t *dcount_h, *total; /* [E] dcount as last read; tokens + dcount_h */
     double dcount_t;            /* when dcount was last read (monotonic s) */
+    /* [moe grouped] host-routed steps' experts in one moe_grouped call (layers with dev_ok 1; wptr's pointers) */
+    void *gact;                 /* [T * k, ie_loc] NULL: off (no op, no device path, SITS_MOE_GROUPED=0, or no step past dev_max) */
+    int32_t *gplan_d, *gplan_h; /* [MOE_GPLAN_WORDS]: off [E + 1], then tiles {e, r0} [2 * max tiles] */
 };
+
+/* [moe grouped] words of a step's moe_grouped plan for T tokens of top k over E experts: the offsets, then at most one
+ * tile more an expert than whole tiles of the rows */
+#define MOE_GPLAN_WORDS(E, T, k) ((size_t)(E) + 1 + 2 * ((size_t)(T) * (size_t)(k) / SITS_MOE_GROUPED_ROWS + (size_t)(E)))
 
 /* [moe dev] Weight pointers a layer holds in wptr, E of each: gate/up, down, [moe fp8] their row scales, [gpt-oss] their
  * biases (NULL entries: none) */
@@ -79,6 +86,10 @@ struct sits_moe {
 /* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0; fewer
  * where n k would pass SITS_MOE_DEV_MAX_SLOTS). */
 #define MOE_DEV_MAX_DEFAULT 256
+/* [moe grouped] ... and up to this many where every layer's experts can run as grouped GEMMs: host routing + moe_grouped
+ * beat the device path's kernels from 96 tokens a step on and lose at 64 and below (Qwen3-30B-A3B on an H100: 35.5 vs
+ * 49.5 ms at batch 96, 34.7 vs 34.0 at 64; bench/RESULTS.md, Mixture of Experts) */
+#define MOE_DEV_MAX_GROUPED 64
 
 /* [moe dev] The device path's largest step for engine param v (0: default, < 0: off), max_tokens and E experts of
  * top k: 0 when off or the slots would not fit moe_route. */
@@ -104,6 +115,8 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
         b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + (E + 1) * sizeof(uint64_t) +
              (size_t)(d->layer1 - d->layer0) * MOE_WPTRS * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
              SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
+    if (D && (D < T || T > MOE_DEV_MAX_GROUPED))   /* [moe grouped] gact, gplan (whenever steps past the device path's exist) */
+        b += T * k * (size_t)d->ie_loc * es + MOE_GPLAN_WORDS(E, T, k) * sizeof(int32_t);
     return b;
 }
 
@@ -113,10 +126,10 @@ void sits_moe_destroy(sits_moe_t *m)
     sits_backend_t *be = m->be;
     void *dev[] = { m->logits, m->route_d, m->sg, m->plan_d, m->perm_d,
                     m->xs, m->ys, m->xr, m->xe, m->ye, m->qs, m->ss, m->sr, m->se,
-                    m->dplan, m->dcount, (void *)m->wptr, m->dact, m->dq8 };
+                    m->dplan, m->dcount, (void *)m->wptr, m->dact, m->dq8, m->gact, m->gplan_d };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) be->ops->free(be, dev[i]);
-    void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt,
+    void *host[] = { m->route_h, m->plan_h, m->perm_h, m->sg_h, m->cnt, m->gplan_h,
                      m->eoff, m->sb, m->so, m->rb, m->ro, m->tokens, m->dev_ok, m->dcount_h, m->total };
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     free(m);
@@ -242,13 +255,33 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         if (st == SITS_OK && any_f8) st = op->alloc(be, SITS_MOE_Q8_BYTES(m->dev_max, D, m->H, d->ie_loc), &m->dq8);
         free(wp);
         if (st != SITS_OK) goto err;
+        /* [moe grouped] SITS_MOE_GROUPED=0 keeps the per-expert GEMMs (A/B); where every layer takes the grouped GEMMs,
+         * the default device path stops at MOE_DEV_MAX_GROUPED tokens */
+        const char *ge = getenv("SITS_MOE_GROUPED");
+        const int grouped = op->moe_grouped && !(ge && atoi(ge) == 0);
+        int any16 = 0, all16 = 1;
+        for (int l = 0; l < L; l++) {
+            any16 |= m->dev_ok[l] == 1;
+            all16 &= m->dev_ok[l] == 1;
+        }
+        if (grouped && all16 && dev_max == 0 && m->dev_max > MOE_DEV_MAX_GROUPED) m->dev_max = MOE_DEV_MAX_GROUPED;
+        if (grouped && any16 && m->dev_max < max_tokens) {
+            size_t gw = MOE_GPLAN_WORDS(m->E, max_tokens, m->k);
+            SITS_CHECK_GOTO(op->alloc(be, Tk * (size_t)d->ie_loc * es, &m->gact), st, err);
+            SITS_CHECK_GOTO(op->alloc(be, gw * sizeof(int32_t), (void **)&m->gplan_d), st, err);
+            if (!(m->gplan_h = malloc(gw * sizeof(int32_t)))) {
+                st = SITS_ERR_NOMEM;
+                goto err;
+            }
+        }
     }
     SITS_INFO(SITS_SUB_ENGINE, "engine: mixture of experts, %d experts top %d, %s (experts %d..%d here, ffn %d each)%s%s; "
-              "device routing for steps of up to %d tokens%s", m->E,
+              "device routing for steps of up to %d tokens%s%s", m->E,
               m->k, m->N > 1 ? "expert parallel" : "tensor-parallel experts", w->dims.exp0, w->dims.exp0 + w->dims.n_exp_loc - 1,
               w->dims.ie_loc, c->moe.shared_inter > 0 ? ", shared expert" : "",
               m->qs ? ", fp8 dispatch payload (H + 4 bytes a row)" : "", m->dev_max,
-              m->dev_max && !m->dev_all ? " (16-bit and FP8 expert layers only)" : "");
+              m->dev_max && !m->dev_all ? " (16-bit and FP8 expert layers only)" : "",
+              m->gact ? ", longer steps' 16-bit experts as grouped GEMMs" : "");
     *moe_p = m;
     return SITS_OK;
 err:
@@ -311,6 +344,33 @@ static void rescale_counts(sits_moe_t *m, size_t from, size_t to)
     size_t *v[4] = { m->sb, m->so, m->rb, m->ro };
     for (int a = 0; a < 4; a++)
         for (int q = 0; q < m->N; q++) v[a][q] = v[a][q] / from * to;
+}
+
+/* [moe grouped] The experts of a host-routed step in one moe_grouped call: rows [off[e], off[e + 1]) of x (expert-major,
+ * cnt[e] rows of local expert e < ne) through local expert e into the same rows of y. SITS_ERR_UNSUPPORTED, nothing
+ * done: the caller runs them one by one (run_ffn). */
+static sits_status_t run_grouped(sits_moe_t *m, const sits_layer_weights_t *lw, int l, void *y, const void *x, const int *cnt, int ne)
+{
+    if (!m->gact || m->dev_ok[l] != 1) return SITS_ERR_UNSUPPORTED;
+    int32_t *off = m->gplan_h, *tiles = m->gplan_h + m->E + 1;
+    int nt = 0;
+    off[0] = 0;
+    for (int e = 0; e < ne; e++) {
+        off[e + 1] = off[e] + cnt[e];
+        for (int r = off[e]; r < off[e + 1]; r += SITS_MOE_GROUPED_ROWS, nt++) {   /* [n tiles] {e, r0} */
+            tiles[2 * nt] = e;
+            tiles[2 * nt + 1] = r;
+        }
+    }
+    if (nt == 0) return SITS_OK;
+    const sits_backend_ops_t *op = m->be->ops;
+    SITS_CHECK(op->upload(m->be, m->gplan_d, m->gplan_h, ((size_t)m->E + 1 + 2 * (size_t)nt) * sizeof(int32_t)));
+    const void *const *wp = m->wptr + (size_t)l * MOE_WPTRS * m->E;
+    const sits_model_config_t *c = &m->w->cfg;   /* [gpt-oss] biases, the clamped SwiGLU */
+    const sits_moe_epi_t epi = { wp + 4 * m->E, wp + 5 * m->E, c->moe.act_oai, c->moe.swiglu_alpha, c->moe.swiglu_limit };
+    const int has_epi = lw->exp_gu_bias || c->moe.act_oai;
+    return op->moe_grouped(m->be, y, m->gact, x, m->gplan_d, m->gplan_d + m->E + 1, nt, wp, wp + m->E, has_epi ? &epi : NULL, m->H,
+                           m->w->dims.ie_loc);   /* act [rows, ie_loc], y [rows, H] */
 }
 
 /* [moe dev] see the header comment: routing, experts and combine without the host */
@@ -419,7 +479,11 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
     SITS_CHECK(op->upload(be, m->plan_d, m->plan_h, sizeof(int32_t) * (nk + 2 * (size_t)n * kk)));   /* one copy */
     if (ns) SITS_CHECK(op->gather_rows(be, m->xs, h, m->plan_d, ns, m->H));                    /* [ns, H] */
     /* 4. the experts */
-    if (N == 1) {
+    sits_status_t gst = SITS_ERR_UNSUPPORTED;
+    if (N == 1) gst = run_grouped(m, lw, layer - d->layer0, m->ys, m->xs, mine, E);   /* [moe grouped] */
+    if (gst != SITS_ERR_UNSUPPORTED) {
+        SITS_CHECK(gst);
+    } else if (N == 1) {
         for (int e = 0; e < E; e++)
             SITS_CHECK(run_ffn(m, row_at(m, m->ys, (size_t)m->eoff[e]), row_at(m, m->xs, (size_t)m->eoff[e]), NULL, lw->exp_gu[e],
                                lw->exp_gu_scale ? lw->exp_gu_scale[e] : NULL, lw->exp_gu_w4 ? &lw->exp_gu_w4[e] : NULL,
@@ -477,7 +541,15 @@ sits_status_t sits_moe_forward(sits_moe_t *m, int layer, const void *h, void *ou
                 SITS_CHECK(op->gather_rows(be, m->xe, m->xr, m->perm_d, nr, m->H));
             }
         }
-        for (int j = 0, off = 0; j < epr; j++) {
+        if (!q8) {   /* [moe grouped] the local experts' rows (eoff is free again: counts by local expert) */
+            for (int j = 0; j < epr; j++) {
+                m->eoff[j] = 0;
+                for (int s = 0; s < N; s++) m->eoff[j] += m->cnt[(size_t)s * E + r * epr + j];
+            }
+            gst = run_grouped(m, lw, layer - d->layer0, m->ye, m->xe, m->eoff, epr);
+            if (gst != SITS_ERR_UNSUPPORTED) SITS_CHECK(gst);
+        }
+        for (int j = 0, off = 0; gst == SITS_ERR_UNSUPPORTED && j < epr; j++) {
             int e = r * epr + j, rows = 0;
             for (int s = 0; s < N; s++) rows += m->cnt[(size_t)s * E + e];
             const void *xin = q8 ? (const void *)((uint8_t *)m->xe + (size_t)off * m->H) : row_at(m, m->xe, (size_t)off);

@@ -9,9 +9,14 @@ t="$top_builddir/tests/integration/test_fixtures"
 n=$(sits_gpu_count)
 [ "$n" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
 # [moe dev] steps of up to 256 tokens (all here) route on the device (moe_route / moe_experts / moe_combine_slots)
-# and the decode steps replay as CUDA graphs; then the host path for every step, then device routing up to 4 tokens
+# and the decode steps replay as CUDA graphs; then the host path for every step (experts one by one: no device path, no
+# grouped GEMMs), then device routing up to 4 tokens
 SITS_TEST_DEVICE=cuda "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || exit 1
 SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=-1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, host routing"; exit 1; }
+# [moe grouped] device routing for one-token steps only: the prompts' steps route on the host and run their experts as
+# the two grouped GEMMs (moe_grouped), gpt-oss's biases and clamped SwiGLU included
+SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=1 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" "$m/gpt_oss" ||
+  { echo "FAIL: moe fixtures on cuda, host routing with grouped experts"; exit 1; }
 # (with SITS_MOE_FUSE=0: one-token steps on the separate ops, which the fused kernels replace by default)
 SITS_MOE_FUSE=0 SITS_TEST_DEVICE=cuda SITS_TEST_MOE_DEV=4 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" || { echo "FAIL: moe fixtures on cuda, device routing up to 4 tokens"; exit 1; }
 # [moe fuse] the one-token fused kernels (moe_select; moe_experts_combine where there is no shared expert; the default)
@@ -29,4 +34,7 @@ SITS_TEST_DEVICE=cuda SITS_TEST_QUANT=bf16 "$t" "$m/qwen3_moe_fp8" || exit 1
 for ep in 1 2; do
   SITS_TEST_DEVICE=cuda SITS_TEST_EP=$ep timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" ||
     { echo "FAIL: moe fixtures on 2 GPUs, ep $ep"; exit 1; }
+  # [moe grouped] the prompts' steps host-routed: grouped GEMMs over each rank's (EP: received) rows
+  SITS_TEST_DEVICE=cuda SITS_TEST_EP=$ep SITS_TEST_MOE_DEV=1 timeout 300 $SITS_MPIRUN -np 2 "$t" "$m/mixtral" "$m/qwen2_moe" "$m/qwen3_moe" ||
+    { echo "FAIL: moe fixtures on 2 GPUs, ep $ep, grouped experts"; exit 1; }
 done

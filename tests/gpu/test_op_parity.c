@@ -3003,6 +3003,129 @@ static void test_moe_fused(ctx_t *c, int E, int k, int H, int I, int f8, int epi
     free(br);
 }
 
+/* [moe grouped] moe_grouped on the cuda backend: rows of E experts (counts[e] each, expert-major; 0, 1 and the edges of
+ * the 64-row tiles among them), bf16 weights, with gpt-oss's biases and clamped SwiGLU when epi. References in double:
+ * act from the host's inputs (g, u rounded to bf16 as backend.h defines them; atol 2 % of the RMS, rtol 1 %: one bf16
+ * rounding of g or u moves act by up to 0.8 %), y from the device's own act (one rounding + the fp32 order: atol 0.2 % of
+ * the RMS, rtol 0.5 %). Outputs start as NaN poison, so a row or column the kernels skip fails. */
+static void test_moe_grouped(ctx_t *c, int E, int H, int I, int epi, const int *counts)
+{
+    sits_backend_t *be = c->be[1];
+    char what[160];
+    int R = 0, nt = 0;
+    for (int e = 0; e < E; e++) R += counts[e];
+    snprintf(what, sizeof what, "moe_grouped E %d H %d I %d rows %d%s", E, H, I, R, epi ? " +bias oai" : "");
+    if (!be->ops->moe_grouped) {
+        c->checks++;
+        c->failures++;
+        printf("FAIL %-58s the cuda backend has no moe_grouped\n", what);
+        return;
+    }
+    int32_t *off = xmalloc((size_t)(E + 1) * 4), *tiles = xmalloc((size_t)2 * (R / SITS_MOE_GROUPED_ROWS + E) * 4), *row_e = xmalloc((size_t)R * 4);
+    off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        off[e + 1] = off[e] + counts[e];
+        for (int r = off[e]; r < off[e + 1]; r++) row_e[r] = e;
+        for (int r = off[e]; r < off[e + 1]; r += SITS_MOE_GROUPED_ROWS, nt++) {
+            tiles[2 * nt] = e;
+            tiles[2 * nt + 1] = r;
+        }
+    }
+    float *x = rand_vec(c, (size_t)R * H, 0.0f, 1.0f);
+    float **wgu = xmalloc((size_t)E * sizeof *wgu), **wdn = xmalloc((size_t)E * sizeof *wdn);
+    float **bgu = xmalloc((size_t)E * sizeof *bgu), **bdn = xmalloc((size_t)E * sizeof *bdn);
+    void **d_wgu = xmalloc((size_t)E * sizeof(void *)), **d_wdn = xmalloc((size_t)E * sizeof(void *));
+    void **d_bgu = xmalloc((size_t)E * sizeof(void *)), **d_bdn = xmalloc((size_t)E * sizeof(void *));
+    for (int e = 0; e < E; e++) {
+        wgu[e] = rand_vec(c, (size_t)2 * I * H, 0.0f, 1.0f / sqrtf((float)H));
+        wdn[e] = rand_vec(c, (size_t)H * I, 0.0f, 1.0f / sqrtf((float)I));
+        bgu[e] = epi ? rand_vec(c, (size_t)2 * I, 0.0f, 0.5f) : NULL;
+        bdn[e] = epi ? rand_vec(c, (size_t)H, 0.0f, 0.1f) : NULL;
+        d_wgu[e] = dev_weight(be, wgu[e], 2 * I, H);
+        d_wdn[e] = dev_weight(be, wdn[e], H, I);
+        d_bgu[e] = epi && e % 3 != 2 ? dev_acts(be, bgu[e], (size_t)2 * I) : NULL;   /* every third expert: no bias */
+        d_bdn[e] = epi && e % 3 != 2 ? dev_acts(be, bdn[e], (size_t)H) : NULL;
+    }
+    void *ptrs[4] = { NULL, NULL, NULL, NULL }, *tabs[4] = { d_wgu, d_wdn, d_bgu, d_bdn };
+    for (int i = 0; i < 4; i++) {
+        TRY(be->ops->alloc(be, (size_t)E * sizeof(void *), &ptrs[i]));
+        TRY(be->ops->upload(be, ptrs[i], tabs[i], (size_t)E * sizeof(void *)));
+    }
+    const float alpha = 1.702f, limit = 7.0f;
+    const sits_moe_epi_t ep = { (const void *const *)ptrs[2], (const void *const *)ptrs[3], epi, alpha, limit };
+    void *d_x = dev_acts(be, x, (size_t)R * H), *d_off = dev_i32(be, off, (size_t)E + 1), *d_tiles = dev_i32(be, tiles, (size_t)2 * nt);
+    void *d_act = dev_poison(be, (size_t)R * I * 2 + 16), *d_y = dev_poison(be, (size_t)R * H * 2 + 16);
+    TRY(be->ops->moe_grouped(be, d_y, d_act, d_x, d_off, d_tiles, nt, (const void *const *)ptrs[0], (const void *const *)ptrs[1],
+                             epi ? &ep : NULL, H, I));
+    float *act = host_f32(be, d_act, (size_t)R * I), *y = host_f32(be, d_y, (size_t)R * H);
+    float *aref = xmalloc((size_t)R * I * sizeof *aref), *yref = xmalloc((size_t)R * H * sizeof *yref);
+    for (int r = 0; r < R; r++) {
+        const int e = row_e[r];
+        const int hb = epi && e % 3 != 2;
+        const float *xr = x + (size_t)r * H;
+        for (int f = 0; f < I; f++) {
+            double g = 0.0, u = 0.0;
+            const float *wg = wgu[e] + (size_t)f * H, *wu = wgu[e] + (size_t)(I + f) * H;
+            for (int j = 0; j < H; j++) {
+                g += (double)xr[j] * wg[j];
+                u += (double)xr[j] * wu[j];
+            }
+            if (hb) {
+                g += bgu[e][f];
+                u += bgu[e][I + f];
+            }
+            float gb = bf((float)g), ub = bf((float)u), a;
+            if (epi) {   /* transformers' GptOssExperts: gate clamped above, up both sides */
+                float gc = gb > limit ? limit : gb, uc = ub > limit ? limit : ub < -limit ? -limit : ub;
+                a = (float)((uc + 1.0) * (gc / (1.0 + exp(-(double)alpha * gc))));
+            } else {
+                a = (float)(gb / (1.0 + exp(-(double)gb)) * ub);
+            }
+            aref[(size_t)r * I + f] = a;
+        }
+        for (int h = 0; h < H; h++) {
+            double acc = hb ? bdn[e][h] : 0.0;
+            const float *w = wdn[e] + (size_t)h * I, *ar = act + (size_t)r * I;
+            for (int j = 0; j < I; j++) acc += (double)ar[j] * w[j];
+            yref[(size_t)r * H + h] = (float)acc;
+        }
+    }
+    char w2[180];
+    snprintf(w2, sizeof w2, "%s act", what);
+    compare(c, w2, aref, act, (size_t)R * I, 0.02 * rms_of(aref, (size_t)R * I) + 1e-6, 1e-2, 0);
+    snprintf(w2, sizeof w2, "%s y", what);
+    compare(c, w2, yref, y, (size_t)R * H, 2e-3 * rms_of(yref, (size_t)R * H) + 1e-7, 5e-3, 0);
+    for (int e = 0; e < E; e++) {
+        dev_free(be, d_wgu[e]);
+        dev_free(be, d_wdn[e]);
+        if (d_bgu[e]) dev_free(be, d_bgu[e]);
+        if (d_bdn[e]) dev_free(be, d_bdn[e]);
+        free(wgu[e]);
+        free(wdn[e]);
+        free(bgu[e]);
+        free(bdn[e]);
+    }
+    for (int i = 0; i < 4; i++) dev_free(be, ptrs[i]);
+    void *bufs[] = { d_x, d_off, d_tiles, d_act, d_y };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(be, bufs[i]);
+    free(wgu);
+    free(wdn);
+    free(bgu);
+    free(bdn);
+    free(d_wgu);
+    free(d_wdn);
+    free(d_bgu);
+    free(d_bdn);
+    free(off);
+    free(tiles);
+    free(row_e);
+    free(x);
+    free(act);
+    free(y);
+    free(aref);
+    free(yref);
+}
+
 static void test_moe_dev(ctx_t *c, int n, int k, int E, int H, int I, int shared) { test_moe_dev_q(c, n, k, E, H, I, shared, 0); }
 
 static void test_moe_all(ctx_t *c)
@@ -3037,6 +3160,14 @@ static void test_moe_all(ctx_t *c)
     test_moe_fused(c, 8, 2, 4096, 1024, 0, 0);    /* Mixtral-like: two router blocks */
     test_moe_fused(c, 62, 4, 256, 40, 1, 1);      /* E not a multiple of the router's 4 rows a block; short rows */
     test_moe_fused(c, 256, 1, 512, 64, 0, 0);     /* top 1; 8 logits a lane */
+    {   /* [moe grouped] expert row counts at the tile edges (0, 1, 63, 64, 65, 128, 130) and ordinary ones */
+        const int q3[16] = { 0, 1, 63, 64, 65, 128, 130, 7, 200, 0, 33, 97, 16, 2, 64, 150 };
+        test_moe_grouped(c, 16, 2048, 768, 0, q3);   /* Qwen3-30B-A3B's shapes */
+        const int ox[5] = { 70, 0, 5, 129, 64 };
+        test_moe_grouped(c, 5, 264, 40, 1, ox);      /* biases + clamped SwiGLU; K and I not multiples of the tiles */
+        const int mx[8] = { 40, 90, 0, 12, 66, 1, 3, 31 };
+        test_moe_grouped(c, 8, 4096, 1024, 0, mx);   /* Mixtral-like */
+    }
 }
 
 int main(void)
