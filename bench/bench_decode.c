@@ -71,7 +71,7 @@ typedef struct {
     int nvlink;             /* every GPU pair NVLink-connected: 1, 0 or -1 unknown */
     const char *quant;      /* [fp8] --quant spec (model/precision.h); NULL: auto */
     int ep;                 /* [moe] --ep: experts split over the ranks (== world size), 1: TP-sharded */
-    int moe_dev_max;        /* [moe dev] --moe-device-max-tokens: engine param moe_dev_max (0: the default, -1: host routing) */
+    int moe_dev_max;        /* [moe dev] --moe-device-max-tokens: engine param moe_dev_max (0: default 256, -1: host routing) */
     const char *kv_dtype;   /* [int8 kv] --kv-cache-dtype (auto | bf16 | fp32 | int8 | fp8); NULL: auto */
     int fp8_fused;          /* [fp8] 0: FP8 GEMM inputs quantised by a kernel of their own (engine fp8_separate_quant) */
     int verify[MAX_LIST], n_verify;   /* [speculative] drafts per sequence of the verification rows */
@@ -165,7 +165,7 @@ static void usage(const char *argv0)
             "       [--chunk N] [--block-size N] [--load-format dummy|auto] [--bw-mib N] [--commit SHA] [--json FILE]\n"
             "       [--cuda-graphs 1|0] [--custom-allreduce 1|0] [--nvlink 1|0|-1] [--quant SPEC] [--kv-cache-dtype auto|bf16|int8|fp8]\n"
             "       [--fp8-fused-quant 1|0] [--verify 1,2,4,8] [--ep N (MoE: experts over N = world ranks)]\n"
-            "       [--moe-device-max-tokens N (MoE: device routing up to N tokens a step; 0: default, -1: never)]\n",
+            "       [--moe-device-max-tokens N (MoE: device routing up to N tokens a step; 0: default 256, -1: never)]\n",
             argv0);
 }
 

@@ -764,13 +764,24 @@ moe_down_mma_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan,
     }
 }
 
+/* [moe grouped] steps of the device path that run on the grouped kernels instead (bf16 experts; defined below) */
+static bool moe_dev_grouped(int n);
+static void moe_grouped_dev_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu,
+                                   const void *const *w_down, const moe_f8_args &f8, int n, int k, int E, int H, int I,
+                                   cudaStream_t stream);
+
 /* The two kernels of one kind (GEMV CT, or MMA NT8) for the step: tensor cores once the experts average 4 slots
- * or more (the CUDA-core GEMV would then be bound by its FMAs). */
+ * or more (the CUDA-core GEMV would then be bound by its FMAs); [moe grouped] from moe_dev_grouped's tokens on (bf16),
+ * the grouped kernels. */
 template <bool F8, bool EPI>
 static void moe_experts_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu,
                                const void *const *w_down, const moe_f8_args &f8, int n, int k, int E, int H, int I,
                                cudaStream_t stream)
 {
+    if (!F8 && moe_dev_grouped(n)) {   /* [moe grouped] */
+        moe_grouped_dev_launch(y, act, x, plan, w_gu, w_down, f8, n, k, E, H, I, stream);
+        return;
+    }
     const unsigned A = (unsigned)min(E, n * k);   /* blocks past the step's active experts return at once */
     if (n >= 8 && n * k >= 4 * E) {
         const dim3 mgu(A, (unsigned)((I + 16 * MOE_MMA_WARPS - 1) / (16 * MOE_MMA_WARPS)));
@@ -919,21 +930,76 @@ extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16
 
 static __device__ __forceinline__ int mg_off(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
 
-template <bool GLU>
+/* [moe grouped] DEV: tile t of a moe_route plan -- the active experts' slot lists cut into runs of MG_BM, expert after
+ * expert -- found by warp 0 (a running scan of ceil(slots / MG_BM) over the active experts): its active expert index
+ * (-1 past the last tile) and list range [r0, r1) */
+static __device__ __forceinline__ void mg_plan_tile(const int32_t *plan, int E, int t, int &a_out, int &r0_out, int &r1_out)
+{
+    __shared__ int s_t[3];
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x, A = plan[0];
+        const int32_t *ao = plan + 1 + E;
+        int base = 0, found = -1, r0 = 0, r1 = 0;
+        for (int a0 = 0; a0 < A && found < 0; a0 += 32) {
+            const int a = a0 + lane, c = a < A ? (ao[a + 1] - ao[a] + MG_BM - 1) / MG_BM : 0;
+            int inc = c;
+            for (int o = 1; o < 32; o <<= 1) {
+                const int v = __shfl_up_sync(0xffffffffu, inc, o);
+                if (lane >= o) inc += v;
+            }
+            const int ex = base + inc - c;
+            const unsigned m = __ballot_sync(0xffffffffu, c > 0 && t >= ex && t < ex + c);
+            if (m) {
+                const int src = __ffs(m) - 1;
+                found = __shfl_sync(0xffffffffu, a, src);
+                r0 = ao[found] + (t - __shfl_sync(0xffffffffu, ex, src)) * MG_BM;
+                r1 = min(r0 + MG_BM, ao[found + 1]);
+            }
+            base += __shfl_sync(0xffffffffu, inc, 31);   /* this chunk's tiles */
+        }
+        if (lane == 0) {
+            s_t[0] = found;
+            s_t[1] = r0;
+            s_t[2] = r1;
+        }
+    }
+    __syncthreads();
+    a_out = s_t[0];
+    r0_out = s_t[1];
+    r1_out = s_t[2];
+}
+
+/* DEV false: tiles = the caller's {e, r0} pairs, off = its row offsets; list entry i is row i of in and of out.
+ * DEV true (the device path, sits_k_moe_experts): tiles = a moe_route plan, off unused; list entry i is slot s = the
+ * plan's slots[i]: in row s / div (x: div k, a token's row; act: div 1), out row s (act, y by slot as moe_experts). */
+template <bool GLU, bool DEV>
 static __global__ void __launch_bounds__(MG_THREADS)
 moe_grouped_kernel(sits_bf16_t *out, const sits_bf16_t *in, const int32_t *tiles, const int32_t *off, const void *const *w,
-                   moe_f8_args epi, int K, int N)
+                   moe_f8_args epi, int K, int N, int E, int div)
 {
     __shared__ __align__(128) unsigned char sa[MG_ST][MG_BM * 64];
     __shared__ __align__(128) unsigned char sb[MG_ST][MG_BN * 64];
-    const int e = tiles[2 * blockIdx.y], r0 = tiles[2 * blockIdx.y + 1], r1 = min(r0 + MG_BM, off[e + 1]);
+    int e, r0, r1;
+    const int32_t *slots = NULL;
+    if (DEV) {
+        int a;
+        mg_plan_tile(tiles, E, (int)blockIdx.y, a, r0, r1);
+        if (a < 0) return;   /* past the step's tiles (the grid is sized for the most there can be) */
+        e = tiles[1 + a];
+        slots = tiles + 2 + 2 * E;
+    } else {
+        e = tiles[2 * blockIdx.y];
+        r0 = tiles[2 * blockIdx.y + 1];
+        r1 = min(r0 + MG_BM, off[e + 1]);
+    }
     const int n0 = blockIdx.x * (GLU ? MG_BN / 2 : MG_BN);
     const sits_bf16_t *W = static_cast<const sits_bf16_t *>(w[e]);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
     /* loads: thread -> row lr of A (and rows lr, lr + 64 of B), chunk lc */
     const int lr = tid >> 2, lc = tid & 3;
     const bool va = r0 + lr < r1;
-    const sits_bf16_t *ga = in + (size_t)(va ? r0 + lr : r0) * K + lc * 8;
+    const int ir = va ? r0 + lr : r0;
+    const sits_bf16_t *ga = in + (size_t)(DEV ? slots[ir] / div : ir) * K + lc * 8;
     int ra, rb;
     bool vb0, vb1;
     if (GLU) {   /* row lr: gate of feature n0 + lr; row lr + 64: its up */
@@ -991,8 +1057,9 @@ moe_grouped_kernel(sits_bf16_t *out, const sits_bf16_t *in, const int32_t *tiles
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {   /* C rows g, g + 8 */
-            const int r = r0 + wm * 32 + mt * 16 + g + 8 * h;
-            if (r >= r1) continue;
+            const int ri = r0 + wm * 32 + mt * 16 + g + 8 * h;
+            if (ri >= r1) continue;
+            const int r = DEV ? slots[ri] : ri;   /* the output row */
             if (GLU) {
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++) {
@@ -1014,6 +1081,31 @@ moe_grouped_kernel(sits_bf16_t *out, const sits_bf16_t *in, const int32_t *tiles
         }
 }
 
+/* [moe grouped] SITS_MOE_DEV_GROUPED_MIN (tokens, default MG_DEV_MIN): device-path steps of at least that many tokens
+ * with bf16 experts run on moe_grouped_kernel's device form (the plan's slot lists as tiles, rows gathered and scattered
+ * by slot) instead of the GEMV / MMA kernels above. Qwen3-30B-A3B steps on an H100 (bench/RESULTS.md), ms, those kernels
+ * -> grouped: batch 16 18.0 -> 21.5, 32 25.0 -> 29.2, 64 33.9 -> 32.0, 96 49.2 -> 33.3, 128 47.4 -> 33.6, 256 41.3 -> 36.8 */
+#define MG_DEV_MIN 64
+static bool moe_dev_grouped(int n)
+{
+    static int min_n = -1;
+    if (min_n < 0) {
+        const char *e = getenv("SITS_MOE_DEV_GROUPED_MIN");
+        min_n = e ? max(atoi(e), 1) : MG_DEV_MIN;
+    }
+    return n >= min_n;
+}
+
+static void moe_grouped_dev_launch(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan, const void *const *w_gu,
+                                   const void *const *w_down, const moe_f8_args &f8, int n, int k, int E, int H, int I,
+                                   cudaStream_t stream)
+{
+    const int nk = n * k, tiles = (nk + MG_BM - 1) / MG_BM + min(E, nk);   /* at most: blocks past the plan's return */
+    const dim3 ggu((unsigned)((I + MG_BN / 2 - 1) / (MG_BN / 2)), (unsigned)tiles), gdn((unsigned)((H + MG_BN - 1) / MG_BN), (unsigned)tiles);
+    moe_grouped_kernel<true, true><<<ggu, MG_THREADS, 0, stream>>>(act, x, plan, NULL, w_gu, f8, H, I, E, k);      /* act [nk, I] by slot */
+    moe_grouped_kernel<false, true><<<gdn, MG_THREADS, 0, stream>>>(y, act, plan, NULL, w_down, f8, I, H, E, 1);   /* y [nk, H] by slot */
+}
+
 extern "C" sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *tiles, int n_tiles,
                                             const int32_t *off, const void *const *w_gu, const void *const *w_down,
                                             const sits_k_moe_epi_t *epi, int H, int I, cudaStream_t stream)
@@ -1031,8 +1123,8 @@ extern "C" sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, co
         a.limit = epi->limit;
     }
     const dim3 ggu((unsigned)((I + MG_BN / 2 - 1) / (MG_BN / 2)), (unsigned)n_tiles), gdn((unsigned)((H + MG_BN - 1) / MG_BN), (unsigned)n_tiles);
-    moe_grouped_kernel<true><<<ggu, MG_THREADS, 0, stream>>>(act, x, tiles, off, w_gu, a, H, I);      /* act [rows, I] */
-    moe_grouped_kernel<false><<<gdn, MG_THREADS, 0, stream>>>(y, act, tiles, off, w_down, a, I, H);   /* y [rows, H] */
+    moe_grouped_kernel<true, false><<<ggu, MG_THREADS, 0, stream>>>(act, x, tiles, off, w_gu, a, H, I, 0, 1);      /* act [rows, I] */
+    moe_grouped_kernel<false, false><<<gdn, MG_THREADS, 0, stream>>>(y, act, tiles, off, w_down, a, I, H, 0, 1);   /* y [rows, H] */
     return SITS_K_LAUNCH_STATUS();
 }
 

@@ -453,13 +453,12 @@ static sits_status_t rank_setup(const sits_config_t *cfg, const sits_layout_t *L
         return SITS_ERR_INVALID;
     }
     rp->ep = (int)cfg->ep;
-    if (cfg->moe_device_max_tokens < -1 || cfg->moe_device_max_tokens > SITS_MOE_DEV_MAX_SLOTS) {
-        SITS_ERROR(SITS_SUB_INIT, "--moe-device-max-tokens %lld: need -1 (the default), 0 (off) .. %d", (long long)cfg->moe_device_max_tokens,
+    if (cfg->moe_device_max_tokens < 0 || cfg->moe_device_max_tokens > SITS_MOE_DEV_MAX_SLOTS) {
+        SITS_ERROR(SITS_SUB_INIT, "--moe-device-max-tokens %lld: need 0 (off) .. %d", (long long)cfg->moe_device_max_tokens,
                    SITS_MOE_DEV_MAX_SLOTS);
         return SITS_ERR_INVALID;
     }
-    /* [moe grouped] -1: the engine's default (engine param 0) */
-    rp->moe_dev_max = cfg->moe_device_max_tokens > 0 ? (int)cfg->moe_device_max_tokens : cfg->moe_device_max_tokens == 0 ? -1 : 0;
+    rp->moe_dev_max = cfg->moe_device_max_tokens > 0 ? (int)cfg->moe_device_max_tokens : -1;
     st = make_backend(cfg, L->pl, L->bound_cores, &k->be);
     if (st == SITS_OK) st = make_comms(cfg, L, k->be, &k->tp, &k->tp_dev);
     if ((st = agree(st, "backend set-up", cfg->step_timeout)) != SITS_OK) goto err;

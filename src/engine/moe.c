@@ -86,10 +86,6 @@ struct sits_moe {
 /* [moe dev] Steps of up to this many tokens take the device path by default (engine param moe_dev_max 0; fewer
  * where n k would pass SITS_MOE_DEV_MAX_SLOTS). */
 #define MOE_DEV_MAX_DEFAULT 256
-/* [moe grouped] ... and up to this many where every layer's experts can run as grouped GEMMs: host routing + moe_grouped
- * beat the device path's kernels from 96 tokens a step on and lose at 64 and below (Qwen3-30B-A3B on an H100: 35.5 vs
- * 49.5 ms at batch 96, 34.7 vs 34.0 at 64; bench/RESULTS.md, Mixture of Experts) */
-#define MOE_DEV_MAX_GROUPED 64
 
 /* [moe dev] The device path's largest step for engine param v (0: default, < 0: off), max_tokens and E experts of
  * top k: 0 when off or the slots would not fit moe_route. */
@@ -115,7 +111,7 @@ size_t sits_moe_step_bytes(const sits_model_config_t *cfg, const sits_shard_dims
         b += SITS_MOE_PLAN_WORDS(E, D * k) * sizeof(int32_t) + (E + 1) * sizeof(uint64_t) +
              (size_t)(d->layer1 - d->layer0) * MOE_WPTRS * E * sizeof(void *) + D * k * (size_t)d->ie_loc * es +
              SITS_MOE_Q8_BYTES(D, D * k, cfg->hidden_size, d->ie_loc);
-    if (D && (D < T || T > MOE_DEV_MAX_GROUPED))   /* [moe grouped] gact, gplan (whenever steps past the device path's exist) */
+    if (D && D < T)   /* [moe grouped] gact, gplan (whenever steps past the device path's exist) */
         b += T * k * (size_t)d->ie_loc * es + MOE_GPLAN_WORDS(E, T, k) * sizeof(int32_t);
     return b;
 }
@@ -255,17 +251,11 @@ sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be,
         if (st == SITS_OK && any_f8) st = op->alloc(be, SITS_MOE_Q8_BYTES(m->dev_max, D, m->H, d->ie_loc), &m->dq8);
         free(wp);
         if (st != SITS_OK) goto err;
-        /* [moe grouped] SITS_MOE_GROUPED=0 keeps the per-expert GEMMs (A/B); where every layer takes the grouped GEMMs,
-         * the default device path stops at MOE_DEV_MAX_GROUPED tokens */
+        /* [moe grouped] SITS_MOE_GROUPED=0 keeps the per-expert GEMMs (A/B) */
         const char *ge = getenv("SITS_MOE_GROUPED");
-        const int grouped = op->moe_grouped && !(ge && atoi(ge) == 0);
-        int any16 = 0, all16 = 1;
-        for (int l = 0; l < L; l++) {
-            any16 |= m->dev_ok[l] == 1;
-            all16 &= m->dev_ok[l] == 1;
-        }
-        if (grouped && all16 && dev_max == 0 && m->dev_max > MOE_DEV_MAX_GROUPED) m->dev_max = MOE_DEV_MAX_GROUPED;
-        if (grouped && any16 && m->dev_max < max_tokens) {
+        int any16 = 0;
+        for (int l = 0; l < L; l++) any16 |= m->dev_ok[l] == 1;
+        if (op->moe_grouped && !(ge && atoi(ge) == 0) && any16 && m->dev_max < max_tokens) {
             size_t gw = MOE_GPLAN_WORDS(m->E, max_tokens, m->k);
             SITS_CHECK_GOTO(op->alloc(be, Tk * (size_t)d->ie_loc * es, &m->gact), st, err);
             SITS_CHECK_GOTO(op->alloc(be, gw * sizeof(int32_t), (void **)&m->gplan_d), st, err);

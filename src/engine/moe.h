@@ -36,7 +36,7 @@
 typedef struct sits_moe sits_moe_t;
 
 /* Buffers for steps of up to max_tokens tokens; dev_max: [moe dev] the device path for steps of up to that many
- * tokens (0: the default -- 64 where every layer's experts can run as grouped GEMMs, else 256; < 0: off; at most SITS_MOE_DEV_MAX_SLOTS / top-k); SITS_ERR_UNSUPPORTED (logged) when the backend has no moe_topk /
+ * tokens (0: the default, 256; < 0: off; at most SITS_MOE_DEV_MAX_SLOTS / top-k); SITS_ERR_UNSUPPORTED (logged) when the backend has no moe_topk /
  * moe_combine. */
 sits_status_t sits_moe_create(const sits_model_weights_t *w, sits_backend_t *be, sits_comm_t *comm, int max_tokens, int dev_max,
                               sits_moe_t **moe_p);

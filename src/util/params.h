@@ -97,7 +97,7 @@ typedef struct sits_config {
     /* logging */
     char *log_level;
     int64_t ep;             /* [moe] expert parallelism over the TP group (== tp), 1: TP-sharded experts */
-    int64_t moe_device_max_tokens; /* [moe dev] MoE steps of up to this many tokens route on the device (0: never; -1: the default) */
+    int64_t moe_device_max_tokens; /* [moe dev] MoE steps of up to this many tokens route on the device (0: never) */
 } sits_config_t;
 
 typedef struct {
