@@ -20,6 +20,10 @@
  * from wptr, uploaded once), the shared expert as on the host path, and moe_combine_slots adds them up.
  * Nothing comes back to the host, so such steps can be CUDA graphs. The floats are the host path's (cpu:
  * bit for bit; cuda: up to the fp32 summation order of the GEMV vs cuBLASLt).
+ * [moe grouped] The host path runs 16-bit experts (layers the device path takes with bf16 weights) through the backend's
+ * optional moe_grouped -- every expert's rows in one launch for gate/up and one for down, over the expert-major rows
+ * (xs, or xe with EP) -- instead of a GEMM pair per expert (run_ffn); cuda's moe_experts uses the same kernels from 64
+ * tokens a step (kernels/moe.cu).
  * [moe fuse] A one-token step tries the backend's optional fused ops first, with the same bits: moe_select (router
  * linear + moe_topk + moe_route, one launch) and, without EP or a shared expert, moe_experts_combine (the experts
  * straight into out: no y rows, no combine launch).
