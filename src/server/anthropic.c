@@ -324,16 +324,17 @@ static int output_chat(json_t *root, json_t *chat, sits_srv_error_t *err)
     return 0;
 }
 
-/* The chat parser's parameter names -> the Messages ones, in err's param and message. */
-static void rename_param(sits_srv_error_t *err)
+/* The chat parser's parameter names -> the Messages ones, in err's param and message; fmt: the name the request gave
+ * its format (output_config.format, or the beta's output_format), which the chat request calls response_format. */
+static void rename_param(sits_srv_error_t *err, const char *fmt)
 {
     static const char *const param[][2] = { { "max_completion_tokens", "max_tokens" }, { "stop", "stop_sequences" },
                                             { "stream_options", "stream" }, { "parallel_tool_calls", "tool_choice" },
-                                            { "response_format", "output_config.format" },
                                             { "reasoning_effort", "output_config.effort" } };
-    static const char *const text[][2] = { { "max_completion_tokens", "max_tokens" }, { "'stop'", "'stop_sequences'" },
-                                           { "stream_options", "stream" }, { "parallel_tool_calls", "disable_parallel_tool_use" },
-                                           { "'reasoning_effort'", "'output_config.effort'" } };
+    const char *const text[][2] = { { "max_completion_tokens", "max_tokens" }, { "'stop'", "'stop_sequences'" },
+                                    { "stream_options", "stream" }, { "parallel_tool_calls", "disable_parallel_tool_use" },
+                                    { "'reasoning_effort'", "'output_config.effort'" }, { "response_format", fmt } };
+    if (err->param && strcmp(err->param, "response_format") == 0) err->param = fmt;
     for (size_t k = 0; err->param && k < sizeof param / sizeof param[0]; k++)
         if (strcmp(err->param, param[k][0]) == 0) err->param = param[k][1];
     for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) {
@@ -372,7 +373,9 @@ static int parse_chat(const sits_srv_limits_t *lim, json_t *root, int count, sit
     }
     if (!(text = json_dumps(chat, JSON_COMPACT))) NOMEM();
     if (sits_srv_request_parse(lim, SITS_SRV_CHAT, text, strlen(text), req, err) != 0) {
-        rename_param(err);
+        json_t *oc = opt(root, "output_config");
+        rename_param(err, !(json_is_object(oc) && opt(oc, "format")) && opt(root, "output_format") ? "output_format"
+                                                                                                    : "output_config.format");
         goto fail;
     }
     json_decref(chat);

@@ -285,11 +285,17 @@ def errors():
         (dict(ok, output_config={"format": {"type": "json_schema", "schema": {}}},
               output_format={"type": "json_schema", "schema": {}}), 400, "invalid_request_error", ["once"]),
         (dict(ok, output_config={"effort": "extreme"}), 400, "invalid_request_error", ["output_config.effort"]),
+        # a schema the grammar refuses: named as the request named its format (the chat request's response_format never)
+        (dict(ok, output_config={"format": {"type": "json_schema", "schema": {"type": "array", "uniqueItems": True}}}), 400,
+         "invalid_request_error", ["output_config.format:", "uniqueItems"]),
+        (dict(ok, output_format={"type": "json_schema", "schema": {"type": "array", "uniqueItems": True}}), 400,
+         "invalid_request_error", ["output_format:", "uniqueItems"]),
         (dict(ok, messages=[{"role": "user", "content": "x " * 5000}]), 400, "invalid_request_error", []),   # > context
     ]
     for body, status, etype, words in cases:
         st, b = post(url, "/v1/messages", body)
         check(anthropic_error(st, b, status, etype, words), "%.200r: %d %s" % (body, st, b))
+        check("response_format" not in json.dumps(b), "%.200r: the chat request's name in the error: %s" % (body, b))
     st, b = post(url, "/v1/messages/count_tokens", b'{"model": "m",')
     check(anthropic_error(st, b, 400, "invalid_request_error", ["malformed JSON"]), "count_tokens malformed: %d %s" % (st, b))
     st, b = post(url, "/v1/messages/count_tokens", {"model": "x", "messages": ok["messages"]})
