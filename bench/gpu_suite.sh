@@ -36,6 +36,9 @@
 #   moefuse  the one-token fused MoE kernels (the default; SITS_MOE_FUSE=0: the separate ops): op parity (fused == the
 #            separate ops byte for byte) and moe_cuda.sh, then batch 1 A/B separate vs fused (Qwen3-30B-A3B, gpt-oss-20b;
 #            bench/env_ab.py) and a kernel profile of a 4-layer Qwen3-30B-A3B copy with them (issue 24)
+#   moegrouped  [moe grouped] the grouped expert GEMMs: op parity (moe cases) and moe_cuda.sh, then A/B of the device
+#            path's kernels (SITS_MOE_DEV_GROUPED_MIN, MOEG_BATCH) and of the host path's prefill (SITS_MOE_GROUPED,
+#            MOEG_PREFILL) on the Qwen3-30B-A3B shape (issue 24)
 #   trt      TensorRT-LLM's table rows only (TRT_SHAPE, TRT_ROWS, TRT_SCALE, TRT_SEQS)
 #   gptfast  8B bf16 decode at batch 1 beside gpt-fast's compiled step, both of its SDPA choices (bench/run_decode.sh
 #            --peer gpt-fast; GPT_FAST_DIR: a gpt-fast checkout carried to the machine; GPTFAST_CONTEXTS, 128,2048; issue 23)
@@ -322,6 +325,25 @@ json.dump(c, open(sys.argv[2], "w"), indent=1)' "$top/bench/configs/qwen3-30b-a3
   SITS_MOE_FUSE=1 timeout 150 bash "$top/bench/profile_decode.sh" "$B" "$out/moefuse/prof" --model "$m4" --kv-cache-dtype fp8 \
     > "$out/moefuse/prof.txt" 2>&1
   row "moe fuse profile 4-layer 30B-A3B batch 1" "rc $?"; grep -v '^==PROF==' "$out/moefuse/prof.txt" | tail -24 | sed 's/^/    /'
+}
+
+part_moegrouped() {   # [moe grouped] issue 24: see the parts list above (about 5 minutes on one H100)
+  mkdir -p "$out/moegrouped"
+  ( export OP_PARITY_ONLY=moe TESTS1_ONLY="test_op_parity moe_cuda"; part_tests1 )
+  grep -hE "grouped|FAIL" "$out"/tests/*op_parity*.log 2>/dev/null | head -12 | sed 's/^/    /'
+  local m=$top/bench/configs/qwen3-30b-a3b
+  # the device path's steps: the GEMV / MMA kernels (MIN past every batch) against the grouped kernels from 2 tokens
+  timeout 240 python3 "$top/bench/env_ab.py" --bench "$B/bench/sits-bench-decode" --reps 1 --out "$out/moegrouped/dev" \
+    --json "$out/moegrouped/dev.json" --variant "gemv:SITS_MOE_DEV_GROUPED_MIN=100000" --variant "grouped:SITS_MOE_DEV_GROUPED_MIN=2" -- \
+    --model "$m" --load-format dummy --device cuda --fill none --prefill 0 --batch "${MOEG_BATCH:-8,16,32,48,64,96,128,256}" \
+    --context 128 --iters 10 --warmup 3 > "$out/moegrouped/dev.log" 2>&1
+  row "moe grouped A/B device path (30B-A3B)" "rc $?"; grep '^decode' "$out/moegrouped/dev.log" | sed 's/^/    /'
+  # host-routed prefill: a GEMM pair per expert against the grouped GEMMs
+  timeout 200 python3 "$top/bench/env_ab.py" --bench "$B/bench/sits-bench-decode" --reps 1 --out "$out/moegrouped/pf" \
+    --json "$out/moegrouped/pf.json" --variant "per-expert:SITS_MOE_GROUPED=0" --variant "grouped:SITS_MOE_GROUPED=1" -- \
+    --model "$m" --load-format dummy --device cuda --fill none --batch 1 --context 128 --iters 3 --warmup 1 \
+    --prefill "${MOEG_PREFILL:-2048}" > "$out/moegrouped/pf.log" 2>&1
+  row "moe grouped A/B prefill (30B-A3B)" "rc $?"; grep '^prefill' "$out/moegrouped/pf.log" | sed 's/^/    /'
 }
 
 part_trt() {   # TensorRT-LLM's table rows only (part scale without sched_scale)
