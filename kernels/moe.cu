@@ -544,7 +544,7 @@ moe_down_kernel(sits_bf16_t *y, const sits_bf16_t *act, const int32_t *plan, con
  * order: the bits of moe_down_kernel then moe_combine_slots8_kernel, without y's round trip or the combine's launch. */
 #define MOE_DC_WARPS 4
 #define MOE_DC_ROWS 2
-template <bool F8, int K, bool EPI>
+template <bool F8, int K>
 static __global__ void __launch_bounds__(32 * MOE_DC_WARPS)
 moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t *ids, const float *wts, const void *const *w_down,
                          moe_f8_args f8, int k, int H, int I)
@@ -606,7 +606,7 @@ moe_down_combine1_kernel(sits_bf16_t *out, const sits_bf16_t *act, const int32_t
             if (j < k) {
                 const int h = min(h0 + r, H - 1);
                 if (F8) v = v * f8.as[j] * f8.s_down[ex[j]][h];
-                o[r] = fmaf(wts[j], sits_k_bf2f(moe_out<EPI>(f8, ex[j], h, v)), o[r]);
+                o[r] = fmaf(wts[j], sits_k_bf2f(moe_out(f8, ex[j], h, v)), o[r]);
             }
         }
 #pragma unroll
@@ -868,18 +868,20 @@ extern "C" sits_status_t sits_k_moe_experts(sits_bf16_t *y, sits_bf16_t *act, co
     return SITS_K_LAUNCH_STATUS();
 }
 
-/* [moe fuse] One token: gate/up as sits_k_moe_experts, then moe_down_combine1_kernel (K: k rounded up to 1, 2, 4, 8) */
-template <bool F8, int K, bool EPI>
+/* [moe fuse] One token: gate/up as sits_k_moe_experts, then moe_down_combine1_kernel (K: k rounded up to 1, 2, 4, 8); the
+ * epilogue kernels for every model here: the split of moe_experts (moe_epi_on) measured 1.4 % slower on the Qwen3-30B-A3B
+ * batch-1 step (3.612 vs 3.561 ms, H100), where it gains 7-8 % at batch 8 and 32 */
+template <bool F8, int K>
 static void moe_experts_combine1_launch(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
                                         const int32_t *ids, const float *wts, const void *const *w_gu, const void *const *w_down,
                                         const moe_f8_args &f8, int k, int E, int H, int I, cudaStream_t stream)
 {
     const dim3 ggu((unsigned)min(E, k), (unsigned)((I + MOE_WARPS * MOE_GU_ROWS - 1) / (MOE_WARPS * MOE_GU_ROWS)));
     /* [perf: pdl] both as programmatic dependents (SITS_ROW_PDL=0: plainly): see the kernels' waits and triggers */
-    sits_k_launch_dep(moe_gu_kernel<F8, 1, EPI>, ggu, 32 * MOE_WARPS, 0, stream, act, x, plan, w_gu, f8, k, E, H, I);
+    sits_k_launch_dep(moe_gu_kernel<F8, 1, true>, ggu, 32 * MOE_WARPS, 0, stream, act, x, plan, w_gu, f8, k, E, H, I);
     if (F8) sits_k_quant_fp8_rows(const_cast<uint8_t *>(f8.aq), const_cast<float *>(f8.as), act, k, I, stream);
     const unsigned gdc = (unsigned)((H + MOE_DC_WARPS * MOE_DC_ROWS - 1) / (MOE_DC_WARPS * MOE_DC_ROWS));
-    sits_k_launch_dep(moe_down_combine1_kernel<F8, K, EPI>, gdc, 32 * MOE_DC_WARPS, 0, stream, out, act, ids, wts, w_down, f8, k, H, I);
+    sits_k_launch_dep(moe_down_combine1_kernel<F8, K>, gdc, 32 * MOE_DC_WARPS, 0, stream, out, act, ids, wts, w_down, f8, k, H, I);
 }
 
 extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16_t *act, const sits_bf16_t *x, const int32_t *plan,
@@ -893,9 +895,7 @@ extern "C" sits_status_t sits_k_moe_experts_combine1(sits_bf16_t *out, sits_bf16
     moe_f8_args f8;
     sits_status_t st = moe_experts_args(&f8, x, act, s_gu, s_down, q8, epi, 1, k, E, H, I, stream);
     if (st != SITS_OK) return st;
-    /* the epilogue kernels for every model here: the split of moe_experts (moe_epi_on) measured 1.4 % slower on the
-     * Qwen3-30B-A3B batch-1 step (3.612 vs 3.561 ms, H100), where it gains 7-8 % at batch 8 and 32 */
-#define MOE_EC1(F8, K) moe_experts_combine1_launch<F8, K, true>(out, act, x, plan, ids, wts, w_gu, w_down, f8, k, E, H, I, stream)
+#define MOE_EC1(F8, K) moe_experts_combine1_launch<F8, K>(out, act, x, plan, ids, wts, w_gu, w_down, f8, k, E, H, I, stream)
     if (s_gu) {
         if (k == 1) MOE_EC1(true, 1);
         else if (k == 2) MOE_EC1(true, 2);
