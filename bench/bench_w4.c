@@ -13,9 +13,9 @@
  * A row's time: --iters calls back to back plus one sync, divided by --iters (median of 3 such runs, after --warmup).
  * Reported per (shape, tokens): us a call; the weights' bytes (nibbles + fp32 scales + zeros) read per second; the
  * floor -- those bytes at the copy bandwidth measured in the same run (sits_bench_copy_bw) -- and the share of it.
- * --compare (cuda): each row again with --compare-env VAR=VALUE set (default SITS_W4_RING_MAX_N=8: the INT4 ring GEMV
- * of kernels/gemv.cu, off by default, for 1-8 tokens; SITS_W4_PG_MAX_N=0: without the persistent GEMV),
- * in the same run.
+ * Weights are put in the backend's own layout (w4_layout) as the loader does.
+ * --compare (cuda): each row again with --compare-env VAR=VALUE set (default SITS_W4_PG_MAX_N=2: 1-2 tokens on the
+ * persistent GEMV, off by default, instead of the tensor-core GEMV), in the same run.
  * JSON: {bench, settings, rows [{shape, out, in, tokens, us, gbs, floor_us, us_compare}], copy_gbs, commit}. */
 #include <jansson.h>
 #include <mpi.h>
@@ -56,7 +56,7 @@ static void usage(const char *argv0)
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){ .device = "auto", .shapes = "8b", .group = 128, .iters = 20, .warmup = 3, .pool_mib = 2048, .bw_mib = 1024,
-                   .n_tok = 4, .tok = { 1, 2, 8, 32 }, .cmp_env = "SITS_W4_RING_MAX_N=8" };
+                   .n_tok = 4, .tok = { 1, 2, 8, 32 }, .cmp_env = "SITS_W4_PG_MAX_N=2" };
     o->commit = getenv("SITS_COMMIT");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -200,8 +200,10 @@ int main(int argc, char **argv)
         for (int c = 0; c < copies; c++) {
             w[c].group_size = o.group;
             w[c].n_groups = ng;
-            if ((st = be->ops->alloc(be, qb, (void **)&w[c].q)) != SITS_OK || (st = be->ops->alloc(be, gb, (void **)&w[c].scale)) != SITS_OK ||
-                (st = be->ops->alloc(be, gb, (void **)&w[c].zero)) != SITS_OK)
+            const size_t pad = (size_t)(sits_w4_rows_alloc(out) - out);   /* [int4 tiles] whole 16-row tiles, as the loader */
+            if ((st = be->ops->alloc(be, qb + pad * (size_t)(in / 2), (void **)&w[c].q)) != SITS_OK ||
+                (st = be->ops->alloc(be, gb + pad * sizeof(float) * (size_t)ng, (void **)&w[c].scale)) != SITS_OK ||
+                (st = be->ops->alloc(be, gb + pad * sizeof(float) * (size_t)ng, (void **)&w[c].zero)) != SITS_OK)
                 goto out;
             if (c == 0) {   /* copy 0 random, the others zero: the kernels' work and bytes do not depend on the values */
                 for (size_t i = 0; i < qb; i++) host[i] = (unsigned char)sits_bench_rng_next(&rng);
@@ -214,6 +216,7 @@ int main(int argc, char **argv)
             } else if ((st = be->ops->memset0(be, w[c].q, qb)) != SITS_OK || (st = be->ops->memset0(be, w[c].scale, gb)) != SITS_OK ||
                        (st = be->ops->memset0(be, w[c].zero, gb)) != SITS_OK)
                 goto out;
+            if (be->ops->w4_layout && (st = be->ops->w4_layout(be, &w[c], out, in)) != SITS_OK) goto out;   /* as the loader */
         }
         free(host);
         host = NULL;

@@ -26,7 +26,7 @@
 #   grammar  a constrained batch of 32 (JSON schema, a shared counted regex, 32 regexes) vs an unconstrained
 #            one, 8B-shaped bf16, Llama-3 tokenizer (bench/grammar_step.sh: mean step ms, mask host time)
 #   int4     W4A16 (--quant int4, dummy INT4 weights, group 128): the 8B / 70B linears alone, as run and with
-#            INT4_W4_COMPARE (sits-bench-w4 --compare-env; default SITS_W4_RING_MAX_N=8, the INT4 ring GEMV; INT4_W4_TOKENS); 8B decode batch 1/8/32/64 at context 128 and
+#            INT4_W4_COMPARE (sits-bench-w4 --compare-env; default SITS_W4_PG_MAX_N=2, 1-2 tokens on the persistent GEMV (off by default); INT4_W4_TOKENS); 8B decode batch 1/8/32/64 at context 128 and
 #            prefill 1x2048, 70B on one GPU at context 2048, beside the floor; offline 128/2048 8B (issue 25)
 #   attn     8B FP8 decode at context 2048, batch 64-512, bf16 / fp8 KV; batch 384-1024 at context 128 (graph
 #            buckets); profile_decode.sh at batch 256 and one decode-attention launch under Nsight Compute (issue 22)
@@ -212,8 +212,8 @@ part_int4() {   # [int4] issue 25's benchmarks
   mkdir -p "$out/int4"
   for sh in 8b 70b; do   # the linears alone, as run and with INT4_W4_COMPARE set, beside the copy floor
     "$B/bench/sits-bench-w4" --device cuda --shapes $sh --tokens "${INT4_W4_TOKENS:-1,2,8,32}" --compare \
-      --compare-env "${INT4_W4_COMPARE:-SITS_W4_RING_MAX_N=8}" --json "$out/int4/w4-$sh.json" > "$out/int4/w4-$sh.log" 2>&1
-    row "int4 linears $sh (sits-bench-w4 --compare-env ${INT4_W4_COMPARE:-SITS_W4_RING_MAX_N=8})" "rc $?"; sed -n '/^linear/,$p' "$out/int4/w4-$sh.log" | sed 's/^/    /'
+      --compare-env "${INT4_W4_COMPARE:-SITS_W4_PG_MAX_N=2}" --json "$out/int4/w4-$sh.json" > "$out/int4/w4-$sh.log" 2>&1
+    row "int4 linears $sh (sits-bench-w4 --compare-env ${INT4_W4_COMPARE:-SITS_W4_PG_MAX_N=2})" "rc $?"; sed -n '/^linear/,$p' "$out/int4/w4-$sh.log" | sed 's/^/    /'
   done
   "$B/bench/sits-bench-decode" --model "$top/bench/configs/llama3-8b" --load-format dummy --device cuda --batch "${INT4_BATCH:-1,8,32,64}" \
     --context 128 --prefill "${INT4_PREFILL:-2048}" --iters 20 --quant int4 --json "$out/int4/decode-8b.json" > "$out/int4/decode-8b.log" 2>&1

@@ -346,21 +346,22 @@ sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, const sits_bf
 
 /* [int4] y [n, out] = x [n, in] . w^T (+ bias [out], may be NULL); w packed INT4 (backend.h sits_w4_t):
  * q uint8 [out, in / 2] (low nibble = even column), scale / zero fp32 [out, n_groups], gidx int32 [in]
- * or NULL (group = k / group_size); w = (q - zero) * scale dequantised in registers, fp32 accumulation.
- * in even (in % 8 == 0 and 16-byte aligned x for the fast path); without gidx in % group_size == 0.
- * Without gidx, group_size a multiple of 32, 16-byte aligned x and q: n <= 64 and in % 128 == 0 the
- * tensor-core GEMV (weights as the MMA's A side), else n <= 32 and in % 32 == 0 the GEMV kernel (a warp per
- * output row); n >= 16 otherwise, in % 32 == 0: the tensor-core tiles (exact integer operands, the group
- * scales applied to fp32 partial sums); otherwise a warp per output row. See kernels/w4a16.cu. */
+ * or NULL (group = k / group_size) -- or, tiled != 0, the same values in the tiled layout of
+ * sits_k_w4_tile (no gidx, in % 128 == 0, group_size % 32 == 0, 16-byte aligned x and q); w = (q - zero) *
+ * scale dequantised in registers, fp32 accumulation. in even; without gidx in % group_size == 0.
+ * Tiled: n <= 64 the tensor-core GEMV (weights as the MMA's A side; n <= SITS_W4_PG_MAX_N, groups of 128k,
+ * in >= 1024: the persistent GEMV, off by default), more the tensor-core tiles. Row layout: n <= 32, no gidx, group_size and in multiples of 32,
+ * 16-byte aligned x and q: the GEMV kernel (a warp per output row); n >= 16 otherwise, in % 32 == 0: the
+ * tensor-core tiles (exact integer operands, the group scales applied to fp32 partial sums); otherwise a warp
+ * per output row. See kernels/w4a16.cu. */
 sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
-                               const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out, int group_size,
+                               const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);
-/* [int4 ring] sits_k_matmul_w4 for 1-16 tokens, groups of 128 (n_groups = in / 128, no g_idx), in % 512 == 0, x, q,
- * scale, zero 16-byte aligned: W4A16 on tensor cores with the weights through a shared-memory ring (kernels/gemv.cu).
- * SITS_ERR_UNSUPPORTED, nothing launched, otherwise and above SITS_W4_RING_MAX_N tokens (default 0: off until measured
- * faster, see kernels/gemv.cu). */
-sits_status_t sits_k_gemv_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
-                             const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups, cudaStream_t stream);
+/* [int4 tiles] q, scale, zero (allocated for out rounded up to 16 rows) = q_src [out, in / 2], s_src / z_src
+ * [out, n_groups] (the row layout) re-arranged in 16-row x 128-input tiles, the zero points as bytes
+ * (kernels/w4a16.cu); in % 128 == 0, q and q_src 16-byte aligned and not overlapping. */
+sits_status_t sits_k_w4_tile(uint8_t *q, float *scale, float *zero, const uint8_t *q_src, const float *s_src, const float *z_src,
+                             int in, int out, int n_groups, cudaStream_t stream);
 /* [perf: decode gemv] y [n, out] = x [n, in] . w [out, in]^T (+ bias [out] bf16) for n <= SITS_K_GEMV_MAX_N, one
  * launch, fp32 sums in an order that does not depend on n (kernels/gemv.cu; [perf: mma gemv] one token by default in
  * another order than 2-16, on tensor cores: SITS_GEMV_MMA=2 puts one token there too). fp8 0: x, w bf16; fp8 1: x, w E4M3
@@ -379,10 +380,10 @@ int sits_k_gemv_mma_mode(void);
  * tokens when the tensor-core form is off (SITS_GEMV_MMA=0). */
 sits_status_t sits_k_gemv_swiglu(sits_bf16_t *act, const void *x, const float *xs, const void *w, const float *ws, int fp8,
                                  int n, int in, int inter, cudaStream_t stream);
-/* [int4] w [out, in] bf16 = the packed INT4 weights above dequantised (the large-batch path: then a bf16
- * GEMM); in % 8 == 0, w 16-byte aligned, q 4-byte aligned. */
+/* [int4] w [out, in] bf16 = the packed INT4 weights above (row layout, or tiled) dequantised (the large-batch path:
+ * then a bf16 GEMM); in % 8 == 0 (tiled: % 128), w 16-byte aligned, q 4-byte aligned. */
 sits_status_t sits_k_w4_dequant(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero, const int32_t *gidx,
-                                int in, int out, int group_size, int n_groups, cudaStream_t stream);
+                                int tiled, int in, int out, int group_size, int n_groups, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

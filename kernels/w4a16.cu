@@ -5,21 +5,25 @@
  *   zero   fp32  [out, n_groups]
  *   gidx   int32 [in] or NULL    group of column k (act-order); NULL: k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g] in fp32, dequantised in registers, fp32 accumulation.
- * Kernels:
- *   - n <= W4_PG_MAX_N (2), no g_idx, group_size % 128 == 0, in % 128 == 0, in >= 1024, x in shared memory (n (in + 8)
- *     bf16 within W4_PG_SMEM_MAX with the rest), 16-byte aligned rows (batch-1 decode): the persistent GEMV
- *     w4a16_pgemv_kernel (below);
- *   - otherwise n <= W4_TC_MAX_N (64), no g_idx, group_size % 32 == 0, in % 128 == 0, 16-byte aligned rows (decode):
- *     the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the MMA's 8-token side; below), up
- *     to 32 tokens a launch: 33-64 tokens are two launches.
- *   - otherwise n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows (decode): the
+ * [int4 tiles] The cuda backend holds every linear without g_idx, in % 128 == 0 and groups of a multiple of 32 in the
+ * tiled layout (below: 16-row x 128-input units of 1 KB, made at load by sits_k_w4_tile), so the loads of the GEMVs
+ * are whole 512-byte runs; the others (act-order, odd input counts) stay in rows.
+ * Kernels, tiled:
+ *   - n <= W4_PG_MAX_N (0: off by default; SITS_W4_PG_MAX_N), groups of 128k, in >= 1024, x in shared memory (n (in + 8)
+ *     bf16 within W4_PG_SMEM_MAX with the rest): the persistent GEMV w4a16_pgemv_kernel (below);
+ *   - otherwise n <= W4_TC_MAX_N (64): the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the
+ *     MMA's 8-token side; below), up to 32 tokens a launch: 33-64 tokens are two launches;
+ *   - more tokens: the tensor-core tiles w4a16_mma_kernel<true> (below), or the backend's dequantise-then-GEMM
+ *     (sits_k_w4_dequant + cuBLASLt) where it has the scratch (cuda.c).
+ * Kernels, rows:
+ *   - n <= W4_GEMV_MAX_N, no g_idx, group_size and in multiples of 32, 16-byte aligned rows: the
  *     GEMV w4a16_gemv_kernel<NT>: one warp per output row and per tile of NT (1, 2, 4, 8) tokens; a lane
  *     takes 32 inputs at a time with one 16-byte load of nibbles (streamed past L1), several loads in
  *     flight; the integers q - zero come from the nibble by the 2^23 trick (or-ing it into the mantissa of
  *     8388608.0f and subtracting 8388608 + zero: exact), the group's scale multiplies the 32-input partial
  *     sum once. x rows are read through L1 (every warp of a block reads the same ones).
- *   - the backend's dequantise-then-GEMM (sits_k_w4_dequant + cuBLASLt) for larger batches where it
- *     has the scratch (cuda.c); the kernels below where it has not.
+ *   - the backend's dequantise-then-GEMM for larger batches where it has the scratch; the kernels below where it
+ *     has not.
  *   - n < W4_MMA_MIN_N otherwise: one warp per output row and per tile of up to W4_TOK tokens; each lane
  *     walks the row 8 inputs at a time (one 32-bit word of nibbles, one 16-byte load of x per token), so
  *     a step reads every weight byte once. The word path needs in % 8 == 0 and 16-byte aligned x rows;
@@ -37,6 +41,73 @@
 
 #define W4_TOK 8       /* tokens per warp tile: accumulators held in registers */
 #define W4_WARPS 4     /* warps (output rows) per block */
+
+/* [int4 tiles] The tiled layout (backend.h sits_w4_t.tiled; made at load by sits_k_w4_tile): rows in tiles of 16
+ * (out rounded up, the pad rows' nibbles, scales and zeros 0), inputs in k-blocks of 128 (in % 128 == 0):
+ *   q      unit (tile t, k-block kb) = 1 KB at w4t_unit(t, kb): row 16 t + r's 64 bytes of the k-block at 64 r, bytes
+ *          as in the row layout (column 2j low nibble)
+ *   scale  fp32 [tiles][n_groups][16]: (row 16 t + r, group gi) at w4t_sz(t, gi) + r
+ *   zero   uint8, the same index (the zero points are integers 0..16: backend.h), in the first quarter of the fp32
+ *          buffer the row layout allocated
+ * so a warp's 16-byte loads of a unit are 512 contiguous bytes, a tile's units follow one another, and the 16 rows'
+ * scales of a group are 64 contiguous bytes, their zeros 16 (a unit of 128 inputs: 1024 + 80 bytes, not 1152). */
+static __device__ __forceinline__ size_t w4t_unit(int t, int kb, int in)
+{
+    return ((size_t)t * (size_t)(in / 128) + (size_t)kb) * 1024;
+}
+static __device__ __forceinline__ size_t w4t_sz(int t, int gi, int n_groups)
+{
+    return ((size_t)t * (size_t)n_groups + (size_t)gi) * 16;
+}
+/* byte of row o holding inputs k, k + 1 (k even), and the (row, group) scale / zero index, in either layout */
+template <bool TL>
+static __device__ __forceinline__ size_t w4_qoff(int o, int k, int in)
+{
+    return TL ? w4t_unit(o >> 4, k >> 7, in) + (size_t)((o & 15) * 64 + ((k & 127) >> 1)) : (size_t)o * (size_t)(in / 2) + (size_t)(k >> 1);
+}
+template <bool TL>
+static __device__ __forceinline__ size_t w4_szoff(int o, int gi, int n_groups)
+{
+    return TL ? w4t_sz(o >> 4, gi, n_groups) + (size_t)(o & 15) : (size_t)o * (size_t)n_groups + (size_t)gi;
+}
+/* the zero point at index i of w4_szoff: tiled, a byte */
+template <bool TL>
+static __device__ __forceinline__ float w4_zero(const float *zero, size_t i)
+{
+    return TL ? (float)reinterpret_cast<const uint8_t *>(zero)[i] : zero[i];
+}
+
+/* row layout (q_src [out, in / 2], s_src / z_src [out, n_groups]) -> tiled (q, scale, zero): a thread a 16-byte piece
+ * of a unit, then a scale and a zero */
+static __global__ void w4_tile_kernel(uint8_t *q, float *scale, float *zero, const uint8_t *q_src, const float *s_src,
+                                      const float *z_src, int in, int out, int n_groups)
+{
+    const int tiles = (out + 15) / 16, nkb = in / 128;
+    const size_t pieces = (size_t)tiles * (size_t)nkb * 64, sz = (size_t)tiles * 16 * (size_t)n_groups;
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < pieces) {   /* piece i: unit i / 64, its row (i / 4) % 16, 16 bytes (i % 4) */
+        const size_t unit = i / 64;
+        const int t = (int)(unit / (size_t)nkb), kb = (int)(unit % (size_t)nkb), r = (int)(i / 4) % 16, o = 16 * t + r;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (o < out) v = *reinterpret_cast<const uint4 *>(q_src + (size_t)o * (size_t)(in / 2) + (size_t)kb * 64 + 16 * (i % 4));
+        *reinterpret_cast<uint4 *>(q + 16 * i) = v;
+    }
+    if (i < sz) {   /* index i: tile i / (16 n_groups), group (i / 16) % n_groups, row 16 t + i % 16 */
+        const int t = (int)(i / (16 * (size_t)n_groups)), gi = (int)(i / 16 % (size_t)n_groups), o = 16 * t + (int)(i % 16);
+        scale[i] = o < out ? s_src[(size_t)o * n_groups + gi] : 0.0f;
+        reinterpret_cast<uint8_t *>(zero)[i] = o < out ? (uint8_t)z_src[(size_t)o * n_groups + gi] : 0;   /* integers 0..16 */
+    }
+}
+
+extern "C" sits_status_t sits_k_w4_tile(uint8_t *q, float *scale, float *zero, const uint8_t *q_src, const float *s_src,
+                                        const float *z_src, int in, int out, int n_groups, cudaStream_t stream)
+{
+    if (in <= 0 || in % 128 || out <= 0 || n_groups < 1 || !sits_k_aligned16(q) || !sits_k_aligned16(q_src)) return SITS_ERR_INVALID;
+    const size_t tiles = (size_t)(out + 15) / 16, pieces = tiles * (size_t)(in / 128) * 64, sz = tiles * 16 * (size_t)n_groups;
+    const size_t m = pieces > sz ? pieces : sz;
+    w4_tile_kernel<<<(unsigned)((m + 255) / 256), 256, 0, stream>>>(q, scale, zero, q_src, s_src, z_src, in, out, n_groups);
+    return SITS_K_LAUNCH_STATUS();
+}
 
 /* the weight of input k of a row (scales srow, zeros zrow) whose nibble is u */
 static __device__ __forceinline__ float w4_deq(const float *srow, const float *zrow, const int32_t *gidx, int group_size, int k,
@@ -166,6 +237,7 @@ w4a16_gemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const 
 
 /* w [out, in] bf16 = (q - zero) * scale (g_idx or k / group_size): one thread per 8 inputs (a 32-bit word
  * of nibbles, one 16-byte store); in % 8 == 0, 16-byte aligned w and 4-byte aligned q. */
+template <bool TL>
 static __global__ void w4_dequant_kernel(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero,
                                          const int32_t *gidx, int in, int out, int group_size, int n_groups)
 {
@@ -173,25 +245,27 @@ static __global__ void w4_dequant_kernel(sits_bf16_t *w, const uint8_t *q, const
     if (i >= words) return;
     size_t o = i / (size_t)(in / 8);
     int k0 = (int)(i - o * (size_t)(in / 8)) * 8;
-    uint32_t word = reinterpret_cast<const uint32_t *>(q)[i];
-    const float *srow = scale + o * n_groups, *zrow = zero + o * n_groups;
+    uint32_t word = *reinterpret_cast<const uint32_t *>(q + w4_qoff<TL>((int)o, k0, in));
     float v[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        int g = gidx ? gidx[k0 + j] : (k0 + j) / group_size;
-        v[j] = ((float)((word >> (4 * j)) & 15u) - zrow[g]) * srow[g];
+        const size_t sz = w4_szoff<TL>((int)o, gidx ? gidx[k0 + j] : (k0 + j) / group_size, n_groups);
+        v[j] = ((float)((word >> (4 * j)) & 15u) - w4_zero<TL>(zero, sz)) * scale[sz];
     }
     sits_k_store<8>(w + o * (size_t)in + k0, v);
 }
 
 extern "C" sits_status_t sits_k_w4_dequant(sits_bf16_t *w, const uint8_t *q, const float *scale, const float *zero,
-                                           const int32_t *gidx, int in, int out, int group_size, int n_groups, cudaStream_t stream)
+                                           const int32_t *gidx, int tiled, int in, int out, int group_size, int n_groups,
+                                           cudaStream_t stream)
 {
     if (in <= 0 || in % 8 || out <= 0 || n_groups < 1 || (!gidx && group_size < 1) || !sits_k_aligned16(w) ||
-        ((uintptr_t)q & 3u))
+        ((uintptr_t)q & 3u) || (tiled && in % 128))
         return SITS_ERR_INVALID;
     size_t words = (size_t)out * (size_t)(in / 8);
-    w4_dequant_kernel<<<(unsigned)((words + 255) / 256), 256, 0, stream>>>(w, q, scale, zero, gidx, in, out, group_size, n_groups);
+    const unsigned blocks = (unsigned)((words + 255) / 256);
+    if (tiled) w4_dequant_kernel<true><<<blocks, 256, 0, stream>>>(w, q, scale, zero, gidx, in, out, group_size, n_groups);
+    else w4_dequant_kernel<false><<<blocks, 256, 0, stream>>>(w, q, scale, zero, gidx, in, out, group_size, n_groups);
     return SITS_K_LAUNCH_STATUS();
 }
 
@@ -244,18 +318,18 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
     __shared__ float red[W4_TC_WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int o0 = blockIdx.x * 16 * MT;
-    const size_t qs = (size_t)(in / 2);
-    const uint8_t *qa[MT], *qb[MT];
-    const float *sa[MT], *sb[MT], *za[MT], *zb[MT];
+    const uint8_t *qa[MT], *qb[MT];   /* [int4 tiles] rows g, g + 8 of m-tile m in k-block 0; k-block kb at + 1024 kb */
+    const float *sa[MT], *sb[MT];   /* their scales of group 0; group gi at + 16 gi */
+    const uint8_t *za[MT], *zb[MT];   /* their zero points (bytes), the same */
 #pragma unroll
-    for (int m = 0; m < MT; m++) {
-        const int ra = min(o0 + 16 * m + g, out - 1), rb = min(o0 + 16 * m + g + 8, out - 1); /* rows past out: read, never written */
-        qa[m] = q + (size_t)ra * qs;
-        qb[m] = q + (size_t)rb * qs;
-        sa[m] = scale + (size_t)ra * n_groups;
-        sb[m] = scale + (size_t)rb * n_groups;
-        za[m] = zero + (size_t)ra * n_groups;
-        zb[m] = zero + (size_t)rb * n_groups;
+    for (int m = 0; m < MT; m++) {   /* tiles past out are read (the pad rows of the last tile: zeros) but never written */
+        const int t = min(o0 / 16 + m, (out - 1) / 16);
+        qa[m] = q + w4t_unit(t, 0, in) + 64 * g;
+        qb[m] = qa[m] + 512;
+        sa[m] = scale + w4t_sz(t, 0, n_groups) + g;
+        sb[m] = sa[m] + 8;
+        za[m] = reinterpret_cast<const uint8_t *>(zero) + w4t_sz(t, 0, n_groups) + g;
+        zb[m] = za[m] + 8;
     }
     float acc[MT][NT8][4];
 #pragma unroll
@@ -269,15 +343,15 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 #pragma unroll
         for (int m = 0; m < MT; m++) {
             if (WIDE) {
-                const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 64 + 16 * tq));
-                const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 64 + 16 * tq));
+                const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 1024 + 16 * tq));
+                const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 1024 + 16 * tq));
                 wa[m][0] = va.x; wa[m][1] = va.y; wa[m][2] = va.z; wa[m][3] = va.w;
                 wb[m][0] = vb.x; wb[m][1] = vb.y; wb[m][2] = vb.z; wb[m][3] = vb.w;
             } else {
 #pragma unroll
                 for (int s = 0; s < 4; s++) {
-                    wa[m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
-                    wb[m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 64 + 16 * s + 4 * tq);
+                    wa[m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 1024 + 16 * s + 4 * tq);
+                    wb[m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 1024 + 16 * s + 4 * tq);
                 }
             }
         }
@@ -294,9 +368,9 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
             if (s == 0 || !WIDE) {
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[m][gi]);
+                    __nv_bfloat162 h = __float2bfloat162_rn(128.0f + za[m][16 * gi]);
                     za2[m] = *reinterpret_cast<uint32_t *>(&h);
-                    h = __float2bfloat162_rn(128.0f + zb[m][gi]);
+                    h = __float2bfloat162_rn(128.0f + zb[m][16 * gi]);
                     zb2[m] = *reinterpret_cast<uint32_t *>(&h);
                 }
             }
@@ -329,7 +403,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
             if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    const float fa = sa[m][gi], fb = sb[m][gi];
+                    const float fa = sa[m][16 * gi], fb = sb[m][16 * gi];
 #pragma unroll
                     for (int nt = 0; nt < NT8; nt++) {
                         acc[m][nt][0] = fmaf(fa, part[m][nt][0], acc[m][nt][0]);
@@ -388,8 +462,11 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
  * ~4 TB/s of kernels/gemv.cu's FP8 GEMV on twice the bytes. Nsight Compute (57344 x 8192): DRAM 54 %, L2 71 %, 0.52
  * instructions issued a scheduler cycle with 3.65 of 16 warps resident (registers) -- latency-bound; D = 6 or 8, 3
  * blocks an SM, and fewer instructions a nibble (this zero-point form) each moved it by < 10 %. */
-#define W4_PG_MAX_N 2 /* tokens it takes (the kernel runs up to 8): at 4 and 8 the 8B step measured 2 % and 6 % slower than
-                       * w4a16_tc_kernel's (RESULTS.md 2026-12-04) */
+/* tokens it takes by default (the kernel runs up to 8; SITS_W4_PG_MAX_N): 0 since the tiled layout -- on the H100
+ * (RESULTS.md 2026-12-05) the tiled w4a16_tc_kernel was faster at 1-2 tokens on every Llama-3 8B / 70B linear (8B qkv
+ * 10.1 us against 12.7, 70B gate_up 101.5 against 117.9). In rows, on the H200, it was this kernel that was faster
+ * (RESULTS.md 2026-12-04: 2 tokens; at 4 and 8 the step 2 % and 6 % slower); tiled, on the H200: not yet measured. */
+#define W4_PG_MAX_N 0
 #define W4_PG_WARPS 8
 #define W4_PG_D 4 /* units a warp has in flight (6 and 8 measured no faster) */
 #define W4_PG_BLOCKS_SM 2
@@ -401,22 +478,24 @@ static __host__ __device__ __forceinline__ size_t w4pg_smem_bytes(int n, int in)
     return (size_t)W4_PG_RED_BYTES + (size_t)(in / 128) * 8 * sizeof(float) + (size_t)n * (size_t)(in + 8) * 2;
 }
 
-/* the weights of one unit (16-row tile t, k-block kb) a lane holds: 16 bytes of rows 16 t + g and + 8 (rows past out
- * clamped: read, never written), and one of the 32 zeros and scales of the tile's rows in the k-block's group (lane l:
- * the zero of row l, l < 16, or the scale of row l - 16), shuffled to the lanes that use them */
+/* the weights of one unit (16-row tile t, k-block kb) a lane holds, from the tiled layout ([int4 tiles]: the unit's
+ * 1 KB of nibbles in one piece, rows g and g + 8 at 64 g and 512 + 64 g: a warp's two loads are 512 contiguous bytes
+ * each), and one of the 32 zeros and scales of the tile's rows in the k-block's group (lane l: the zero of row l,
+ * l < 16, or the scale of row l - 16: 16 and 64 contiguous bytes), shuffled to the lanes that use them */
 struct w4pg_unit_t {
     uint4 wa, wb;
     float zs;
 };
 
 static __device__ __forceinline__ void w4pg_fetch(w4pg_unit_t &u, const uint8_t *q, const float *scale, const float *zero, int t,
-                                                  int kb, int lane, int in, int out, int group_size, int n_groups)
+                                                  int kb, int lane, int in, int group_size, int n_groups)
 {
     const int g = lane >> 2, tq = lane & 3, gi = kb * 128 / group_size;
-    const int ra = min(16 * t + g, out - 1), rb = min(16 * t + g + 8, out - 1), rz = min(16 * t + (lane & 15), out - 1);
-    u.wa = __ldcs(reinterpret_cast<const uint4 *>(q + (size_t)ra * (size_t)(in / 2) + (size_t)kb * 64 + 16 * tq));
-    u.wb = __ldcs(reinterpret_cast<const uint4 *>(q + (size_t)rb * (size_t)(in / 2) + (size_t)kb * 64 + 16 * tq));
-    u.zs = (lane < 16 ? zero : scale)[(size_t)rz * n_groups + gi];
+    const uint8_t *c = q + w4t_unit(t, kb, in);
+    u.wa = __ldcs(reinterpret_cast<const uint4 *>(c + 64 * g + 16 * tq));
+    u.wb = __ldcs(reinterpret_cast<const uint4 *>(c + 512 + 64 * g + 16 * tq));
+    const size_t i = w4t_sz(t, gi, n_groups) + (lane & 15);
+    u.zs = lane < 16 ? (float)reinterpret_cast<const uint8_t *>(zero)[i] : scale[i];
 }
 
 /* the bf16 pair (128 + n0, 128 + n4) of the nibbles at bits 0-3 and 16-19 of w: one LOP3 */
@@ -445,7 +524,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
 #pragma unroll
     for (int s = 0; s < D; s++)
         if (s < units) {
-            w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, out, group_size, n_groups);
+            w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, group_size, n_groups);
             if (++fj == c) fj = 0, ft += gridDim.x;
         }
     sits_k_pdl_wait();   /* the weights above do not depend on the previous kernel; x does */
@@ -503,7 +582,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
             acc[2] = fmaf(sb, fmaf(-cb, xk.x, part[2]), acc[2]);
             acc[3] = fmaf(sb, fmaf(-cb, xk.y, part[3]), acc[3]);
             if (u0 + s + D < units) {   /* refill the slot D units ahead */
-                w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, out, group_size, n_groups);
+                w4pg_fetch(ring[s], q, scale, zero, ft, warp + W4_PG_WARPS * fj, lane, in, group_size, n_groups);
                 if (++fj == c) fj = 0, ft += gridDim.x;
             }
             if (++cj == c) {   /* the warp's last k-block of the tile: the warps' sums meet */
@@ -534,6 +613,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
  * tokens t0 + 16 w .. + 16 and all 64 outputs (8 column tiles of 8). Per thread (g = lane / 4,
  * q = lane % 4): acc[j] / part[j] hold, for column tile j, tokens (16 w + g, 16 w + g + 8) x
  * outputs (8 j + 2 q, 8 j + 2 q + 1) in the C layout (c0 c1 | c2 c3). */
+template <bool TL>
 static __global__ void __launch_bounds__(128)
 w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                  const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
@@ -547,7 +627,6 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
     for (int j = 0; j < 8; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[j][i] = part[j][i] = 0.0f;
-    const size_t qstride = (size_t)(in / 2);
     for (int k0 = 0; k0 < in; k0 += W4_BK) {
         __syncthreads();   /* the previous stage's fragments are read */
         /* x: 64 rows x 32 bf16 = 64 B a row, 4 x 16 B; 256 chunks, 2 a thread (zero past the last token) */
@@ -564,8 +643,8 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
             uint32_t word = 0;
             float z = 0.0f;
             if (o < out) {
-                word = *reinterpret_cast<const uint32_t *>(q + (size_t)o * qstride + k0 / 2 + w4 * 4);
-                z = zero[(size_t)o * n_groups + k0 / group_size];
+                word = *reinterpret_cast<const uint32_t *>(q + w4_qoff<TL>(o, k0 + 8 * w4, in));
+                z = w4_zero<TL>(zero, w4_szoff<TL>(o, k0 / group_size, n_groups));
             }
             uint32_t pk[4];
 #pragma unroll
@@ -593,8 +672,8 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 int oa = o0 + j * 8 + 2 * qd;
-                float s0 = oa < out ? scale[(size_t)oa * n_groups + gi] : 0.0f;
-                float s1 = oa + 1 < out ? scale[(size_t)(oa + 1) * n_groups + gi] : 0.0f;
+                float s0 = oa < out ? scale[w4_szoff<TL>(oa, gi, n_groups)] : 0.0f;
+                float s1 = oa + 1 < out ? scale[w4_szoff<TL>(oa + 1, gi, n_groups)] : 0.0f;
                 acc[j][0] = fmaf(s0, part[j][0], acc[j][0]);
                 acc[j][1] = fmaf(s1, part[j][1], acc[j][1]);
                 acc[j][2] = fmaf(s0, part[j][2], acc[j][2]);
@@ -616,49 +695,46 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
 }
 
 extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale,
-                                          const float *zero, const int32_t *gidx, const sits_bf16_t *bias, int n, int in, int out,
-                                          int group_size, int n_groups, cudaStream_t stream)
+                                          const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n, int in,
+                                          int out, int group_size, int n_groups, cudaStream_t stream)
 {
     if (n < 0 || in <= 0 || in % 2 || out <= 0 || n_groups < 1 || (!gidx && (group_size < 1 || in % group_size)))
         return SITS_ERR_INVALID;
     if (n == 0) return SITS_OK;
-    if (!gidx) {   /* [int4 ring] 1-16 tokens, groups of 128 (kernels/gemv.cu) */
-        const sits_status_t rs = sits_k_gemv_w4(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups, stream);
-        if (rs != SITS_ERR_UNSUPPORTED) return rs;
-    }
-    /* SITS_W4_PG_MAX_N (0-8) moves the persistent GEMV's token limit: 0 turns it off (A/B in sits-bench-w4 --compare) */
-    const char *pg_env = getenv("SITS_W4_PG_MAX_N");
-    const int pg_max_n = pg_env ? min(max(atoi(pg_env), 0), 8) : W4_PG_MAX_N;
-    if (n <= pg_max_n && !gidx && group_size % 128 == 0 && in % 128 == 0 && in >= 128 * W4_PG_WARPS &&
-        w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX && sits_k_aligned16(x) && sits_k_aligned16(q)) {
-        static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
-        int dev = 0, n_sms = 0;
-        if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess ||
-            sits_k_smem_limit(w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, dev, W4_PG_SMEM_MAX, smem_set) != cudaSuccess)
-            return SITS_ERR_CUDA;
-        const int n_tiles = (out + 15) / 16;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)min(n_tiles, W4_PG_BLOCKS_SM * n_sms));
-        cfg.blockDim = dim3(32 * W4_PG_WARPS);
-        cfg.dynamicSmemBytes = w4pg_smem_bytes(n, in);
-        cfg.stream = stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        const cudaError_t e = cudaLaunchKernelEx(&cfg, w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, y, x, q, scale, zero, bias, n,
-                                                 in, out, group_size, n_groups);
-        return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
-    }
-    if (n <= W4_TC_MAX_N && !gidx && group_size % 32 == 0 && in % 128 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
-        const bool wide = group_size % 128 == 0;
-        /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured
-         * faster than one pass of eight n-tiles with one m-tile (x 16x the nibbles at 64 tokens: RESULTS.md) */
-        for (int t0 = 0; t0 < n; t0 += 32) {
-            const int nn = min(32, n - t0);
-            const sits_bf16_t *xp = x + (size_t)t0 * in;
-            sits_bf16_t *yp = y + (size_t)t0 * out;
+    if (tiled) {   /* [int4 tiles] the persistent GEMV, the tensor-core GEMV, or the tensor-core tiles */
+        if (gidx || in % 128 || group_size % 32 || !sits_k_aligned16(x) || !sits_k_aligned16(q)) return SITS_ERR_INVALID;
+        /* SITS_W4_PG_MAX_N (0-8) moves the persistent GEMV's token limit: 0 turns it off (A/B in sits-bench-w4 --compare) */
+        const char *pg_env = getenv("SITS_W4_PG_MAX_N");
+        const int pg_max_n = pg_env ? min(max(atoi(pg_env), 0), 8) : W4_PG_MAX_N;
+        if (n <= pg_max_n && group_size % 128 == 0 && in >= 128 * W4_PG_WARPS && w4pg_smem_bytes(n, in) <= W4_PG_SMEM_MAX) {
+            static int smem_set[SITS_K_DEV_CACHE];   /* [perf: launch cost] */
+            int dev = 0, n_sms = 0;
+            if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess ||
+                sits_k_smem_limit(w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, dev, W4_PG_SMEM_MAX, smem_set) != cudaSuccess)
+                return SITS_ERR_CUDA;
+            const int n_tiles = (out + 15) / 16;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)min(n_tiles, W4_PG_BLOCKS_SM * n_sms));
+            cfg.blockDim = dim3(32 * W4_PG_WARPS);
+            cfg.dynamicSmemBytes = w4pg_smem_bytes(n, in);
+            cfg.stream = stream;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            const cudaError_t e = cudaLaunchKernelEx(&cfg, w4a16_pgemv_kernel<W4_PG_D, W4_PG_BLOCKS_SM>, y, x, q, scale, zero, bias,
+                                                     n, in, out, group_size, n_groups);
+            return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
+        }
+        if (n <= W4_TC_MAX_N) {
+            const bool wide = group_size % 128 == 0;
+            /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured
+             * faster than one pass of eight n-tiles with one m-tile (x 16x the nibbles at 64 tokens: RESULTS.md) */
+            for (int t0 = 0; t0 < n; t0 += 32) {
+                const int nn = min(32, n - t0);
+                const sits_bf16_t *xp = x + (size_t)t0 * in;
+                sits_bf16_t *yp = y + (size_t)t0 * out;
 #define W4_TC(NT8, MT)                                                                                                       \
     do {                                                                                                                     \
         const unsigned blocks = (unsigned)((out + 16 * (MT) - 1) / (16 * (MT)));                                             \
@@ -669,11 +745,16 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
             w4a16_tc_kernel<NT8, MT, false><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(yp, xp, q, scale, zero, bias, nn, in,  \
                                                                                     out, group_size, n_groups);              \
     } while (0)
-            if (nn <= 8) W4_TC(1, 1);
-            else if (nn <= 16) W4_TC(2, 1);
-            else W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
+                if (nn <= 8) W4_TC(1, 1);
+                else if (nn <= 16) W4_TC(2, 1);
+                else W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
 #undef W4_TC
+            }
+            return SITS_K_LAUNCH_STATUS();
         }
+        dim3 mgrid((unsigned)((out + W4_BN - 1) / W4_BN), (unsigned)((n + W4_BM - 1) / W4_BM));
+        if (mgrid.y > 65535u) return SITS_ERR_INVALID;
+        w4a16_mma_kernel<true><<<mgrid, 128, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups);
         return SITS_K_LAUNCH_STATUS();
     }
     if (n <= W4_GEMV_MAX_N && !gidx && group_size % 32 == 0 && in % 32 == 0 && sits_k_aligned16(x) && sits_k_aligned16(q)) {
@@ -692,7 +773,7 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         ((uintptr_t)q & 3u) == 0) {
         dim3 mgrid((unsigned)((out + W4_BN - 1) / W4_BN), (unsigned)((n + W4_BM - 1) / W4_BM));
         if (mgrid.y > 65535u) return SITS_ERR_INVALID;
-        w4a16_mma_kernel<<<mgrid, 128, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups);
+        w4a16_mma_kernel<false><<<mgrid, 128, 0, stream>>>(y, x, q, scale, zero, bias, n, in, out, group_size, n_groups);
         return SITS_K_LAUNCH_STATUS();
     }
     bool word = in % 8 == 0 && sits_k_aligned16(x) && ((uintptr_t)q & 3u) == 0;

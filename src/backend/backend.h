@@ -255,13 +255,23 @@ void sits_backend_cpu_logit_pick(float *out, const float *logits, int n, int v_s
  *                                   n_groups); NULL: group k / group_size
  *   w[o, k] = (q[o, k] - zero[o, g]) * scale[o, g]  in fp32, g the group of column k (the subtraction
  *   is exact, so a weight is one rounding of the product -- what a Python reference computes).
- * All pointers are this backend's memory. */
+ * All pointers are this backend's memory, q, scale and zero allocated for out rounded up to 16 rows
+ * (sits_w4_rows_alloc). [int4 tiles] A backend may re-arrange a loaded linear for its kernels
+ * (ops->w4_layout) and set `tiled`: the same values, held in its own order (cuda: 16-row x 128-input
+ * tiles, kernels/w4a16.cu); 0: the row layout above. */
 typedef struct {
     void *q;
     float *scale, *zero;
     int32_t *gidx;
     int group_size, n_groups;
+    int tiled;
 } sits_w4_t;
+
+/* [int4 tiles] rows to allocate for an INT4 linear of out rows (q, scale and zero) */
+static inline long long sits_w4_rows_alloc(long long out)
+{
+    return (out + 15) / 16 * 16;
+}
 
 typedef struct sits_backend_ops {
     const char *name;
@@ -497,6 +507,9 @@ typedef struct sits_backend_ops {
      * in even; without gidx in % group_size == 0. NULL: no INT4 support (the engine refuses INT4 weights). */
     sits_status_t (*matmul_w4)(sits_backend_t *be, void *y, const void *x, const sits_w4_t *w, const void *bias, int n, int in,
                                int out);
+    /* [int4 tiles] Optional (NULL: the row layout is the backend's): a linear of out x in just loaded in the row layout
+     * (every row uploaded) re-arranged in place into this backend's own, w->tiled set when it did. */
+    sits_status_t (*w4_layout)(sits_backend_t *be, sits_w4_t *w, int out, int in);
     /* [perf: swiglu gemv] Optional (NULL: none). act [n, inter] = silu_mul of the gate/up linear's output, w [2 inter, in]
      * (gate rows, then up rows), no bias -- the bits of matmul (w_scale NULL: x and w in the weight dtype) or matmul_fp8q
      * (w_scale [2 inter]: x the E4M3 rows with scales xs [n]) into [n, 2 inter] followed by silu_mul, in one kernel where

@@ -991,6 +991,10 @@ static sits_status_t cpu_matmul_w4(sits_backend_t *be, void *y_, const void *x_,
         SITS_ERROR(SITS_SUB_BACKEND, "matmul_w4: bad shape in %d group_size %d n_groups %d", in, w->group_size, w->n_groups);
         return SITS_ERR_INVALID;
     }
+    if (w->tiled) {   /* [int4 tiles] another backend's layout: this one has no w4_layout */
+        SITS_ERROR(SITS_SUB_BACKEND, "matmul_w4: weights in a tiled layout, which the cpu backend does not read");
+        return SITS_ERR_INVALID;
+    }
     int no_mem = 0;
 #pragma omp parallel if ((size_t)n * in * out >= CPU_PAR_MIN_WORK)
     {

@@ -74,6 +74,9 @@ typedef struct {
     uint64_t dev_allocs, dev_alloc_bytes; /* [memory plan] cudaMallocs: the fixed buffers and cuda_alloc's */
     void *w4_scratch;                  /* [int4] bf16 [out, in] of the largest INT4 linear (reserved by mem_plan) */
     size_t w4_scratch_bytes;
+    void *w4_tmp;                      /* [int4 tiles] w4_layout's copy of a linear's row layout, grown as needed while
+                                        * the weights load; freed by mem_plan (after the load) and destroy */
+    size_t w4_tmp_bytes;
     sits_cuda_optime_t *optime;        /* [op times] SITS_CUDA_OP_TIMES=1: eager ops timed by events, else NULL */
 } cuda_impl_t;
 
@@ -559,12 +562,50 @@ static sits_status_t cuda_matmul_w4(sits_backend_t *be, void *y, const void *x, 
     cuda_impl_t *c = impl_of(be);
     if (n > CUDA_W4_GEMV_MAX_N && c->w4_scratch && (size_t)out * (size_t)in * sizeof(sits_bf16_t) <= c->w4_scratch_bytes &&
         in % 8 == 0) {
-        SITS_KERNEL_CHECK(sits_k_w4_dequant((sits_bf16_t *)c->w4_scratch, w->q, w->scale, w->zero, w->gidx, in, out,
+        SITS_KERNEL_CHECK(sits_k_w4_dequant((sits_bf16_t *)c->w4_scratch, w->q, w->scale, w->zero, w->gidx, w->tiled, in, out,
                                             w->group_size, w->n_groups, c->stream));
         return gemm(be, y, 0, x, c->w4_scratch, bias, n, in, out);
     }
-    SITS_KERNEL_CHECK(sits_k_matmul_w4(y, x, w->q, w->scale, w->zero, w->gidx, bias, n, in, out, w->group_size, w->n_groups,
-                                       impl_of(be)->stream));
+    SITS_KERNEL_CHECK(sits_k_matmul_w4(y, x, w->q, w->scale, w->zero, w->gidx, w->tiled, bias, n, in, out, w->group_size,
+                                       w->n_groups, impl_of(be)->stream));
+    return SITS_OK;
+}
+
+/* [int4 tiles] backend.h w4_layout: every linear the tiled kernels take (no act-order g_idx, in % 128 == 0, groups of a
+ * multiple of 32 inputs) into 16-row x 128-input tiles (sits_k_w4_tile), through a copy of the row layout in w4_tmp
+ * (stream-ordered: the next linear's uploads and copies come after this one's kernel); others stay in rows. */
+static sits_status_t cuda_w4_layout(sits_backend_t *be, sits_w4_t *w, int out, int in)
+{
+    cuda_impl_t *c = impl_of(be);
+    if (w->tiled || w->gidx || out < 1 || in % 128 || w->group_size % 32) return SITS_OK;
+    const size_t qb = (size_t)out * (size_t)(in / 2), sb = sizeof(float) * (size_t)out * (size_t)w->n_groups;
+    if (qb + 2 * sb > c->w4_tmp_bytes) {   /* q [out, in / 2] | scale [out, n_groups] | zero [out, n_groups] */
+        SITS_CUDA_CHECK(cudaSetDevice(be->device));
+        if (c->w4_tmp) SITS_CUDA_CHECK(cudaFree(c->w4_tmp));
+        c->w4_tmp = NULL;
+        c->w4_tmp_bytes = 0;
+        cudaError_t e = cudaMalloc(&c->w4_tmp, qb + 2 * sb);
+        if (e != cudaSuccess) {
+            SITS_ERROR(SITS_SUB_CUDA, "cudaMalloc of %zu bytes (an INT4 linear's re-arrangement) on gpu %d: %s", qb + 2 * sb,
+                       be->device, cudaGetErrorString(e));
+            return e == cudaErrorMemoryAllocation ? SITS_ERR_NOMEM : SITS_ERR_CUDA;
+        }
+        c->w4_tmp_bytes = qb + 2 * sb;
+    }
+    unsigned char *tmp = c->w4_tmp;
+    sits_status_t st = SITS_OK;
+    if (cudaMemcpyAsync(tmp, w->q, qb, cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess ||
+        cudaMemcpyAsync(tmp + qb, w->scale, sb, cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess ||
+        cudaMemcpyAsync(tmp + qb + sb, w->zero, sb, cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess)
+        st = SITS_ERR_CUDA;
+    if (st == SITS_OK)
+        st = sits_k_w4_tile((uint8_t *)w->q, w->scale, w->zero, tmp, (const float *)(tmp + qb), (const float *)(tmp + qb + sb), in,
+                            out, w->n_groups, c->stream);
+    if (st != SITS_OK) {
+        SITS_ERROR(SITS_SUB_CUDA, "re-arranging an INT4 linear (%d x %d) on gpu %d failed", out, in, be->device);
+        return st;
+    }
+    w->tiled = 1;
     return SITS_OK;
 }
 
@@ -925,6 +966,7 @@ static void impl_release(cuda_impl_t *c)
     if (c->workspace) cudaFree(c->workspace);
     if (c->attn_ws.scratch) cudaFree(c->attn_ws.scratch); /* [attention] */
     if (c->w4_scratch) cudaFree(c->w4_scratch);           /* [int4] */
+    if (c->w4_tmp) cudaFree(c->w4_tmp);                   /* [int4 tiles] */
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -949,6 +991,13 @@ static void cuda_destroy(sits_backend_t *be)
 static sits_status_t cuda_mem_plan(sits_backend_t *be, const sits_mem_shape_t *sh, int reserve, sits_mem_plan_t *plan)
 {
     cuda_impl_t *c = impl_of(be);
+    if (reserve && c->w4_tmp) {   /* [int4 tiles] the weights are loaded: w4_layout's copy goes */
+        SITS_CUDA_CHECK(cudaSetDevice(be->device));
+        SITS_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        SITS_CUDA_CHECK(cudaFree(c->w4_tmp));
+        c->w4_tmp = NULL;
+        c->w4_tmp_bytes = 0;
+    }
     sits_mem_plan_add(plan, "cublaslt workspace", CUDA_WORKSPACE_BYTES, 1);
     sits_mem_plan_add(plan, "attention scratch", CUDA_ATTN_SCRATCH_BYTES, 1);
     if (sh->w4_elems) {   /* [int4] the dequantised linear of batches above the GEMV kernel's */
@@ -1233,6 +1282,7 @@ static const sits_backend_ops_t cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .matmul_w4 = cuda_matmul_w4_t,     /* [int4] */
+    .w4_layout = cuda_w4_layout,       /* [int4 tiles] */
     .matmul_swiglu = cuda_matmul_swiglu_t,   /* [perf: swiglu gemv] */
     .matmul_fp8 = cuda_matmul_fp8_t,   /* [fp8] */
     .matmul_fp8q = cuda_matmul_fp8q_t,

@@ -668,11 +668,13 @@ static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_
             q.n_groups = (int)(cols / gs);
         }
     }
+    const size_t ra = (size_t)sits_w4_rows_alloc(rows);   /* [int4 tiles] whole 16-row tiles (the slices count the rest) */
+    L->bytes += (ra - (size_t)rows) * ((size_t)(cols / 2) + 2 * sizeof(float) * (size_t)q.n_groups);
     if (!L->count_only) {
         sits_backend_t *be = L->be;
-        SITS_CHECK_GOTO(be->ops->alloc(be, (size_t)rows * (size_t)(cols / 2), &q.q), st, err);
-        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)q.n_groups, (void **)&q.scale), st, err);
-        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)q.n_groups, (void **)&q.zero), st, err);
+        SITS_CHECK_GOTO(be->ops->alloc(be, ra * (size_t)(cols / 2), &q.q), st, err);
+        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * ra * (size_t)q.n_groups, (void **)&q.scale), st, err);
+        SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(float) * ra * (size_t)q.n_groups, (void **)&q.zero), st, err);
         if (gidx) {
             SITS_CHECK_GOTO(be->ops->alloc(be, sizeof(int32_t) * (size_t)cols, (void **)&q.gidx), st, err);
             SITS_CHECK_GOTO(be->ops->upload(be, q.gidx, gidx, sizeof(int32_t) * (size_t)cols), st, err);
@@ -685,6 +687,7 @@ static sits_status_t load_linear_w4(loader_t *L, int layer, int64_t rows, int64_
         L->row_scale = 0.0f;
         if (st != SITS_OK) goto err;
     }
+    if (!L->count_only && L->be->ops->w4_layout) SITS_CHECK_GOTO(L->be->ops->w4_layout(L->be, &q, (int)rows, (int)cols), st, err);
     *w4 = q;
     free(gidx);
     return SITS_OK;
@@ -1049,12 +1052,13 @@ static sits_status_t moe_w4_alloc(loader_t *L, sits_w4_t *w4, int64_t rows, int6
     int per_channel = gs <= 0 || gs >= in_full;
     w4->group_size = per_channel ? (int)cols : gs;
     w4->n_groups = per_channel ? 1 : (int)(cols / gs);
-    L->bytes += (size_t)rows * ((size_t)(cols / 2) + 2 * sizeof(float) * (size_t)w4->n_groups);
+    const size_t ra = (size_t)sits_w4_rows_alloc(rows);   /* [int4 tiles] whole 16-row tiles */
+    L->bytes += ra * ((size_t)(cols / 2) + 2 * sizeof(float) * (size_t)w4->n_groups);
     if (L->count_only) return SITS_OK;
     sits_backend_t *be = L->be;
-    SITS_CHECK(be->ops->alloc(be, (size_t)rows * (size_t)(cols / 2), &w4->q));
-    SITS_CHECK(be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)w4->n_groups, (void **)&w4->scale));
-    return be->ops->alloc(be, sizeof(float) * (size_t)rows * (size_t)w4->n_groups, (void **)&w4->zero);
+    SITS_CHECK(be->ops->alloc(be, ra * (size_t)(cols / 2), &w4->q));
+    SITS_CHECK(be->ops->alloc(be, sizeof(float) * ra * (size_t)w4->n_groups, (void **)&w4->scale));
+    return be->ops->alloc(be, sizeof(float) * ra * (size_t)w4->n_groups, (void **)&w4->zero);
 }
 
 /* [moe int4] rows [r0, r1) x cols [c0, c1) of expert part (part, l, x) into w4 at row dst_row0: the checkpoint's
@@ -1121,7 +1125,10 @@ static sits_status_t moe_load_ffn_w4(loader_t *L, int l, int x, int64_t i0, int6
     SITS_CHECK(moe_slice_w4(L, gu, 0, SITS_MOE_GATE, l, x, i0, i0 + i, 0, H, mode));
     SITS_CHECK(moe_slice_w4(L, gu, i, SITS_MOE_UP, l, x, i0, i0 + i, 0, H, mode));
     SITS_CHECK(moe_w4_alloc(L, down, H, i, gs, I));
-    return moe_slice_w4(L, down, 0, SITS_MOE_DOWN, l, x, 0, H, i0, i0 + i, mode);
+    SITS_CHECK(moe_slice_w4(L, down, 0, SITS_MOE_DOWN, l, x, 0, H, i0, i0 + i, mode));
+    if (L->count_only || !L->be->ops->w4_layout) return SITS_OK;   /* [int4 tiles] */
+    SITS_CHECK(L->be->ops->w4_layout(L->be, gu, (int)(2 * i), (int)H));
+    return L->be->ops->w4_layout(L->be, down, (int)H, (int)i);
 }
 
 /* [moe fp8] Whether the experts' linear lin (SITS_LIN_GATE_UP or SITS_LIN_DOWN) of layer l is held in FP8:

@@ -494,14 +494,24 @@ static void w4_case(ctx_t *c, int n, int in, int out, int group, int act_order, 
         d_x[b] = dev_acts(be, x, (size_t)n * in);
         d_b[b] = with_bias ? dev_weight(be, bias, 1, out) : NULL;
         d_y[b] = dev_poison(be, (size_t)n * out * sits_dtype_size(be->act_dtype));
-        TRY(be->ops->alloc(be, (size_t)out * (size_t)(in / 2), &d_q[b]));
+        const size_t ra = (size_t)sits_w4_rows_alloc(out);   /* as the loader allocates: whole 16-row tiles */
+        TRY(be->ops->alloc(be, ra * (size_t)(in / 2), &d_q[b]));
         TRY(be->ops->upload(be, d_q[b], q, (size_t)out * (size_t)(in / 2)));
-        TRY(be->ops->alloc(be, sizeof(float) * (size_t)out * (size_t)ng, &d_s[b]));
+        TRY(be->ops->alloc(be, sizeof(float) * ra * (size_t)ng, &d_s[b]));
         TRY(be->ops->upload(be, d_s[b], sc, sizeof(float) * (size_t)out * (size_t)ng));
-        TRY(be->ops->alloc(be, sizeof(float) * (size_t)out * (size_t)ng, &d_z[b]));
+        TRY(be->ops->alloc(be, sizeof(float) * ra * (size_t)ng, &d_z[b]));
         TRY(be->ops->upload(be, d_z[b], zr, sizeof(float) * (size_t)out * (size_t)ng));
         d_g[b] = act_order ? dev_i32(be, gidx, (size_t)in) : NULL;
-        sits_w4_t w = { d_q[b], d_s[b], d_z[b], d_g[b], group, ng };
+        sits_w4_t w = { d_q[b], d_s[b], d_z[b], d_g[b], group, ng, 0 };
+        if (be->ops->w4_layout) {   /* [int4 tiles] the backend's own layout, as the loader leaves it */
+            TRY(be->ops->w4_layout(be, &w, out, in));
+            const int want = !act_order && in % 128 == 0 && group % 32 == 0;   /* cuda tiles these (its kernels' rule) */
+            if (w.tiled != want) {
+                printf("FAIL %s: w4_layout left tiled = %d, want %d\n", what, w.tiled, want);
+                c->failures++;
+            }
+            c->checks++;
+        }
         if (dq && be->ops->mem_plan) {   /* the backend's dequantisation scratch, as the engine reserves it */
             sits_mem_plan_t plan;
             memset(&plan, 0, sizeof plan);
@@ -3293,37 +3303,31 @@ int4_cases:
     test_matmul_w4(&c, 9, 512, 1000, 128, 0, 0);
     test_matmul_w4(&c, 24, 1024, 200, 128, 0, 1);   /* 17-32 tokens: two m-tiles a warp, rows past out */
     test_matmul_w4(&c, 48, 2048, 72, 64, 0, 1);     /* 33-64 tokens: eight n-tiles */
-    /* the persistent GEMV w4a16_pgemv_kernel (1-2 tokens, groups of 128k, in >= 1024; also 1 x 4096 x 1024 above): a long
-     * row (14 k-blocks a warp), warps of 2 and 1 k-blocks over a tile and a half, groups of 256, 70B's longest row, many
-     * tiles a block (1792 tiles); 2 x 28672 inputs does not fit its shared memory (the tensor-core GEMV's) */
+    /* the persistent GEMV w4a16_pgemv_kernel (off by default: SITS_W4_PG_MAX_N=2 gives it 1-2 tokens, groups of 128k,
+     * in >= 1024): a long row (14 k-blocks a warp), warps of 2 and 1 k-blocks over a tile and a half, groups of 256, 70B's
+     * longest row, many tiles a block (1792 tiles); 2 x 28672 inputs does not fit its shared memory (the tensor-core
+     * GEMV's) */
+    setenv("SITS_W4_PG_MAX_N", "2", 1);
+    test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
     test_matmul_w4(&c, 1, 14336, 4096, 128, 0, 0);
     test_matmul_w4(&c, 2, 1152, 40, 128, 0, 1);
     test_matmul_w4(&c, 2, 8192, 1000, 256, 0, 1);
     test_matmul_w4(&c, 1, 28672, 48, 128, 0, 0);
     test_matmul_w4(&c, 2, 4096, 28672, 128, 0, 0);
     test_matmul_w4(&c, 2, 28672, 40, 128, 0, 1);
-    /* [int4 ring] gemv_w4_kernel (off by default: SITS_W4_RING_MAX_N; groups of 128, in % 512 == 0), with every form
-     * of it -- 1-16 tokens (16: two 8-token blocks), 1024- and 2048-byte stages, the zero point subtracted or through
-     * sum x: rows ending inside a stage (1536 inputs: 768 of the ring's 1024 bytes; 2560: a stage and a quarter), rows
-     * past out, a bias */
-    {
-        static const char *forms[][2] = { { "1024", "0" }, { "2048", "0" }, { "1024", "1" }, { "2048", "1" } };
-        setenv("SITS_W4_RING_MAX_N", "16", 1);
-        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
-            setenv("SITS_W4_RING_ROWB", forms[f][0], 1);
-            setenv("SITS_W4_RING_ZX", forms[f][1], 1);
-            printf("# [int4 ring] SITS_W4_RING_ROWB=%s SITS_W4_RING_ZX=%s, up to 16 tokens\n", forms[f][0], forms[f][1]);
-            test_matmul_w4(&c, 16, 4096, 520, 128, 0, 1);
-            test_matmul_w4(&c, 12, 1536, 72, 128, 0, 0);
-            test_matmul_w4(&c, 3, 2560, 4100, 128, 0, 1);
-            test_matmul_w4(&c, 7, 1536, 72, 128, 0, 0);
-            test_matmul_w4(&c, 1, 14336, 264, 128, 0, 0);
-            test_matmul_w4(&c, 8, 4096, 3072, 128, 0, 1);
-        }
-        unsetenv("SITS_W4_RING_MAX_N");
-        unsetenv("SITS_W4_RING_ROWB");
-        unsetenv("SITS_W4_RING_ZX");
-    }
+    unsetenv("SITS_W4_PG_MAX_N");
+    /* [int4 tiles] the tensor-core GEMV at 3-64 tokens (one or two passes; two m-tiles a block from 17 tokens), rows past
+     * out (1000, 40: a partial last block and tile), a group of 256, a k range shorter than the 8 warps' (1152 inputs) */
+    test_matmul_w4(&c, 3, 4096, 1000, 128, 0, 1);
+    test_matmul_w4(&c, 9, 1152, 40, 128, 0, 0);
+    test_matmul_w4(&c, 16, 2048, 1000, 32, 0, 1);
+    test_matmul_w4(&c, 17, 8192, 520, 256, 0, 1);
+    test_matmul_w4(&c, 32, 4096, 3072, 128, 0, 0);
+    test_matmul_w4(&c, 64, 2048, 136, 128, 0, 1);
+    /* [int4 tiles] 1-2 tokens on the tensor-core GEMV (the default) */
+    test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
+    test_matmul_w4(&c, 2, 1152, 40, 128, 0, 1);
+    test_matmul_w4(&c, 1, 8192, 28672, 128, 0, 0);
     /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);

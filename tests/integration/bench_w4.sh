@@ -41,9 +41,9 @@ rc=$?
 "$b" --device cpu --shapes tiny --tokens 1,x > "$tmp/bad.txt" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "^usage:" "$tmp/bad.txt" && ok "malformed --tokens refused with the usage (rc $rc)" || { bad "--tokens 1,x: rc $rc"; cat "$tmp/bad.txt"; }
-"$b" --device cpu --shapes tiny --compare-env SITS_W4_RING_MAX_N > "$tmp/env.txt" 2>&1
+"$b" --device cpu --shapes tiny --compare-env SITS_W4_PG_MAX_N > "$tmp/env.txt" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q "wants VAR=VALUE" "$tmp/env.txt" && ok "--compare-env without '=' refused (rc $rc)" || { bad "--compare-env SITS_W4_RING_MAX_N: rc $rc"; cat "$tmp/env.txt"; }
+[ $rc -ne 0 ] && grep -q "wants VAR=VALUE" "$tmp/env.txt" && ok "--compare-env without '=' refused (rc $rc)" || { bad "--compare-env SITS_W4_PG_MAX_N: rc $rc"; cat "$tmp/env.txt"; }
 "$b" --device cpu --shapes tiny --group 96 > "$tmp/grp.txt" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "does not divide" "$tmp/grp.txt" && ok "--group 96 (not dividing in 1024) refused (rc $rc)" || { bad "--group 96: rc $rc"; cat "$tmp/grp.txt"; }
