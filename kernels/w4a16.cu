@@ -285,13 +285,13 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
 }
 
 #define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
-#define W4_TC_WARPS 8  /* warps per block: the k-blocks of one row tile, reduced through shared memory */
 
 /* Tensor-core GEMV for 1 .. 32 tokens (NT8 n-tiles of 8: 1, 2, 4): mma m16n8k16 bf16 with the weights as A (MT m-tiles
- * of 16 output rows) and x^T as B (8 tokens). Block = 8 warps on output rows o0 = 16 MT blockIdx.x .. ; warp w
- * takes the 128-input k-blocks w, w + 8, ... (in % 128 == 0) of all MT m-tiles, which share each x fragment
- * (MT = 2 at 17-32 tokens halves the x traffic per weight); the warps' C fragments are summed in shared memory,
- * one m-tile at a time.
+ * of 16 output rows) and x^T as B (8 tokens). Block = WARPS warps (8; 16 at 1-8 tokens on a small grid) on output
+ * rows o0 = 16 MT blockIdx.x .. ; warp w takes the 128-input k-blocks w, w + WARPS, ... (in % 128 == 0) of all MT
+ * m-tiles, which share each x fragment (MT = 2 at 9-32 tokens halves the x traffic per weight: at 16 tokens measured
+ * 1.1-2x faster than MT = 1, at 1-8 0.85x); the warps' C fragments are summed in shared memory, one m-tile at a time.
+ * [perf: pdl] Launched as a programmatic dependent: the block's setup overlaps the end of the kernel that writes x.
  * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block 4 words of 8 nibbles
  * each, word s = inputs kin(s) .. + 7 with kin(s) = 32 tq + 8 s (WIDE: one 16-byte load; the k-block is in
  * one group, group_size % 128 == 0) or 32 s + 8 tq (4-byte loads; step s is in one group, group_size % 32
@@ -310,12 +310,12 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
-template <int NT8, int MT, bool WIDE>
-static __global__ void __launch_bounds__(32 * W4_TC_WARPS)
+template <int NT8, int MT, bool WIDE, int WARPS>
+static __global__ void __launch_bounds__(32 * WARPS)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
-    __shared__ float red[W4_TC_WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
+    __shared__ float red[WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int o0 = blockIdx.x * 16 * MT;
     const uint8_t *qa[MT], *qb[MT];   /* [int4 tiles] rows g, g + 8 of m-tile m in k-block 0; k-block kb at + 1024 kb */
@@ -331,14 +331,15 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
         za[m] = reinterpret_cast<const uint8_t *>(zero) + w4t_sz(t, 0, n_groups) + g;
         zb[m] = za[m] + 8;
     }
+    const int nkb = in / 128;
+    sits_k_pdl_wait();   /* [perf: pdl] launched as a programmatic dependent: x comes from the kernel before */
     float acc[MT][NT8][4];
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
-    const int nkb = in / 128;
 #pragma unroll 2
-    for (int kb = warp; kb < nkb; kb += W4_TC_WARPS) {
+    for (int kb = warp; kb < nkb; kb += WARPS) {
         uint32_t wa[MT][4], wb[MT][4];
 #pragma unroll
         for (int m = 0; m < MT; m++) {
@@ -424,13 +425,13 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 #pragma unroll
             for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
         __syncthreads();
-        for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * W4_TC_WARPS) {
+        for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * WARPS) {
             const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
             const int row = o0 + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0), tok = 8 * nt + 2 * (l & 3) + (i & 1);
             if (row >= out || tok >= n) continue;
             float v = 0.0f;
 #pragma unroll
-            for (int w = 0; w < W4_TC_WARPS; w++) v += red[w][nt][i][l];
+            for (int w = 0; w < WARPS; w++) v += red[w][nt][i][l];
             y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
         }
     }
@@ -729,26 +730,40 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         }
         if (n <= W4_TC_MAX_N) {
             const bool wide = group_size % 128 == 0;
+            /* 1-8 tokens on a small grid (at most two 16-row tiles an SM: Llama-3 8B o and down at TP 1) with 16 warps a
+             * block: twice the nibble loads in flight (H100, linears alone: 8B o 7.9 -> 6.8 us, down 19.5 -> 16.6; on
+             * larger grids 16 warps were slower: 8B gate_up 28.8 -> 33.6). SITS_W4_TC_W=8 / 16 sets it (A/B). */
+            int dev = 0, n_sms = 0;
+            if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
+            const char *w_env = getenv("SITS_W4_TC_W");
+            const bool w16 = w_env ? atoi(w_env) == 16 : (out + 15) / 16 <= 2 * n_sms;
+            cudaError_t e = cudaSuccess;
             /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured
              * faster than one pass of eight n-tiles with one m-tile (x 16x the nibbles at 64 tokens: RESULTS.md) */
             for (int t0 = 0; t0 < n; t0 += 32) {
                 const int nn = min(32, n - t0);
                 const sits_bf16_t *xp = x + (size_t)t0 * in;
                 sits_bf16_t *yp = y + (size_t)t0 * out;
-#define W4_TC(NT8, MT)                                                                                                       \
-    do {                                                                                                                     \
-        const unsigned blocks = (unsigned)((out + 16 * (MT) - 1) / (16 * (MT)));                                             \
-        if (wide)                                                                                                            \
-            w4a16_tc_kernel<NT8, MT, true><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(yp, xp, q, scale, zero, bias, nn, in,   \
-                                                                                   out, group_size, n_groups);               \
-        else                                                                                                                 \
-            w4a16_tc_kernel<NT8, MT, false><<<blocks, 32 * W4_TC_WARPS, 0, stream>>>(yp, xp, q, scale, zero, bias, nn, in,  \
-                                                                                    out, group_size, n_groups);              \
-    } while (0)
-                if (nn <= 8) W4_TC(1, 1);
-                else if (nn <= 16) W4_TC(2, 1);
-                else W4_TC(4, 2);   /* two m-tiles share each x fragment: half the x traffic per weight */
+                /* [perf: pdl] a programmatic dependent: its setup overlaps the kernel before (3 % off the 8B INT4 batch-1
+                 * step on the H100; a prefetch of its first k-blocks into L2 before the wait cost 2.4 %: RESULTS.md) */
+#define W4_TC(NT8, MT, WIDE, W)                                                                                                  \
+    e = sits_k_launch_pdl(w4a16_tc_kernel<NT8, MT, WIDE, W>, dim3((unsigned)((out + 16 * (MT) - 1) / (16 * (MT)))), 32 * (W), 0, \
+                          stream, true, yp, xp, q, scale, zero, bias, nn, in, out, group_size, n_groups)
+                if (nn <= 8 && w16) {
+                    if (wide) W4_TC(1, 1, true, 16);
+                    else W4_TC(1, 1, false, 16);
+                } else if (nn <= 8) {
+                    if (wide) W4_TC(1, 1, true, 8);
+                    else W4_TC(1, 1, false, 8);
+                } else if (nn <= 16) {   /* two m-tiles share each x fragment: half the x traffic per weight */
+                    if (wide) W4_TC(2, 2, true, 8);
+                    else W4_TC(2, 2, false, 8);
+                } else {
+                    if (wide) W4_TC(4, 2, true, 8);
+                    else W4_TC(4, 2, false, 8);
+                }
 #undef W4_TC
+                if (e != cudaSuccess) return SITS_ERR_CUDA;
             }
             return SITS_K_LAUNCH_STATUS();
         }

@@ -3316,7 +3316,7 @@ int4_cases:
     test_matmul_w4(&c, 2, 4096, 28672, 128, 0, 0);
     test_matmul_w4(&c, 2, 28672, 40, 128, 0, 1);
     unsetenv("SITS_W4_PG_MAX_N");
-    /* [int4 tiles] the tensor-core GEMV at 3-64 tokens (one or two passes; two m-tiles a block from 17 tokens), rows past
+    /* [int4 tiles] the tensor-core GEMV at 3-64 tokens (one or two passes; two m-tiles a block from 9 tokens), rows past
      * out (1000, 40: a partial last block and tile), a group of 256, a k range shorter than the 8 warps' (1152 inputs) */
     test_matmul_w4(&c, 3, 4096, 1000, 128, 0, 1);
     test_matmul_w4(&c, 9, 1152, 40, 128, 0, 0);
@@ -3328,6 +3328,14 @@ int4_cases:
     test_matmul_w4(&c, 1, 4096, 1024, 128, 0, 0);
     test_matmul_w4(&c, 2, 1152, 40, 128, 0, 1);
     test_matmul_w4(&c, 1, 8192, 28672, 128, 0, 0);
+    /* [int4 tc2] 1-8 tokens with 16 warps a block (chosen on small grids: 1 x 4096 -> 1024 above; forced here on a larger
+     * one, with groups of 32 and a k range of 9 k-blocks), and 8 warps forced on a small grid */
+    setenv("SITS_W4_TC_W", "16", 1);
+    test_matmul_w4(&c, 1, 4096, 8200, 128, 0, 1);
+    test_matmul_w4(&c, 7, 1152, 40, 32, 0, 0);
+    setenv("SITS_W4_TC_W", "8", 1);
+    test_matmul_w4(&c, 5, 14336, 1000, 128, 0, 1);
+    unsetenv("SITS_W4_TC_W");
     /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
