@@ -11,8 +11,9 @@
  * Kernels, tiled:
  *   - n <= W4_PG_MAX_N (0: off by default; SITS_W4_PG_MAX_N), groups of 128k, in >= 1024, x in shared memory (n (in + 8)
  *     bf16 within W4_PG_SMEM_MAX with the rest): the persistent GEMV w4a16_pgemv_kernel (below);
- *   - otherwise n <= W4_TC_MAX_N (64): the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block, x^T as the
- *     MMA's 8-token side; below), up to 32 tokens a launch: 33-64 tokens are two launches;
+ *   - otherwise n <= W4_TC_MAX_N (64): the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block -- 256, a
+ *     warp's own 32, at 17-32 tokens on a large grid -- x^T as the MMA's 8-token side; below), up to 32 tokens a launch:
+ *     33-64 tokens are two launches;
  *   - more tokens: the tensor-core tiles w4a16_mma_kernel<true> (below), or the backend's dequantise-then-GEMM
  *     (sits_k_w4_dequant + cuBLASLt) where it has the scratch (cuda.c).
  * Kernels, rows:
@@ -287,10 +288,12 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
 #define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
 
 /* Tensor-core GEMV for 1 .. 32 tokens (NT8 n-tiles of 8: 1, 2, 4): mma m16n8k16 bf16 with the weights as A (MT m-tiles
- * of 16 output rows) and x^T as B (8 tokens). Block = WARPS warps (8; 16 at 1-8 tokens on a small grid) on output
- * rows o0 = 16 MT blockIdx.x .. ; warp w takes the 128-input k-blocks w, w + WARPS, ... (in % 128 == 0) of all MT
- * m-tiles, which share each x fragment (MT = 2 at 9-32 tokens halves the x traffic per weight: at 16 tokens measured
- * 1.1-2x faster than MT = 1, at 1-8 0.85x); the warps' C fragments are summed in shared memory, one m-tile at a time.
+ * of 16 output rows) and x^T as B (8 tokens). Block = WARPS warps (8; 16 at 1-8 tokens on a small grid) on RW = WARPS /
+ * KW row tiles of 16 MT rows (KW = WARPS: one; [int4 rows] KW = 1: a warp a row tile), tile r of the block at rows
+ * o0 = 16 MT (RW blockIdx.x + r) ..; warp w = KW r + kw takes the 128-input k-blocks kw, kw + KW, ... (in % 128 == 0) of
+ * all MT m-tiles, which share each x fragment (MT = 2 at 9-32 tokens halves the x traffic per weight: at 16 tokens
+ * measured 1.1-2x faster than MT = 1, at 1-8 0.85x); a tile's KW warps' C fragments are summed in shared memory, one
+ * m-tile at a time.
  * [perf: pdl] Launched as a programmatic dependent: the block's setup overlaps the end of the kernel that writes x.
  * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block 4 words of 8 nibbles
  * each, word s = inputs kin(s) .. + 7 with kin(s) = 32 tq + 8 s (WIDE: one 16-byte load; the k-block is in
@@ -310,14 +313,17 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
-template <int NT8, int MT, bool WIDE, int WARPS>
+template <int NT8, int MT, bool WIDE, int WARPS, int KW>
 static __global__ void __launch_bounds__(32 * WARPS)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
+    constexpr int RW = WARPS / KW;   /* warps along the rows: RW x 16 MT rows a block */
     __shared__ float red[WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int o0 = blockIdx.x * 16 * MT;
+    /* this warp's row tile and k-worker (RW == 1 spelled out: the compiler does not know warp < WARPS) */
+    const int rw = RW == 1 ? 0 : warp / KW, kw = RW == 1 ? warp : warp % KW;
+    const int o0 = (blockIdx.x * RW + rw) * 16 * MT;   /* this warp's first row */
     const uint8_t *qa[MT], *qb[MT];   /* [int4 tiles] rows g, g + 8 of m-tile m in k-block 0; k-block kb at + 1024 kb */
     const float *sa[MT], *sb[MT];   /* their scales of group 0; group gi at + 16 gi */
     const uint8_t *za[MT], *zb[MT];   /* their zero points (bytes), the same */
@@ -339,7 +345,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
 #pragma unroll 2
-    for (int kb = warp; kb < nkb; kb += WARPS) {
+    for (int kb = kw; kb < nkb; kb += KW) {
         uint32_t wa[MT][4], wb[MT][4];
 #pragma unroll
         for (int m = 0; m < MT; m++) {
@@ -418,20 +424,21 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
         }
     }
 #pragma unroll
-    for (int m = 0; m < MT; m++) {   /* the warps' sums, one m-tile at a time */
+    for (int m = 0; m < MT; m++) {   /* the sums over each row tile's KW warps, one m-tile at a time */
         if (m) __syncthreads();          /* the previous m-tile's sums are read */
 #pragma unroll
         for (int nt = 0; nt < NT8; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
         __syncthreads();
-        for (int idx = threadIdx.x; idx < NT8 * 4 * 32; idx += 32 * WARPS) {
-            const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
-            const int row = o0 + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0), tok = 8 * nt + 2 * (l & 3) + (i & 1);
+        for (int idx = threadIdx.x; idx < RW * NT8 * 128; idx += 32 * WARPS) {
+            const int r = idx / (NT8 * 128), nt = (idx / 128) % NT8, i = (idx / 32) % 4, l = idx % 32;
+            const int row = (blockIdx.x * RW + r) * 16 * MT + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
+            const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
             if (row >= out || tok >= n) continue;
             float v = 0.0f;
 #pragma unroll
-            for (int w = 0; w < WARPS; w++) v += red[w][nt][i][l];
+            for (int w = 0; w < KW; w++) v += red[r * KW + w][nt][i][l];
             y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
         }
     }
@@ -737,6 +744,16 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
             if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
             const char *w_env = getenv("SITS_W4_TC_W");
             const bool w16 = w_env ? atoi(w_env) == 16 : (out + 15) / 16 <= 2 * n_sms;
+            /* [int4 rows] 17-32 tokens on a large grid (gate_up: at least 3/4 of a block an SM with 8 row tiles of 32
+             * rows a block): the 8 warps of a block each on a row tile of its own (KW = 1), reading the same x fragments
+             * at about the same time -- from L1 after the first; with one row tile a block (the k range over its 8 warps)
+             * every block reads all of x from L2 (at 32 tokens 4x its nibbles' bytes). H100, linears alone at 32 tokens,
+             * us (one row tile a block -> eight): 8B gate_up 66.3 -> 60.0, 70B gate_up 232.1 -> 226.1; at 16 tokens it
+             * lost (33.7 -> 41.5, 116.7 -> 130.4: the one-tile form holds 128 registers there, two blocks an SM), and on
+             * smaller grids 2, 4 or 8 row tiles a block lost everywhere: too few blocks (RESULTS.md).
+             * SITS_W4_TC_RW=1 / 8 sets it (A/B; 8 also at 1-16 tokens, on 16-row tiles at 1-8). */
+            const char *rw_env = getenv("SITS_W4_TC_RW");
+            const int rw_force = rw_env ? atoi(rw_env) : 0;
             cudaError_t e = cudaSuccess;
             /* 33-64 tokens: two passes of at most 32 (weights read twice, x from L2 4x the nibbles a pass) -- measured
              * faster than one pass of eight n-tiles with one m-tile (x 16x the nibbles at 64 tokens: RESULTS.md) */
@@ -744,25 +761,36 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
                 const int nn = min(32, n - t0);
                 const sits_bf16_t *xp = x + (size_t)t0 * in;
                 sits_bf16_t *yp = y + (size_t)t0 * out;
+                const bool rows = rw_force ? rw_force == 8 : nn > 16 && (out + 255) / 256 * 4 >= 3 * n_sms;
                 /* [perf: pdl] a programmatic dependent: its setup overlaps the kernel before (3 % off the 8B INT4 batch-1
                  * step on the H100; a prefetch of its first k-blocks into L2 before the wait cost 2.4 %: RESULTS.md) */
-#define W4_TC(NT8, MT, WIDE, W)                                                                                                  \
-    e = sits_k_launch_pdl(w4a16_tc_kernel<NT8, MT, WIDE, W>, dim3((unsigned)((out + 16 * (MT) - 1) / (16 * (MT)))), 32 * (W), 0, \
+#define W4_TC(NT8, MT, WIDE, W, KW)                                                                                            \
+    e = sits_k_launch_pdl(w4a16_tc_kernel<NT8, MT, WIDE, W, KW>,                                                               \
+                          dim3((unsigned)((out + 16 * (MT) * ((W) / (KW)) - 1) / (16 * (MT) * ((W) / (KW))))), 32 * (W), 0,    \
                           stream, true, yp, xp, q, scale, zero, bias, nn, in, out, group_size, n_groups)
-                if (nn <= 8 && w16) {
-                    if (wide) W4_TC(1, 1, true, 16);
-                    else W4_TC(1, 1, false, 16);
+#define W4_TCR(NT8, MT)                                                                                                        \
+    do {                                                                                                                       \
+        if (wide && rows) W4_TC(NT8, MT, true, 8, 1);                                                                          \
+        else if (wide) W4_TC(NT8, MT, true, 8, 8);                                                                             \
+        else if (rows) W4_TC(NT8, MT, false, 8, 1);                                                                            \
+        else W4_TC(NT8, MT, false, 8, 8);                                                                                      \
+    } while (0)
+                if (nn <= 8 && rows) {
+                    if (wide) W4_TC(1, 1, true, 8, 1);
+                    else W4_TC(1, 1, false, 8, 1);
+                } else if (nn <= 8 && w16) {
+                    if (wide) W4_TC(1, 1, true, 16, 16);
+                    else W4_TC(1, 1, false, 16, 16);
                 } else if (nn <= 8) {
-                    if (wide) W4_TC(1, 1, true, 8);
-                    else W4_TC(1, 1, false, 8);
+                    if (wide) W4_TC(1, 1, true, 8, 8);
+                    else W4_TC(1, 1, false, 8, 8);
                 } else if (nn <= 16) {   /* two m-tiles share each x fragment: half the x traffic per weight */
-                    if (wide) W4_TC(2, 2, true, 8);
-                    else W4_TC(2, 2, false, 8);
+                    W4_TCR(2, 2);
                 } else {
-                    if (wide) W4_TC(4, 2, true, 8);
-                    else W4_TC(4, 2, false, 8);
+                    W4_TCR(4, 2);
                 }
 #undef W4_TC
+#undef W4_TCR
                 if (e != cudaSuccess) return SITS_ERR_CUDA;
             }
             return SITS_K_LAUNCH_STATUS();
