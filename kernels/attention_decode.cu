@@ -122,7 +122,13 @@ static __device__ __forceinline__ void att_dec_merge_o(const att_params &p, cons
 
 /* out[t, h0 + r] = sum_i 2^(m_i - M) o_i / (sum_i 2^(m_i - M) l_i [+ [gpt-oss] att_sink]) over the n_active partitions
  * of rows r < n_rows, read past L1 (other CTAs wrote them): warp w takes rows w, w + 4, .. for M, the weights (in sO:
- * [R][ATT_MAX_SPLITS], then the sums [R]); then the threads take the (row, column) elements, partitions in order. */
+ * [R][ATT_MAX_SPLITS], then the sums [R]); then the threads take the (row, column) elements, partitions in order.
+ * [perf: merge chain] A partition's (m, l) is one 8-byte load, once (lane i: partitions i and i + 32), not m for M and
+ * then m and l again for the weights: one L2 round trip less on a split token's chain (batch 1, context 129: the
+ * split-K end was 2.6 us of a live CTA's 6.6, RESULTS.md 2026-12-06T04:10Z). Loading the o partials before the
+ * weights too (one more round trip less) took the bf16 kernel from 164 to 189 registers (two CTAs an SM, not three)
+ * and spilled the 8-bit one: not done. */
+static_assert(ATT_MAX_SPLITS <= 64, "att_dec_merge_splits: two partitions a lane");
 template <int D, int R>
 static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int n_rows, int n_active, int t, int li, int h0,
                                             int S)
@@ -131,16 +137,21 @@ static __device__ void att_dec_merge_splits(const att_params &p, float *sO, int 
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
     float *sw = sO, *sl = sO + R * ATT_MAX_SPLITS;
     for (int r = warp; r < n_rows; r += ATT_THREADS / 32) {
-        const long long pr = ((long long)li * p.n_heads + h0 + r) * S;
-        float M = -INFINITY;
-        for (int i = lane; i < n_active; i += 32) M = fmaxf(M, __ldcg(att_part_ml(p, n_list, S, pr + i)));
+        const float2 *ml = reinterpret_cast<const float2 *>(att_part_ml(p, n_list, S, ((long long)li * p.n_heads + h0 + r) * S));
+        const float2 a = lane < n_active ? __ldcg(ml + lane) : make_float2(-INFINITY, 0.0f);
+        const float2 b = lane + 32 < n_active ? __ldcg(ml + lane + 32) : make_float2(-INFINITY, 0.0f);
+        float M = fmaxf(a.x, b.x);
         for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
         float l = 0.0f;
-        for (int i = lane; i < n_active; i += 32) {
-            const float *ml = att_part_ml(p, n_list, S, pr + i);
-            const float wt = exp2f(__ldcg(ml) - M);
-            sw[r * ATT_MAX_SPLITS + i] = wt;
-            l += __ldcg(ml + 1) * wt;
+        if (lane < n_active) {
+            const float wt = exp2f(a.x - M);
+            sw[r * ATT_MAX_SPLITS + lane] = wt;
+            l += a.y * wt;
+        }
+        if (lane + 32 < n_active) {
+            const float wt = exp2f(b.x - M);
+            sw[r * ATT_MAX_SPLITS + lane + 32] = wt;
+            l += b.y * wt;
         }
         for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
         if (p.sinks) l += att_sink(p.sinks, h0 + r, M); /* [gpt-oss] once, to the merged sum (M: every lane's) */
