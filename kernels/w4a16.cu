@@ -751,7 +751,8 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
              * us (one row tile a block -> eight): 8B gate_up 66.3 -> 60.0, 70B gate_up 232.1 -> 226.1; at 16 tokens it
              * lost (33.7 -> 41.5, 116.7 -> 130.4: the one-tile form holds 128 registers there, two blocks an SM), and on
              * smaller grids 2, 4 or 8 row tiles a block lost everywhere: too few blocks (RESULTS.md).
-             * SITS_W4_TC_RW=1 / 8 sets it (A/B; 8 also at 1-16 tokens, on 16-row tiles at 1-8). */
+             * SITS_W4_TC_RW=1 / 8 sets it at 9-32 tokens (A/B; at 1-8 tokens, 16-row tiles, 8 a block tripled the 8B
+             * batch-1 step: not offered). */
             const char *rw_env = getenv("SITS_W4_TC_RW");
             const int rw_force = rw_env ? atoi(rw_env) : 0;
             cudaError_t e = cudaSuccess;
@@ -761,7 +762,7 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
                 const int nn = min(32, n - t0);
                 const sits_bf16_t *xp = x + (size_t)t0 * in;
                 sits_bf16_t *yp = y + (size_t)t0 * out;
-                const bool rows = rw_force ? rw_force == 8 : nn > 16 && (out + 255) / 256 * 4 >= 3 * n_sms;
+                const bool rows = nn > 8 && (rw_force ? rw_force == 8 : nn > 16 && (out + 255) / 256 * 4 >= 3 * n_sms);
                 /* [perf: pdl] a programmatic dependent: its setup overlaps the kernel before (3 % off the 8B INT4 batch-1
                  * step on the H100; a prefetch of its first k-blocks into L2 before the wait cost 2.4 %: RESULTS.md) */
 #define W4_TC(NT8, MT, WIDE, W, KW)                                                                                            \
@@ -775,10 +776,7 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         else if (rows) W4_TC(NT8, MT, false, 8, 1);                                                                            \
         else W4_TC(NT8, MT, false, 8, 8);                                                                                      \
     } while (0)
-                if (nn <= 8 && rows) {
-                    if (wide) W4_TC(1, 1, true, 8, 1);
-                    else W4_TC(1, 1, false, 8, 1);
-                } else if (nn <= 8 && w16) {
+                if (nn <= 8 && w16) {
                     if (wide) W4_TC(1, 1, true, 16, 16);
                     else W4_TC(1, 1, false, 16, 16);
                 } else if (nn <= 8) {
