@@ -9,7 +9,7 @@
  * tiled layout (below: 16-row x 128-input units of 1 KB, made at load by sits_k_w4_tile), so the loads of the GEMVs
  * are whole 512-byte runs; the others (act-order, odd input counts) stay in rows.
  * Kernels, tiled:
- *   - n <= W4_PG_MAX_N (0: off by default; SITS_W4_PG_MAX_N), groups of 128k, in >= 1024, x in shared memory (n (in + 8)
+ *   - n <= W4_PG_MAX_N (0: off by default; SITS_W4_PG_MAX_N), groups of 128k, in >= 1024, x in shared memory (n (in + 32)
  *     bf16 within W4_PG_SMEM_MAX with the rest): the persistent GEMV w4a16_pgemv_kernel (below);
  *   - otherwise n <= W4_TC_MAX_N (64): the tensor-core GEMV w4a16_tc_kernel (16 or 32 output rows a block -- 256, a
  *     warp's own 32, at 17-32 tokens on a large grid -- x^T as the MMA's 8-token side; below), up to 32 tokens a launch:
@@ -45,8 +45,13 @@
 
 /* [int4 tiles] The tiled layout (backend.h sits_w4_t.tiled; made at load by sits_k_w4_tile): rows in tiles of 16
  * (out rounded up, the pad rows' nibbles, scales and zeros 0), inputs in k-blocks of 128 (in % 128 == 0):
- *   q      unit (tile t, k-block kb) = 1 KB at w4t_unit(t, kb): row 16 t + r's 64 bytes of the k-block at 64 r, bytes
- *          as in the row layout (column 2j low nibble)
+ *   q      unit (tile t, k-block kb) = 1 KB at w4t_unit(t, kb): row 16 t + r's 64 bytes of the k-block at 64 r;
+ *          [int4 interleave] in them the 32-bit word at byte 16 tq + 4 s (tq, s 0..3) holds the 8 inputs
+ *          c = 32 s + 8 tq + j (c within the k-block, j 0..7), input j at bits 4 w4t_pos(j): the even j in nibbles
+ *          0-3, the odd in 4-7 -- so (w & 0x000f000f) is the pair (j0, j1), w >> 4 (j2, j3), w >> 8 (j4, j5), w >> 12
+ *          (j6, j7): each bf16 pair in the order of x's own pairs (MMA B fragments straight from x, no byte permutes),
+ *          and a lane's 16-byte load at 16 tq holds the words of 4 steps whose inputs 32 s + 8 tq .. + 7 are, over the
+ *          4 lanes tq, 32 consecutive ones (x's loads of a step: 64 contiguous bytes a token)
  *   scale  fp32 [tiles][n_groups][16]: (row 16 t + r, group gi) at w4t_sz(t, gi) + r
  *   zero   uint8, the same index (the zero points are integers 0..16: backend.h), in the first quarter of the fp32
  *          buffer the row layout allocated
@@ -60,11 +65,23 @@ static __device__ __forceinline__ size_t w4t_sz(int t, int gi, int n_groups)
 {
     return ((size_t)t * (size_t)n_groups + (size_t)gi) * 16;
 }
-/* byte of row o holding inputs k, k + 1 (k even), and the (row, group) scale / zero index, in either layout */
+/* [int4 interleave] the nibble of input j (0..7) of a tiled word */
+static __host__ __device__ __forceinline__ int w4t_pos(int j)
+{
+    return (j >> 1) + 4 * (j & 1);
+}
+/* byte of row o's 32-bit word of inputs k .. k + 7 (k % 8 == 0); input k + j at bits w4_shift<TL>(j) of it; the
+ * (row, group) scale / zero index: in either layout */
 template <bool TL>
 static __device__ __forceinline__ size_t w4_qoff(int o, int k, int in)
 {
-    return TL ? w4t_unit(o >> 4, k >> 7, in) + (size_t)((o & 15) * 64 + ((k & 127) >> 1)) : (size_t)o * (size_t)(in / 2) + (size_t)(k >> 1);
+    return TL ? w4t_unit(o >> 4, k >> 7, in) + (size_t)((o & 15) * 64 + 16 * ((k >> 3) & 3) + 4 * ((k & 127) >> 5))
+              : (size_t)o * (size_t)(in / 2) + (size_t)(k >> 1);
+}
+template <bool TL>
+static __device__ __forceinline__ int w4_shift(int j)
+{
+    return 4 * (TL ? w4t_pos(j) : j);
 }
 template <bool TL>
 static __device__ __forceinline__ size_t w4_szoff(int o, int gi, int n_groups)
@@ -79,19 +96,26 @@ static __device__ __forceinline__ float w4_zero(const float *zero, size_t i)
 }
 
 /* row layout (q_src [out, in / 2], s_src / z_src [out, n_groups]) -> tiled (q, scale, zero): a thread a 16-byte piece
- * of a unit, then a scale and a zero */
+ * of a unit (its 4 words from the row's words at 16 s + 4 tq, nibbles interleaved), then a scale and a zero */
 static __global__ void w4_tile_kernel(uint8_t *q, float *scale, float *zero, const uint8_t *q_src, const float *s_src,
                                       const float *z_src, int in, int out, int n_groups)
 {
     const int tiles = (out + 15) / 16, nkb = in / 128;
     const size_t pieces = (size_t)tiles * (size_t)nkb * 64, sz = (size_t)tiles * 16 * (size_t)n_groups;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < pieces) {   /* piece i: unit i / 64, its row (i / 4) % 16, 16 bytes (i % 4) */
+    if (i < pieces) {   /* piece i: unit i / 64, its row (i / 4) % 16, 16 bytes tq = i % 4 */
         const size_t unit = i / 64;
         const int t = (int)(unit / (size_t)nkb), kb = (int)(unit % (size_t)nkb), r = (int)(i / 4) % 16, o = 16 * t + r;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (o < out) v = *reinterpret_cast<const uint4 *>(q_src + (size_t)o * (size_t)(in / 2) + (size_t)kb * 64 + 16 * (i % 4));
-        *reinterpret_cast<uint4 *>(q + 16 * i) = v;
+        const int tq = (int)(i % 4);
+        uint32_t w[4] = { 0u, 0u, 0u, 0u };   /* word s: inputs 32 s + 8 tq .. + 7 of the k-block */
+        if (o < out)
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const uint32_t v = *reinterpret_cast<const uint32_t *>(q_src + (size_t)o * (size_t)(in / 2) + (size_t)kb * 64 + 16 * s + 4 * tq);
+#pragma unroll
+                for (int j = 0; j < 8; j++) w[s] |= (v >> (4 * j) & 15u) << (4 * w4t_pos(j));
+            }
+        *reinterpret_cast<uint4 *>(q + 16 * i) = make_uint4(w[0], w[1], w[2], w[3]);
     }
     if (i < sz) {   /* index i: tile i / (16 n_groups), group (i / 16) % n_groups, row 16 t + i % 16 */
         const int t = (int)(i / (16 * (size_t)n_groups)), gi = (int)(i / 16 % (size_t)n_groups), o = 16 * t + (int)(i % 16);
@@ -251,7 +275,7 @@ static __global__ void w4_dequant_kernel(sits_bf16_t *w, const uint8_t *q, const
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const size_t sz = w4_szoff<TL>((int)o, gidx ? gidx[k0 + j] : (k0 + j) / group_size, n_groups);
-        v[j] = ((float)((word >> (4 * j)) & 15u) - w4_zero<TL>(zero, sz)) * scale[sz];
+        v[j] = ((float)((word >> w4_shift<TL>(j)) & 15u) - w4_zero<TL>(zero, sz)) * scale[sz];
     }
     sits_k_store<8>(w + o * (size_t)in + k0, v);
 }
@@ -295,15 +319,15 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
  * measured 1.1-2x faster than MT = 1, at 1-8 0.85x); a tile's KW warps' C fragments are summed in shared memory, one
  * m-tile at a time.
  * [perf: pdl] Launched as a programmatic dependent: the block's setup overlaps the end of the kernel that writes x.
- * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block 4 words of 8 nibbles
- * each, word s = inputs kin(s) .. + 7 with kin(s) = 32 tq + 8 s (WIDE: one 16-byte load; the k-block is in
- * one group, group_size % 128 == 0) or 32 s + 8 tq (4-byte loads; step s is in one group, group_size % 32
- * == 0). The input order inside an MMA is free (a sum), so the pairs come as the bit layout gives them:
- * (w & 0x000f000f) | 0x43004300 is the bf16 pair (128 + n0, 128 + n4), w >> 4 gives (n1, n5), w >> 8
- * (n2, n6), w >> 12 (n3, n7); minus 128 + zero (an integer 0..16) that is q - zero, exact in bf16. Step s
- * is two MMAs: A = {(n0, n4) row g, row g + 8, (n1, n5) row g, row g + 8}, B = {x (0, 4), x (1, 5)} of
- * token 8 nt + g, then {(n2, n6) .., (n3, n7) ..} with x (2, 6), (3, 7) (one 16-byte load of x per token,
- * step and lane, split by byte permutes). The products x (q - zero) are exact and sum in fp32 per group,
+ * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block one 16-byte load a row, 4 words
+ * of 8 nibbles, word s = inputs kin(s) .. + 7 with kin(s) = 32 s + 8 tq ([int4 interleave]; step s is in one group:
+ * WIDE, group_size % 128 == 0, the whole k-block; otherwise group_size % 32 == 0). The input order inside an MMA is
+ * free (a sum); the tiled layout's nibble order makes (w & 0x000f000f) | 0x43004300 the bf16 pair (128 + n0, 128 + n1)
+ * of inputs kin, kin + 1, w >> 4 gives (n2, n3), w >> 8 (n4, n5), w >> 12 (n6, n7); minus 128 + zero (an integer
+ * 0..16) that is q - zero, exact in bf16. Step s is two MMAs: A = {(n0, n1) row g, row g + 8, (n2, n3) row g, row
+ * g + 8}, B = {x (0, 1), x (2, 3)} of token 8 nt + g, then {(n4, n5) .., (n6, n7) ..} with x (4, 5), (6, 7): one
+ * 16-byte load of x per token, step and lane is the four B registers as they are, and the 4 lanes tq of a token read
+ * 64 contiguous bytes. The products x (q - zero) are exact and sum in fp32 per group,
  * then times the group's scale in fp32: as w4a16_gemv_kernel, only the summation order differs from the
  * cpu twin. C: part[m][nt] = (row 16 m + g, tokens 8 nt + 2 tq, + 1), (row 16 m + g + 8, same tokens). */
 static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
@@ -313,8 +337,9 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
+/* [int4 interleave] 9-16 tokens, groups of 128k: two blocks an SM (<= 128 registers; without the bound 138 at KW = 8) */
 template <int NT8, int MT, bool WIDE, int WARPS, int KW>
-static __global__ void __launch_bounds__(32 * WARPS)
+static __global__ void __launch_bounds__(32 * WARPS, NT8 == 2 && WARPS == 8 && WIDE ? 2 : 0)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
@@ -346,21 +371,13 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
         for (int nt = 0; nt < NT8; nt++) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
 #pragma unroll 2
     for (int kb = kw; kb < nkb; kb += KW) {
-        uint32_t wa[MT][4], wb[MT][4];
+        uint32_t wa[MT][4], wb[MT][4];   /* [int4 interleave] word s: inputs kb 128 + 32 s + 8 tq .. + 7 */
 #pragma unroll
         for (int m = 0; m < MT; m++) {
-            if (WIDE) {
-                const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 1024 + 16 * tq));
-                const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 1024 + 16 * tq));
-                wa[m][0] = va.x; wa[m][1] = va.y; wa[m][2] = va.z; wa[m][3] = va.w;
-                wb[m][0] = vb.x; wb[m][1] = vb.y; wb[m][2] = vb.z; wb[m][3] = vb.w;
-            } else {
-#pragma unroll
-                for (int s = 0; s < 4; s++) {
-                    wa[m][s] = *reinterpret_cast<const uint32_t *>(qa[m] + (size_t)kb * 1024 + 16 * s + 4 * tq);
-                    wb[m][s] = *reinterpret_cast<const uint32_t *>(qb[m] + (size_t)kb * 1024 + 16 * s + 4 * tq);
-                }
-            }
+            const uint4 va = __ldcs(reinterpret_cast<const uint4 *>(qa[m] + (size_t)kb * 1024 + 16 * tq));
+            const uint4 vb = __ldcs(reinterpret_cast<const uint4 *>(qb[m] + (size_t)kb * 1024 + 16 * tq));
+            wa[m][0] = va.x; wa[m][1] = va.y; wa[m][2] = va.z; wa[m][3] = va.w;
+            wb[m][0] = vb.x; wb[m][1] = vb.y; wb[m][2] = vb.z; wb[m][3] = vb.w;
         }
         float part[MT][NT8][4];
 #pragma unroll
@@ -393,18 +410,16 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
                 a1[m][2] = w4_pair(wa[m][s] >> 12, za2[m]);
                 a1[m][3] = w4_pair(wb[m][s] >> 12, zb2[m]);
             }
-            const int kin = kb * 128 + (WIDE ? 32 * tq + 8 * s : 32 * s + 8 * tq);
+            const int kin = kb * 128 + 32 * s + 8 * tq;
 #pragma unroll
-            for (int nt = 0; nt < NT8; nt++) {
+            for (int nt = 0; nt < NT8; nt++) {   /* x pairs (0, 1), (2, 3) | (4, 5), (6, 7): the B fragments as they are */
                 const int tok = 8 * nt + g;
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
                 if (tok < n) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)tok * in + kin));
-                const uint32_t b00 = __byte_perm(v.x, v.z, 0x5410), b01 = __byte_perm(v.x, v.z, 0x7632);
-                const uint32_t b10 = __byte_perm(v.y, v.w, 0x5410), b11 = __byte_perm(v.y, v.w, 0x7632);
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    w4_mma(part[m][nt], a0[m], b00, b01);
-                    w4_mma(part[m][nt], a1[m], b10, b11);
+                    w4_mma(part[m][nt], a0[m], v.x, v.y);
+                    w4_mma(part[m][nt], a1[m], v.z, v.w);
                 }
             }
             if (!WIDE || s == 3) {   /* the group's partial sums times its scale */
@@ -445,7 +460,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 }
 
 /* [perf: int4 decode] Persistent tensor-core GEMV for 1 .. 8 tokens (w4a16_pgemv_kernel). The MMA layout of
- * w4a16_tc_kernel<1, 1, true> (weights as A: rows 16 t + g and + 8, 16-byte nibble loads, inputs kb 128 + 32 tq + 8 s4 ..
+ * w4a16_tc_kernel<1, 1, true> (weights as A: rows 16 t + g and + 8, 16-byte nibble loads, inputs kb 128 + 32 s4 + 8 tq ..
  * + 7 in step s4; x^T as B), but
  *   - the zero point leaves the inner loop: A is the raw pair (128 + q) (one LOP3 a pair, no subtraction), and a
  *     k-block's sum of (128 + q) x is corrected by (128 + zero) times the k-block's sum of x (xsum, fp32, per token,
@@ -453,9 +468,9 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
  *     sum (q - zero) x = sum (128 + q) x - (128 + zero) sum x. The products (128 + q) x stay exact in fp32 (8-bit by
  *     8-bit mantissas); the correction cancels about 8 bits of the k-block's sum (|128 + q| <= 143 against
  *     |q - zero| <= 16), an error of ~2^-16 of its terms, below the bf16 output's 2^-9;
- *   - x [n, in] is staged once per block in shared memory in the B fragments' order (each 8 inputs as (x0, x4),
- *     (x1, x5), (x2, x6), (x3, x7): one LDS.128 gives a step's two B pairs), rows padded by 16 bytes (the 8 tokens'
- *     rows on distinct banks);
+ *   - x [n, in] is staged once per block in shared memory as it is ([int4 interleave]: one LDS.128 gives a step's
+ *     two B pairs), rows padded by 64 bytes (a quarter warp's 8 lanes, tokens g, g + 1 by 4 lanes tq of 16 bytes,
+ *     on distinct banks);
  *   - a block walks the 16-row tiles blockIdx.x, + gridDim.x, ... (grid: W4_PG_BLOCKS_SM blocks an SM, at most a
  *     block a tile); warp w takes k-blocks w, w + 8, ... of each (c of them a tile, in >= 1024 so c >= 1); its units
  *     (tile, k-block) in that order keep a ring of W4_PG_D units' nibbles, zeros and scales in registers (the zeros
@@ -464,7 +479,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
  *     buffer comes after the next tile's barrier, which its readers have passed);
  *   - a programmatic dependent launch: the first D units' weights are requested before waiting for the kernel that
  *     writes x (kernels/gemv.cu).
- * Shared memory: red [2][W4_PG_WARPS][4][32] fp32 | xsum [in / 128][8] fp32 (tokens >= n: 0) | xs [n][in + 8] bf16.
+ * Shared memory: red [2][W4_PG_WARPS][4][32] fp32 | xsum [in / 128][8] fp32 (tokens >= n: 0) | xs [n][in + 32] bf16.
  * Measured on the H200 (RESULTS.md 2026-12-04), one token: 1.1-1.34x w4a16_tc_kernel's speed on the linears with >= 14336
  * outputs or inputs, 0.81-0.99x on the others (whole step: 8B -7 %, 70B on one GPU -14 %); still 1.5-2.6 TB/s, not the
  * ~4 TB/s of kernels/gemv.cu's FP8 GEMV on twice the bytes. Nsight Compute (57344 x 8192): DRAM 54 %, L2 71 %, 0.52
@@ -483,7 +498,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
 
 static __host__ __device__ __forceinline__ size_t w4pg_smem_bytes(int n, int in)
 {
-    return (size_t)W4_PG_RED_BYTES + (size_t)(in / 128) * 8 * sizeof(float) + (size_t)n * (size_t)(in + 8) * 2;
+    return (size_t)W4_PG_RED_BYTES + (size_t)(in / 128) * 8 * sizeof(float) + (size_t)n * (size_t)(in + 32) * 2;
 }
 
 /* the weights of one unit (16-row tile t, k-block kb) a lane holds, from the tiled layout ([int4 tiles]: the unit's
@@ -521,7 +536,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
     float(*red)[W4_PG_WARPS][4][32] = reinterpret_cast<float(*)[W4_PG_WARPS][4][32]>(w4pg_smem);   /* [2][warp][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const int nkb = in / 128, c = (nkb - warp + W4_PG_WARPS - 1) / W4_PG_WARPS;   /* k-blocks of this warp a tile */
-    const int xstride = in + 8;                                                    /* xs row stride (bf16) */
+    const int xstride = in + 32;                                                   /* xs row stride (bf16) */
     float *xsum = reinterpret_cast<float *>(w4pg_smem + W4_PG_RED_BYTES);          /* [nkb][8] */
     sits_bf16_t *xs = reinterpret_cast<sits_bf16_t *>(w4pg_smem + W4_PG_RED_BYTES + (size_t)nkb * 8 * sizeof(float));
     const int n_tiles = (out + 15) / 16;
@@ -550,9 +565,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
                 const uint32_t u[4] = { v.x, v.y, v.z, v.w };
 #pragma unroll
                 for (int e = 0; e < 8; e++) sum += __uint_as_float(e & 1 ? u[e >> 1] & 0xffff0000u : u[e >> 1] << 16);
-                *reinterpret_cast<uint4 *>(xs + (size_t)t * xstride + 8 * j) =
-                    make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
-                               __byte_perm(v.y, v.w, 0x7632));
+                *reinterpret_cast<uint4 *>(xs + (size_t)t * xstride + 8 * j) = v;   /* [int4 interleave] as it is */
             }
 #pragma unroll
             for (int m = 8; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
@@ -577,7 +590,7 @@ w4a16_pgemv_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const
                 const uint32_t a1[4] = { w4_raw_pair(wa[s4] >> 8), w4_raw_pair(wb[s4] >> 8), w4_raw_pair(wa[s4] >> 12),
                                          w4_raw_pair(wb[s4] >> 12) };
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                if (g < n) v = *reinterpret_cast<const uint4 *>(xs + (size_t)g * xstride + kb * 128 + 32 * tq + 8 * s4);
+                if (g < n) v = *reinterpret_cast<const uint4 *>(xs + (size_t)g * xstride + kb * 128 + 32 * s4 + 8 * tq);
                 w4_mma(part, a0, v.x, v.y);
                 w4_mma(part, a1, v.z, v.w);
             }
@@ -657,7 +670,7 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
             uint32_t pk[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                float lo = (float)((word >> (8 * i)) & 15u) - z, hi = (float)((word >> (8 * i + 4)) & 15u) - z;
+                float lo = (float)((word >> w4_shift<TL>(2 * i)) & 15u) - z, hi = (float)((word >> w4_shift<TL>(2 * i + 1)) & 15u) - z;
                 __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);   /* exact: integers in [-16, 15] */
                 pk[i] = *reinterpret_cast<uint32_t *>(&h);
             }
