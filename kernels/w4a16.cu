@@ -312,12 +312,12 @@ static __device__ __forceinline__ void w4_mma(float (&d)[4], const uint32_t (&a)
 #define W4_TC_MAX_N 64 /* tokens up to which the tensor-core GEMV runs */
 
 /* Tensor-core GEMV for 1 .. 32 tokens (NT8 n-tiles of 8: 1, 2, 4): mma m16n8k16 bf16 with the weights as A (MT m-tiles
- * of 16 output rows) and x^T as B (8 tokens). Block = WARPS warps (8; 16 at 1-8 tokens on a small grid) on RW = WARPS /
- * KW row tiles of 16 MT rows (KW = WARPS: one; [int4 rows] KW = 1: a warp a row tile), tile r of the block at rows
- * o0 = 16 MT (RW blockIdx.x + r) ..; warp w = KW r + kw takes the 128-input k-blocks kw, kw + KW, ... (in % 128 == 0) of
- * all MT m-tiles, which share each x fragment (MT = 2 at 9-32 tokens halves the x traffic per weight: at 16 tokens
- * measured 1.1-2x faster than MT = 1, at 1-8 0.85x); a tile's KW warps' C fragments are summed in shared memory, one
- * m-tile at a time.
+ * of 16 output rows) and x^T as B (8 tokens). Block = WARPS warps (8; at 1-8 tokens 16 on a small grid, 4 on a
+ * mid-size one: [perf: w4 waves]) on RW = WARPS / KW row tiles of 16 MT rows (KW = WARPS: one; [int4 rows] KW = 1: a
+ * warp a row tile), tile r of the block at rows o0 = 16 MT (RW blockIdx.x + r) ..; warp w = KW r + kw takes the
+ * 128-input k-blocks kw, kw + KW, ... (in % 128 == 0) of all MT m-tiles, which share each x fragment (MT = 2 at 9-32
+ * tokens halves the x traffic per weight: at 16 tokens measured 1.1-2x faster than MT = 1, at 1-8 0.85x); a tile's KW
+ * warps' C fragments are summed in shared memory, one m-tile at a time.
  * [perf: pdl] Launched as a programmatic dependent: the block's setup overlaps the end of the kernel that writes x.
  * A lane (g = lane / 4, tq = lane % 4) reads rows o0 + g and o0 + g + 8: per k-block one 16-byte load a row, 4 words
  * of 8 nibbles, word s = inputs kin(s) .. + 7 with kin(s) = 32 s + 8 tq ([int4 interleave]; step s is in one group:
@@ -752,11 +752,19 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
             const bool wide = group_size % 128 == 0;
             /* 1-8 tokens on a small grid (at most two 16-row tiles an SM: Llama-3 8B o and down at TP 1) with 16 warps a
              * block: twice the nibble loads in flight (H100, linears alone: 8B o 7.9 -> 6.8 us, down 19.5 -> 16.6; on
-             * larger grids 16 warps were slower: 8B gate_up 28.8 -> 33.6). SITS_W4_TC_W=8 / 16 sets it (A/B). */
+             * larger grids 16 warps were slower: 8B gate_up 28.8 -> 33.6). */
             int dev = 0, n_sms = 0;
             if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
+            /* [perf: w4 waves] 4 warps a block where the 8-warp blocks would spill into a second, partial wave (more than 4
+             * tiles an SM -- four 8-warp blocks of 60 registers fit an SM -- and at most 8: Llama-3 70B qkv at TP 1, 640
+             * tiles on 132 SMs): every tile resident at once (eight 4-warp blocks an SM), 19-20 warps an SM streaming 16
+             * k-blocks each, instead of 1.2 waves. H100, linears alone (RESULTS.md 2026-12-06T09:30Z): 70B qkv 23.8 ->
+             * 22.3 us at 1 token, 25.4 -> 22.1 at 8; on the other Llama-3 grids 4 warps lost (70B o 16.6 -> 19.8, down
+             * 48.6 -> 61.8, 8B qkv 8.6 -> 10.4). SITS_W4_TC_W=4 / 8 / 16 sets the warps at 1-8 tokens (A/B). */
             const char *w_env = getenv("SITS_W4_TC_W");
-            const bool w16 = w_env ? atoi(w_env) == 16 : (out + 15) / 16 <= 2 * n_sms;
+            const int tiles = (out + 15) / 16;
+            const int w_tc = w_env ? atoi(w_env) : tiles <= 2 * n_sms ? 16 : tiles > 4 * n_sms && tiles <= 8 * n_sms ? 4 : 8;
+            const bool w16 = w_tc == 16;
             /* [int4 rows] 17-32 tokens on a large grid (gate_up: at least 3/4 of a block an SM with 8 row tiles of 32
              * rows a block): the 8 warps of a block each on a row tile of its own (KW = 1), reading the same x fragments
              * at about the same time -- from L1 after the first; with one row tile a block (the k range over its 8 warps)
@@ -789,18 +797,21 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         else if (rows) W4_TC(NT8, MT, false, 8, 1);                                                                            \
         else W4_TC(NT8, MT, false, 8, 8);                                                                                      \
     } while (0)
-                if (nn <= 8 && w16) {
-                    if (wide) W4_TC(1, 1, true, 16, 16);
-                    else W4_TC(1, 1, false, 16, 16);
-                } else if (nn <= 8) {
-                    if (wide) W4_TC(1, 1, true, 8, 8);
-                    else W4_TC(1, 1, false, 8, 8);
-                } else if (nn <= 16) {   /* two m-tiles share each x fragment: half the x traffic per weight */
+#define W4_TC1(W)                                                                                                              \
+    do {                                                                                                                       \
+        if (wide) W4_TC(1, 1, true, W, W);                                                                                     \
+        else W4_TC(1, 1, false, W, W);                                                                                         \
+    } while (0)
+                if (nn <= 8 && w16) W4_TC1(16);
+                else if (nn <= 8 && w_tc == 4) W4_TC1(4);
+                else if (nn <= 8) W4_TC1(8);
+                else if (nn <= 16) {   /* two m-tiles share each x fragment: half the x traffic per weight */
                     W4_TCR(2, 2);
                 } else {
                     W4_TCR(4, 2);
                 }
 #undef W4_TC
+#undef W4_TC1
 #undef W4_TCR
                 if (e != cudaSuccess) return SITS_ERR_CUDA;
             }

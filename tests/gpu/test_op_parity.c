@@ -3336,6 +3336,12 @@ int4_cases:
     setenv("SITS_W4_TC_W", "8", 1);
     test_matmul_w4(&c, 5, 14336, 1000, 128, 0, 1);
     unsetenv("SITS_W4_TC_W");
+    /* [perf: w4 waves] 1-8 tokens on blocks of 4 warps: chosen for 10240 rows on 80-159 SMs (640 tiles, more than 4 and
+     * at most 8 an SM: Llama-3 70B qkv), forced with groups of 32 on rows past out */
+    test_matmul_w4(&c, 1, 8192, 10240, 128, 0, 1);
+    setenv("SITS_W4_TC_W", "4", 1);
+    test_matmul_w4(&c, 6, 1152, 1000, 32, 0, 0);
+    unsetenv("SITS_W4_TC_W");
     /* [int4 rows] 17-32 tokens on blocks of 8 row tiles, one a warp (the default on large grids: 70B gate_up's 57344
      * rows, below; small grids and 1-16 tokens take one row tile a block, cases above): forced on small grids and at 9-16
      * tokens too, rows past out (a partial last block: warps past out repeat the last tile, never written), groups of 32
