@@ -758,7 +758,7 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
             /* [perf: w4 waves] 4 warps a block where the 8-warp blocks would spill into a second, partial wave (more than 4
              * tiles an SM -- four 8-warp blocks of 60 registers fit an SM -- and at most 8: Llama-3 70B qkv at TP 1, 640
              * tiles on 132 SMs): every tile resident at once (eight 4-warp blocks an SM), 19-20 warps an SM streaming 16
-             * k-blocks each, instead of 1.2 waves. H100, linears alone (RESULTS.md 2026-12-06T09:30Z): 70B qkv 23.8 ->
+             * k-blocks each, instead of 1.2 waves. H100, linears alone (RESULTS.md 2026-12-06T08:35Z): 70B qkv 23.8 ->
              * 22.3 us at 1 token, 25.4 -> 22.1 at 8; on the other Llama-3 grids 4 warps lost (70B o 16.6 -> 19.8, down
              * 48.6 -> 61.8, 8B qkv 8.6 -> 10.4). SITS_W4_TC_W=4 / 8 / 16 sets the warps at 1-8 tokens (A/B). */
             const char *w_env = getenv("SITS_W4_TC_W");
