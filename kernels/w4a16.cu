@@ -764,7 +764,6 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
             const char *w_env = getenv("SITS_W4_TC_W");
             const int tiles = (out + 15) / 16;
             const int w_tc = w_env ? atoi(w_env) : tiles <= 2 * n_sms ? 16 : tiles > 4 * n_sms && tiles <= 8 * n_sms ? 4 : 8;
-            const bool w16 = w_tc == 16;
             /* [int4 rows] 17-32 tokens on a large grid (gate_up: at least 3/4 of a block an SM with 8 row tiles of 32
              * rows a block): the 8 warps of a block each on a row tile of its own (KW = 1), reading the same x fragments
              * at about the same time -- from L1 after the first; with one row tile a block (the k range over its 8 warps)
@@ -802,7 +801,7 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         if (wide) W4_TC(1, 1, true, W, W);                                                                                     \
         else W4_TC(1, 1, false, W, W);                                                                                         \
     } while (0)
-                if (nn <= 8 && w16) W4_TC1(16);
+                if (nn <= 8 && w_tc == 16) W4_TC1(16);
                 else if (nn <= 8 && w_tc == 4) W4_TC1(4);
                 else if (nn <= 8) W4_TC1(8);
                 else if (nn <= 16) {   /* two m-tiles share each x fragment: half the x traffic per weight */
