@@ -195,6 +195,18 @@ static bool att_pf_order_on(void)
     return !(e && !strcmp(e, "index"));
 }
 
+/* [perf: kv before wait] SITS_ATT_KV_EARLY=0: the decode kernels wait for RoPE + KV write before any load (A/B); read
+ * once */
+static bool att_kv_early_on(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SITS_ATT_KV_EARLY");
+        v = !(e && !strcmp(e, "0"));
+    }
+    return v;
+}
+
 /* SITS_ATT_MIN_PART=N (rounded up to whole ATT_KT-key tiles; default one tile, the split as before): decode contexts of
  * <= N positions are one partition -- one CTA a (token, KV head, chunk), no split-K merge -- and longer ones whose even
  * cut in S would be shorter are cut into ceil(L / N) partitions instead (att_part_len). For A/B; read once. */
@@ -268,6 +280,7 @@ static sits_status_t att_run(sits_bf16_t *out, const sits_bf16_t *q, int q_row_s
     int cap = ws->n_sms * per_sm;
     p.target_ctas = cap;
     p.min_part = att_min_part();
+    p.max_seq_tokens = att_kv_early_on() ? ws->max_seq_tokens : 0;   /* [perf: kv before wait] */
 
     /* The workspace's scratch: [0, ATT_SCRATCH_HDR) the list's length, then (prefill mode) the
      * list [n_tokens] int32 rounded to 256 bytes and the tiles' order [n_tiles] int32 rounded to 256 bytes,

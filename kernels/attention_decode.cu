@@ -183,7 +183,6 @@ template <int D>
 static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_params p)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
-    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and the KV come from RoPE + KV write */
     extern __shared__ uint4 att_dec_smem_raw[];
     sits_bf16_t *sQ = reinterpret_cast<sits_bf16_t *>(att_dec_smem_raw);   /* [16][D] */
     sits_bf16_t *sK = sQ + 16 * D;                                          /* [2][ATT_KT][D] */
@@ -192,9 +191,11 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
     __shared__ float s_m[4][16], s_l[4][16];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    if (p.list_count) sits_k_pdl_wait();   /* [perf: pdl] the list comes from the prefill kernel */
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
     const int S = att_splits(n_list, p.n_kv_heads, p.n_chunks, p.n_heads, D, p.target_ctas, p.part_floats, p.part != NULL);
     const long long n_items = (long long)n_list * p.n_kv_heads * p.n_chunks * S;
+    bool waited = p.list_count != NULL;
 
     for (long long item = blockIdx.x; item < n_items; item += gridDim.x) {
         const int split = (int)(item % S);
@@ -210,6 +211,15 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
         const int h0 = kvh * p.group + chunk * 16, n_rows = min(16, p.group - chunk * 16);
         const int32_t *bt = p.block_tables + (size_t)p.seq[t] * p.max_blocks;
 
+        /* [perf: kv before wait] the first tile's keys up to cut (all of them once waited), then the wait, q, the rest */
+        const int cut = waited ? ke : att_kv_safe_end(p, p_end);
+        const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
+        att_load_kv<D>(sK, sV, p, bt, kvh * D, kb, kb, ke, 1, cut);
+        att_cp_commit();
+        if (!waited) {
+            sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and this step's keys from RoPE + KV write */
+            waited = true;
+        }
         /* q rows h0 .. h0 + n_rows - 1 of token t, zero rows after. */
         {
             constexpr int CH = D / 8;
@@ -220,10 +230,9 @@ static __global__ void __launch_bounds__(ATT_THREADS) att_decode_kernel(att_para
             }
             att_cp_commit();
         }
-        const int n_kt = (ke - kb + ATT_KT) / ATT_KT;
-        att_load_kv<D>(sK, sV, p, bt, kvh * D, kb, kb, ke);
+        att_load_kv<D>(sK, sV, p, bt, kvh * D, kb, kb, ke, 2, cut);
         att_cp_commit();
-        att_cp_wait<1>();
+        att_cp_wait<1>();   /* the first tile's head and q (its tail: the loop's first wait) */
         __syncthreads();
         uint32_t qf[D / 16][4];
 #pragma unroll
@@ -367,11 +376,16 @@ __device__ int att_dec_trace_n;
 #define ATT_DEC_TR(stmt) ((void)0)
 #endif
 
+/* [perf: kv before wait] rows of a tile from key k0 whose keys are <= cut (0 .. ATT_KT; cut may be INT_MIN) */
+static __device__ __forceinline__ int att_rows_upto(int cut, int k0)
+{
+    return cut < k0 ? 0 : min(cut - k0 + 1, ATT_KT);
+}
+
 template <int D, bool F8>
 static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(att_params p)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
-    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and the KV come from RoPE + KV write */
     extern __shared__ uint4 att_dq8_smem_raw[];
     constexpr int NST = ATT_T8_STAGES;
     unsigned char *sK = reinterpret_cast<unsigned char *>(att_dq8_smem_raw);  /* [NST][ATT_KT][D] bytes */
@@ -386,9 +400,11 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
 #endif
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    if (p.list_count) sits_k_pdl_wait();   /* [perf: pdl] the list comes from the prefill kernel */
     const int n_list = p.list_count ? *p.list_count : p.n_tokens;
     const int S = att_splits(n_list, p.n_kv_heads, p.n_chunks, p.n_heads, D, p.target_ctas, p.part_floats, p.part != NULL);
     const long long n_items = (long long)n_list * p.n_kv_heads * p.n_chunks * S;
+    bool waited = p.list_count != NULL;
 
     for (long long item = blockIdx.x; item < n_items; item += gridDim.x) {
         const int split = (int)(item % S);
@@ -419,11 +435,27 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             for (int st = 0; st < NST; st++) att_key_store<D, true>(s_off[st], s_soff[st], p, kvh, threadIdx.x, kr[st]);
         }
         __syncthreads();
+        /* [perf: kv before wait] tiles 0 .. NST - 2's keys up to cut (all of them once waited), then the wait, the rest of
+         * them as one more group (tail: the first tile's wait takes every group), then q */
+        const int cut = waited ? ke : att_kv_safe_end(p, p_end);
+        const bool tail = cut < min(ke, kb + (NST - 1) * ATT_KT - 1);   /* uniform over the CTA */
 #pragma unroll
         for (int st = 0; st < NST - 1; st++) {
             if (st < n_kt)
                 att_load_raw8<D, ATT_THREADS, true>(sK + st * ATT_KT * D, sV + st * ATT_KT * D, s_kvs + st * 2 * ATT_KT, p,
-                                                    s_off[st], s_soff[st]);
+                                                    s_off[st], s_soff[st], tail ? 1 : 0, att_rows_upto(cut, kb + st * ATT_KT));
+            att_cp_commit();
+        }
+        if (!waited) {
+            sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent (sits_k_launch_dep): q and this step's keys from RoPE + KV write */
+            waited = true;
+        }
+        if (tail) {
+#pragma unroll
+            for (int st = 0; st < NST - 1; st++)
+                if (st < n_kt)
+                    att_load_raw8<D, ATT_THREADS, true>(sK + st * ATT_KT * D, sV + st * ATT_KT * D, s_kvs + st * 2 * ATT_KT, p,
+                                                        s_off[st], s_soff[st], 2, att_rows_upto(cut, kb + st * ATT_KT));
             att_cp_commit();
         }
         /* q of head h0 + g as f16 B fragments in the permuted order: qf[kk] = q[16 kk + 4 tq .. + 3] (zeros past n_rows) */
@@ -455,7 +487,8 @@ static __global__ void __launch_bounds__(ATT_THREADS, 4) att_decode_q8_kernel(at
             const bool ahead = it + NST < n_kt && threadIdx.x < ATT_KT;
             att_key_ref nk = { -1, 0 };
             if (ahead) nk = att_key_fetch(p, bt, kb + (it + NST) * ATT_KT, threadIdx.x, kb, ke);
-            att_cp_wait<NST - 2>();
+            if (tail && it == 0) att_cp_wait<0>();   /* [perf: kv before wait] the prologue's tail group too */
+            else att_cp_wait<NST - 2>();
             __syncthreads();
 #ifdef SITS_ATT_PF_TRACE
             if (it == 0) ATT_DEC_TR((s_dt[5] += clock64() - s_dt[8], s_dt[1] = s_dt[1] ? s_dt[1] : att_gtimer()));

@@ -21,6 +21,7 @@
 #define SITS_KERNELS_ATTENTION_MMA_CUH
 
 #include "kernels/common.cuh"
+#include <climits>
 #include <cuda_fp16.h>
 
 #define ATT_THREADS 128       /* 4 warps per CTA in both kernels */
@@ -57,7 +58,19 @@ struct att_params {
     float softcap_log2;           /* [families] attention-logit soft-cap * log2(e); 0 = none (att_cap) */
     const int *pf_order;          /* prefill: [n_tiles] the tiles heaviest first (att_pf_order_kernel); NULL = from the last */
     const float *sinks;           /* [gpt-oss] [n_heads] fp32 sink logits (unscaled); NULL = none (att_sink) */
+    int max_seq_tokens;           /* the caller's bound on a sequence's tokens in the step (sits_k_attn_ws_t); <= 0: none */
 };
+
+/* [perf: kv before wait] The decode kernels are programmatic dependents of RoPE + KV write (sits_k_launch_dep), which
+ * writes q and the step's own keys; every other key of a sequence was written by an earlier step (and the metadata --
+ * positions, sequences, block tables -- by the host's upload before the step). In a step of fewer than ATT_PF_OWN_MIN
+ * tokens a sequence (p.max_seq_tokens: decode steps, verifications) without list mode, a CTA's first item may therefore
+ * request its keys <= att_kv_safe_end (pos - max_seq_tokens: before the sequence's first token of this step) before
+ * sits_k_pdl_wait, while RoPE + KV write runs, and only q and the later keys after it. Else nothing before the wait. */
+static __device__ __forceinline__ int att_kv_safe_end(const att_params &p, int p_end)
+{
+    return !p.list_count && p.max_seq_tokens > 0 && p.max_seq_tokens < ATT_PF_OWN_MIN ? p_end - p.max_seq_tokens : INT_MIN;
+}
 
 /* Launchers (attention_decode.cu, attention_prefill.cu); D = 64 or 128. */
 sits_status_t att_launch_decode(const att_params &p, int head_dim, int grid, cudaStream_t stream);
@@ -323,7 +336,7 @@ template <bool F16> static __device__ __forceinline__ void att_wg_rs128(float (&
  * [k_lo, k_hi] are zero-filled (never read from memory). All ATT_THREADS threads call it. */
 template <int D>
 static __device__ __forceinline__ void att_load_kv(sits_bf16_t *sK, sits_bf16_t *sV, const att_params &p, const int32_t *bt,
-                                                   int kv_off, int k0, int k_lo, int k_hi)
+                                                   int kv_off, int k0, int k_lo, int k_hi, int part = 0, int cut = 0)
 {
     constexpr int CH = D / 8, STEP = ATT_THREADS / CH;
     const int ch = threadIdx.x % CH, kv_row = p.n_kv_heads * D;
@@ -331,6 +344,8 @@ static __device__ __forceinline__ void att_load_kv(sits_bf16_t *sK, sits_bf16_t 
     for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
         int key = k0 + r;
         bool ok = key >= k_lo && key <= k_hi;
+        /* [perf: kv before wait] part 1: every row but the keys in (cut, k_hi]; part 2: those alone; 0: all */
+        if (part && (part == 2) != (ok && key > cut)) continue;
         const sits_bf16_t *ks = p.k_cache, *vs = p.v_cache;
         if (ok) {
             int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
@@ -549,17 +564,20 @@ static __device__ __forceinline__ void att_key_store(long long *so, long long *s
  * zeros for keys of offset -1. All NT threads call it. */
 template <int D, int NT, bool SW = false>
 static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned char *tV, float *sS, const att_params &p,
-                                                     const long long *so, const long long *sso)
+                                                     const long long *so, const long long *sso, int part = 0, int n_head = 0)
 {
     constexpr int CH = D / 16, STEP = NT / CH;
     static_assert(NT >= 2 * ATT_KT, "one thread per scale");
     const int ch = threadIdx.x % CH;
     const unsigned char *kb = reinterpret_cast<const unsigned char *>(p.k_cache);
     const unsigned char *vb = reinterpret_cast<const unsigned char *>(p.v_cache);
+    /* [perf: kv before wait] part 1: every row but the keys from row n_head on (inside the partition: offset >= 0);
+     * part 2: those alone; 0: all */
 #pragma unroll
     for (int r = threadIdx.x / CH; r < ATT_KT; r += STEP) {
         const long long off = so[r];
         const bool ok = off >= 0;
+        if (part && (part == 2) != (ok && r >= n_head)) continue;
         const long long at = ok ? off + ch * 16 : 0;
         const int dst = SW ? att_sw8<D>(r, ch) : r * D + ch * 16;
         att_cp16(tK + dst, kb + at, ok);
@@ -568,7 +586,8 @@ static __device__ __forceinline__ void att_load_raw8(unsigned char *tK, unsigned
     if (threadIdx.x < 2 * ATT_KT) {
         const int r = threadIdx.x & (ATT_KT - 1);
         const long long off = sso[r];
-        att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
+        if (!part || (part == 2) == (off >= 0 && r >= n_head))
+            att_cp4(sS + threadIdx.x, (threadIdx.x >= ATT_KT ? vb : kb) + (off >= 0 ? off : 0), off >= 0);
     }
 }
 

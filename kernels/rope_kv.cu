@@ -27,6 +27,7 @@ rope_kv_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head_dim
                void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes, const int32_t *slot_mapping,
                const float *q_norm, const float *k_norm, float eps)
 {
+    sits_k_pdl_trigger();   /* [perf: kv before wait] the decode attention may be placed now (rope_kv_vec_kernel) */
     __shared__ float s_cos[RKV_MAX_HALF], s_sin[RKV_MAX_HALF];
     const size_t t = blockIdx.x;
     const int half = head_dim / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -140,31 +141,41 @@ rope_kv_vec_kernel(sits_bf16_t *qkv, int row_stride, int n_q, int n_kv, int head
                    const float *inv_freq, void *k_cache, void *v_cache, int block_size, size_t q_bytes, size_t unit_bytes,
                    const int32_t *slot_mapping)
 {
-    sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent (sits_k_launch_dep): qkv comes from the linear before */
+    /* [perf: kv before wait] the decode attention reading this step's keys may be placed now: its first loads (the
+     * earlier keys) need nothing of this kernel (attention_mma.cuh att_kv_safe_end) */
+    sits_k_pdl_trigger();
     const int lane = threadIdx.x & 31, sub = lane & (L - 1);
     const unsigned gmask = (L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1)));
     const long long job = (long long)blockIdx.x * (256 / L) + threadIdx.x / L;
-    if (job >= n_jobs) return;   /* whole head groups leave together */
     const int rows = n_q + 2 * n_kv, half = head_dim / 2;
     const size_t t = (size_t)(job / rows);
     const int r = (int)(job - (long long)t * rows);
     const bool is_q = r < n_q, is_k = !is_q && r < n_q + n_kv;
-    const int slot = slot_mapping[t];
+    const int i0 = 8 * sub;
+    /* the angles before the wait: positions, slots and inverse frequencies come from the host, not the kernel before */
+    float cs[8], sn[8];
+    int slot = -1;
+    if (job < n_jobs) {
+        slot = slot_mapping[t];
+        if (is_q || is_k) {
+            const float p = (float)pos[t];
+#pragma unroll
+            for (int k = 0; k < 8; k++) sincosf(p * inv_freq[i0 + k], &sn[k], &cs[k]);
+        }
+    }
+    sits_k_pdl_wait();   /* [perf: pdl] launched as a dependent (sits_k_launch_dep): qkv comes from the linear before */
+    if (job >= n_jobs) return;   /* whole head groups leave together */
     if (!is_q && !is_k && slot < 0) return;   /* a padding token's v: nothing to do */
     sits_bf16_t *x = qkv + t * (size_t)row_stride + (size_t)r * head_dim;
-    const int i0 = 8 * sub;
     uint4 lo = *reinterpret_cast<const uint4 *>(x + i0), hi = *reinterpret_cast<const uint4 *>(x + half + i0);
     float a[8], b[8];
     sits_k_unpack8(lo, a);
     sits_k_unpack8(hi, b);
     if (is_q || is_k) {
-        const float p = (float)pos[t];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            float c, sn;
-            sincosf(p * inv_freq[i0 + k], &sn, &c);
             /* rounded to bf16 as sits_k_rope stores them, then read back by the cache write */
-            const float ra = sits_k_rot_lo(a[k], b[k], c, sn), rb = sits_k_rot_hi(a[k], b[k], c, sn);
+            const float ra = sits_k_rot_lo(a[k], b[k], cs[k], sn[k]), rb = sits_k_rot_hi(a[k], b[k], cs[k], sn[k]);
             a[k] = ra;
             b[k] = rb;
         }
