@@ -1431,6 +1431,16 @@ static void test_attention_all(ctx_t *c)
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 24, lens);
         test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 1000 }, 24, lens);
     }
+    {   /* [perf: kv before wait] the bounds of graph replays (15) and of verifications of k = 8 (9): a CTA's first loads stop
+         * 15 / 9 keys before the token's position -- inside a tile, across a tile's edge (contexts 65 .. 78), before the
+         * partition (1 .. 16) */
+        int lens[12] = { 1, 9, 15, 16, 17, 64, 65, 70, 78, 129, 140, 2000 };
+        c->attn_seq_bound = 15;
+        test_attn_decode(c, (attn_shape_t){ 32, 8, 128, 16, 0 }, 12, lens);
+        c->attn_seq_bound = 9;
+        test_attn_decode(c, (attn_shape_t){ 16, 2, 64, 16, 0 }, 12, lens);
+        c->attn_seq_bound = 0;
+    }
     {   /* a decode step of 300 tokens (max_seq_tokens 1: the decode kernel alone, no prefill launch or list) */
         int many[300];
         for (int i = 0; i < 300; i++) many[i] = rand_int(c, 1, 1500);
