@@ -27,6 +27,8 @@
  * sits_k_pdl_trigger); a lane loads its first unit of weights, which no kernel writes, then waits for the
  * previous grid (griddepcontrol.wait: completed, its writes visible) before it reads x. Weights stream one unit
  * ahead of the products.
+ * [perf: gemv trigger] Each block signals its own dependent (the row kernel after the linear) once past its last
+ * k loop, so that kernel's blocks are placed while the last blocks sum and write -- not only as they exit.
  * [perf: swiglu gemv] sits_k_gemv_swiglu: the one-token gate/up linear with SwiGLU in the epilogue (GLU below).
  * [perf: ring gemv] One token (both entry points) runs gemv_ring_kernel by default: the same sums, read from a
  * shared-memory ring that bulk copies fill (below). */
@@ -141,6 +143,7 @@ gemv_kernel(void *y, int y_f32, const void *x, const float *xs, const void *w, c
 #pragma unroll
         for (int r = 0; r < R; r++) wv[r] = wn[r];
     }
+    sits_k_pdl_trigger();   /* [perf: gemv trigger] (above) */
     const float v = gv_reduce_scatter<V>(acc, lane);
     constexpr int SPAN = 32 / V;   /* lanes holding each sum */
     if ((lane & (SPAN - 1)) == 0) red[warp][lane / SPAN] = v;
@@ -304,6 +307,7 @@ gemv_ring_kernel(void *y, int y_f32, const void *x, const float *xs, const void 
             __syncwarp();
             if (lane == 0) sits_k_mbar_arrive(&empty[st]);
         }
+        if (t + tl.step >= tl.end) sits_k_pdl_trigger();   /* [perf: gemv trigger] the block's last tile: (above) */
         const float v = gv_reduce_scatter<R>(acc, lane);
         constexpr int SPAN = 32 / R;
         if ((lane & (SPAN - 1)) == 0) red[p][warp][lane / SPAN] = v;
@@ -440,6 +444,7 @@ gemv_mma_kernel(void *y, int y_f32, const void *x, const float *xs, const void *
                 }
             }
         }
+        if (t + tl.step >= tl.end) sits_k_pdl_trigger();   /* [perf: gemv trigger] the block's last tile: (above) */
 #pragma unroll
         for (int b = 0; b < NB; b++)
 #pragma unroll

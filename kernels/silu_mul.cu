@@ -29,6 +29,7 @@ static __global__ void silu_mul_kernel(sits_bf16_t *out, const sits_bf16_t *gu, 
                                        float limit)
 {
     sits_k_pdl_trigger();   /* [perf: pdl] the linear reading this output may start (kernels/gemv.cu) */
+    sits_k_pdl_wait();      /* [perf: pdl] launched as a dependent (glu_launch): gu comes from the linear before */
     size_t groups_per_row = (size_t)dim / V;
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < n_groups; g += (size_t)gridDim.x * blockDim.x) {
         size_t t = g / groups_per_row, i = (g - t * groups_per_row) * V;
@@ -139,9 +140,13 @@ static sits_status_t glu_launch(sits_bf16_t *out, const sits_bf16_t *gu, int n, 
     const int threads = 256;
     size_t blocks = (n_groups + threads - 1) / threads;
     if (blocks > 132 * 32) blocks = 132 * 32; /* enough to fill an H100/H200; the loop strides over the rest */
-    if (vec) silu_mul_kernel<8, ACT><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups, alpha, limit);
-    else silu_mul_kernel<1, ACT><<<(unsigned)blocks, threads, 0, stream>>>(out, gu, dim, n_groups, alpha, limit);
-    return SITS_K_LAUNCH_STATUS();
+    /* [perf: pdl] a dependent launch (common.cuh sits_k_launch_dep): placed while the gate/up linear before it finishes
+     * (the GEMVs signal it past their k loops: kernels/gemv.cu [perf: gemv trigger]) */
+    const cudaError_t e = vec ? sits_k_launch_dep(silu_mul_kernel<8, ACT>, (unsigned)blocks, threads, 0, stream, out, gu, dim, n_groups,
+                                                  alpha, limit)
+                              : sits_k_launch_dep(silu_mul_kernel<1, ACT>, (unsigned)blocks, threads, 0, stream, out, gu, dim, n_groups,
+                                                  alpha, limit);
+    return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }
 
 extern "C" sits_status_t sits_k_silu_mul(sits_bf16_t *out, uint8_t *q, float *q_scale, const sits_bf16_t *gu, int n, int dim,

@@ -438,6 +438,7 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
             }
         }
     }
+    sits_k_pdl_trigger();   /* [perf: gemv trigger] the kernel reading y may be placed while the last blocks sum and write */
 #pragma unroll
     for (int m = 0; m < MT; m++) {   /* the sums over each row tile's KW warps, one m-tile at a time */
         if (m) __syncthreads();          /* the previous m-tile's sums are read */
