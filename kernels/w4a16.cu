@@ -339,23 +339,23 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
 }
 
 /* [int4 interleave] 9-16 tokens, groups of 128k: two blocks an SM (<= 128 registers; without the bound 138 at KW = 8) */
-/* [perf: w4 swiglu] GLU: the gate/up linear (out = 2 inter rows: gate rows, then up rows; inter % 16 == 0) with SiLU in the
- * epilogue: RW = 2, row tile 0 of block b the gate tile b and row tile 1 the up tile b + inter / 16 (MT = 1), so a block
- * holds both sums of its 16 features; y is act [n, inter] = bf16(silu(bf16 gate) * bf16 up) -- with KW the k-workers
- * the plain form gives these rows, the bits of the plain form followed by silu_mul_kernel. */
+/* [perf: w4 swiglu] GLU: the gate/up linear (out = 2 inter rows: gate rows, then up rows; inter % (16 MT) == 0) with SiLU
+ * in the epilogue: RW = 2, row tile 0 of block b the gate rows 16 MT b .. + 16 MT - 1 and row tile 1 the same up rows
+ * (+ inter), so a block holds both sums of its 16 MT features; y is act [n, inter] = bf16(silu(bf16 gate) * bf16 up) --
+ * with the plain form's KW and MT for these rows, the bits of the plain form followed by silu_mul_kernel. */
 template <int NT8, int MT, bool WIDE, int WARPS, int KW, bool GLU = false>
 static __global__ void __launch_bounds__(32 * WARPS, NT8 == 2 && WARPS == 8 && WIDE ? 2 : 0)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
     constexpr int RW = WARPS / KW;   /* warps along the rows: RW x 16 MT rows a block */
-    static_assert(!GLU || (RW == 2 && MT == 1), "the GLU form: a gate and an up row tile a block");
+    static_assert(!GLU || RW == 2, "the GLU form: a gate and an up row tile a block");
     __shared__ float red[WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     /* this warp's row tile and k-worker (RW == 1 spelled out: the compiler does not know warp < WARPS) */
     const int rw = RW == 1 ? 0 : warp / KW, kw = RW == 1 ? warp : warp % KW;
-    /* this warp's first row (GLU: gate tile b or up tile b + inter / 16, inter = out / 2) */
-    const int o0 = GLU ? ((int)blockIdx.x + rw * (out / 32)) * 16 : (blockIdx.x * RW + rw) * 16 * MT;
+    /* this warp's first row (GLU: gate row 16 MT b or up row 16 MT b + inter, inter = out / 2) */
+    const int o0 = GLU ? (int)blockIdx.x * 16 * MT + rw * (out / 2) : (blockIdx.x * RW + rw) * 16 * MT;
     const uint8_t *qa[MT], *qb[MT];   /* [int4 tiles] rows g, g + 8 of m-tile m in k-block 0; k-block kb at + 1024 kb */
     const float *sa[MT], *sb[MT];   /* their scales of group 0; group gi at + 16 gi */
     const uint8_t *za[MT], *zb[MT];   /* their zero points (bytes), the same */
@@ -446,26 +446,30 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
         }
     }
     sits_k_pdl_trigger();   /* [perf: gemv trigger] the kernel reading y may be placed while the last blocks sum and write */
-    if constexpr (GLU) {   /* [perf: w4 swiglu] entries (nt, i, l) of the gate tile, each with the up sum of its place */
-#pragma unroll
-        for (int nt = 0; nt < NT8; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[0][nt][i];
-        __syncthreads();
+    if constexpr (GLU) {   /* [perf: w4 swiglu] entries (nt, i, l) of each gate m-tile, each with the up sum of its place */
         const int inter = out / 2;
-        for (int idx = threadIdx.x; idx < NT8 * 128; idx += 32 * WARPS) {
-            const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
-            const int row = (int)blockIdx.x * 16 + (l >> 2) + (i >= 2 ? 8 : 0);   /* the feature (gate row) */
-            const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
-            if (tok >= n) continue;
-            float vg = 0.0f, vu = 0.0f;   /* the plain form's sums, in its order */
 #pragma unroll
-            for (int w = 0; w < KW; w++) vg += red[w][nt][i][l];
+        for (int m = 0; m < MT; m++) {
+            if (m) __syncthreads();   /* the previous m-tile's sums are read */
 #pragma unroll
-            for (int w = 0; w < KW; w++) vu += red[KW + w][nt][i][l];
-            vg = sits_k_round_bf(vg + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
-            vu = sits_k_round_bf(vu + (bias ? sits_k_bf2f(bias[inter + row]) : 0.0f));
-            y[(size_t)tok * inter + row] = sits_k_f2bf(sits_k_silu_mul1(vg, vu));
+            for (int nt = 0; nt < NT8; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
+            __syncthreads();
+            for (int idx = threadIdx.x; idx < NT8 * 128; idx += 32 * WARPS) {
+                const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
+                const int row = ((int)blockIdx.x * MT + m) * 16 + (l >> 2) + (i >= 2 ? 8 : 0);   /* the feature (gate row) */
+                const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
+                if (tok >= n) continue;
+                float vg = 0.0f, vu = 0.0f;   /* the plain form's sums, in its order */
+#pragma unroll
+                for (int w = 0; w < KW; w++) vg += red[w][nt][i][l];
+#pragma unroll
+                for (int w = 0; w < KW; w++) vu += red[KW + w][nt][i][l];
+                vg = sits_k_round_bf(vg + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
+                vu = sits_k_round_bf(vu + (bias ? sits_k_bf2f(bias[inter + row]) : 0.0f));
+                y[(size_t)tok * inter + row] = sits_k_f2bf(sits_k_silu_mul1(vg, vu));
+            }
         }
     } else {
 #pragma unroll
@@ -889,35 +893,41 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
 }
 
 /* [perf: w4 swiglu] act [n, inter] = silu_mul of the gate/up linear (w: out = 2 inter rows, gate then up) in one launch:
- * w4a16_tc_kernel's GLU form, 1-8 tokens, tiled weights, inter % 16 == 0; its k-workers those sits_k_matmul_w4 gives
- * the 2 inter rows (w4_tc_warps), so the bits of sits_k_matmul_w4 then sits_k_silu_mul. SITS_ERR_UNSUPPORTED, nothing
- * launched, for any other shape or with SITS_W4_SWIGLU=0 (read at each call: A/B). */
+ * w4a16_tc_kernel's GLU form on tiled weights, with the k-workers and m-tiles sits_k_matmul_w4 gives the 2 inter rows,
+ * so the bits of sits_k_matmul_w4 then sits_k_silu_mul: 1-8 tokens (one m-tile, w4_tc_warps k-workers; inter % 16 ==
+ * 0) and 9-16 (two m-tiles and 8 k-workers, 16 warps; inter % 32 == 0; not under SITS_W4_TC_RW=8). SITS_ERR_UNSUPPORTED,
+ * nothing launched, for any other shape or with SITS_W4_SWIGLU=0 (read at each call: A/B). */
 extern "C" sits_status_t sits_k_matmul_w4_swiglu(sits_bf16_t *act, const sits_bf16_t *x, const uint8_t *q, const float *scale,
                                                  const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n,
                                                  int in, int inter, int group_size, int n_groups, cudaStream_t stream)
 {
-    const char *env = getenv("SITS_W4_SWIGLU");
-    if ((env && !strcmp(env, "0")) || !tiled || gidx || n < 1 || n > 8 || inter < 16 || inter % 16 || in % 128 || group_size < 32 ||
-        group_size % 32 || in % group_size || n_groups != in / group_size || !sits_k_aligned16(x) || !sits_k_aligned16(q))
+    const char *env = getenv("SITS_W4_SWIGLU"), *rw_env = getenv("SITS_W4_TC_RW");
+    const int mt = n > 8 ? 2 : 1;
+    if ((env && !strcmp(env, "0")) || !tiled || gidx || n < 1 || n > 16 || inter < 16 * mt || inter % (16 * mt) || in % 128 ||
+        group_size < 32 || group_size % 32 || in % group_size || n_groups != in / group_size || !sits_k_aligned16(x) ||
+        !sits_k_aligned16(q) || (mt == 2 && rw_env && atoi(rw_env) == 8))
         return SITS_ERR_UNSUPPORTED;
     int dev = 0, n_sms = 0;
     if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
-    const int kw = w4_tc_warps(2 * inter, n_sms);
+    const int kw = mt == 2 ? 8 : w4_tc_warps(2 * inter, n_sms);
     const bool wide = group_size % 128 == 0;
-    const dim3 grid((unsigned)(inter / 16));
+    const dim3 grid((unsigned)(inter / (16 * mt)));
     cudaError_t e = cudaSuccess;
-#define W4_GLU(W, WIDE)                                                                                                        \
-    e = sits_k_launch_pdl(w4a16_tc_kernel<1, 1, WIDE, 2 * (W), W, true>, grid, 64 * (W), 0, stream, true, act, x, q, scale, zero, \
+#define W4_GLU(NT8, MT, W, WIDE)                                                                                               \
+    e = sits_k_launch_pdl(w4a16_tc_kernel<NT8, MT, WIDE, 2 * (W), W, true>, grid, 64 * (W), 0, stream, true, act, x, q, scale, zero, \
                           bias, n, in, 2 * inter, group_size, n_groups)
-    if (kw == 16) {
-        if (wide) W4_GLU(16, true);
-        else W4_GLU(16, false);
+    if (mt == 2) {
+        if (wide) W4_GLU(2, 2, 8, true);
+        else W4_GLU(2, 2, 8, false);
+    } else if (kw == 16) {
+        if (wide) W4_GLU(1, 1, 16, true);
+        else W4_GLU(1, 1, 16, false);
     } else if (kw == 4) {
-        if (wide) W4_GLU(4, true);
-        else W4_GLU(4, false);
+        if (wide) W4_GLU(1, 1, 4, true);
+        else W4_GLU(1, 1, 4, false);
     } else {
-        if (wide) W4_GLU(8, true);
-        else W4_GLU(8, false);
+        if (wide) W4_GLU(1, 1, 8, true);
+        else W4_GLU(1, 1, 8, false);
     }
 #undef W4_GLU
     return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;

@@ -642,7 +642,7 @@ static sits_status_t cuda_matmul_swiglu(sits_backend_t *be, void *act, const voi
     return SITS_OK;
 }
 
-/* [perf: w4 swiglu] backend.h matmul_w4_swiglu: the INT4 GEMV's GLU form (kernels/w4a16.cu), for 1-8 tokens on tiled
+/* [perf: w4 swiglu] backend.h matmul_w4_swiglu: the INT4 GEMV's GLU form (kernels/w4a16.cu), for 1-16 tokens on tiled
  * weights; SITS_W4_SWIGLU=0 (read at each call) declines it */
 static sits_status_t cuda_matmul_w4_swiglu(sits_backend_t *be, void *act, const void *x, const sits_w4_t *w, const void *bias, int n,
                                            int in, int inter)

@@ -569,7 +569,8 @@ static void test_matmul_w4(ctx_t *c, int n, int in, int out, int group, int act_
  * backends' matmul_w4: each backend's silu_mul of it (act [n, inter]) and the cuda backend's matmul_w4_swiglu on the same
  * inputs. The fused act must be the bits of cuda's matmul_w4 + silu_mul (the same sums in the same order, the same two
  * roundings) and within the linear's bounds of the cpu's; it must decline (SITS_ERR_UNSUPPORTED, act untouched) exactly
- * the shapes outside its kernel (more than 8 tokens, inter % 16, act-order or untiled weights). */
+ * the shapes outside its kernel (more than 16 tokens, inter % 16 -- at 9-16 tokens inter % 32 --, act-order or untiled
+ * weights). */
 static void w4_glu_check(ctx_t *c, const char *what, void *d_x[N_BE], void *d_b[N_BE], void *d_y[N_BE], const sits_w4_t *w1, int n,
                          int in, int out)
 {
@@ -583,7 +584,7 @@ static void w4_glu_check(ctx_t *c, const char *what, void *d_x[N_BE], void *d_b[
         TRY(c->be[b]->ops->silu_mul(c->be[b], d_a[b], d_y[b], n, inter));
     }
     void *d_f = dev_poison(cu, (size_t)n * inter * sits_dtype_size(cu->act_dtype));
-    const int want = w1->tiled && !w1->gidx && n <= 8 && inter % 16 == 0;
+    const int want = w1->tiled && !w1->gidx && (n <= 8 ? inter % 16 == 0 : n <= 16 && inter % 32 == 0);
     sits_status_t st = cu->ops->matmul_w4_swiglu ? cu->ops->matmul_w4_swiglu(cu, d_f, d_x[1], w1, d_b[1], n, in, inter)
                                                  : SITS_ERR_UNSUPPORTED;
     c->checks++;
@@ -3429,13 +3430,18 @@ int4_cases:
     test_matmul_w4(&c, 25, 2048, 3000, 64, 0, 1);
     unsetenv("SITS_W4_TC_RW");
     /* [perf: w4 swiglu] the gate/up linear with SiLU in the GEMV's epilogue, against matmul_w4 + silu_mul: the warp rules'
-     * three forms (128 tiles of 16 rows: 16 k-workers, 32 warps a block; 400 tiles: 8; 800 tiles: 4), groups of 64
-     * (not wide), bias, 1-8 tokens; and the shapes it declines (9 tokens, inter % 16, act-order) */
+     * three forms at 1-8 tokens (128 tiles of 16 rows: 16 k-workers, 32 warps a block; 400 tiles: 8; 800 tiles: 4), two
+     * m-tiles a block at 9-16, groups of 32 / 64 (not wide), bias; and the shapes it declines (17 tokens, inter % 16, at
+     * 9-16 tokens inter % 32, act-order) */
     w4_case_glu(&c, 1, 4096, 2 * 1024, 128, 0, 0, 0, 1);
     w4_case_glu(&c, 3, 1024, 2 * 3200, 128, 0, 1, 0, 1);
     w4_case_glu(&c, 8, 512, 2 * 6400, 64, 0, 0, 0, 1);
     w4_case_glu(&c, 5, 2048, 2 * 1024, 32, 0, 1, 0, 1);
     w4_case_glu(&c, 9, 1024, 2 * 512, 128, 0, 0, 0, 1);
+    w4_case_glu(&c, 16, 2048, 2 * 3200, 64, 0, 1, 0, 1);
+    w4_case_glu(&c, 12, 4096, 2 * 1024, 128, 0, 0, 0, 1);
+    w4_case_glu(&c, 10, 1024, 2 * 528, 128, 0, 0, 0, 1);
+    w4_case_glu(&c, 17, 1024, 2 * 512, 128, 0, 0, 0, 1);
     w4_case_glu(&c, 2, 1024, 2 * 520, 128, 0, 0, 0, 1);
     w4_case_glu(&c, 2, 1024, 2 * 512, 128, 1, 0, 0, 1);
     setenv("SITS_W4_TC_W", "4", 1);   /* a forced warp count: the fused form follows it */
