@@ -909,7 +909,10 @@ extern "C" sits_status_t sits_k_matmul_w4_swiglu(sits_bf16_t *act, const sits_bf
         return SITS_ERR_UNSUPPORTED;
     int dev = 0, n_sms = 0;
     if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
-    const int kw = mt == 2 ? 8 : w4_tc_warps(2 * inter, n_sms);
+    /* SITS_W4_GLU_KW=4 / 8 / 16: the k-workers at 1-8 tokens (A/B; other sums' order than the plain form's) */
+    const char *kw_env = getenv("SITS_W4_GLU_KW");
+    const int kw_force = kw_env ? atoi(kw_env) : 0;
+    const int kw = mt == 2 ? 8 : kw_force == 4 || kw_force == 8 || kw_force == 16 ? kw_force : w4_tc_warps(2 * inter, n_sms);
     const bool wide = group_size % 128 == 0;
     const dim3 grid((unsigned)(inter / (16 * mt)));
     cudaError_t e = cudaSuccess;
