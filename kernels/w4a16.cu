@@ -892,18 +892,21 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     return SITS_K_LAUNCH_STATUS();
 }
 
+/* [perf: w4 swiglu] SITS_W4_SWIGLU's default: 1 runs the fused form where it applies (0 / 1 in the environment override) */
+#define W4_SWIGLU_DEFAULT 1
 /* [perf: w4 swiglu] act [n, inter] = silu_mul of the gate/up linear (w: out = 2 inter rows, gate then up) in one launch:
  * w4a16_tc_kernel's GLU form on tiled weights, with the k-workers and m-tiles sits_k_matmul_w4 gives the 2 inter rows,
  * so the bits of sits_k_matmul_w4 then sits_k_silu_mul: 1-8 tokens (one m-tile, w4_tc_warps k-workers; inter % 16 ==
  * 0) and 9-16 (two m-tiles and 8 k-workers, 16 warps; inter % 32 == 0; not under SITS_W4_TC_RW=8). SITS_ERR_UNSUPPORTED,
- * nothing launched, for any other shape or with SITS_W4_SWIGLU=0 (read at each call: A/B). */
+ * nothing launched, for any other shape or with SITS_W4_SWIGLU=0 (read at each call: A/B; =1 turns it on where
+ * W4_SWIGLU_DEFAULT is 0). */
 extern "C" sits_status_t sits_k_matmul_w4_swiglu(sits_bf16_t *act, const sits_bf16_t *x, const uint8_t *q, const float *scale,
                                                  const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n,
                                                  int in, int inter, int group_size, int n_groups, cudaStream_t stream)
 {
     const char *env = getenv("SITS_W4_SWIGLU"), *rw_env = getenv("SITS_W4_TC_RW");
     const int mt = n > 8 ? 2 : 1;
-    if ((env && !strcmp(env, "0")) || !tiled || gidx || n < 1 || n > 16 || inter < 16 * mt || inter % (16 * mt) || in % 128 ||
+    if (!(env ? atoi(env) != 0 : W4_SWIGLU_DEFAULT) || !tiled || gidx || n < 1 || n > 16 || inter < 16 * mt || inter % (16 * mt) || in % 128 ||
         group_size < 32 || group_size % 32 || in % group_size || n_groups != in / group_size || !sits_k_aligned16(x) ||
         !sits_k_aligned16(q) || (mt == 2 && rw_env && atoi(rw_env) == 8))
         return SITS_ERR_UNSUPPORTED;

@@ -3433,6 +3433,7 @@ int4_cases:
      * three forms at 1-8 tokens (128 tiles of 16 rows: 16 k-workers, 32 warps a block; 400 tiles: 8; 800 tiles: 4), two
      * m-tiles a block at 9-16, groups of 32 / 64 (not wide), bias; and the shapes it declines (17 tokens, inter % 16, at
      * 9-16 tokens inter % 32, act-order) */
+    setenv("SITS_W4_SWIGLU", "1", 1);   /* whatever its default */
     w4_case_glu(&c, 1, 4096, 2 * 1024, 128, 0, 0, 0, 1);
     w4_case_glu(&c, 3, 1024, 2 * 3200, 128, 0, 1, 0, 1);
     w4_case_glu(&c, 8, 512, 2 * 6400, 64, 0, 0, 0, 1);
@@ -3447,6 +3448,7 @@ int4_cases:
     setenv("SITS_W4_TC_W", "4", 1);   /* a forced warp count: the fused form follows it */
     w4_case_glu(&c, 4, 2048, 2 * 1024, 128, 0, 0, 0, 1);
     unsetenv("SITS_W4_TC_W");
+    unsetenv("SITS_W4_SWIGLU");
     /* n > 64 (or act-order) with the scratch reserved (last: the scratch stays): dequantise, then the bf16 GEMM */
     w4_case(&c, 33, 1024, 520, 64, 1, 1, 1);
     w4_case(&c, 100, 4096, 1024, 128, 0, 1, 1);
