@@ -357,13 +357,6 @@ sits_status_t sits_k_moe_grouped(sits_bf16_t *y, sits_bf16_t *act, const sits_bf
 sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                                const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n, int in, int out, int group_size,
                                int n_groups, cudaStream_t stream);
-/* [perf: w4 swiglu] act [n, inter] = silu(bf16 gate) * bf16 up of y = sits_k_matmul_w4(x, w) with out = 2 inter rows (gate
- * rows, then up rows; bias [2 inter] or NULL) in one launch -- the bits of sits_k_matmul_w4 then sits_k_silu_mul -- for
- * 1-16 tokens, tiled w (as sits_k_matmul_w4 tiles), inter % 16 == 0 (9-16 tokens: % 32); SITS_ERR_UNSUPPORTED, nothing
- * launched, otherwise (or with SITS_W4_SWIGLU=0): the caller then runs the two. */
-sits_status_t sits_k_matmul_w4_swiglu(sits_bf16_t *act, const sits_bf16_t *x, const uint8_t *q, const float *scale,
-                                      const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n, int in,
-                                      int inter, int group_size, int n_groups, cudaStream_t stream);
 /* [int4 tiles] q, scale, zero (allocated for out rounded up to 16 rows) = q_src [out, in / 2], s_src / z_src
  * [out, n_groups] (the row layout) re-arranged in 16-row x 128-input tiles, the zero points as bytes
  * (kernels/w4a16.cu); in % 128 == 0, q and q_src 16-byte aligned and not overlapping. */

@@ -37,7 +37,6 @@
  *     each element's output). The result differs from the cpu twin only in the fp32 summation order.
  *     (Marlin's layout -- weights pre-shuffled at load, cp.async pipelines, ldmatrix -- is the next step.) */
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels/common.cuh"
 
@@ -339,23 +338,17 @@ static __device__ __forceinline__ uint32_t w4_pair(uint32_t w, uint32_t z2)
 }
 
 /* [int4 interleave] 9-16 tokens, groups of 128k: two blocks an SM (<= 128 registers; without the bound 138 at KW = 8) */
-/* [perf: w4 swiglu] GLU: the gate/up linear (out = 2 inter rows: gate rows, then up rows; inter % (16 MT) == 0) with SiLU
- * in the epilogue: RW = 2, row tile 0 of block b the gate rows 16 MT b .. + 16 MT - 1 and row tile 1 the same up rows
- * (+ inter), so a block holds both sums of its 16 MT features; y is act [n, inter] = bf16(silu(bf16 gate) * bf16 up) --
- * with the plain form's KW and MT for these rows, the bits of the plain form followed by silu_mul_kernel. */
-template <int NT8, int MT, bool WIDE, int WARPS, int KW, bool GLU = false>
+template <int NT8, int MT, bool WIDE, int WARPS, int KW>
 static __global__ void __launch_bounds__(32 * WARPS, NT8 == 2 && WARPS == 8 && WIDE ? 2 : 0)
 w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale, const float *zero,
                 const sits_bf16_t *bias, int n, int in, int out, int group_size, int n_groups)
 {
     constexpr int RW = WARPS / KW;   /* warps along the rows: RW x 16 MT rows a block */
-    static_assert(!GLU || RW == 2, "the GLU form: a gate and an up row tile a block");
     __shared__ float red[WARPS][NT8][4][32];   /* one m-tile's C fragments of every warp, [warp][n-tile][element][lane] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     /* this warp's row tile and k-worker (RW == 1 spelled out: the compiler does not know warp < WARPS) */
     const int rw = RW == 1 ? 0 : warp / KW, kw = RW == 1 ? warp : warp % KW;
-    /* this warp's first row (GLU: gate row 16 MT b or up row 16 MT b + inter, inter = out / 2) */
-    const int o0 = GLU ? (int)blockIdx.x * 16 * MT + rw * (out / 2) : (blockIdx.x * RW + rw) * 16 * MT;
+    const int o0 = (blockIdx.x * RW + rw) * 16 * MT;   /* this warp's first row */
     const uint8_t *qa[MT], *qb[MT];   /* [int4 tiles] rows g, g + 8 of m-tile m in k-block 0; k-block kb at + 1024 kb */
     const float *sa[MT], *sb[MT];   /* their scales of group 0; group gi at + 16 gi */
     const uint8_t *za[MT], *zb[MT];   /* their zero points (bytes), the same */
@@ -446,50 +439,23 @@ w4a16_tc_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const fl
         }
     }
     sits_k_pdl_trigger();   /* [perf: gemv trigger] the kernel reading y may be placed while the last blocks sum and write */
-    if constexpr (GLU) {   /* [perf: w4 swiglu] entries (nt, i, l) of each gate m-tile, each with the up sum of its place */
-        const int inter = out / 2;
 #pragma unroll
-        for (int m = 0; m < MT; m++) {
-            if (m) __syncthreads();   /* the previous m-tile's sums are read */
+    for (int m = 0; m < MT; m++) {   /* the sums over each row tile's KW warps, one m-tile at a time */
+        if (m) __syncthreads();          /* the previous m-tile's sums are read */
 #pragma unroll
-            for (int nt = 0; nt < NT8; nt++)
+        for (int nt = 0; nt < NT8; nt++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < NT8 * 128; idx += 32 * WARPS) {
-                const int nt = idx / 128, i = (idx / 32) % 4, l = idx % 32;
-                const int row = ((int)blockIdx.x * MT + m) * 16 + (l >> 2) + (i >= 2 ? 8 : 0);   /* the feature (gate row) */
-                const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
-                if (tok >= n) continue;
-                float vg = 0.0f, vu = 0.0f;   /* the plain form's sums, in its order */
+            for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < RW * NT8 * 128; idx += 32 * WARPS) {
+            const int r = idx / (NT8 * 128), nt = (idx / 128) % NT8, i = (idx / 32) % 4, l = idx % 32;
+            const int row = (blockIdx.x * RW + r) * 16 * MT + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
+            const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
+            if (row >= out || tok >= n) continue;
+            float v = 0.0f;
 #pragma unroll
-                for (int w = 0; w < KW; w++) vg += red[w][nt][i][l];
-#pragma unroll
-                for (int w = 0; w < KW; w++) vu += red[KW + w][nt][i][l];
-                vg = sits_k_round_bf(vg + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
-                vu = sits_k_round_bf(vu + (bias ? sits_k_bf2f(bias[inter + row]) : 0.0f));
-                y[(size_t)tok * inter + row] = sits_k_f2bf(sits_k_silu_mul1(vg, vu));
-            }
-        }
-    } else {
-#pragma unroll
-        for (int m = 0; m < MT; m++) {   /* the sums over each row tile's KW warps, one m-tile at a time */
-            if (m) __syncthreads();          /* the previous m-tile's sums are read */
-#pragma unroll
-            for (int nt = 0; nt < NT8; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) red[warp][nt][i][lane] = acc[m][nt][i];
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < RW * NT8 * 128; idx += 32 * WARPS) {
-                const int r = idx / (NT8 * 128), nt = (idx / 128) % NT8, i = (idx / 32) % 4, l = idx % 32;
-                const int row = (blockIdx.x * RW + r) * 16 * MT + 16 * m + (l >> 2) + (i >= 2 ? 8 : 0);
-                const int tok = 8 * nt + 2 * (l & 3) + (i & 1);
-                if (row >= out || tok >= n) continue;
-                float v = 0.0f;
-#pragma unroll
-                for (int w = 0; w < KW; w++) v += red[r * KW + w][nt][i][l];
-                y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
-            }
+            for (int w = 0; w < KW; w++) v += red[r * KW + w][nt][i][l];
+            y[(size_t)tok * out + row] = sits_k_f2bf(v + (bias ? sits_k_bf2f(bias[row]) : 0.0f));
         }
     }
 }
@@ -750,24 +716,6 @@ w4a16_mma_kernel(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const f
     }
 }
 
-/* The warps a block of the 1-8-token tensor-core GEMV (each a k-worker of its one row tile) for `out` rows on n_sms SMs:
- * - 16 on a small grid (at most two 16-row tiles an SM: Llama-3 8B o and down at TP 1): twice the nibble loads in
- *   flight (H100, linears alone: 8B o 7.9 -> 6.8 us, down 19.5 -> 16.6; on larger grids 16 warps were slower: 8B
- *   gate_up 28.8 -> 33.6);
- * - [perf: w4 waves] 4 where the 8-warp blocks would spill into a second, partial wave (more than 4 tiles an SM -- four
- *   8-warp blocks of 60 registers fit an SM -- and at most 8: Llama-3 70B qkv at TP 1, 640 tiles on 132 SMs): every
- *   tile resident at once (eight 4-warp blocks an SM), 19-20 warps an SM streaming 16 k-blocks each, instead of 1.2
- *   waves. H100, linears alone (RESULTS.md 2026-12-06T08:35Z): 70B qkv 23.8 -> 22.3 us at 1 token, 25.4 -> 22.1 at 8;
- *   on the other Llama-3 grids 4 warps lost (70B o 16.6 -> 19.8, down 48.6 -> 61.8, 8B qkv 8.6 -> 10.4);
- * - 8 otherwise. SITS_W4_TC_W=4 / 8 / 16 sets it (A/B; read at each call). */
-static int w4_tc_warps(int out, int n_sms)
-{
-    const char *w_env = getenv("SITS_W4_TC_W");
-    const int tiles = (out + 15) / 16;
-    if (w_env && (atoi(w_env) == 4 || atoi(w_env) == 8 || atoi(w_env) == 16)) return atoi(w_env);
-    return tiles <= 2 * n_sms ? 16 : tiles > 4 * n_sms && tiles <= 8 * n_sms ? 4 : 8;
-}
-
 extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, const uint8_t *q, const float *scale,
                                           const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n, int in,
                                           int out, int group_size, int n_groups, cudaStream_t stream)
@@ -803,9 +751,20 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
         }
         if (n <= W4_TC_MAX_N) {
             const bool wide = group_size % 128 == 0;
+            /* 1-8 tokens on a small grid (at most two 16-row tiles an SM: Llama-3 8B o and down at TP 1) with 16 warps a
+             * block: twice the nibble loads in flight (H100, linears alone: 8B o 7.9 -> 6.8 us, down 19.5 -> 16.6; on
+             * larger grids 16 warps were slower: 8B gate_up 28.8 -> 33.6). */
             int dev = 0, n_sms = 0;
             if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
-            const int w_tc = w4_tc_warps(out, n_sms);
+            /* [perf: w4 waves] 4 warps a block where the 8-warp blocks would spill into a second, partial wave (more than 4
+             * tiles an SM -- four 8-warp blocks of 60 registers fit an SM -- and at most 8: Llama-3 70B qkv at TP 1, 640
+             * tiles on 132 SMs): every tile resident at once (eight 4-warp blocks an SM), 19-20 warps an SM streaming 16
+             * k-blocks each, instead of 1.2 waves. H100, linears alone (RESULTS.md 2026-12-06T08:35Z): 70B qkv 23.8 ->
+             * 22.3 us at 1 token, 25.4 -> 22.1 at 8; on the other Llama-3 grids 4 warps lost (70B o 16.6 -> 19.8, down
+             * 48.6 -> 61.8, 8B qkv 8.6 -> 10.4). SITS_W4_TC_W=4 / 8 / 16 sets the warps at 1-8 tokens (A/B). */
+            const char *w_env = getenv("SITS_W4_TC_W");
+            const int tiles = (out + 15) / 16;
+            const int w_tc = w_env ? atoi(w_env) : tiles <= 2 * n_sms ? 16 : tiles > 4 * n_sms && tiles <= 8 * n_sms ? 4 : 8;
             /* [int4 rows] 17-32 tokens on a large grid (gate_up: at least 3/4 of a block an SM with 8 row tiles of 32
              * rows a block): the 8 warps of a block each on a row tile of its own (KW = 1), reading the same x fragments
              * at about the same time -- from L1 after the first; with one row tile a block (the k range over its 8 warps)
@@ -890,51 +849,4 @@ extern "C" sits_status_t sits_k_matmul_w4(sits_bf16_t *y, const sits_bf16_t *x, 
     else
         w4a16_kernel<false><<<grid, 32 * W4_WARPS, 0, stream>>>(y, x, q, scale, zero, gidx, bias, n, in, out, group_size, n_groups);
     return SITS_K_LAUNCH_STATUS();
-}
-
-/* [perf: w4 swiglu] SITS_W4_SWIGLU's default: 1 runs the fused form where it applies (0 / 1 in the environment override) */
-#define W4_SWIGLU_DEFAULT 1
-/* [perf: w4 swiglu] act [n, inter] = silu_mul of the gate/up linear (w: out = 2 inter rows, gate then up) in one launch:
- * w4a16_tc_kernel's GLU form on tiled weights, with the k-workers and m-tiles sits_k_matmul_w4 gives the 2 inter rows,
- * so the bits of sits_k_matmul_w4 then sits_k_silu_mul: 1-8 tokens (one m-tile, w4_tc_warps k-workers; inter % 16 ==
- * 0) and 9-16 (two m-tiles and 8 k-workers, 16 warps; inter % 32 == 0; not under SITS_W4_TC_RW=8). SITS_ERR_UNSUPPORTED,
- * nothing launched, for any other shape or with SITS_W4_SWIGLU=0 (read at each call: A/B; =1 turns it on where
- * W4_SWIGLU_DEFAULT is 0). */
-extern "C" sits_status_t sits_k_matmul_w4_swiglu(sits_bf16_t *act, const sits_bf16_t *x, const uint8_t *q, const float *scale,
-                                                 const float *zero, const int32_t *gidx, int tiled, const sits_bf16_t *bias, int n,
-                                                 int in, int inter, int group_size, int n_groups, cudaStream_t stream)
-{
-    const char *env = getenv("SITS_W4_SWIGLU"), *rw_env = getenv("SITS_W4_TC_RW");
-    const int mt = n > 8 ? 2 : 1;
-    if (!(env ? atoi(env) != 0 : W4_SWIGLU_DEFAULT) || !tiled || gidx || n < 1 || n > 16 || inter < 16 * mt || inter % (16 * mt) || in % 128 ||
-        group_size < 32 || group_size % 32 || in % group_size || n_groups != in / group_size || !sits_k_aligned16(x) ||
-        !sits_k_aligned16(q) || (mt == 2 && rw_env && atoi(rw_env) == 8))
-        return SITS_ERR_UNSUPPORTED;
-    int dev = 0, n_sms = 0;
-    if (sits_k_sm_count(&dev, &n_sms) != cudaSuccess) return SITS_ERR_CUDA;
-    /* SITS_W4_GLU_KW=4 / 8 / 16: the k-workers at 1-8 tokens (A/B; other sums' order than the plain form's) */
-    const char *kw_env = getenv("SITS_W4_GLU_KW");
-    const int kw_force = kw_env ? atoi(kw_env) : 0;
-    const int kw = mt == 2 ? 8 : kw_force == 4 || kw_force == 8 || kw_force == 16 ? kw_force : w4_tc_warps(2 * inter, n_sms);
-    const bool wide = group_size % 128 == 0;
-    const dim3 grid((unsigned)(inter / (16 * mt)));
-    cudaError_t e = cudaSuccess;
-#define W4_GLU(NT8, MT, W, WIDE)                                                                                               \
-    e = sits_k_launch_pdl(w4a16_tc_kernel<NT8, MT, WIDE, 2 * (W), W, true>, grid, 64 * (W), 0, stream, true, act, x, q, scale, zero, \
-                          bias, n, in, 2 * inter, group_size, n_groups)
-    if (mt == 2) {
-        if (wide) W4_GLU(2, 2, 8, true);
-        else W4_GLU(2, 2, 8, false);
-    } else if (kw == 16) {
-        if (wide) W4_GLU(1, 1, 16, true);
-        else W4_GLU(1, 1, 16, false);
-    } else if (kw == 4) {
-        if (wide) W4_GLU(1, 1, 4, true);
-        else W4_GLU(1, 1, 4, false);
-    } else {
-        if (wide) W4_GLU(1, 1, 8, true);
-        else W4_GLU(1, 1, 8, false);
-    }
-#undef W4_GLU
-    return e == cudaSuccess ? SITS_K_LAUNCH_STATUS() : SITS_ERR_CUDA;
 }

@@ -517,12 +517,6 @@ typedef struct sits_backend_ops {
      * then runs the two ops. */
     sits_status_t (*matmul_swiglu)(sits_backend_t *be, void *act, const void *x, const float *xs, const void *w,
                                    const float *w_scale, int n, int in, int inter);
-    /* [perf: w4 swiglu] Optional (NULL: none). act [n, inter] = silu_mul of matmul_w4(x, w, bias) with w the INT4 gate/up
-     * linear of 2 inter rows (gate rows, then up rows; bias [2 inter] or NULL) -- the bits of matmul_w4 followed by
-     * silu_mul -- in one kernel where the backend has one for the shape (cuda: 1-16 tokens, tiled weights, inter % 16 ==
-     * 0, at 9-16 tokens % 32); SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller then runs the two ops. */
-    sits_status_t (*matmul_w4_swiglu)(sits_backend_t *be, void *act, const void *x, const sits_w4_t *w, const void *bias, int n,
-                                      int in, int inter);
     /* [moe fuse] Optional (NULL: none): the [moe dev] ops of one token fused, where the backend has kernels for the shape;
      * SITS_ERR_UNSUPPORTED, nothing done, otherwise (the caller then runs the separate ops).
      * moe_select: the router of one token in one launch: logits [1, E] act_dtype = matmul(x [1, H], w [E, H], bias [E] or

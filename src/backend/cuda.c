@@ -642,18 +642,6 @@ static sits_status_t cuda_matmul_swiglu(sits_backend_t *be, void *act, const voi
     return SITS_OK;
 }
 
-/* [perf: w4 swiglu] backend.h matmul_w4_swiglu: the INT4 GEMV's GLU form (kernels/w4a16.cu), for 1-16 tokens on tiled
- * weights; SITS_W4_SWIGLU=0 (read at each call) declines it */
-static sits_status_t cuda_matmul_w4_swiglu(sits_backend_t *be, void *act, const void *x, const sits_w4_t *w, const void *bias, int n,
-                                           int in, int inter)
-{
-    sits_status_t st = sits_k_matmul_w4_swiglu(act, x, w->q, w->scale, w->zero, w->gidx, w->tiled, bias, n, in, inter, w->group_size,
-                                               w->n_groups, impl_of(be)->stream);
-    if (st == SITS_ERR_UNSUPPORTED) return st;
-    SITS_KERNEL_CHECK(st);
-    return SITS_OK;
-}
-
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 static sits_status_t cuda_embed(sits_backend_t *be, void *out, const void *table, const int32_t *tokens, int n, int dim,
@@ -1208,9 +1196,6 @@ OPT_WRAP(cuda_matmul_swiglu, "gemv + swiglu", inter, in, n,
          (sits_backend_t *be, void *act, const void *x, const float *xs, const void *w, const float *w_scale, int n, int in,
           int inter),
          (be, act, x, xs, w, w_scale, n, in, inter))
-OPT_WRAP(cuda_matmul_w4_swiglu, "gemv int4 + swiglu", inter, in, n,
-         (sits_backend_t *be, void *act, const void *x, const sits_w4_t *w, const void *bias, int n, int in, int inter),
-         (be, act, x, w, bias, n, in, inter))
 OPT_WRAP(cuda_rope_kv_write, "rope + kv write", n_q, n_kv, n,
          (sits_backend_t *be, void *qkv, int n, int row_stride, int n_q, int n_kv, int head_dim, const int32_t *pos,
           const float *inv_freq, void *k_cache, void *v_cache, int block_size, const int32_t *slot_mapping, const void *q_norm,
@@ -1299,7 +1284,6 @@ static const sits_backend_ops_t cuda_ops = {
     .matmul_w4 = cuda_matmul_w4_t,     /* [int4] */
     .w4_layout = cuda_w4_layout,       /* [int4 tiles] */
     .matmul_swiglu = cuda_matmul_swiglu_t,   /* [perf: swiglu gemv] */
-    .matmul_w4_swiglu = cuda_matmul_w4_swiglu_t,   /* [perf: w4 swiglu] */
     .matmul_fp8 = cuda_matmul_fp8_t,   /* [fp8] */
     .matmul_fp8q = cuda_matmul_fp8q_t,
     .add_rmsnorm_f32res_fp8 = cuda_add_rmsnorm_f32res_fp8_t,

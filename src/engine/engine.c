@@ -573,19 +573,12 @@ static sits_status_t linear(sits_engine_t *e, void *y, const void *x, const void
     return e->be->ops->matmul(e->be, y, x, w, bias, n, in, out);
 }
 
-/* [perf: swiglu gemv] act = silu_mul(h . gu^T) in one backend op (backend.h matmul_swiglu; [perf: w4 swiglu] INT4
- * weights: matmul_w4_swiglu) where the backend has a kernel for it: the gate/up linear's input as linear() takes it (the
- * E4M3 rows add_norm made of h for FP8 weights). SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller runs linear +
- * silu_mul. */
+/* [perf: swiglu gemv] act = silu_mul(h . gu^T) in one backend op (backend.h matmul_swiglu) where the backend has a
+ * kernel for it: the gate/up linear's input as linear() takes it (the E4M3 rows add_norm made of h for FP8 weights).
+ * SITS_ERR_UNSUPPORTED, nothing done, otherwise: the caller runs linear + silu_mul. */
 static sits_status_t swiglu(sits_engine_t *e, const sits_layer_weights_t *lw, int n, int in, int inter)
 {
-    if (lw->gu_w4.q) {   /* act [n, inter] */
-        if (!e->be->ops->matmul_w4_swiglu || e->xq_of == e->h) return SITS_ERR_UNSUPPORTED;   /* (h unwritten: linear() says) */
-        sits_status_t st = e->be->ops->matmul_w4_swiglu(e->be, e->act, e->h, &lw->gu_w4, lw->gu_bias, n, in, inter);
-        if (st == SITS_OK) e->xq_of = NULL;
-        return st;
-    }
-    if (!e->be->ops->matmul_swiglu || lw->gu_bias || (lw->gu_scale && e->xq_of != e->h))
+    if (!e->be->ops->matmul_swiglu || lw->gu_bias || lw->gu_w4.q || (lw->gu_scale && e->xq_of != e->h))
         return SITS_ERR_UNSUPPORTED;
     sits_status_t st = e->be->ops->matmul_swiglu(e->be, e->act, lw->gu_scale ? e->xq : e->h, lw->gu_scale ? e->xs : NULL, lw->gu,
                                                  lw->gu_scale, n, in, inter);   /* act [n, inter] */
